@@ -1,0 +1,18 @@
+#pragma once
+// Shared option handling for subcommands: Boost.Program_options with one-line errors that name the option.
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace crl::cli {
+
+namespace po = boost::program_options;
+
+// Parses `args` against `options` (and `positional`). Returns false after printing help (`--help`) or a
+// one-line error; `exit_code` is then 0 (help) or 2 (usage error).
+bool parse_options(const std::string& command, const std::string& usage, const po::options_description& options,
+                   const po::positional_options_description& positional, const std::vector<std::string>& args,
+                   po::variables_map& vm, int& exit_code);
+
+}  // namespace crl::cli

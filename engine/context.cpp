@@ -1,0 +1,176 @@
+#include "engine/context.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+
+namespace crl {
+
+PromptView::PromptView(const TokenArena* arena, std::vector<Span> spans) : arena_(arena), spans_(std::move(spans)) {
+  for (const Span& span : spans_) size_ += span.size();
+}
+
+TokenId PromptView::back() const {
+  for (auto it = spans_.rbegin(); it != spans_.rend(); ++it) {
+    if (it->size() > 0) return arena_->view(*it).back();
+  }
+  CRL_CHECK(false, "back() of an empty prompt");
+}
+
+void PromptView::copy_to(std::vector<TokenId>& ids, std::vector<Provenance>* provenance) const {
+  ids.reserve(ids.size() + size_);
+  for (const Span& span : spans_) {
+    const auto tokens = arena_->view(span);
+    ids.insert(ids.end(), tokens.begin(), tokens.end());
+    if (provenance != nullptr) provenance->insert(provenance->end(), span.size(), span.provenance);
+  }
+}
+
+Context::Context(const Budget& budget, const ContextTemplate& tmpl) : budget_(budget) {
+  header_ = arena_.append(tmpl.turn_header, Provenance::kPrompt);
+  instruction_ = arena_.append(tmpl.summary_instruction, Provenance::kPrompt);
+  resume_prefix_ = arena_.append(tmpl.resume_prefix, Provenance::kPrompt);
+  resume_suffix_ = arena_.append(tmpl.resume_suffix, Provenance::kPrompt);
+  marker_ = arena_.append(tmpl.truncation_marker, Provenance::kPrompt);
+}
+
+bool Context::start(std::span<const TokenId> system, std::span<const TokenId> user) {
+  steps_.clear();
+  system_ = arena_.append(system, Provenance::kPrompt);
+  prefix_ = {system_, arena_.append(user, Provenance::kPrompt)};
+  window_tokens_ = system_.size() + prefix_[1].size();
+  compactions_ = 0;
+  window_has_action_ = false;
+  compaction_requested_ = false;
+  return tokens() < budget_.capacity;
+}
+
+bool Context::needs_compaction() const {
+  if (!window_has_action_) return false;
+  return compaction_requested_ || budget_.capacity - tokens() < budget_.reserve;
+}
+
+int64_t Context::max_new_tokens() const { return std::min(budget_.per_turn_cap, budget_.capacity - tokens()); }
+
+std::vector<Span> Context::window_spans() const {
+  std::vector<Span> spans = prefix_;
+  for (const Step& step : steps_) spans.insert(spans.end(), step.spans.begin(), step.spans.end());
+  return spans;
+}
+
+PromptView Context::execution_prompt() const {
+  std::vector<Span> spans = window_spans();
+  spans.push_back(header_);
+  return PromptView(&arena_, std::move(spans));
+}
+
+bool Context::summary_prompt(PromptView& prompt) const {
+  // Which spans are observations (the only ones that may be cut): environment spans of the prefix, and in
+  // each step every span after the turn header and the action.
+  std::vector<Span> spans;
+  std::vector<bool> shrinkable;
+  for (const Span& span : prefix_) {
+    spans.push_back(span);
+    shrinkable.push_back(span.provenance == Provenance::kEnvironment);
+  }
+  for (const Step& step : steps_) {
+    for (size_t i = 0; i < step.spans.size(); ++i) {
+      spans.push_back(step.spans[i]);
+      shrinkable.push_back(i >= 2);
+    }
+  }
+  spans.push_back(instruction_);
+  shrinkable.push_back(false);
+  int64_t total = window_tokens_ + instruction_.size();
+  const int64_t limit = budget_.capacity - budget_.summary_cap;
+  if (total <= limit) {
+    prompt = PromptView(&arena_, std::move(spans));
+    return true;
+  }
+  // Temporary truncation: halve the largest observation (earliest on ties) until the prompt fits. `kept[i]`
+  // is how many tokens of spans[i] survive; a cut span shows its head third, the marker, its tail rest.
+  std::vector<int64_t> kept(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) kept[i] = spans[i].size();
+  std::vector<bool> cut(spans.size(), false);
+  while (total > limit) {
+    size_t best = spans.size();
+    for (size_t i = 0; i < spans.size(); ++i) {
+      if (shrinkable[i] && kept[i] >= 2 && (best == spans.size() || kept[i] > kept[best])) best = i;
+    }
+    if (best == spans.size()) return false;
+    const int64_t new_kept = kept[best] / 2;
+    total -= kept[best] - new_kept;
+    if (!cut[best]) total += marker_.size();
+    cut[best] = true;
+    kept[best] = new_kept;
+  }
+  std::vector<Span> out;
+  out.reserve(spans.size() + 8);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    if (!cut[i]) {
+      out.push_back(spans[i]);
+      continue;
+    }
+    const int64_t head = kept[i] / 3, tail = kept[i] - head;
+    out.push_back(Span{spans[i].begin, static_cast<uint32_t>(spans[i].begin + head), spans[i].provenance});
+    out.push_back(marker_);
+    out.push_back(Span{static_cast<uint32_t>(spans[i].end - tail), spans[i].end, spans[i].provenance});
+  }
+  prompt = PromptView(&arena_, std::move(out));
+  return true;
+}
+
+int64_t Context::summary_max_new_tokens(const PromptView& prompt) const {
+  return std::min(budget_.summary_cap, budget_.capacity - prompt.size());
+}
+
+void Context::append_action(std::span<const TokenId> action, Provenance provenance) {
+  CRL_CHECK(provenance == Provenance::kSampled || provenance == Provenance::kForced,
+            "an action is sampled or forced, not " << provenance_name(provenance));
+  Step step;
+  step.spans.push_back(header_);
+  step.spans.push_back(arena_.append(action, provenance));
+  step.tokens = header_.size() + action.size();
+  window_tokens_ += step.tokens;
+  steps_.push_back(std::move(step));
+  window_has_action_ = true;
+}
+
+void Context::append_observation(std::span<const TokenId> observation) {
+  if (observation.empty()) return;
+  const Span span = arena_.append(observation, Provenance::kEnvironment);
+  window_tokens_ += span.size();
+  if (steps_.empty()) {
+    prefix_.push_back(span);
+  } else {
+    steps_.back().spans.push_back(span);
+    steps_.back().tokens += span.size();
+  }
+}
+
+RebuildResult Context::rebuild(std::span<const TokenId> summary) {
+  ++compactions_;
+  compaction_requested_ = false;
+  const Span copied = arena_.append(summary, Provenance::kCopiedSummary);
+  const int64_t base = system_.size() + resume_prefix_.size() + copied.size() + resume_suffix_.size() + header_.size();
+  const int64_t limit = budget_.capacity - budget_.reserve;
+  // k = tail_k, tail_k - 1, ..., 0: keep the first that fits strictly below C - T_comp.
+  int k = std::min<int>(budget_.tail_k, static_cast<int>(steps_.size()));
+  for (; k >= 0; --k) {
+    int64_t tail = 0;
+    for (size_t i = steps_.size() - k; i < steps_.size(); ++i) tail += steps_[i].tokens;
+    if (base + tail < limit) break;
+  }
+  if (k < 0) return RebuildResult{RebuildStatus::kDoesNotFit, 0};
+  prefix_ = {system_, resume_prefix_, copied, resume_suffix_};
+  steps_.erase(steps_.begin(), steps_.end() - k);
+  for (Step& step : steps_) {
+    for (Span& span : step.spans) span.provenance = Provenance::kCopiedTail;
+  }
+  window_tokens_ = base - header_.size();
+  for (const Step& step : steps_) window_tokens_ += step.tokens;
+  window_has_action_ = false;
+  return RebuildResult{RebuildStatus::kRebuilt, k};
+}
+
+}  // namespace crl

@@ -1,0 +1,127 @@
+#pragma once
+// The budgeted context of one episode (spec section 1.1): the history the policy sees, its token count,
+// the compaction trigger, the summary request, and the rebuild after a summary.
+//
+// The history is h = prefix + z_1 .. z_t, where the prefix is system + user (or system + resume(summary)
+// after a compaction) and each z_i is an atomic step: the assistant turn (turn header + action) and every
+// observation before the next assistant turn. Steps are never split.
+//
+// Storage: every token lives once in an append-only TokenArena; the window is a list of spans into it.
+// A step costs O(its tokens); a rebuild writes the resume message and re-uses the kept steps' spans, so it
+// costs O(resume + number of spans), never O(context).
+//
+// Token accounting: tokens() is the rendered size of the next execution request, i.e. the window plus the
+// assistant turn header that opens the next turn. The trigger C - tokens() < T_comp is checked by the
+// episode before each execution request; it fires only if the window already holds a generated (sampled or
+// forced) action (guard (a): never compact a window with no generated token).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/budget.h"
+#include "engine/token.h"
+
+namespace crl {
+
+// Tokens the chat template (or a symbolic environment) puts around the parts the context manages.
+struct ContextTemplate {
+  std::vector<TokenId> turn_header;          // opens each assistant turn ("<|im_start|>assistant\n")
+  std::vector<TokenId> summary_instruction;  // q_sum as a user turn, followed by the assistant turn header
+  std::vector<TokenId> resume_prefix;        // resume(S) = resume_prefix + S + resume_suffix (one user turn)
+  std::vector<TokenId> resume_suffix;
+  std::vector<TokenId> truncation_marker;    // stands for the middle cut out of an over-long observation
+};
+
+// A prompt: spans (index ranges) over an arena. Cheap to pass around; valid while the Context that made it
+// lives at the same address (spans are indices, so later appends do not invalidate it).
+class PromptView {
+ public:
+  PromptView() = default;
+  PromptView(const TokenArena* arena, std::vector<Span> spans);
+  const std::vector<Span>& spans() const { return spans_; }
+  int64_t size() const { return size_; }
+  std::span<const TokenId> tokens(const Span& span) const { return arena_->view(span); }
+  TokenId back() const;  // the last token (the prompt must not be empty)
+  void copy_to(std::vector<TokenId>& ids, std::vector<Provenance>* provenance = nullptr) const;
+  std::vector<TokenId> ids() const {
+    std::vector<TokenId> out;
+    copy_to(out);
+    return out;
+  }
+
+ private:
+  const TokenArena* arena_ = nullptr;
+  std::vector<Span> spans_;
+  int64_t size_ = 0;
+};
+
+enum class RebuildStatus { kRebuilt, kDoesNotFit };
+struct RebuildResult {
+  RebuildStatus status = RebuildStatus::kDoesNotFit;
+  int kept_steps = 0;  // k actually kept (tail_k reduced until the window fits below C - T_comp)
+};
+
+class Context {
+ public:
+  Context(const Budget& budget, const ContextTemplate& tmpl);
+
+  // Starts (or restarts) an episode with the encoded system and first user turn. Returns false when the
+  // first request would already be >= C: the episode cannot run (it ends as failed, spec 1.1 (a)).
+  bool start(std::span<const TokenId> system, std::span<const TokenId> user);
+
+  const Budget& budget() const { return budget_; }
+  int64_t tokens() const { return window_tokens_ + header_.size(); }
+  int compactions() const { return compactions_; }
+  int steps_in_window() const { return static_cast<int>(steps_.size()); }
+  bool window_has_action() const { return window_has_action_; }
+  // Makes the next needs_compaction() true even if the budget still has room (an environment's scripted
+  // reset point, e.g. the memory chain's steps 24, 48 and 72). Guards still apply.
+  void request_compaction() { compaction_requested_ = true; }
+
+  // The trigger, checked before each execution request: C - tokens() < T_comp (or a requested reset), and
+  // the window holds at least one generated action.
+  bool needs_compaction() const;
+  // True when the trigger fires but no compaction is left: the episode ends as truncated.
+  bool compactions_exhausted() const { return compactions_ >= budget_.max_compactions; }
+  // min(per_turn_cap, C - tokens()); <= 0 means no room for another turn.
+  int64_t max_new_tokens() const;
+
+  PromptView execution_prompt() const;
+  // The history plus the summary instruction. When it is over C - summary_cap, the largest observations are
+  // halved in a temporary copy (head third and tail two thirds around the truncation marker) until it fits;
+  // the live history is unchanged. Returns false when nothing is left to shrink.
+  bool summary_prompt(PromptView& prompt) const;
+  int64_t summary_max_new_tokens(const PromptView& prompt) const;
+
+  // Appends an assistant turn (turn header + action tokens, which are kSampled or kForced) as a new step.
+  void append_action(std::span<const TokenId> action, Provenance provenance);
+  // Appends an observation to the current step (or, before any action, to the prefix).
+  void append_observation(std::span<const TokenId> observation);
+
+  // After a summary: the window becomes system + resume(summary) + the newest k steps, with k = tail_k,
+  // then smaller, until tokens() < C - T_comp. Counts one compaction either way.
+  RebuildResult rebuild(std::span<const TokenId> summary);
+
+  const TokenArena& arena() const { return arena_; }
+  // Spans of the window (without the turn header), for inspection.
+  std::vector<Span> window_spans() const;
+
+ private:
+  struct Step {
+    std::vector<Span> spans;  // turn header + action, then observations
+    int64_t tokens = 0;
+  };
+  Budget budget_;
+  TokenArena arena_;
+  Span header_, instruction_, resume_prefix_, resume_suffix_, marker_;
+  std::vector<Span> prefix_;  // system + user, or system + resume(summary)
+  Span system_;
+  std::vector<Step> steps_;
+  int64_t window_tokens_ = 0;
+  int compactions_ = 0;
+  bool window_has_action_ = false;
+  bool compaction_requested_ = false;
+};
+
+}  // namespace crl

@@ -1,0 +1,43 @@
+#pragma once
+// Tokenizers: text <-> token ids. The context counts tokens in the policy's own tokenizer.
+//
+// Built-in default (until an LLM tokenizer is configured): ByteTokenizer. Each UTF-8 byte is one token
+// (ids 0-255) and a few special tokens follow (ids 256+, see kByteSpecialTokens), so encoding is exact,
+// reversible and needs no vocabulary file. Its fingerprint is the SHA-256 of its definition string.
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/token.h"
+
+namespace crl {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Encodes text. Special-token strings (e.g. "<|im_start|>") in the text become their special ids.
+  virtual std::vector<TokenId> encode(std::string_view text) const = 0;
+  // Decodes ids to text; special ids decode to their strings. Never used to re-encode sampled tokens.
+  virtual std::string decode(std::span<const TokenId> ids) const = 0;
+  virtual int vocab_size() const = 0;
+  virtual std::string name() const = 0;
+  // Changes whenever the mapping between text and ids changes (vocabulary, merges, special tokens).
+  virtual std::string fingerprint() const = 0;
+  virtual std::optional<TokenId> special_token(std::string_view text) const = 0;
+};
+
+inline constexpr std::string_view kByteSpecialTokens[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  std::vector<TokenId> encode(std::string_view text) const override;
+  std::string decode(std::span<const TokenId> ids) const override;
+  int vocab_size() const override { return 256 + static_cast<int>(std::size(kByteSpecialTokens)); }
+  std::string name() const override { return "byte"; }
+  std::string fingerprint() const override;
+  std::optional<TokenId> special_token(std::string_view text) const override;
+};
+
+}  // namespace crl

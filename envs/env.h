@@ -1,0 +1,105 @@
+#pragma once
+// The environment interface (DESIGN.md). An environment is created by name with typed parameters
+// (envs/registry.h); the immutable description (EnvSpec) is shared, the per-episode state is the Env object.
+//
+// An environment never sees summaries or the context: it gets actions and returns observations. Each
+// observation has a text rendering (for LLM policies, tokenized by the episode's codec) and, when the
+// environment declares a symbolic vocabulary, a symbolic rendering (ids < spec().symbols.size(), for small
+// policies). Rewards are summed over the episode into the rollout's one terminal reward.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/params.h"
+#include "engine/error.h"
+#include "engine/rng.h"
+#include "engine/token.h"
+
+namespace crl {
+
+struct Observation {
+  std::string text;
+  std::vector<TokenId> symbols;
+};
+
+struct Action {
+  std::string text;
+  std::vector<TokenId> symbols;
+};
+
+struct Task {
+  std::string id;      // stable, printable identifier (e.g. "chain-000042", "syn-default-train-0007")
+  uint64_t index = 0;  // position in the task source, for generated tasks
+  std::string split;   // "train" | "dev" | "test" | "" (generated on the fly)
+};
+
+struct StepResult {
+  Observation observation;
+  double reward = 0.0;
+  bool terminated = false;  // the task ended (success or failure decided)
+  bool truncated = false;   // the environment's own limit ended it (turn limit, too many invalid commands)
+  bool request_compaction = false;  // a scripted reset point: compact before the next turn
+  std::string info;                 // short free text for traces (e.g. "invalid command")
+};
+
+// Symbols with a fixed meaning in the episode's context template, for symbolic environments.
+struct SymbolicTemplate {
+  std::vector<TokenId> turn_header;
+  std::vector<TokenId> summary_instruction;
+  std::vector<TokenId> resume_prefix;
+  std::vector<TokenId> resume_suffix;
+  std::vector<TokenId> truncation_marker;
+};
+
+struct EnvSpec {
+  std::string name;
+  std::string description;
+  std::vector<ParamSpec> params;
+  bool has_text = true;
+  // Symbolic vocabulary (names of the ids); empty if the environment has no symbolic view.
+  std::vector<std::string> symbols;
+  SymbolicTemplate symbolic_template;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  virtual const EnvSpec& spec() const = 0;
+
+  // Starts an episode of `task`. Returns the system prompt and the first user observation. Randomness
+  // comes only from `rng` (a stream keyed by the episode), so the same task and stream give the same
+  // episode. May throw crl::Error for an unknown task.
+  struct Start {
+    Observation system;
+    Observation user;
+  };
+  Start reset(const Task& task, Rng& rng) {
+    steps_ = 0;
+    done_ = false;
+    return do_reset(task, rng);
+  }
+
+  // Applies one action. After a result with terminated or truncated, step() must not be called again.
+  StepResult step(const Action& action) {
+    CRL_CHECK(!done_, "step() after the episode ended");
+    StepResult result = do_step(action);
+    ++steps_;
+    done_ = result.terminated || result.truncated;
+    return result;
+  }
+
+  int steps() const { return steps_; }
+  bool done() const { return done_; }
+
+ protected:
+  // Hooks for implementations; the public wrappers keep the bookkeeping.
+  virtual Start do_reset(const Task& task, Rng& rng) = 0;
+  virtual StepResult do_step(const Action& action) = 0;
+
+ private:
+  int steps_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace crl
