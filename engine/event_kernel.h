@@ -12,6 +12,7 @@
 // free list, so scheduling allocates nothing once the tables have grown. Each slot knows its heap position,
 // so cancel() removes an event at once in O(log n) and an EventId (slot, generation) that already ran or was
 // cancelled is recognised as stale.
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>

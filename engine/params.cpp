@@ -52,7 +52,7 @@ Params Params::resolve(const std::vector<ParamSpec>& specs, const std::map<std::
       throw Error(where, name, "unknown parameter (known: " + (known.empty() ? "none" : known) + ")");
     }
     if (!parses_as(spec->type, value)) {
-      throw Error(where, name, "value " + quote(value) + " is not a " + param_type_name(spec->type));
+      throw Error(where, name, "value " + quote(value) + " is not of type " + param_type_name(spec->type));
     }
     params.values_[name] = value;
   }

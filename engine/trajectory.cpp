@@ -128,9 +128,6 @@ void Trajectory::validate() const {
         ++mask_sum;
       }
     }
-    for (Provenance p : segment.prompt_provenance) {
-      require(!is_trainable(p), "prompt_provenance", "a prompt token is marked sampled");
-    }
     require(mask_sum == segment.n_sampled, "n_sampled",
             "value " + std::to_string(segment.n_sampled) + " differs from the loss_mask sum " +
                 std::to_string(mask_sum));

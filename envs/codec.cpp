@@ -1,0 +1,154 @@
+#include "envs/codec.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+#include "engine/sha256.h"
+
+namespace crl {
+
+namespace {
+
+class TextCodec final : public Codec {
+ public:
+  TextCodec(std::shared_ptr<const Tokenizer> tokenizer, TextPrompts prompts)
+      : tokenizer_(std::move(tokenizer)), prompts_(std::move(prompts)) {
+    const auto end = tokenizer_->special_token("<|im_end|>");
+    CRL_CHECK(end.has_value() && tokenizer_->special_token("<|im_start|>").has_value(),
+              "the ChatML template needs <|im_start|> and <|im_end|> in tokenizer " << tokenizer_->name());
+    end_of_turn_ = *end;
+  }
+
+  std::string view_name() const override { return "text"; }
+
+  ContextTemplate context_template() const override {
+    ContextTemplate t;
+    t.turn_header = tokenizer_->encode("<|im_start|>assistant\n");
+    t.summary_instruction = tokenizer_->encode("<|im_start|>user\n" + prompts_.summary_instruction +
+                                               "<|im_end|>\n<|im_start|>assistant\n");
+    t.resume_prefix = tokenizer_->encode("<|im_start|>user\n" + prompts_.resume_preface);
+    t.resume_suffix = tokenizer_->encode("<|im_end|>\n");
+    t.truncation_marker = tokenizer_->encode(prompts_.truncation_marker);
+    return t;
+  }
+
+  std::vector<TokenId> encode_system(const Observation& system) const override {
+    return tokenizer_->encode("<|im_start|>system\n" + system.text + "<|im_end|>\n");
+  }
+  std::vector<TokenId> encode_user(const Observation& user) const override {
+    return tokenizer_->encode("<|im_start|>user\n" + user.text + "<|im_end|>\n");
+  }
+  std::vector<TokenId> encode_observation(const Observation& observation,
+                                          std::span<const TokenId> action) const override {
+    const bool closed = !action.empty() && action.back() == end_of_turn_;
+    return tokenizer_->encode((closed ? "\n" : "<|im_end|>\n") + std::string("<|im_start|>user\n") +
+                              observation.text + "<|im_end|>\n");
+  }
+  Action decode_action(std::span<const TokenId> tokens) const override {
+    Action action;
+    action.text = tokenizer_->decode(summary_body(tokens));
+    return action;
+  }
+  std::vector<TokenId> encode_action(const std::string& text) const override {
+    return tokenizer_->encode(text + "<|im_end|>");
+  }
+  std::span<const TokenId> summary_body(std::span<const TokenId> summary) const override {
+    if (!summary.empty() && summary.back() == end_of_turn_) return summary.first(summary.size() - 1);
+    return summary;
+  }
+  std::string decode(std::span<const TokenId> tokens) const override { return tokenizer_->decode(tokens); }
+  std::string fingerprint() const override {
+    return sha256_hex("chatml|" + tokenizer_->fingerprint() + "|" + prompts_.summary_instruction + "|" +
+                      prompts_.resume_preface + "|" + prompts_.truncation_marker)
+        .substr(0, 16);
+  }
+
+ private:
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  TextPrompts prompts_;
+  TokenId end_of_turn_ = 0;
+};
+
+class SymbolicCodec final : public Codec {
+ public:
+  explicit SymbolicCodec(const EnvSpec& spec) : names_(spec.symbols), template_(spec.symbolic_template) {}
+
+  std::string view_name() const override { return "symbolic"; }
+  ContextTemplate context_template() const override {
+    return ContextTemplate{template_.turn_header, template_.summary_instruction, template_.resume_prefix,
+                           template_.resume_suffix, template_.truncation_marker};
+  }
+  std::vector<TokenId> encode_system(const Observation& system) const override { return checked(system.symbols); }
+  std::vector<TokenId> encode_user(const Observation& user) const override { return checked(user.symbols); }
+  std::vector<TokenId> encode_observation(const Observation& observation, std::span<const TokenId>) const override {
+    return checked(observation.symbols);
+  }
+  Action decode_action(std::span<const TokenId> tokens) const override {
+    Action action;
+    action.symbols.assign(tokens.begin(), tokens.end());
+    action.text = decode(tokens);
+    return action;
+  }
+  std::vector<TokenId> encode_action(const std::string& text) const override {
+    std::vector<TokenId> ids;
+    size_t begin = 0;
+    while (begin < text.size()) {
+      const size_t end = std::min(text.find(' ', begin), text.size());
+      const std::string name = text.substr(begin, end - begin);
+      begin = end + 1;
+      if (name.empty()) continue;
+      const auto it = std::find(names_.begin(), names_.end(), name);
+      if (it == names_.end()) throw Error("symbolic action", "text", "unknown symbol " + quote(name));
+      ids.push_back(static_cast<TokenId>(it - names_.begin()));
+    }
+    return ids;
+  }
+  std::span<const TokenId> summary_body(std::span<const TokenId> summary) const override { return summary; }
+  std::string decode(std::span<const TokenId> tokens) const override {
+    std::string text;
+    for (TokenId id : tokens) {
+      if (!text.empty()) text += ' ';
+      text += (id >= 0 && static_cast<size_t>(id) < names_.size()) ? names_[id] : "<" + std::to_string(id) + ">";
+    }
+    return text;
+  }
+  std::string fingerprint() const override {
+    std::string all = "symbolic";
+    for (const std::string& name : names_) all += "|" + name;
+    return sha256_hex(all).substr(0, 16);
+  }
+
+ private:
+  std::vector<TokenId> checked(const std::vector<TokenId>& symbols) const {
+    for (TokenId id : symbols) {
+      CRL_CHECK(id >= 0 && static_cast<size_t>(id) < names_.size(), "symbol " << id << " outside the vocabulary");
+    }
+    return symbols;
+  }
+  std::vector<std::string> names_;
+  SymbolicTemplate template_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Codec> make_text_codec(std::shared_ptr<const Tokenizer> tokenizer, TextPrompts prompts) {
+  return std::make_shared<TextCodec>(std::move(tokenizer), std::move(prompts));
+}
+
+std::shared_ptr<const Codec> make_symbolic_codec(const EnvSpec& spec) {
+  if (spec.symbols.empty()) {
+    throw Error("environment " + quote(spec.name), "view", "has no symbolic view (use view \"text\")");
+  }
+  return std::make_shared<SymbolicCodec>(spec);
+}
+
+std::shared_ptr<const Codec> make_codec(const std::string& view, const EnvSpec& spec) {
+  if (view == "text") {
+    if (!spec.has_text) throw Error("environment " + quote(spec.name), "view", "has no text view");
+    return make_text_codec(std::make_shared<ByteTokenizer>());
+  }
+  if (view == "symbolic") return make_symbolic_codec(spec);
+  throw Error("", "view", "value " + quote(view) + " is not one of text, symbolic");
+}
+
+}  // namespace crl

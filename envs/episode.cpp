@@ -1,0 +1,205 @@
+#include "envs/episode.h"
+
+#include "engine/error.h"
+
+namespace crl {
+
+uint64_t task_stream_id(const std::string& task_id) { return sha256_u64("task|" + task_id); }
+
+Episode::Episode(std::unique_ptr<Env> env, std::shared_ptr<const Codec> codec, EpisodeConfig config)
+    : env_(std::move(env)),
+      codec_(std::move(codec)),
+      config_(std::move(config)),
+      context_(config_.budget, codec_->context_template()),
+      header_tokens_(codec_->context_template().turn_header) {
+  config_.budget.validate("budget");
+}
+
+StreamKey Episode::stream(Role role, uint64_t ordinal) const {
+  return StreamKey{config_.seed, task_key_, static_cast<uint32_t>(config_.sample_index),
+                   role == Role::kExecute ? StreamRole::kExecute : StreamRole::kSummarize, ordinal};
+}
+
+StreamKey Episode::env_stream() const {
+  return StreamKey{config_.seed, task_key_, static_cast<uint32_t>(config_.sample_index), StreamRole::kEnvironment, 0};
+}
+
+void Episode::start(const Task& task) {
+  task_ = task;
+  task_key_ = task_stream_id(task.id);
+  if (config_.rollout_id.empty()) {
+    config_.rollout_id = env_->spec().name + "/" + task.id + "/" + std::to_string(config_.seed) + "/" +
+                         std::to_string(config_.sample_index);
+  }
+  turn_ = 0;
+  actions_in_window_ = 0;
+  reward_ = 0.0;
+  done_ = false;
+  finished_ = false;
+  status_ = EpisodeStatus::kCompleted;
+  reason_.clear();
+  running_hash_ = Sha256();
+  running_hash_.update(config_.rollout_id).update_u64(config_.seed);
+
+  Rng rng(env_stream());
+  const Env::Start first = env_->reset(task, rng);
+  const std::vector<TokenId> system = codec_->encode_system(first.system);
+  const std::vector<TokenId> user = codec_->encode_user(first.user);
+  running_hash_.update(system.data(), system.size() * sizeof(TokenId));
+  running_hash_.update(user.data(), user.size() * sizeof(TokenId));
+  if (!context_.start(system, user)) {
+    recorder_ = Recorder();
+    end(EpisodeStatus::kFailed, "the first prompt (" + std::to_string(context_.tokens()) +
+                                    " tokens) does not fit the capacity C = " +
+                                    std::to_string(config_.budget.capacity));
+    return;
+  }
+  recorder_ = Recorder();
+  recorder_.begin_execution(context_.execution_prompt(), 0);
+  prepare_next();
+}
+
+void Episode::end(EpisodeStatus status, std::string reason) {
+  done_ = true;
+  status_ = status;
+  reason_ = std::move(reason);
+  running_hash_.update_u64(static_cast<uint64_t>(status));
+}
+
+void Episode::prepare_next() {
+  if (context_.needs_compaction()) {
+    if (context_.compactions_exhausted()) {
+      end(EpisodeStatus::kTruncated, "compaction budget exhausted (" + std::to_string(context_.compactions()) +
+                                         " compactions) with " + std::to_string(context_.tokens()) +
+                                         " tokens in context");
+      return;
+    }
+    PromptView prompt;
+    if (!context_.summary_prompt(prompt)) {
+      end(EpisodeStatus::kTruncated, "the summary request does not fit even with every observation truncated");
+      return;
+    }
+    const int64_t room = context_.summary_max_new_tokens(prompt);
+    if (room <= 0) {
+      end(EpisodeStatus::kTruncated, "no room left for a summary");
+      return;
+    }
+    request_ = Request{Role::kSummarize, std::move(prompt), room, stream(Role::kSummarize, context_.compactions()),
+                       turn_, context_.compactions()};
+    return;
+  }
+  const int64_t room = context_.max_new_tokens();
+  if (room <= 0) {
+    end(EpisodeStatus::kTruncated, "the context is full (" + std::to_string(context_.tokens()) + " tokens)");
+    return;
+  }
+  request_ = Request{Role::kExecute, context_.execution_prompt(), room,
+                     stream(Role::kExecute, static_cast<uint64_t>(turn_)), turn_, context_.compactions()};
+}
+
+void Episode::submit(const Decision& decision) {
+  CRL_CHECK(!done_, "submit() after the episode ended");
+  const std::string where = "episode " + quote(config_.rollout_id) + " turn " + std::to_string(turn_);
+  if (static_cast<int64_t>(decision.tokens.size()) > request_.max_new_tokens) {
+    throw Error(where, "tokens",
+                std::to_string(decision.tokens.size()) + " tokens but at most " +
+                    std::to_string(request_.max_new_tokens) + " were allowed (max_new_tokens)");
+  }
+  if (!decision.logprobs.empty() && decision.logprobs.size() != decision.tokens.size()) {
+    throw Error(where, "logprobs", std::to_string(decision.logprobs.size()) + " log-probs for " +
+                                       std::to_string(decision.tokens.size()) + " tokens");
+  }
+  if (!decision.values.empty() && decision.values.size() != decision.tokens.size()) {
+    throw Error(where, "values", std::to_string(decision.values.size()) + " values for " +
+                                     std::to_string(decision.tokens.size()) + " tokens");
+  }
+  if (decision.forced && request_.role == Role::kSummarize) {
+    throw Error(where, "forced", "a summary is always sampled, never forced");
+  }
+  running_hash_.update_u64(static_cast<uint64_t>(request_.role) + 1);
+  running_hash_.update(decision.tokens.data(), decision.tokens.size() * sizeof(TokenId));
+  if (decision.failed) {
+    end(EpisodeStatus::kFailed, decision.error.empty() ? "the policy call failed" : decision.error);
+    return;
+  }
+
+  if (request_.role == Role::kSummarize) {
+    const auto body = codec_->summary_body(decision.tokens);
+    recorder_.add_summary(request_.prompt, decision.tokens, decision.logprobs, decision.values,
+                          decision.finish_reason, context_.compactions(), codec_->decode(body));
+    const RebuildResult rebuilt = context_.rebuild(body);
+    if (rebuilt.status != RebuildStatus::kRebuilt) {
+      end(EpisodeStatus::kTruncated, "the rebuilt context does not fit below C - T_comp even with k = 0");
+      return;
+    }
+    actions_in_window_ = 0;
+    recorder_.begin_execution(context_.execution_prompt(), context_.compactions());
+    prepare_next();
+    return;
+  }
+
+  // An execution turn. From the second action of a window on, the turn header is part of the response.
+  if (actions_in_window_ > 0) recorder_.append(header_tokens_, Provenance::kPrompt);
+  const Provenance provenance = decision.forced ? Provenance::kForced : Provenance::kSampled;
+  context_.append_action(decision.tokens, provenance);
+  recorder_.append(decision.tokens, provenance, decision.logprobs, decision.values, decision.finish_reason);
+  ++actions_in_window_;
+  ++turn_;
+  if (decision.finish_reason == "abort") {
+    end(EpisodeStatus::kAborted, "the generation was aborted");
+    return;
+  }
+
+  StepResult result;
+  try {
+    result = env_->step(codec_->decode_action(decision.tokens));
+  } catch (const Error& e) {
+    end(EpisodeStatus::kFailed, std::string("the environment failed: ") + e.what());
+    return;
+  }
+  reward_ += result.reward;
+  running_hash_.update_f64(result.reward);
+  const std::vector<TokenId> observation = codec_->encode_observation(result.observation, decision.tokens);
+  running_hash_.update(observation.data(), observation.size() * sizeof(TokenId));
+  context_.append_observation(observation);
+  recorder_.append(observation, Provenance::kEnvironment);
+  if (result.request_compaction) context_.request_compaction();
+  if (result.terminated) {
+    end(EpisodeStatus::kCompleted, "");
+    return;
+  }
+  if (result.truncated) {
+    end(EpisodeStatus::kTruncated, result.info.empty() ? "the environment truncated the episode" : result.info);
+    return;
+  }
+  prepare_next();
+}
+
+Trajectory Episode::finish() {
+  CRL_CHECK(done_ && !finished_, "finish() before the episode ended, or twice");
+  finished_ = true;
+  Trajectory header;
+  header.rollout_id = config_.rollout_id;
+  header.env = env_->spec().name;
+  header.task_id = task_.id;
+  header.seed = config_.seed;
+  header.group_index = config_.group_index;
+  header.sample_index = config_.sample_index;
+  header.reward = reward_;
+  header.status = status_;
+  header.reason = reason_;
+  header.compactions = context_.compactions();
+  header.metadata["engine_version"] = CRL_VERSION;
+  header.metadata["view"] = codec_->view_name();
+  header.metadata["codec_fingerprint"] = codec_->fingerprint();
+  header.metadata["state_hash"] = state_hash();
+  header.metadata["turns"] = std::to_string(turn_);
+  return recorder_.finish(std::move(header));
+}
+
+std::string Episode::state_hash() const {
+  Sha256 copy = running_hash_;
+  return copy.hex_digest().substr(0, 32);
+}
+
+}  // namespace crl

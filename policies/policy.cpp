@@ -1,0 +1,10 @@
+#include "policies/policy.h"
+
+namespace crl {
+
+PolicyRegistry& policy_registry() {
+  static PolicyRegistry registry("policy");
+  return registry;
+}
+
+}  // namespace crl

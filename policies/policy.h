@@ -1,0 +1,46 @@
+#pragma once
+// The policy interface (DESIGN.md): a policy answers a batch of requests, one decision each.
+//
+// Contract: act() must be a pure function of each request (its prompt, role, budget and stream key) and of
+// the policy's parameters. A policy draws random numbers only from Rng(request.stream), never from shared
+// state, so a decision does not depend on which other requests share the batch, on thread count, or on
+// order. act() may be called concurrently from several threads on the same policy object.
+#include <memory>
+#include <span>
+#include <string>
+
+#include "engine/registry.h"
+#include "engine/turn.h"
+#include "envs/codec.h"
+#include "envs/env.h"
+
+namespace crl {
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string name() const = 0;
+  // decisions[i] answers *requests[i]; decisions.size() == requests.size(). A decision must hold at most
+  // request.max_new_tokens tokens.
+  virtual void act(std::span<const Request* const> requests, std::span<Decision> decisions) const = 0;
+};
+
+// What a policy is created for: the environment's spec and the codec of the episodes it will act in.
+struct PolicyTarget {
+  const EnvSpec* env = nullptr;
+  std::shared_ptr<const Codec> codec;
+};
+
+using PolicyRegistry = Registry<Policy, const PolicyTarget&>;
+PolicyRegistry& policy_registry();
+
+struct PolicyRegistrar {
+  explicit PolicyRegistrar(PolicyRegistry::Entry entry) { policy_registry().add(std::move(entry)); }
+};
+
+inline std::unique_ptr<Policy> make_policy(const std::string& name, const std::map<std::string, std::string>& params,
+                                           const PolicyTarget& target, const std::string& where = "") {
+  return policy_registry().make(name, params, where, target);
+}
+
+}  // namespace crl

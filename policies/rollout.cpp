@@ -1,0 +1,45 @@
+#include "policies/rollout.h"
+
+#include <algorithm>
+
+namespace crl {
+
+void drive(std::span<Episode* const> episodes, const Policy& policy) {
+  std::vector<Episode*> live;
+  std::vector<const Request*> requests;
+  std::vector<Decision> decisions;
+  while (true) {
+    live.clear();
+    requests.clear();
+    for (Episode* episode : episodes) {
+      if (!episode->done()) {
+        live.push_back(episode);
+        requests.push_back(&episode->request());
+      }
+    }
+    if (live.empty()) return;
+    decisions.assign(live.size(), Decision{});
+    policy.act(requests, decisions);
+    for (size_t i = 0; i < live.size(); ++i) live[i]->submit(decisions[i]);
+  }
+}
+
+std::vector<Trajectory> run_rollouts(const RolloutSpec& spec, const Policy& policy, const Runner& runner) {
+  std::vector<Trajectory> out(spec.count);
+  const size_t group = std::max<size_t>(1, spec.group_size);
+  const size_t groups = (spec.count + group - 1) / group;
+  runner.run(groups, [&](size_t g) {
+    const size_t begin = g * group, end = std::min(spec.count, begin + group);
+    std::vector<std::unique_ptr<Episode>> owned;
+    std::vector<Episode*> episodes;
+    for (size_t i = begin; i < end; ++i) {
+      owned.push_back(spec.make_episode(i));
+      episodes.push_back(owned.back().get());
+    }
+    drive(episodes, policy);
+    for (size_t i = begin; i < end; ++i) out[i] = owned[i - begin]->finish();
+  });
+  return out;
+}
+
+}  // namespace crl
