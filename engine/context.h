@@ -30,7 +30,7 @@ struct ContextTemplate {
   std::vector<TokenId> summary_instruction;  // q_sum as a user turn, followed by the assistant turn header
   std::vector<TokenId> resume_prefix;        // resume(S) = resume_prefix + S + resume_suffix (one user turn)
   std::vector<TokenId> resume_suffix;
-  std::vector<TokenId> truncation_marker;    // stands for the middle cut out of an over-long observation
+  std::vector<TokenId> truncation_marker;  // stands for the middle cut out of an over-long observation
 };
 
 // A prompt: spans (index ranges) over an arena. Cheap to pass around; valid while the Context that made it
@@ -116,7 +116,9 @@ class Context {
     size_t first_span = 0;
     int64_t tokens = 0;
   };
-  size_t step_end(size_t i) const { return i + 1 < steps_.size() ? steps_[i + 1].first_span : step_spans_.size(); }
+  size_t step_end(size_t i) const {
+    return i + 1 < steps_.size() ? steps_[i + 1].first_span : step_spans_.size();
+  }
   Budget budget_;
   TokenArena arena_;
   Span header_, instruction_, resume_prefix_, resume_suffix_, marker_;
