@@ -57,6 +57,9 @@ struct EnvSpec {
   std::string description;
   std::vector<ParamSpec> params;
   bool has_text = true;
+  // Longest observation text the environment produces, in bytes (0: unbounded). The conformance battery
+  // checks every observation against it.
+  size_t max_observation_bytes = 0;
   // Symbolic vocabulary (names of the ids); empty if the environment has no symbolic view.
   std::vector<std::string> symbols;
   SymbolicTemplate symbolic_template;

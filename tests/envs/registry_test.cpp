@@ -12,11 +12,12 @@ namespace {
 // a registrar dropped by the linker makes this fail).
 TEST(Registry, RegisteredEnvironmentsAndPolicies) {
   const std::vector<std::string> envs = env_registry().names();
-  for (const char* name : {"memory_chain"}) {
+  for (const char* name : {"coding_repo", "memory_chain"}) {
     EXPECT_NE(std::find(envs.begin(), envs.end(), name), envs.end()) << name;
   }
   const std::vector<std::string> policies = policy_registry().names();
   EXPECT_NE(std::find(policies.begin(), policies.end(), "memory_chain_oracle"), policies.end());
+  EXPECT_NE(std::find(policies.begin(), policies.end(), "coding_repo_solver"), policies.end());
   EXPECT_TRUE(std::is_sorted(envs.begin(), envs.end()));
 }
 
