@@ -60,7 +60,11 @@ int run_cli(const std::vector<std::string>& args) {
   try {
     return command->run(std::vector<std::string>(args.begin() + 1, args.end()));
   } catch (const Error& e) {
-    std::cerr << "crl " << command->name << ": error: " << e.what() << "\n";
+    // One line, whatever the message holds (parsers' messages may span lines).
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    while (!message.empty() && message.back() == ' ') message.pop_back();
+    std::cerr << "crl " << command->name << ": error: " << message << "\n";
     return 1;
   }
 }

@@ -103,7 +103,7 @@ int64_t Trajectory::sampled_tokens() const {
 }
 
 void Trajectory::validate() const {
-  int64_t after = sampled_tokens();
+  // First every segment on its own (lengths, masks, n_s), then N_after against the verified n_s.
   for (size_t s = 0; s < segments.size(); ++s) {
     const Segment& segment = segments[s];
     const std::string where = "rollout " + quote(rollout_id) + " segment " + std::to_string(s);
@@ -131,10 +131,15 @@ void Trajectory::validate() const {
     require(mask_sum == segment.n_sampled, "n_sampled",
             "value " + std::to_string(segment.n_sampled) + " differs from the loss_mask sum " +
                 std::to_string(mask_sum));
-    after -= segment.n_sampled;
-    require(segment.n_after == after, "n_after",
-            "value " + std::to_string(segment.n_after) + " differs from the sampled tokens of later segments (" +
-                std::to_string(after) + ")");
+  }
+  int64_t after = sampled_tokens();
+  for (size_t s = 0; s < segments.size(); ++s) {
+    after -= segments[s].n_sampled;
+    if (segments[s].n_after != after) {
+      throw Error("rollout " + quote(rollout_id) + " segment " + std::to_string(s), "n_after",
+                  "value " + std::to_string(segments[s].n_after) +
+                      " differs from the sampled tokens of later segments (" + std::to_string(after) + ")");
+    }
   }
 }
 

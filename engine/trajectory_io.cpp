@@ -1,6 +1,10 @@
 #include "engine/trajectory_io.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/error.h"
 #include "engine/file_io.h"
@@ -151,7 +155,9 @@ std::string to_jsonl(const std::vector<Trajectory>& trajectories) {
       std::string line;
       const auto status = google::protobuf::util::MessageToJsonString(to_proto(t, s), &line, options);
       CRL_CHECK(status.ok(), "JSON export failed: " << status.ToString());
-      out += line;
+      // Protobuf prints map entries in hash order; re-emitting through nlohmann::json (whose objects are
+      // sorted maps) makes every line byte-stable, keys sorted.
+      out += nlohmann::json::parse(line).dump();
       out += '\n';
     }
   }
@@ -164,7 +170,13 @@ std::string to_binary(const std::vector<Trajectory>& trajectories) {
     for (size_t s = 0; s < t.segments.size(); ++s) *file.add_segments() = to_proto(t, s);
   }
   std::string out;
-  file.SerializeToString(&out);
+  {
+    // Deterministic serialization sorts map entries, so equal trajectories give equal bytes.
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    file.SerializeToCodedStream(&coded);
+  }
   return out;
 }
 

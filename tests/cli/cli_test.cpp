@@ -1,0 +1,119 @@
+// The `crl` command line, called through run_cli() exactly as main() does.
+#include "cli/command.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "engine/file_io.h"
+
+namespace crl::cli {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result crl(const std::vector<std::string>& args) {
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  const int code = run_cli(args);
+  return Result{code, testing::internal::GetCapturedStdout(), testing::internal::GetCapturedStderr()};
+}
+
+std::string temp_dir() {
+  const auto dir = std::filesystem::temp_directory_path() / "crl_cli_test";
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+TEST(Cli, VersionHelpAndUnknownCommands) {
+  EXPECT_EQ(crl({"--version"}).out, std::string("crl ") + CRL_VERSION + "\n");
+  const Result help = crl({"--help"});
+  EXPECT_EQ(help.code, 0);
+  for (const char* name : {"run", "inspect", "splits", "serve", "rollout", "advantages"}) {
+    EXPECT_NE(help.out.find(name), std::string::npos) << name;
+  }
+  EXPECT_EQ(crl({"frobnicate"}).code, 2);
+  EXPECT_EQ(crl({}).code, 2);
+}
+
+TEST(Cli, EveryCommandHasHelp) {
+  for (const Command* command : CommandRegistry::global().all()) {
+    const Result r = crl({command->name, "--help"});
+    if (command->summary.find("not built yet") != std::string::npos) {
+      EXPECT_EQ(r.code, 2) << command->name;
+      EXPECT_NE(r.err.find("not built yet"), std::string::npos) << command->name;
+    } else {
+      EXPECT_EQ(r.code, 0) << command->name;
+      EXPECT_NE(r.out.find("usage: crl " + command->name), std::string::npos) << command->name;
+    }
+  }
+}
+
+TEST(Cli, RunDemoPrintsATraceWithThreeCompactions) {
+  const Result r = crl({"run"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* part : {"compactions 3", "segment 1: summary", "summary: \"FACT ", "copied_summary",
+                           "copied_tail", "[train] sampled", "mean reward 1"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  }
+}
+
+TEST(Cli, RunIsByteIdenticalForOneAndTwoThreadsAndInspectReadsIt) {
+  const std::string dir = temp_dir();
+  const std::string one = dir + "/one.jsonl", two = dir + "/two.pb", three = dir + "/three.pb";
+  const std::vector<std::string> common = {"run", "--episodes", "12", "--trace", "false", "--view", "symbolic",
+                                           "--capacity", "256", "--reserve", "16", "--per-turn-cap", "4",
+                                           "--summary-cap", "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return crl(args);
+  };
+  ASSERT_EQ(with({"--threads", "1", "--out", one}).code, 0);
+  ASSERT_EQ(with({"--threads", "1", "--out", two}).code, 0);
+  ASSERT_EQ(with({"--threads", "2", "--out", three}).code, 0);
+  EXPECT_EQ(read_file(two), read_file(three));
+  const Result inspect = crl({"inspect", one});
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("segment 0: summary"), std::string::npos);
+  EXPECT_NE(inspect.out.find("summary: \"V"), std::string::npos) << "symbols decoded by name";
+  const Result one_rollout = crl({"inspect", one, "--rollout", "memory_chain/demo-3/7/3"});
+  ASSERT_EQ(one_rollout.code, 0) << one_rollout.err;
+  EXPECT_EQ(one_rollout.out.find("demo-4"), std::string::npos);
+}
+
+TEST(Cli, BadInputGetsOneLineErrors) {
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string mentions;
+  };
+  const std::string dir = temp_dir();
+  write_file_atomic(dir + "/garbage.jsonl", "{not json\n");
+  const std::vector<Case> cases = {
+      {{"run", "--bogus"}, 2, "--bogus"},
+      {{"run", "--episodes", "x"}, 2, "episodes"},
+      {{"run", "--episodes", "0"}, 1, "--episodes"},
+      {{"run", "--env", "nope"}, 1, "unknown environment \"nope\""},
+      {{"run", "--param", "length"}, 1, "KEY=VALUE"},
+      {{"run", "--param", "length=x"}, 1, "length"},
+      {{"run", "--capacity", "100"}, 1, "reserve"},
+      {{"run", "--view", "pixels"}, 1, "pixels"},
+      {{"run", "--policy", "nobody"}, 1, "unknown policy"},
+      {{"inspect", dir + "/missing.jsonl"}, 1, "missing.jsonl"},
+      {{"inspect", dir + "/garbage.jsonl"}, 1, "garbage.jsonl:1"},
+      {{"inspect"}, 2, "FILE"},
+  };
+  for (const Case& c : cases) {
+    const Result r = crl(c.args);
+    EXPECT_EQ(r.code, c.code) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "") << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.mentions), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace crl::cli
