@@ -126,18 +126,21 @@ void SyntheticEnv::set_observation(Observation& out, const std::string& text,
 }
 
 Env::Start SyntheticEnv::do_reset(const Task& task, Rng& /*rng: tasks are fixed; nothing here is random*/) {
-  if (!task.id.empty()) {
+  // A synthetic task id ("syn-...") must name a task of this split: a typo or a task of another split is an
+  // error, not silently another task. Any other id is the caller's label (drivers number their episodes
+  // "demo-0", "t0", ...), and the task is the index-th of the split, wrapping around.
+  size_t position = task.index % tasks_->tasks.size();
+  if (task.id.rfind("syn-", 0) == 0) {
     auto it = tasks_->by_id.find(task.id);
     if (it == tasks_->by_id.end()) {
-      throw Error("environment \"synthetic\"", "task",
-                  "unknown task id " + quote(task.id) + " in this split");
+      throw Error(
+          "environment \"synthetic\"", "task",
+          "unknown task id " + quote(task.id) + " in this split (" + tasks_->tasks.front().split + ")");
     }
-    task_ = &tasks_->tasks[it->second];
-    views_ = &tasks_->views[it->second];
-  } else {
-    task_ = &tasks_->tasks[task.index % tasks_->tasks.size()];
-    views_ = &tasks_->views[task.index % tasks_->tasks.size()];
+    position = static_cast<size_t>(it->second);
   }
+  task_ = &tasks_->tasks[position];
+  views_ = &tasks_->views[position];
   records_seen_ = 0;
   turns_ = 0;
   invalid_commands_ = 0;

@@ -8,6 +8,8 @@
 // The tasks come from the committed split files (source=files, checked against the folder's manifest) or
 // from the same generator on the fly (source=generate, the default: no file access, identical tasks).
 // Task sets are immutable and shared by every env of the process; the per-episode state is this object.
+// reset(): a Task whose id starts with "syn-" must name a task of the split; with any other id (a driver's
+// label) the task is the index-th of the split, modulo its size.
 #include <map>
 #include <memory>
 #include <string>

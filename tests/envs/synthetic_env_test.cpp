@@ -145,6 +145,9 @@ TEST(synthetic_env, WrongOrEarlySubmitEndsWithRewardZero) {
   EXPECT_FALSE(env->episode_metrics().exact_match);
   EXPECT_THROW(env->reset(Task{"syn-default-early_fact-0000", 0, ""}, any_rng()), Error)
       << "a train id in dev";
+  EXPECT_THROW(env->reset(Task{"syn-default-early_fact-0080x", 0, ""}, any_rng()), Error) << "a typo";
+  env->reset(Task{"demo-3", 63, ""}, any_rng());
+  EXPECT_EQ(env->task().task_id, env->tasks().tasks[3].task_id) << "a driver's label: index 63 mod 60";
 }
 
 TEST(synthetic_env, InvalidCommandsAreCountedThenTruncate) {
