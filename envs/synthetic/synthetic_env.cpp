@@ -37,9 +37,8 @@ std::vector<ParamSpec> make_params() {
       {"turn_limit", ParamType::kInt, "64", "turns before the episode is truncated (R = 0)"},
       {"invalid_limit", ParamType::kInt, "8", "invalid commands before the episode is truncated (R = 0)"},
       {"view", ParamType::kString, "both",
-       "text | symbolic | both: which observation renderings to fill (both: the codec picks; actions are "
-       "read "
-       "from their symbols when present, else from their text)"},
+       "text | symbolic | both: which observation renderings to fill (both: the codec picks; an action is "
+       "read from its symbols when it has any, else from its text)"},
   };
 }
 

@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "engine/error.h"
 #include "engine/sha256.h"

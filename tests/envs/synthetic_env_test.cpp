@@ -190,6 +190,8 @@ TEST(synthetic_env, SymbolicViewRendersTheSameTask) {
   auto env = make_env({{"view", "symbolic"}});
   const Vocabulary& v = Vocabulary::get();
   EXPECT_EQ(env->spec().symbols.size(), static_cast<size_t>(v.size()));
+  EXPECT_EQ(v.size(), 205)
+      << "the symbol order is part of the format: append, and update envs/synthetic/README.md";
   EXPECT_EQ(env->spec().symbolic_template.resume_prefix, std::vector<TokenId>{v.resume});
   const SyntheticTask& t = env->tasks().tasks[2];  // an ordered plan
   const Env::Start start = env->reset(Task{t.task_id, 0, ""}, any_rng());
