@@ -54,7 +54,7 @@ struct EpisodeMetrics {
   TaskType type = TaskType::kEarlyFact;
   bool submitted = false;
   bool exact_match = false;
-  bool truncated = false;
+  bool truncated = false;  // by the env's limits; the episode ORs in its own endings (budget exhausted, ...)
   int turns = 0;
   int invalid_commands = 0;
   int records_seen = 0;
