@@ -216,6 +216,17 @@ TEST(synthetic_env, SymbolicViewRendersTheSameTask) {
   EXPECT_EQ(env->episode_metrics().invalid_commands, 2);
 }
 
+TEST(synthetic_env, SymbolicTruncationIsMarked) {
+  auto env = make_env({{"view", "symbolic"}, {"invalid_limit", "2"}});
+  const Vocabulary& v = Vocabulary::get();
+  env->reset(Task{"", 0, ""}, any_rng());
+  EXPECT_EQ(env->step(Action{"", {v.stop}}).observation.symbols, std::vector<TokenId>{v.error});
+  const StepResult r = env->step(Action{"", {v.next, v.next}});
+  EXPECT_TRUE(r.truncated);
+  EXPECT_EQ(r.observation.symbols, (std::vector<TokenId>{v.error, v.truncated}));
+  EXPECT_TRUE(r.observation.text.empty());
+}
+
 TEST(synthetic_env, SymbolicAnswersRenderToTheTextVerifier) {
   const Vocabulary& v = Vocabulary::get();
   const TokenId a = *v.value("audit"), b = *v.value("deploy"), c = *v.value("verify");
