@@ -65,6 +65,9 @@ struct RebuildResult {
 class Context {
  public:
   Context(const Budget& budget, const ContextTemplate& tmpl);
+  // Prompt views point at this object's arena: a context never moves.
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
 
   // Starts (or restarts) an episode with the encoded system and first user turn. Returns false when the
   // first request would already be >= C: the episode cannot run (it ends as failed, spec 1.1 (a)).
