@@ -71,6 +71,20 @@ std::map<std::string, Entry> table() {
                            coding_budget(),
                            budget(2048, 768, 128, 512, 8),
                            ""};
+  // The synthetic suite: `next` until the question, then a random 4-digit answer; sometimes a typo.
+  t["synthetic"] = Entry{{{"split", "dev"}},
+                         {{"conf-0", 0, "dev"}, {"conf-1", 25, "dev"}},
+                         "",
+                         [](const std::string& prompt, Rng& rng) -> std::string {
+                           const size_t last = prompt.rfind("<|im_start|>user\n");
+                           if (last != std::string::npos && prompt.find("END", last) != std::string::npos) {
+                             return "submit " + std::to_string(1000 + rng.uniform_int(9000));
+                           }
+                           return rng.bernoulli(0.1) ? "nxt" : "next";
+                         },
+                         budget(2048, 512, 64, 256, 6),
+                         budget(1536, 512, 64, 256, 6),
+                         ""};
   return t;
 }
 
