@@ -34,6 +34,7 @@ struct Entry {
   std::map<std::string, std::string> params;
   std::vector<Task> tasks;
   std::string policy;  // a registered policy, or empty: `player`
+  std::map<std::string, std::string> policy_params;
   Player player;
   Budget budget;        // play budget
   Budget small_budget;  // compaction must happen under it
@@ -60,6 +61,7 @@ std::map<std::string, Entry> table() {
   t["memory_chain"] = Entry{{{"length", "24"}, {"reset_points", "8,16"}},
                             {{"chain-0", 0, ""}, {"chain-1", 1, ""}},
                             "memory_chain_oracle",
+                            {},
                             nullptr,
                             budget(2048, 512, 64, 256, 3),
                             budget(2048, 512, 64, 256, 3),
@@ -67,6 +69,7 @@ std::map<std::string, Entry> table() {
   t["coding_repo"] = Entry{{{"source", "data"}, {"data_dir", source_dir() + "/data/coding_repo"}},
                            {{"repo-operator-test-0000", 0, "test"}, {"repo-comparison-test-0001", 1, "test"}},
                            "coding_repo_solver",
+                           {},
                            nullptr,
                            coding_budget(),
                            budget(2048, 768, 128, 512, 8),
@@ -75,6 +78,7 @@ std::map<std::string, Entry> table() {
   t["synthetic"] = Entry{{{"split", "dev"}},
                          {{"conf-0", 0, "dev"}, {"conf-1", 25, "dev"}},
                          "",
+                         {},
                          [](const std::string& prompt, Rng& rng) -> std::string {
                            const size_t last = prompt.rfind("<|im_start|>user\n");
                            if (last != std::string::npos && prompt.find("END", last) != std::string::npos) {
@@ -85,6 +89,17 @@ std::map<std::string, Entry> table() {
                          budget(2048, 512, 64, 256, 6),
                          budget(1536, 512, 64, 256, 6),
                          ""};
+  // Harbor-style sample tasks, solved by replaying their solutions in the sandbox.
+  t["shell"] = Entry{{{"tasks_dir", source_dir() + "/data/shell_tasks"},
+                      {"scratch_root", "/tmp/crl-shell-conformance"},
+                      {"command_timeout_sec", "10"}},
+                     {{"count-errors", 0, ""}, {"fix-sum-script", 1, ""}, {"hello-file", 2, ""}},
+                     "shell_solution_replay",
+                     {{"tasks_dir", source_dir() + "/data/shell_tasks"}},
+                     nullptr,
+                     budget(8192, 2048, 256, 256, 3),
+                     budget(1536, 768, 64, 256, 6),
+                     ""};
   return t;
 }
 
@@ -192,9 +207,9 @@ Played play(const std::string& name, const Entry& e, const Task& task, const Bud
   auto recording = std::make_unique<RecordingEnv>(make_env(name, e.params));
   RecordingEnv* log = recording.get();
   const auto codec = make_codec(log->spec().has_text ? "text" : "symbolic", log->spec());
-  std::unique_ptr<Policy> policy = e.policy.empty()
-                                       ? std::make_unique<PlayerPolicy>(e.player, codec)
-                                       : make_policy(e.policy, {}, PolicyTarget{&log->spec(), codec});
+  std::unique_ptr<Policy> policy =
+      e.policy.empty() ? std::make_unique<PlayerPolicy>(e.player, codec)
+                       : make_policy(e.policy, e.policy_params, PolicyTarget{&log->spec(), codec});
   EpisodeConfig config;
   config.budget = b;
   config.seed = seed;

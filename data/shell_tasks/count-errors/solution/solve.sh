@@ -1,0 +1,3 @@
+head -3 app.log
+grep -c ' ERROR ' app.log > answer.txt
+cat answer.txt

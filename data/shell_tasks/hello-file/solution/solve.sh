@@ -1,0 +1,2 @@
+echo 'Hello, world!' > hello.txt
+cat hello.txt

@@ -1,0 +1,318 @@
+#include "envs/shell/shell_env.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "engine/error.h"
+#include "engine/file_io.h"
+#include "envs/registry.h"
+
+namespace crl {
+namespace fs = std::filesystem;
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+void chown_tree(const fs::path& root, int uid, int gid) {
+  std::error_code ec;
+  lchown(root.c_str(), uid, gid);
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    lchown(it->path().c_str(), uid, gid);
+  }
+}
+
+std::string format_seconds(double s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
+
+const char* kSystem =
+    "You work in a Linux shell on the task below. Each reply is a shell script, run with /bin/sh in the "
+    "task's "
+    "workspace (the current directory); its output (long outputs keep their head and tail) and exit code "
+    "come "
+    "back. There is no network, and resources are limited. Reply `submit` when the task is done: hidden "
+    "tests then decide the reward.";
+
+}  // namespace
+
+ShellTaskSpec load_shell_task(const std::string& folder) {
+  ShellTaskSpec spec;
+  if (!fs::is_directory(folder)) throw Error(folder, "", "no such task folder");
+  spec.instruction = read_file(folder + "/instruction.md");
+  if (!fs::exists(folder + "/tests/test.sh"))
+    throw Error(folder + "/tests/test.sh", "", "missing verifier script");
+  const std::string toml_path = folder + "/task.toml";
+  std::istringstream in(read_file(toml_path));
+  std::string line, section;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const std::string where = toml_path + ":" + std::to_string(number);
+    line = trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    if (line.front() == '[') {
+      if (line.back() != ']') throw Error(where, "", "expected [section], found " + quote(line));
+      section = trim(line.substr(1, line.size() - 2));
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) throw Error(where, "", "expected key = value, found " + quote(line));
+    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    if (key == "timeout_sec" && (section == "agent" || section == "verifier")) {
+      double seconds = 0;
+      try {
+        size_t used = 0;
+        seconds = std::stod(value, &used);
+        if (used != value.size()) throw std::invalid_argument(value);
+      } catch (const std::exception&) {
+        throw Error(where, section + ".timeout_sec", "value " + quote(value) + " is not a number");
+      }
+      if (seconds <= 0) throw Error(where, section + ".timeout_sec", "value " + value + " must be > 0");
+      (section == "agent" ? spec.agent_timeout_sec : spec.verifier_timeout_sec) = seconds;
+    }
+    // Other keys (metadata, environment resources) are accepted and ignored: limits come from parameters.
+  }
+  return spec;
+}
+
+ShellEnv::ShellEnv(ShellConfig config) : config_(std::move(config)) {
+  spec_.name = "shell";
+  spec_.description = "Harbor-style task folders run with /bin/sh in a sandbox";
+  spec_.params = param_specs();
+  spec_.has_text = true;
+  // Output head + tail + marker + the status line, or the instruction.
+  spec_.max_observation_bytes = config_.limits.output_bytes + 512;
+}
+
+ShellEnv::~ShellEnv() {
+  cleanup();
+}
+
+std::vector<ParamSpec> ShellEnv::param_specs() {
+  return {
+      {"tasks_dir", ParamType::kString, "data/shell_tasks", "folder of task folders (the task id names one)"},
+      {"scratch_root", ParamType::kString, "/tmp/crl-shell", "where per-episode scratch folders are made"},
+      {"command_timeout_sec", ParamType::kDouble, "30", "wall-clock limit of one command"},
+      {"max_turns", ParamType::kInt, "32", "turn limit (then truncated)"},
+      {"max_invalid", ParamType::kInt, "8", "empty actions before truncation"},
+      {"cpu_seconds", ParamType::kInt, "20", "RLIMIT_CPU of a command"},
+      {"memory_mb", ParamType::kInt, "1024", "RLIMIT_AS of a command"},
+      {"file_mb", ParamType::kInt, "64", "RLIMIT_FSIZE: largest file a command may write"},
+      {"processes", ParamType::kInt, "64", "RLIMIT_NPROC of the sandbox uid"},
+      {"output_bytes", ParamType::kInt, "8192", "output kept per command (head + tail)"},
+      {"namespaces", ParamType::kBool, "true", "use network/PID/mount namespaces where the kernel allows"},
+  };
+}
+
+ShellConfig ShellEnv::config_from(const Params& params) {
+  const std::string where = "environment \"shell\"";
+  ShellConfig c;
+  c.tasks_dir = params.get_string("tasks_dir");
+  c.scratch_root = params.get_string("scratch_root");
+  if (c.scratch_root.empty() || c.scratch_root[0] != '/') {
+    throw Error(where, "scratch_root", "value " + quote(c.scratch_root) + " must be an absolute path");
+  }
+  c.command_timeout_sec = params.get_double("command_timeout_sec");
+  if (!(c.command_timeout_sec > 0)) throw Error(where, "command_timeout_sec", "must be > 0");
+  auto at_least = [&](const char* name, int64_t lo) {
+    const int64_t v = params.get_int(name);
+    if (v < lo) throw Error(where, name, "value " + std::to_string(v) + " is below " + std::to_string(lo));
+    return v;
+  };
+  c.max_turns = static_cast<int>(at_least("max_turns", 1));
+  c.max_invalid = static_cast<int>(at_least("max_invalid", 1));
+  c.limits.cpu_seconds = at_least("cpu_seconds", 1);
+  c.limits.memory_bytes = at_least("memory_mb", 16) << 20;
+  c.limits.file_bytes = at_least("file_mb", 1) << 20;
+  c.limits.processes = at_least("processes", 4);
+  c.limits.output_bytes = static_cast<size_t>(at_least("output_bytes", 256));
+  c.limits.use_namespaces = params.get_bool("namespaces");
+  return c;
+}
+
+shell::SandboxPaths ShellEnv::paths() const {
+  return shell::SandboxPaths{scratch_ + "/app", "", scratch_ + "/logs"};
+}
+
+void ShellEnv::cleanup() {
+  if (scratch_.empty()) return;
+  std::error_code ec;
+  fs::remove_all(scratch_, ec);
+  scratch_.clear();
+}
+
+ShellEnv::Start ShellEnv::do_reset(const Task& task, Rng&) {
+  cleanup();
+  const std::string where = "task " + quote(task.id);
+  if (task.id.empty() || task.id[0] == '.' ||
+      task.id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+          std::string::npos) {
+    throw Error(where, "id", "a shell task id is a folder name (letters, digits, . _ -)");
+  }
+  // An id that names a task folder selects it. Any other id (generic drivers use "t0", "demo-0", ...)
+  // selects the index-th task folder in sorted order, wrapping around, like the synthetic suite does.
+  std::string folder = config_.tasks_dir + "/" + task.id;
+  if (!fs::is_directory(folder)) {
+    std::vector<std::string> names;
+    std::error_code list_error;
+    for (const auto& entry : fs::directory_iterator(config_.tasks_dir, list_error)) {
+      if (fs::exists(entry.path() / "task.toml")) names.push_back(entry.path().filename().string());
+    }
+    if (names.empty()) throw Error(config_.tasks_dir, "tasks_dir", "no task folders (with task.toml) here");
+    std::sort(names.begin(), names.end());
+    folder = config_.tasks_dir + "/" + names[task.index % names.size()];
+  }
+  task_ = load_shell_task(folder);
+  std::error_code ec;
+  fs::create_directories(config_.scratch_root, ec);
+  std::string pattern = config_.scratch_root + "/ep-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw Error(config_.scratch_root, "scratch_root", "cannot create a scratch folder");
+  }
+  scratch_ = pattern;
+  chmod(scratch_.c_str(), 0711);  // the sandbox uid may traverse it, not list or change it
+  const fs::path app = scratch_ + "/app", tests = scratch_ + "/hidden-tests", logs = scratch_ + "/logs";
+  fs::create_directories(app);
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "tests" || name == "solution") continue;
+    fs::copy(entry.path(), app / name, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+    if (ec) throw Error(folder, "", "cannot copy " + name + ": " + ec.message());
+  }
+  fs::copy(folder + "/tests", tests, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  if (ec) throw Error(folder + "/tests", "", "cannot copy the tests: " + ec.message());
+  chmod(tests.c_str(), 0700);  // hidden from the agent until the verifier runs
+  fs::create_directories(logs / "verifier");
+  if (shell::probe_sandbox().root) {
+    chown_tree(app, config_.limits.uid, config_.limits.gid);
+    chown_tree(logs, config_.limits.uid, config_.limits.gid);
+  }
+  agent_time_used_ms_ = 0;
+  invalid_ = 0;
+  Start start;
+  start.system.text = kSystem;
+  start.user.text = shell::sanitize_utf8(task_.instruction);
+  return start;
+}
+
+StepResult ShellEnv::verify() {
+  StepResult result;
+  result.terminated = true;
+  const std::string tests = scratch_ + "/hidden-tests";
+  chmod(tests.c_str(), 0755);
+  shell::SandboxLimits limits = config_.limits;
+  limits.wall_seconds = task_.verifier_timeout_sec;
+  shell::SandboxPaths p = paths();
+  p.tests = tests;
+  const shell::SandboxPaths seen = shell::visible_paths(p, limits);
+  const shell::SandboxResult run = shell::run_sandboxed("sh \"" + seen.tests + "/test.sh\"", p, limits);
+  double reward = 0;
+  std::string why;
+  const std::string txt = scratch_ + "/logs/verifier/reward.txt",
+                    json = scratch_ + "/logs/verifier/reward.json";
+  std::error_code ec;
+  if (run.timed_out) {
+    why = "verifier timed out after " + format_seconds(limits.wall_seconds) + " s";
+  } else if (fs::exists(txt, ec)) {
+    try {
+      reward = std::stod(trim(read_file(txt)));
+      why = "reward.txt";
+    } catch (const std::exception&) {
+      why = "reward.txt does not hold a number";
+    }
+  } else if (fs::exists(json, ec)) {
+    const std::string text = read_file(json);
+    const size_t at = text.find("\"reward\"");
+    const size_t colon = at == std::string::npos ? at : text.find(':', at);
+    try {
+      reward = colon == std::string::npos ? 0 : std::stod(text.substr(colon + 1));
+      why = colon == std::string::npos ? "reward.json has no \"reward\"" : "reward.json";
+    } catch (const std::exception&) {
+      why = "reward.json does not hold a number";
+    }
+  } else {
+    why = "verifier wrote no reward (exit code " + std::to_string(run.exit_code) + ")";
+  }
+  reward = std::max(0.0, std::min(1.0, reward));
+  result.reward = reward;
+  result.info = why;
+  result.observation.text = "submitted: reward " + format_seconds(reward) + " (" + why + ")";
+  cleanup();
+  return result;
+}
+
+StepResult ShellEnv::do_step(const Action& action) {
+  StepResult result;
+  const std::string command = trim(action.text);
+  if (command == "submit" || command == "task_complete") return verify();
+  std::error_code ec;
+  if (!fs::is_directory(scratch_ + "/app", ec)) {
+    result.truncated = true;
+    result.info = "the workspace vanished";
+    result.observation.text = "ERROR: the workspace folder no longer exists; the episode ends";
+    cleanup();
+    return result;
+  }
+  if (command.empty()) {
+    ++invalid_;
+    result.info = "invalid command";
+    result.observation.text = "ERROR: empty command (reply with a shell script, or submit)";
+  } else {
+    shell::SandboxLimits limits = config_.limits;
+    const double left = task_.agent_timeout_sec - agent_time_used_ms_ / 1000.0;
+    limits.wall_seconds = std::max(0.05, std::min(config_.command_timeout_sec, left));
+    const shell::SandboxResult run = shell::run_sandboxed(command, paths(), limits);
+    agent_time_used_ms_ += run.wall_ms;
+    std::string status;
+    if (!run.started) {
+      status = "[sandbox error: " + run.error + "]";
+      result.info = "sandbox error";
+    } else if (run.timed_out) {
+      status = "[killed: the command ran past " + format_seconds(limits.wall_seconds) + " s]";
+      result.info = "command timed out";
+    } else if (run.output_killed) {
+      status = "[killed: more than " + std::to_string(limits.kill_output_bytes) + " bytes of output]";
+      result.info = "output limit";
+    } else {
+      status = "[exit code " + std::to_string(run.exit_code) + "]";
+    }
+    std::string out = run.output;
+    if (!out.empty() && out.back() != '\n') out += "\n";
+    result.observation.text = out + status;
+  }
+  if (invalid_ >= config_.max_invalid) {
+    result.truncated = true;
+    result.info = "too many invalid commands";
+  } else if (agent_time_used_ms_ / 1000.0 >= task_.agent_timeout_sec) {
+    result.truncated = true;
+    result.info = "agent timeout (" + format_seconds(task_.agent_timeout_sec) + " s)";
+  } else if (steps() + 1 >= config_.max_turns) {
+    result.truncated = true;
+    result.info = "turn limit (" + std::to_string(config_.max_turns) + ")";
+  }
+  if (result.truncated) cleanup();
+  return result;
+}
+
+namespace {
+const EnvRegistrar kRegistrar({"shell",
+                               "Harbor-style task folders run with /bin/sh in a sandbox (envs/shell)",
+                               ShellEnv::param_specs(), [](const Params& params) -> std::unique_ptr<Env> {
+                                 return std::make_unique<ShellEnv>(ShellEnv::config_from(params));
+                               }});
+}  // namespace
+
+}  // namespace crl
