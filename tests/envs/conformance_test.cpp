@@ -15,12 +15,14 @@
 //   * compaction happens under the entry's small budget.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 
 #include "engine/error.h"
 #include "envs/coding_repo/coding_repo.h"
 #include "envs/episode.h"
 #include "envs/registry.h"
+#include "envs/remote/remote_env.h"
 #include "policies/policy.h"
 #include "policies/rollout.h"
 
@@ -100,6 +102,30 @@ std::map<std::string, Entry> table() {
                      budget(8192, 2048, 256, 256, 3),
                      budget(1536, 768, 64, 256, 6),
                      ""};
+  // A Python environment in another process (clients/python/crl_remote_env.py), started once per test binary
+  // by an anchor instance and shared through its port (starting Python per episode costs seconds here).
+  Entry remote{{},
+               {{"guess-0", 0, ""}, {"guess-1", 1, ""}},
+               "",
+               {},
+               [](const std::string&, Rng& rng) -> std::string {
+                 return rng.bernoulli(0.1) ? "guess what"
+                                           : "guess " + std::to_string(1 + rng.uniform_int(100));
+               },
+               budget(4096, 1024, 64, 256, 3),
+               budget(1024, 384, 64, 256, 6),
+               ""};
+  static const int port = [] {
+    if (std::system("python3 -c pass > /dev/null 2>&1") != 0) return 0;
+    static auto anchor = make_env(
+        "remote", {{"command", "python3 " + source_dir() + "/clients/python/crl_remote_env.py --port 0"}});
+    Rng rng(StreamKey{});
+    anchor->reset(Task{"anchor", 0, ""}, rng);
+    return static_cast<RemoteEnv&>(*anchor).port();
+  }();
+  if (port == 0) remote.skip = "python3 is not installed";
+  remote.params = {{"port", std::to_string(port)}};
+  t["remote"] = remote;
   return t;
 }
 
