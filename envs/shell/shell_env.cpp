@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <sstream>
 
@@ -89,6 +90,12 @@ ShellTaskSpec load_shell_task(const std::string& folder) {
 }
 
 ShellEnv::ShellEnv(ShellConfig config) : config_(std::move(config)) {
+  // Each instance gets its own unprivileged uid/gid (when we are root): RLIMIT_NPROC counts the processes of
+  // a uid, so episodes running side by side (threads, processes) must not share one, or a fork bomb in one
+  // starves the others. Ids in [200000, 260000) need no passwd entry.
+  static std::atomic<uint64_t> instances{0};
+  const uint64_t mix = static_cast<uint64_t>(getpid()) * 7919u + instances.fetch_add(1) * 104729u;
+  config_.limits.uid = config_.limits.gid = static_cast<int>(200000 + mix % 60000);
   spec_.name = "shell";
   spec_.description = "Harbor-style task folders run with /bin/sh in a sandbox";
   spec_.params = param_specs();
@@ -205,6 +212,11 @@ ShellEnv::Start ShellEnv::do_reset(const Task& task, Rng&) {
   Start start;
   start.system.text = kSystem;
   start.user.text = shell::sanitize_utf8(task_.instruction);
+  if (start.user.text.size() > spec_.max_observation_bytes) {
+    // Keep the head (valid UTF-8: sanitize again after the cut) and say so.
+    start.user.text = shell::sanitize_utf8(start.user.text.substr(0, spec_.max_observation_bytes - 64)) +
+                      "\n[... instruction truncated ...]";
+  }
   return start;
 }
 
