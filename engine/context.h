@@ -104,20 +104,26 @@ class Context {
   RebuildResult rebuild(std::span<const TokenId> summary);
 
   const TokenArena& arena() const { return arena_; }
+  // Reserves arena room for `tokens` more tokens, so a long episode never reallocates mid-way.
+  void reserve(size_t tokens) { arena_.reserve(arena_.size() + tokens); }
   // Spans of the window (without the turn header), for inspection.
   std::vector<Span> window_spans() const;
 
  private:
+  // Steps index into one flat span list (no allocation per step): step i owns step_spans_[first_span ..
+  // next step's first_span): the turn header, the action, then its observations.
   struct Step {
-    std::vector<Span> spans;  // turn header + action, then observations
+    size_t first_span = 0;
     int64_t tokens = 0;
   };
+  size_t step_end(size_t i) const { return i + 1 < steps_.size() ? steps_[i + 1].first_span : step_spans_.size(); }
   Budget budget_;
   TokenArena arena_;
   Span header_, instruction_, resume_prefix_, resume_suffix_, marker_;
   std::vector<Span> prefix_;  // system + user, or system + resume(summary)
   Span system_;
   std::vector<Step> steps_;
+  std::vector<Span> step_spans_;
   int64_t window_tokens_ = 0;
   int compactions_ = 0;
   bool window_has_action_ = false;
