@@ -65,6 +65,20 @@ std::string lambda_text(const LearnerConfig& l) {
   return "fixed " + fixed(l.lambda(), 3);
 }
 
+// The first curve point at which the mean accuracy over seeds reaches `level` ("never" if none does).
+std::string episodes_to(const ArmResult& arm, double level) {
+  if (arm.seeds.empty()) return "never";
+  size_t points = arm.seeds.front().curve.size();
+  for (const SeedResult& s : arm.seeds) points = std::min(points, s.curve.size());
+  for (size_t i = 0; i < points; ++i) {
+    double mean = 0.0;
+    for (const SeedResult& s : arm.seeds)
+      mean += s.curve[i].eval_accuracy / static_cast<double>(arm.seeds.size());
+    if (mean >= level) return std::to_string(arm.seeds.front().curve[i].episode);
+  }
+  return "never";
+}
+
 }  // namespace
 
 std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioResult& result) {
@@ -316,8 +330,8 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
     }
   }
   for (uint64_t seed : seeds) out << " seed " << seed << " |";
-  out << " mean |\n|---|";
-  for (size_t i = 0; i <= seeds.size(); ++i) out << "---|";
+  out << " mean | episodes to 90% |\n|---|";
+  for (size_t i = 0; i <= seeds.size() + 1; ++i) out << "---|";
   out << "\n";
   for (const ArmResult& arm : result.arms) {
     out << "| " << arm.name << " |";
@@ -328,9 +342,11 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
       }
       out << " " << cell << " |";
     }
-    out << " **" << percent(arm.mean_accuracy) << "** |\n";
+    out << " **" << percent(arm.mean_accuracy) << "** | " << episodes_to(arm, 0.9) << " |\n";
   }
-  out << "\nCurves: `curves.csv`, `curves.svg`.\n";
+  out << "\n\"Episodes to 90%\": the first curve point where the mean held-out accuracy over seeds reaches "
+         "90%. "
+         "Curves: `curves.csv`, `curves.svg`.\n";
 
   const std::vector<GateResult> gates = evaluate_gates(spec, result);
   if (!gates.empty()) {
@@ -383,7 +399,15 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
       if (!s.has_example) continue;
       const Trajectory& t = s.example;
       out << "\n## A successful evaluation episode (arm " << shown->name << ", seed " << s.seed << ")\n\n";
-      out << "What each summary kept (the memory symbol carried across the reset):";
+      // The fact, when the environment shows one as "FACT <value>" in the first prompt.
+      const std::string first = shown->codec->decode(t.segments.front().prompt_ids);
+      if (const size_t at = first.find("FACT "); at != std::string::npos) {
+        const size_t end = first.find(' ', at + 5);
+        out << "The fact shown at step 1: "
+            << first.substr(at + 5, end == std::string::npos ? end : end - at - 5) << ". ";
+      }
+      out << "What each summary kept (the memory symbol carried across the reset; a learned code, not "
+             "necessarily a copy):";
       int k = 0;
       for (const Segment& seg : t.segments) {
         if (seg.kind == SegmentKind::kSummary) {
@@ -406,8 +430,8 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
                                             env_params(arm_spec->setup), "report");
         if (params.values().count("reset_points")) {
           const int64_t period = params.values().count("reset_period") ? params.get_int("reset_period") : 0;
-          out << "The context was rebuilt " << t.compactions
-              << " times, after the environment's reset points ("
+          out << "The context was rebuilt " << t.compactions << (t.compactions == 1 ? " time" : " times")
+              << ", after the environment's reset points ("
               << (period > 0 ? "every " + std::to_string(period) + " steps"
                              : "after steps " + params.get_string("reset_points"))
               << "): each rebuilt window is system + resume(summary) + the newest "

@@ -226,7 +226,21 @@ ScenarioSpec parse_scenario(const std::string& text, const std::string& path) {
         field = errors.message_.substr(begin, errors.message_.find('"', begin) - begin);
       }
     }
-    throw Error(path + ":" + std::to_string(errors.line_) + ":" + std::to_string(errors.column_), field,
+    // protobuf reports an unknown field at the token after its name; point at the name itself.
+    int column = errors.column_;
+    if (!field.empty()) {
+      size_t begin = 0;
+      for (int line = 1; line < errors.line_ && begin != std::string::npos; ++line) {
+        begin = text.find('\n', begin);
+        if (begin != std::string::npos) ++begin;
+      }
+      if (begin != std::string::npos) {
+        const std::string line = text.substr(begin, text.find('\n', begin) - begin);
+        const size_t at = line.rfind(field, static_cast<size_t>(std::max(column - 1, 0)));
+        if (at != std::string::npos) column = static_cast<int>(at) + 1;
+      }
+    }
+    throw Error(path + ":" + std::to_string(errors.line_) + ":" + std::to_string(column), field,
                 errors.message_);
   }
   const Locator at(path, file, tree);
