@@ -4,9 +4,11 @@
 
 #include "engine/runner.h"
 #include "envs/registry.h"
+#include "learners/batch.h"
+#include "learners/learner.h"
+#include "learners/schedule.h"
 #include "policies/rollout.h"
 #include "policies/tabular/tabular_policy.h"
-#include "scenarios/advantages.h"
 
 namespace crl::scenarios {
 
@@ -24,17 +26,6 @@ Budget budget_of(const Setup& s) {
   b.summary_cap = s.budget().summary_cap();
   b.max_compactions = s.budget().max_compactions();
   return b;
-}
-
-AdvantageOptions advantage_options(const LearnerConfig& l) {
-  AdvantageOptions o;
-  o.gamma = l.gamma();
-  o.adaptive_lambda = l.lambda_mode() == LearnerConfig::ADAPTIVE;
-  o.lambda = l.lambda();
-  o.lambda_alpha = l.lambda_alpha();
-  o.correction = l.correction();
-  o.corrected_target = l.critic_target() == LearnerConfig::CORRECTED;
-  return o;
 }
 
 // What every run of one arm shares: the environment's name and parameters, the codec and the budget.
@@ -76,7 +67,7 @@ double mean_reward(const std::vector<Trajectory>& trajectories) {
 
 // One pass over the batch's trainable tokens in index order (trajectories, segments, positions).
 enum class Pass { kCritic, kActor };
-void update(TabularPolicy& policy, const std::vector<Trajectory>& batch, const TokenTargets& targets,
+void update(TabularPolicy& policy, const std::vector<Trajectory>& batch, const learners::Advantages& targets,
             Pass pass, const LearnerConfig& l) {
   size_t token = 0;
   for (const Trajectory& t : batch) {
@@ -101,7 +92,8 @@ SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options
       s.policy().name(), policy_params(s), PolicyTarget{c.env_spec, c.codec}, "arm " + quote(c.arm->name));
   // Only the tabular policy learns today; any other registered policy is evaluated as it is.
   TabularPolicy* trainable = dynamic_cast<TabularPolicy*>(policy.get());
-  const AdvantageOptions advantage = advantage_options(l);
+  const learners::Learner learner(learner_options(l), learners::Backend::kCpu);
+  const learners::Schedule schedule(schedule_options(l));
 
   SeedResult result;
   result.seed = seed;
@@ -134,12 +126,14 @@ SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options
     for (const Trajectory& t : batch) window_reward += t.reward;
     window_episodes += count;
     if (trainable != nullptr) {
-      const TokenTargets targets = compute_advantages(batch, advantage);
-      const bool warmup = batches < l.warmup_batches();
-      for (int k = 0; k < (warmup ? 1 : l.critic_per_actor()); ++k) {
-        update(*trainable, batch, targets, Pass::kCritic, l);
+      // Advantages and returns once per batch, from the values recorded at sampling time (spec 1.4); then
+      // the schedule's updates in order (critic warm-up, then critic x ratio and the actor).
+      const learners::Batch flat = learners::make_batch(batch);
+      const learners::Advantages targets = learner.advantages(flat);
+      for (const learners::UpdateKind kind : schedule.updates(batches, flat)) {
+        update(*trainable, batch, targets,
+               kind == learners::UpdateKind::kActor ? Pass::kActor : Pass::kCritic, l);
       }
-      if (!warmup) update(*trainable, batch, targets, Pass::kActor, l);
     }
     done += count;
     ++batches;
@@ -166,7 +160,7 @@ SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options
     if (t.reward > 0.0) {
       result.has_example = true;
       result.example = t;
-      result.example_factors = compute_advantages({t}, advantage).factor;
+      result.example_factors = learner.advantages(learners::make_batch({t})).factor;
       break;
     }
   }
@@ -174,6 +168,26 @@ SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options
 }
 
 }  // namespace
+
+learners::LearnerOptions learner_options(const LearnerConfig& l) {
+  learners::LearnerOptions o;
+  o.gamma = l.gamma();
+  o.lambda_mode = l.lambda_mode() == LearnerConfig::ADAPTIVE ? learners::LambdaMode::kAdaptive
+                                                             : learners::LambdaMode::kFixed;
+  o.lambda = l.lambda();
+  o.lambda_alpha = l.lambda_alpha();
+  o.correction = l.correction();
+  o.critic_target = l.critic_target() == LearnerConfig::CORRECTED ? learners::CriticTarget::kCorrected
+                                                                  : learners::CriticTarget::kLocal;
+  return o;
+}
+
+learners::ScheduleOptions schedule_options(const LearnerConfig& l) {
+  learners::ScheduleOptions o;
+  o.warmup_batches = l.warmup_batches();
+  o.critic_per_actor = l.critic_per_actor();
+  return o;
+}
 
 ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options) {
   const Runner runner(std::max(1, options.threads));

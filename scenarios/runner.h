@@ -6,7 +6,8 @@
 //   repeat until `episodes` training episodes are done:
 //     collect a batch of `batch_size` episodes with run_rollouts (task "train-<i>", stream keyed by the run
 //     seed, the task and the sample), the policy frozen during the collection;
-//     compute advantages and returns for the whole batch (scenarios/advantages.h);
+//     compute advantages and returns for the whole batch with the CompactionRL learner (learners/learner.h:
+//     local GAE per segment x (gamma lambda_s)^N_after, from the values recorded at sampling time);
 //     apply the schedule: critic-only for the first `warmup_batches` batches, then `critic_per_actor`
 //     critic passes and one actor pass, each pass visiting the trainable tokens in index order;
 //     every `eval_interval` episodes, evaluate on tasks "eval-<i>" (sampled, as in training) -> a curve
@@ -23,6 +24,8 @@
 
 #include "engine/trajectory.h"
 #include "envs/codec.h"
+#include "learners/options.h"
+#include "learners/schedule.h"
 #include "scenarios/scenario.h"
 
 namespace crl::scenarios {
@@ -77,5 +80,10 @@ struct RunOptions {
 };
 
 ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options);
+
+// The learner's options and schedule for a scenario's learner block (the learning rates stay with the policy
+// updates).
+learners::LearnerOptions learner_options(const proto::scenario::LearnerConfig& learner);
+learners::ScheduleOptions schedule_options(const proto::scenario::LearnerConfig& learner);
 
 }  // namespace crl::scenarios

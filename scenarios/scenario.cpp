@@ -9,7 +9,9 @@
 #include "engine/error.h"
 #include "engine/file_io.h"
 #include "envs/registry.h"
+#include "learners/options.h"
 #include "policies/policy.h"
+#include "scenarios/runner.h"
 
 namespace crl::scenarios {
 
@@ -182,7 +184,11 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   };
   in_unit(l.gamma(), "gamma");
   in_unit(l.lambda(), "lambda");
-  if (!(l.lambda_alpha() > 0.0)) at.fail(arm, {"learner", "lambda_alpha"}, "must be > 0");
+  try {
+    learners::validate_options(learner_options(l), "learner");
+  } catch (const Error& e) {
+    at.fail(arm, {"learner", e.field()}, e.message());
+  }
   if (l.warmup_batches() < 0) at.fail(arm, {"learner", "warmup_batches"}, "must be >= 0");
   if (l.critic_per_actor() < 0) at.fail(arm, {"learner", "critic_per_actor"}, "must be >= 0");
   if (!(l.actor_lr() >= 0.0 && std::isfinite(l.actor_lr())))
