@@ -69,6 +69,28 @@ TEST(ScenarioRun, FrozenControlOnlyLearnsTheAnswerAndGatesCanFail) {
   EXPECT_NE(format_report(spec, result, "crl run x").find("FAIL"), std::string::npos);
 }
 
+TEST(ScenarioRun, AblationSwitchesChangeOnlyThePaperLambdaArm) {
+  // With one sampled token per segment, lambda acts only through the correction factor: three arms compute
+  // the same advantages and must give identical curves; the paper's lambda gives sum_0 the factor 1/27.
+  const ScenarioSpec spec = reduced("scenarios/memory_chain_ablation.pbtxt", 400, 300);
+  const ScenarioResult result = run_scenario(spec, RunOptions{2, {29}, {}});
+  ASSERT_EQ(result.arms.size(), 4u);
+  auto accuracies = [](const ArmResult& arm) {
+    std::vector<double> out;
+    for (const CurvePoint& p : arm.seeds.at(0).curve) out.push_back(p.eval_accuracy);
+    return out;
+  };
+  EXPECT_EQ(accuracies(result.arms[0]), accuracies(result.arms[1]));
+  EXPECT_EQ(accuracies(result.arms[0]), accuracies(result.arms[3]));
+  EXPECT_NE(accuracies(result.arms[0]), accuracies(result.arms[2]));
+  const SeedResult& paper = result.arms[2].seeds.at(0);
+  ASSERT_TRUE(paper.has_example);
+  ASSERT_EQ(paper.example_factors.size(), 4u);
+  EXPECT_NEAR(paper.example_factors[0], 1.0 / 27, 1e-12);
+  EXPECT_NEAR(paper.example_factors[2], 1.0 / 3, 1e-12);
+  EXPECT_EQ(result.arms[0].seeds.at(0).example_factors, (std::vector<double>{1, 1, 1, 1}));
+}
+
 const char* kTiny = R"(name: "tiny"
 seeds: [7, 17]
 base {
