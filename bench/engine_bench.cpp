@@ -31,20 +31,27 @@ ContextTemplate bench_template() {
                          std::vector<TokenId>(2, 4), std::vector<TokenId>(8, 5)};
 }
 
+// Starts an episode and appends atomic steps (32 action + 96 observation tokens) until the context holds
+// `tokens` tokens.
+void fill_window(Context& context, int64_t tokens) {
+  static const std::vector<TokenId> system(256, 7), action(kActionTokens, 8),
+      observation(kObservationTokens, 9);
+  context.start(system, {});
+  context.reserve(tokens + 1024);
+  while (context.tokens() < tokens) {
+    context.append_action(action, Provenance::kSampled);
+    context.append_observation(observation);
+  }
+}
+
 // One full window: append atomic steps until the context holds `tokens` tokens, build the summary request,
 // rebuild from a 64-token summary. Items are context tokens; bytes are those tokens' bytes.
 void BM_ContextAppendAndRebuild(benchmark::State& state) {
   const int64_t tokens = state.range(0);
-  const std::vector<TokenId> system(256, 7), action(kActionTokens, 8), observation(kObservationTokens, 9);
   const std::vector<TokenId> summary(64, 10);
   Context context(big_budget(tokens), bench_template());
   for (auto _ : state) {
-    context.start(system, {});
-    context.reserve(tokens + 1024);
-    while (context.tokens() < tokens) {
-      context.append_action(action, Provenance::kSampled);
-      context.append_observation(observation);
-    }
+    fill_window(context, tokens);
     PromptView prompt;
     benchmark::DoNotOptimize(context.summary_prompt(prompt));
     benchmark::DoNotOptimize(context.rebuild(summary));
@@ -58,18 +65,12 @@ BENCHMARK(BM_ContextAppendAndRebuild)->Arg(4096)->Arg(65536)->Arg(1 << 20);
 // sends): the copy every engine must make at least once.
 void BM_ContextAppendRebuildMaterialize(benchmark::State& state) {
   const int64_t tokens = state.range(0);
-  const std::vector<TokenId> system(256, 7), action(kActionTokens, 8), observation(kObservationTokens, 9);
   const std::vector<TokenId> summary(64, 10);
   Context context(big_budget(tokens), bench_template());
   std::vector<TokenId> ids;
   ids.reserve(tokens + 4096);
   for (auto _ : state) {
-    context.start(system, {});
-    context.reserve(tokens + 1024);
-    while (context.tokens() < tokens) {
-      context.append_action(action, Provenance::kSampled);
-      context.append_observation(observation);
-    }
+    fill_window(context, tokens);
     PromptView prompt;
     context.summary_prompt(prompt);
     ids.clear();
@@ -85,16 +86,11 @@ BENCHMARK(BM_ContextAppendRebuildMaterialize)->Arg(4096)->Arg(65536)->Arg(1 << 2
 // The rebuild alone, on a window already filled (the compaction step itself): O(resume + kept spans).
 void BM_ContextRebuildOnly(benchmark::State& state) {
   const int64_t tokens = state.range(0);
-  const std::vector<TokenId> system(256, 7), action(kActionTokens, 8), observation(kObservationTokens, 9);
   const std::vector<TokenId> summary(64, 10);
   Context context(big_budget(tokens), bench_template());
   for (auto _ : state) {
     state.PauseTiming();
-    context.start(system, {});
-    while (context.tokens() < tokens) {
-      context.append_action(action, Provenance::kSampled);
-      context.append_observation(observation);
-    }
+    fill_window(context, tokens);
     state.ResumeTiming();
     benchmark::DoNotOptimize(context.rebuild(summary));
   }

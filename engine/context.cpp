@@ -6,7 +6,8 @@
 
 namespace crl {
 
-PromptView::PromptView(const TokenArena* arena, std::vector<Span> spans) : arena_(arena), spans_(std::move(spans)) {
+PromptView::PromptView(const TokenArena* arena, std::vector<Span> spans)
+    : arena_(arena), spans_(std::move(spans)) {
   for (const Span& span : spans_) size_ += span.size();
 }
 
@@ -52,7 +53,9 @@ bool Context::needs_compaction() const {
   return compaction_requested_ || budget_.capacity - tokens() < budget_.reserve;
 }
 
-int64_t Context::max_new_tokens() const { return std::min(budget_.per_turn_cap, budget_.capacity - tokens()); }
+int64_t Context::max_new_tokens() const {
+  return std::min(budget_.per_turn_cap, budget_.capacity - tokens());
+}
 
 std::vector<Span> Context::window_spans() const {
   std::vector<Span> spans;
@@ -155,7 +158,8 @@ RebuildResult Context::rebuild(std::span<const TokenId> summary) {
   ++compactions_;
   compaction_requested_ = false;
   const Span copied = arena_.append(summary, Provenance::kCopiedSummary);
-  const int64_t base = system_.size() + resume_prefix_.size() + copied.size() + resume_suffix_.size() + header_.size();
+  const int64_t base =
+      system_.size() + resume_prefix_.size() + copied.size() + resume_suffix_.size() + header_.size();
   const int64_t limit = budget_.capacity - budget_.reserve;
   // k = tail_k, tail_k - 1, ..., 0: keep the first that fits strictly below C - T_comp.
   int k = std::min<int>(budget_.tail_k, static_cast<int>(steps_.size()));

@@ -30,7 +30,7 @@ struct ContextTemplate {
   std::vector<TokenId> summary_instruction;  // q_sum as a user turn, followed by the assistant turn header
   std::vector<TokenId> resume_prefix;        // resume(S) = resume_prefix + S + resume_suffix (one user turn)
   std::vector<TokenId> resume_suffix;
-  std::vector<TokenId> truncation_marker;    // stands for the middle cut out of an over-long observation
+  std::vector<TokenId> truncation_marker;  // stands for the middle cut out of an over-long observation
 };
 
 // A prompt: spans (index ranges) over an arena. Cheap to pass around; valid while the Context that made it
@@ -65,6 +65,9 @@ struct RebuildResult {
 class Context {
  public:
   Context(const Budget& budget, const ContextTemplate& tmpl);
+  // Prompt views point at this object's arena: a context never moves.
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
 
   // Starts (or restarts) an episode with the encoded system and first user turn. Returns false when the
   // first request would already be >= C: the episode cannot run (it ends as failed, spec 1.1 (a)).
@@ -116,7 +119,9 @@ class Context {
     size_t first_span = 0;
     int64_t tokens = 0;
   };
-  size_t step_end(size_t i) const { return i + 1 < steps_.size() ? steps_[i + 1].first_span : step_spans_.size(); }
+  size_t step_end(size_t i) const {
+    return i + 1 < steps_.size() ? steps_[i + 1].first_span : step_spans_.size();
+  }
   Budget budget_;
   TokenArena arena_;
   Span header_, instruction_, resume_prefix_, resume_suffix_, marker_;

@@ -20,7 +20,9 @@ enum class Provenance : uint8_t {
   kForced = 5,         // an action the environment forces (e.g. the memory chain's `continue`): not sampled
 };
 std::string_view provenance_name(Provenance provenance);
-inline bool is_trainable(Provenance provenance) { return provenance == Provenance::kSampled; }
+inline bool is_trainable(Provenance provenance) {
+  return provenance == Provenance::kSampled;
+}
 
 // A run of tokens in a TokenArena, with the provenance those tokens have in the place the span is used.
 struct Span {
