@@ -139,9 +139,9 @@ void write_raw(const std::filesystem::path& path, const std::vector<T>& data) {
             static_cast<std::streamsize>(data.size() * sizeof(T)));
 }
 
-// The NumPy baseline on the same batch, timed inside Python (best of a few runs; one at 10M tokens, where a
-// run takes seconds). Reports the time per run as manual time, so items/s compare directly with the rows
-// above; max_abs_diff is the baseline's advantage error against ours.
+// The NumPy baseline on the same batch, timed inside Python in process CPU time (best of a few runs; one at
+// 10M tokens, where a run takes seconds). Reports the time per run as manual time, so items/s compare
+// directly with the rows above; max_abs_diff is the baseline's advantage error against ours.
 void BM_NumpyBaselineAdvantagesLoss(benchmark::State& state) {
   const Batch& b = bench_batch(state.range(0));
   const std::filesystem::path dir =

@@ -6,7 +6,8 @@ compute_gae_advantage_return), with the losses vectorized in NumPy.
 bench_learner writes the batch as raw arrays into --dir (the same data as the C++ benchmark), runs this script
 and reads one line back: "seconds_per_run <s> max_abs_diff <d>", where max_abs_diff compares the baseline's
 advantages with the C++ ones written beside the batch (a baseline that computes something else is no
-baseline).
+baseline). Times are process CPU time (NumPy runs single-threaded here), like the CPU-time rates Google
+Benchmark reports for the C++ rows, so a loaded machine does not favour either side.
 """
 import argparse
 import os
@@ -77,9 +78,9 @@ def main():
     best = None
     adv = None
     for _ in range(max(1, args.repeats)):
-        start = time.perf_counter()
+        start = time.process_time()
         adv, *_ = advantages_and_losses(values, actor, critic, seg_off, roll_off, rewards, old_lp, new_lp, new_v)
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         best = elapsed if best is None else min(best, elapsed)
     print("seconds_per_run %.9g max_abs_diff %.3g" % (best, float(np.max(np.abs(adv - expected)))))
 

@@ -1,13 +1,31 @@
 #include "learners/cpu/cpu_learner.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "engine/error.h"
+#include "learners/cpu/loss_kernel.h"
 
 namespace crl::learners::cpu {
+
+namespace detail {
+LossResult losses_generic(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
+                          const LearnerOptions& options, TokenRange range, Gradients* gradients) {
+  return loss_kernel(batch, advantages, normalizer, options, range, gradients);
+}
+}  // namespace detail
+
+namespace {
+bool has_avx2() {
+#if defined(__x86_64__) && defined(CRL_LEARNERS_AVX2)
+  static const bool supported = __builtin_cpu_supports("avx2");
+  return supported;
+#else
+  return false;
+#endif
+}
+}  // namespace
 
 double segment_lambda(const LearnerOptions& options, int64_t n_sampled) {
   if (options.lambda_mode == LambdaMode::kFixed) return options.lambda;
@@ -207,163 +225,16 @@ LossNormalizer make_normalizer(const Batch& batch, const LearnerOptions& options
   return norm;
 }
 
-namespace {
-
-// Tokens per inner chunk: the ratios of one chunk are computed by Eigen's vectorized exp into a stack
-// buffer, so the hot loop never allocates.
-constexpr int64_t kChunk = 1024;
-// Window alignment of the vectorized exp (a multiple of every SIMD width Eigen may use for double).
-constexpr int64_t kAlign = 16;
-
-struct LossSums {
-  double policy = 0.0, kl = 0.0, value = 0.0, clipped = 0.0, vclipped = 0.0;
-};
-
-// Token arrays of one loss call (optional arrays already replaced by their defaults).
-struct LossArrays {
-  const double *old_lp, *new_lp, *ref_lp, *old_v, *new_v, *adv, *ret;
-  const uint8_t *actor, *critic;
-  double *grad_lp, *grad_v;
-};
-
-// The per-token losses of tokens [w0 + off, w0 + off + len), all in one segment (weights wa, wc). The loop
-// is branch-free and its sums are declared as SIMD reductions, so the compiler vectorizes it; every
-// per-token value (hence every gradient) is computed the same way whatever the split.
-template <bool kKl, bool kValueClip, bool kGrad>
-void loss_span(const LossArrays& in, const LearnerOptions& o, int64_t w0, int64_t off, int64_t len, double wa,
-               double wc, const double* ratio, const double* ref_ratio, LossSums& sums) {
-  const double lo = 1.0 - o.clip_epsilon, hi = 1.0 + o.clip_epsilon;
-  const double vclip = o.value_clip, kl_coef = o.kl_coef;
-  double policy = 0.0, kl = 0.0, value = 0.0, clipped = 0.0, vclipped = 0.0;
-#pragma omp simd reduction(+ : policy, kl, value, clipped, vclipped)
-  for (int64_t i = off; i < off + len; ++i) {
-    const int64_t t = w0 + i;
-    // Actor: l = -min(rho A, clip(rho) A). Its derivative in log pi is -rho A on the unclipped branch and 0
-    // on the clipped one (ties take the unclipped branch, where both agree).
-    const double w = wa * static_cast<double>(in.actor[t]);
-    const double a = in.adv[t];
-    const double r = ratio[i];
-    const double unclipped = r * a;
-    const double r_clip = r < lo ? lo : (r > hi ? hi : r);
-    const double clipped_obj = r_clip * a;
-    const bool take_unclipped = unclipped <= clipped_obj;
-    policy += w * -(take_unclipped ? unclipped : clipped_obj);
-    clipped += take_unclipped ? 0.0 : w;
-    double g = take_unclipped ? -unclipped : 0.0;
-    if constexpr (kKl) {
-      // k3 = exp(d) - d - 1 with d = log pi_ref - log pi; d k3 / d log pi = 1 - exp(d).
-      const double d = in.ref_lp[t] - in.new_lp[t];
-      kl += w * (ref_ratio[i] - d - 1.0);
-      g += kl_coef * (1.0 - ref_ratio[i]);
-    }
-    // Critic: (V - G)^2, or with clipping max((V - G)^2, (V_clip - G)^2), V_clip = V_old + clip(V - V_old).
-    const double wv = wc * static_cast<double>(in.critic[t]);
-    const double diff = in.new_v[t] - in.ret[t];
-    double loss_v = diff * diff;
-    double gv = 2.0 * diff;
-    if constexpr (kValueClip) {
-      const double delta = in.new_v[t] - in.old_v[t];
-      const double delta_c = delta < -vclip ? -vclip : (delta > vclip ? vclip : delta);
-      const double diff_c = in.old_v[t] + delta_c - in.ret[t];
-      const bool take_clipped = diff_c * diff_c > loss_v;
-      const bool inside = (delta < 0.0 ? -delta : delta) < vclip;
-      gv = take_clipped ? (inside ? 2.0 * diff_c : 0.0) : gv;
-      loss_v = take_clipped ? diff_c * diff_c : loss_v;
-      vclipped += take_clipped ? wv : 0.0;
-    }
-    value += wv * loss_v;
-    if constexpr (kGrad) {
-      in.grad_lp[t] = w * g;
-      in.grad_v[t] = wv * gv;
-    }
-  }
-  sums.policy += policy;
-  sums.kl += kl;
-  sums.value += value;
-  sums.clipped += clipped;
-  sums.vclipped += vclipped;
-}
-
-using LossSpanFn = void (*)(const LossArrays&, const LearnerOptions&, int64_t, int64_t, int64_t, double,
-                            double, const double*, const double*, LossSums&);
-
-template <bool kKl, bool kValueClip>
-LossSpanFn pick_span(bool grad) {
-  return grad ? &loss_span<kKl, kValueClip, true> : &loss_span<kKl, kValueClip, false>;
-}
-
-}  // namespace
-
 LossResult compute_losses(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                           const LearnerOptions& options, TokenRange range, Gradients* gradients) {
   CRL_CHECK(range.begin >= 0 && range.begin <= range.end && range.end <= batch.num_tokens(),
             "token range [" << range.begin << ", " << range.end << ") outside the batch");
-  LossArrays in{};
-  in.old_lp = batch.old_logprobs.empty() ? nullptr : batch.old_logprobs.data();
-  in.new_lp = batch.new_logprobs.empty() ? in.old_lp : batch.new_logprobs.data();
-  in.ref_lp = batch.ref_logprobs.empty() ? in.old_lp : batch.ref_logprobs.data();
-  in.old_v = batch.values.data();
-  in.new_v = batch.new_values.empty() ? in.old_v : batch.new_values.data();
-  in.adv = advantages.advantages.data();
-  in.ret = advantages.returns.data();
-  in.actor = batch.actor_mask.data();
-  in.critic = batch.critic_mask.data();
-  in.grad_lp = gradients ? gradients->logprobs.data() : nullptr;
-  in.grad_v = gradients ? gradients->values.data() : nullptr;
-  // Without log-probs the policy has not moved (rho = 1) and the KL is 0 (Batch::validate() guarantees that
-  // new / reference log-probs come with old ones).
-  const bool use_kl = options.kl_coef != 0.0 && in.old_lp != nullptr;
-  const bool use_vclip = options.value_clip > 0.0;
-  const LossSpanFn span =
-      use_kl ? (use_vclip ? pick_span<true, true>(gradients) : pick_span<true, false>(gradients))
-             : (use_vclip ? pick_span<false, true>(gradients) : pick_span<false, false>(gradients));
-
-  LossSums sums;
-  alignas(64) double ratio[kChunk + 2 * kAlign];
-  alignas(64) double ref_ratio[kChunk + 2 * kAlign];
-  // First segment overlapping the range (segment offsets are sorted).
-  int64_t s = std::upper_bound(batch.segment_offsets.begin(), batch.segment_offsets.end(), range.begin) -
-              batch.segment_offsets.begin() - 1;
-  for (int64_t begin = range.begin; begin < range.end; ++s) {
-    const int64_t seg_end = std::min(batch.segment_offsets[s + 1], range.end);
-    const bool masked = options.summary_loss_masked && batch.segment_kind[s] == SegmentKind::kSummary;
-    const double wa = masked ? 0.0 : normalizer.actor_scale[s];
-    const double wc = normalizer.critic_scale[s];
-    for (int64_t c0 = begin; c0 < seg_end; c0 += kChunk) {
-      const int64_t c1 = std::min(c0 + kChunk, seg_end);
-      // The ratios are computed over a window whose ends are fixed by absolute token index (multiples of
-      // kAlign, or the batch end), so each token takes the same path (vector or scalar exp) and gets
-      // bit-for-bit the same ratio whatever micro-batch split it is in: gradients are then identical.
-      const int64_t w0 = c0 - c0 % kAlign;
-      const int64_t w1 = std::min((c1 + kAlign - 1) / kAlign * kAlign, batch.num_tokens());
-      const int64_t wlen = w1 - w0;
-      Eigen::Map<Eigen::ArrayXd> rho(ratio, wlen);
-      if (in.old_lp) {
-        // rho = exp(log pi - log pi_old); the k3 KL needs exp(log pi_ref - log pi).
-        rho = (Eigen::Map<const Eigen::ArrayXd>(in.new_lp + w0, wlen) -
-               Eigen::Map<const Eigen::ArrayXd>(in.old_lp + w0, wlen))
-                  .exp();
-        if (use_kl) {
-          Eigen::Map<Eigen::ArrayXd>(ref_ratio, wlen) =
-              (Eigen::Map<const Eigen::ArrayXd>(in.ref_lp + w0, wlen) -
-               Eigen::Map<const Eigen::ArrayXd>(in.new_lp + w0, wlen))
-                  .exp();
-        }
-      } else {
-        rho.setOnes();
-      }
-      span(in, options, w0, c0 - w0, c1 - c0, wa, wc, ratio, ref_ratio, sums);
-    }
-    begin = seg_end;
-  }
-  LossResult result;
-  result.policy_loss = sums.policy;
-  result.kl = sums.kl;
-  result.actor_loss = sums.policy + options.kl_coef * sums.kl;
-  result.value_loss = sums.value;
-  result.clip_fraction = sums.clipped;
-  result.value_clip_fraction = sums.vclipped;
-  return result;
+  CRL_CHECK(!gradients || static_cast<int64_t>(gradients->logprobs.size()) == batch.num_tokens(),
+            "gradients not sized to the batch");
+  // The same kernel compiled for AVX2 when the CPU has it: wider vectors, bit-identical results (the kernel
+  // uses no library math and no FMA contraction).
+  if (has_avx2()) return detail::losses_avx2(batch, advantages, normalizer, options, range, gradients);
+  return detail::losses_generic(batch, advantages, normalizer, options, range, gradients);
 }
 
 }  // namespace crl::learners::cpu
