@@ -189,6 +189,21 @@ TEST(TabularPolicy, CellsOfARecordedEpisodeNameTheMemoryAndTheChoice) {
   EXPECT_THROW(policy.cell(t.segments[3], 0), Error);  // a forced CONTINUE is no decision of the policy
 }
 
+TEST(TabularPolicy, TablesFollowTheFactArity) {
+  const auto env = make_env("memory_chain", {{"fact_arity", "3"}});
+  const auto codec = make_codec("symbolic", env->spec());
+  TabularPolicy policy(PolicyTarget{&env->spec(), codec}, {});
+  EXPECT_EQ(policy.arity(), 3);
+  EXPECT_EQ(policy.actions(Role::kExecute), 3);
+  EXPECT_EQ(policy.actions(Role::kSummarize), 4);  // V0, V1, V2, EMPTY
+  EXPECT_EQ(policy.memory_states(), 4);
+  EXPECT_EQ(policy.action_token(Role::kSummarize, 3), kMcEmpty);
+  EXPECT_EQ(policy.memory_name(2), "V2");
+  EXPECT_EQ(policy.memory_name(3), "EMPTY");
+  PromptRequest r(Role::kSummarize, {kMcSystem, kMcFact, kMcValue0 + 2, kMcSummarize});
+  EXPECT_NEAR(act_one(policy, r.request).logprobs.at(0), std::log(0.25), 1e-6);
+}
+
 TEST(TabularPolicy, NeedsTheSymbolicMemoryChainVocabulary) {
   Fixture f;
   const auto text = make_codec("text", f.env->spec());
