@@ -2,6 +2,7 @@
 // the splits are balanced, the commands behave, and the scripted solver solves every dev task with
 // compaction in between. Regenerate the data with:
 //   CRL_UPDATE_DATA=1 build/tests/envs/env_coding_tests --gtest_filter='CodingRepoData.*'
+// CRL_DEBUG_SOLVER=1 (or 2: with the prompts) prints the solver's dev episodes turn by turn.
 #include "envs/coding_repo/coding_repo.h"
 
 #include <gtest/gtest.h>

@@ -18,6 +18,7 @@ TEST(Registry, RegisteredEnvironmentsAndPolicies) {
   const std::vector<std::string> policies = policy_registry().names();
   EXPECT_NE(std::find(policies.begin(), policies.end(), "memory_chain_oracle"), policies.end());
   EXPECT_NE(std::find(policies.begin(), policies.end(), "coding_repo_solver"), policies.end());
+  EXPECT_NE(std::find(policies.begin(), policies.end(), "shell_solution_replay"), policies.end());
   EXPECT_TRUE(std::is_sorted(envs.begin(), envs.end()));
 }
 
