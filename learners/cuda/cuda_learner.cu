@@ -593,6 +593,7 @@ void DeviceLearner<T>::upload(const Batch& batch) {
   m.grad_lp.resize(m.num_tokens);
   m.grad_v.resize(m.num_tokens);
   m.stats_ready = false;
+  m.actor_scale.size = 0;  // the normalizer belongs to the previous batch
 }
 
 template <typename T>
@@ -678,6 +679,7 @@ LossResult DeviceLearner<T>::compute_losses(const LearnerOptions& options, Token
   Impl& m = *impl_;
   CRL_CHECK(range.begin >= 0 && range.begin <= range.end && range.end <= m.num_tokens,
             "token range outside the batch");
+  CRL_CHECK(m.actor_scale.size == static_cast<size_t>(m.num_segments), "compute_normalizer() must run first");
   m.partials.resize(static_cast<size_t>(kLossBlocks) * kSums);
   m.sums.resize(kSums);
   const T* new_v = m.has_new_v ? m.new_values.data : m.values.data;
