@@ -19,6 +19,7 @@
 #include <functional>
 
 #include "engine/error.h"
+#include "engine/file_io.h"
 #include "envs/coding_repo/coding_repo.h"
 #include "envs/episode.h"
 #include "envs/registry.h"
@@ -76,6 +77,17 @@ std::map<std::string, Entry> table() {
                            coding_budget(),
                            budget(2048, 768, 128, 512, 8),
                            ""};
+  // envs/README.md's example (tests/envs/readme_example_env.cpp; registered in this binary only).
+  t["echo"] = Entry{{{"turns", "40"}},
+                    {{"echo-0", 0, ""}},
+                    "",
+                    {},
+                    [](const std::string&, Rng& rng) -> std::string {
+                      return "hello " + std::to_string(rng.uniform_int(1000000));
+                    },
+                    budget(2048, 512, 64, 256, 3),
+                    budget(2048, 768, 64, 256, 6),
+                    ""};
   // The synthetic suite: `next` until the question, then a random 4-digit answer; sometimes a typo.
   t["synthetic"] = Entry{{{"split", "dev"}},
                          {{"conf-0", 0, "dev"}, {"conf-1", 25, "dev"}},
@@ -267,6 +279,16 @@ class Conformance : public ::testing::TestWithParam<std::string> {
   }
   Entry entry_;
 };
+
+// The README's example is the file compiled here, byte for byte.
+TEST(ConformanceTable, TheReadmeExampleIsTheCompiledOne) {
+  const std::string readme = read_file(source_dir() + "/envs/README.md");
+  const std::string compiled = read_file(source_dir() + "/tests/envs/readme_example_env.cpp");
+  const size_t begin = readme.find("```cpp\n") + 7;
+  const std::string code = readme.substr(begin, readme.find("```", begin) - begin);
+  EXPECT_NE(compiled.find(code), std::string::npos)
+      << "envs/README.md and tests/envs/readme_example_env.cpp differ";
+}
 
 TEST(ConformanceTable, EveryRegisteredEnvironmentHasAnEntry) {
   const auto t = table();
