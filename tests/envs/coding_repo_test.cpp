@@ -132,14 +132,17 @@ TEST(CodingRepoEnv, SubmittingTheBuggyProjectEarnsNothingAndLimitsTruncate) {
   EXPECT_THROW(data->reset(Task{"repo-nope", 0, "dev"}, rng), Error);
 }
 
-// The scripted solver solves every dev task under the coding budget, compacting on the way.
-TEST(CodingRepoSolver, SolvesEveryDevTaskWithCompaction) {
-  std::istringstream in(read_file(kDataDir + "/dev.jsonl"));
+// The scripted solver solves every committed task (train, dev, test) under the coding budget, compacting
+// on the way.
+TEST(CodingRepoSolver, SolvesEveryCommittedTaskWithCompaction) {
   std::vector<Task> tasks;
-  for (std::string line; std::getline(in, line);) {
-    tasks.push_back(Task{coding::project_from_json(line).id, tasks.size(), "dev"});
+  for (const char* split : {"train", "dev", "test"}) {
+    std::istringstream in(read_file(kDataDir + "/" + split + ".jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      tasks.push_back(Task{coding::project_from_json(line).id, tasks.size(), split});
+    }
   }
-  ASSERT_EQ(tasks.size(), 6u);
+  ASSERT_EQ(tasks.size(), 24u);
   const auto probe = make_env("coding_repo");
   const auto codec = make_codec("text", probe->spec());
   const auto solver = make_policy("coding_repo_solver", {}, PolicyTarget{&probe->spec(), codec});
