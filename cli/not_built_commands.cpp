@@ -15,7 +15,6 @@ Command not_built(const std::string& name, const std::string& summary, const std
 }
 
 const CommandRegistrar kSplits(not_built("splits", "regenerate or check the synthetic task splits", "5"));
-const CommandRegistrar kServe(not_built("serve", "serve environments to external trainers over HTTP", "6"));
 const CommandRegistrar kRollout(not_built("rollout", "run episodes against a remote LLM server", "7"));
 const CommandRegistrar kAdvantages(not_built("advantages", "compute CompactionRL advantages for a batch file", "3"));
 const CommandRegistrar kEval(not_built("eval", "evaluate a policy on a split", "4"));
