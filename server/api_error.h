@@ -6,16 +6,17 @@
 #include <string>
 
 #include "proto/server.pb.h"
+#include "server/utf8.h"
 
 namespace crl::server {
 
 class ApiError : public std::runtime_error {
  public:
   ApiError(int http_status, std::string code, std::string message, std::string field = "")
-      : std::runtime_error(message),
+      : std::runtime_error(valid_utf8(message)),
         http_status_(http_status),
         code_(std::move(code)),
-        field_(std::move(field)) {}
+        field_(valid_utf8(field)) {}
 
   int http_status() const { return http_status_; }
   const std::string& code() const { return code_; }

@@ -8,6 +8,7 @@
 #include "engine/trajectory_io.h"
 #include "envs/registry.h"
 #include "server/api_error.h"
+#include "server/utf8.h"
 
 namespace crl::server {
 
@@ -252,7 +253,7 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
       std::equal(action.begin(), action.end(), next.begin() + static_cast<ptrdiff_t>(s.prompt.size()));
   if (extends) {
     out.mutable_append_ids()->Add(next.begin() + static_cast<ptrdiff_t>(held), next.end());
-    out.set_append_text(codec.decode(std::span<const TokenId>(next).subspan(held)));
+    out.set_append_text(valid_utf8(codec.decode(std::span<const TokenId>(next).subspan(held))));
   }
   if (!e.done()) {
     const bool summarize = e.request().role == Role::kSummarize;
@@ -263,7 +264,7 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
     out.set_prompt_rebuilt(!extends);
     if (full_prompt || !extends || summarize) {
       out.mutable_prompt_ids()->Add(next.begin(), next.end());
-      out.set_prompt_text(codec.decode(next));
+      out.set_prompt_text(valid_utf8(codec.decode(next)));
     }
     s.prompt = std::move(next);
   } else {
@@ -274,7 +275,7 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
     out.set_truncated(e.status() == EpisodeStatus::kTruncated);
     if (full_prompt) {
       out.mutable_prompt_ids()->Add(next.begin(), next.end());
-      out.set_prompt_text(codec.decode(next));
+      out.set_prompt_text(valid_utf8(codec.decode(next)));
     }
   }
   return out;
@@ -463,6 +464,11 @@ proto::ExportResponse EpisodeService::export_segments(const std::string& episode
     metadata["tokenizer"] = s.view == "text" ? tokenizer_->name() : "symbolic";
     metadata["tokenizer_fingerprint"] = s.view == "text" ? tokenizer_->fingerprint() : "";
     metadata["finish_reason"] = segment->finish_reason();
+    if (!is_valid_utf8(segment->response_text()))
+      segment->set_response_text(valid_utf8(segment->response_text()));
+    for (auto& [key, value] : metadata) {
+      if (!is_valid_utf8(value)) value = valid_utf8(value);
+    }
   }
   return out;
 }

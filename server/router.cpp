@@ -27,7 +27,13 @@ HttpAnswer encoded(const google::protobuf::Message& message, WireFormat format, 
 }
 
 HttpAnswer from_error(const ApiError& e, WireFormat format) {
-  HttpAnswer answer = encoded(e.body(), format, e.http_status());
+  HttpAnswer answer;
+  try {
+    answer = encoded(e.body(), format, e.http_status());
+  } catch (...) {  // never: error texts are valid UTF-8; but an error answer must not fail
+    answer =
+        HttpAnswer{500, std::string(kJsonContentType), R"({"code":"internal","message":"","field":""})", 0};
+  }
   answer.retry_after = e.retry_after();
   return answer;
 }
