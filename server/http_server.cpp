@@ -35,6 +35,7 @@ std::string_view view(beast::string_view s) {
   return {s.data(), s.size()};
 }
 class Connection;
+using Clock = std::chrono::steady_clock;
 }  // namespace
 
 struct HttpServer::Impl {
@@ -46,10 +47,12 @@ struct HttpServer::Impl {
         signals(strand),
         reaper(strand),
         drain_deadline(strand),
-        accept_retry(strand) {}
+        accept_retry(strand),
+        sweeper(strand) {}
 
   void accept();
   void schedule_reap();
+  void schedule_sweep();
   void begin_drain();  // on `strand`
   void add(uint64_t id, std::weak_ptr<Connection> connection) {
     std::lock_guard lock(mutex);
@@ -60,7 +63,10 @@ struct HttpServer::Impl {
     std::lock_guard lock(mutex);
     connections.erase(id);
     if (draining && connections.empty() && !stopped) {
-      net::post(strand, [this] { drain_deadline.cancel(); });
+      net::post(strand, [this] {
+        drain_deadline.cancel();
+        sweeper.cancel();
+      });
     }
   }
 
@@ -79,6 +85,7 @@ struct HttpServer::Impl {
   net::steady_timer reaper;
   net::steady_timer drain_deadline;
   net::steady_timer accept_retry;
+  net::steady_timer sweeper;  // request deadlines, checked a few times per timeout
   uint64_t next_connection_id = 0;
   uint16_t port = 0;
 };
@@ -89,7 +96,7 @@ namespace {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id)
-      : stream_(std::move(socket)), timer_(stream_.get_executor()), server_(server), id_(id) {}
+      : stream_(std::move(socket)), server_(server), id_(id) {}
   ~Connection() { server_.remove(id_); }
 
   void start() {
@@ -98,6 +105,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   net::any_io_executor executor() { return stream_.get_executor(); }
+
+  // Called by the server's sweeper (on this strand): a read or write past its deadline is cancelled. One
+  // coarse sweep replaces a timer per request, whose arming and cancelling cost system calls on every step.
+  void check_deadline(Clock::time_point now) {
+    if (phase_ == Phase::kIdle || now < deadline_) return;
+    beast::error_code ignored;
+    if (phase_ == Phase::kReading) {
+      timed_out_ = true;
+      stream_.socket().cancel(ignored);
+    } else {  // a client that does not read its answer
+      stream_.socket().close(ignored);
+    }
+  }
 
   // The server drains: close at once if no request is under way; otherwise the answer closes it.
   void drain() {
@@ -111,24 +131,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->body_limit(server_.options.max_body_bytes);
     parser_->header_limit(kHeaderLimit);
-    const uint64_t generation = ++generation_;
-    timer_.expires_after(seconds(server_.options.request_timeout_s));
-    timer_.async_wait([self = shared_from_this(), generation](beast::error_code ec) {
-      if (!ec) self->on_read_timeout(generation);
-    });
+    deadline_ = Clock::now() + seconds(server_.options.request_timeout_s);
+    phase_ = Phase::kReading;
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
 
-  void on_read_timeout(uint64_t generation) {
-    if (generation != generation_ || busy_) return;  // the read finished meanwhile
-    timed_out_ = true;
-    beast::error_code ignored;
-    stream_.socket().cancel(ignored);
-  }
-
   void on_read(beast::error_code ec) {
-    timer_.cancel();
+    phase_ = Phase::kIdle;
     if (timed_out_ && ec) {
       timed_out_ = false;
       if (parser_->got_some()) {
@@ -191,14 +201,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response_->keep_alive(keep_alive && !server_.draining);
     response_->body() = std::move(answer.body);
     response_->prepare_payload();
-    stream_.expires_after(seconds(server_.options.request_timeout_s));
+    deadline_ = Clock::now() + seconds(server_.options.request_timeout_s);
+    phase_ = Phase::kWriting;
     http::async_write(stream_, *response_,
                       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
   }
 
   void on_write(beast::error_code ec) {
     busy_ = false;
-    stream_.expires_never();
+    phase_ = Phase::kIdle;
     const bool keep = response_->keep_alive();
     response_.reset();
     if (ec || !keep) return close();
@@ -207,19 +218,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void close() {
     beast::error_code ignored;
-    timer_.cancel();
+    phase_ = Phase::kIdle;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.close();
   }
 
   beast::tcp_stream stream_;
-  net::steady_timer timer_;
   HttpServer::Impl& server_;
   const uint64_t id_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::string_body>> response_;
-  uint64_t generation_ = 0;
+  enum class Phase { kIdle, kReading, kWriting };
+  Phase phase_ = Phase::kIdle;
+  Clock::time_point deadline_;
   bool busy_ = false;
   bool timed_out_ = false;
 };
@@ -253,6 +265,24 @@ void HttpServer::Impl::schedule_reap() {
   });
 }
 
+void HttpServer::Impl::schedule_sweep() {
+  const double interval = std::clamp(options.request_timeout_s / 8.0, 0.005, 0.5);
+  sweeper.expires_after(seconds(interval));
+  sweeper.async_wait([this](beast::error_code ec) {
+    if (ec == net::error::operation_aborted) return;
+    std::vector<std::shared_ptr<Connection>> live;
+    {
+      std::lock_guard lock(mutex);
+      for (auto& [id, weak] : connections) {
+        if (auto c = weak.lock()) live.push_back(std::move(c));
+      }
+    }
+    const auto now = Clock::now();
+    for (auto& c : live) net::post(c->executor(), [c, now] { c->check_deadline(now); });
+    if (!(draining && live.empty())) schedule_sweep();
+  });
+}
+
 void HttpServer::Impl::begin_drain() {
   if (draining.exchange(true)) return;
   beast::error_code ignored;
@@ -267,7 +297,10 @@ void HttpServer::Impl::begin_drain() {
       if (auto c = weak.lock()) live.push_back(std::move(c));
     }
   }
-  if (live.empty()) return;
+  if (live.empty()) {
+    sweeper.cancel();
+    return;
+  }
   drain_deadline.expires_after(seconds(options.drain_timeout_s));
   drain_deadline.async_wait([this](beast::error_code ec) {
     if (!ec) ioc.stop();  // connections that did not finish in time are dropped
@@ -325,6 +358,7 @@ void HttpServer::run() {
     if (s.draining) return;
     s.accept();
     s.schedule_reap();
+    s.schedule_sweep();
   });
   std::vector<std::thread> workers;
   for (int i = 1; i < s.options.threads; ++i) workers.emplace_back([&s] { s.ioc.run(); });

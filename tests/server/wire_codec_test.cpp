@@ -3,8 +3,10 @@
 // the fuzz target's seed corpus replays cleanly; invalid UTF-8 is repaired before it reaches an answer.
 #include "server/wire_codec.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -81,6 +83,45 @@ TEST(WireCodec, EncodingIsDeterministicAndPrintsEveryField) {
   decode_message(json, WireFormat::kJson, copy);
   EXPECT_EQ(encode_message(copy, WireFormat::kJson), json);
   EXPECT_EQ(encode_message(copy, WireFormat::kProtobuf), encode_message(r, WireFormat::kProtobuf));
+}
+
+// Protobuf's own JSON parser reads what our encoder writes, to the same message (floats, 64-bit integers as
+// strings, NaN and infinities, escapes, maps, nested and repeated messages).
+TEST(WireCodec, ProtobufReadsOurJson) {
+  proto::ExportResponse e;
+  e.set_episode_id("ep-\"quoted\"\\ \n\t\x01 \xc3\xa9");
+  for (int s = 0; s < 2; ++s) {
+    proto::Segment* seg = e.add_segments();
+    seg->set_rollout_id("r");
+    seg->set_group_index(-(int64_t{1} << 60));
+    seg->set_n_after(~uint64_t{0});
+    seg->set_reward(s ? std::nan("") : 0.1);
+    seg->add_rollout_log_probs(-1.0f / 3.0f);
+    seg->add_rollout_log_probs(std::numeric_limits<float>::infinity());
+    seg->add_rollout_log_probs(-std::numeric_limits<float>::infinity());
+    seg->add_rollout_log_probs(1e-40f);  // subnormal
+    seg->add_prompt_ids(-7);
+    seg->add_prompt_provenance(proto::COPIED_TAIL);
+    (*seg->mutable_metadata())["b"] = "2";
+    (*seg->mutable_metadata())["a"] = "1";
+  }
+  proto::StepRequest with_optional;
+  with_optional.mutable_action()->set_kind("summary");
+  for (const google::protobuf::Message* m :
+       std::initializer_list<const google::protobuf::Message*>{&e, &with_optional}) {
+    const std::string json = encode_message(*m, WireFormat::kJson);
+    std::unique_ptr<google::protobuf::Message> theirs(m->New());
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, theirs.get()).ok()) << json;
+    std::unique_ptr<google::protobuf::Message> ours(m->New());
+    decode_message(json, WireFormat::kJson, *ours);
+    EXPECT_EQ(encode_message(*theirs, WireFormat::kProtobuf), encode_message(*ours, WireFormat::kProtobuf));
+    EXPECT_EQ(encode_message(*ours, WireFormat::kJson), json);
+  }
+  proto::CreateEpisodeRequest budget;
+  decode_message(R"({"budget":{"capacity":512}})", WireFormat::kJson, budget);
+  EXPECT_TRUE(budget.budget().has_capacity());
+  EXPECT_FALSE(budget.budget().has_reserve());  // proto3 optional: absent stays absent
+  EXPECT_EQ(encode_message(budget.budget(), WireFormat::kJson), R"({"capacity":512})");
 }
 
 TEST(WireCodec, ContentTypes) {
