@@ -7,6 +7,7 @@
 // answered with summaries) to completion with the oracle's text actions, and checks every episode ends
 // completed with reward 1 (failed = any HTTP error or any other ending).
 //   BM_CrlServerSingleStep<Json|Protobuf>/S   one step per request
+//   BM_CrlServerSingleStepJsonSynthetic/S     the synthetic suite (text view, C = 3072) instead of the chain
 //   BM_CrlServerBatchStep/S                   4 client threads, each stepping its S/4 episodes in one batch
 //   BM_PythonBaselineSingleStep/S             the baseline, one step per request
 //   .../1                                     one session: the latency of a step without queueing
@@ -216,6 +217,40 @@ bool play_crl_protobuf(HttpClient& client, const std::string& task, int seed, st
   return client.call("DELETE", "/v1/episodes/" + r.episode_id()).status == 200 && ok;
 }
 
+// A synthetic-suite episode (text view; byte tokens, so C = 3072, T_comp = 1024: about 2 compactions) against
+// crl serve in JSON: `next` until END, then a submission; a summary whenever one is asked. The submission is
+// not the answer (the client does not solve the task), so success means the episode ended completed with no
+// error.
+bool play_crl_synthetic_json(HttpClient& client, const std::string& task, int seed,
+                             std::vector<double>& latencies, int64_t& steps) {
+  const int index = static_cast<int>(std::hash<std::string>{}(task) % 60);
+  Reply reply =
+      client.call("POST", "/v1/episodes",
+                  R"({"env":"synthetic","split":"dev","index":)" + std::to_string(index) + R"(,"seed":)" +
+                      std::to_string(seed) + R"(,"budget":{"capacity":3072,"reserve":1024}})");
+  if (reply.status != 200) return false;
+  json r = json::parse(reply.body);
+  const std::string id = r["episode_id"];
+  const std::string path = "/v1/episodes/" + id + "/step";
+  bool end_seen = false;
+  while (r["kind"] != "done") {
+    const bool summary = r["kind"] == "compaction_request";
+    const std::string action = summary
+                                   ? R"({"kind":"summary","text":"Read records with next; nothing kept."})"
+                               : end_seen ? R"({"kind":"assistant","text":"submit 0000"})"
+                                          : R"({"kind":"assistant","text":"next"})";
+    const std::string body =
+        R"({"turn_id":)" + std::to_string(r["next_turn_id"].get<int>()) + R"(,"action":)" + action + "}";
+    reply = timed(latencies, [&] { return client.call("POST", path, body); });
+    if (reply.status != 200) return false;
+    r = json::parse(reply.body);
+    end_seen = end_seen || r["append_text"].get<std::string>().find("user\nEND") != std::string::npos;
+    ++steps;
+  }
+  const bool ok = r["status"] == "completed";
+  return client.call("DELETE", "/v1/episodes/" + id).status == 200 && ok;
+}
+
 // The same episode against the Python baseline.
 bool play_python(HttpClient& client, const std::string& task, int seed, std::vector<double>& latencies,
                  int64_t& steps) {
@@ -387,6 +422,9 @@ void BM_CrlServerSingleStepJson(benchmark::State& state) {
 void BM_CrlServerSingleStepProtobuf(benchmark::State& state) {
   single_step(state, crl_server(), play_crl_protobuf);
 }
+void BM_CrlServerSingleStepJsonSynthetic(benchmark::State& state) {
+  single_step(state, crl_server(), play_crl_synthetic_json);
+}
 void BM_PythonBaselineSingleStep(benchmark::State& state) {
   single_step(state, python_server(), play_python);
 }
@@ -466,6 +504,11 @@ BENCHMARK(BM_CrlServerSingleStepJson)
 BENCHMARK(BM_CrlServerSingleStepProtobuf)
     ->Arg(64)
     ->Arg(1)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CrlServerSingleStepJsonSynthetic)
+    ->Arg(64)
     ->Iterations(1)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

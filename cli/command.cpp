@@ -37,7 +37,8 @@ void print_usage(std::ostream& out) {
          "crl: reinforcement learning of long-horizon agents with context compaction (CompactionRL).\n\n"
          "Commands:\n";
   for (const Command* c : CommandRegistry::global().all()) {
-    out << "  " << c->name << std::string(c->name.size() < 12 ? 12 - c->name.size() : 1, ' ') << c->summary << "\n";
+    out << "  " << c->name << std::string(c->name.size() < 12 ? 12 - c->name.size() : 1, ' ') << c->summary
+        << "\n";
   }
   out << "\nRun 'crl COMMAND --help' for the options of a command.\n";
 }

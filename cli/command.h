@@ -11,7 +11,7 @@ namespace crl::cli {
 
 struct Command {
   std::string name;
-  std::string summary;  // one line for `crl --help`
+  std::string summary;                                           // one line for `crl --help`
   std::function<int(const std::vector<std::string>& args)> run;  // args exclude "crl" and the name
 };
 

@@ -26,7 +26,8 @@ Decoder decoder_for(const Trajectory& t) {
     }
   }
   const auto fingerprint = t.metadata.find("codec_fingerprint");
-  if (codec && fingerprint != t.metadata.end() && fingerprint->second != codec->fingerprint()) codec = nullptr;
+  if (codec && fingerprint != t.metadata.end() && fingerprint->second != codec->fingerprint())
+    codec = nullptr;
   if (codec) return [codec](std::span<const TokenId> ids) { return codec->decode(ids); };
   return [](std::span<const TokenId> ids) {
     std::string out;
@@ -41,8 +42,8 @@ void list_components() {
     const auto& entry = env_registry().entry(name);
     std::cout << "  " << name << ": " << entry.description << "\n";
     for (const ParamSpec& p : entry.params) {
-      std::cout << "    " << p.name << " (" << param_type_name(p.type) << ", default " << quote(p.default_value)
-                << "): " << p.help << "\n";
+      std::cout << "    " << p.name << " (" << param_type_name(p.type) << ", default "
+                << quote(p.default_value) << "): " << p.help << "\n";
     }
   }
   std::cout << "policies:\n";
@@ -55,11 +56,10 @@ int inspect_command(const std::vector<std::string>& args) {
   std::string path, rollout;
   bool full = false, envs = false;
   po::options_description options;
-  options.add_options()
-      ("file", po::value(&path), "trajectory file (.jsonl or binary protobuf)")
-      ("rollout", po::value(&rollout), "show only this rollout id")
-      ("full", po::bool_switch(&full), "print every run of tokens")
-      ("envs", po::bool_switch(&envs), "list registered environments and policies");
+  options.add_options()("file", po::value(&path), "trajectory file (.jsonl or binary protobuf)")(
+      "rollout", po::value(&rollout), "show only this rollout id")("full", po::bool_switch(&full),
+                                                                   "print every run of tokens")(
+      "envs", po::bool_switch(&envs), "list registered environments and policies");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
@@ -83,11 +83,13 @@ int inspect_command(const std::vector<std::string>& args) {
     std::cout << format_trace(t, decoder_for(t), trace_options) << "\n";
     ++shown;
   }
-  if (shown == 0 && !rollout.empty()) throw Error(path, "rollout", "no rollout " + quote(rollout) + " in the file");
+  if (shown == 0 && !rollout.empty())
+    throw Error(path, "rollout", "no rollout " + quote(rollout) + " in the file");
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"inspect", "print a trajectory file as a readable trace", inspect_command});
+const CommandRegistrar kRegistrar({"inspect", "print a trajectory file as a readable trace",
+                                   inspect_command});
 
 }  // namespace
 }  // namespace crl::cli

@@ -4,4 +4,6 @@
 
 #include "cli/command.h"
 
-int main(int argc, char** argv) { return crl::cli::run_cli(std::vector<std::string>(argv + 1, argv + argc)); }
+int main(int argc, char** argv) {
+  return crl::cli::run_cli(std::vector<std::string>(argv + 1, argv + argc));
+}

@@ -2,7 +2,8 @@
 
 namespace crl::cli {
 
-bool parse_options(const std::string& command, const std::string& usage, const po::options_description& options,
+bool parse_options(const std::string& command, const std::string& usage,
+                   const po::options_description& options,
                    const po::positional_options_description& positional, const std::vector<std::string>& args,
                    po::variables_map& vm, int& exit_code) {
   po::options_description all("Options");

@@ -11,7 +11,8 @@ namespace po = boost::program_options;
 
 // Parses `args` against `options` (and `positional`). Returns false after printing help (`--help`) or a
 // one-line error; `exit_code` is then 0 (help) or 2 (usage error).
-bool parse_options(const std::string& command, const std::string& usage, const po::options_description& options,
+bool parse_options(const std::string& command, const std::string& usage,
+                   const po::options_description& options,
                    const po::positional_options_description& positional, const std::vector<std::string>& args,
                    po::variables_map& vm, int& exit_code);
 

@@ -29,31 +29,34 @@ int run_command(const std::vector<std::string>& args) {
   bool trace = true, full = false;
   po::options_description options;
   episode.add_to(options);
-  options.add_options()
-      ("policy", po::value(&policy_name)->default_value(policy_name), "policy name")
-      ("episodes", po::value(&episodes)->default_value(episodes), "number of episodes")
-      ("threads", po::value(&threads)->default_value(threads), "worker threads (results do not depend on it)")
-      ("out", po::value(&out_path), "write the trajectories here (.jsonl, or binary protobuf otherwise)")
-      ("trace", po::value(&trace)->default_value(trace), "print the first episode as a readable trace")
-      ("full", po::bool_switch(&full), "print every run of tokens in the trace")
-      ("scenario", po::value(&scenario), "scenario file (protobuf text format)");
+  options.add_options()("policy", po::value(&policy_name)->default_value(policy_name), "policy name")(
+      "episodes", po::value(&episodes)->default_value(episodes), "number of episodes")(
+      "threads", po::value(&threads)->default_value(threads), "worker threads (results do not depend on it)")(
+      "out", po::value(&out_path), "write the trajectories here (.jsonl, or binary protobuf otherwise)")(
+      "trace", po::value(&trace)->default_value(trace), "print the first episode as a readable trace")(
+      "full", po::bool_switch(&full), "print every run of tokens in the trace")(
+      "scenario", po::value(&scenario), "scenario file (protobuf text format)");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map vm;
   int exit_code = 0;
-  if (!parse_options("run", "[SCENARIO] [options]", options, positional, args, vm, exit_code)) return exit_code;
+  if (!parse_options("run", "[SCENARIO] [options]", options, positional, args, vm, exit_code))
+    return exit_code;
   if (!scenario.empty()) {
-    std::cerr << "crl run: scenario files are not built yet (tracked in issue 4); run without one for the demo\n";
+    std::cerr
+        << "crl run: scenario files are not built yet (tracked in issue 4); run without one for the demo\n";
     return 2;
   }
-  if (episodes < 1) throw Error("option --episodes", "", "value " + std::to_string(episodes) + " must be >= 1");
+  if (episodes < 1)
+    throw Error("option --episodes", "", "value " + std::to_string(episodes) + " must be >= 1");
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
   episode.budget.validate("budget options");
 
   const auto params = episode.param_map();
   const auto prototype = make_env(episode.env, params, "option --env/--param");
   const auto codec = make_codec(episode.view, prototype->spec());
-  const auto policy = make_policy(policy_name, {}, PolicyTarget{&prototype->spec(), codec}, "option --policy");
+  const auto policy =
+      make_policy(policy_name, {}, PolicyTarget{&prototype->spec(), codec}, "option --policy");
 
   RolloutSpec spec;
   spec.count = static_cast<size_t>(episodes);
@@ -83,7 +86,8 @@ int run_command(const std::vector<std::string>& args) {
     all.update(t.hash());
   }
   std::cout << "episodes " << trajectories.size() << ", mean reward " << reward / trajectories.size()
-            << ", compactions " << compactions << ", trajectories hash " << all.hex_digest().substr(0, 16) << "\n";
+            << ", compactions " << compactions << ", trajectories hash " << all.hex_digest().substr(0, 16)
+            << "\n";
   if (!out_path.empty()) {
     write_trajectories(out_path, trajectories);
     std::cout << "wrote " << out_path << "\n";
@@ -91,7 +95,8 @@ int run_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"run", "run episodes (without a scenario: the compaction demo)", run_command});
+const CommandRegistrar kRegistrar({"run", "run episodes (without a scenario: the compaction demo)",
+                                   run_command});
 
 }  // namespace
 }  // namespace crl::cli

@@ -6,7 +6,8 @@
 
 namespace crl {
 
-PromptView::PromptView(const TokenArena* arena, std::vector<Span> spans) : arena_(arena), spans_(std::move(spans)) {
+PromptView::PromptView(const TokenArena* arena, std::vector<Span> spans)
+    : arena_(arena), spans_(std::move(spans)) {
   for (const Span& span : spans_) size_ += span.size();
 }
 
@@ -35,7 +36,9 @@ Context::Context(const Budget& budget, const ContextTemplate& tmpl) : budget_(bu
 }
 
 bool Context::start(std::span<const TokenId> system, std::span<const TokenId> user) {
+  arena_.truncate(marker_.end);  // keep the template tokens, forget the previous episode
   steps_.clear();
+  step_spans_.clear();
   system_ = arena_.append(system, Provenance::kPrompt);
   prefix_ = {system_, arena_.append(user, Provenance::kPrompt)};
   window_tokens_ = system_.size() + prefix_[1].size();
@@ -50,11 +53,15 @@ bool Context::needs_compaction() const {
   return compaction_requested_ || budget_.capacity - tokens() < budget_.reserve;
 }
 
-int64_t Context::max_new_tokens() const { return std::min(budget_.per_turn_cap, budget_.capacity - tokens()); }
+int64_t Context::max_new_tokens() const {
+  return std::min(budget_.per_turn_cap, budget_.capacity - tokens());
+}
 
 std::vector<Span> Context::window_spans() const {
-  std::vector<Span> spans = prefix_;
-  for (const Step& step : steps_) spans.insert(spans.end(), step.spans.begin(), step.spans.end());
+  std::vector<Span> spans;
+  spans.reserve(prefix_.size() + step_spans_.size() + 1);
+  spans.insert(spans.end(), prefix_.begin(), prefix_.end());
+  spans.insert(spans.end(), step_spans_.begin(), step_spans_.end());
   return spans;
 }
 
@@ -73,10 +80,10 @@ bool Context::summary_prompt(PromptView& prompt) const {
     spans.push_back(span);
     shrinkable.push_back(span.provenance == Provenance::kEnvironment);
   }
-  for (const Step& step : steps_) {
-    for (size_t i = 0; i < step.spans.size(); ++i) {
-      spans.push_back(step.spans[i]);
-      shrinkable.push_back(i >= 2);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (size_t j = steps_[i].first_span; j < step_end(i); ++j) {
+      spans.push_back(step_spans_[j]);
+      shrinkable.push_back(j - steps_[i].first_span >= 2);
     }
   }
   spans.push_back(instruction_);
@@ -127,12 +134,11 @@ int64_t Context::summary_max_new_tokens(const PromptView& prompt) const {
 void Context::append_action(std::span<const TokenId> action, Provenance provenance) {
   CRL_CHECK(provenance == Provenance::kSampled || provenance == Provenance::kForced,
             "an action is sampled or forced, not " << provenance_name(provenance));
-  Step step;
-  step.spans.push_back(header_);
-  step.spans.push_back(arena_.append(action, provenance));
-  step.tokens = header_.size() + action.size();
+  const Step step{step_spans_.size(), static_cast<int64_t>(header_.size() + action.size())};
+  step_spans_.push_back(header_);
+  step_spans_.push_back(arena_.append(action, provenance));
   window_tokens_ += step.tokens;
-  steps_.push_back(std::move(step));
+  steps_.push_back(step);
   window_has_action_ = true;
 }
 
@@ -143,7 +149,7 @@ void Context::append_observation(std::span<const TokenId> observation) {
   if (steps_.empty()) {
     prefix_.push_back(span);
   } else {
-    steps_.back().spans.push_back(span);
+    step_spans_.push_back(span);
     steps_.back().tokens += span.size();
   }
 }
@@ -152,7 +158,8 @@ RebuildResult Context::rebuild(std::span<const TokenId> summary) {
   ++compactions_;
   compaction_requested_ = false;
   const Span copied = arena_.append(summary, Provenance::kCopiedSummary);
-  const int64_t base = system_.size() + resume_prefix_.size() + copied.size() + resume_suffix_.size() + header_.size();
+  const int64_t base =
+      system_.size() + resume_prefix_.size() + copied.size() + resume_suffix_.size() + header_.size();
   const int64_t limit = budget_.capacity - budget_.reserve;
   // k = tail_k, tail_k - 1, ..., 0: keep the first that fits strictly below C - T_comp.
   int k = std::min<int>(budget_.tail_k, static_cast<int>(steps_.size()));
@@ -163,10 +170,12 @@ RebuildResult Context::rebuild(std::span<const TokenId> summary) {
   }
   if (k < 0) return RebuildResult{RebuildStatus::kDoesNotFit, 0};
   prefix_ = {system_, resume_prefix_, copied, resume_suffix_};
-  steps_.erase(steps_.begin(), steps_.end() - k);
-  for (Step& step : steps_) {
-    for (Span& span : step.spans) span.provenance = Provenance::kCopiedTail;
-  }
+  const size_t kept_from = steps_.size() - k;
+  const size_t first_kept_span = k > 0 ? steps_[kept_from].first_span : step_spans_.size();
+  steps_.erase(steps_.begin(), steps_.begin() + kept_from);
+  step_spans_.erase(step_spans_.begin(), step_spans_.begin() + first_kept_span);
+  for (Step& step : steps_) step.first_span -= first_kept_span;
+  for (Span& span : step_spans_) span.provenance = Provenance::kCopiedTail;
   window_tokens_ = base - header_.size();
   for (const Step& step : steps_) window_tokens_ += step.tokens;
   window_has_action_ = false;

@@ -30,7 +30,7 @@ struct ContextTemplate {
   std::vector<TokenId> summary_instruction;  // q_sum as a user turn, followed by the assistant turn header
   std::vector<TokenId> resume_prefix;        // resume(S) = resume_prefix + S + resume_suffix (one user turn)
   std::vector<TokenId> resume_suffix;
-  std::vector<TokenId> truncation_marker;    // stands for the middle cut out of an over-long observation
+  std::vector<TokenId> truncation_marker;  // stands for the middle cut out of an over-long observation
 };
 
 // A prompt: spans (index ranges) over an arena. Cheap to pass around; valid while the Context that made it
@@ -65,6 +65,9 @@ struct RebuildResult {
 class Context {
  public:
   Context(const Budget& budget, const ContextTemplate& tmpl);
+  // Prompt views point at this object's arena: a context never moves.
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
 
   // Starts (or restarts) an episode with the encoded system and first user turn. Returns false when the
   // first request would already be >= C: the episode cannot run (it ends as failed, spec 1.1 (a)).
@@ -104,20 +107,28 @@ class Context {
   RebuildResult rebuild(std::span<const TokenId> summary);
 
   const TokenArena& arena() const { return arena_; }
+  // Reserves arena room for `tokens` more tokens, so a long episode never reallocates mid-way.
+  void reserve(size_t tokens) { arena_.reserve(arena_.size() + tokens); }
   // Spans of the window (without the turn header), for inspection.
   std::vector<Span> window_spans() const;
 
  private:
+  // Steps index into one flat span list (no allocation per step): step i owns step_spans_[first_span ..
+  // next step's first_span): the turn header, the action, then its observations.
   struct Step {
-    std::vector<Span> spans;  // turn header + action, then observations
+    size_t first_span = 0;
     int64_t tokens = 0;
   };
+  size_t step_end(size_t i) const {
+    return i + 1 < steps_.size() ? steps_[i + 1].first_span : step_spans_.size();
+  }
   Budget budget_;
   TokenArena arena_;
   Span header_, instruction_, resume_prefix_, resume_suffix_, marker_;
   std::vector<Span> prefix_;  // system + user, or system + resume(summary)
   Span system_;
   std::vector<Step> steps_;
+  std::vector<Span> step_spans_;
   int64_t window_tokens_ = 0;
   int compactions_ = 0;
   bool window_has_action_ = false;

@@ -42,13 +42,13 @@ std::string quote(const T& value) {
 
 }  // namespace crl
 
-#define CRL_CHECK(cond, msg)                                                     \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      std::ostringstream crl_check_stream_;                                      \
-      crl_check_stream_ << "check failed: " #cond ": " << msg;                   \
-      ::crl::fatal(__FILE__, __LINE__, crl_check_stream_.str());                 \
-    }                                                                            \
+#define CRL_CHECK(cond, msg)                                     \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      std::ostringstream crl_check_stream_;                      \
+      crl_check_stream_ << "check failed: " #cond ": " << msg;   \
+      ::crl::fatal(__FILE__, __LINE__, crl_check_stream_.str()); \
+    }                                                            \
   } while (false)
 
 #ifdef NDEBUG

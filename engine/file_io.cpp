@@ -1,11 +1,12 @@
 #include "engine/file_io.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "engine/error.h"
 

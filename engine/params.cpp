@@ -8,10 +8,14 @@ namespace crl {
 
 std::string param_type_name(ParamType type) {
   switch (type) {
-    case ParamType::kInt: return "integer";
-    case ParamType::kDouble: return "number";
-    case ParamType::kBool: return "boolean (true/false)";
-    case ParamType::kString: return "string";
+    case ParamType::kInt:
+      return "integer";
+    case ParamType::kDouble:
+      return "number";
+    case ParamType::kBool:
+      return "boolean (true/false)";
+    case ParamType::kString:
+      return "string";
   }
   return "?";
 }
@@ -31,8 +35,10 @@ bool parses_as(ParamType type, const std::string& text) {
       auto [ptr, ec] = std::from_chars(begin, end, v);
       return ec == std::errc() && ptr == end && !text.empty();
     }
-    case ParamType::kBool: return text == "true" || text == "false";
-    case ParamType::kString: return true;
+    case ParamType::kBool:
+      return text == "true" || text == "false";
+    case ParamType::kString:
+      return true;
   }
   return false;
 }
@@ -78,7 +84,11 @@ double Params::get_double(const std::string& name) const {
   std::from_chars(text.data(), text.data() + text.size(), v);
   return v;
 }
-bool Params::get_bool(const std::string& name) const { return raw(name) == "true"; }
-const std::string& Params::get_string(const std::string& name) const { return raw(name); }
+bool Params::get_bool(const std::string& name) const {
+  return raw(name) == "true";
+}
+const std::string& Params::get_string(const std::string& name) const {
+  return raw(name);
+}
 
 }  // namespace crl

@@ -29,7 +29,7 @@ enum class StreamRole : uint32_t {
   kSummarize = 2,    // policy sampling of summaries
   kLearner = 3,      // minibatch order, initialisation
   kEvaluation = 4,
-  kSimulation = 5,   // simulated latencies (event kernel)
+  kSimulation = 5,  // simulated latencies (event kernel)
 };
 
 struct StreamKey {
@@ -88,9 +88,10 @@ class Rng {
 
   // The block at draw index `block` of this stream (random access, used by kernels).
   CRL_HOST_DEVICE PhiloxCounter block(uint64_t block) const {
-    return philox4x32_10(PhiloxCounter{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                                        static_cast<uint32_t>(ordinal_), static_cast<uint32_t>(ordinal_ >> 32)}},
-                         key_);
+    return philox4x32_10(
+        PhiloxCounter{{static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                       static_cast<uint32_t>(ordinal_), static_cast<uint32_t>(ordinal_ >> 32)}},
+        key_);
   }
 
   CRL_HOST_DEVICE uint32_t next_u32() {
@@ -140,7 +141,9 @@ class Rng {
     }
     return last_possible;  // only reached through rounding at the top end
   }
-  int categorical(std::span<const double> logits) { return categorical(logits.data(), static_cast<int>(logits.size())); }
+  int categorical(std::span<const double> logits) {
+    return categorical(logits.data(), static_cast<int>(logits.size()));
+  }
 
  private:
   PhiloxKey key_;

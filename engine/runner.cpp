@@ -8,7 +8,8 @@
 
 namespace crl {
 
-Runner::Runner(int threads) : threads_(threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency())) {}
+Runner::Runner(int threads)
+    : threads_(threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency())) {}
 
 void Runner::run(size_t count, const std::function<void(size_t)>& job) const {
   std::atomic<size_t> next{0};

@@ -17,13 +17,14 @@ constexpr uint32_t kRound[64] = {
 }  // namespace
 
 Sha256::Sha256()
-    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+    : state_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {
+}
 
 void Sha256::compress(const uint8_t* block) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i) {
-    w[i] = (uint32_t(block[4 * i]) << 24) | (uint32_t(block[4 * i + 1]) << 16) | (uint32_t(block[4 * i + 2]) << 8) |
-           uint32_t(block[4 * i + 3]);
+    w[i] = (uint32_t(block[4 * i]) << 24) | (uint32_t(block[4 * i + 1]) << 16) |
+           (uint32_t(block[4 * i + 2]) << 8) | uint32_t(block[4 * i + 3]);
   }
   for (int i = 16; i < 64; ++i) {
     const uint32_t s0 = std::rotr(w[i - 15], 7) ^ std::rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
@@ -87,7 +88,9 @@ Sha256& Sha256::update_u64(uint64_t value) {
   return update(bytes, 8);
 }
 
-Sha256& Sha256::update_f64(double value) { return update_u64(std::bit_cast<uint64_t>(value)); }
+Sha256& Sha256::update_f64(double value) {
+  return update_u64(std::bit_cast<uint64_t>(value));
+}
 
 std::array<uint8_t, 32> Sha256::digest() {
   const uint64_t bits = length_ * 8;
@@ -115,7 +118,9 @@ std::string Sha256::hex_digest() {
   return text;
 }
 
-std::string sha256_hex(std::string_view text) { return Sha256().update(text).hex_digest(); }
+std::string sha256_hex(std::string_view text) {
+  return Sha256().update(text).hex_digest();
+}
 
 uint64_t sha256_u64(std::string_view text) {
   const auto d = Sha256().update(text).digest();

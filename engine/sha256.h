@@ -17,7 +17,7 @@ class Sha256 {
   // Integers are hashed as 8 little-endian bytes, so hashes do not depend on the host's byte order.
   Sha256& update_u64(uint64_t value);
   Sha256& update_f64(double value);  // the IEEE-754 bit pattern
-  std::array<uint8_t, 32> digest();   // finishes the hash; the object must not be updated afterwards
+  std::array<uint8_t, 32> digest();  // finishes the hash; the object must not be updated afterwards
   std::string hex_digest();
 
  private:

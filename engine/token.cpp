@@ -6,12 +6,18 @@ namespace crl {
 
 std::string_view provenance_name(Provenance provenance) {
   switch (provenance) {
-    case Provenance::kPrompt: return "prompt";
-    case Provenance::kEnvironment: return "environment";
-    case Provenance::kSampled: return "sampled";
-    case Provenance::kCopiedSummary: return "copied_summary";
-    case Provenance::kCopiedTail: return "copied_tail";
-    case Provenance::kForced: return "forced";
+    case Provenance::kPrompt:
+      return "prompt";
+    case Provenance::kEnvironment:
+      return "environment";
+    case Provenance::kSampled:
+      return "sampled";
+    case Provenance::kCopiedSummary:
+      return "copied_summary";
+    case Provenance::kCopiedTail:
+      return "copied_tail";
+    case Provenance::kForced:
+      return "forced";
   }
   return "unknown";
 }

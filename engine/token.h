@@ -1,6 +1,7 @@
 #pragma once
 // Tokens and where each one came from. Every token the engine shows a policy or exports for training carries
 // a provenance, because the provenance decides what is trainable: only kSampled tokens ever get actor loss.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -19,7 +20,9 @@ enum class Provenance : uint8_t {
   kForced = 5,         // an action the environment forces (e.g. the memory chain's `continue`): not sampled
 };
 std::string_view provenance_name(Provenance provenance);
-inline bool is_trainable(Provenance provenance) { return provenance == Provenance::kSampled; }
+inline bool is_trainable(Provenance provenance) {
+  return provenance == Provenance::kSampled;
+}
 
 // A run of tokens in a TokenArena, with the provenance those tokens have in the place the span is used.
 struct Span {
@@ -41,6 +44,9 @@ class TokenArena {
   size_t size() const { return tokens_.size(); }
   void reserve(size_t tokens) { tokens_.reserve(tokens); }
   void clear() { tokens_.clear(); }
+  // Forgets every token from `size` on (keeps the capacity): a context reused for a new episode keeps only
+  // its template tokens.
+  void truncate(size_t size) { tokens_.resize(std::min(size, tokens_.size())); }
 
  private:
   std::vector<TokenId> tokens_;

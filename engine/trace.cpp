@@ -44,7 +44,8 @@ std::vector<Run> runs_of(const std::vector<Provenance>& provenance) {
 std::string format_trace(const Trajectory& t, const Decoder& decode, const TraceOptions& options) {
   std::ostringstream out;
   out << "rollout " << t.rollout_id << "\n  env " << t.env << ", task " << t.task_id << ", seed " << t.seed
-      << ", sample " << t.sample_index << "\n  reward " << t.reward << ", status " << episode_status_name(t.status);
+      << ", sample " << t.sample_index << "\n  reward " << t.reward << ", status "
+      << episode_status_name(t.status);
   if (!t.reason.empty()) out << " (" << t.reason << ")";
   out << "\n  compactions " << t.compactions << ", segments " << t.segments.size() << " emitted";
   if (t.dropped_segments > 0) out << " + " << t.dropped_segments << " without sampled tokens (not emitted)";

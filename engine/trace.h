@@ -18,6 +18,7 @@ struct TraceOptions {
   int text_width = 96;  // characters of decoded text per run
 };
 
-std::string format_trace(const Trajectory& trajectory, const Decoder& decode, const TraceOptions& options = {});
+std::string format_trace(const Trajectory& trajectory, const Decoder& decode,
+                         const TraceOptions& options = {});
 
 }  // namespace crl

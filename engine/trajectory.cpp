@@ -11,10 +11,14 @@ std::string_view segment_kind_name(SegmentKind kind) {
 
 std::string_view episode_status_name(EpisodeStatus status) {
   switch (status) {
-    case EpisodeStatus::kCompleted: return "completed";
-    case EpisodeStatus::kTruncated: return "truncated";
-    case EpisodeStatus::kAborted: return "aborted";
-    case EpisodeStatus::kFailed: return "failed";
+    case EpisodeStatus::kCompleted:
+      return "completed";
+    case EpisodeStatus::kTruncated:
+      return "truncated";
+    case EpisodeStatus::kAborted:
+      return "aborted";
+    case EpisodeStatus::kFailed:
+      return "failed";
   }
   return "unknown";
 }
@@ -111,7 +115,8 @@ void Trajectory::validate() const {
     auto require = [&](bool ok, const char* field, const std::string& what) {
       if (!ok) throw Error(where, field, what);
     };
-    require(segment.response_provenance.size() == n, "response_provenance", "length differs from response_ids");
+    require(segment.response_provenance.size() == n, "response_provenance",
+            "length differs from response_ids");
     require(segment.prompt_provenance.size() == segment.prompt_ids.size(), "prompt_provenance",
             "length differs from prompt_ids");
     require(segment.actor_mask.size() == n, "loss_mask", "length differs from response_ids");
@@ -120,7 +125,8 @@ void Trajectory::validate() const {
     require(segment.values.size() == n, "values", "length differs from response_ids");
     int64_t mask_sum = 0;
     for (size_t i = 0; i < n; ++i) {
-      require(segment.actor_mask[i] <= 1 && segment.critic_mask[i] <= 1, "loss_mask", "mask entries are 0 or 1");
+      require(segment.actor_mask[i] <= 1 && segment.critic_mask[i] <= 1, "loss_mask",
+              "mask entries are 0 or 1");
       if (segment.actor_mask[i] == 1) {
         require(is_trainable(segment.response_provenance[i]), "loss_mask",
                 "token " + std::to_string(i) + " is trainable but its provenance is " +
@@ -156,7 +162,8 @@ std::string Trajectory::hash() const {
     h.update_u64(static_cast<uint64_t>(s.kind)).update_u64(s.compaction_index);
     h.update_u64(s.prompt_ids.size()).update(s.prompt_ids.data(), s.prompt_ids.size() * sizeof(TokenId));
     h.update(s.prompt_provenance.data(), s.prompt_provenance.size());
-    h.update_u64(s.response_ids.size()).update(s.response_ids.data(), s.response_ids.size() * sizeof(TokenId));
+    h.update_u64(s.response_ids.size())
+        .update(s.response_ids.data(), s.response_ids.size() * sizeof(TokenId));
     h.update(s.response_provenance.data(), s.response_provenance.size());
     h.update(s.actor_mask.data(), s.actor_mask.size()).update(s.critic_mask.data(), s.critic_mask.size());
     for (float x : s.logprobs) h.update_f64(x);

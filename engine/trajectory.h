@@ -73,9 +73,9 @@ class Recorder {
   void append(std::span<const TokenId> tokens, Provenance provenance, std::span<const float> logprobs = {},
               std::span<const float> values = {}, const std::string& finish_reason = "");
   // Adds a complete summary segment (the open execution segment, if any, is closed first).
-  void add_summary(const PromptView& prompt, std::span<const TokenId> summary, std::span<const float> logprobs,
-                   std::span<const float> values, const std::string& finish_reason, int compaction_index,
-                   std::string text);
+  void add_summary(const PromptView& prompt, std::span<const TokenId> summary,
+                   std::span<const float> logprobs, std::span<const float> values,
+                   const std::string& finish_reason, int compaction_index, std::string text);
   // Closes the episode: drops execution segments without a sampled token, sets N_after and the shared
   // reward, and validates.
   Trajectory finish(Trajectory header);

@@ -18,7 +18,8 @@ EpisodeStatus parse_status(const std::string& text, const std::string& where) {
                       EpisodeStatus::kFailed}) {
     if (episode_status_name(status) == text) return status;
   }
-  throw Error(where, "status", "value " + quote(text) + " is not one of completed, truncated, aborted, failed");
+  throw Error(where, "status",
+              "value " + quote(text) + " is not one of completed, truncated, aborted, failed");
 }
 
 SegmentKind parse_kind(const std::string& text, const std::string& where) {
@@ -60,7 +61,8 @@ proto::Segment to_proto(const Trajectory& t, size_t s) {
   out.set_n_after(static_cast<uint64_t>(segment.n_after));
   out.set_compaction_index(static_cast<uint32_t>(segment.compaction_index));
   for (Provenance p : segment.prompt_provenance) out.add_prompt_provenance(static_cast<proto::Provenance>(p));
-  for (Provenance p : segment.response_provenance) out.add_response_provenance(static_cast<proto::Provenance>(p));
+  for (Provenance p : segment.response_provenance)
+    out.add_response_provenance(static_cast<proto::Provenance>(p));
   out.set_response_text(segment.text);
   auto& metadata = *out.mutable_metadata();
   for (const auto& [key, value] : t.metadata) metadata[key] = value;
@@ -104,7 +106,8 @@ std::vector<Trajectory> from_proto(const std::vector<proto::Segment>& records, c
     Trajectory& t = out.back();
     if (in.segment_index() != t.segments.size()) {
       throw Error(at, "segment_index",
-                  "value " + std::to_string(in.segment_index()) + " but " + std::to_string(t.segments.size()) +
+                  "value " + std::to_string(in.segment_index()) + " but " +
+                      std::to_string(t.segments.size()) +
                       " was expected (segments of a rollout must be contiguous)");
     }
     if (in.reward() != t.reward) throw Error(at, "reward", "differs between segments of the same rollout");
@@ -116,14 +119,16 @@ std::vector<Trajectory> from_proto(const std::vector<proto::Segment>& records, c
     for (int m : in.critic_mask()) s.critic_mask.push_back(static_cast<uint8_t>(m));
     s.logprobs.assign(in.rollout_log_probs().begin(), in.rollout_log_probs().end());
     s.values.assign(in.values().begin(), in.values().end());
-    for (int p : in.prompt_provenance()) s.prompt_provenance.push_back(parse_provenance(p, at, "prompt_provenance"));
+    for (int p : in.prompt_provenance())
+      s.prompt_provenance.push_back(parse_provenance(p, at, "prompt_provenance"));
     for (int p : in.response_provenance()) {
       s.response_provenance.push_back(parse_provenance(p, at, "response_provenance"));
     }
     // Older or foreign exports may omit provenance: derive it from the masks.
     if (s.prompt_provenance.empty()) s.prompt_provenance.assign(s.prompt_ids.size(), Provenance::kPrompt);
     if (s.response_provenance.empty()) {
-      for (uint8_t m : s.actor_mask) s.response_provenance.push_back(m ? Provenance::kSampled : Provenance::kEnvironment);
+      for (uint8_t m : s.actor_mask)
+        s.response_provenance.push_back(m ? Provenance::kSampled : Provenance::kEnvironment);
     }
     if (s.logprobs.empty()) s.logprobs.assign(s.response_ids.size(), 0.0f);
     if (s.values.empty()) s.values.assign(s.response_ids.size(), 0.0f);
@@ -197,7 +202,8 @@ std::vector<Trajectory> read_trajectories(const std::string& path) {
       proto::Segment segment;
       const auto status = google::protobuf::util::JsonStringToMessage(line, &segment);
       if (!status.ok()) {
-        throw Error(path + ":" + std::to_string(line_number), "", "not a segment record: " + status.ToString());
+        throw Error(path + ":" + std::to_string(line_number), "",
+                    "not a segment record: " + status.ToString());
       }
       records.push_back(std::move(segment));
     }

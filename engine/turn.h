@@ -11,7 +11,9 @@
 namespace crl {
 
 enum class Role : uint8_t { kExecute = 0, kSummarize = 1 };
-inline const char* role_name(Role role) { return role == Role::kExecute ? "execute" : "summarize"; }
+inline const char* role_name(Role role) {
+  return role == Role::kExecute ? "execute" : "summarize";
+}
 
 struct Request {
   Role role = Role::kExecute;
@@ -26,12 +28,12 @@ struct Request {
 };
 
 struct Decision {
-  std::vector<TokenId> tokens;   // as sampled: never decoded and re-encoded
-  std::vector<float> logprobs;   // behaviour log-prob per token (empty: unknown, recorded as 0)
-  std::vector<float> values;     // critic value per token (empty: none)
-  bool forced = false;           // the action is forced by the environment, not sampled (never trained)
+  std::vector<TokenId> tokens;         // as sampled: never decoded and re-encoded
+  std::vector<float> logprobs;         // behaviour log-prob per token (empty: unknown, recorded as 0)
+  std::vector<float> values;           // critic value per token (empty: none)
+  bool forced = false;                 // the action is forced by the environment, not sampled (never trained)
   std::string finish_reason = "stop";  // stop | length | abort
-  bool failed = false;           // the call failed (e.g. a remote server error): the episode is marked failed
+  bool failed = false;  // the call failed (e.g. a remote server error): the episode is marked failed
   std::string error;
 };
 

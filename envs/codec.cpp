@@ -78,9 +78,12 @@ class SymbolicCodec final : public Codec {
     return ContextTemplate{template_.turn_header, template_.summary_instruction, template_.resume_prefix,
                            template_.resume_suffix, template_.truncation_marker};
   }
-  std::vector<TokenId> encode_system(const Observation& system) const override { return checked(system.symbols); }
+  std::vector<TokenId> encode_system(const Observation& system) const override {
+    return checked(system.symbols);
+  }
   std::vector<TokenId> encode_user(const Observation& user) const override { return checked(user.symbols); }
-  std::vector<TokenId> encode_observation(const Observation& observation, std::span<const TokenId>) const override {
+  std::vector<TokenId> encode_observation(const Observation& observation,
+                                          std::span<const TokenId>) const override {
     return checked(observation.symbols);
   }
   Action decode_action(std::span<const TokenId> tokens) const override {
@@ -108,7 +111,8 @@ class SymbolicCodec final : public Codec {
     std::string text;
     for (TokenId id : tokens) {
       if (!text.empty()) text += ' ';
-      text += (id >= 0 && static_cast<size_t>(id) < names_.size()) ? names_[id] : "<" + std::to_string(id) + ">";
+      text +=
+          (id >= 0 && static_cast<size_t>(id) < names_.size()) ? names_[id] : "<" + std::to_string(id) + ">";
     }
     return text;
   }
@@ -121,7 +125,8 @@ class SymbolicCodec final : public Codec {
  private:
   std::vector<TokenId> checked(const std::vector<TokenId>& symbols) const {
     for (TokenId id : symbols) {
-      CRL_CHECK(id >= 0 && static_cast<size_t>(id) < names_.size(), "symbol " << id << " outside the vocabulary");
+      CRL_CHECK(id >= 0 && static_cast<size_t>(id) < names_.size(),
+                "symbol " << id << " outside the vocabulary");
     }
     return symbols;
   }
@@ -131,7 +136,8 @@ class SymbolicCodec final : public Codec {
 
 }  // namespace
 
-std::shared_ptr<const Codec> make_text_codec(std::shared_ptr<const Tokenizer> tokenizer, TextPrompts prompts) {
+std::shared_ptr<const Codec> make_text_codec(std::shared_ptr<const Tokenizer> tokenizer,
+                                             TextPrompts prompts) {
   return std::make_shared<TextCodec>(std::move(tokenizer), std::move(prompts));
 }
 

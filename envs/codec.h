@@ -33,8 +33,8 @@ class Codec {
                                                   std::span<const TokenId> action) const = 0;
   virtual Action decode_action(std::span<const TokenId> tokens) const = 0;
   // Tokens of an assistant turn written as text (scripted policies; clients that send only text): the text
-  // view encodes it and ends the turn with "<|im_end|>"; the symbolic view reads space-separated symbol names.
-  // Throws crl::Error for an unknown symbol name.
+  // view encodes it and ends the turn with "<|im_end|>"; the symbolic view reads space-separated symbol
+  // names. Throws crl::Error for an unknown symbol name.
   virtual std::vector<TokenId> encode_action(const std::string& text) const = 0;
   // The part of a sampled summary that is copied into the resume message (without an end-of-turn token).
   virtual std::span<const TokenId> summary_body(std::span<const TokenId> summary) const = 0;
@@ -55,7 +55,8 @@ struct TextPrompts {
   std::string truncation_marker = "\n[... observation truncated ...]\n";
 };
 
-std::shared_ptr<const Codec> make_text_codec(std::shared_ptr<const Tokenizer> tokenizer, TextPrompts prompts = {});
+std::shared_ptr<const Codec> make_text_codec(std::shared_ptr<const Tokenizer> tokenizer,
+                                             TextPrompts prompts = {});
 // Throws crl::Error if the environment declares no symbolic view.
 std::shared_ptr<const Codec> make_symbolic_codec(const EnvSpec& spec);
 // "text" (with the built-in byte tokenizer) or "symbolic".

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/params.h"
 #include "engine/error.h"
+#include "engine/params.h"
 #include "engine/rng.h"
 #include "engine/token.h"
 

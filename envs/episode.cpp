@@ -4,7 +4,9 @@
 
 namespace crl {
 
-uint64_t task_stream_id(const std::string& task_id) { return sha256_u64("task|" + task_id); }
+uint64_t task_stream_id(const std::string& task_id) {
+  return sha256_u64("task|" + task_id);
+}
 
 Episode::Episode(std::unique_ptr<Env> env, std::shared_ptr<const Codec> codec, EpisodeConfig config)
     : env_(std::move(env)),
@@ -21,7 +23,8 @@ StreamKey Episode::stream(Role role, uint64_t ordinal) const {
 }
 
 StreamKey Episode::env_stream() const {
-  return StreamKey{config_.seed, task_key_, static_cast<uint32_t>(config_.sample_index), StreamRole::kEnvironment, 0};
+  return StreamKey{config_.seed, task_key_, static_cast<uint32_t>(config_.sample_index),
+                   StreamRole::kEnvironment, 0};
 }
 
 void Episode::start(const Task& task) {
@@ -49,9 +52,9 @@ void Episode::start(const Task& task) {
   running_hash_.update(user.data(), user.size() * sizeof(TokenId));
   if (!context_.start(system, user)) {
     recorder_ = Recorder();
-    end(EpisodeStatus::kFailed, "the first prompt (" + std::to_string(context_.tokens()) +
-                                    " tokens) does not fit the capacity C = " +
-                                    std::to_string(config_.budget.capacity));
+    end(EpisodeStatus::kFailed,
+        "the first prompt (" + std::to_string(context_.tokens()) +
+            " tokens) does not fit the capacity C = " + std::to_string(config_.budget.capacity));
     return;
   }
   recorder_ = Recorder();
@@ -69,14 +72,15 @@ void Episode::end(EpisodeStatus status, std::string reason) {
 void Episode::prepare_next() {
   if (context_.needs_compaction()) {
     if (context_.compactions_exhausted()) {
-      end(EpisodeStatus::kTruncated, "compaction budget exhausted (" + std::to_string(context_.compactions()) +
-                                         " compactions) with " + std::to_string(context_.tokens()) +
-                                         " tokens in context");
+      end(EpisodeStatus::kTruncated, "compaction budget exhausted (" +
+                                         std::to_string(context_.compactions()) + " compactions) with " +
+                                         std::to_string(context_.tokens()) + " tokens in context");
       return;
     }
     PromptView prompt;
     if (!context_.summary_prompt(prompt)) {
-      end(EpisodeStatus::kTruncated, "the summary request does not fit even with every observation truncated");
+      end(EpisodeStatus::kTruncated,
+          "the summary request does not fit even with every observation truncated");
       return;
     }
     const int64_t room = context_.summary_max_new_tokens(prompt);
@@ -84,8 +88,12 @@ void Episode::prepare_next() {
       end(EpisodeStatus::kTruncated, "no room left for a summary");
       return;
     }
-    request_ = Request{Role::kSummarize, std::move(prompt), room, stream(Role::kSummarize, context_.compactions()),
-                       turn_, context_.compactions()};
+    request_ = Request{Role::kSummarize,
+                       std::move(prompt),
+                       room,
+                       stream(Role::kSummarize, context_.compactions()),
+                       turn_,
+                       context_.compactions()};
     return;
   }
   const int64_t room = context_.max_new_tokens();
@@ -93,8 +101,9 @@ void Episode::prepare_next() {
     end(EpisodeStatus::kTruncated, "the context is full (" + std::to_string(context_.tokens()) + " tokens)");
     return;
   }
-  request_ = Request{Role::kExecute, context_.execution_prompt(), room,
-                     stream(Role::kExecute, static_cast<uint64_t>(turn_)), turn_, context_.compactions()};
+  request_ = Request{Role::kExecute, context_.execution_prompt(),
+                     room,           stream(Role::kExecute, static_cast<uint64_t>(turn_)),
+                     turn_,          context_.compactions()};
 }
 
 void Episode::submit(const Decision& decision) {
@@ -106,12 +115,14 @@ void Episode::submit(const Decision& decision) {
                     std::to_string(request_.max_new_tokens) + " were allowed (max_new_tokens)");
   }
   if (!decision.logprobs.empty() && decision.logprobs.size() != decision.tokens.size()) {
-    throw Error(where, "logprobs", std::to_string(decision.logprobs.size()) + " log-probs for " +
-                                       std::to_string(decision.tokens.size()) + " tokens");
+    throw Error(where, "logprobs",
+                std::to_string(decision.logprobs.size()) + " log-probs for " +
+                    std::to_string(decision.tokens.size()) + " tokens");
   }
   if (!decision.values.empty() && decision.values.size() != decision.tokens.size()) {
-    throw Error(where, "values", std::to_string(decision.values.size()) + " values for " +
-                                     std::to_string(decision.tokens.size()) + " tokens");
+    throw Error(where, "values",
+                std::to_string(decision.values.size()) + " values for " +
+                    std::to_string(decision.tokens.size()) + " tokens");
   }
   if (decision.forced && request_.role == Role::kSummarize) {
     throw Error(where, "forced", "a summary is always sampled, never forced");
@@ -169,7 +180,8 @@ void Episode::submit(const Decision& decision) {
     return;
   }
   if (result.truncated) {
-    end(EpisodeStatus::kTruncated, result.info.empty() ? "the environment truncated the episode" : result.info);
+    end(EpisodeStatus::kTruncated,
+        result.info.empty() ? "the environment truncated the episode" : result.info);
     return;
   }
   prepare_next();

@@ -38,6 +38,9 @@ struct EpisodeConfig {
 class Episode {
  public:
   Episode(std::unique_ptr<Env> env, std::shared_ptr<const Codec> codec, EpisodeConfig config);
+  // Requests point into the episode's own context: an episode never moves (hold it by unique_ptr).
+  Episode(const Episode&) = delete;
+  Episode& operator=(const Episode&) = delete;
 
   // Resets the environment for `task` and prepares the first request. The episode may end at once (a first
   // prompt that does not fit).

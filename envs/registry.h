@@ -10,7 +10,8 @@ namespace crl {
 using EnvRegistry = Registry<Env>;
 EnvRegistry& env_registry();
 // Creates a registered environment; `where` locates the request in error messages.
-inline std::unique_ptr<Env> make_env(const std::string& name, const std::map<std::string, std::string>& params = {},
+inline std::unique_ptr<Env> make_env(const std::string& name,
+                                     const std::map<std::string, std::string>& params = {},
                                      const std::string& where = "") {
   return env_registry().make(name, params, where);
 }

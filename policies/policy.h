@@ -38,7 +38,8 @@ struct PolicyRegistrar {
   explicit PolicyRegistrar(PolicyRegistry::Entry entry) { policy_registry().add(std::move(entry)); }
 };
 
-inline std::unique_ptr<Policy> make_policy(const std::string& name, const std::map<std::string, std::string>& params,
+inline std::unique_ptr<Policy> make_policy(const std::string& name,
+                                           const std::map<std::string, std::string>& params,
                                            const PolicyTarget& target, const std::string& where = "") {
   return policy_registry().make(name, params, where, target);
 }

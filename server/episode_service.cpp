@@ -185,7 +185,20 @@ proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& re
   config.rollout_id = request.rollout_id();
 
   std::unique_ptr<Env> env;
-  const std::map<std::string, std::string> params(request.params().begin(), request.params().end());
+  std::map<std::string, std::string> params(request.params().begin(), request.params().end());
+  // A task given as split + index selects the split of an environment that declares a `split` parameter
+  // (the synthetic suite); a contradicting params.split is an error rather than a silent choice.
+  if (!task.split.empty()) {
+    const auto& declared = env_registry().entry(request.env()).params;
+    if (std::any_of(declared.begin(), declared.end(), [](const ParamSpec& p) { return p.name == "split"; })) {
+      auto [it, inserted] = params.emplace("split", task.split);
+      if (!inserted && it->second != task.split) {
+        throw ApiError(400, "bad_task",
+                       "split \"" + task.split + "\" contradicts params.split \"" + it->second + "\"",
+                       "split");
+      }
+    }
+  }
   try {
     env = make_env(request.env(), params, "environment \"" + request.env() + "\"");
   } catch (const Error& e) {

@@ -10,6 +10,9 @@
 // codec (the built-in byte tokenizer + ChatML until an LLM tokenizer is configured); token_ids are recorded
 // exactly as sent. The answer's append_ids extend (previous prompt + action ids) to the next prompt; when the
 // context was rebuilt (after a summary) or a summary is requested, prompt_ids carries the whole prompt.
+//
+// Tasks: task_id, or split + index (the task id is then "<split>-<index>", and an environment that declares
+// a `split` parameter gets it from the request). An environment that rejects the task answers 400 bad_task.
 #include <memory>
 #include <string>
 

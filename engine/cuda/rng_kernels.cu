@@ -38,7 +38,8 @@ std::vector<PhiloxCounter> philox_blocks(const StreamKey& key, uint64_t count) {
   const unsigned blocks = static_cast<unsigned>((count + threads - 1) / threads);
   philox_blocks_kernel<<<blocks, threads>>>(Rng(key), count, device);
   cudaError_t status = cudaGetLastError();
-  if (status == cudaSuccess) status = cudaMemcpy(host.data(), device, count * sizeof(PhiloxCounter), cudaMemcpyDeviceToHost);
+  if (status == cudaSuccess)
+    status = cudaMemcpy(host.data(), device, count * sizeof(PhiloxCounter), cudaMemcpyDeviceToHost);
   cudaFree(device);
   check(status, "philox_blocks");
   return host;

@@ -13,8 +13,10 @@ MemoryChain::MemoryChain(MemoryChainConfig config) : config_(std::move(config)),
 std::vector<ParamSpec> MemoryChain::param_specs() {
   return {
       {"length", ParamType::kInt, "96", "steps per episode, the fact at step 1 and the question at the last"},
-      {"reset_points", ParamType::kString, "24,48,72", "steps after which the context is compacted (comma list)"},
-      {"reset_period", ParamType::kInt, "0", "if > 0, reset after every multiple of this (overrides reset_points)"},
+      {"reset_points", ParamType::kString, "24,48,72",
+       "steps after which the context is compacted (comma list)"},
+      {"reset_period", ParamType::kInt, "0",
+       "if > 0, reset after every multiple of this (overrides reset_points)"},
       {"fact_arity", ParamType::kInt, "2", "number of fact values"},
       {"distractors", ParamType::kBool, "true", "iid distractor values on steps 2 .. length-1"},
   };
@@ -78,9 +80,11 @@ MemoryChain::Start MemoryChain::do_reset(const Task&, Rng& rng) {
   step_ = 1;
   Start start;
   std::ostringstream system;
-  system << "Memory chain of " << config_.length << " steps. Step 1 shows a FACT (a value 0.." << config_.fact_arity - 1
-         << "); later steps show noise. At every step reply `continue`, until the last step asks for the fact: "
-            "then reply `answer <value>`.";
+  system
+      << "Memory chain of " << config_.length << " steps. Step 1 shows a FACT (a value 0.."
+      << config_.fact_arity - 1
+      << "); later steps show noise. At every step reply `continue`, until the last step asks for the fact: "
+         "then reply `answer <value>`.";
   start.system.text = system.str();
   start.system.symbols = {kMcSystem};
   start.user = observe(1);
@@ -135,8 +139,8 @@ StepResult MemoryChain::do_step(const Action& action) {
 }
 
 namespace {
-const EnvRegistrar kRegistrar({"memory_chain", "the 96-step memory chain (spec section 2)", MemoryChain::param_specs(),
-                               [](const Params& params) -> std::unique_ptr<Env> {
+const EnvRegistrar kRegistrar({"memory_chain", "the 96-step memory chain (spec section 2)",
+                               MemoryChain::param_specs(), [](const Params& params) -> std::unique_ptr<Env> {
                                  return std::make_unique<MemoryChain>(MemoryChain::config_from(params));
                                }});
 }  // namespace

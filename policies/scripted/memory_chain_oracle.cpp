@@ -56,7 +56,8 @@ class MemoryChainOracle final : public Policy {
       if (end > at + 5) fact = text.substr(at + 5, end - at - 5);
     }
     const size_t last_turn = text.rfind("<|im_start|>user\n");
-    const bool asked = last_turn != std::string::npos && text.find("QUESTION", last_turn) != std::string::npos;
+    const bool asked =
+        last_turn != std::string::npos && text.find("QUESTION", last_turn) != std::string::npos;
     std::string reply;
     if (request.role == Role::kSummarize) {
       reply = "FACT " + fact;
@@ -75,7 +76,9 @@ class MemoryChainOracle final : public Policy {
   std::shared_ptr<const Codec> codec_;
 };
 
-const PolicyRegistrar kRegistrar({"memory_chain_oracle", "keeps the memory-chain fact in every summary", {},
+const PolicyRegistrar kRegistrar({"memory_chain_oracle",
+                                  "keeps the memory-chain fact in every summary",
+                                  {},
                                   [](const Params&, const PolicyTarget& target) -> std::unique_ptr<Policy> {
                                     return std::make_unique<MemoryChainOracle>(target.codec);
                                   }});

@@ -1,10 +1,9 @@
 // The `crl` command line, called through run_cli() exactly as main() does.
-#include "cli/command.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "cli/command.h"
 #include "engine/file_io.h"
 
 namespace crl::cli {
@@ -64,9 +63,9 @@ TEST(Cli, RunDemoPrintsATraceWithThreeCompactions) {
 TEST(Cli, RunIsByteIdenticalForOneAndTwoThreadsAndInspectReadsIt) {
   const std::string dir = temp_dir();
   const std::string one = dir + "/one.jsonl", two = dir + "/two.pb", three = dir + "/three.pb";
-  const std::vector<std::string> common = {"run", "--episodes", "12", "--trace", "false", "--view", "symbolic",
-                                           "--capacity", "256", "--reserve", "16", "--per-turn-cap", "4",
-                                           "--summary-cap", "4"};
+  const std::vector<std::string> common = {
+      "run", "--episodes", "12", "--trace",        "false", "--view",        "symbolic", "--capacity",
+      "256", "--reserve",  "16", "--per-turn-cap", "4",     "--summary-cap", "4"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = common;
     args.insert(args.end(), extra.begin(), extra.end());

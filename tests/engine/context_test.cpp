@@ -7,10 +7,14 @@
 namespace crl {
 namespace {
 
-std::vector<TokenId> tokens(int n, TokenId value) { return std::vector<TokenId>(n, value); }
+std::vector<TokenId> tokens(int n, TokenId value) {
+  return std::vector<TokenId>(n, value);
+}
 
 // A template with recognisable ids: header 90, instruction 91 91, resume 92 | 93, marker 94.
-ContextTemplate test_template() { return ContextTemplate{{90}, {91, 91}, {92}, {93}, {94}}; }
+ContextTemplate test_template() {
+  return ContextTemplate{{90}, {91, 91}, {92}, {93}, {94}};
+}
 
 Budget budget(int64_t capacity, int64_t reserve, int tail_k = 2) {
   Budget b;
@@ -95,8 +99,8 @@ TEST(Context, RebuildKeepsSystemResumeAndTheNewestSteps) {
   std::vector<Provenance> prov;
   c.execution_prompt().copy_to(ids, &prov);
   // system(4) resume_prefix(1) summary(3) resume_suffix(1) step3(1+3+2) step4(1+3+2) header(1)
-  const std::vector<TokenId> expected = {1,  1,  1,  1,  92, 7,  7,  7,  93, 90, 13, 13, 13, 23,
-                                         23, 90, 14, 14, 14, 24, 24, 90};
+  const std::vector<TokenId> expected = {1,  1,  1,  1,  92, 7,  7,  7,  93, 90, 13,
+                                         13, 13, 23, 23, 90, 14, 14, 14, 24, 24, 90};
   EXPECT_EQ(ids, expected);
   for (size_t i = 5; i < 8; ++i) EXPECT_EQ(prov[i], Provenance::kCopiedSummary);
   for (size_t i = 9; i < 21; ++i) EXPECT_EQ(prov[i], Provenance::kCopiedTail) << i;

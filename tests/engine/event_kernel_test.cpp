@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/rng.h"
+#include "engine/runner.h"
 
 namespace crl {
 namespace {
@@ -113,6 +114,23 @@ TEST(EventKernel, MatchesASortedReferenceUnderRandomCancellation) {
     kernel.run();
     ASSERT_EQ(r.log, expected) << "seed " << seed;
   }
+}
+
+// Parallel simulations use one kernel per job; the logs must not depend on the thread count.
+TEST(EventKernel, IndependentKernelsGiveTheSameLogsForAnyThreadCount) {
+  auto simulate = [](int threads) {
+    std::vector<std::vector<std::pair<SimTime, uint64_t>>> logs(16);
+    Runner(threads).run(logs.size(), [&](size_t job) {
+      Rng rng(StreamKey{job, 0, 0, StreamRole::kSimulation, 0});
+      EventKernel kernel;
+      Recorder r;
+      for (uint64_t i = 0; i < 500; ++i) kernel.schedule_at(rng.uniform_int(100), r, i);
+      kernel.run();
+      logs[job] = r.log;
+    });
+    return logs;
+  };
+  EXPECT_EQ(simulate(1), simulate(2));
 }
 
 }  // namespace

@@ -47,7 +47,8 @@ TEST(Rng, PinnedFirstOutputsOfAStream) {
   EXPECT_EQ(got[0], first.v[0]);
   EXPECT_EQ(got[3], first.v[3]);
   // The pinned values (computed once with this implementation, which matches Random123 above).
-  const std::array<uint32_t, 6> pinned = {0xfaa83feb, 0x463007b5, 0xba1febbb, 0xfc9151fc, 0xaec1bc7c, 0xdb85d6ff};
+  const std::array<uint32_t, 6> pinned = {0xfaa83feb, 0x463007b5, 0xba1febbb,
+                                          0xfc9151fc, 0xaec1bc7c, 0xdb85d6ff};
   EXPECT_EQ(got, pinned);
 }
 

@@ -21,7 +21,8 @@ Trajectory sample_trajectory() {
   r.begin_execution(view, 0);
   r.append(std::vector<TokenId>{10, 11}, Provenance::kSampled, std::vector<float>{-0.5f, -0.25f});
   r.append(std::vector<TokenId>{20, 21, 22}, Provenance::kEnvironment);
-  r.add_summary(view, std::vector<TokenId>{30, 31, 32}, std::vector<float>{-1, -2, -3}, {}, "stop", 0, "keep 7");
+  r.add_summary(view, std::vector<TokenId>{30, 31, 32}, std::vector<float>{-1, -2, -3}, {}, "stop", 0,
+                "keep 7");
   r.begin_execution(view, 1);
   r.append(std::vector<TokenId>{40}, Provenance::kSampled, {}, std::vector<float>{0.75f}, "length");
   r.add_summary(view, std::vector<TokenId>{50}, {}, {}, "stop", 1, "x");
@@ -99,9 +100,10 @@ TEST(TrajectoryIo, JsonlAndBinaryRoundTripExactly) {
   }
   // JSONL lines carry the export fields of PROTOCOL.md section 1 under their .proto names.
   const std::string jsonl = to_jsonl(in);
-  for (const char* field : {"\"rollout_id\"", "\"segment_index\"", "\"num_segments\"", "\"kind\"", "\"prompt_ids\"",
-                            "\"response_ids\"", "\"loss_mask\"", "\"critic_mask\"", "\"rollout_log_probs\"",
-                            "\"reward\"", "\"status\"", "\"metadata\"", "\"n_after\""}) {
+  for (const char* field :
+       {"\"rollout_id\"", "\"segment_index\"", "\"num_segments\"", "\"kind\"", "\"prompt_ids\"",
+        "\"response_ids\"", "\"loss_mask\"", "\"critic_mask\"", "\"rollout_log_probs\"", "\"reward\"",
+        "\"status\"", "\"metadata\"", "\"n_after\""}) {
     EXPECT_NE(jsonl.find(field), std::string::npos) << field;
   }
   EXPECT_EQ(to_jsonl(in), jsonl) << "byte-stable export";
@@ -133,7 +135,9 @@ TEST(TrajectoryIo, BadFilesAreRejectedWithFileAndLine) {
 }
 
 TEST(Trace, ShowsSegmentsTrainableTokensSummaryAndReward) {
-  const Decoder decode = [](std::span<const TokenId> ids) { return "<" + std::to_string(ids.size()) + " ids>"; };
+  const Decoder decode = [](std::span<const TokenId> ids) {
+    return "<" + std::to_string(ids.size()) + " ids>";
+  };
   const std::string trace = format_trace(sample_trajectory(), decode);
   for (const char* part : {"reward 1", "compactions 2", "segment 1: summary", "summary: \"keep 7\"",
                            "[train] sampled x2", "environment x3", "not emitted", "N_after 5"}) {

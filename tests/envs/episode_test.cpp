@@ -17,7 +17,8 @@ namespace {
 // An environment whose observations have random lengths (0 .. max_observation bytes of text).
 class RandomTextEnv final : public Env {
  public:
-  RandomTextEnv(int steps, int max_observation) : steps_(steps), max_observation_(max_observation) {
+  RandomTextEnv(int steps, int max_observation, int min_observation = 0)
+      : steps_(steps), max_observation_(max_observation), min_observation_(min_observation) {
     spec_.name = "random_text";
   }
   const EnvSpec& spec() const override { return spec_; }
@@ -40,13 +41,14 @@ class RandomTextEnv final : public Env {
 
  private:
   std::string random_text() {
-    const uint32_t n = rng_.uniform_int(static_cast<uint32_t>(max_observation_) + 1);
+    const uint32_t n =
+        min_observation_ + rng_.uniform_int(static_cast<uint32_t>(max_observation_ - min_observation_) + 1);
     std::string text(n, 'x');
     for (char& c : text) c = static_cast<char>('a' + rng_.uniform_int(26));
     return text;
   }
   EnvSpec spec_;
-  int steps_, max_observation_;
+  int steps_, max_observation_, min_observation_;
   Rng rng_{StreamKey{}};
 };
 
@@ -77,6 +79,15 @@ Budget random_budget(Rng& rng) {
   b.summary_cap = 1 + rng.uniform_int(static_cast<uint32_t>(b.reserve));
   b.tail_k = static_cast<int>(rng.uniform_int(4));
   b.max_compactions = static_cast<int>(rng.uniform_int(5));
+  return b;
+}
+
+Budget make_budget(int64_t capacity, int64_t reserve, int64_t per_turn_cap, int64_t summary_cap) {
+  Budget b;
+  b.capacity = capacity;
+  b.reserve = reserve;
+  b.per_turn_cap = per_turn_cap;
+  b.summary_cap = summary_cap;
   return b;
 }
 
@@ -149,17 +160,9 @@ TEST(EpisodeProperties, InvariantsHoldOverThousandsOfRandomBudgets) {
 
 TEST(Episode, FirstPromptThatDoesNotFitFailsCleanly) {
   EpisodeConfig config;
-  config.budget.capacity = 40;
-  config.budget.reserve = 10;
-  config.budget.per_turn_cap = 5;
-  config.budget.summary_cap = 5;
-  Episode episode(std::make_unique<RandomTextEnv>(3, 100), short_codec(), config);
+  config.budget = make_budget(40, 10, 5, 5);
+  Episode episode(std::make_unique<RandomTextEnv>(3, 120, 100), short_codec(), config);
   episode.start(Task{"big", 0, ""});
-  for (int i = 0; i < 50 && !episode.done(); ++i) {
-    // the random first observation may fit; retry tasks until one does not
-    episode = Episode(std::make_unique<RandomTextEnv>(3, 100), short_codec(), config);
-    episode.start(Task{"big" + std::to_string(i), 0, ""});
-  }
   ASSERT_TRUE(episode.done());
   EXPECT_EQ(episode.status(), EpisodeStatus::kFailed);
   EXPECT_NE(episode.reason().find("does not fit"), std::string::npos);
@@ -196,10 +199,7 @@ TEST(Episode, MalformedDecisionsAreRejectedWithoutSideEffects) {
 
 TEST(Episode, CompactionBudgetExhaustedEndsTruncated) {
   EpisodeConfig config;
-  config.budget.capacity = 200;
-  config.budget.reserve = 60;
-  config.budget.per_turn_cap = 20;
-  config.budget.summary_cap = 20;
+  config.budget = make_budget(200, 60, 20, 20);
   config.budget.max_compactions = 1;
   Episode episode(std::make_unique<RandomTextEnv>(1000, 30), short_codec(), config);
   episode.start(Task{"long", 0, ""});
@@ -220,9 +220,7 @@ TEST(Episode, SameSeedSameHashesForOneAndTwoThreadsAndAnyGrouping) {
     spec.group_size = group;
     spec.make_episode = [&](size_t i) {
       EpisodeConfig config;
-      config.budget.capacity = 400;
-      config.budget.reserve = 100;
-      config.budget.summary_cap = 64;
+      config.budget = make_budget(400, 100, 64, 64);
       config.seed = 17;
       config.sample_index = static_cast<int64_t>(i % 4);
       auto e = std::make_unique<Episode>(std::make_unique<RandomTextEnv>(30, 40), codec, config);

@@ -10,8 +10,8 @@
 namespace crl {
 namespace {
 
-std::vector<Trajectory> play(const std::string& view, const std::string& policy_name, size_t episodes, int threads,
-                             const Budget& budget) {
+std::vector<Trajectory> play(const std::string& view, const std::string& policy_name, size_t episodes,
+                             int threads, const Budget& budget) {
   const auto prototype = make_env("memory_chain");
   const auto codec = make_codec(view, prototype->spec());
   const auto policy = make_policy(policy_name, {}, PolicyTarget{&prototype->spec(), codec});

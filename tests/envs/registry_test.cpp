@@ -12,7 +12,7 @@ namespace {
 // a registrar dropped by the linker makes this fail).
 TEST(Registry, RegisteredEnvironmentsAndPolicies) {
   const std::vector<std::string> envs = env_registry().names();
-  for (const char* name : {"memory_chain"}) {
+  for (const char* name : {"memory_chain", "synthetic"}) {
     EXPECT_NE(std::find(envs.begin(), envs.end(), name), envs.end()) << name;
   }
   const std::vector<std::string> policies = policy_registry().names();

@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "envs/registry.h"
 #include "server/api_error.h"
 #include "server/episode_service.h"
 #include "server/wire_codec.h"
@@ -209,6 +210,50 @@ TEST(EpisodeService, BadCreateRequestsNameTheField) {
   r.set_view("pixels");
   EXPECT_EQ(expect_error([&] { service.create(r); }, 400, "bad_field").field(), "view");
   EXPECT_EQ(service.sessions().size(), 1u);  // only the good dev-3 episode; failures hold no place
+}
+
+// The synthetic suite in the text view: `next` until END, then `submit`; summaries when asked. A task given
+// as split + index selects the environment's split.
+TEST(EpisodeService, SyntheticEpisodeBySplitAndIndexWithCompactions) {
+  if (!env_registry().contains("synthetic")) GTEST_SKIP() << "the synthetic environment is not built";
+  EpisodeService service({});
+  proto::CreateEpisodeRequest create;
+  create.set_env("synthetic");
+  create.set_split("dev");
+  create.set_index(4);
+  create.set_seed(11);
+  // Byte tokens: the 16 records (~130 bytes each) overflow C = 3072 about twice.
+  create.mutable_budget()->set_capacity(3072);
+  create.mutable_budget()->set_reserve(1024);
+  proto::StepResponse r = service.create(create);
+  const std::string id = r.episode_id();
+  int summaries = 0;
+  bool end_seen = false;
+  while (r.kind() != "done") {
+    std::string kind = "assistant", text = "next";
+    if (r.kind() == "compaction_request") {
+      kind = "summary";
+      text = "Task so far: read records with next.";
+      ++summaries;
+    } else if (end_seen) {
+      text = "submit 0000";
+    }
+    r = service.step(id, action(r.next_turn_id(), kind, text));
+    end_seen = end_seen || r.append_text().find("user\nEND") != std::string::npos;
+  }
+  EXPECT_TRUE(end_seen);
+  EXPECT_GE(summaries, 1);
+  EXPECT_EQ(r.status(), "completed");
+  const proto::ExportResponse e = service.export_segments(id);
+  EXPECT_EQ(e.segments_size(), 2 * summaries + 1);
+  EXPECT_EQ(e.segments(0).env(), "synthetic");
+  // A task id that names no task of the split, and a split contradicting params.split.
+  proto::CreateEpisodeRequest bad;
+  bad.set_env("synthetic");
+  bad.set_task_id("syn-default-nonsense-9999");
+  EXPECT_EQ(expect_error([&] { service.create(bad); }, 400, "bad_task").field(), "task_id");
+  (*create.mutable_params())["split"] = "train";
+  EXPECT_EQ(expect_error([&] { service.create(create); }, 400, "bad_task").field(), "split");
 }
 
 TEST(EpisodeService, TokenIdsAreRecordedExactlyAndCheckedAgainstTheVocabulary) {

@@ -1,0 +1,173 @@
+#include "envs/synthetic/metrics.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include "envs/synthetic/symbolic.h"
+
+namespace crl::envs::synthetic {
+
+namespace {
+
+// The shared rule of both views, applied to the mentions in order.
+SummaryMetrics classify(const SyntheticTask& task, int records_seen,
+                        const std::vector<std::string>& mentions) {
+  SummaryMetrics m;
+  const std::vector<int> kept = observed_milestones(task, records_seen);
+  m.observed_milestones = static_cast<int>(kept.size());
+  std::vector<int> times_named(kept.size(), 0);
+  for (const std::string& value : mentions) {
+    ++m.mentions;
+    const auto it =
+        std::find_if(kept.begin(), kept.end(), [&](int i) { return task.records[i].value == value; });
+    if (it != kept.end()) {
+      if (times_named[it - kept.begin()]++ == 0) {
+        ++m.recalled;
+      } else {
+        ++m.repeated;
+      }
+      continue;
+    }
+    bool superseded = false;
+    if (task.type == TaskType::kLatestUpdate) {
+      for (int i : task.milestones) {
+        if (i < records_seen && task.records[i].value == value) superseded = true;
+      }
+    }
+    if (superseded) {
+      ++m.superseded;
+    } else {
+      ++m.invented;
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+double SummaryMetrics::precision() const {
+  const int judged = mentions - superseded;
+  if (judged == 0) return observed_milestones == 0 ? 1.0 : 0.0;
+  return static_cast<double>(recalled) / judged;
+}
+
+double SummaryMetrics::f1() const {
+  const double p = precision(), r = recall();
+  return p + r == 0 ? 0.0 : 2 * p * r / (p + r);
+}
+
+std::vector<int> observed_milestones(const SyntheticTask& task, int records_seen) {
+  std::vector<int> seen;
+  for (int i : task.milestones) {
+    if (i < records_seen) seen.push_back(i);
+  }
+  // For latest_update only the newest observed value is still needed.
+  if (task.type == TaskType::kLatestUpdate && seen.size() > 1) seen.erase(seen.begin(), seen.end() - 1);
+  return seen;
+}
+
+SummaryMetrics summary_metrics_text(const SyntheticTask& task, int records_seen, std::string_view summary) {
+  const ValueDomain domain = answer_domain(task.type);
+  std::vector<std::string> mentions;
+  std::string word;
+  int length = 0;
+  bool in_word = false;
+  // One pass: alphanumeric runs are candidate values (so "audit_records" names "audit"); whitespace runs
+  // separate the words that make the length.
+  for (size_t i = 0; i <= summary.size(); ++i) {
+    const char c = i < summary.size() ? summary[i] : ' ';
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!word.empty()) {
+      if (value_domain(word) == domain) mentions.push_back(word);
+      word.clear();
+    }
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (!space && !in_word) ++length;
+    in_word = !space;
+  }
+  SummaryMetrics m = classify(task, records_seen, mentions);
+  m.length = length;
+  return m;
+}
+
+SummaryMetrics summary_metrics_symbols(const SyntheticTask& task, int records_seen,
+                                       std::span<const TokenId> summary) {
+  const Vocabulary& v = Vocabulary::get();
+  const ValueDomain domain = answer_domain(task.type);
+  std::vector<std::string> mentions;
+  int length = 0;
+  for (const TokenId id : summary) {
+    ++length;
+    if (id == v.stop) break;
+    std::string value;
+    if (const int index = v.keep_index(id); index >= 0) {
+      value = task.records[index].value;  // a record not yet seen still names its (future) value
+    } else {
+      value = std::string(v.value_of(id));
+    }
+    if (!value.empty() && value_domain(value) == domain) mentions.push_back(value);
+  }
+  SummaryMetrics m = classify(task, records_seen, mentions);
+  m.length = length;
+  return m;
+}
+
+void MetricsTable::add(const EpisodeMetrics& e) {
+  Totals& t = by_type_[static_cast<int>(e.type)];
+  ++t.episodes;
+  t.exact += e.exact_match ? 1 : 0;
+  t.truncated += e.truncated ? 1 : 0;
+  t.invalid_commands += e.invalid_commands;
+  t.compactions += e.compactions;
+  for (const SummaryMetrics& s : e.summaries) {
+    ++t.summaries;
+    t.mentions += s.mentions;
+    t.invented += s.invented;
+    t.repeated += s.repeated;
+    t.recall_sum += s.recall();
+    t.length_sum += s.length;
+    t.f1_sum += s.f1();
+  }
+}
+
+MetricsTable::Totals MetricsTable::all() const {
+  Totals a;
+  for (const Totals& t : by_type_) {
+    a.episodes += t.episodes;
+    a.exact += t.exact;
+    a.truncated += t.truncated;
+    a.invalid_commands += t.invalid_commands;
+    a.compactions += t.compactions;
+    a.summaries += t.summaries;
+    a.mentions += t.mentions;
+    a.invented += t.invented;
+    a.repeated += t.repeated;
+    a.recall_sum += t.recall_sum;
+    a.length_sum += t.length_sum;
+    a.f1_sum += t.f1_sum;
+  }
+  return a;
+}
+
+std::string MetricsTable::report() const {
+  std::string out;
+  auto line = [&out](std::string_view name, const Totals& t) {
+    char buf[512];
+    const double s = t.summaries > 0 ? t.summaries : 1;
+    std::snprintf(buf, sizeof buf,
+                  "%-14s exact %d/%d  truncated %d  invalid %d  compactions %d  summaries %d  recall %.3f  "
+                  "invention %.3f  repeated %d  length %.1f  f1 %.3f\n",
+                  std::string(name).c_str(), t.exact, t.episodes, t.truncated, t.invalid_commands,
+                  t.compactions, t.summaries, t.recall_sum / s,
+                  t.mentions ? static_cast<double>(t.invented) / t.mentions : 0.0, t.repeated,
+                  t.length_sum / s, t.f1_sum / s);
+    out += buf;
+  };
+  for (TaskType type : kTaskTypes) line(task_type_name(type), totals(type));
+  line("all", all());
+  return out;
+}
+
+}  // namespace crl::envs::synthetic

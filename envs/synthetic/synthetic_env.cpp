@@ -1,0 +1,240 @@
+#include "envs/synthetic/synthetic_env.h"
+
+#include <mutex>
+
+#include "engine/error.h"
+#include "envs/registry.h"
+#include "envs/synthetic/splits.h"
+#include "envs/synthetic/symbolic.h"
+#include "envs/synthetic/verifier.h"
+
+namespace crl::envs::synthetic {
+
+const char* const kSystemPrompt =
+    "You read a log of records through a console, one command per turn. Reply with exactly one line:\n"
+    "  next             show the next record (after the last record: END and the question)\n"
+    "  submit <answer>  submit your final answer; this ends the episode\n"
+    "Anything else is an invalid command.";
+
+namespace {
+
+constexpr const char* kInvalidText =
+    "ERROR: invalid command (reply with exactly one line: `next` or `submit <answer>`)";
+constexpr const char* kSubmittedText = "SUBMITTED";
+const std::string kTurnLimitText = "TRUNCATED: turn limit reached";
+const std::string kInvalidLimitText = "TRUNCATED: too many invalid commands";
+
+std::vector<ParamSpec> make_params() {
+  return {
+      {"split", ParamType::kString, "dev", "train | dev | test"},
+      {"namespace", ParamType::kString, "default",
+       "task namespace: default (240/60/60) or phase3 (1440/180/180)"},
+      {"source", ParamType::kString, "generate",
+       "generate (the generator, on the fly) | files (the JSONL split files in data_dir)"},
+      {"data_dir", ParamType::kString, "",
+       "folder of the split files for source=files (default data/synthetic[_<namespace>], from the working "
+       "directory)"},
+      {"turn_limit", ParamType::kInt, "64", "turns before the episode is truncated (R = 0)"},
+      {"invalid_limit", ParamType::kInt, "8", "invalid commands before the episode is truncated (R = 0)"},
+      {"view", ParamType::kString, "both",
+       "text | symbolic | both: which observation renderings to fill (both: the codec picks; an action is "
+       "read from its symbols when it has any, else from its text)"},
+  };
+}
+
+View parse_view(const std::string& text) {
+  if (text == "text") return View::kText;
+  if (text == "symbolic") return View::kSymbolic;
+  if (text == "both") return View::kBoth;
+  throw Error("environment \"synthetic\"", "view", "value " + quote(text) + " is not text, symbolic or both");
+}
+
+}  // namespace
+
+const EnvSpec& synthetic_env_spec() {
+  static const EnvSpec kSpec = [] {
+    EnvSpec spec;
+    spec.name = "synthetic";
+    spec.description =
+        "synthetic memory suite: read 16 records with `next`, answer an early_fact / latest_update / "
+        "ordered_plan question with `submit`; exact verifier";
+    spec.params = make_params();
+    spec.has_text = true;
+    spec.symbols = Vocabulary::get().names();
+    spec.symbolic_template = symbolic_template();
+    return spec;
+  }();
+  return kSpec;
+}
+
+std::shared_ptr<const TaskSet> shared_task_set(const std::string& source, const std::string& dir,
+                                               const std::string& name_space, const std::string& split) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const TaskSet>> cache;
+  const std::string key = source + "\n" + dir + "\n" + name_space + "\n" + split;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  auto set = std::make_shared<TaskSet>();
+  if (source == "generate") {
+    set->tasks = generate_split(name_space, split);
+  } else if (source == "files") {
+    set->tasks = load_split(dir.empty() ? default_split_dir(name_space) : dir, split);
+  } else {
+    throw Error("environment \"synthetic\"", "source",
+                "value " + quote(source) + " is not generate or files");
+  }
+  for (size_t i = 0; i < set->tasks.size(); ++i) {
+    const SyntheticTask& t = set->tasks[i];
+    set->by_id.emplace(t.task_id, static_cast<int>(i));
+    TaskViews views{"END\n" + t.question, symbolic_user(t), {}, symbolic_end(t)};
+    for (int r = 0; r < kRecordsPerTask; ++r) views.records.push_back(symbolic_record(t, r));
+    set->views.push_back(std::move(views));
+  }
+  cache.emplace(key, set);
+  return set;
+}
+
+namespace {
+const EnvRegistrar kRegistrar({"synthetic", synthetic_env_spec().description, synthetic_env_spec().params,
+                               [](const Params& params) { return std::make_unique<SyntheticEnv>(params); }});
+}  // namespace
+
+SyntheticEnv::SyntheticEnv(const Params& params)
+    : view_(parse_view(params.get_string("view"))),
+      turn_limit_(static_cast<int>(params.get_int("turn_limit"))),
+      invalid_limit_(static_cast<int>(params.get_int("invalid_limit"))) {
+  const std::string where = "environment \"synthetic\"";
+  if (turn_limit_ < 1)
+    throw Error(where, "turn_limit", "value " + std::to_string(turn_limit_) + " must be >= 1");
+  if (invalid_limit_ < 1) {
+    throw Error(where, "invalid_limit", "value " + std::to_string(invalid_limit_) + " must be >= 1");
+  }
+  const std::string& split = params.get_string("split");
+  if (split != "train" && split != "dev" && split != "test") {
+    throw Error(where, "split", "value " + quote(split) + " is not train, dev or test");
+  }
+  const std::string& name_space = params.get_string("namespace");
+  namespace_layout(name_space);  // an unknown namespace fails here, naming the known ones
+  tasks_ = shared_task_set(params.get_string("source"), params.get_string("data_dir"), name_space, split);
+}
+
+void SyntheticEnv::set_observation(Observation& out, const std::string& text,
+                                   const std::vector<TokenId>& symbols) const {
+  if (view_ != View::kSymbolic) out.text = text;
+  if (view_ != View::kText) out.symbols = symbols;
+}
+
+Env::Start SyntheticEnv::do_reset(const Task& task, Rng& /*rng: tasks are fixed; nothing here is random*/) {
+  // A synthetic task id ("syn-...") must name a task of this split: a typo or a task of another split is an
+  // error, not silently another task. Any other id is the caller's label (drivers number their episodes
+  // "demo-0", "t0", ...), and the task is the index-th of the split, wrapping around.
+  size_t position = task.index % tasks_->tasks.size();
+  if (task.id.rfind("syn-", 0) == 0) {
+    auto it = tasks_->by_id.find(task.id);
+    if (it == tasks_->by_id.end()) {
+      throw Error(
+          "environment \"synthetic\"", "task",
+          "unknown task id " + quote(task.id) + " in this split (" + tasks_->tasks.front().split + ")");
+    }
+    position = static_cast<size_t>(it->second);
+  }
+  task_ = &tasks_->tasks[position];
+  views_ = &tasks_->views[position];
+  records_seen_ = 0;
+  turns_ = 0;
+  invalid_commands_ = 0;
+  submitted_ = correct_ = truncated_ = false;
+
+  static const std::string kSystem = kSystemPrompt;
+  static const std::vector<TokenId> kSystemSymbols = {Vocabulary::get().system};
+  Start start;
+  set_observation(start.system, kSystem, kSystemSymbols);
+  set_observation(start.user, task_->instruction, views_->user);
+  return start;
+}
+
+SyntheticEnv::Command SyntheticEnv::parse(const Action& action, std::string& answer) const {
+  const Vocabulary& v = Vocabulary::get();
+  // A symbolic env reads the symbols; `both` reads them when present, else the text.
+  if (view_ == View::kSymbolic || (view_ == View::kBoth && !action.symbols.empty())) {
+    const auto& s = action.symbols;
+    if (s.size() == 1 && s[0] == v.next) return Command::kNext;
+    if (s.size() >= 2 && s[0] == v.submit) {
+      answer = symbolic_answer_text(task_->type, std::span<const TokenId>(s).subspan(1));
+      return Command::kSubmit;
+    }
+    return Command::kInvalid;
+  }
+  const std::string_view line = trim(action.text);
+  if (line.find('\n') != std::string_view::npos) return Command::kInvalid;  // more than one line
+  if (line == "next") return Command::kNext;
+  if (line.size() > 7 && line.starts_with("submit") && (line[6] == ' ' || line[6] == '\t')) {
+    answer = std::string(trim(line.substr(7)));
+    return answer.empty() ? Command::kInvalid : Command::kSubmit;
+  }
+  return Command::kInvalid;
+}
+
+StepResult SyntheticEnv::do_step(const Action& action) {
+  const Vocabulary& v = Vocabulary::get();
+  StepResult result;
+  ++turns_;
+  std::string answer;
+  switch (parse(action, answer)) {
+    case Command::kNext:
+      if (records_seen_ < kRecordsPerTask) {
+        set_observation(result.observation, task_->records[records_seen_].text,
+                        views_->records[records_seen_]);
+        ++records_seen_;
+      } else {
+        set_observation(result.observation, views_->end_text, views_->end);
+      }
+      break;
+    case Command::kSubmit: {
+      submitted_ = true;
+      correct_ = verify_answer(*task_, answer);
+      result.reward = correct_ ? 1.0 : 0.0;
+      result.terminated = true;
+      static const std::string kText = kSubmittedText;
+      static const std::vector<TokenId> kSymbols = {v.end};
+      set_observation(result.observation, kText, kSymbols);
+      result.info = correct_ ? "correct" : "wrong answer";
+      return result;
+    }
+    case Command::kInvalid: {
+      ++invalid_commands_;
+      static const std::string kText = kInvalidText;
+      static const std::vector<TokenId> kSymbols = {v.error};
+      set_observation(result.observation, kText, kSymbols);
+      result.info = "invalid command";
+      break;
+    }
+  }
+  const bool invalid_limit = invalid_commands_ >= invalid_limit_;
+  if (invalid_limit || turns_ >= turn_limit_) {
+    truncated_ = true;
+    result.truncated = true;
+    result.reward = 0.0;
+    const std::string& reason = invalid_limit ? kInvalidLimitText : kTurnLimitText;
+    if (view_ != View::kSymbolic) result.observation.text += "\n" + reason;
+    if (view_ != View::kText) result.observation.symbols.push_back(v.truncated);
+    result.info = invalid_limit ? "invalid-command limit" : "turn limit";
+  }
+  return result;
+}
+
+EpisodeMetrics SyntheticEnv::episode_metrics() const {
+  EpisodeMetrics m;
+  if (task_ == nullptr) return m;
+  m.task_id = task_->task_id;
+  m.type = task_->type;
+  m.submitted = submitted_;
+  m.exact_match = correct_;
+  m.truncated = truncated_;
+  m.turns = turns_;
+  m.invalid_commands = invalid_commands_;
+  m.records_seen = records_seen_;
+  return m;
+}
+
+}  // namespace crl::envs::synthetic

@@ -1,0 +1,85 @@
+#pragma once
+// The console environment `synthetic` (spec section 4). Each turn the assistant sends exactly one line:
+//   next             -> the next record; after the last one: "END" and the question
+//   submit <answer>  -> the exact verifier decides R (1 or 0) and the episode ends
+// Anything else is an invalid command: it is counted, answered with an ERROR line, and the episode ends
+// (truncated, R = 0) at the invalid-command limit; so does reaching the turn limit without a submit.
+//
+// The tasks come from the committed split files (source=files, checked against the folder's manifest) or
+// from the same generator on the fly (source=generate, the default: no file access, identical tasks).
+// Task sets are immutable and shared by every env of the process; the per-episode state is this object.
+// reset(): a Task whose id starts with "syn-" must name a task of the split; with any other id (a driver's
+// label) the task is the index-th of the split, modulo its size.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "envs/env.h"
+#include "envs/synthetic/metrics.h"
+#include "envs/synthetic/task.h"
+
+namespace crl::envs::synthetic {
+
+enum class View { kText, kSymbolic, kBoth };
+
+// What a step returns beyond the task's own text, built once with its TaskSet so a step only copies it: the
+// END observation and the symbolic renderings.
+struct TaskViews {
+  std::string end_text;  // "END\n" + the question
+  std::vector<TokenId> user;
+  std::vector<std::vector<TokenId>> records;
+  std::vector<TokenId> end;
+};
+
+// The tasks of one split, shared read-only between envs.
+struct TaskSet {
+  std::vector<SyntheticTask> tasks;
+  std::vector<TaskViews> views;  // parallel to tasks
+  std::map<std::string, int> by_id;
+};
+// Loads (or generates) a split once per process; later calls with the same arguments share the result.
+std::shared_ptr<const TaskSet> shared_task_set(const std::string& source, const std::string& dir,
+                                               const std::string& name_space, const std::string& split);
+
+const EnvSpec& synthetic_env_spec();
+extern const char* const kSystemPrompt;
+
+class SyntheticEnv final : public Env {
+ public:
+  explicit SyntheticEnv(const Params& params);
+  const EnvSpec& spec() const override { return synthetic_env_spec(); }
+
+  // The task source of this env and the episode's task (valid after reset()).
+  const TaskSet& tasks() const { return *tasks_; }
+  const SyntheticTask& task() const { return *task_; }
+  // Records shown so far: what a summary written now could know (for the summary metrics).
+  int records_seen() const { return records_seen_; }
+  View view() const { return view_; }
+  EpisodeMetrics episode_metrics() const;
+
+ protected:
+  Start do_reset(const Task& task, Rng& rng) override;
+  StepResult do_step(const Action& action) override;
+
+ private:
+  enum class Command { kNext, kSubmit, kInvalid };
+  Command parse(const Action& action, std::string& answer) const;
+  void set_observation(Observation& out, const std::string& text, const std::vector<TokenId>& symbols) const;
+
+  std::shared_ptr<const TaskSet> tasks_;
+  View view_ = View::kText;
+  int turn_limit_ = 64;
+  int invalid_limit_ = 8;
+
+  const SyntheticTask* task_ = nullptr;
+  const TaskViews* views_ = nullptr;
+  int records_seen_ = 0;
+  int turns_ = 0;
+  int invalid_commands_ = 0;
+  bool submitted_ = false;
+  bool correct_ = false;
+  bool truncated_ = false;
+};
+
+}  // namespace crl::envs::synthetic
