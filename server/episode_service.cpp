@@ -14,6 +14,11 @@ namespace crl::server {
 
 namespace {
 
+// Decoded token text as a valid protobuf string (byte tokens can split a UTF-8 sequence).
+std::string as_text(std::string text) {
+  return is_valid_utf8(text) ? text : valid_utf8(text);
+}
+
 double now_s() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
@@ -266,7 +271,7 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
       std::equal(action.begin(), action.end(), next.begin() + static_cast<ptrdiff_t>(s.prompt.size()));
   if (extends) {
     out.mutable_append_ids()->Add(next.begin() + static_cast<ptrdiff_t>(held), next.end());
-    out.set_append_text(valid_utf8(codec.decode(std::span<const TokenId>(next).subspan(held))));
+    out.set_append_text(as_text(codec.decode(std::span<const TokenId>(next).subspan(held))));
   }
   if (!e.done()) {
     const bool summarize = e.request().role == Role::kSummarize;
@@ -277,7 +282,7 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
     out.set_prompt_rebuilt(!extends);
     if (full_prompt || !extends || summarize) {
       out.mutable_prompt_ids()->Add(next.begin(), next.end());
-      out.set_prompt_text(valid_utf8(codec.decode(next)));
+      out.set_prompt_text(as_text(codec.decode(next)));
     }
     s.prompt = std::move(next);
   } else {
@@ -288,7 +293,7 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
     out.set_truncated(e.status() == EpisodeStatus::kTruncated);
     if (full_prompt) {
       out.mutable_prompt_ids()->Add(next.begin(), next.end());
-      out.set_prompt_text(valid_utf8(codec.decode(next)));
+      out.set_prompt_text(as_text(codec.decode(next)));
     }
   }
   return out;

@@ -61,6 +61,9 @@ TEST(WireCodec, ErrorsNameTheFieldPath) {
   EXPECT_EQ(e.field(), "budget.capacity");
   e = decode_error(R"({"env":"memory_chain")", WireFormat::kJson, create);
   EXPECT_EQ(e.code(), "bad_json");
+  e = decode_error(R"({"retry_after":1E400})", WireFormat::kJson, create);  // number overflow: a fuzz finding
+  EXPECT_EQ(e.code(), "bad_json");
+  EXPECT_EQ(e.http_status(), 400);
   e = decode_error(std::string("\x0a\x05"
                                "ab",
                                4),
