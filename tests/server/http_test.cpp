@@ -259,6 +259,7 @@ TEST(HttpServer, DrainAnswersTheRequestUnderWayThenStops) {
   HttpClient idle(port);
   EXPECT_EQ(idle.call("GET", "/health").status, 200);
   std::string answer;
+  std::atomic<bool> head_sent{false}, stop_requested{false};
   std::thread slow([&] {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
@@ -268,15 +269,19 @@ TEST(HttpServer, DrainAnswersTheRequestUnderWayThenStops) {
     ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
     const std::string head = "GET /health HTTP/1.1\r\nHost: x\r\n";
     ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the drain starts meanwhile
+    head_sent = true;
+    while (!stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the drain is under way
     ::send(fd, "\r\n", 2, MSG_NOSIGNAL);
     char chunk[4096];
     for (ssize_t n; (n = ::recv(fd, chunk, sizeof(chunk), 0)) > 0;)
       answer.append(chunk, static_cast<size_t>(n));
     ::close(fd);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!head_sent) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the server reads the half request meanwhile
   server.request_stop();
+  stop_requested = true;
   slow.join();
   thread.join();  // run() returned: the drain finished
   EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
