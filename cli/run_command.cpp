@@ -1,7 +1,16 @@
-// `crl run`: runs episodes of an environment with a policy and reports them. Without a scenario file it runs
-// the built-in demo: one memory-chain episode in the text view, played by the memory-chain oracle, with its
-// compactions printed as a readable trace.
+// `crl run`: runs episodes of an environment with a policy and reports them.
+//  * `crl run SCENARIO --out DIR [--threads N] [--seeds 7,17]`: trains and evaluates every arm of a scenario
+//    file over its seeds and writes summary.json, curves.csv, curves.svg and report.md into DIR
+//    (scenarios/runner.h). A progress line goes to stderr when it is a terminal; otherwise the command is
+//    quiet apart from a short result on stdout.
+//  * Without a scenario: the built-in demo, one memory-chain episode in the text view played by the
+//    memory-chain oracle, with its compactions printed as a readable trace.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "cli/command.h"
 #include "cli/episode_options.h"
@@ -12,9 +21,80 @@
 #include "engine/trajectory_io.h"
 #include "envs/registry.h"
 #include "policies/rollout.h"
+#include "scenarios/report.h"
+#include "scenarios/runner.h"
+#include "scenarios/scenario.h"
 
 namespace crl::cli {
 namespace {
+
+// "7,17 29" -> {7, 17, 29}; throws crl::Error naming the option for anything else.
+std::vector<uint64_t> parse_seeds(const std::vector<std::string>& items) {
+  std::vector<uint64_t> seeds;
+  for (const std::string& item : items) {
+    std::string token;
+    std::stringstream list(item);
+    while (std::getline(list, token, ',')) {
+      if (token.empty()) continue;
+      size_t used = 0;
+      uint64_t seed = 0;
+      try {
+        seed = std::stoull(token, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used != token.size() || token[0] == '-') {
+        throw Error("option --seeds", "", "value " + quote(token) + " is not a non-negative integer");
+      }
+      seeds.push_back(seed);
+    }
+  }
+  return seeds;
+}
+
+int run_scenario_command(const std::string& path, std::string out_dir, int threads,
+                         const std::vector<std::string>& seed_items, const std::vector<std::string>& args) {
+  if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
+  const scenarios::ScenarioSpec spec = scenarios::load_scenario(path);
+  scenarios::RunOptions options;
+  options.threads = threads;
+  options.seeds = parse_seeds(seed_items);
+  if (out_dir.empty()) out_dir = "results/" + spec.name;
+
+  // A progress line only on a terminal, redrawn in place at most every 100 ms.
+  const bool terminal = isatty(fileno(stderr)) != 0;
+  auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  if (terminal) {
+    options.progress = [&](const scenarios::Progress& p) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last < std::chrono::milliseconds(100) && p.episode < p.episodes) return;
+      last = now;
+      char line[160];
+      std::snprintf(
+          line, sizeof(line), "\r\033[K%s: arm %s, seed %llu, episode %lld/%lld, running accuracy %.1f%%",
+          spec.name.c_str(), p.arm->c_str(), static_cast<unsigned long long>(p.seed),
+          static_cast<long long>(p.episode), static_cast<long long>(p.episodes), 100.0 * p.running_accuracy);
+      std::cerr << line << std::flush;
+    };
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const scenarios::ScenarioResult result = scenarios::run_scenario(spec, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (terminal) std::cerr << "\r\033[K" << std::flush;
+
+  std::string command = "crl run";
+  for (const std::string& arg : args) command += " " + arg;
+  scenarios::write_results(out_dir, spec, result, command);
+
+  const std::vector<scenarios::GateResult> gates = scenarios::evaluate_gates(spec, result);
+  for (const scenarios::ArmResult& arm : result.arms) {
+    std::printf("%s: mean accuracy %.2f%%\n", arm.name.c_str(), 100.0 * arm.mean_accuracy);
+  }
+  if (!gates.empty()) std::printf("gates: %s\n", scenarios::all_pass(gates) ? "PASS" : "FAIL");
+  std::printf("wrote %s/{summary.json,curves.csv,curves.svg,report.md} in %.1f s\n", out_dir.c_str(),
+              seconds);
+  return 0;
+}
 
 int run_command(const std::vector<std::string>& args) {
   EpisodeOptions episode;
@@ -25,6 +105,7 @@ int run_command(const std::vector<std::string>& args) {
   episode.budget.reserve = 768;
   std::string policy_name = "memory_chain_oracle";
   std::string scenario, out_path;
+  std::vector<std::string> seeds;
   int episodes = 1, threads = 1;
   bool trace = true, full = false;
   po::options_description options;
@@ -32,21 +113,22 @@ int run_command(const std::vector<std::string>& args) {
   options.add_options()("policy", po::value(&policy_name)->default_value(policy_name), "policy name")(
       "episodes", po::value(&episodes)->default_value(episodes), "number of episodes")(
       "threads", po::value(&threads)->default_value(threads), "worker threads (results do not depend on it)")(
-      "out", po::value(&out_path), "write the trajectories here (.jsonl, or binary protobuf otherwise)")(
-      "trace", po::value(&trace)->default_value(trace), "print the first episode as a readable trace")(
+      "out", po::value(&out_path),
+      "with a scenario: the results folder (default results/<scenario name>); without: write the demo's "
+      "trajectories here (.jsonl, or binary protobuf otherwise)")(
+      "seeds", po::value(&seeds)->multitoken()->composing(),
+      "with a scenario: run these seeds instead (7,17,29)")("trace", po::value(&trace)->default_value(trace),
+                                                            "print the first episode as a readable trace")(
       "full", po::bool_switch(&full), "print every run of tokens in the trace")(
       "scenario", po::value(&scenario), "scenario file (protobuf text format)");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map vm;
   int exit_code = 0;
-  if (!parse_options("run", "[SCENARIO] [options]", options, positional, args, vm, exit_code))
+  if (!parse_options("run", "[SCENARIO --out DIR [--threads N] [--seeds 7,17,29]] [options]", options,
+                     positional, args, vm, exit_code))
     return exit_code;
-  if (!scenario.empty()) {
-    std::cerr
-        << "crl run: scenario files are not built yet (tracked in issue 4); run without one for the demo\n";
-    return 2;
-  }
+  if (!scenario.empty()) return run_scenario_command(scenario, out_path, threads, seeds, args);
   if (episodes < 1)
     throw Error("option --episodes", "", "value " + std::to_string(episodes) + " must be >= 1");
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
@@ -95,8 +177,8 @@ int run_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"run", "run episodes (without a scenario: the compaction demo)",
-                                   run_command});
+const CommandRegistrar kRegistrar(
+    {"run", "train and evaluate a scenario's arms (without a scenario: the compaction demo)", run_command});
 
 }  // namespace
 }  // namespace crl::cli

@@ -5,5 +5,8 @@ cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
 echo
-echo "== main job: crl run (the compaction demo) =="
-build/crl run
+echo "== main job: crl run scenarios/memory_chain.pbtxt --out results/memory_chain =="
+build/crl run scenarios/memory_chain.pbtxt --out results/memory_chain
+echo
+echo "results in results/memory_chain/: summary.json, curves.csv, curves.svg (open in a browser), report.md"
+echo "the compaction demo with a readable trace: build/crl run

@@ -1,0 +1,231 @@
+// Learner throughput: CompactionRL advantages + token-normalized PPO/value losses with gradients, in
+// tokens/s, at 1k, 100k and 10M tokens. Baseline in the same run: the NumPy implementation users write today
+// (bench/baselines/numpy_advantages.py, a reverse loop over time per segment), on the same batch.
+// CUDA rows (float, double) run when a device is present and are skipped with a message otherwise.
+//
+// The batch looks like CompactionRL data: rollouts of exec, summary, exec, ... segments; execution segments
+// alternate sampled action spans (~120 tokens) with unsampled observations (~180 tokens); summaries are all
+// sampled.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "engine/rng.h"
+#include "learners/cpu/cpu_learner.h"
+#include "learners/cuda/cuda_learner.h"
+#include "learners/learner.h"
+
+#ifndef CRL_SOURCE_DIR
+#define CRL_SOURCE_DIR "."
+#endif
+
+namespace crl::learners {
+namespace {
+
+Batch make_bench_batch(int64_t tokens) {
+  Rng rng(StreamKey{42, static_cast<uint64_t>(tokens), 0, StreamRole::kLearner, 0});
+  // Segment lengths scale with the batch so that even 1k tokens has several rollouts and segments.
+  const int64_t exec_len = std::max<int64_t>(16, std::min<int64_t>(4000, tokens / 16));
+  const int64_t sum_len = std::max<int64_t>(4, exec_len / 10);
+  Batch b;
+  b.values.reserve(tokens);
+  while (b.num_tokens() < tokens) {
+    b.begin_rollout(rng.bernoulli(0.4) ? 1.0 : 0.0);
+    const int segments = 1 + 2 * static_cast<int>(rng.uniform_int(4));  // 1, 3, 5 or 7: ends with execution
+    for (int s = 0; s < segments && b.num_tokens() < tokens; ++s) {
+      const bool summary = s % 2 == 1;
+      const int64_t base = summary ? sum_len : exec_len;
+      int64_t n = base / 2 + rng.uniform_int(static_cast<uint32_t>(base));
+      n = std::min(n, tokens - b.num_tokens());
+      std::vector<double> values(n);
+      std::vector<uint8_t> mask(n);
+      bool sampled = true;
+      int64_t run = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        if (!summary && run-- <= 0) {
+          sampled = !sampled;
+          run = sampled ? 60 + rng.uniform_int(120) : 90 + rng.uniform_int(180);
+        }
+        values[t] = rng.uniform();
+        mask[t] = summary || sampled ? 1 : 0;
+      }
+      b.add_segment(summary ? SegmentKind::kSummary : SegmentKind::kExecution, values, mask, mask);
+    }
+  }
+  const int64_t n = b.num_tokens();
+  b.old_logprobs.resize(n);
+  b.new_logprobs.resize(n);
+  b.new_values.resize(n);
+  for (int64_t t = 0; t < n; ++t) {
+    b.old_logprobs[t] = -2.0 * rng.uniform();
+    b.new_logprobs[t] = b.old_logprobs[t] + 0.4 * (rng.uniform() - 0.5);
+    b.new_values[t] = b.values[t] + 0.2 * (rng.uniform() - 0.5);
+  }
+  b.validate();
+  return b;
+}
+
+const Batch& bench_batch(int64_t tokens) {
+  static std::map<int64_t, Batch> cache;
+  auto it = cache.find(tokens);
+  if (it == cache.end()) it = cache.emplace(tokens, make_bench_batch(tokens)).first;
+  return it->second;
+}
+
+// One full learner step on the CPU: advantages, normalizer, losses and gradients. Buffers are reused
+// across iterations (as a trainer would), so the loop measures compute, not allocation.
+void BM_LearnerCpuAdvantagesLoss(benchmark::State& state) {
+  const Batch& b = bench_batch(state.range(0));
+  const LearnerOptions options;
+  Advantages adv;
+  Gradients grads;
+  grads.resize(b.num_tokens());
+  cpu::compute_advantages(b, options, adv);  // warm-up: sizes the buffers
+  for (auto _ : state) {
+    cpu::compute_advantages(b, options, adv);
+    const LossNormalizer norm = cpu::make_normalizer(b, options);
+    const LossResult loss = cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads);
+    benchmark::DoNotOptimize(loss);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+}
+BENCHMARK(BM_LearnerCpuAdvantagesLoss)
+    ->Arg(1'000)
+    ->Arg(100'000)
+    ->Arg(10'000'000)
+    ->Unit(benchmark::kMicrosecond);
+
+// The estimator alone (steps 1-5), to separate its cost from the losses'.
+void BM_LearnerCpuAdvantages(benchmark::State& state) {
+  const Batch& b = bench_batch(state.range(0));
+  const LearnerOptions options;
+  Advantages adv;
+  cpu::compute_advantages(b, options, adv);
+  for (auto _ : state) {
+    cpu::compute_advantages(b, options, adv);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+}
+BENCHMARK(BM_LearnerCpuAdvantages)->Arg(1'000)->Arg(100'000)->Arg(10'000'000)->Unit(benchmark::kMicrosecond);
+
+// The losses and gradients alone (one micro-batch = the whole batch).
+void BM_LearnerCpuLosses(benchmark::State& state) {
+  const Batch& b = bench_batch(state.range(0));
+  const LearnerOptions options;
+  Advantages adv;
+  cpu::compute_advantages(b, options, adv);
+  const LossNormalizer norm = cpu::make_normalizer(b, options);
+  Gradients grads;
+  grads.resize(b.num_tokens());
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads));
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+}
+BENCHMARK(BM_LearnerCpuLosses)->Arg(1'000)->Arg(100'000)->Arg(10'000'000)->Unit(benchmark::kMicrosecond);
+
+template <typename T>
+void write_raw(const std::filesystem::path& path, const std::vector<T>& data) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size() * sizeof(T)));
+}
+
+// The NumPy baseline on the same batch, timed inside Python in process CPU time (best of a few runs; one at
+// 10M tokens, where a run takes seconds). Reports the time per run as manual time, so items/s compare
+// directly with the rows above; max_abs_diff is the baseline's advantage error against ours.
+void BM_NumpyBaselineAdvantagesLoss(benchmark::State& state) {
+  const Batch& b = bench_batch(state.range(0));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("crl_learner_bench_" + std::to_string(b.num_tokens()));
+  std::filesystem::create_directories(dir);
+  Advantages adv;
+  cpu::compute_advantages(b, LearnerOptions{}, adv);
+  write_raw(dir / "values.f64", b.values);
+  write_raw(dir / "actor.u8", b.actor_mask);
+  write_raw(dir / "critic.u8", b.critic_mask);
+  write_raw(dir / "segment_offsets.i64", b.segment_offsets);
+  write_raw(dir / "rollout_offsets.i64", b.rollout_offsets);
+  write_raw(dir / "rewards.f64", b.rewards);
+  write_raw(dir / "old_logprobs.f64", b.old_logprobs);
+  write_raw(dir / "new_logprobs.f64", b.new_logprobs);
+  write_raw(dir / "new_values.f64", b.new_values);
+  write_raw(dir / "cpp_advantages.f64", adv.advantages);
+  const int repeats = b.num_tokens() >= 10'000'000 ? 1 : 3;
+  const std::string command = "/usr/bin/python3 " CRL_SOURCE_DIR
+                              "/bench/baselines/numpy_advantages.py --dir " +
+                              dir.string() + " --repeats " + std::to_string(repeats);
+  double seconds = 0.0, diff = 0.0;
+  for (auto _ : state) {
+    FILE* pipe = popen(command.c_str(), "r");
+    if (!pipe || std::fscanf(pipe, "seconds_per_run %lf max_abs_diff %lf", &seconds, &diff) != 2) {
+      if (pipe) pclose(pipe);
+      state.SkipWithError("the NumPy baseline did not run (needs /usr/bin/python3 with numpy)");
+      break;
+    }
+    pclose(pipe);
+    state.SetIterationTime(seconds);
+  }
+  std::filesystem::remove_all(dir);
+  state.counters["max_abs_diff"] = diff;
+  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+}
+BENCHMARK(BM_NumpyBaselineAdvantagesLoss)
+    ->Arg(1'000)
+    ->Arg(100'000)
+    ->Arg(10'000'000)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// The CUDA back-end with the batch resident on the device: advantages, normalizer, losses and gradients;
+// compute_losses returns the loss sums to the host, so each iteration ends synchronized.
+template <typename T>
+void BM_LearnerCudaAdvantagesLoss(benchmark::State& state) {
+  std::string why;
+  if (!cuda_device_available(&why)) {
+    state.SkipWithError(("CUDA not measured: " + why).c_str());
+    for (auto _ : state) {
+    }
+    return;
+  }
+  const Batch& b = bench_batch(state.range(0));
+  const LearnerOptions options;
+  cuda::DeviceLearner<T> device;
+  device.upload(b);
+  device.compute_advantages(options);
+  device.compute_normalizer(options);
+  device.compute_losses(options, TokenRange{0, b.num_tokens()});
+  for (auto _ : state) {
+    device.compute_advantages(options);
+    device.compute_normalizer(options);
+    benchmark::DoNotOptimize(device.compute_losses(options, TokenRange{0, b.num_tokens()}));
+  }
+  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+  // Minimum DRAM traffic per token of one step (inputs read once, outputs written once): values, new values,
+  // two log-probs, advantages, returns and two gradients in T, two mask bytes and a 4-byte segment index.
+  state.SetBytesProcessed(state.iterations() * b.num_tokens() * static_cast<int64_t>(8 * sizeof(T) + 6));
+}
+BENCHMARK(BM_LearnerCudaAdvantagesLoss<float>)
+    ->Name("BM_LearnerCudaFloatAdvantagesLoss")
+    ->Arg(1'000)
+    ->Arg(100'000)
+    ->Arg(10'000'000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LearnerCudaAdvantagesLoss<double>)
+    ->Name("BM_LearnerCudaDoubleAdvantagesLoss")
+    ->Arg(1'000)
+    ->Arg(100'000)
+    ->Arg(10'000'000)
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace crl::learners

@@ -1,0 +1,227 @@
+#pragma once
+// The CPU loss kernel, included by two translation units: cpu_learner.cpp (baseline x86-64 / any CPU) and
+// losses_avx2.cpp (compiled with -mavx2, chosen at run time when the CPU has it). Everything here has
+// internal linkage and calls no library function, so the two copies never mix and give bit-identical
+// results: the exponential is our own (below), and floating-point contraction is off in both.
+#include <bit>
+#include <cstdint>
+
+#include "learners/learner.h"
+
+namespace crl::learners::cpu {
+
+namespace detail {
+LossResult losses_generic(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
+                          const LearnerOptions& options, TokenRange range, Gradients* gradients);
+LossResult losses_avx2(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
+                       const LearnerOptions& options, TokenRange range, Gradients* gradients);
+}  // namespace detail
+
+namespace {
+
+// exp(x) to about 1 ulp for x in [-708, 709] (inputs outside are clamped), written so that a compiler can
+// vectorize it at any width with the same result in every lane:
+//   n = round(x / ln 2) by the 1.5 * 2^52 trick, r = x - n ln 2 (ln 2 split in two for exactness),
+//   exp(r) by a degree-13 Taylor polynomial (|r| <= 0.347, truncation error < 1e-17), times 2^n built in the
+//   exponent bits.
+inline double kernel_exp(double x) {
+  x = x < -708.0 ? -708.0 : (x > 709.0 ? 709.0 : x);
+  constexpr double kLog2e = 1.4426950408889634;
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;
+  constexpr double kShift = 0x1.8p52;
+  const double shifted = x * kLog2e + kShift;
+  const double n = shifted - kShift;
+  const double r = (x - n * kLn2Hi) - n * kLn2Lo;
+  double p = 1.0 / 6227020800.0;  // 1/13!
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  // The low mantissa bits of `shifted` hold n (+ 2^51, shifted out below); n + 1023 is the biased exponent.
+  const uint64_t bits = (std::bit_cast<uint64_t>(shifted) + 1023u) << 52;
+  return p * std::bit_cast<double>(bits);
+}
+
+struct LossSums {
+  double policy = 0.0, kl = 0.0, value = 0.0, clipped = 0.0, vclipped = 0.0;
+};
+
+// Token arrays of one loss call (optional arrays already replaced by their defaults).
+struct LossArrays {
+  const double *old_lp, *new_lp, *ref_lp, *old_v, *new_v, *adv, *ret;
+  const uint8_t *actor, *critic;
+  double *grad_lp, *grad_v;
+};
+
+// Tokens per inner block: per-token loss terms go to stack buffers of this size, then are summed.
+constexpr int64_t kBlock = 256;
+
+// Sum of x[0..n) with 8 interleaved partial sums: vertical adds a compiler vectorizes without reassociating
+// anything, so the result is the same on every vector width.
+inline double sum8(const double* x, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += x[i + j];
+  }
+  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// The losses of tokens [begin, end) of one segment (actor weight wa, critic weight wc per masked token).
+// Two loops per block: a branch-free per-token loop (no reductions, so it vectorizes as is) that writes the
+// weighted terms and the gradients, then sum8 over the terms.
+template <bool kLogprobs, bool kKl, bool kValueClip, bool kGrad>
+void loss_span(const LossArrays& in, const LearnerOptions& o, int64_t begin, int64_t end, double wa,
+               double wc, LossSums& sums) {
+  const double lo = 1.0 - o.clip_epsilon, hi = 1.0 + o.clip_epsilon;
+  const double vclip = o.value_clip, kl_coef = o.kl_coef;
+  alignas(64) double policy[kBlock], kl[kBlock], value[kBlock], clipped[kBlock], vclipped[kBlock];
+  alignas(64) double glp[kBlock], gval[kBlock];
+  // Gradients never alias the inputs; saying so lets the compiler vectorize the loop that writes them.
+  const double* __restrict old_lp = in.old_lp;
+  const double* __restrict new_lp = in.new_lp;
+  const double* __restrict ref_lp = in.ref_lp;
+  const double* __restrict old_v = in.old_v;
+  const double* __restrict new_v = in.new_v;
+  const double* __restrict adv = in.adv;
+  const double* __restrict ret = in.ret;
+  const uint8_t* __restrict actor = in.actor;
+  const uint8_t* __restrict critic = in.critic;
+  double* __restrict grad_lp = in.grad_lp;
+  double* __restrict grad_v = in.grad_v;
+  for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
+    const int64_t n = end - b0 < kBlock ? end - b0 : kBlock;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = b0 + i;
+      // Actor: l = -min(rho A, clip(rho, 1-eps, 1+eps) A), rho = exp(log pi - log pi_old). Its derivative
+      // in log pi is -rho A on the unclipped branch and 0 on the clipped one (ties take the unclipped branch,
+      // where both agree).
+      const double w = wa * static_cast<double>(actor[t]);
+      const double a = adv[t];
+      double r = 1.0;
+      if constexpr (kLogprobs) r = kernel_exp(new_lp[t] - old_lp[t]);
+      const double unclipped = r * a;
+      const double r_clip = r < lo ? lo : (r > hi ? hi : r);
+      const double clipped_obj = r_clip * a;
+      const bool take_unclipped = unclipped <= clipped_obj;
+      policy[i] = w * -(take_unclipped ? unclipped : clipped_obj);
+      clipped[i] = take_unclipped ? 0.0 : w;
+      double g = take_unclipped ? -unclipped : 0.0;
+      if constexpr (kKl) {
+        // k3 = exp(d) - d - 1 with d = log pi_ref - log pi; d k3 / d log pi = 1 - exp(d).
+        const double d = ref_lp[t] - new_lp[t];
+        const double e = kernel_exp(d);
+        kl[i] = w * (e - d - 1.0);
+        g += kl_coef * (1.0 - e);
+      }
+      // Critic: (V - G)^2, or with clipping max((V - G)^2, (V_clip - G)^2), V_clip = V_old + clip(V - V_old).
+      const double wv = wc * static_cast<double>(critic[t]);
+      const double diff = new_v[t] - ret[t];
+      double loss_v = diff * diff;
+      double gv = 2.0 * diff;
+      if constexpr (kValueClip) {
+        const double delta = new_v[t] - old_v[t];
+        const double delta_c = delta < -vclip ? -vclip : (delta > vclip ? vclip : delta);
+        const double diff_c = old_v[t] + delta_c - ret[t];
+        const bool take_clipped = diff_c * diff_c > loss_v;
+        const bool inside = (delta < 0.0 ? -delta : delta) < vclip;
+        gv = take_clipped ? (inside ? 2.0 * diff_c : 0.0) : gv;
+        loss_v = take_clipped ? diff_c * diff_c : loss_v;
+        vclipped[i] = take_clipped ? wv : 0.0;
+      }
+      value[i] = wv * loss_v;
+      glp[i] = w * g;
+      gval[i] = wv * gv;
+    }
+    if constexpr (kGrad) {
+      for (int64_t i = 0; i < n; ++i) grad_lp[b0 + i] = glp[i];
+      for (int64_t i = 0; i < n; ++i) grad_v[b0 + i] = gval[i];
+    }
+    sums.policy += sum8(policy, n);
+    sums.clipped += sum8(clipped, n);
+    sums.value += sum8(value, n);
+    if constexpr (kKl) sums.kl += sum8(kl, n);
+    if constexpr (kValueClip) sums.vclipped += sum8(vclipped, n);
+  }
+}
+
+using LossSpanFn = void (*)(const LossArrays&, const LearnerOptions&, int64_t, int64_t, double, double,
+                            LossSums&);
+
+template <bool kLogprobs, bool kKl, bool kValueClip>
+LossSpanFn pick_span(bool grad) {
+  return grad ? &loss_span<kLogprobs, kKl, kValueClip, true> : &loss_span<kLogprobs, kKl, kValueClip, false>;
+}
+
+template <bool kLogprobs>
+LossSpanFn pick_span(bool kl, bool vclip, bool grad) {
+  if (kl) return vclip ? pick_span<kLogprobs, true, true>(grad) : pick_span<kLogprobs, true, false>(grad);
+  return vclip ? pick_span<kLogprobs, false, true>(grad) : pick_span<kLogprobs, false, false>(grad);
+}
+
+// Losses of tokens [range.begin, range.end): walk the segments the range overlaps, each with its weights.
+// The range has been checked by the caller.
+LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
+                       const LearnerOptions& options, TokenRange range, Gradients* gradients) {
+  LossArrays in{};
+  in.old_lp = batch.old_logprobs.empty() ? nullptr : batch.old_logprobs.data();
+  in.new_lp = batch.new_logprobs.empty() ? in.old_lp : batch.new_logprobs.data();
+  in.ref_lp = batch.ref_logprobs.empty() ? in.old_lp : batch.ref_logprobs.data();
+  in.old_v = batch.values.data();
+  in.new_v = batch.new_values.empty() ? in.old_v : batch.new_values.data();
+  in.adv = advantages.advantages.data();
+  in.ret = advantages.returns.data();
+  in.actor = batch.actor_mask.data();
+  in.critic = batch.critic_mask.data();
+  in.grad_lp = gradients ? gradients->logprobs.data() : nullptr;
+  in.grad_v = gradients ? gradients->values.data() : nullptr;
+  // Without log-probs the policy has not moved (rho = 1) and the KL is 0 (Batch::validate() guarantees that
+  // new and reference log-probs come with old ones).
+  const bool has_lp = in.old_lp != nullptr;
+  const bool use_kl = options.kl_coef != 0.0 && has_lp;
+  const bool use_vclip = options.value_clip > 0.0;
+  const bool grad = gradients != nullptr;
+  const LossSpanFn span =
+      has_lp ? pick_span<true>(use_kl, use_vclip, grad) : pick_span<false>(false, use_vclip, grad);
+
+  // First segment overlapping the range: the last s with segment_offsets[s] <= range.begin.
+  const int64_t* offsets = batch.segment_offsets.data();
+  int64_t lo = 0, hi = batch.num_segments();
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (offsets[mid] <= range.begin) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  LossSums sums;
+  for (int64_t s = lo, begin = range.begin; begin < range.end; ++s) {
+    const int64_t end = offsets[s + 1] < range.end ? offsets[s + 1] : range.end;
+    const bool masked = options.summary_loss_masked && batch.segment_kind[s] == SegmentKind::kSummary;
+    span(in, options, begin, end, masked ? 0.0 : normalizer.actor_scale[s], normalizer.critic_scale[s], sums);
+    begin = end > begin ? end : begin;
+  }
+  LossResult result;
+  result.policy_loss = sums.policy;
+  result.kl = sums.kl;
+  result.actor_loss = sums.policy + options.kl_coef * sums.kl;
+  result.value_loss = sums.value;
+  result.clip_fraction = sums.clipped;
+  result.value_clip_fraction = sums.vclipped;
+  return result;
+}
+
+}  // namespace
+}  // namespace crl::learners::cpu

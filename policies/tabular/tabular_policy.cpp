@@ -1,0 +1,167 @@
+#include "policies/tabular/tabular_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/error.h"
+
+namespace crl {
+
+namespace {
+
+TokenId symbol_id(const EnvSpec& spec, const std::string& name) {
+  const auto it = std::find(spec.symbols.begin(), spec.symbols.end(), name);
+  if (it == spec.symbols.end()) {
+    throw Error("policy \"tabular\"", "env",
+                "environment " + quote(spec.name) + " has no symbol " + quote(name) +
+                    " (the tabular policy needs the memory-chain vocabulary)");
+  }
+  return static_cast<TokenId>(it - spec.symbols.begin());
+}
+
+// log softmax(logits)[i], stable for any logits.
+double log_softmax_at(const double* logits, int n, int i) {
+  double max_logit = logits[0];
+  for (int j = 1; j < n; ++j) max_logit = std::max(max_logit, logits[j]);
+  double total = 0.0;
+  for (int j = 0; j < n; ++j) total += std::exp(logits[j] - max_logit);
+  return logits[i] - max_logit - std::log(total);
+}
+
+}  // namespace
+
+TabularPolicy::TabularPolicy(const PolicyTarget& target, TabularConfig config) : config_(config) {
+  if (target.env == nullptr || target.codec == nullptr || target.codec->view_name() != "symbolic") {
+    throw Error("policy \"tabular\"", "view", "needs the symbolic view (view: \"symbolic\")");
+  }
+  const EnvSpec& spec = *target.env;
+  fact_ = symbol_id(spec, "FACT");
+  resume_ = symbol_id(spec, "RESUME");
+  query_ = symbol_id(spec, "QUERY");
+  continue_ = symbol_id(spec, "CONTINUE");
+  empty_ = symbol_id(spec, "EMPTY");
+  value0_ = symbol_id(spec, "V0");
+  // The values are V0, V1, ... at consecutive ids (the memory chain's layout); count them.
+  arity_ = 0;
+  while (static_cast<size_t>(value0_ + arity_) < spec.symbols.size() &&
+         spec.symbols[value0_ + arity_] == "V" + std::to_string(arity_)) {
+    ++arity_;
+  }
+  if (arity_ < 2) throw Error("policy \"tabular\"", "env", "needs at least two values V0, V1");
+  for (Role role : {Role::kExecute, Role::kSummarize}) {
+    logits_[role_index(role)].assign(static_cast<size_t>(memory_states() * actions(role)), 0.0);
+    values_[role_index(role)].assign(static_cast<size_t>(memory_states()), 0.0);
+  }
+}
+
+int TabularPolicy::memory_of(std::span<const std::span<const TokenId>> pieces) const {
+  // Newest first: the symbol after the last FACT or RESUME. A marker that ends a piece takes its value from
+  // the start of the next piece (a span boundary may fall between them).
+  const TokenId* after = nullptr;
+  for (size_t p = pieces.size(); p-- > 0;) {
+    const std::span<const TokenId> piece = pieces[p];
+    for (size_t i = piece.size(); i-- > 0;) {
+      if (piece[i] == fact_ || piece[i] == resume_) {
+        if (after == nullptr) return arity_;
+        const int v = *after - value0_;
+        return v >= 0 && v < arity_ ? v : arity_;
+      }
+      after = &piece[i];
+    }
+  }
+  return arity_;  // no memory at all
+}
+
+std::vector<double> TabularPolicy::probabilities(Role role, int memory) const {
+  const double* row = logits(role, memory);
+  std::vector<double> p(static_cast<size_t>(actions(role)));
+  for (int a = 0; a < actions(role); ++a) p[a] = std::exp(log_softmax_at(row, actions(role), a));
+  return p;
+}
+
+TokenId TabularPolicy::action_token(Role role, int action) const {
+  if (role == Role::kSummarize && action == arity_) return empty_;
+  return value0_ + action;
+}
+
+std::string TabularPolicy::memory_name(int memory) const {
+  return memory == arity_ ? "EMPTY" : "V" + std::to_string(memory);
+}
+
+Decision TabularPolicy::sample(Role role, int memory, const StreamKey& stream) const {
+  const double* row = logits(role, memory);
+  Rng rng(stream);
+  const int action = rng.categorical(row, actions(role));
+  Decision decision;
+  decision.tokens = {action_token(role, action)};
+  decision.logprobs = {static_cast<float>(log_softmax_at(row, actions(role), action))};
+  decision.values = {static_cast<float>(value(role, memory))};
+  return decision;
+}
+
+void TabularPolicy::act(std::span<const Request* const> requests, std::span<Decision> decisions) const {
+  std::vector<std::span<const TokenId>> pieces;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const Request& request = *requests[r];
+    // Before the question every execution turn is the forced `continue`: no table is read, nothing trains.
+    if (request.role == Role::kExecute && (request.prompt.size() == 0 || request.prompt.back() != query_)) {
+      Decision decision;
+      decision.tokens = {continue_};
+      decision.forced = true;
+      decisions[r] = std::move(decision);
+      continue;
+    }
+    pieces.clear();
+    for (const Span& span : request.prompt.spans()) pieces.push_back(request.prompt.tokens(span));
+    decisions[r] = sample(request.role, memory_of(pieces), request.stream);
+  }
+}
+
+TabularCell TabularPolicy::cell(const Segment& segment, size_t position) const {
+  const Role role = segment.kind == SegmentKind::kSummary ? Role::kSummarize : Role::kExecute;
+  if (position >= segment.response_ids.size()) {
+    throw Error("policy \"tabular\"", "position",
+                "token " + std::to_string(position) + " is outside the response");
+  }
+  const std::span<const TokenId> pieces[2] = {segment.prompt_ids,
+                                              std::span<const TokenId>(segment.response_ids).first(position)};
+  TabularCell c;
+  c.role = role;
+  c.memory = memory_of(pieces);
+  const TokenId token = segment.response_ids[position];
+  if (role == Role::kSummarize && token == empty_) {
+    c.action = arity_;
+  } else if (token >= value0_ && token < value0_ + arity_) {
+    c.action = token - value0_;
+  } else {
+    throw Error("policy \"tabular\"", "token",
+                "token " + std::to_string(token) + " at position " + std::to_string(position) +
+                    " is not an action of the " + role_name(role) + " table");
+  }
+  return c;
+}
+
+void TabularPolicy::actor_step(const TabularCell& c, double advantage, double lr) {
+  if (c.role == Role::kSummarize && config_.frozen_summary) return;
+  const std::vector<double> p = probabilities(c.role, c.memory);
+  double* row = logits(c.role, c.memory);
+  // d log pi(a) / d logit_j = [j == a] - pi_j: ascend the advantage-weighted log-likelihood.
+  for (int j = 0; j < actions(c.role); ++j) row[j] += lr * advantage * ((j == c.action ? 1.0 : 0.0) - p[j]);
+}
+
+void TabularPolicy::critic_step(const TabularCell& c, double target, double lr) {
+  double& v = values_[role_index(c.role)][c.memory];
+  v += lr * (target - v);
+}
+
+namespace {
+const PolicyRegistrar kRegistrar(
+    {"tabular",
+     "tabular softmax actor-critic keyed by the memory symbol (memory chain, symbolic view)",
+     {{"frozen_summary", ParamType::kBool, "false", "keep the summary policy uniform (the control arm)"}},
+     [](const Params& params, const PolicyTarget& target) -> std::unique_ptr<Policy> {
+       return std::make_unique<TabularPolicy>(target, TabularConfig{params.get_bool("frozen_summary")});
+     }});
+}  // namespace
+
+}  // namespace crl

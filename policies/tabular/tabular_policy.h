@@ -1,0 +1,90 @@
+#pragma once
+// The tabular actor-critic of the memory chain (spec sections 2 and 3).
+//
+// State. The only thing a small policy can carry across a reset is the memory symbol m: the value after the
+// newest FACT or RESUME symbol of its prompt (the fact of step 1, or the summary copied into the resume
+// message), or EMPTY when that is not a value or there is none. Every table is keyed by m:
+//   execute:   softmax logits over the answer values V0 .. V(arity-1)   pi_E(a | m)
+//   summarize: softmax logits over V0 .. V(arity-1), EMPTY             pi_S(m' | m)
+//   critic:    V(role, m), one value per role and memory symbol
+// All start at zero (uniform policies, zero critic: the zero-reward replay audit of spec 1.5 holds).
+//
+// act() reads the request's prompt symbols only. An execution request whose prompt does not end with the
+// QUERY symbol gets the forced CONTINUE action (Decision.forced, never trained); otherwise it samples the
+// answer, and a summary request samples m', each with Rng(request.stream) and a categorical draw from the
+// logits. Each sampled token carries its log-probability and the critic value V(role, m).
+//
+// Learning happens between batches, never inside act(): the scenario runner computes the learner's
+// advantages and returns for a batch of trajectories and then calls actor_step() / critic_step() for each
+// trainable token in index order (plain SGD on the logits and values). In frozen-summary mode the summary
+// logits never change, so pi_S stays uniform (the control arm of spec 2); the critic still learns.
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/trajectory.h"
+#include "policies/policy.h"
+
+namespace crl {
+
+struct TabularConfig {
+  bool frozen_summary = false;
+};
+
+// The table cell behind one trainable token: which role decided, in which memory state, and what it chose
+// (an action index: value v, or `arity` for EMPTY in the summary role).
+struct TabularCell {
+  Role role = Role::kExecute;
+  int memory = 0;  // 0 .. arity-1 for a value, arity for EMPTY
+  int action = 0;
+};
+
+class TabularPolicy final : public Policy {
+ public:
+  // Throws crl::Error when `target` is not a symbolic view of an environment with the memory-chain
+  // vocabulary (FACT, RESUME, QUERY, CONTINUE, EMPTY, V0, V1, ...).
+  TabularPolicy(const PolicyTarget& target, TabularConfig config);
+
+  std::string name() const override { return "tabular"; }
+  void act(std::span<const Request* const> requests, std::span<Decision> decisions) const override;
+
+  // The cell of the sampled token at `position` of `segment`'s response (its context is the segment's prompt
+  // plus the response before it). Throws crl::Error if that token is not a decision of this policy.
+  TabularCell cell(const Segment& segment, size_t position) const;
+
+  // One SGD step on -A log pi(action | memory): logits += lr * A * (onehot(action) - pi). A no-op for the
+  // summary role in frozen-summary mode.
+  void actor_step(const TabularCell& cell, double advantage, double lr);
+  // One SGD step on (V - G)^2 / 2: V += lr * (G - V).
+  void critic_step(const TabularCell& cell, double target, double lr);
+
+  int arity() const { return arity_; }
+  int memory_states() const { return arity_ + 1; }
+  int actions(Role role) const { return role == Role::kExecute ? arity_ : arity_ + 1; }
+  const TabularConfig& config() const { return config_; }
+  // Current probabilities pi(. | memory) and value V(role, memory), for tests and reports.
+  std::vector<double> probabilities(Role role, int memory) const;
+  double value(Role role, int memory) const { return values_[role_index(role)][memory]; }
+  // The token an action index stands for, and the readable name of a memory state ("V1", "EMPTY").
+  TokenId action_token(Role role, int action) const;
+  std::string memory_name(int memory) const;
+
+ private:
+  static int role_index(Role role) { return role == Role::kExecute ? 0 : 1; }
+  // The memory symbol of a context given as consecutive pieces (scanned newest first).
+  int memory_of(std::span<const std::span<const TokenId>> pieces) const;
+  double* logits(Role role, int memory) { return &logits_[role_index(role)][memory * actions(role)]; }
+  const double* logits(Role role, int memory) const {
+    return &logits_[role_index(role)][memory * actions(role)];
+  }
+  Decision sample(Role role, int memory, const StreamKey& stream) const;
+
+  TabularConfig config_;
+  int arity_ = 2;
+  TokenId fact_ = 0, resume_ = 0, query_ = 0, continue_ = 0, empty_ = 0, value0_ = 0;
+  std::vector<double> logits_[2];  // [role][memory * actions + action]
+  std::vector<double> values_[2];  // [role][memory]
+};
+
+}  // namespace crl

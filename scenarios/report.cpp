@@ -1,0 +1,461 @@
+#include "scenarios/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/file_io.h"
+#include "engine/trace.h"
+#include "envs/registry.h"
+
+namespace crl::scenarios {
+
+namespace {
+
+using proto::scenario::LearnerConfig;
+
+std::string fixed(double value, int digits) {
+  if (std::isnan(value)) return "";
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
+  return buffer;
+}
+std::string percent(double value) {
+  return fixed(100.0 * value, 2) + "%";
+}
+
+const ArmResult* find_arm(const ScenarioResult& result, const std::string& name) {
+  for (const ArmResult& arm : result.arms) {
+    if (arm.name == name) return &arm;
+  }
+  return nullptr;
+}
+
+// Escapes text for SVG/XML.
+std::string xml(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string lambda_text(const LearnerConfig& l) {
+  if (l.lambda_mode() == LearnerConfig::ADAPTIVE) {
+    return "adaptive (1 - 1/(" + fixed(l.lambda_alpha(), 2) + " L_s))";
+  }
+  return "fixed " + fixed(l.lambda(), 3);
+}
+
+// The first curve point at which the mean accuracy over seeds reaches `level` ("never" if none does).
+std::string episodes_to(const ArmResult& arm, double level) {
+  if (arm.seeds.empty()) return "never";
+  size_t points = arm.seeds.front().curve.size();
+  for (const SeedResult& s : arm.seeds) points = std::min(points, s.curve.size());
+  for (size_t i = 0; i < points; ++i) {
+    double mean = 0.0;
+    for (const SeedResult& s : arm.seeds)
+      mean += s.curve[i].eval_accuracy / static_cast<double>(arm.seeds.size());
+    if (mean >= level) return std::to_string(arm.seeds.front().curve[i].episode);
+  }
+  return "never";
+}
+
+}  // namespace
+
+std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioResult& result) {
+  std::vector<GateResult> gates;
+  const auto& g = spec.gates;
+  const bool any = g.has_min_mean() || g.has_min_seed() || g.has_min_gap() || g.has_chance_band();
+  if (!any) return gates;
+  const ArmResult* main = find_arm(result, g.main_arm());
+  const ArmResult* control = find_arm(result, g.control_arm());
+  auto missing = [&](const std::string& arm, const std::string& what) {
+    gates.push_back(GateResult{what, 0.0, false, "arm " + quote(arm) + " is not in the results"});
+  };
+  if (g.has_min_mean()) {
+    const std::string name = g.main_arm() + " mean accuracy >= " + percent(g.min_mean());
+    if (main == nullptr) {
+      missing(g.main_arm(), name);
+    } else {
+      gates.push_back(GateResult{name, main->mean_accuracy, main->mean_accuracy >= g.min_mean(),
+                                 percent(main->mean_accuracy)});
+    }
+  }
+  if (g.has_min_seed()) {
+    const std::string name = "every " + g.main_arm() + " seed >= " + percent(g.min_seed());
+    if (main == nullptr) {
+      missing(g.main_arm(), name);
+    } else {
+      double lowest = 1.0;
+      uint64_t which = 0;
+      for (const SeedResult& s : main->seeds) {
+        if (s.accuracy <= lowest) {
+          lowest = s.accuracy;
+          which = s.seed;
+        }
+      }
+      gates.push_back(GateResult{name, lowest, lowest >= g.min_seed(),
+                                 "lowest " + percent(lowest) + " (seed " + std::to_string(which) + ")"});
+    }
+  }
+  if (g.has_min_gap()) {
+    const std::string name =
+        g.main_arm() + " - " + g.control_arm() + " >= " + fixed(100.0 * g.min_gap(), 1) + " points";
+    if (main == nullptr || control == nullptr) {
+      missing(main == nullptr ? g.main_arm() : g.control_arm(), name);
+    } else {
+      const double gap = main->mean_accuracy - control->mean_accuracy;
+      gates.push_back(GateResult{name, gap, gap >= g.min_gap(), fixed(100.0 * gap, 2) + " points"});
+    }
+  }
+  if (g.has_chance_band()) {
+    const std::string name =
+        g.control_arm() + " within " + fixed(100.0 * g.chance_band(), 1) + " points of chance (1/fact_arity)";
+    if (control == nullptr) {
+      missing(g.control_arm(), name);
+    } else if (std::isnan(control->chance)) {
+      gates.push_back(GateResult{name, 0.0, false, "the environment declares no fact_arity"});
+    } else {
+      const double distance = std::fabs(control->mean_accuracy - control->chance);
+      gates.push_back(GateResult{name, distance, distance <= g.chance_band(),
+                                 percent(control->mean_accuracy) + " vs chance " + percent(control->chance)});
+    }
+  }
+  return gates;
+}
+
+bool all_pass(const std::vector<GateResult>& gates) {
+  return std::all_of(gates.begin(), gates.end(), [](const GateResult& g) { return g.pass; });
+}
+
+std::string format_summary_json(const ScenarioResult& result) {
+  nlohmann::ordered_json doc;
+  doc["scenario"] = result.name;
+  doc["arms"] = nlohmann::ordered_json::array();
+  for (const ArmResult& arm : result.arms) {
+    nlohmann::ordered_json a;
+    a["name"] = arm.name;
+    a["mean_accuracy"] = arm.mean_accuracy;
+    a["seeds"] = nlohmann::ordered_json::array();
+    for (const SeedResult& s : arm.seeds) {
+      nlohmann::ordered_json seed;
+      seed["seed"] = s.seed;
+      seed["accuracy"] = s.accuracy;
+      seed["episodes"] = s.episodes;
+      seed["eval_episodes"] = s.eval_episodes;
+      a["seeds"].push_back(seed);
+    }
+    doc["arms"].push_back(a);
+  }
+  return doc.dump(2) + "\n";
+}
+
+std::string format_curves_csv(const ScenarioResult& result) {
+  std::ostringstream out;
+  out << "arm,seed,episode,train_reward,eval_accuracy,eval_episodes\n";
+  for (const ArmResult& arm : result.arms) {
+    for (const SeedResult& s : arm.seeds) {
+      for (const CurvePoint& p : s.curve) {
+        out << arm.name << ',' << s.seed << ',' << p.episode << ',' << fixed(p.train_reward, 6) << ','
+            << fixed(p.eval_accuracy, 6) << ',' << p.eval_episodes << '\n';
+      }
+    }
+  }
+  return out.str();
+}
+
+std::string format_curves_svg(const ScenarioResult& result) {
+  // Plot area and scales: x = training episodes, y = held-out accuracy in [0, 1].
+  constexpr double kWidth = 760, kHeight = 460, kLeft = 70, kRight = 190, kTop = 40, kBottom = 60;
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                  "#9467bd", "#8c564b", "#17becf"};
+  int64_t max_episode = 1;
+  for (const ArmResult& arm : result.arms) {
+    for (const SeedResult& s : arm.seeds) {
+      for (const CurvePoint& p : s.curve) max_episode = std::max(max_episode, p.episode);
+    }
+  }
+  auto x = [&](double episode) { return kLeft + plot_w * episode / static_cast<double>(max_episode); };
+  auto y = [&](double accuracy) { return kTop + plot_h * (1.0 - accuracy); };
+
+  std::ostringstream out;
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
+      << "\" viewBox=\"0 0 " << kWidth << " " << kHeight
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  out << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
+      << xml(result.name) << ": held-out accuracy (mean and min-max over seeds)</text>\n";
+  // Grid, ticks and axis labels.
+  for (int i = 0; i <= 4; ++i) {
+    const double a = i / 4.0;
+    out << "<line x1=\"" << kLeft << "\" y1=\"" << y(a) << "\" x2=\"" << kLeft + plot_w << "\" y2=\"" << y(a)
+        << "\" stroke=\"#dddddd\"/>\n";
+    out << "<text x=\"" << kLeft - 8 << "\" y=\"" << y(a) + 4 << "\" text-anchor=\"end\">" << i * 25
+        << "%</text>\n";
+  }
+  for (int i = 0; i <= 5; ++i) {
+    const double e = max_episode * i / 5.0;
+    out << "<line x1=\"" << x(e) << "\" y1=\"" << kTop + plot_h << "\" x2=\"" << x(e) << "\" y2=\""
+        << kTop + plot_h + 5 << "\" stroke=\"black\"/>\n";
+    out << "<text x=\"" << x(e) << "\" y=\"" << kTop + plot_h + 20 << "\" text-anchor=\"middle\">"
+        << static_cast<int64_t>(std::llround(e)) << "</text>\n";
+  }
+  out << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w << "\" height=\"" << plot_h
+      << "\" fill=\"none\" stroke=\"black\"/>\n";
+  out << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << kHeight - 15
+      << "\" text-anchor=\"middle\">training episodes</text>\n";
+  out << "<text transform=\"translate(18," << kTop + plot_h / 2
+      << ") rotate(-90)\" text-anchor=\"middle\">held-out accuracy</text>\n";
+
+  // Chance level, when every arm agrees on it.
+  double chance = result.arms.empty() ? NAN : result.arms.front().chance;
+  for (const ArmResult& arm : result.arms) {
+    if (!(arm.chance == chance)) chance = NAN;
+  }
+  // One band and one mean line per arm. Seeds of an arm share their curve's episodes.
+  out << "<g id=\"curves\">\n";
+  for (size_t a = 0; a < result.arms.size(); ++a) {
+    const ArmResult& arm = result.arms[a];
+    const char* color = kColors[a % (sizeof(kColors) / sizeof(kColors[0]))];
+    if (arm.seeds.empty()) continue;
+    size_t points = arm.seeds.front().curve.size();
+    for (const SeedResult& s : arm.seeds) points = std::min(points, s.curve.size());
+    std::vector<double> lo(points, 1.0), hi(points, 0.0), mean(points, 0.0), episode(points, 0.0);
+    for (size_t i = 0; i < points; ++i) {
+      episode[i] = static_cast<double>(arm.seeds.front().curve[i].episode);
+      for (const SeedResult& s : arm.seeds) {
+        lo[i] = std::min(lo[i], s.curve[i].eval_accuracy);
+        hi[i] = std::max(hi[i], s.curve[i].eval_accuracy);
+        mean[i] += s.curve[i].eval_accuracy / static_cast<double>(arm.seeds.size());
+      }
+    }
+    out << "<polygon fill=\"" << color << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
+    for (size_t i = 0; i < points; ++i) out << fixed(x(episode[i]), 2) << "," << fixed(y(hi[i]), 2) << " ";
+    for (size_t i = points; i-- > 0;) out << fixed(x(episode[i]), 2) << "," << fixed(y(lo[i]), 2) << " ";
+    out << "\"/>\n";
+    out << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
+    for (size_t i = 0; i < points; ++i) out << fixed(x(episode[i]), 2) << "," << fixed(y(mean[i]), 2) << " ";
+    out << "\"><title>" << xml(arm.name) << ": final mean " << percent(arm.mean_accuracy)
+        << "</title></polyline>\n";
+  }
+  out << "</g>\n";
+  if (!std::isnan(chance)) {
+    out << "<line x1=\"" << kLeft << "\" y1=\"" << y(chance) << "\" x2=\"" << kLeft + plot_w << "\" y2=\""
+        << y(chance) << "\" stroke=\"#777777\" stroke-dasharray=\"5,4\"/>\n";
+  }
+  // Legend.
+  const double lx = kLeft + plot_w + 16;
+  out << "<g id=\"legend\">\n<text x=\"" << lx << "\" y=\"" << kTop + 4
+      << "\" font-weight=\"bold\">arms</text>\n";
+  double ly = kTop + 24;
+  for (size_t a = 0; a < result.arms.size(); ++a) {
+    const char* color = kColors[a % (sizeof(kColors) / sizeof(kColors[0]))];
+    out << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"22\" height=\"10\" fill=\"" << color
+        << "\" fill-opacity=\"0.18\"/>\n";
+    out << "<line x1=\"" << lx << "\" y1=\"" << ly - 4 << "\" x2=\"" << lx + 22 << "\" y2=\"" << ly - 4
+        << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n";
+    out << "<text x=\"" << lx + 28 << "\" y=\"" << ly << "\">" << xml(result.arms[a].name) << " ("
+        << percent(result.arms[a].mean_accuracy) << ")</text>\n";
+    ly += 20;
+  }
+  if (!std::isnan(chance)) {
+    out << "<line x1=\"" << lx << "\" y1=\"" << ly - 4 << "\" x2=\"" << lx + 22 << "\" y2=\"" << ly - 4
+        << "\" stroke=\"#777777\" stroke-dasharray=\"5,4\"/>\n";
+    out << "<text x=\"" << lx + 28 << "\" y=\"" << ly << "\">chance (" << percent(chance) << ")</text>\n";
+    ly += 20;
+  }
+  out << "<text x=\"" << lx << "\" y=\"" << ly + 6 << "\" fill=\"#555555\">line: mean over seeds</text>\n";
+  out << "<text x=\"" << lx << "\" y=\"" << ly + 22 << "\" fill=\"#555555\">band: min-max</text>\n";
+  out << "</g>\n</svg>\n";
+  return out.str();
+}
+
+std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result,
+                          const std::string& command) {
+  std::ostringstream out;
+  out << "# Scenario `" << result.name << "`\n\n";
+  if (!spec.description.empty()) out << spec.description << "\n\n";
+  out << "Produced by `" << command << "` (scenario file `" << spec.path
+      << "`). Accuracy is the mean reward over "
+      << "held-out evaluation episodes (tasks `eval-<i>`, never trained on), sampled from the policy as in "
+         "training.\n\n";
+
+  out << "## Arms\n\n| arm | policy | learner | training |\n|---|---|---|---|\n";
+  for (const ArmSpec& arm : spec.arms) {
+    const auto& s = arm.setup;
+    const auto& l = s.learner();
+    const auto& t = s.training();
+    std::string policy = s.policy().name();
+    for (const auto& [k, v] : policy_params(s)) policy += " " + k + "=" + v;
+    out << "| " << arm.name << " | " << policy << " | gamma " << fixed(l.gamma(), 3) << ", lambda "
+        << lambda_text(l) << ", correction " << (l.correction() ? "on" : "off") << ", critic target "
+        << (l.critic_target() == LearnerConfig::CORRECTED ? "corrected" : "local") << ", warm-up "
+        << l.warmup_batches() << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor "
+        << fixed(l.actor_lr(), 3) << " / critic " << fixed(l.critic_lr(), 3) << " | " << t.episodes()
+        << " episodes, batch " << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every "
+        << t.eval_interval() << " |\n";
+  }
+  out << "\nEnvironment: `" << spec.arms.front().setup.env().name() << "`";
+  for (const auto& [k, v] : env_params(spec.arms.front().setup)) out << " " << k << "=" << v;
+  out << ", view " << spec.arms.front().setup.view() << ".\n";
+  for (const ArmSpec& arm : spec.arms) {
+    if (!arm.description.empty()) out << "- **" << arm.name << "**: " << arm.description << "\n";
+  }
+
+  out << "\n## Results (held-out accuracy)\n\n| arm |";
+  std::vector<uint64_t> seeds;
+  for (const ArmResult& arm : result.arms) {
+    for (const SeedResult& s : arm.seeds) {
+      if (std::find(seeds.begin(), seeds.end(), s.seed) == seeds.end()) seeds.push_back(s.seed);
+    }
+  }
+  for (uint64_t seed : seeds) out << " seed " << seed << " |";
+  out << " mean | episodes to 90% |\n|---|";
+  for (size_t i = 0; i <= seeds.size() + 1; ++i) out << "---|";
+  out << "\n";
+  for (const ArmResult& arm : result.arms) {
+    out << "| " << arm.name << " |";
+    for (uint64_t seed : seeds) {
+      std::string cell = "-";
+      for (const SeedResult& s : arm.seeds) {
+        if (s.seed == seed) cell = percent(s.accuracy);
+      }
+      out << " " << cell << " |";
+    }
+    out << " **" << percent(arm.mean_accuracy) << "** | " << episodes_to(arm, 0.9) << " |\n";
+  }
+  out << "\n\"Episodes to 90%\": the first curve point where the mean held-out accuracy over seeds reaches "
+         "90%. "
+         "Curves: `curves.csv`, `curves.svg`.\n";
+
+  const std::vector<GateResult> gates = evaluate_gates(spec, result);
+  if (!gates.empty()) {
+    out << "\n## Gates\n\n| gate | measured | result |\n|---|---|---|\n";
+    for (const GateResult& g : gates) {
+      out << "| " << g.name << " | " << g.detail << " | " << (g.pass ? "PASS" : "FAIL") << " |\n";
+    }
+    out << "\nOverall: **" << (all_pass(gates) ? "PASS" : "FAIL") << "**";
+    if (spec.gates.has_chance_band()) {
+      out << " (the chance band is |mean - 1/fact_arity| <= " << fixed(100.0 * spec.gates.chance_band(), 1)
+          << " points)";
+    }
+    out << "\n";
+  }
+
+  // The correction factors each arm applied, read off its traced episode: for the memory chain the segments
+  // are sum_0, sum_1, sum_2, exec_3 with one sampled token each, so lambda_s and N_after are visible here.
+  out << "\n## Credit reaching each segment\n\nThe factor (gamma lambda_s)^N_after(s) multiplying each "
+         "segment's "
+         "local advantage, from each arm's traced episode (segments in order; a 1-token segment has adaptive "
+         "lambda_s = 1 - 1/1.5 = 1/3):\n\n";
+  for (const ArmResult& arm : result.arms) {
+    for (const SeedResult& s : arm.seeds) {
+      if (!s.has_example) continue;
+      out << "- " << arm.name << ":";
+      for (size_t i = 0; i < s.example.segments.size() && i < s.example_factors.size(); ++i) {
+        const Segment& seg = s.example.segments[i];
+        out << " " << (seg.kind == SegmentKind::kSummary ? "sum" : "exec") << "(N_after " << seg.n_after
+            << ") " << fixed(s.example_factors[i], 4) << ";";
+      }
+      out << "\n";
+      break;
+    }
+  }
+  if (!spec.notes.empty()) out << "\n## Notes\n\n" << spec.notes << "\n";
+
+  // One rewarded evaluation episode of the first arm that has one (gates' main arm first).
+  const ArmResult* shown = find_arm(result, spec.gates.main_arm());
+  if (shown == nullptr || std::none_of(shown->seeds.begin(), shown->seeds.end(),
+                                       [](const SeedResult& s) { return s.has_example; })) {
+    shown = nullptr;
+    for (const ArmResult& arm : result.arms) {
+      for (const SeedResult& s : arm.seeds) {
+        if (s.has_example && shown == nullptr) shown = &arm;
+      }
+    }
+  }
+  if (shown != nullptr) {
+    for (const SeedResult& s : shown->seeds) {
+      if (!s.has_example) continue;
+      const Trajectory& t = s.example;
+      out << "\n## A successful evaluation episode (arm " << shown->name << ", seed " << s.seed << ")\n\n";
+      // The fact, when the environment shows one as "FACT <value>" in the first prompt.
+      const std::string first = shown->codec->decode(t.segments.front().prompt_ids);
+      if (const size_t at = first.find("FACT "); at != std::string::npos) {
+        const size_t end = first.find(' ', at + 5);
+        out << "The fact shown at step 1: "
+            << first.substr(at + 5, end == std::string::npos ? end : end - at - 5) << ". ";
+      }
+      out << "What each summary kept (the memory symbol carried across the reset; a learned code, not "
+             "necessarily a copy):";
+      int k = 0;
+      for (const Segment& seg : t.segments) {
+        if (seg.kind == SegmentKind::kSummary) {
+          out << " summary " << k++ << " \"" << shown->codec->decode(seg.response_ids) << "\";";
+        }
+      }
+      // The answer: the sampled tokens of the last execution segment (the rest of it is forced steps).
+      std::vector<TokenId> answer;
+      const Segment& last = t.segments.back();
+      for (size_t i = 0; i < last.response_ids.size(); ++i) {
+        if (last.actor_mask[i]) answer.push_back(last.response_ids[i]);
+      }
+      out << " answer \"" << shown->codec->decode(answer) << "\", reward " << fixed(t.reward, 0) << ".\n";
+      const ArmSpec* arm_spec = nullptr;
+      for (const ArmSpec& a : spec.arms) {
+        if (a.name == shown->name) arm_spec = &a;
+      }
+      if (arm_spec != nullptr) {
+        const auto params = Params::resolve(env_registry().entry(arm_spec->setup.env().name()).params,
+                                            env_params(arm_spec->setup), "report");
+        if (params.values().count("reset_points")) {
+          const int64_t period = params.values().count("reset_period") ? params.get_int("reset_period") : 0;
+          out << "The context was rebuilt " << t.compactions << (t.compactions == 1 ? " time" : " times")
+              << ", after the environment's reset points ("
+              << (period > 0 ? "every " + std::to_string(period) + " steps"
+                             : "after steps " + params.get_string("reset_points"))
+              << "): each rebuilt window is system + resume(summary) + the newest "
+              << arm_spec->setup.budget().tail_k()
+              << " steps, shown below as copied_summary and copied_tail.\n";
+        }
+      }
+      out << "Execution windows with only forced `continue` actions have no trainable token and are not "
+             "emitted.\n";
+      const Decoder decode = [&](std::span<const TokenId> ids) { return shown->codec->decode(ids); };
+      out << "\n```\n" << format_trace(t, decode) << "```\n";
+      break;
+    }
+  }
+  return out.str();
+}
+
+void write_results(const std::string& dir, const ScenarioSpec& spec, const ScenarioResult& result,
+                   const std::string& command) {
+  const std::filesystem::path base(dir);
+  write_file_atomic((base / "summary.json").string(), format_summary_json(result));
+  write_file_atomic((base / "curves.csv").string(), format_curves_csv(result));
+  write_file_atomic((base / "curves.svg").string(), format_curves_svg(result));
+  write_file_atomic((base / "report.md").string(), format_report(spec, result, command));
+}
+
+}  // namespace crl::scenarios

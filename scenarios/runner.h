@@ -1,0 +1,89 @@
+#pragma once
+// Runs a scenario: for every arm and seed, train the policy with the CompactionRL learner and evaluate it on
+// held-out episodes.
+//
+// One (arm, seed) run:
+//   repeat until `episodes` training episodes are done:
+//     collect a batch of `batch_size` episodes with run_rollouts (task "train-<i>", stream keyed by the run
+//     seed, the task and the sample), the policy frozen during the collection;
+//     compute advantages and returns for the whole batch with the CompactionRL learner (learners/learner.h:
+//     local GAE per segment x (gamma lambda_s)^N_after, from the values recorded at sampling time);
+//     apply the schedule: critic-only for the first `warmup_batches` batches, then `critic_per_actor`
+//     critic passes and one actor pass, each pass visiting the trainable tokens in index order;
+//     every `eval_interval` episodes, evaluate on tasks "eval-<i>" (sampled, as in training) -> a curve
+//     point.
+//   the final accuracy: the mean reward over `eval_episodes` held-out episodes.
+// Why the result cannot depend on the thread count: episodes only read their own streams and the policy
+// snapshot; the updates run on one thread in index order.
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/trajectory.h"
+#include "envs/codec.h"
+#include "learners/options.h"
+#include "learners/schedule.h"
+#include "scenarios/scenario.h"
+
+namespace crl::scenarios {
+
+struct CurvePoint {
+  int64_t episode = 0;  // training episodes done
+  // Mean training reward over the episodes since the previous point (NaN at episode 0).
+  double train_reward = std::numeric_limits<double>::quiet_NaN();
+  double eval_accuracy = 0.0;
+  int64_t eval_episodes = 0;
+};
+
+struct SeedResult {
+  uint64_t seed = 0;
+  double accuracy = 0.0;  // final held-out accuracy
+  int64_t episodes = 0;   // training episodes
+  int64_t eval_episodes = 0;
+  std::vector<CurvePoint> curve;
+  // The first rewarded episode of the final evaluation (for the report's trace); has_example is false when
+  // no episode was rewarded.
+  bool has_example = false;
+  Trajectory example;
+  std::vector<double> example_factors;  // correction factor of each of its segments under the arm's learner
+};
+
+struct ArmResult {
+  std::string name;
+  std::string description;
+  double mean_accuracy = 0.0;
+  double chance = std::numeric_limits<double>::quiet_NaN();  // 1 / fact_arity when the env declares one
+  std::vector<SeedResult> seeds;
+  std::shared_ptr<const Codec> codec;  // decodes the example trajectories
+};
+
+struct ScenarioResult {
+  std::string name;
+  std::vector<ArmResult> arms;
+};
+
+struct Progress {
+  const std::string* arm = nullptr;
+  uint64_t seed = 0;
+  int64_t episode = 0;
+  int64_t episodes = 0;
+  double running_accuracy = 0.0;  // mean training reward over the last eval interval
+};
+
+struct RunOptions {
+  int threads = 1;
+  std::vector<uint64_t> seeds;                    // non-empty: replaces the scenario's seeds
+  std::function<void(const Progress&)> progress;  // called after every batch (may be empty)
+};
+
+ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options);
+
+// The learner's options and schedule for a scenario's learner block (the learning rates stay with the policy
+// updates).
+learners::LearnerOptions learner_options(const proto::scenario::LearnerConfig& learner);
+learners::ScheduleOptions schedule_options(const proto::scenario::LearnerConfig& learner);
+
+}  // namespace crl::scenarios

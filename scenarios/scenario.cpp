@@ -1,0 +1,301 @@
+#include "scenarios/scenario.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <cmath>
+#include <set>
+
+#include "engine/error.h"
+#include "engine/file_io.h"
+#include "envs/registry.h"
+#include "learners/options.h"
+#include "policies/policy.h"
+#include "scenarios/runner.h"
+
+namespace crl::scenarios {
+
+namespace pb = google::protobuf;
+using proto::scenario::Scenario;
+using proto::scenario::Setup;
+
+namespace {
+
+// Collects the text parser's errors; the first one becomes the crl::Error (protobuf stops at it anyway).
+class Collector final : public pb::io::ErrorCollector {
+ public:
+  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
+    if (found_) return;
+    found_ = true;
+    line_ = line + 1;  // protobuf counts from 0; editors from 1
+    column_ = column + 1;
+    message_ = message;
+  }
+  bool found_ = false;
+  int line_ = 0, column_ = 0;
+  std::string message_;
+};
+
+// One step of a field path: a field name and an index (-1 for a singular field).
+struct PathStep {
+  std::string field;
+  int index = -1;
+};
+using FieldPath = std::vector<PathStep>;
+
+std::string path_name(const FieldPath& path) {
+  std::string out;
+  for (const PathStep& step : path) {
+    if (!out.empty()) out += '.';
+    out += step.field;
+    if (step.index >= 0) out += "[" + std::to_string(step.index) + "]";
+  }
+  return out;
+}
+
+// Locates fields of the parsed file: "file:line:column" of a field written in it, else "file".
+class Locator {
+ public:
+  Locator(std::string path, const Scenario& file, const pb::TextFormat::ParseInfoTree& tree)
+      : path_(std::move(path)), file_(file), tree_(tree) {}
+
+  std::string where(const FieldPath& path) const {
+    const pb::Descriptor* descriptor = Scenario::descriptor();
+    const pb::TextFormat::ParseInfoTree* tree = &tree_;
+    for (size_t i = 0; i < path.size(); ++i) {
+      const pb::FieldDescriptor* field = descriptor->FindFieldByName(path[i].field);
+      CRL_CHECK(field != nullptr, "no field " << path[i].field << " in " << descriptor->full_name());
+      if (i + 1 == path.size() || field->is_map()) {
+        const auto location =
+            tree->GetLocation(field, field->is_repeated() ? std::max(path[i].index, 0) : -1);
+        if (location.line < 0) return path_;
+        return path_ + ":" + std::to_string(location.line + 1) + ":" + std::to_string(location.column + 1);
+      }
+      tree = tree->GetTreeForNested(field, path[i].index);
+      if (tree == nullptr) return path_;
+      descriptor = field->message_type();
+    }
+    return path_;
+  }
+
+  // Whether the field at `path` (singular messages, then a last field) is written in `message`.
+  static bool written(const pb::Message& message, const std::vector<std::string>& path) {
+    const pb::Message* m = &message;
+    for (size_t i = 0; i < path.size(); ++i) {
+      const pb::FieldDescriptor* field = m->GetDescriptor()->FindFieldByName(path[i]);
+      CRL_CHECK(field != nullptr, "no field " << path[i]);
+      const pb::Reflection* reflection = m->GetReflection();
+      if (field->is_repeated()) return reflection->FieldSize(*m, field) > 0;
+      if (!reflection->HasField(*m, field)) return false;
+      if (i + 1 < path.size()) m = &reflection->GetMessage(*m, field);
+    }
+    return true;
+  }
+
+  // The path of a setup field as the file wrote it: in the arm when the arm sets it, else in the base.
+  FieldPath setup_field(int arm, const std::vector<std::string>& inside) const {
+    FieldPath path;
+    if (arm >= 0 && file_.arm(arm).has_set() && written(file_.arm(arm).set(), inside)) {
+      path = {{"arm", arm}, {"set", -1}};
+    } else {
+      path = {{"base", -1}};
+    }
+    for (const std::string& f : inside) path.push_back({f, -1});
+    return path;
+  }
+
+  [[noreturn]] void fail(int arm, const std::vector<std::string>& inside, const std::string& message) const {
+    const FieldPath path = setup_field(arm, inside);
+    throw Error(where(path), path_name(path), message);
+  }
+  [[noreturn]] void fail(const FieldPath& path, const std::string& message) const {
+    throw Error(where(path), path_name(path), message);
+  }
+
+ private:
+  std::string path_;
+  const Scenario& file_;
+  const pb::TextFormat::ParseInfoTree& tree_;
+};
+
+template <typename Map>
+std::map<std::string, std::string> sorted(const Map& map) {
+  return std::map<std::string, std::string>(map.begin(), map.end());
+}
+
+// Checks one arm's merged setup by building what the runner will build: the environment, the codec, the
+// policy, and the budget; then the learner and training ranges.
+void check_setup(const Setup& s, int arm, const Locator& at) {
+  // Environment and its parameters.
+  std::unique_ptr<Env> env;
+  try {
+    env = make_env(s.env().name(), sorted(s.env().params()), "environment " + quote(s.env().name()));
+  } catch (const Error& e) {
+    if (!env_registry().contains(s.env().name())) at.fail(arm, {"env", "name"}, e.message());
+    at.fail(arm, {"env", "params"},
+            "environment " + quote(s.env().name()) + ": parameter " + quote(e.field()) + ": " + e.message());
+  }
+  // View.
+  std::shared_ptr<const Codec> codec;
+  try {
+    codec = make_codec(s.view(), env->spec());
+  } catch (const Error& e) {
+    at.fail(arm, {"view"}, e.message());
+  }
+  // Policy and its parameters.
+  if (!policy_registry().contains(s.policy().name())) {
+    try {
+      policy_registry().entry(s.policy().name());
+    } catch (const Error& e) {
+      at.fail(arm, {"policy", "name"}, e.message());
+    }
+  }
+  try {
+    make_policy(s.policy().name(), sorted(s.policy().params()), PolicyTarget{&env->spec(), codec},
+                "policy " + quote(s.policy().name()));
+  } catch (const Error& e) {
+    bool is_param = false;
+    for (const ParamSpec& p : policy_registry().entry(s.policy().name()).params)
+      is_param |= p.name == e.field();
+    for (const auto& [key, value] : s.policy().params()) is_param |= key == e.field();
+    if (is_param) {
+      at.fail(arm, {"policy", "params"},
+              "policy " + quote(s.policy().name()) + ": parameter " + quote(e.field()) + ": " + e.message());
+    }
+    at.fail(arm, {"policy", "name"}, e.what());
+  }
+  // Budget (spec 1.1 guards).
+  Budget budget;
+  budget.capacity = s.budget().capacity();
+  budget.reserve = s.budget().reserve();
+  budget.tail_k = s.budget().tail_k();
+  budget.per_turn_cap = s.budget().per_turn_cap();
+  budget.summary_cap = s.budget().summary_cap();
+  budget.max_compactions = s.budget().max_compactions();
+  try {
+    budget.validate("budget");
+  } catch (const Error& e) {
+    at.fail(arm, {"budget", e.field()}, e.message());
+  }
+  // Learner.
+  const auto& l = s.learner();
+  auto in_unit = [&](double v, const char* field) {
+    if (!(v >= 0.0 && v <= 1.0)) at.fail(arm, {"learner", field}, "value " + quote(v) + " is outside [0, 1]");
+  };
+  in_unit(l.gamma(), "gamma");
+  in_unit(l.lambda(), "lambda");
+  try {
+    learners::validate_options(learner_options(l), "learner");
+  } catch (const Error& e) {
+    at.fail(arm, {"learner", e.field()}, e.message());
+  }
+  if (l.warmup_batches() < 0) at.fail(arm, {"learner", "warmup_batches"}, "must be >= 0");
+  if (l.critic_per_actor() < 0) at.fail(arm, {"learner", "critic_per_actor"}, "must be >= 0");
+  if (!(l.actor_lr() >= 0.0 && std::isfinite(l.actor_lr())))
+    at.fail(arm, {"learner", "actor_lr"}, "must be >= 0");
+  if (!(l.critic_lr() >= 0.0 && std::isfinite(l.critic_lr()))) {
+    at.fail(arm, {"learner", "critic_lr"}, "must be >= 0");
+  }
+  // Training.
+  const auto& t = s.training();
+  if (t.episodes() < 0) at.fail(arm, {"training", "episodes"}, "must be >= 0");
+  if (t.batch_size() < 1) at.fail(arm, {"training", "batch_size"}, "must be >= 1");
+  if (t.eval_episodes() < 1) at.fail(arm, {"training", "eval_episodes"}, "must be >= 1");
+  if (t.eval_interval() < 1) at.fail(arm, {"training", "eval_interval"}, "must be >= 1");
+  if (t.curve_eval_episodes() < 0) at.fail(arm, {"training", "curve_eval_episodes"}, "must be >= 0");
+}
+
+}  // namespace
+
+std::map<std::string, std::string> env_params(const Setup& setup) {
+  return sorted(setup.env().params());
+}
+std::map<std::string, std::string> policy_params(const Setup& setup) {
+  return sorted(setup.policy().params());
+}
+
+ScenarioSpec parse_scenario(const std::string& text, const std::string& path) {
+  Scenario file;
+  Collector errors;
+  pb::TextFormat::ParseInfoTree tree;
+  pb::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(text, &file)) {
+    if (!errors.found_) throw Error(path, "", "not a valid scenario file");
+    // protobuf's messages name the field ("Message type \"crl.proto.scenario.Setup\" has no field named
+    // \"enviroment\".") or the expected token; the field is what the message names.
+    std::string field;
+    for (const std::string marker : {"has no field named \"", "for field \""}) {
+      if (const size_t at = errors.message_.find(marker); at != std::string::npos && field.empty()) {
+        const size_t begin = at + marker.size();
+        field = errors.message_.substr(begin, errors.message_.find('"', begin) - begin);
+      }
+    }
+    // protobuf reports an unknown field at the token after its name; point at the name itself.
+    int column = errors.column_;
+    if (!field.empty()) {
+      size_t begin = 0;
+      for (int line = 1; line < errors.line_ && begin != std::string::npos; ++line) {
+        begin = text.find('\n', begin);
+        if (begin != std::string::npos) ++begin;
+      }
+      if (begin != std::string::npos) {
+        const std::string line = text.substr(begin, text.find('\n', begin) - begin);
+        const size_t at = line.rfind(field, static_cast<size_t>(std::max(column - 1, 0)));
+        if (at != std::string::npos) column = static_cast<int>(at) + 1;
+      }
+    }
+    throw Error(path + ":" + std::to_string(errors.line_) + ":" + std::to_string(column), field,
+                errors.message_);
+  }
+  const Locator at(path, file, tree);
+
+  ScenarioSpec spec;
+  spec.path = path;
+  spec.name = file.name();
+  spec.description = file.description();
+  spec.notes = file.notes();
+  spec.gates = file.gates();
+  if (spec.name.empty()) at.fail({{"name", -1}}, "a scenario needs a name");
+  if (file.seeds_size() == 0) at.fail({{"seeds", -1}}, "a scenario needs at least one seed");
+  std::set<uint64_t> seen_seeds;
+  for (int i = 0; i < file.seeds_size(); ++i) {
+    if (!seen_seeds.insert(file.seeds(i)).second) {
+      at.fail({{"seeds", i}}, "seed " + std::to_string(file.seeds(i)) + " appears twice");
+    }
+    spec.seeds.push_back(file.seeds(i));
+  }
+
+  if (file.arm_size() == 0) {
+    // No arms: the base setup is the one arm.
+    ArmSpec arm;
+    arm.name = "default";
+    arm.setup = file.base();
+    check_setup(arm.setup, -1, at);
+    spec.arms.push_back(std::move(arm));
+  }
+  std::set<std::string> names;
+  for (int i = 0; i < file.arm_size(); ++i) {
+    const auto& a = file.arm(i);
+    if (a.name().empty()) at.fail({{"arm", i}}, "an arm needs a name");
+    if (!names.insert(a.name()).second) {
+      at.fail({{"arm", i}, {"name", -1}}, "arm name " + quote(a.name()) + " appears twice");
+    }
+    ArmSpec arm;
+    arm.name = a.name();
+    arm.description = a.description();
+    arm.index = i;
+    arm.setup = file.base();
+    arm.setup.MergeFrom(a.set());
+    check_setup(arm.setup, i, at);
+    spec.arms.push_back(std::move(arm));
+  }
+  return spec;
+}
+
+ScenarioSpec load_scenario(const std::string& path) {
+  return parse_scenario(read_file(path), path);
+}
+
+}  // namespace crl::scenarios
