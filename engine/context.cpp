@@ -11,6 +11,18 @@ PromptView::PromptView(const TokenArena* arena, std::vector<Span> spans)
   for (const Span& span : spans_) size_ += span.size();
 }
 
+void PromptView::assign(const TokenArena* arena, std::span<const Span> first, std::span<const Span> second,
+                        Span last) {
+  arena_ = arena;
+  spans_.clear();
+  spans_.reserve(first.size() + second.size() + 1);
+  spans_.insert(spans_.end(), first.begin(), first.end());
+  spans_.insert(spans_.end(), second.begin(), second.end());
+  spans_.push_back(last);
+  size_ = 0;
+  for (const Span& span : spans_) size_ += span.size();
+}
+
 TokenId PromptView::back() const {
   for (auto it = spans_.rbegin(); it != spans_.rend(); ++it) {
     if (it->size() > 0) return arena_->view(*it).back();
@@ -66,9 +78,13 @@ std::vector<Span> Context::window_spans() const {
 }
 
 PromptView Context::execution_prompt() const {
-  std::vector<Span> spans = window_spans();
-  spans.push_back(header_);
-  return PromptView(&arena_, std::move(spans));
+  PromptView out;
+  execution_prompt(out);
+  return out;
+}
+
+void Context::execution_prompt(PromptView& out) const {
+  out.assign(&arena_, prefix_, step_spans_, header_);
 }
 
 bool Context::summary_prompt(PromptView& prompt) const {

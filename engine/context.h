@@ -39,6 +39,8 @@ class PromptView {
  public:
   PromptView() = default;
   PromptView(const TokenArena* arena, std::vector<Span> spans);
+  // Refills the view in place (keeps the span list's capacity: no allocation once it has grown).
+  void assign(const TokenArena* arena, std::span<const Span> first, std::span<const Span> second, Span last);
   const std::vector<Span>& spans() const { return spans_; }
   int64_t size() const { return size_; }
   std::span<const TokenId> tokens(const Span& span) const { return arena_->view(span); }
@@ -91,6 +93,8 @@ class Context {
   int64_t max_new_tokens() const;
 
   PromptView execution_prompt() const;
+  // The same, written into `out` without allocating (the per-turn path).
+  void execution_prompt(PromptView& out) const;
   // The history plus the summary instruction. When it is over C - summary_cap, the largest observations are
   // halved in a temporary copy (head third and tail two thirds around the truncation marker) until it fits;
   // the live history is unchanged. Returns false when nothing is left to shrink.

@@ -87,9 +87,8 @@ class SymbolicCodec final : public Codec {
     return checked(observation.symbols);
   }
   Action decode_action(std::span<const TokenId> tokens) const override {
-    Action action;
+    Action action;  // symbolic environments read the symbols; the text stays empty (decode() is for reading)
     action.symbols.assign(tokens.begin(), tokens.end());
-    action.text = decode(tokens);
     return action;
   }
   std::vector<TokenId> encode_action(const std::string& text) const override {

@@ -1,6 +1,7 @@
 #include "envs/episode.h"
 
 #include "engine/error.h"
+#include "engine/sha256.h"
 
 namespace crl {
 
@@ -41,15 +42,16 @@ void Episode::start(const Task& task) {
   finished_ = false;
   status_ = EpisodeStatus::kCompleted;
   reason_.clear();
-  running_hash_ = Sha256();
-  running_hash_.update(config_.rollout_id).update_u64(config_.seed);
+  running_hash_ = StateHasher();
+  running_hash_.add_text(config_.rollout_id);
+  running_hash_.add(config_.seed);
 
   Rng rng(env_stream());
   const Env::Start first = env_->reset(task, rng);
   const std::vector<TokenId> system = codec_->encode_system(first.system);
   const std::vector<TokenId> user = codec_->encode_user(first.user);
-  running_hash_.update(system.data(), system.size() * sizeof(TokenId));
-  running_hash_.update(user.data(), user.size() * sizeof(TokenId));
+  running_hash_.add_tokens(system);
+  running_hash_.add_tokens(user);
   if (!context_.start(system, user)) {
     recorder_ = Recorder();
     end(EpisodeStatus::kFailed,
@@ -66,7 +68,7 @@ void Episode::end(EpisodeStatus status, std::string reason) {
   done_ = true;
   status_ = status;
   reason_ = std::move(reason);
-  running_hash_.update_u64(static_cast<uint64_t>(status));
+  running_hash_.add(static_cast<uint64_t>(status));
 }
 
 void Episode::prepare_next() {
@@ -101,34 +103,41 @@ void Episode::prepare_next() {
     end(EpisodeStatus::kTruncated, "the context is full (" + std::to_string(context_.tokens()) + " tokens)");
     return;
   }
-  request_ = Request{Role::kExecute, context_.execution_prompt(),
-                     room,           stream(Role::kExecute, static_cast<uint64_t>(turn_)),
-                     turn_,          context_.compactions()};
+  // Filled in place: the prompt's span list keeps its capacity from turn to turn.
+  request_.role = Role::kExecute;
+  context_.execution_prompt(request_.prompt);
+  request_.max_new_tokens = room;
+  request_.stream = stream(Role::kExecute, static_cast<uint64_t>(turn_));
+  request_.turn = turn_;
+  request_.compactions = context_.compactions();
 }
 
 void Episode::submit(const Decision& decision) {
   CRL_CHECK(!done_, "submit() after the episode ended");
-  const std::string where = "episode " + quote(config_.rollout_id) + " turn " + std::to_string(turn_);
+  // Built only for an error: submit() is on the hot path.
+  const auto where = [&] {
+    return "episode " + quote(config_.rollout_id) + " turn " + std::to_string(turn_);
+  };
   if (static_cast<int64_t>(decision.tokens.size()) > request_.max_new_tokens) {
-    throw Error(where, "tokens",
+    throw Error(where(), "tokens",
                 std::to_string(decision.tokens.size()) + " tokens but at most " +
                     std::to_string(request_.max_new_tokens) + " were allowed (max_new_tokens)");
   }
   if (!decision.logprobs.empty() && decision.logprobs.size() != decision.tokens.size()) {
-    throw Error(where, "logprobs",
+    throw Error(where(), "logprobs",
                 std::to_string(decision.logprobs.size()) + " log-probs for " +
                     std::to_string(decision.tokens.size()) + " tokens");
   }
   if (!decision.values.empty() && decision.values.size() != decision.tokens.size()) {
-    throw Error(where, "values",
+    throw Error(where(), "values",
                 std::to_string(decision.values.size()) + " values for " +
                     std::to_string(decision.tokens.size()) + " tokens");
   }
   if (decision.forced && request_.role == Role::kSummarize) {
-    throw Error(where, "forced", "a summary is always sampled, never forced");
+    throw Error(where(), "forced", "a summary is always sampled, never forced");
   }
-  running_hash_.update_u64(static_cast<uint64_t>(request_.role) + 1);
-  running_hash_.update(decision.tokens.data(), decision.tokens.size() * sizeof(TokenId));
+  running_hash_.add(static_cast<uint64_t>(request_.role) + 1);
+  running_hash_.add_tokens(decision.tokens);
   if (decision.failed) {
     end(EpisodeStatus::kFailed, decision.error.empty() ? "the policy call failed" : decision.error);
     return;
@@ -169,9 +178,9 @@ void Episode::submit(const Decision& decision) {
     return;
   }
   reward_ += result.reward;
-  running_hash_.update_f64(result.reward);
+  running_hash_.add_double(result.reward);
   const std::vector<TokenId> observation = codec_->encode_observation(result.observation, decision.tokens);
-  running_hash_.update(observation.data(), observation.size() * sizeof(TokenId));
+  running_hash_.add_tokens(observation);
   context_.append_observation(observation);
   recorder_.append(observation, Provenance::kEnvironment);
   if (result.request_compaction) context_.request_compaction();
@@ -210,8 +219,7 @@ Trajectory Episode::finish() {
 }
 
 std::string Episode::state_hash() const {
-  Sha256 copy = running_hash_;
-  return copy.hex_digest().substr(0, 32);
+  return running_hash_.hex();
 }
 
 }  // namespace crl

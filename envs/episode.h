@@ -19,7 +19,7 @@
 
 #include "engine/budget.h"
 #include "engine/context.h"
-#include "engine/sha256.h"
+#include "engine/state_hasher.h"
 #include "engine/trajectory.h"
 #include "engine/turn.h"
 #include "envs/codec.h"
@@ -56,7 +56,7 @@ class Episode {
   // The finished trajectory (call once, after done()).
   Trajectory finish();
 
-  // SHA-256 (hex) of everything applied so far: same inputs in the same order give the same hashes.
+  // A running hash (32 hex digits) of everything applied so far: same inputs in the same order give the same hashes.
   std::string state_hash() const;
   int turn() const { return turn_; }
   double reward() const { return reward_; }
@@ -90,7 +90,7 @@ class Episode {
   EpisodeStatus status_ = EpisodeStatus::kCompleted;
   std::string reason_;
   std::vector<TokenId> header_tokens_;
-  Sha256 running_hash_;
+  StateHasher running_hash_;
   bool finished_ = false;
 };
 
