@@ -1,0 +1,67 @@
+// `crl serve`: serves every registered environment to external trainers over HTTP (PROTOCOL.md section 2,
+// step mode). The first line on stdout is `listening on HOST:PORT` (with --port 0 the port is ephemeral, so
+// scripts and tests read it there). SIGTERM or SIGINT drains the requests in flight and exits 0.
+#include <csignal>
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/options.h"
+#include "engine/error.h"
+#include "server/episode_service.h"
+#include "server/http_server.h"
+
+namespace crl::cli {
+namespace {
+
+int serve_command(const std::vector<std::string>& args) {
+  server::HttpOptions http;
+  server::ServiceOptions service;
+  size_t max_sessions = service.max_sessions;
+  uint32_t max_body = http.max_body_bytes;
+  po::options_description options;
+  options.add_options()("host", po::value(&http.host)->default_value(http.host), "address to listen on")(
+      "port", po::value(&http.port)->default_value(http.port),
+      "port (0: an ephemeral port, printed on stdout)")(
+      "threads", po::value(&http.threads)->default_value(http.threads), "I/O and handler threads")(
+      "max-sessions", po::value(&max_sessions)->default_value(max_sessions),
+      "live episodes at most; beyond it POST /v1/episodes answers 429 with retry_after")(
+      "idle-timeout", po::value(&service.idle_timeout_s)->default_value(service.idle_timeout_s),
+      "seconds after which an untouched episode is reaped")(
+      "request-timeout", po::value(&http.request_timeout_s)->default_value(http.request_timeout_s),
+      "seconds a client has to send a whole request (and to read the answer)")(
+      "max-body-bytes", po::value(&max_body)->default_value(max_body), "largest request body (413 beyond)")(
+      "max-batch", po::value(&service.max_batch)->default_value(service.max_batch),
+      "most steps in one POST /v1/batch/step")(
+      "drain-timeout", po::value(&http.drain_timeout_s)->default_value(http.drain_timeout_s),
+      "seconds SIGTERM waits for requests in flight");
+  po::positional_options_description positional;
+  po::variables_map vm;
+  int exit_code = 0;
+  if (!parse_options("serve", "[options]", options, positional, args, vm, exit_code)) return exit_code;
+  if (http.threads < 1 || http.threads > 256) {
+    throw Error("option --threads", "", "value " + std::to_string(http.threads) + " must be in 1 .. 256");
+  }
+  if (max_sessions < 1) throw Error("option --max-sessions", "", "value must be >= 1");
+  if (!(service.idle_timeout_s > 0)) throw Error("option --idle-timeout", "", "value must be > 0");
+  if (!(http.request_timeout_s > 0)) throw Error("option --request-timeout", "", "value must be > 0");
+  if (max_body < 1024) throw Error("option --max-body-bytes", "", "value must be >= 1024");
+  service.max_sessions = max_sessions;
+  service.max_body_bytes = max_body;
+  service.request_timeout_s = http.request_timeout_s;
+  service.threads = static_cast<uint32_t>(http.threads);
+  http.max_body_bytes = max_body;
+
+  std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error code, never a signal
+  server::EpisodeService episodes(service);
+  server::HttpServer server(http, episodes);
+  std::cout << "listening on " << http.host << ":" << server.port() << std::endl;
+  server.run();
+  std::cerr << "crl serve: drained, exiting" << std::endl;
+  return 0;
+}
+
+const CommandRegistrar kRegistrar({"serve", "serve environments to external trainers over HTTP (step mode)",
+                                   serve_command});
+
+}  // namespace
+}  // namespace crl::cli

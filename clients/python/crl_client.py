@@ -1,0 +1,281 @@
+"""Python client of `crl serve` (step mode, PROTOCOL.md section 2), standard library only.
+
+JSON by default (protobuf's canonical JSON mapping with the .proto field names); binary protobuf when
+``binary=True`` and the generated modules ``server_pb2`` / ``trajectory_pb2`` can be imported (generate them
+with ``protoc --python_out=DIR -I proto proto/*.proto`` and put DIR on sys.path or in $CRL_PROTO_PY).
+
+    with Session("http://127.0.0.1:7411") as s:
+        ep = s.create("memory_chain", task_id="chain-1", seed=7)
+        while not ep.done:
+            kind = "summary" if ep.kind == "compaction_request" else "assistant"
+            ep.step(kind=kind, text="continue")          # or token_ids=[...], logprobs=[...]
+        segments = ep.export()                            # one record per segment (a slime Sample each)
+        ep.delete()
+
+A Session holds one keep-alive connection and is not thread-safe: use one per thread. Episode.step carries the
+turn_id the server announced, so a step retried after a lost answer returns the stored answer and applies
+nothing twice.
+"""
+
+import http.client
+import importlib
+import json
+import os
+import sys
+import time
+import urllib.parse
+
+JSON = "application/json"
+PROTOBUF = "application/x-protobuf"
+
+
+class CrlError(Exception):
+    """A typed error answer: HTTP status plus the body {code, message, field, retry_after}."""
+
+    def __init__(self, status, code, message, field="", retry_after=0.0):
+        super().__init__(f"{status} {code}: {message}" + (f" (field {field})" if field else ""))
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.retry_after = float(retry_after or 0.0)
+
+
+def _load_protos(path=None):
+    """Imports the generated protobuf modules (server_pb2), or returns None when they are unavailable."""
+    for directory in (path, os.environ.get("CRL_PROTO_PY")):
+        if directory and directory not in sys.path:
+            sys.path.insert(0, directory)
+    try:
+        return importlib.import_module("server_pb2")
+    except ImportError:
+        return None
+
+
+# Which message each endpoint takes and returns, for the binary encoding.
+_REQUEST_TYPES = {"episodes": "CreateEpisodeRequest", "step": "StepRequest", "batch": "BatchStepRequest"}
+
+
+class Session:
+    """One connection to a server; creates episodes and sends batched steps."""
+
+    def __init__(self, base_url="http://127.0.0.1:7411", binary=False, timeout=30.0, retries=3, proto_path=None):
+        url = urllib.parse.urlsplit(base_url)
+        self.host = url.hostname or "127.0.0.1"
+        self.port = url.port or 80
+        self.timeout = timeout
+        self.retries = retries
+        self.pb = _load_protos(proto_path) if binary else None
+        if binary and self.pb is None:
+            raise ImportError("binary=True needs the generated server_pb2 module (see the module docstring)")
+        self._conn = None
+
+    # -- transport ---------------------------------------------------------------------------------------
+    def _connection(self):
+        if self._conn is None:
+            self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        return self._conn
+
+    def close(self):
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _encode(self, body, request_type):
+        if body is None:
+            return None, {}
+        if self.pb is None:
+            return json.dumps(body).encode(), {"Content-Type": JSON}
+        from google.protobuf import json_format
+
+        message = json_format.ParseDict(body, getattr(self.pb, request_type)())
+        return message.SerializeToString(), {"Content-Type": PROTOBUF}
+
+    def _decode(self, status, content_type, data, response_type):
+        if content_type.startswith(PROTOBUF):
+            from google.protobuf import json_format
+
+            name = "ErrorBody" if status >= 400 else response_type
+            message = getattr(self.pb, name)()
+            message.ParseFromString(data)
+            return json_format.MessageToDict(
+                message, preserving_proto_field_name=True, including_default_value_fields=True
+            )
+        return json.loads(data.decode("utf-8")) if data else {}
+
+    def request(self, method, path, body=None, request_type=None, response_type=None, retry=True):
+        """Sends one request; returns the decoded answer or raises CrlError. Connection failures are retried
+        (every endpoint is safe to retry: steps carry their turn_id)."""
+        payload, headers = self._encode(body, request_type)
+        if self.pb is not None:
+            headers["Accept"] = PROTOBUF
+        attempts = self.retries + 1 if retry else 1
+        for attempt in range(attempts):
+            try:
+                conn = self._connection()
+                conn.request(method, path, body=payload, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+                if response.getheader("Connection", "").lower() == "close":
+                    self.close()
+                break
+            except (ConnectionError, http.client.HTTPException, OSError):
+                self.close()
+                if attempt + 1 == attempts:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        answer = self._decode(response.status, response.getheader("Content-Type", JSON), data, response_type)
+        if response.status >= 400:
+            raise CrlError(
+                response.status,
+                answer.get("code", "http_error"),
+                answer.get("message", ""),
+                answer.get("field", ""),
+                answer.get("retry_after", 0.0),
+            )
+        return answer
+
+    # -- endpoints ---------------------------------------------------------------------------------------
+    def health(self):
+        return self.request("GET", "/health", response_type="HealthResponse")
+
+    def info(self):
+        return self.request("GET", "/v1/info", response_type="InfoResponse")
+
+    def create(self, env, task_id=None, split=None, index=None, seed=0, group_index=0, sample_index=0, budget=None,
+               params=None, view=None, rollout_id=None, wait_for_place=0.0):
+        """Creates and resets an episode. With wait_for_place > 0, a 429 (too many sessions) is retried after
+        its retry_after for at most that many seconds."""
+        body = {"env": env, "seed": seed, "group_index": group_index, "sample_index": sample_index}
+        if task_id is not None:
+            body["task_id"] = task_id
+        if split is not None:
+            body["split"] = split
+            body["index"] = index
+        if budget:
+            body["budget"] = dict(budget)
+        if params:
+            body["params"] = {k: str(v) for k, v in params.items()}
+        if view:
+            body["view"] = view
+        if rollout_id:
+            body["rollout_id"] = rollout_id
+        deadline = time.monotonic() + wait_for_place
+        while True:
+            try:
+                answer = self.request("POST", "/v1/episodes", body, "CreateEpisodeRequest", "StepResponse")
+                return Episode(self, answer)
+            except CrlError as e:
+                if e.status != 429 or time.monotonic() + e.retry_after > deadline:
+                    raise
+                time.sleep(e.retry_after)
+
+    def batch_step(self, items):
+        """items: (Episode, action dict) pairs, at most one per episode. Returns, in order, each step's answer or
+        its CrlError; successful answers also advance their Episode."""
+        steps = []
+        for episode, action in items:
+            steps.append({"episode_id": episode.id, "turn_id": episode.next_turn_id,
+                          "action": episode._action(**action)})
+        answer = self.request("POST", "/v1/batch/step", {"steps": steps}, "BatchStepRequest", "BatchStepResponse")
+        results = []
+        for (episode, action), result in zip(items, answer.get("results", [])):
+            status = int(result.get("http_status", 0))
+            if status == 200:
+                episode._advance(result["response"], steps[len(results)]["action"])
+                results.append(result["response"])
+            else:
+                error = result.get("error", {})
+                results.append(CrlError(status, error.get("code", ""), error.get("message", ""),
+                                        error.get("field", "")))
+        return results
+
+
+class Episode:
+    """One episode in step mode. Keeps the prompt the policy must condition on (prompt_ids), rebuilt from the
+    server's append_ids / prompt_ids after every step."""
+
+    def __init__(self, session, answer):
+        self.session = session
+        self.id = answer["episode_id"]
+        self.rollout_id = answer.get("rollout_id", "")
+        self.prompt_ids = list(answer.get("prompt_ids", []))
+        self.prompt_text = answer.get("prompt_text", "")
+        self.last = answer
+
+    # What the trainer must do next.
+    @property
+    def kind(self):
+        return self.last.get("kind", "")
+
+    @property
+    def role(self):
+        return self.last.get("role", "")
+
+    @property
+    def done(self):
+        return self.kind == "done"
+
+    @property
+    def next_turn_id(self):
+        return int(self.last.get("next_turn_id", 0))
+
+    @property
+    def max_new_tokens(self):
+        return int(self.last.get("max_new_tokens", 0))
+
+    @property
+    def reward(self):
+        return float(self.last.get("reward", 0.0))
+
+    @property
+    def status(self):
+        return self.last.get("status", "")
+
+    def _action(self, text=None, token_ids=None, logprobs=None, finish_reason=None, kind=None):
+        action = {"kind": kind or ("summary" if self.kind == "compaction_request" else "assistant")}
+        if text is not None:
+            action["text"] = text
+        if token_ids is not None:
+            action["token_ids"] = [int(t) for t in token_ids]
+        if logprobs is not None:
+            action["logprobs"] = [float(x) for x in logprobs]
+        if finish_reason:
+            action["finish_reason"] = finish_reason
+        return action
+
+    def _advance(self, answer, action):
+        sent = action.get("token_ids") or [int(t) for t in answer.get("action_ids", [])]
+        if answer.get("prompt_rebuilt") and answer.get("kind") != "done":
+            self.prompt_ids = [int(t) for t in answer.get("prompt_ids", [])]
+        else:
+            self.prompt_ids = self.prompt_ids + sent + [int(t) for t in answer.get("append_ids", [])]
+        if answer.get("prompt_text"):
+            self.prompt_text = answer["prompt_text"]
+        self.last = answer
+
+    def step(self, text=None, token_ids=None, logprobs=None, finish_reason=None, kind=None):
+        """Sends the action for the pending request (kind defaults to what was asked: assistant, or summary after
+        a compaction_request) and returns the answer."""
+        action = self._action(text, token_ids, logprobs, finish_reason, kind)
+        body = {"turn_id": self.next_turn_id, "action": action}
+        answer = self.session.request("POST", f"/v1/episodes/{self.id}/step", body, "StepRequest", "StepResponse")
+        self._advance(answer, action)
+        return answer
+
+    def state(self):
+        return self.session.request("GET", f"/v1/episodes/{self.id}", response_type="EpisodeState")
+
+    def export(self):
+        """The segments of the finished episode (PROTOCOL.md section 1), one dict per segment."""
+        answer = self.session.request("GET", f"/v1/episodes/{self.id}/export", response_type="ExportResponse")
+        return answer.get("segments", [])
+
+    def delete(self):
+        return self.session.request("DELETE", f"/v1/episodes/{self.id}", response_type="DeleteResponse")

@@ -1,0 +1,193 @@
+"""slime adapter: run one CompactionRL episode on `crl serve` per prompt and hand slime one Sample per segment.
+
+Use with slime's hooks:
+
+    --custom-generate-function-path crl_slime.generate
+    --custom-reward-post-process-path crl_slime.post_process_rewards
+
+`generate(args, sample, sampling_params)` runs one episode in step mode: the trainer's own sampling function
+produces every action and every summary (token ids and log-probs as sampled, never re-tokenized), the server
+keeps the budgeted context, asks for summaries when the trigger fires, and rebuilds the context after them.
+It returns one Sample per exported segment (execution and summary windows); all share `rollout_id`, the
+episode's reward, group_index and index, so slime's per-rollout bookkeeping holds.
+
+Configuration, from `args` (attributes are optional):
+    crl_server_url      server address (default $CRL_SERVER_URL or http://127.0.0.1:7411)
+    crl_env             environment name when the sample's metadata names none (default "memory_chain")
+    crl_budget          dict of budget fields (capacity, reserve, tail_k, max_compactions, per_turn_cap,
+                        summary_cap)
+    crl_sample_function a callable, or crl_sample_function_path "module.function": the sampling function
+Per sample, `sample.metadata` may give env, task_id (or split + index), seed, params, budget, view.
+
+The sampling function: `sample_fn(prompt_ids, max_new_tokens, role, sampling_params)` (plain or async)
+returning a dict {"token_ids": [...], "logprobs": [...], "finish_reason": "stop" | "length" | "abort"}; `role`
+is "execute" or "summarize". Use make_generate(sample_fn, ...) to build a generate function around one.
+"""
+
+import asyncio
+import importlib
+import inspect
+import math
+import os
+
+from crl_client import CrlError, Session
+
+
+def _sample_class():
+    try:
+        from slime.utils.types import Sample  # noqa: PLC0415
+
+        return Sample
+    except ImportError:
+        return None
+
+
+def _load(path):
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _status(sample_cls, status):
+    enum = getattr(sample_cls, "Status", None)
+    if enum is None:
+        return status
+    try:
+        return enum(status)
+    except ValueError:
+        return enum.FAILED if hasattr(enum, "FAILED") else status
+
+
+async def _call(fn, *a):
+    result = fn(*a)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _run_episode_blocking(session, create_kwargs, sample_fn, sampling_params, loop):
+    """Runs the episode on a worker thread; sampling (possibly async) is sent back to the trainer's loop."""
+    episode = session.create(**create_kwargs, wait_for_place=60.0)
+    try:
+        while not episode.done:
+            params = dict(sampling_params or {})
+            params["max_new_tokens"] = episode.max_new_tokens
+            coroutine = _call(sample_fn, list(episode.prompt_ids), episode.max_new_tokens, episode.role, params)
+            out = asyncio.run_coroutine_threadsafe(coroutine, loop).result() if loop else asyncio.run(coroutine)
+            episode.step(token_ids=out["token_ids"], logprobs=out.get("logprobs") or None,
+                         finish_reason=out.get("finish_reason", "stop"))
+        return episode.export()
+    finally:
+        try:
+            episode.delete()
+        except (CrlError, OSError):
+            pass
+
+
+def segments_to_samples(segments, sample, sample_cls=None):
+    """Export records -> Sample-shaped objects (one per segment), copying the prompt sample's identity."""
+    sample_cls = sample_cls or type(sample)
+    out = []
+    for seg in segments:
+        prompt_ids = [int(t) for t in seg.get("prompt_ids", [])]
+        response_ids = [int(t) for t in seg.get("response_ids", [])]
+        metadata = dict(getattr(sample, "metadata", None) or {})
+        metadata.update(seg.get("metadata", {}))
+        for key in ("rollout_id", "segment_index", "num_segments", "kind", "n_sampled", "n_after",
+                    "compaction_index", "finish_reason", "task_id", "env"):
+            metadata[key] = seg.get(key)
+        metadata["critic_mask"] = [int(m) for m in seg.get("critic_mask", [])]
+        s = sample_cls(group_index=getattr(sample, "group_index", None), index=getattr(sample, "index", None))
+        s.prompt = getattr(sample, "prompt", "")
+        s.label = getattr(sample, "label", None)
+        s.tokens = prompt_ids + response_ids
+        s.response = seg.get("response_text", "")
+        s.response_length = len(response_ids)
+        s.loss_mask = [int(m) for m in seg.get("loss_mask", [])]
+        s.rollout_log_probs = [float(x) for x in seg.get("rollout_log_probs", [])]
+        s.reward = float(seg.get("reward", 0.0))
+        s.status = _status(sample_cls, seg.get("status", "completed"))
+        s.metadata = metadata
+        s.rollout_id = seg.get("rollout_id")
+        out.append(s)
+    return out
+
+
+def make_generate(sample_fn, server_url=None, env=None, budget=None, binary=False):
+    """A slime custom generate function around `sample_fn` (see the module docstring)."""
+
+    async def generate(args, sample, sampling_params):
+        url = server_url or getattr(args, "crl_server_url", None) or os.environ.get(
+            "CRL_SERVER_URL", "http://127.0.0.1:7411")
+        meta = dict(getattr(sample, "metadata", None) or {})
+        create = {
+            "env": meta.get("env") or env or getattr(args, "crl_env", None) or "memory_chain",
+            "seed": int(meta.get("seed", getattr(args, "seed", 0) or 0)),
+            "group_index": int(getattr(sample, "group_index", 0) or 0),
+            "sample_index": int(getattr(sample, "index", 0) or 0),
+            "budget": meta.get("budget") or budget or getattr(args, "crl_budget", None),
+            "params": meta.get("params"),
+            "view": meta.get("view"),
+        }
+        if "split" in meta:
+            create["split"], create["index"] = meta["split"], int(meta.get("index", 0))
+        else:
+            create["task_id"] = str(meta.get("task_id") or f"task-{create['group_index']}")
+        loop = asyncio.get_running_loop()
+        session = Session(url, binary=binary)
+        try:
+            segments = await asyncio.to_thread(_run_episode_blocking, session, create, sample_fn, sampling_params,
+                                               loop)
+        except (CrlError, OSError) as error:
+            # A failed episode is a failed sample, never a crashed run.
+            sample.status = _status(type(sample), "failed")
+            sample.metadata = dict(getattr(sample, "metadata", None) or {}, crl_error=str(error))
+            return sample
+        finally:
+            session.close()
+        return segments_to_samples(segments, sample)
+
+    return generate
+
+
+async def generate(args, sample, sampling_params):
+    """The hook for --custom-generate-function-path: the sampling function comes from args."""
+    sample_fn = getattr(args, "crl_sample_function", None)
+    if sample_fn is None:
+        sample_fn = _load(args.crl_sample_function_path)
+    return await make_generate(sample_fn)(args, sample, sampling_params)
+
+
+def post_process_rewards(args, samples):
+    """slime's reward post-process hook: normalizes ONE reward per (group_index, rollout_id) within each group
+    (mean, and std unless args.grpo_std_normalization is False), then gives it to every segment of the rollout.
+    A rollout with many segments therefore counts once. Returns (raw_rewards, rewards) aligned with samples."""
+    flat = [s for item in samples for s in (item if isinstance(item, (list, tuple)) else [item])]
+    raw = [float(s.reward) for s in flat]
+
+    def rollout_key(s):
+        meta = getattr(s, "metadata", None) or {}
+        return (getattr(s, "group_index", None), getattr(s, "rollout_id", None) or meta.get("rollout_id"))
+
+    per_rollout = {}
+    for s, r in zip(flat, raw):
+        per_rollout.setdefault(rollout_key(s), r)
+    if not getattr(args, "rewards_normalization", True):
+        return raw, list(raw)
+    groups = {}
+    for (group, rollout), r in per_rollout.items():
+        groups.setdefault(group, []).append(r)
+    use_std = getattr(args, "grpo_std_normalization", True)
+    stats = {}
+    for group, values in groups.items():
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)) if len(values) > 1 else 0.0
+        stats[group] = (mean, std)
+    normalized = []
+    for s in flat:
+        key = rollout_key(s)
+        mean, std = stats[key[0]]
+        value = per_rollout[key] - mean
+        if use_std:
+            value /= std + 1e-6
+        normalized.append(value)
+    return raw, normalized

@@ -1,0 +1,120 @@
+#include "server/router.h"
+
+#include "engine/error.h"
+#include "server/api_error.h"
+#include "server/wire_codec.h"
+
+namespace crl::server {
+
+namespace {
+
+// "/v1/episodes/ID/step" -> {"v1", "episodes", "ID", "step"}; empty segments are dropped.
+std::vector<std::string_view> split_path(std::string_view target) {
+  target = target.substr(0, target.find('?'));
+  std::vector<std::string_view> parts;
+  while (!target.empty()) {
+    const size_t slash = target.find('/');
+    const std::string_view part = target.substr(0, slash);
+    if (!part.empty()) parts.push_back(part);
+    if (slash == std::string_view::npos) break;
+    target.remove_prefix(slash + 1);
+  }
+  return parts;
+}
+
+HttpAnswer encoded(const google::protobuf::Message& message, WireFormat format, int status = 200) {
+  return HttpAnswer{status, std::string(content_type(format)), encode_message(message, format), 0};
+}
+
+HttpAnswer from_error(const ApiError& e, WireFormat format) {
+  HttpAnswer answer;
+  try {
+    answer = encoded(e.body(), format, e.http_status());
+  } catch (...) {  // never: error texts are valid UTF-8; but an error answer must not fail
+    answer =
+        HttpAnswer{500, std::string(kJsonContentType), R"({"code":"internal","message":"","field":""})", 0};
+  }
+  answer.retry_after = e.retry_after();
+  return answer;
+}
+
+void require_method(std::string_view method, std::string_view allowed, std::string_view path) {
+  if (method != allowed) {
+    throw ApiError(405, "method_not_allowed",
+                   std::string(method) + " is not allowed on " + std::string(path) + " (use " +
+                       std::string(allowed) + ")",
+                   "");
+  }
+}
+
+}  // namespace
+
+HttpAnswer error_answer(int status, const std::string& code, const std::string& message,
+                        std::string_view accept) {
+  return from_error(ApiError(status, code, message), response_format(accept, WireFormat::kJson));
+}
+
+HttpAnswer route(EpisodeService& service, const HttpCall& call) {
+  WireFormat answer_format = response_format(call.accept, WireFormat::kJson);
+  try {
+    const WireFormat request_format = format_from_content_type(call.content_type);
+    answer_format = response_format(call.accept, request_format);
+    const std::vector<std::string_view> parts = split_path(call.target);
+    const std::string path(call.target.substr(0, call.target.find('?')));
+    auto body_as = [&](auto& message) -> auto& {
+      decode_message(call.body, request_format, message);
+      return message;
+    };
+
+    if (parts.size() == 1 && parts[0] == "health") {
+      require_method(call.method, "GET", path);
+      return encoded(service.health(call.draining), answer_format);
+    }
+    if (parts.size() >= 2 && parts[0] == "v1") {
+      if (parts.size() == 2 && parts[1] == "info") {
+        require_method(call.method, "GET", path);
+        return encoded(service.info(), answer_format);
+      }
+      if (parts.size() == 2 && parts[1] == "episodes") {
+        require_method(call.method, "POST", path);
+        proto::CreateEpisodeRequest request;
+        return encoded(service.create(body_as(request)), answer_format);
+      }
+      if (parts.size() == 3 && parts[1] == "batch" && parts[2] == "step") {
+        require_method(call.method, "POST", path);
+        proto::BatchStepRequest request;
+        return encoded(service.batch_step(body_as(request)), answer_format);
+      }
+      if (parts.size() >= 3 && parts[1] == "episodes") {
+        const std::string id(parts[2]);
+        if (parts.size() == 3) {
+          if (call.method == "DELETE") return encoded(service.remove(id), answer_format);
+          require_method(call.method, "GET", path);
+          return encoded(service.state(id), answer_format);
+        }
+        if (parts.size() == 4 && parts[3] == "step") {
+          require_method(call.method, "POST", path);
+          proto::StepRequest request;
+          return encoded(service.step(id, body_as(request)), answer_format);
+        }
+        if (parts.size() == 4 && parts[3] == "export") {
+          require_method(call.method, "GET", path);
+          return encoded(service.export_segments(id), answer_format);
+        }
+      }
+    }
+    throw ApiError(404, "not_found",
+                   "no endpoint " + path +
+                       " (see GET /v1/info; endpoints: /health, /v1/info, /v1/episodes, /v1/episodes/{id}, "
+                       "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step)",
+                   "");
+  } catch (const ApiError& e) {
+    return from_error(e, answer_format);
+  } catch (const Error& e) {
+    return from_error(ApiError(400, "bad_request", e.what(), e.field()), answer_format);
+  } catch (const std::exception& e) {
+    return from_error(ApiError(500, "internal", std::string("internal error: ") + e.what()), answer_format);
+  }
+}
+
+}  // namespace crl::server

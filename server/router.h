@@ -1,0 +1,42 @@
+#pragma once
+// Routing: one HTTP request (method, target, headers that matter, body) -> one answer (status, content type,
+// body). Transport-free, so tests and the fuzz target drive it without sockets. Every failure becomes a typed
+// ErrorBody; nothing escapes route().
+//
+//   GET    /health                      HealthResponse
+//   GET    /v1/info                     InfoResponse
+//   POST   /v1/episodes                 CreateEpisodeRequest -> StepResponse
+//   POST   /v1/episodes/{id}/step       StepRequest -> StepResponse
+//   GET    /v1/episodes/{id}            EpisodeState
+//   GET    /v1/episodes/{id}/export     ExportResponse
+//   DELETE /v1/episodes/{id}            DeleteResponse
+//   POST   /v1/batch/step               BatchStepRequest -> BatchStepResponse
+#include <string>
+#include <string_view>
+
+#include "server/episode_service.h"
+
+namespace crl::server {
+
+struct HttpCall {
+  std::string_view method;  // "GET", "POST", ...
+  std::string_view target;  // path, optionally with a query string (ignored)
+  std::string_view content_type;
+  std::string_view accept;
+  std::string_view body;
+  bool draining = false;  // the server is shutting down (health says so)
+};
+
+struct HttpAnswer {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  double retry_after = 0;  // > 0: send a Retry-After header (429)
+};
+
+HttpAnswer route(EpisodeService& service, const HttpCall& call);
+// A typed error answer outside routing (the transport's 408, 413, 431, 400 for unparsable HTTP).
+HttpAnswer error_answer(int status, const std::string& code, const std::string& message,
+                        std::string_view accept);
+
+}  // namespace crl::server

@@ -1,0 +1,82 @@
+#pragma once
+// The table of live episodes (sessions): ids, the session limit (429 with retry_after beyond it) and the
+// idle reaper.
+//
+// Concurrency: the table's own mutex guards only the id -> session map; each Session has its own mutex, held
+// for the whole of a request to that episode. Requests to different episodes therefore run in parallel and
+// requests to one episode are serialized. A session removed (DELETE or reaped) while a request waited for its
+// mutex is marked `closed`; the waiting request then answers 404 like any request to an unknown id.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/trajectory.h"
+#include "envs/episode.h"
+#include "proto/server.pb.h"
+
+namespace crl::server {
+
+using Clock = std::chrono::steady_clock;
+
+struct Session {
+  std::mutex mutex;  // held for a whole request to this episode
+  // Set once at creation (read without the mutex).
+  std::string id;
+  std::string env;
+  std::string view;
+  // Guarded by `mutex`.
+  std::unique_ptr<Episode> episode;
+  std::vector<TokenId> prompt;  // the prompt the client holds (to compute the next append_ids)
+  uint32_t next_turn_id = 0;
+  bool has_last = false;
+  std::string last_action;               // the serialized action of the last applied turn (retry check)
+  proto::StepResponse last_response;     // its answer, returned again for a retry
+  std::optional<Trajectory> trajectory;  // built once the episode is done and exported
+  bool closed = false;
+  // Steady-clock time of the last request's end (nanoseconds), read by the reaper without the mutex.
+  std::atomic<int64_t> last_used_ns{0};
+
+  void touch() { last_used_ns.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+  double idle_seconds() const {
+    return static_cast<double>(Clock::now().time_since_epoch().count() - last_used_ns.load()) * 1e-9;
+  }
+};
+
+class SessionTable {
+ public:
+  SessionTable(size_t max_sessions, double idle_timeout_s);
+
+  // Holds one of the max_sessions places while an episode is built. Throws ApiError 429 (too_many_sessions,
+  // with retry_after) when every place is taken. Release it with insert() or unreserve().
+  void reserve();
+  void unreserve();
+  // Adds a built session under a fresh id (and consumes the reservation); returns the id.
+  std::string insert(std::shared_ptr<Session> session);
+  // The session, or ApiError 404 unknown_episode.
+  std::shared_ptr<Session> find(const std::string& id) const;
+  // Removes a session (waiting for a request in flight to finish). Returns false for an unknown id.
+  bool erase(const std::string& id);
+  // Removes sessions idle for longer than the timeout and not in use; returns how many.
+  size_t reap_idle();
+
+  size_t size() const;
+  size_t max_sessions() const { return max_sessions_; }
+  double idle_timeout_s() const { return idle_timeout_s_; }
+
+ private:
+  const size_t max_sessions_;
+  const double idle_timeout_s_;
+  const std::string id_prefix_;  // random per server: ids of an earlier server process are never reused
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;
+  size_t reserved_ = 0;
+  uint64_t counter_ = 0;
+};
+
+}  // namespace crl::server

@@ -1,0 +1,533 @@
+#include "server/wire_codec.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/unknown_field_set.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+#include "server/utf8.h"
+
+namespace crl::server {
+
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::EnumValueDescriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+using nlohmann::json;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// The media type of a header value, lower-cased, without parameters.
+std::string media_type(std::string_view value) {
+  value = trim(value.substr(0, value.find(';')));
+  std::string out(value);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// ---- JSON -> message
+// --------------------------------------------------------------------------------------- The canonical
+// proto3 JSON mapping for the types the schema uses (messages, repeated fields, maps, scalars, enums; no
+// well-known types, no bytes): integers as numbers or decimal strings (64-bit ones are printed as strings),
+// floats as numbers or "NaN" / "Infinity" / "-Infinity", null as the default. Field names are the .proto
+// names or their lowerCamelCase JSON names. Anything else is an error naming the field path.
+
+std::string kind_of(const json& value) {
+  switch (value.type()) {
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "null";
+  }
+}
+
+[[noreturn]] void bad(const std::string& path, const std::string& expected, const json& value) {
+  std::string shown = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+  throw ApiError(400, "bad_field",
+                 path + ": expected " + expected + ", found " + kind_of(value) + " " + shown, path);
+}
+
+// An integer of the field's type, from a JSON number or decimal string.
+template <typename T>
+[[noreturn]] void bad_integer(const json& value, const std::string& path) {
+  bad(path,
+      "an integer in " + std::to_string(std::numeric_limits<T>::min()) + " .. " +
+          std::to_string(std::numeric_limits<T>::max()),
+      value);
+}
+
+// An integer of the field's type, from a JSON number or decimal string.
+template <typename T>
+T read_integer(const json& value, const std::string& path) {
+  constexpr bool is_signed = std::numeric_limits<T>::is_signed;
+  if (value.is_number_unsigned()) {
+    const uint64_t v = value.get<uint64_t>();
+    if (v > static_cast<uint64_t>(std::numeric_limits<T>::max())) bad_integer<T>(value, path);
+    return static_cast<T>(v);
+  }
+  if (value.is_number_integer()) {
+    const int64_t v = value.get<int64_t>();
+    if constexpr (is_signed) {
+      if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+          v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+        bad_integer<T>(value, path);
+      }
+    } else if (v < 0 || static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      bad_integer<T>(value, path);
+    }
+    return static_cast<T>(v);
+  }
+  if (value.is_number_float()) {  // 3.0 is an integer; 3.5 and 1e30 are not
+    const double d = value.get<double>();
+    if (!(std::floor(d) == d) || d < static_cast<double>(std::numeric_limits<T>::min()) ||
+        d >= std::ldexp(1.0, std::numeric_limits<T>::digits)) {
+      bad_integer<T>(value, path);
+    }
+    return static_cast<T>(d);
+  }
+  if (value.is_string()) {
+    const std::string& s = value.get_ref<const std::string&>();
+    T v{};
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || s.empty()) bad_integer<T>(value, path);
+    return v;
+  }
+  bad_integer<T>(value, path);
+}
+
+template <typename T>
+T read_float(const json& value, const std::string& path) {
+  if (value.is_number()) {
+    const double d = value.get<double>();
+    if (std::isfinite(d) && std::fabs(d) > static_cast<double>(std::numeric_limits<T>::max())) {
+      bad(path, "a number in the range of its type", value);
+    }
+    return static_cast<T>(d);
+  }
+  if (value.is_string()) {
+    const std::string& s = value.get_ref<const std::string&>();
+    if (s == "NaN") return std::numeric_limits<T>::quiet_NaN();
+    if (s == "Infinity") return std::numeric_limits<T>::infinity();
+    if (s == "-Infinity") return -std::numeric_limits<T>::infinity();
+    double d = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+    if (ec == std::errc() && end == s.data() + s.size() && !s.empty() && std::isfinite(d) &&
+        std::fabs(d) <= static_cast<double>(std::numeric_limits<T>::max())) {
+      return static_cast<T>(d);
+    }
+  }
+  bad(path, "a number (or \"NaN\", \"Infinity\", \"-Infinity\")", value);
+}
+
+const EnumValueDescriptor* read_enum(const json& value, const FieldDescriptor* field,
+                                     const std::string& path) {
+  const auto* type = field->enum_type();
+  const EnumValueDescriptor* found = nullptr;
+  if (value.is_string()) found = type->FindValueByName(value.get_ref<const std::string&>());
+  if (value.is_number_integer()) {
+    const int64_t n = value.get<int64_t>();
+    if (n >= std::numeric_limits<int32_t>::min() && n <= std::numeric_limits<int32_t>::max()) {
+      found = type->FindValueByNumber(static_cast<int>(n));
+    }
+  }
+  if (found == nullptr) bad(path, "a value of enum " + std::string(type->name()), value);
+  return found;
+}
+
+void read_message(const json& value, Message& message, const std::string& path);
+
+// Sets (or, for repeated fields, adds) one scalar or message value.
+void read_value(const json& value, Message& message, const FieldDescriptor* field, const std::string& path) {
+  const Reflection* r = message.GetReflection();
+  const bool rep = field->is_repeated();
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: {
+      const auto v = read_integer<int32_t>(value, path);
+      rep ? r->AddInt32(&message, field, v) : r->SetInt32(&message, field, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_INT64: {
+      const auto v = read_integer<int64_t>(value, path);
+      rep ? r->AddInt64(&message, field, v) : r->SetInt64(&message, field, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_UINT32: {
+      const auto v = read_integer<uint32_t>(value, path);
+      rep ? r->AddUInt32(&message, field, v) : r->SetUInt32(&message, field, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_UINT64: {
+      const auto v = read_integer<uint64_t>(value, path);
+      rep ? r->AddUInt64(&message, field, v) : r->SetUInt64(&message, field, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_FLOAT: {
+      const auto v = read_float<float>(value, path);
+      rep ? r->AddFloat(&message, field, v) : r->SetFloat(&message, field, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_DOUBLE: {
+      const auto v = read_float<double>(value, path);
+      rep ? r->AddDouble(&message, field, v) : r->SetDouble(&message, field, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_BOOL: {
+      if (!value.is_boolean()) bad(path, "true or false", value);
+      rep ? r->AddBool(&message, field, value.get<bool>()) : r->SetBool(&message, field, value.get<bool>());
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const EnumValueDescriptor* v = read_enum(value, field, path);
+      rep ? r->AddEnum(&message, field, v) : r->SetEnum(&message, field, v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_STRING: {
+      if (field->type() == FieldDescriptor::TYPE_BYTES)
+        bad(path, "no bytes field (not in this schema)", value);
+      if (!value.is_string()) bad(path, "a string", value);
+      rep ? r->AddString(&message, field, value.get<std::string>())
+          : r->SetString(&message, field, value.get<std::string>());
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE: {
+      Message* child = rep ? r->AddMessage(&message, field) : r->MutableMessage(&message, field);
+      read_message(value, *child, path);
+      break;
+    }
+  }
+}
+
+void read_message(const json& value, Message& message, const std::string& path) {
+  const Descriptor* type = message.GetDescriptor();
+  if (!value.is_object()) bad(path, "an object (" + std::string(type->name()) + ")", value);
+  for (const auto& [key, item] : value.items()) {
+    const FieldDescriptor* field = type->FindFieldByName(key);
+    if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
+    const std::string at = path.empty() ? key : path + "." + key;
+    if (field == nullptr) {
+      std::string known;
+      for (int i = 0; i < type->field_count(); ++i) known += (i ? ", " : "") + type->field(i)->name();
+      throw ApiError(400, "unknown_field", "unknown field \"" + key + "\" (known: " + known + ")", at);
+    }
+    if (item.is_null()) continue;  // null reads as the default
+    if (field->is_map()) {
+      if (!item.is_object()) bad(at, "an object (a map)", item);
+      const FieldDescriptor* key_field = field->message_type()->map_key();
+      const FieldDescriptor* value_field = field->message_type()->map_value();
+      for (const auto& [k, v] : item.items()) {
+        Message* entry = message.GetReflection()->AddMessage(&message, field);
+        read_value(json(k), *entry, key_field, at + "." + k);  // keys are strings in JSON
+        if (!v.is_null()) read_value(v, *entry, value_field, at + "." + k);
+      }
+    } else if (field->is_repeated()) {
+      if (!item.is_array()) bad(at, "an array", item);
+      for (size_t i = 0; i < item.size(); ++i) {
+        if (item[i].is_null())
+          bad(at + "[" + std::to_string(i) + "]", "a value (null is not allowed in an array)", item[i]);
+        read_value(item[i], message, field, at + "[" + std::to_string(i) + "]");
+      }
+    } else {
+      read_value(item, message, field, at);
+    }
+  }
+}
+
+// ---- message -> JSON
+// --------------------------------------------------------------------------------------- Every field in
+// declaration order, defaults too (scalars, empty lists and maps); message fields and proto3 optional fields
+// only when set; 64-bit integers as strings; map entries sorted by key. Floats use the shortest text that
+// reads back to the same value.
+
+void write_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string repaired;
+  for (unsigned char c : s) {
+    if (c >= 0x80) {
+      if (!is_valid_utf8(s)) {
+        repaired = valid_utf8(s);
+        s = repaired;
+      }
+      break;
+    }
+  }
+  out += '"';
+  size_t run = 0;  // start of the pending run of characters that need no escape (appended in one go)
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        out += "\\u00";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+    }
+  }
+  out.append(s.data() + run, s.size() - run);
+  out += '"';
+}
+
+template <typename T>
+void write_number(std::string& out, T value, bool quoted) {
+  char buffer[64];
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(value)) return void(out += "\"NaN\"");
+    if (std::isinf(value)) return void(out += value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+  }
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  if (quoted) out += '"';
+  out.append(buffer, result.ptr);
+  if (quoted) out += '"';
+}
+
+void write_message(std::string& out, const Message& message);
+
+void write_value(std::string& out, const Message& m, const FieldDescriptor* f, int index) {
+  const Reflection* r = m.GetReflection();
+  const bool rep = index >= 0;
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return write_number(out, rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f), false);
+    case FieldDescriptor::CPPTYPE_INT64:
+      return write_number(out, rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f), true);
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return write_number(out, rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f), false);
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return write_number(out, rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f), true);
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return write_number(out, rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f), false);
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return write_number(out, rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f), false);
+    case FieldDescriptor::CPPTYPE_BOOL:
+      out += (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false";
+      return;
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      const EnumValueDescriptor* v = rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f);
+      return write_string(out, v->name());
+    }
+    case FieldDescriptor::CPPTYPE_STRING: {
+      std::string scratch;
+      const std::string& s =
+          rep ? r->GetRepeatedStringReference(m, f, index, &scratch) : r->GetStringReference(m, f, &scratch);
+      return write_string(out, s);
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      return write_message(out, rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
+  }
+}
+
+void write_message(std::string& out, const Message& message) {
+  const Descriptor* type = message.GetDescriptor();
+  const Reflection* r = message.GetReflection();
+  out += '{';
+  bool first = true;
+  for (int i = 0; i < type->field_count(); ++i) {
+    const FieldDescriptor* f = type->field(i);
+    if (!f->is_repeated() && f->has_presence() && !r->HasField(message, f)) continue;
+    if (!first) out += ',';
+    first = false;
+    write_string(out, f->name());
+    out += ':';
+    if (f->is_map()) {
+      const FieldDescriptor* key = f->message_type()->map_key();
+      const FieldDescriptor* value = f->message_type()->map_value();
+      const int n = r->FieldSize(message, f);
+      std::vector<std::pair<std::string, const Message*>> entries;
+      entries.reserve(n);
+      for (int e = 0; e < n; ++e) {
+        const Message& entry = r->GetRepeatedMessage(message, f, e);
+        std::string k;
+        if (key->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+          k = entry.GetReflection()->GetString(entry, key);
+        } else {
+          std::string number;
+          write_value(number, entry, key, -1);
+          k = number.front() == '"' ? number.substr(1, number.size() - 2) : number;
+        }
+        entries.emplace_back(std::move(k), &entry);
+      }
+      std::sort(entries.begin(), entries.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      out += '{';
+      for (size_t e = 0; e < entries.size(); ++e) {
+        if (e) out += ',';
+        write_string(out, entries[e].first);
+        out += ':';
+        write_value(out, *entries[e].second, value, -1);
+      }
+      out += '}';
+    } else if (f->is_repeated()) {
+      out += '[';
+      const int n = r->FieldSize(message, f);
+      for (int e = 0; e < n; ++e) {
+        if (e) out += ',';
+        write_value(out, message, f, e);
+      }
+      out += ']';
+    } else {
+      write_value(out, message, f, -1);
+    }
+  }
+  out += '}';
+}
+
+// ---- binary
+// ------------------------------------------------------------------------------------------------
+
+// Rejects fields that binary parsing kept as unknown: an unknown number, or a known number sent with the
+// wrong wire type (protobuf cannot tell the two apart, so both are named here).
+void check_no_unknown_fields(const Message& message, const std::string& path) {
+  const Reflection* reflection = message.GetReflection();
+  const auto& unknown = reflection->GetUnknownFields(message);
+  if (!unknown.empty()) {
+    const int number = unknown.field(0).number();
+    const FieldDescriptor* known = message.GetDescriptor()->FindFieldByNumber(number);
+    if (known != nullptr) {
+      const std::string at = path.empty() ? known->name() : path + "." + known->name();
+      throw ApiError(400, "bad_field",
+                     "field " + at + " (number " + std::to_string(number) + ") has the wrong wire type", at);
+    }
+    const std::string at = (path.empty() ? "" : path + ".") + "#" + std::to_string(number);
+    throw ApiError(
+        400, "unknown_field",
+        "unknown field number " + std::to_string(number) + " in " + message.GetDescriptor()->name(), at);
+  }
+  std::vector<const FieldDescriptor*> fields;
+  reflection->ListFields(message, &fields);
+  for (const FieldDescriptor* field : fields) {
+    if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) continue;
+    const std::string at = path.empty() ? field->name() : path + "." + field->name();
+    if (field->is_repeated()) {
+      const int n = reflection->FieldSize(message, field);
+      for (int i = 0; i < n; ++i) {
+        check_no_unknown_fields(reflection->GetRepeatedMessage(message, field, i),
+                                at + "[" + std::to_string(i) + "]");
+      }
+    } else {
+      check_no_unknown_fields(reflection->GetMessage(message, field), at);
+    }
+  }
+}
+
+}  // namespace
+
+WireFormat format_from_content_type(std::string_view value) {
+  const std::string type = media_type(value);
+  // curl -d sends application/x-www-form-urlencoded; text/plain comes from minimal clients: both are read as
+  // JSON, the default encoding.
+  if (type.empty() || type == kJsonContentType || type == "text/plain" ||
+      type == "application/x-www-form-urlencoded") {
+    return WireFormat::kJson;
+  }
+  if (type == kProtobufContentType || type == "application/protobuf" || type == "application/octet-stream") {
+    return WireFormat::kProtobuf;
+  }
+  throw ApiError(415, "unsupported_media_type",
+                 "Content-Type \"" + type + "\" is not application/json or application/x-protobuf",
+                 "Content-Type");
+}
+
+WireFormat response_format(std::string_view accept, WireFormat request_format) {
+  const std::string type = media_type(accept);
+  if (type == kJsonContentType) return WireFormat::kJson;
+  if (type == kProtobufContentType || type == "application/protobuf") return WireFormat::kProtobuf;
+  return request_format;
+}
+
+std::string_view content_type(WireFormat format) {
+  return format == WireFormat::kJson ? kJsonContentType : kProtobufContentType;
+}
+
+void decode_message(std::string_view body, WireFormat format, Message& out) {
+  out.Clear();
+  if (format == WireFormat::kProtobuf) {
+    if (!out.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+      throw ApiError(400, "bad_protobuf",
+                     "the body (" + std::to_string(body.size()) + " bytes) is not a valid binary " +
+                         out.GetDescriptor()->name() + " message");
+    }
+    check_no_unknown_fields(out, "");
+    return;
+  }
+  if (trim(body).empty()) return;
+  // nlohmann's parser throws for some malformed input even when asked not to (a number overflow such as
+  // 1E400 raises out_of_range.406: found by fuzzing), so every json::exception is a 400 here.
+  json document;
+  try {
+    document = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    throw ApiError(400, "bad_json", "the body is not valid JSON: " + std::string(e.what()));
+  }
+  try {
+    read_message(document, out, "");
+  } catch (...) {
+    out.Clear();
+    throw;
+  }
+}
+
+std::string encode_message(const Message& message, WireFormat format) {
+  std::string out;
+  if (format == WireFormat::kProtobuf) {
+    // Deterministic serialization sorts map entries by key, so equal messages give equal bytes (protobuf's
+    // maps iterate in a per-instance hash order otherwise).
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+    return out;
+  }
+  out.reserve(256);
+  write_message(out, message);
+  return out;
+}
+
+}  // namespace crl::server

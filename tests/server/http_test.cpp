@@ -1,0 +1,293 @@
+// The HTTP transport on loopback (issue 6): JSON and binary protobuf on every endpoint, typed error bodies
+// with the right statuses for malformed, oversized, slow, half-closed and excess clients, and the server
+// keeps serving after each; concurrent clients on different episodes; the drain answers requests under way.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "server/http_server.h"
+#include "server/wire_codec.h"
+#include "tests/server/http_client.h"
+
+namespace crl::server {
+namespace {
+
+using testing::HttpClient;
+using testing::raw_exchange;
+using testing::Reply;
+
+struct TestServer {
+  explicit TestServer(HttpOptions http = {}, ServiceOptions service_options = {})
+      : service(service_options), server(with_port0(http), service), thread([this] { server.run(); }) {}
+  ~TestServer() {
+    server.request_stop();
+    thread.join();
+  }
+  static HttpOptions with_port0(HttpOptions o) {
+    o.port = 0;
+    o.handle_signals = false;
+    return o;
+  }
+  uint16_t port() const { return server.port(); }
+
+  EpisodeService service;
+  HttpServer server;
+  std::thread thread;
+};
+
+template <typename M>
+M parse(const Reply& reply) {
+  M message;
+  decode_message(reply.body, format_from_content_type(reply.content_type), message);
+  return message;
+}
+
+proto::ErrorBody error_of(const Reply& reply) {
+  return parse<proto::ErrorBody>(reply);
+}
+
+const char* kCreate =
+    R"({"env":"memory_chain","task_id":"h1","seed":3,"params":{"length":"4","reset_points":""}})";
+
+void expect_healthy(uint16_t port) {
+  HttpClient client(port);
+  const Reply health = client.call("GET", "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(parse<proto::HealthResponse>(health).status(), "ok");
+}
+
+TEST(HttpServer, EveryEndpointInJsonAndBinaryProtobuf) {
+  TestServer s;
+  HttpClient client(s.port());
+  EXPECT_EQ(client.call("GET", "/health").status, 200);
+  const Reply info = client.call("GET", "/v1/info", "", "", "application/x-protobuf");
+  EXPECT_EQ(info.content_type, "application/x-protobuf");
+  const auto parsed_info = parse<proto::InfoResponse>(info);
+  EXPECT_EQ(parsed_info.environments(0).name(), "memory_chain");
+  EXPECT_EQ(parsed_info.tokenizer(), "byte");
+  EXPECT_FALSE(parsed_info.tokenizer_fingerprint().empty());
+
+  // Create in binary, step in JSON, batch in binary, state / export / delete in both.
+  proto::CreateEpisodeRequest create;
+  decode_message(kCreate, WireFormat::kJson, create);
+  Reply created = client.call("POST", "/v1/episodes", encode_message(create, WireFormat::kProtobuf),
+                              "application/x-protobuf");
+  ASSERT_EQ(created.status, 200) << created.body;
+  EXPECT_EQ(created.content_type, "application/x-protobuf");
+  const auto r0 = parse<proto::StepResponse>(created);
+  const std::string id = r0.episode_id();
+  EXPECT_GT(r0.prompt_ids_size(), 0);
+  const Reply step = client.call("POST", "/v1/episodes/" + id + "/step",
+                                 R"({"turn_id":0,"action":{"kind":"assistant","text":"continue"}})");
+  ASSERT_EQ(step.status, 200) << step.body;
+  EXPECT_EQ(step.content_type, "application/json");
+  EXPECT_EQ(parse<proto::StepResponse>(step).kind(), "observation");
+  // The retry returns the same bytes.
+  EXPECT_EQ(client
+                .call("POST", "/v1/episodes/" + id + "/step",
+                      R"({"turn_id":0,"action":{"kind":"assistant","text":"continue"}})")
+                .body,
+            step.body);
+  proto::BatchStepRequest batch;
+  for (uint32_t turn = 1; turn < 3; ++turn) {
+    proto::StepRequest* item = batch.add_steps();
+    item->set_episode_id(id);
+    item->set_turn_id(turn);
+    item->mutable_action()->set_kind("assistant");
+    item->mutable_action()->set_text("continue");
+  }
+  const auto batched = parse<proto::BatchStepResponse>(client.call(
+      "POST", "/v1/batch/step", encode_message(batch, WireFormat::kProtobuf), "application/x-protobuf"));
+  ASSERT_EQ(batched.results_size(), 2);
+  EXPECT_EQ(batched.results(1).response().turn(), 3);
+  EXPECT_EQ(client.call("GET", "/v1/episodes/" + id + "/export").status, 409);  // still running
+  const Reply last = client.call("POST", "/v1/episodes/" + id + "/step",
+                                 R"({"turn_id":3,"action":{"kind":"assistant","text":"answer 1"}})");
+  EXPECT_EQ(parse<proto::StepResponse>(last).kind(), "done");
+  const Reply state = client.call("GET", "/v1/episodes/" + id, "", "", "application/x-protobuf");
+  EXPECT_EQ(parse<proto::EpisodeState>(state).current().status(), parse<proto::StepResponse>(last).status());
+  const Reply exported = client.call("GET", "/v1/episodes/" + id + "/export");
+  ASSERT_EQ(exported.status, 200);
+  const auto segments = parse<proto::ExportResponse>(exported);
+  ASSERT_EQ(segments.segments_size(), 1);
+  EXPECT_EQ(segments.segments(0).kind(), "execution");
+  EXPECT_NE(exported.body.find("\"loss_mask\""), std::string::npos);  // .proto field names preserved
+  EXPECT_EQ(client.call("DELETE", "/v1/episodes/" + id).status, 200);
+  EXPECT_EQ(client.call("DELETE", "/v1/episodes/" + id).status, 404);
+}
+
+TEST(HttpServer, MalformedRequestsGetTypedErrorsAndTheServerKeepsServing) {
+  TestServer s;
+  HttpClient client(s.port());
+  struct Case {
+    std::string method, target, body, content_type;
+    int status;
+    std::string code, field;
+  };
+  const std::vector<Case> cases = {
+      {"POST", "/v1/episodes", "{\"env\":", "application/json", 400, "bad_json", ""},
+      {"POST", "/v1/episodes", "[1,2]", "application/json", 400, "bad_field", ""},
+      {"POST", "/v1/episodes", R"({"env":"memory_chain","seed":"x"})", "application/json", 400, "bad_field",
+       "seed"},
+      {"POST", "/v1/episodes", R"({"env":"memory_chain","budget":{"tail_k":1.5}})", "application/json", 400,
+       "bad_field", "budget.tail_k"},
+      {"POST", "/v1/episodes", R"({"env":"memory_chain","colour":"red"})", "application/json", 400,
+       "unknown_field", "colour"},
+      {"POST", "/v1/episodes", R"({"env":"no_such_env","task_id":"t"})", "application/json", 400,
+       "unknown_env", "env"},
+      {"POST", "/v1/episodes", "\xff\xff\xff\xff", "application/x-protobuf", 400, "bad_protobuf", ""},
+      {"POST", "/v1/episodes", std::string("\x08\x01", 2), "application/x-protobuf", 400, "bad_field", "env"},
+      {"POST", "/v1/episodes", std::string("\xf8\x07\x01", 3), "application/x-protobuf", 400, "unknown_field",
+       "#127"},
+      {"POST", "/v1/episodes", "{}", "text/html", 415, "unsupported_media_type", "Content-Type"},
+      {"GET", "/v1/nothing", "", "", 404, "not_found", ""},
+      {"PUT", "/v1/info", "", "", 405, "method_not_allowed", ""},
+      {"POST", "/v1/episodes/ep-none/step", R"({"turn_id":0,"action":{"kind":"assistant"}})",
+       "application/json", 404, "unknown_episode", "episode_id"},
+      {"GET", "/v1/episodes/ep-none/export", "", "", 404, "unknown_episode", "episode_id"},
+  };
+  for (const Case& c : cases) {
+    const Reply reply = client.call(c.method, c.target, c.body, c.content_type);
+    EXPECT_EQ(reply.status, c.status) << c.target << " " << c.body << ": " << reply.body;
+    EXPECT_EQ(reply.content_type,
+              c.content_type == "application/x-protobuf" ? "application/x-protobuf" : "application/json");
+    const proto::ErrorBody error = error_of(reply);
+    EXPECT_EQ(error.code(), c.code) << reply.body;
+    EXPECT_EQ(error.field(), c.field) << reply.body;
+    EXPECT_FALSE(error.message().empty());
+  }
+  expect_healthy(s.port());
+}
+
+TEST(HttpServer, OversizedBodyGets413AndTheConnectionCloses) {
+  HttpOptions http;
+  http.max_body_bytes = 4096;
+  TestServer s(http);
+  const std::string body(10000, ' ');
+  const std::string request =
+      "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string answer = raw_exchange(s.port(), request, false, 5.0);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
+  EXPECT_NE(answer.find("payload_too_large"), std::string::npos);
+  expect_healthy(s.port());
+}
+
+TEST(HttpServer, SlowClientsTimeOutWith408AndIdleOnesAreClosed) {
+  HttpOptions http;
+  http.request_timeout_s = 0.3;
+  TestServer s(http);
+  const auto begin = std::chrono::steady_clock::now();
+  const std::string partial = "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"env\"";
+  const std::string answer = raw_exchange(s.port(), partial, false, 5.0);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 408", 0), 0u) << answer;
+  EXPECT_NE(answer.find("request_timeout"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(3));
+  EXPECT_EQ(raw_exchange(s.port(), "", false, 5.0), "");  // an idle connection is closed without a word
+  const std::string slow_headers = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  EXPECT_EQ(raw_exchange(s.port(), slow_headers, false, 5.0).rfind("HTTP/1.1 408", 0), 0u);
+  expect_healthy(s.port());
+}
+
+TEST(HttpServer, HalfClosedAndGarbledClients) {
+  TestServer s;
+  const std::string full = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string answered = raw_exchange(s.port(), full, true, 5.0);  // shut down our side after sending
+  EXPECT_EQ(answered.rfind("HTTP/1.1 200", 0), 0u) << answered;
+  const std::string cut = "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{\"env\":";
+  const std::string incomplete = raw_exchange(s.port(), cut, true, 5.0);
+  EXPECT_EQ(incomplete.rfind("HTTP/1.1 400", 0), 0u) << incomplete;
+  EXPECT_NE(incomplete.find("incomplete_request"), std::string::npos);
+  const std::string garbage = raw_exchange(s.port(), "HELLO THERE\r\n\r\n", false, 5.0);
+  EXPECT_EQ(garbage.rfind("HTTP/1.1 400", 0), 0u) << garbage;
+  EXPECT_NE(garbage.find("bad_http"), std::string::npos);
+  expect_healthy(s.port());
+}
+
+TEST(HttpServer, MoreSessionsThanTheLimitGet429WithRetryAfter) {
+  ServiceOptions service;
+  service.max_sessions = 2;
+  TestServer s({}, service);
+  HttpClient client(s.port());
+  EXPECT_EQ(client.call("POST", "/v1/episodes", kCreate).status, 200);
+  EXPECT_EQ(client.call("POST", "/v1/episodes", kCreate).status, 200);
+  const Reply full = client.call("POST", "/v1/episodes", kCreate);
+  EXPECT_EQ(full.status, 429);
+  EXPECT_EQ(full.retry_after, "1");
+  EXPECT_EQ(error_of(full).code(), "too_many_sessions");
+  EXPECT_GT(error_of(full).retry_after(), 0.0);
+  expect_healthy(s.port());
+}
+
+TEST(HttpServer, ConcurrentClientsOnDifferentEpisodesAllFinish) {
+  HttpOptions http;
+  http.threads = 4;
+  TestServer s(http);
+  std::atomic<int> finished{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 8; ++c) {
+    clients.emplace_back([&, c] {
+      HttpClient client(s.port());
+      const std::string create = R"({"env":"memory_chain","task_id":"c)" + std::to_string(c) +
+                                 R"(","params":{"length":"30","reset_points":"10,20"}})";
+      auto r = parse<proto::StepResponse>(client.call("POST", "/v1/episodes", create));
+      while (r.kind() != "done") {
+        const std::string kind = r.kind() == "compaction_request" ? "summary" : "assistant";
+        const std::string body = R"({"turn_id":)" + std::to_string(r.next_turn_id()) +
+                                 R"(,"action":{"kind":")" + kind + R"(","text":"continue"}})";
+        const Reply reply = client.call("POST", "/v1/episodes/" + r.episode_id() + "/step", body);
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        r = parse<proto::StepResponse>(reply);
+      }
+      ++finished;
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(finished.load(), 8);
+}
+
+TEST(HttpServer, DrainAnswersTheRequestUnderWayThenStops) {
+  EpisodeService service({});
+  HttpOptions http;
+  http.port = 0;
+  http.handle_signals = false;
+  HttpServer server(http, service);
+  std::thread thread([&] { server.run(); });
+  const uint16_t port = server.port();
+  // An idle keep-alive connection and a half-sent request are open when the drain starts.
+  HttpClient idle(port);
+  EXPECT_EQ(idle.call("GET", "/health").status, 200);
+  std::string answer;
+  std::atomic<bool> head_sent{false}, stop_requested{false};
+  std::thread slow([&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    const std::string head = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    head_sent = true;
+    while (!stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the drain is under way
+    ::send(fd, "\r\n", 2, MSG_NOSIGNAL);
+    char chunk[4096];
+    for (ssize_t n; (n = ::recv(fd, chunk, sizeof(chunk), 0)) > 0;)
+      answer.append(chunk, static_cast<size_t>(n));
+    ::close(fd);
+  });
+  while (!head_sent) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the server reads the half request meanwhile
+  server.request_stop();
+  stop_requested = true;
+  slow.join();
+  thread.join();  // run() returned: the drain finished
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("draining"), std::string::npos) << answer;
+}
+
+}  // namespace
+}  // namespace crl::server

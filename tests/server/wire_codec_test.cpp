@@ -1,0 +1,169 @@
+// The request codec (issue 6): JSON with the .proto field names and binary protobuf decode to the same
+// message; unknown fields and values of the wrong type are named with their path; encoding is deterministic;
+// the fuzz target's seed corpus replays cleanly; invalid UTF-8 is repaired before it reaches an answer.
+#include "server/wire_codec.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "server/api_error.h"
+#include "server/utf8.h"
+
+namespace crl::server {
+int fuzz_request_decoder(const uint8_t* data, size_t size);
+
+namespace {
+
+ApiError decode_error(std::string_view body, WireFormat format, google::protobuf::Message& message) {
+  try {
+    decode_message(body, format, message);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "decoded: " << body;
+  return ApiError(0, "", "");
+}
+
+TEST(WireCodec, JsonAndBinaryDecodeToTheSameMessage) {
+  proto::StepRequest from_json;
+  decode_message(
+      R"({"episode_id":"ep-1","turn_id":3,"action":{"kind":"summary","text":"FACT 1","token_ids":[70,258],"logprobs":[-0.25,-1]}})",
+      WireFormat::kJson, from_json);
+  EXPECT_EQ(from_json.turn_id(), 3u);
+  EXPECT_EQ(from_json.action().token_ids(1), 258);
+  proto::StepRequest from_binary;
+  decode_message(encode_message(from_json, WireFormat::kProtobuf), WireFormat::kProtobuf, from_binary);
+  EXPECT_EQ(from_binary.SerializeAsString(), from_json.SerializeAsString());
+  proto::StepRequest empty;
+  decode_message("", WireFormat::kJson, empty);  // an empty JSON body reads as {}
+  EXPECT_EQ(empty.turn_id(), 0u);
+}
+
+TEST(WireCodec, ErrorsNameTheFieldPath) {
+  proto::BatchStepRequest batch;
+  ApiError e = decode_error(R"({"steps":[{"turn_id":1},{"turn_id":-1}]})", WireFormat::kJson, batch);
+  EXPECT_EQ(e.code(), "bad_field");
+  EXPECT_EQ(e.field(), "steps[1].turn_id");
+  e = decode_error(R"({"steps":[{"action":{"kind":"assistant","tokens":[1]}}]})", WireFormat::kJson, batch);
+  EXPECT_EQ(e.code(), "unknown_field");
+  EXPECT_EQ(e.field(), "steps[0].action.tokens");
+  e = decode_error(R"({"steps":[{"turn_id":true}]})", WireFormat::kJson, batch);
+  EXPECT_EQ(e.field(), "steps[0].turn_id");
+  proto::CreateEpisodeRequest create;
+  e = decode_error(R"({"env":"memory_chain","params":{"length":96}})", WireFormat::kJson, create);
+  EXPECT_EQ(e.field(), "params.length");
+  e = decode_error(R"({"env":"memory_chain","budget":{"capacity":3000000000}})", WireFormat::kJson, create);
+  EXPECT_EQ(e.field(), "budget.capacity");
+  e = decode_error(R"({"env":"memory_chain")", WireFormat::kJson, create);
+  EXPECT_EQ(e.code(), "bad_json");
+  e = decode_error(R"({"retry_after":1E400})", WireFormat::kJson, create);  // number overflow: a fuzz finding
+  EXPECT_EQ(e.code(), "bad_json");
+  EXPECT_EQ(e.http_status(), 400);
+  e = decode_error(std::string("\x0a\x05"
+                               "ab",
+                               4),
+                   WireFormat::kProtobuf, create);  // length past the end
+  EXPECT_EQ(e.code(), "bad_protobuf");
+  e = decode_error(std::string("\x0a\x02\x08\x01", 4), WireFormat::kProtobuf,
+                   batch);  // steps[0].episode_id varint
+  EXPECT_EQ(e.code(), "bad_field");
+  EXPECT_EQ(e.field(), "steps[0].episode_id");
+}
+
+TEST(WireCodec, EncodingIsDeterministicAndPrintsEveryField) {
+  proto::CreateEpisodeRequest r;
+  r.set_env("memory_chain");
+  for (const char* key : {"zeta", "alpha", "mid", "beta", "omega"}) (*r.mutable_params())[key] = key;
+  const std::string json = encode_message(r, WireFormat::kJson);
+  EXPECT_NE(json.find("\"group_index\""), std::string::npos);  // defaults printed too
+  EXPECT_LT(json.find("alpha"), json.find("zeta"));            // map keys sorted
+  proto::CreateEpisodeRequest copy;
+  decode_message(json, WireFormat::kJson, copy);
+  EXPECT_EQ(encode_message(copy, WireFormat::kJson), json);
+  EXPECT_EQ(encode_message(copy, WireFormat::kProtobuf), encode_message(r, WireFormat::kProtobuf));
+}
+
+// Protobuf's own JSON parser reads what our encoder writes, to the same message (floats, 64-bit integers as
+// strings, NaN and infinities, escapes, maps, nested and repeated messages).
+TEST(WireCodec, ProtobufReadsOurJson) {
+  proto::ExportResponse e;
+  e.set_episode_id("ep-\"quoted\"\\ \n\t\x01 \xc3\xa9");
+  for (int s = 0; s < 2; ++s) {
+    proto::Segment* seg = e.add_segments();
+    seg->set_rollout_id("r");
+    seg->set_group_index(-(int64_t{1} << 60));
+    seg->set_n_after(~uint64_t{0});
+    seg->set_reward(s ? std::nan("") : 0.1);
+    seg->add_rollout_log_probs(-1.0f / 3.0f);
+    seg->add_rollout_log_probs(std::numeric_limits<float>::infinity());
+    seg->add_rollout_log_probs(-std::numeric_limits<float>::infinity());
+    seg->add_rollout_log_probs(1e-40f);  // subnormal
+    seg->add_prompt_ids(-7);
+    seg->add_prompt_provenance(proto::COPIED_TAIL);
+    (*seg->mutable_metadata())["b"] = "2";
+    (*seg->mutable_metadata())["a"] = "1";
+  }
+  proto::StepRequest with_optional;
+  with_optional.mutable_action()->set_kind("summary");
+  for (const google::protobuf::Message* m :
+       std::initializer_list<const google::protobuf::Message*>{&e, &with_optional}) {
+    const std::string json = encode_message(*m, WireFormat::kJson);
+    std::unique_ptr<google::protobuf::Message> theirs(m->New());
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, theirs.get()).ok()) << json;
+    std::unique_ptr<google::protobuf::Message> ours(m->New());
+    decode_message(json, WireFormat::kJson, *ours);
+    EXPECT_EQ(encode_message(*theirs, WireFormat::kProtobuf), encode_message(*ours, WireFormat::kProtobuf));
+    EXPECT_EQ(encode_message(*ours, WireFormat::kJson), json);
+  }
+  proto::CreateEpisodeRequest budget;
+  decode_message(R"({"budget":{"capacity":512}})", WireFormat::kJson, budget);
+  EXPECT_TRUE(budget.budget().has_capacity());
+  EXPECT_FALSE(budget.budget().has_reserve());  // proto3 optional: absent stays absent
+  EXPECT_EQ(encode_message(budget.budget(), WireFormat::kJson), R"({"capacity":512})");
+}
+
+TEST(WireCodec, ContentTypes) {
+  EXPECT_EQ(format_from_content_type(""), WireFormat::kJson);
+  EXPECT_EQ(format_from_content_type("application/json; charset=utf-8"), WireFormat::kJson);
+  EXPECT_EQ(format_from_content_type("Application/X-Protobuf"), WireFormat::kProtobuf);
+  EXPECT_THROW(format_from_content_type("text/html"), ApiError);
+  EXPECT_EQ(response_format("application/x-protobuf", WireFormat::kJson), WireFormat::kProtobuf);
+  EXPECT_EQ(response_format("*/*", WireFormat::kProtobuf), WireFormat::kProtobuf);
+}
+
+TEST(WireCodec, InvalidUtf8IsReplaced) {
+  EXPECT_EQ(valid_utf8("ok \xc3\xa9"), "ok \xc3\xa9");
+  EXPECT_EQ(valid_utf8("a\xff"
+                       "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(valid_utf8("\xe2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // truncated sequence
+  EXPECT_EQ(valid_utf8("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  EXPECT_TRUE(is_valid_utf8("plain"));
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));  // overlong
+  const ApiError e(400, "bad", "value \xff", "f\xfe");
+  EXPECT_NO_THROW(encode_message(e.body(), WireFormat::kJson));
+}
+
+TEST(WireCodec, FuzzSeedCorpusReplays) {
+  const std::filesystem::path dir =
+      std::filesystem::path(CRL_SOURCE_DIR) / "tests/fuzz/corpus/request_decoder";
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    const std::string data = bytes.str();
+    EXPECT_EQ(fuzz_request_decoder(reinterpret_cast<const uint8_t*>(data.data()), data.size()), 0);
+    ++files;
+  }
+  EXPECT_GE(files, 10u);
+}
+
+}  // namespace
+}  // namespace crl::server
