@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "envs/registry.h"
 #include "server/http_server.h"
 #include "server/wire_codec.h"
 #include "tests/server/http_client.h"
@@ -63,7 +64,10 @@ TEST(HttpServer, EveryEndpointInJsonAndBinaryProtobuf) {
   const Reply info = client.call("GET", "/v1/info", "", "", "application/x-protobuf");
   EXPECT_EQ(info.content_type, "application/x-protobuf");
   const auto parsed_info = parse<proto::InfoResponse>(info);
-  EXPECT_EQ(parsed_info.environments(0).name(), "memory_chain");
+  // Every registered environment is listed, sorted by name.
+  std::vector<std::string> listed;
+  for (const auto& env : parsed_info.environments()) listed.push_back(env.name());
+  EXPECT_EQ(listed, env_registry().names());
   EXPECT_EQ(parsed_info.tokenizer(), "byte");
   EXPECT_FALSE(parsed_info.tokenizer_fingerprint().empty());
 
