@@ -47,6 +47,7 @@ bool parses_as(ParamType type, const std::string& text) {
 Params Params::resolve(const std::vector<ParamSpec>& specs, const std::map<std::string, std::string>& values,
                        const std::string& where) {
   Params params;
+  params.where_ = where;
   for (const auto& [name, value] : values) {
     const ParamSpec* spec = nullptr;
     for (const ParamSpec& s : specs) {
@@ -78,6 +79,14 @@ int64_t Params::get_int(const std::string& name) const {
   std::from_chars(text.data(), text.data() + text.size(), v);
   return v;
 }
+int64_t Params::get_int_at_least(const std::string& name, int64_t min) const {
+  const int64_t value = get_int(name);
+  if (value < min) {
+    throw Error(where_, name, "value " + std::to_string(value) + " is below the minimum " + std::to_string(min));
+  }
+  return value;
+}
+
 double Params::get_double(const std::string& name) const {
   double v = 0;
   const std::string& text = raw(name);

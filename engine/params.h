@@ -25,6 +25,8 @@ class Params {
   static Params resolve(const std::vector<ParamSpec>& specs, const std::map<std::string, std::string>& values,
                         const std::string& where);
   int64_t get_int(const std::string& name) const;
+  // The value, checked to be >= `min`; otherwise crl::Error naming the component, the parameter and the value.
+  int64_t get_int_at_least(const std::string& name, int64_t min) const;
   double get_double(const std::string& name) const;
   bool get_bool(const std::string& name) const;
   const std::string& get_string(const std::string& name) const;
@@ -33,6 +35,7 @@ class Params {
  private:
   const std::string& raw(const std::string& name) const;
   std::map<std::string, std::string> values_;
+  std::string where_;
 };
 
 std::string param_type_name(ParamType type);

@@ -86,11 +86,7 @@ CodingRepoConfig CodingRepo::config_from(const Params& params) {
     throw Error(where, "source", "value " + quote(c.source) + " is not one of generated, data");
   }
   c.data_dir = params.get_string("data_dir");
-  auto positive = [&](const char* name, int64_t lo) {
-    const int64_t v = params.get_int(name);
-    if (v < lo) throw Error(where, name, "value " + std::to_string(v) + " is below " + std::to_string(lo));
-    return v;
-  };
+  const auto positive = [&](const char* name, int64_t lo) { return params.get_int_at_least(name, lo); };
   c.page_lines = static_cast<int>(positive("page_lines", 1));
   c.max_turns = static_cast<int>(positive("max_turns", 1));
   c.max_invalid = static_cast<int>(positive("max_invalid", 1));

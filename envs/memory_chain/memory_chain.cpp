@@ -24,11 +24,10 @@ std::vector<ParamSpec> MemoryChain::param_specs() {
 
 MemoryChainConfig MemoryChain::config_from(const Params& params) {
   MemoryChainConfig c;
-  c.length = static_cast<int>(params.get_int("length"));
+  c.length = static_cast<int>(params.get_int_at_least("length", 2));
   c.fact_arity = static_cast<int>(params.get_int("fact_arity"));
   c.distractors = params.get_bool("distractors");
   const std::string where = "environment \"memory_chain\"";
-  if (c.length < 2) throw Error(where, "length", "value " + std::to_string(c.length) + " is below 2");
   if (c.fact_arity < 2 || c.fact_arity > 64) {
     throw Error(where, "fact_arity", "value " + std::to_string(c.fact_arity) + " is outside 2 .. 64");
   }

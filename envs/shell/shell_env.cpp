@@ -134,11 +134,7 @@ ShellConfig ShellEnv::config_from(const Params& params) {
   }
   c.command_timeout_sec = params.get_double("command_timeout_sec");
   if (!(c.command_timeout_sec > 0)) throw Error(where, "command_timeout_sec", "must be > 0");
-  auto at_least = [&](const char* name, int64_t lo) {
-    const int64_t v = params.get_int(name);
-    if (v < lo) throw Error(where, name, "value " + std::to_string(v) + " is below " + std::to_string(lo));
-    return v;
-  };
+  const auto at_least = [&](const char* name, int64_t lo) { return params.get_int_at_least(name, lo); };
   c.max_turns = static_cast<int>(at_least("max_turns", 1));
   c.max_invalid = static_cast<int>(at_least("max_invalid", 1));
   c.limits.cpu_seconds = at_least("cpu_seconds", 1);
