@@ -6,27 +6,17 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/splitmix.h"
+
 namespace crl::coding {
 namespace {
 
-// SplitMix64 as a generator (Steele et al. 2014): fixed, portable, and independent of the engine.
-class SplitMix {
+// The generator (engine/splitmix.h, the same SplitMix64 the synthetic suite uses) with the draws this
+// generator was pinned with: below64 for every integer.
+class SplitMix : public SplitMix64 {
  public:
-  explicit SplitMix(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n) by rejection (no modulo bias, no std:: distribution).
-  uint64_t below(uint64_t n) {
-    const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-    uint64_t x;
-    do x = next();
-    while (x >= limit);
-    return x % n;
-  }
+  using SplitMix64::SplitMix64;
+  uint64_t below(uint64_t n) { return below64(n); }
   int64_t range(int64_t lo, int64_t hi) {
     return lo + static_cast<int64_t>(below(static_cast<uint64_t>(hi - lo + 1)));
   }
@@ -34,9 +24,6 @@ class SplitMix {
   const T& pick(const std::vector<T>& items) {
     return items[below(items.size())];
   }
-
- private:
-  uint64_t state_;
 };
 
 const std::vector<std::string> kModules = {"pricing", "inventory", "billing",  "metrics",

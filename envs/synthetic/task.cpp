@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "engine/sha256.h"
+#include "engine/splitmix.h"
 
 namespace crl::envs::synthetic {
 
@@ -43,35 +44,7 @@ constexpr std::string_view kFiller[] = {
     "team",    "north",    "wing",     "east",     "cluster", "rack",      "remote", "local",      "the"};
 constexpr std::string_view kLetters = "abcdefghijklmnopqrstuvwxyz";
 
-// SplitMix64 (Steele, Lea, Flood 2014) as a stream: one 64-bit state, a Weyl increment and a mixer. Small,
-// fast and identical on every platform, which is all generation needs.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Unbiased integer in [0, n) (Lemire 2019: multiply the high 32 bits, reject the biased low band).
-  uint32_t below(uint32_t n) {
-    uint64_t m = (next() >> 32) * n;
-    if (static_cast<uint32_t>(m) < n) {
-      const uint32_t threshold = (0u - n) % n;
-      while (static_cast<uint32_t>(m) < threshold) m = (next() >> 32) * n;
-    }
-    return static_cast<uint32_t>(m >> 32);
-  }
-  // Fisher-Yates, from the back, with below(): the permutation is a function of the seed only.
-  template <typename T>
-  void shuffle(std::vector<T>& items) {
-    for (size_t i = items.size(); i > 1; --i) std::swap(items[i - 1], items[below(static_cast<uint32_t>(i))]);
-  }
-
- private:
-  uint64_t state_;
-};
+using crl::SplitMix64;  // engine/splitmix.h: the generator the committed split files are pinned to
 
 template <typename T, size_t N>
 std::vector<T> to_vector(const T (&items)[N]) {
@@ -89,15 +62,15 @@ std::string render_record(SplitMix64& rng, int position, const Record& r) {
   std::snprintf(header, sizeof header, "#%02d/%02d ref ", position + 1, kRecordsPerTask);
   std::string text = header;
   for (int i = 0; i < 3; ++i) {
-    text += kLetters[rng.below(26)];
-    text += static_cast<char>('0' + rng.below(10));
+    text += kLetters[rng.below32(26)];
+    text += static_cast<char>('0' + rng.below32(10));
   }
   text += " | " + r.kind + " " + r.key + "=" + r.value + " |";
-  const int target = 32 + static_cast<int>(rng.below(15));
+  const int target = 32 + static_cast<int>(rng.below32(15));
   int tokens = approx_tokens(text) + 1;  // + the final period
   while (tokens < target) {
     text += ' ';
-    text += kFiller[rng.below(static_cast<uint32_t>(std::size(kFiller)))];
+    text += kFiller[rng.below32(static_cast<uint32_t>(std::size(kFiller)))];
     ++tokens;
   }
   text += '.';
@@ -142,21 +115,21 @@ void layout_early_fact(SplitMix64& rng, SyntheticTask& t) {
   std::vector<std::string_view> codes = to_vector(kCodes);
   rng.shuffle(codes);  // codes[0] is the answer, the next ones the distractors: all distinct
   t.records[0] = {"FACT", "code", std::string(codes[0]), ""};
-  const int distractors = 6 + static_cast<int>(rng.below(5));
+  const int distractors = 6 + static_cast<int>(rng.below32(5));
   std::vector<int> positions;
   for (int i = 1; i < kRecordsPerTask; ++i) positions.push_back(i);
   rng.shuffle(positions);
   for (int d = 0; d < distractors; ++d) {
-    t.records[positions[d]] = {"NOTE", std::string(kFactLabels[rng.below(std::size(kFactLabels))]),
+    t.records[positions[d]] = {"NOTE", std::string(kFactLabels[rng.below32(std::size(kFactLabels))]),
                                std::string(codes[1 + d]), ""};
   }
 }
 
 void layout_latest_update(SplitMix64& rng, SyntheticTask& t) {
-  const int target_key = static_cast<int>(rng.below(std::size(kUpdateKeys)));
+  const int target_key = static_cast<int>(rng.below32(std::size(kUpdateKeys)));
   t.target = std::string(kUpdateKeys[target_key]);
-  const int target_updates = 3 + static_cast<int>(rng.below(3));
-  const int other_updates = 4 + static_cast<int>(rng.below(5));
+  const int target_updates = 3 + static_cast<int>(rng.below32(3));
+  const int other_updates = 4 + static_cast<int>(rng.below32(5));
   std::vector<int> positions;
   for (int i = 0; i < kRecordsPerTask; ++i) positions.push_back(i);
   rng.shuffle(positions);
@@ -166,7 +139,7 @@ void layout_latest_update(SplitMix64& rng, SyntheticTask& t) {
     std::string key = t.target;
     if (u >= target_updates) {
       // One of the five other keys, uniformly.
-      int k = static_cast<int>(rng.below(std::size(kUpdateKeys) - 1));
+      int k = static_cast<int>(rng.below32(std::size(kUpdateKeys) - 1));
       if (k >= target_key) ++k;
       key = std::string(kUpdateKeys[k]);
     }
@@ -178,8 +151,8 @@ void layout_ordered_plan(SplitMix64& rng, SyntheticTask& t) {
   t.target = "step";
   // One milestone in each part of the episode (records 1-5, 6-11, 12-16), so the plan must survive the
   // compactions in between.
-  const int m[kPlanLength] = {static_cast<int>(rng.below(5)), 5 + static_cast<int>(rng.below(6)),
-                              11 + static_cast<int>(rng.below(5))};
+  const int m[kPlanLength] = {static_cast<int>(rng.below32(5)), 5 + static_cast<int>(rng.below32(6)),
+                              11 + static_cast<int>(rng.below32(5))};
   std::vector<std::string_view> words = to_vector(kPlanWords);
   rng.shuffle(words);
   for (int i = 0; i < kPlanLength; ++i) t.records[m[i]] = {"MILESTONE", "step", std::string(words[i]), ""};
@@ -188,9 +161,9 @@ void layout_ordered_plan(SplitMix64& rng, SyntheticTask& t) {
     if (i != m[0] && i != m[1] && i != m[2]) free.push_back(i);
   }
   rng.shuffle(free);
-  const int distractors = 3 + static_cast<int>(rng.below(4));
+  const int distractors = 3 + static_cast<int>(rng.below32(4));
   for (int d = 0; d < distractors; ++d) {
-    const char* kind = rng.below(2) == 0 ? "DRAFT" : "REJECTED";
+    const char* kind = rng.below32(2) == 0 ? "DRAFT" : "REJECTED";
     t.records[free[d]] = {kind, "step", std::string(words[kPlanLength + d]), ""};
   }
 }
@@ -325,7 +298,7 @@ SyntheticTask generate_task(std::string_view name_space, TaskType type, int inde
   // Every record starts as noise; the layout overwrites the ones that matter.
   t.records.assign(kRecordsPerTask, Record{});
   for (Record& r : t.records)
-    r = {"LOG", "status", std::string(kStatusWords[rng.below(std::size(kStatusWords))]), ""};
+    r = {"LOG", "status", std::string(kStatusWords[rng.below32(std::size(kStatusWords))]), ""};
   switch (type) {
     case TaskType::kEarlyFact:
       layout_early_fact(rng, t);
