@@ -9,4 +9,4 @@ echo "== main job: crl run scenarios/memory_chain.pbtxt --out results/memory_cha
 build/crl run scenarios/memory_chain.pbtxt --out results/memory_chain
 echo
 echo "results in results/memory_chain/: summary.json, curves.csv, curves.svg (open in a browser), report.md"
-echo "the compaction demo with a readable trace: build/crl run
+echo "the compaction demo with a readable trace: build/crl run"
