@@ -1,44 +1,82 @@
 #include "engine/runner.h"
 
 #include <algorithm>
-#include <atomic>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 namespace crl {
 
 Runner::Runner(int threads)
-    : threads_(threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency())) {}
+    : threads_(threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency())) {
+  for (int t = 1; t < threads_; ++t) workers_.emplace_back([this] { worker_loop(); });
+}
+
+Runner::~Runner() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& w : workers_) w.join();
+}
+
+void Runner::worker_loop() {
+  uint64_t seen = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    work();
+  }
+}
+
+void Runner::work() const {
+  while (true) {
+    size_t i;
+    const std::function<void(size_t)>* job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (job_ == nullptr || next_ >= count_) return;
+      i = next_++;
+      job = job_;
+    }
+    std::exception_ptr failure;
+    try {
+      (*job)(i);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure && i < error_index_) {
+      error_index_ = i;
+      error_ = failure;
+    }
+    if (++done_ == count_) finished_.notify_all();
+  }
+}
 
 void Runner::run(size_t count, const std::function<void(size_t)>& job) const {
-  std::atomic<size_t> next{0};
-  std::mutex error_mutex;
-  size_t error_index = count;
+  if (count == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &job;
+    count_ = count;
+    next_ = 0;
+    done_ = 0;
+    error_index_ = count;
+    error_ = nullptr;
+    ++generation_;
+  }
+  if (!workers_.empty() && count > 1) wake_.notify_all();
+  work();
   std::exception_ptr error;
-  auto worker = [&] {
-    while (true) {
-      const size_t i = next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= count) return;
-      try {
-        job(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (i < error_index) {
-          error_index = i;
-          error = std::current_exception();
-        }
-      }
-    }
-  };
-  const size_t workers = std::min<size_t>(threads_, count);
-  if (workers <= 1) {
-    worker();
-  } else {
-    std::vector<std::jthread> pool;
-    pool.reserve(workers - 1);
-    for (size_t t = 1; t < workers; ++t) pool.emplace_back(worker);
-    worker();
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] { return done_ == count_; });
+    job_ = nullptr;
+    error = error_;
+    error_ = nullptr;
   }
   if (error) std::rethrow_exception(error);
 }
