@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,9 +74,14 @@ void RemoteEnv::spawn() {
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw Error(where, "command", std::string("fork: ") + strerror(errno));
   if (pid == 0) {
+    // The environment process must not outlive the engine, even when the engine dies without running its
+    // destructors (a crash, an abort): it would keep the engine's stderr open and hold its port.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     setpgid(0, 0);
     dup2(fds[1], 1);
     execv("/bin/sh", argv.data());
@@ -108,7 +114,7 @@ std::vector<ParamSpec> RemoteEnv::param_specs() {
   return {
       {"host", ParamType::kString, "127.0.0.1", "IPv4 address of the environment process"},
       {"port", ParamType::kInt, "0", "its TCP port; 0: start `command` and use the port it prints"},
-      {"command", ParamType::kString, "python3 clients/python/crl_remote_env.py --port 0",
+      {"command", ParamType::kString, "/usr/bin/python3 clients/python/crl_remote_env.py --port 0",
        "started with /bin/sh when port = 0; must print \"PORT <n>\" as its first line"},
       {"timeout_ms", ParamType::kInt, "10000", "per request"},
       {"max_observation_bytes", ParamType::kInt, "65536", "longer observations keep head and tail"},

@@ -25,7 +25,7 @@ namespace crl {
 struct RemoteConfig {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: start `command` and read the port it prints ("PORT <n>" on its first stdout line)
-  std::string command = "python3 clients/python/crl_remote_env.py --port 0";
+  std::string command = "/usr/bin/python3 clients/python/crl_remote_env.py --port 0";
   int timeout_ms = 10000;
   size_t max_observation_bytes = 65536;  // longer observations keep head and tail
   size_t max_line_bytes = 16 << 20;      // a response line longer than this is an error

@@ -128,14 +128,14 @@ std::map<std::string, Entry> table() {
                budget(1024, 384, 64, 256, 6),
                ""};
   static const int port = [] {
-    if (std::system("python3 -c pass > /dev/null 2>&1") != 0) return 0;
-    static auto anchor = make_env(
-        "remote", {{"command", "python3 " + source_dir() + "/clients/python/crl_remote_env.py --port 0"}});
+    if (std::system("/usr/bin/python3 -c pass > /dev/null 2>&1") != 0) return 0;
+    static auto anchor = make_env("remote", {{"command", "/usr/bin/python3 " + source_dir() +
+                                                             "/clients/python/crl_remote_env.py --port 0"}});
     Rng rng(StreamKey{});
     anchor->reset(Task{"anchor", 0, ""}, rng);
     return static_cast<RemoteEnv&>(*anchor).port();
   }();
-  if (port == 0) remote.skip = "python3 is not installed";
+  if (port == 0) remote.skip = "/usr/bin/python3 is not installed";
   remote.params = {{"port", std::to_string(port)}};
   t["remote"] = remote;
   return t;
@@ -303,7 +303,8 @@ TEST_P(Conformance, PlaysToCompletionWithinTheSpec) {
     const Played p = play(GetParam(), entry_, task, entry_.budget, 1);
     EXPECT_NE(p.status, EpisodeStatus::kFailed) << task.id << ": " << p.reason;
     EXPECT_FALSE(p.actions.empty()) << task.id;
-    const EnvSpec& spec = make_env(GetParam(), entry_.params)->spec();
+    const auto env = make_env(GetParam(), entry_.params);  // keeps the spec alive while it is read
+    const EnvSpec& spec = env->spec();
     expect_within_spec(spec, p.start.user, task.id + " first observation");
     for (size_t i = 0; i < p.results.size(); ++i) {
       expect_within_spec(spec, p.results[i].observation, task.id + " step " + std::to_string(i));

@@ -17,10 +17,10 @@ namespace crl {
 namespace {
 
 const std::string kPython =
-    "python3 " + std::string(CRL_SOURCE_DIR) + "/clients/python/crl_remote_env.py --port 0";
+    "/usr/bin/python3 " + std::string(CRL_SOURCE_DIR) + "/clients/python/crl_remote_env.py --port 0";
 
 bool have_python() {
-  return std::system("python3 -c pass > /dev/null 2>&1") == 0;
+  return std::system("/usr/bin/python3 -c pass > /dev/null 2>&1") == 0;
 }
 
 // Binary search over the "too low / too high" answers in the prompt.
@@ -54,7 +54,7 @@ class BisectPolicy final : public Policy {
 };
 
 TEST(RemoteEnv, APythonEnvironmentPlaysLikeANativeOne) {
-  if (!have_python()) GTEST_SKIP() << "python3 is not installed";
+  if (!have_python()) GTEST_SKIP() << "/usr/bin/python3 is not installed";
   // One started process serves every episode (each connection holds its own episode state).
   const auto probe = make_env("remote", {{"command", kPython}});
   Rng rng(StreamKey{});
@@ -97,7 +97,7 @@ TEST(RemoteEnv, FailuresOfTheOtherSideAreCleanErrors) {
   if (!have_python()) return;
   // A process that accepts connections and never answers: the request times out, the env stops the process.
   const std::string silent =
-      "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); "
+      "/usr/bin/python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); "
       "print(\"PORT\", s.getsockname()[1], flush=True); time.sleep(60)'";
   const auto begin = std::chrono::steady_clock::now();
   EXPECT_THROW(make_env("remote", {{"command", silent}, {"timeout_ms", "300"}})->reset(Task{"t", 0, ""}, rng),
@@ -105,7 +105,7 @@ TEST(RemoteEnv, FailuresOfTheOtherSideAreCleanErrors) {
   EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
   // Inside an Episode, a failing remote step ends the episode as failed with the reason.
   const std::string dies =
-      "python3 -c 'import socket,json; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); "
+      "/usr/bin/python3 -c 'import socket,json; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); "
       "print(\"PORT\", s.getsockname()[1], flush=True); c,_=s.accept(); f=c.makefile(\"rw\"); f.readline(); "
       "f.write(json.dumps({\"system\":\"s\",\"user\":\"u\"})+\"\\n\"); f.flush(); f.readline(); c.close()'";
   auto env = make_env("remote", {{"command", dies}});
