@@ -25,12 +25,7 @@ namespace {
 constexpr int kLength = 96;
 
 Budget symbolic_budget() {
-  Budget b;
-  b.capacity = 256;
-  b.reserve = 16;
-  b.per_turn_cap = 4;
-  b.summary_cap = 4;
-  return b;
+  return memory_chain_symbolic_budget();
 }
 
 // Baseline: the chain's logic with no interface at all: one uniform draw per step into a flat array, reset

@@ -8,6 +8,15 @@
 
 namespace crl {
 
+Budget memory_chain_symbolic_budget() {
+  Budget b;
+  b.capacity = 256;
+  b.reserve = 16;
+  b.per_turn_cap = 4;
+  b.summary_cap = 4;
+  return b;
+}
+
 MemoryChain::MemoryChain(MemoryChainConfig config) : config_(std::move(config)), spec_(make_spec(config_)) {}
 
 std::vector<ParamSpec> MemoryChain::param_specs() {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/budget.h"
 #include "envs/env.h"
 
 namespace crl {
@@ -38,6 +39,10 @@ struct MemoryChainConfig {
   int fact_arity = 2;
   bool distractors = true;  // false: distractor steps show a constant value 0
 };
+
+// A budget for the symbolic view: one-token actions and summaries, two-token observations (C 256, T_comp 16,
+// per-turn and summary caps 4), so every compaction comes from the chain's reset points.
+Budget memory_chain_symbolic_budget();
 
 class MemoryChain final : public Env {
  public:

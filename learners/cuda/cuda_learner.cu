@@ -247,13 +247,12 @@ __device__ GaeMap<T> block_suffix(GaeMap<T> mine, GaeMap<T>* shared, GaeMap<T>* 
 }
 
 // ---- 4. per-chunk aggregate ----
+// The composed map of one thread's kItemsPerThread tokens starting at `begin`, right to left (the reduce and
+// the apply passes must compose exactly the same maps).
 template <typename T>
-__global__ void gae_reduce_kernel(int64_t num_tokens, T gamma, const T* values, const uint8_t* critic,
-                                  const int* token_segment, const int64_t* last_pos, const T* seg_gl,
-                                  const T* seg_reward, const T* seg_c0, GaeMap<T>* chunk_maps) {
-  __shared__ GaeMap<T> shared[kThreads];
-  const int64_t begin =
-      static_cast<int64_t>(blockIdx.x) * kChunk + static_cast<int64_t>(threadIdx.x) * kItemsPerThread;
+__device__ GaeMap<T> thread_map(int64_t begin, int64_t num_tokens, T gamma, const T* values,
+                                const uint8_t* critic, const int* token_segment, const int64_t* last_pos,
+                                const T* seg_gl, const T* seg_reward, const T* seg_c0) {
   GaeMap<T> f = gae_identity<T>();
   for (int k = kItemsPerThread - 1; k >= 0; --k) {
     const int64_t t = begin + k;
@@ -262,6 +261,18 @@ __global__ void gae_reduce_kernel(int64_t num_tokens, T gamma, const T* values, 
           token_map(t, gamma, values, critic, token_segment, last_pos, seg_gl, seg_reward, seg_c0), f);
     }
   }
+  return f;
+}
+
+template <typename T>
+__global__ void gae_reduce_kernel(int64_t num_tokens, T gamma, const T* values, const uint8_t* critic,
+                                  const int* token_segment, const int64_t* last_pos, const T* seg_gl,
+                                  const T* seg_reward, const T* seg_c0, GaeMap<T>* chunk_maps) {
+  __shared__ GaeMap<T> shared[kThreads];
+  const int64_t begin =
+      static_cast<int64_t>(blockIdx.x) * kChunk + static_cast<int64_t>(threadIdx.x) * kItemsPerThread;
+  const GaeMap<T> f = thread_map(begin, num_tokens, gamma, values, critic, token_segment, last_pos, seg_gl,
+                                 seg_reward, seg_c0);
   GaeMap<T> total;
   block_suffix<T, kThreads>(f, shared, &total);
   if (threadIdx.x == 0) chunk_maps[blockIdx.x] = total;
@@ -294,14 +305,8 @@ __global__ void gae_apply_kernel(int64_t num_tokens, T gamma, const T* values, c
   __shared__ GaeMap<T> shared[kThreads];
   const int64_t begin =
       static_cast<int64_t>(blockIdx.x) * kChunk + static_cast<int64_t>(threadIdx.x) * kItemsPerThread;
-  GaeMap<T> f = gae_identity<T>();
-  for (int k = kItemsPerThread - 1; k >= 0; --k) {
-    const int64_t t = begin + k;
-    if (t < num_tokens) {
-      f = gae_compose(
-          token_map(t, gamma, values, critic, token_segment, last_pos, seg_gl, seg_reward, seg_c0), f);
-    }
-  }
+  const GaeMap<T> f = thread_map(begin, num_tokens, gamma, values, critic, token_segment, last_pos, seg_gl,
+                                 seg_reward, seg_c0);
   const GaeMap<T> incoming = block_suffix<T, kThreads>(f, shared, nullptr);
   GaeState<T> state = gae_apply(incoming, chunk_in[blockIdx.x]);
   for (int k = kItemsPerThread - 1; k >= 0; --k) {

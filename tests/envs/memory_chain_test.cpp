@@ -29,12 +29,7 @@ std::vector<Trajectory> play(const std::string& view, const std::string& policy_
 }
 
 Budget symbolic_budget() {
-  Budget b;
-  b.capacity = 256;
-  b.reserve = 16;
-  b.per_turn_cap = 4;
-  b.summary_cap = 4;
-  return b;
+  return memory_chain_symbolic_budget();
 }
 
 TEST(MemoryChain, FactAtStepOneQuestionAtTheEndResetsAt24_48_72) {
