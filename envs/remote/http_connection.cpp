@@ -42,7 +42,8 @@ HttpConnection::HttpConnection(const std::string& host, int port, std::chrono::m
                         [&](beast::error_code e) { ec = e; });
   ioc_.run();
   if (ec) throw Error(where_, "", "cannot connect: " + describe(ec, timeout_));
-  stream_.socket().set_option(tcp::no_delay(true));
+  beast::error_code ignored;  // Nagle only adds latency to small requests; not fatal if refused
+  stream_.socket().set_option(tcp::no_delay(true), ignored);
   usable_ = true;
 }
 

@@ -338,6 +338,10 @@ class RemoteEndpoint final : public StepBatcher {
     } catch (const Error& e) {
       for (RemoteEnv* env : envs) env->prefetched_->error = e;
       return;
+    } catch (const std::exception& e) {  // prefetch() never throws (envs/env.h)
+      for (RemoteEnv* env : envs)
+        env->prefetched_->error = Error(where() + " POST /v1/batch/step", "", e.what());
+      return;
     }
     for (size_t i = 0; i < envs.size(); ++i) {
       RemoteEnv& env = *envs[i];
