@@ -75,6 +75,27 @@ std::string number(double v) {
   return buffer;
 }
 
+double unit_seconds(const std::string& unit) {
+  if (unit == "s") return 1.0;
+  if (unit == "ms") return 1e-3;
+  if (unit == "us") return 1e-6;
+  return 1e-9;
+}
+
+std::string duration(double seconds) {
+  char buffer[64];
+  if (seconds >= 1.0) {
+    std::snprintf(buffer, sizeof(buffer), "%.3g s", seconds);
+  } else if (seconds >= 1e-3) {
+    std::snprintf(buffer, sizeof(buffer), "%.3g ms", seconds * 1e3);
+  } else if (seconds >= 1e-6) {
+    std::snprintf(buffer, sizeof(buffer), "%.3g us", seconds * 1e6);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%.3g ns", seconds * 1e9);
+  }
+  return buffer;
+}
+
 std::string begin_marker(const std::string& name) {
   return "<!-- bench:" + name + " -->";
 }
@@ -124,7 +145,8 @@ std::string format_bench_table(const std::string& json_text, const std::string& 
     }
     const std::string unit = b.value("time_unit", "ns");
     auto time = [&](const char* key) {
-      return b.contains(key) && b[key].is_number() ? number(b[key].get<double>()) + unit : std::string("-");
+      if (!b.contains(key) || !b[key].is_number()) return std::string("-");
+      return duration(b[key].get<double>() * unit_seconds(unit));
     };
     auto rate = [&](const char* key) {
       return b.contains(key) && b[key].is_number() ? number(b[key].get<double>()) + "/s" : std::string("-");
@@ -179,7 +201,11 @@ std::string machine() {
       break;
     }
   }
-  return std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " x " + model;
+  std::ifstream loadavg("/proc/loadavg");
+  std::string load = "?";
+  loadavg >> load;
+  return std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " x " + model + ", load average " + load +
+         " when the binary started";
 }
 
 std::string utc_now() {
@@ -249,7 +275,7 @@ int bench_command(const std::vector<std::string>& args) {
                 "no file " + quote(out) + " (run from the repository root or pass --out)");
   }
   std::string markdown = dry_run ? std::string() : read_file(out);
-  const std::string header = "Machine: " + machine() + ".";
+
   int failures = 0, ran = 0;
   const fs::path temp = fs::temp_directory_path() / ("crl_bench_" + std::to_string(getpid()));
   fs::create_directories(temp);
@@ -269,6 +295,7 @@ int bench_command(const std::vector<std::string>& args) {
             << " --benchmark_out_format=json";
     std::cout << "== " << shown.str() << "\n" << std::flush;
     if (dry_run) continue;
+    const std::string host = machine();  // before the run: its load average is the neighbours'
     const int status = std::system(command.str().c_str());
     ++ran;
     if (status != 0 || !fs::exists(json)) {
@@ -277,8 +304,8 @@ int bench_command(const std::vector<std::string>& args) {
       ++failures;
       continue;
     }
-    const std::string block = "Last `crl bench` run: " + utc_now() + ". " + header + " Command: `" +
-                              shown.str() + "`.\n\n" +
+    const std::string block = "Last `crl bench` run: " + utc_now() + ". Machine: " + machine() +
+                              ". Command: `" + shown.str() + "`.\n\n" +
                               format_bench_table(read_file(json.string()), json.string());
     markdown = replace_bench_block(markdown, name, block);
     write_file_atomic(out, markdown);  // after each binary, so an interrupted run keeps what it measured
