@@ -177,7 +177,15 @@ bool is_compaction_cost(const std::string& text) {
   Collector errors;
   pb::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
-  return parser.ParseFromString(text, &file) && file.summarizer_size() > 0;
+  if (parser.ParseFromString(text, &file)) return file.summarizer_size() > 0;
+  // A compaction-cost file with a mistake in it is still one (so that its own parser reports the mistake):
+  // a line that opens a top-level `summarizer` block, which no training scenario has.
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("summarizer {", 0) == 0 || line.rfind("summarizer{", 0) == 0) return true;
+  }
+  return false;
 }
 
 CostSpec parse_compaction_cost(const std::string& text, const std::string& path) {

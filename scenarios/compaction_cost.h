@@ -73,7 +73,8 @@ struct CostSpec {
 // Parses and checks a compaction-cost file; errors name "file:line:column", the field path and the value.
 CostSpec parse_compaction_cost(const std::string& text, const std::string& path);
 CostSpec load_compaction_cost(const std::string& path);
-// Whether `text` is a compaction-cost file (it parses as one) rather than a training scenario.
+// Whether `text` is a compaction-cost file rather than a training scenario: it parses as one with a
+// summarizer, or (with an error in it) a line starts a top-level `summarizer {` block.
 bool is_compaction_cost(const std::string& text);
 
 struct Quantiles {

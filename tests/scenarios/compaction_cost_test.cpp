@@ -147,6 +147,8 @@ TEST(CompactionCost, TheCommittedStudyParsesAndIsToldApartFromTrainingScenarios)
   EXPECT_TRUE(is_compaction_cost(read_file(dir + "/scenarios/compaction_cost.pbtxt")));
   EXPECT_FALSE(is_compaction_cost(read_file(dir + "/scenarios/memory_chain.pbtxt")));
   EXPECT_FALSE(is_compaction_cost(read_file(dir + "/scenarios/toy.pbtxt")));
+  // With a mistake in it, it is still recognised, so that `crl run` reports the mistake in its own terms.
+  EXPECT_TRUE(is_compaction_cost("name: \"x\"\nsummarizer { name: \"o\" kind: ORACEL }\n"));
 }
 
 TEST(CompactionCost, CrlRunAndCrlSimulateWriteTheSameReport) {
