@@ -925,7 +925,11 @@ std::string format_cost_report(const CostSpec& spec, const CostResult& result, c
          "frozen "
          "summarizers differ only by how many fact lines they keep (the rate comes from the trained scenario "
          "or "
-         "the file), not by what a neural model would write; trainer time is tokens x "
+         "the file), not by what a neural model would write; the scripted executor's turns are short "
+         "commands "
+         "(tens of tokens) while its summaries run to hundreds, so summary decoding weighs more here than "
+         "with an "
+         "LLM agent whose turns carry reasoning; trainer time is tokens x "
          "train_seconds_per_token; "
          "no prefix sharing across rollouts (a shared system prompt would raise every hit rate a little); "
          "no speculative decoding, no tensor or expert parallelism, one server.\n";
