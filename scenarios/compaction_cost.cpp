@@ -358,6 +358,7 @@ CostSpec parse_compaction_cost(const std::string& text, const std::string& path)
       st.budget.max_compactions = 0;  // the trigger would end the episode: it must not fire at all
     }
     st.schedule = schedule;
+    st.server = spec.server;
     return st;
   };
   for (const SummarizerSpec& m : spec.summarizers) spec.strategies.push_back(base_of(m));
@@ -368,7 +369,8 @@ CostSpec parse_compaction_cost(const std::string& text, const std::string& path)
     const FieldPath here = {{"sweep", i}};
     if (!w.has_field()) at.fail(here, "a sweep needs a field");
     const bool is_mode = w.field() == cc::Sweep::SCHEDULER;
-    const bool is_budget = w.field() != cc::Sweep::SCHEDULER && w.field() != cc::Sweep::CONCURRENCY;
+    const bool is_budget = w.field() == cc::Sweep::RESERVE || w.field() == cc::Sweep::TAIL_K ||
+                           w.field() == cc::Sweep::SUMMARY_CAP;
     if (is_mode ? w.modes_size() == 0 : w.values_size() == 0) {
       at.fail({{"sweep", i}, {is_mode ? "modes" : "values", -1}}, "a sweep needs at least one value");
     }
@@ -421,14 +423,24 @@ CostSpec parse_compaction_cost(const std::string& text, const std::string& path)
             case cc::Sweep::CONCURRENCY:
               st.schedule.concurrency = v;
               break;
+            case cc::Sweep::KV_BUDGET:
+              st.server.kv_budget_tokens = v;
+              break;
             default:
               break;
           }
           try {
             st.budget.validate("budget");
             st.schedule.validate("schedule");
+            st.server.validate("server");
           } catch (const Error& e) {
             at.fail(at_value, field_lower + "=" + value + ": " + e.field() + ": " + e.message());
+          }
+          if (st.budget.capacity > st.server.kv_budget_tokens) {
+            at.fail(at_value, field_lower + "=" + value +
+                                  ": the server's KV budget is below the context capacity (" +
+                                  std::to_string(st.budget.capacity) + " tokens of " + m->name +
+                                  "): one sequence must fit");
           }
         }
         st.variant = field_lower + "=" + value;
@@ -708,7 +720,7 @@ CostResult run_compaction_cost(const CostSpec& spec, const CostRunOptions& optio
     if (!book) book = std::make_unique<TraceBook>(spec, m, st.budget, runner);
     TraceBook* b = book.get();
     const sim::ScheduleResult run = sim::run_schedule(
-        spec.server, st.schedule, [b](int64_t i) -> const sim::RolloutTrace& { return b->get(i); });
+        st.server, st.schedule, [b](int64_t i) -> const sim::RolloutTrace& { return b->get(i); });
     StrategyResult r = measure(run, static_cast<size_t>(spec.stragglers));
     r.strategy = &st;
     result.strategies.push_back(std::move(r));

@@ -51,6 +51,7 @@ struct CostStrategy {
   std::string sweep_field;  // "" for base
   Budget budget;
   sim::ScheduleOptions schedule;
+  sim::ServerProfile server;
 };
 
 struct CostSpec {

@@ -36,6 +36,11 @@ const char* kSmall = R"pb(
     modes: [ ASYNC ]
     summarizers: "oracle"
   }
+  sweep {
+    field: KV_BUDGET
+    values: [ 6000 ]
+    summarizers: "oracle"
+  }
 )pb";
 
 const StrategyResult& find(const CostResult& r, const std::string& name) {
@@ -72,7 +77,7 @@ TEST(CompactionCost, SameFileAndSeedGiveTheSameReportBytesForAnyThreadCount) {
 
 TEST(CompactionCost, SummarizersBehaveAsModeled) {
   const CostSpec spec = parse_compaction_cost(kSmall, "small.pbtxt");
-  ASSERT_EQ(spec.strategies.size(), 6u);
+  ASSERT_EQ(spec.strategies.size(), 7u);
   const CostResult r = run_compaction_cost(spec);
   const StrategyResult &oracle = find(r, "oracle"), &forgetful = find(r, "forgetful"),
                        &none = find(r, "none");
@@ -92,6 +97,12 @@ TEST(CompactionCost, SummarizersBehaveAsModeled) {
   // Fewer rollouts in flight: more batches' worth of waiting, a slower batch.
   EXPECT_GT(find(r, "oracle concurrency=2").batch_seconds.p50, oracle.batch_seconds.p50);
   EXPECT_LE(find(r, "oracle scheduler=async").max_staleness, 1);
+  // A KV cache that holds about one rollout's context at a time: queueing, and the cache no longer hits.
+  const StrategyResult& tight = find(r, "oracle kv_budget=6000");
+  EXPECT_GT(tight.queue_time_share, oracle.queue_time_share);
+  EXPECT_GT(tight.batch_seconds.p50, oracle.batch_seconds.p50);
+  EXPECT_LT(tight.cache_hit_rate, oracle.cache_hit_rate);
+  EXPECT_EQ(tight.success, oracle.success);  // same traces, only slower
 }
 
 void expect_error(const std::string& text, const std::string& field, const std::string& message_part = "") {
@@ -118,6 +129,7 @@ TEST(CompactionCost, BadFilesNameTheField) {
   expect_error(ok + "executor: \"no_such_policy\"", "executor");
   expect_error(ok + "sweep { field: TAIL_K values: [-1] }", "sweep[0].values[0]");
   expect_error(ok + "sweep { field: CONCURRENCY }", "sweep[0].values");
+  expect_error(ok + "sweep { field: KV_BUDGET values: [100000, 2048] }", "sweep[0].values[1]", "must fit");
   expect_error(ok + "sweep { field: RESERVE values: [900] summarizers: \"nobody\" }",
                "sweep[0].summarizers[0]");
   expect_error("name: \"x\" summarizer { name: \"f\" kind: FROZEN }", "summarizer[0]", "keep_rate");
