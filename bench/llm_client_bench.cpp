@@ -9,10 +9,13 @@
 //   BM_LocalScriptedBaseline         the same episodes played by the same scripted model called in-process
 //                                    (no HTTP, no JSON): the engine's own cost per request
 // Counters: requests_per_s; client_us_per_request (engine time per request outside the HTTP exchange:
-// request encoding, answer parsing, episode step, env step; CallRecord::client_seconds); for the baseline,
-// us_per_request is the whole in-process cost (model included). Items = requests.
+// request encoding, answer parsing, episode step, env step; CallRecord::client_seconds);
+// client_cpu_us_per_request (CPU time of the driver's thread per request, the HTTP client and its system
+// calls included, the server excluded: it runs on its own thread); for the baseline, us_per_request is the
+// whole in-process cost (model included). Items = requests.
 // Environment: CRL_BENCH_LLM_EPISODES (episodes per iteration, default 64).
 #include <benchmark/benchmark.h>
+#include <time.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +28,12 @@
 namespace {
 
 using namespace crl;
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 size_t episodes_per_iteration() {
   const char* v = std::getenv("CRL_BENCH_LLM_EPISODES");
@@ -66,7 +75,7 @@ void run_driver(benchmark::State& state, double delay_s) {
   const auto codec = make_text_codec(std::make_shared<ByteTokenizer>());
   const size_t count = episodes_per_iteration();
   uint64_t requests = 0, failed = 0;
-  double client_seconds = 0, wall = 0;
+  double client_seconds = 0, wall = 0, cpu = 0;
   for (auto _ : state) {
     state.PauseTiming();
     auto episodes = make_episodes(count, codec);
@@ -74,7 +83,9 @@ void run_driver(benchmark::State& state, double delay_s) {
     for (auto& e : episodes) pointers.push_back(e.get());
     llm::LlmDriver driver(options);
     state.ResumeTiming();
+    const double cpu_start = thread_cpu_seconds();
     const llm::DriveStats stats = driver.run(pointers);
+    cpu += thread_cpu_seconds() - cpu_start;
     state.PauseTiming();
     for (const llm::CallRecord& c : stats.calls) {
       client_seconds += c.client_seconds;
@@ -90,6 +101,7 @@ void run_driver(benchmark::State& state, double delay_s) {
   state.SetItemsProcessed(static_cast<int64_t>(requests));
   state.counters["requests_per_s"] = static_cast<double>(requests) / wall;
   state.counters["client_us_per_request"] = 1e6 * client_seconds / static_cast<double>(requests);
+  state.counters["client_cpu_us_per_request"] = 1e6 * cpu / static_cast<double>(requests);
   state.counters["failed"] = static_cast<double>(failed);
 }
 
