@@ -176,12 +176,19 @@ int rollout_command(const std::vector<std::string>& args) {
   json episodes_json = json::array();
   syn::MetricsTable table;
   int64_t summaries = 0, summary_tokens = 0, compactions = 0;
+  double reward_sum = 0;
   bool synthetic = false;
   for (size_t i = 0; i < count; ++i) {
     Episode& e = *episodes[i];
     Trajectory t = e.finish();
     ++statuses[std::string(episode_status_name(t.status))];
     compactions += t.compactions;
+    reward_sum += t.reward;
+    for (const Segment& segment : t.segments) {
+      if (segment.kind != SegmentKind::kSummary) continue;
+      ++summaries;
+      summary_tokens += static_cast<int64_t>(segment.response_ids.size());
+    }
     json item = {
         {"rollout_id", t.rollout_id},   {"task_id", t.task_id}, {"status", episode_status_name(t.status)},
         {"reason", t.reason},           {"reward", t.reward},   {"compactions", t.compactions},
@@ -200,8 +207,6 @@ int rollout_command(const std::vector<std::string>& args) {
         syn::SummaryMetrics sm = syn::summary_metrics_text(s->task(), seen, segment.text);
         sm.length = static_cast<int>(segment.response_ids.size());  // in tokens of the policy's tokenizer
         m.summaries.push_back(sm);
-        ++summaries;
-        summary_tokens += sm.length;
       }
       item["type"] = std::string(syn::task_type_name(s->task().type));
       item["exact_match"] = m.exact_match;
@@ -223,6 +228,7 @@ int rollout_command(const std::vector<std::string>& args) {
       {"seed", episode.seed},
       {"episodes", count},
       {"statuses", statuses},
+      {"reward_mean", reward_sum / static_cast<double>(count)},
       {"compactions", compactions},
       {"compactions_per_episode", static_cast<double>(compactions) / static_cast<double>(count)},
       {"summaries", summaries},
@@ -271,7 +277,8 @@ int rollout_command(const std::vector<std::string>& args) {
   }
   std::printf("\n");
   if (synthetic) std::printf("%s", table.report().c_str());
-  std::printf("compactions %lld, summaries %lld (mean %.1f tokens)\n", static_cast<long long>(compactions),
+  std::printf("mean reward %.3f, compactions %lld, summaries %lld (mean %.1f tokens)\n",
+              reward_sum / static_cast<double>(count), static_cast<long long>(compactions),
               static_cast<long long>(summaries),
               summaries == 0 ? 0.0 : static_cast<double>(summary_tokens) / summaries);
   std::printf(
