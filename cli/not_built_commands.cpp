@@ -15,7 +15,6 @@ Command not_built(const std::string& name, const std::string& summary, const std
 }
 
 const CommandRegistrar kEval(not_built("eval", "evaluate a policy on a split", "4"));
-const CommandRegistrar kBench(not_built("bench", "run the benchmarks and rewrite bench/RESULTS.md", "9"));
 
 }  // namespace
 }  // namespace crl::cli
