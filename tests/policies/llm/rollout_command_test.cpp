@@ -48,6 +48,7 @@ TEST(RolloutCommand, WritesTheExportAndTheMetrics) {
   const Result r = crl(rollout_args(server.url(), out, "sglang", "4"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("6 episodes"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");  // the progress bar is drawn only when stderr is a terminal
   const std::vector<Trajectory> trajectories = read_trajectories(out);
   ASSERT_EQ(trajectories.size(), 6u);
   size_t segments = 0;
