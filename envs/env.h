@@ -8,6 +8,7 @@
 // policies). Rewards are summed over the episode into the rollout's one terminal reward.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,15 @@ class Env {
 
   int steps() const { return steps_; }
   bool done() const { return done_; }
+
+  // The resume body of a symbolic-view compaction, when the environment writes it from the summary (the
+  // synthetic suite's memory-slot summaries: keep:<i> is expanded into record i as it was observed). The
+  // episode calls it only with a symbolic codec, with the summary body the policy sampled; returning false
+  // (the default) keeps the engine's rule: the summary body itself is copied into resume(S). The environment
+  // reads the summary only to expand it; it never changes the episode's state.
+  virtual bool symbolic_resume_body(std::span<const TokenId> /*summary*/, std::vector<TokenId>& /*out*/) const {
+    return false;
+  }
 
  protected:
   // Hooks for implementations; the public wrappers keep the bookkeeping.

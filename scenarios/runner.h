@@ -38,6 +38,19 @@ struct CurvePoint {
   int64_t eval_episodes = 0;
 };
 
+// Final-evaluation metrics of one task type (environments with typed tasks: the synthetic suite).
+struct TypeResult {
+  std::string type;
+  int64_t episodes = 0;
+  double exact_match = 0.0;
+  double summaries_per_episode = 0.0;
+  double recall = 0.0;      // mean milestone recall per summary
+  double invention = 0.0;   // invented / mentions
+  double repetition = 0.0;  // repeated / mentions
+  double length = 0.0;      // mean summary length (symbols up to and including STOP)
+  double f1 = 0.0;          // mean plan-token F1 per summary
+};
+
 struct SeedResult {
   uint64_t seed = 0;
   double accuracy = 0.0;  // final held-out accuracy
@@ -49,6 +62,7 @@ struct SeedResult {
   bool has_example = false;
   Trajectory example;
   std::vector<double> example_factors;  // correction factor of each of its segments under the arm's learner
+  std::vector<TypeResult> types;        // per task type (empty for untyped environments)
 };
 
 struct ArmResult {
@@ -58,6 +72,7 @@ struct ArmResult {
   double chance = std::numeric_limits<double>::quiet_NaN();  // 1 / fact_arity when the env declares one
   std::vector<SeedResult> seeds;
   std::shared_ptr<const Codec> codec;  // decodes the example trajectories
+  std::vector<TypeResult> types;       // per task type, each metric the mean over seeds (episodes: the sum)
 };
 
 struct ScenarioResult {

@@ -98,5 +98,46 @@ TEST(synthetic_episode, OracleWinsEveryDevTaskWithCompactionInBothViews) {
   }
 }
 
+// The symbolic resume context is written by the environment from the memory-slot summary: a kept record is
+// copied as it was observed, a record not shown yet becomes [rec:<i>, UNSEEN], STOP ends the summary.
+TEST(synthetic_episode, SymbolicResumeCopiesKeptRecordsAsObserved) {
+  std::unique_ptr<Env> env = crl::make_env("synthetic", {{"view", "symbolic"}});
+  const auto& synthetic = dynamic_cast<const SyntheticEnv&>(*env);
+  const SyntheticTask task = synthetic.tasks().tasks[0];
+  const auto codec = make_codec("symbolic", env->spec());
+  Budget budget;
+  budget.capacity = 64;
+  budget.reserve = 16;
+  budget.per_turn_cap = 4;
+  budget.summary_cap = 6;
+  Episode episode(std::move(env), codec, EpisodeConfig{budget, 7, 0, 0, ""});
+  episode.start(Task{task.task_id, 0, "dev"});
+  const Vocabulary& v = Vocabulary::get();
+  while (episode.request().role == Role::kExecute) {
+    Decision next;
+    next.tokens = {v.next};
+    episode.submit(next);
+  }
+  const int seen = synthetic.records_seen();
+  ASSERT_GT(seen, 2);
+  ASSERT_LT(seen, kRecordsPerTask);
+  Decision summary;
+  summary.tokens = {v.keep(0), v.keep(kRecordsPerTask - 1), v.stop, v.keep(1)};
+  episode.submit(summary);
+  ASSERT_FALSE(episode.done());
+  const std::vector<TokenId> prompt = episode.request().prompt.ids();
+  std::vector<TokenId> expected = {v.resume};
+  const auto first = symbolic_record(task, 0);
+  expected.insert(expected.end(), first.begin(), first.end());
+  expected.push_back(v.rec(kRecordsPerTask - 1));
+  expected.push_back(v.unseen);
+  expected.push_back(v.resume_end);
+  ASSERT_GT(prompt.size(), expected.size() + 1);
+  EXPECT_EQ(std::vector<TokenId>(prompt.begin() + 1, prompt.begin() + 1 + expected.size()), expected);
+  // The invention is measured on the same summary: the unseen record's value is not an observed milestone.
+  const SummaryMetrics m = summary_metrics_symbols(task, seen, summary.tokens);
+  EXPECT_EQ(m.length, 3);
+}
+
 }  // namespace
 }  // namespace crl::envs::synthetic

@@ -1,0 +1,84 @@
+#pragma once
+// The neural policy (`neural`): two small pointer networks (network.h), one per role, over the synthetic
+// suite's symbolic view (features.h), trained by the scenario runner with the CompactionRL learner.
+//
+// act(), per request (a decision depends only on its own request and the parameters; Rng(request.stream)):
+//  * execute, before the question is in the context: the forced action `next` (Decision.forced: the console
+//    grammar, never trained, like the memory chain's forced `continue`);
+//  * execute, once the question is in the context: [submit, val ...], the answer slots sampled one after the
+//    other from the execute network (3 for an ordered plan, else 1). `submit` is fixed by the grammar: its
+//    log-prob is 0 and it carries the first slot's value. A context with no record gets the forced answer
+//    [submit, STOP], which the verifier rejects;
+//  * summarize: memory-slot tokens sampled one after the other from the summary network until STOP or the
+//    request's max_new_tokens. The engine writes the resume context from them (Env::symbolic_resume_body).
+// Every sampled token carries its behaviour log-prob and its decision's value.
+//
+// train() (policies/trainable.h) rebuilds every trainable token's decision from the trajectory (the segment's
+// prompt plus the response before it), recomputes the log-probs and values with one batched forward per
+// network (Eigen; the CUDA back-end when asked and present), asks the learner for the losses' gradients with
+// respect to them (learners::Learner::losses: token-normalized clipped PPO and value loss, ablations
+// included), backpropagates, and takes one Adam step on the actor parameters (actor pass) or the value head
+// (critic pass). Frozen-summary mode never updates the summary network's actor parameters, so the summary
+// policy stays at its uniform initialisation.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "policies/neural/features.h"
+#include "policies/neural/network.h"
+#include "policies/policy.h"
+#include "policies/trainable.h"
+
+namespace crl::neural {
+
+struct NeuralConfig {
+  int hidden = 64;
+  bool frozen_summary = false;
+  learners::Backend backend = learners::Backend::kCpu;  // where train() runs forward and backward
+};
+
+// One batch of decisions of one role, rebuilt from trajectories, with the token each decision answers.
+struct RoleDecisions {
+  DecisionBatch batch;
+  std::vector<int64_t> token;  // batch token index of each group
+};
+struct TrainingDecisions {
+  std::array<RoleDecisions, 2> roles;  // [execute, summarize]
+  // Tokens whose value is a decision's without a log-prob of their own (`submit`): (token, role, group).
+  struct Extra {
+    int64_t token;
+    int role;
+    int group;
+  };
+  std::vector<Extra> extra;
+};
+
+class NeuralPolicy final : public Policy, public Trainable {
+ public:
+  // Throws crl::Error when the target is not the symbolic view of the synthetic suite.
+  NeuralPolicy(const PolicyTarget& target, NeuralConfig config);
+
+  std::string name() const override { return "neural"; }
+  void act(std::span<const Request* const> requests, std::span<Decision> decisions) const override;
+
+  void initialize(uint64_t seed) override;
+  void train(const TrainStep& step) override;
+
+  // The decisions behind the trainable tokens of `trajectories` (in batch token order).
+  TrainingDecisions decisions(const std::vector<Trajectory>& trajectories) const;
+  const Featurizer& featurizer() const { return featurizer_; }
+  Network& network(Role role) { return networks_[static_cast<int>(role)]; }
+  const Network& network(Role role) const { return networks_[static_cast<int>(role)]; }
+  const NeuralConfig& config() const { return config_; }
+
+ private:
+  Decision decide(const Request& request) const;
+
+  NeuralConfig config_;
+  Featurizer featurizer_;
+  std::array<Network, 2> networks_;
+  std::array<Adam, 2> actor_adam_, critic_adam_;
+};
+
+}  // namespace crl::neural
