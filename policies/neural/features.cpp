@@ -195,10 +195,13 @@ void Featurizer::answer_slot(const ParsedContext& context, int slot, const Chose
   // An answer is read in order of appearance: each slot points after the previous slot's record.
   int last = -1;
   for (int k : chosen.records) last = std::max(last, k);
+  // The question names a key: the answer points at records of that key (all records when none is left).
+  bool any_match = false;
+  for (int i = records_ - 1; i > last; --i) any_match |= context.records[i].present && context.records[i].key == context.target;
   // Newest first, one candidate per distinct value; then back to index order.
   for (int i = records_ - 1; i > last; --i) {
     const ParsedRecord& rec = context.records[i];
-    if (!rec.present) continue;
+    if (!rec.present || (any_match && rec.key != context.target)) continue;
     bool duplicate = false;
     for (const Candidate& c : candidates) duplicate |= c.token == rec.value;
     if (!duplicate) candidates.push_back(Candidate{rec.value, i});

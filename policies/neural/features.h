@@ -11,9 +11,11 @@
 //  * summary slot t (memory-slot tokens, sampled one after the other): every record of the context not kept
 //    yet in this summary (token keep:<i>), KEEP_TASK when the context holds the task and it is not kept yet,
 //    and STOP;
-//  * answer slot t (after the question; 3 slots for an ordered plan, else 1): every record after the record
-//    of the previous slot (a plan is read in order of appearance), one per distinct value (the latest record
-//    holding it), emitting its val: token.
+//  * answer slot t (after the question; 3 slots for an ordered plan, else 1): the records of the question's
+//    key (every record when the context holds none) after the record of the previous slot (a plan is read in
+//    order of appearance), one per distinct value (the latest record holding it), emitting its val: token.
+//    Which of them is the answer (the FACT, the latest update, the MILESTONEs and not the DRAFT/REJECTED
+//    steps) is learned.
 // Candidate row (all 0/1 except the position scalar): candidate class (record | task | stop), the record's
 // kind and key (one-hot), its index (one-hot and i/15), key == the task's key, latest record of its key,
 // latest of its kind, after the last record chosen in this decision sequence; the task type (one-hot, or

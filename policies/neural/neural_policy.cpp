@@ -9,7 +9,6 @@ namespace crl::neural {
 
 namespace {
 
-constexpr int kExecute = 0, kSummarize = 1;
 
 double log_sum_exp(const std::vector<double>& scores) {
   double top = -INFINITY;
@@ -57,7 +56,7 @@ NeuralPolicy::NeuralPolicy(const PolicyTarget& target, NeuralConfig config)
     if (!network_cuda_available(&why)) throw Error("policy \"neural\"", "backend", "cuda: " + why);
   }
   const NetworkShape shape{featurizer_.inputs(), config_.hidden};
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < kHeads; ++r) {
     networks_[r] = Network(shape);
     actor_adam_[r] = Adam(0, shape.actor_size());
     critic_adam_[r] = Adam(shape.actor_size(), shape.size());
@@ -66,7 +65,7 @@ NeuralPolicy::NeuralPolicy(const PolicyTarget& target, NeuralConfig config)
 }
 
 void NeuralPolicy::initialize(uint64_t seed) {
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < kHeads; ++r) {
     networks_[r].initialize(seed, static_cast<uint32_t>(r));
     actor_adam_[r].reset();
     critic_adam_[r].reset();
@@ -96,7 +95,7 @@ Decision NeuralPolicy::decide(const Request& request) const {
   if (request.role == Role::kSummarize) {
     for (int slot = 0; slot < request.max_new_tokens; ++slot) {
       f.summary_slot(context, slot, chosen, candidates, rows);
-      const TokenId token = sample(networks_[kSummarize]);
+      const TokenId token = sample(networks_[kSummaryHead]);
       if (token == f.stop) break;
       f.choose(context, token, chosen);
     }
@@ -114,7 +113,7 @@ Decision NeuralPolicy::decide(const Request& request) const {
   for (int slot = 0; slot < slots; ++slot) {
     f.answer_slot(context, slot, chosen, candidates, rows);
     if (candidates.empty()) break;
-    f.choose(context, sample(networks_[kExecute]), chosen);
+    f.choose(context, sample(networks_[answer_head(context)]), chosen);
   }
   if (d.tokens.size() == 1) {  // nothing to answer from: a forced, rejected answer
     Decision forced;
@@ -134,7 +133,7 @@ void NeuralPolicy::act(std::span<const Request* const> requests, std::span<Decis
 
 TrainingDecisions NeuralPolicy::decisions(const std::vector<Trajectory>& trajectories) const {
   const Featurizer& f = featurizer_;
-  std::array<RoleBuilder, 2> builders;
+  std::array<RoleBuilder, kHeads> builders;
   TrainingDecisions out;
   std::vector<Candidate> candidates;
   RowMatrix rows;
@@ -154,7 +153,7 @@ TrainingDecisions NeuralPolicy::decisions(const std::vector<Trajectory>& traject
         for (size_t i = 0; i < n; ++i) {
           if (seg.actor_mask[i] || seg.critic_mask[i]) {
             f.summary_slot(context, static_cast<int>(i), chosen, candidates, rows);
-            add(kSummarize, seg.response_ids[i], token + static_cast<int64_t>(i), t.rollout_id);
+            add(kSummaryHead, seg.response_ids[i], token + static_cast<int64_t>(i), t.rollout_id);
           }
           f.choose(context, seg.response_ids[i], chosen);
         }
@@ -165,21 +164,22 @@ TrainingDecisions NeuralPolicy::decisions(const std::vector<Trajectory>& traject
           context_ids.insert(context_ids.end(), seg.response_ids.begin(), seg.response_ids.begin() + i);
           const ParsedContext context = f.parse(context_ids);
           Chosen chosen;
-          const int first_group = builders[kExecute].chosen.size();
+          const int head = answer_head(context);
+          const int first_group = static_cast<int>(builders[head].chosen.size());
           for (size_t j = i + 1; j < n && seg.actor_mask[j]; ++j) {
             f.answer_slot(context, static_cast<int>(j - i - 1), chosen, candidates, rows);
-            add(kExecute, seg.response_ids[j], token + static_cast<int64_t>(j), t.rollout_id);
+            add(head, seg.response_ids[j], token + static_cast<int64_t>(j), t.rollout_id);
             f.choose(context, seg.response_ids[j], chosen);
           }
-          if (static_cast<int>(builders[kExecute].chosen.size()) > first_group) {
-            out.extra.push_back({token + static_cast<int64_t>(i), kExecute, first_group});
+          if (static_cast<int>(builders[head].chosen.size()) > first_group) {
+            out.extra.push_back({token + static_cast<int64_t>(i), head, first_group});
           }
         }
       }
       token += static_cast<int64_t>(n);
     }
   }
-  for (int r = 0; r < 2; ++r) out.roles[r] = std::move(builders[r]).build(f.inputs());
+  for (int r = 0; r < kHeads; ++r) out.heads[r] = std::move(builders[r]).build(f.inputs());
   return out;
 }
 
@@ -191,10 +191,10 @@ void NeuralPolicy::train(const TrainStep& step) {
   if (batch.old_logprobs.empty()) batch.old_logprobs.assign(tokens, 0.0);
   batch.new_logprobs = batch.old_logprobs;
   batch.new_values = batch.values;
-  std::array<ForwardResult, 2> forward;
+  std::array<ForwardResult, kHeads> forward;
   const bool cuda = config_.backend == learners::Backend::kCuda;
-  for (int r = 0; r < 2; ++r) {
-    const RoleDecisions& role = d.roles[r];
+  for (int r = 0; r < kHeads; ++r) {
+    const RoleDecisions& role = d.heads[r];
     if (role.batch.groups() == 0) continue;
     forward[r] = cuda ? cuda_forward(networks_[r], role.batch) : networks_[r].forward(role.batch);
     for (int g = 0; g < role.batch.groups(); ++g) {
@@ -203,16 +203,16 @@ void NeuralPolicy::train(const TrainStep& step) {
       batch.new_values[role.token[g]] = forward[r].values[g];
     }
   }
-  for (const auto& e : d.extra) batch.new_values[e.token] = forward[e.role].values[e.group];
+  for (const auto& e : d.extra) batch.new_values[e.token] = forward[e.head].values[e.group];
 
   learners::Gradients gradients;
   step.learner->losses(batch, *step.targets, &gradients);
   const bool actor = step.kind == learners::UpdateKind::kActor;
-  for (int r = 0; r < 2; ++r) {
-    const RoleDecisions& role = d.roles[r];
+  for (int r = 0; r < kHeads; ++r) {
+    const RoleDecisions& role = d.heads[r];
     const int groups = role.batch.groups();
     if (groups == 0) continue;
-    if (actor && r == kSummarize && config_.frozen_summary) continue;
+    if (actor && r == kSummaryHead && config_.frozen_summary) continue;
     std::vector<float> dlogp(groups, 0.0f), dvalue(groups, 0.0f);
     for (int g = 0; g < groups; ++g) {
       if (actor) {
@@ -223,7 +223,7 @@ void NeuralPolicy::train(const TrainStep& step) {
     }
     if (!actor) {
       for (const auto& e : d.extra) {
-        if (e.role == r) dvalue[e.group] += static_cast<float>(gradients.values[e.token]);
+        if (e.head == r) dvalue[e.group] += static_cast<float>(gradients.values[e.token]);
       }
     }
     const std::vector<float> grad = cuda ? cuda_backward(networks_[r], role.batch, forward[r], dlogp, dvalue)

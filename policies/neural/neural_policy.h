@@ -2,11 +2,15 @@
 // The neural policy (`neural`): two small pointer networks (network.h), one per role, over the synthetic
 // suite's symbolic view (features.h), trained by the scenario runner with the CompactionRL learner.
 //
+// Networks ("heads"): one answer network per task type (the question names the type; separate parameters,
+// so what answers one type never bends another's answers) and one summary network (the type is one of its
+// inputs, when the context holds the task).
+//
 // act(), per request (a decision depends only on its own request and the parameters; Rng(request.stream)):
 //  * execute, before the question is in the context: the forced action `next` (Decision.forced: the console
 //    grammar, never trained, like the memory chain's forced `continue`);
 //  * execute, once the question is in the context: [submit, val ...], the answer slots sampled one after the
-//    other from the execute network (3 for an ordered plan, else 1). `submit` is fixed by the grammar: its
+//    other from the type's answer network (3 for an ordered plan, else 1). `submit` is fixed by the grammar: its
 //    log-prob is 0 and it carries the first slot's value. A context with no record gets the forced answer
 //    [submit, STOP], which the verifier rejects;
 //  * summarize: memory-slot tokens sampled one after the other from the summary network until STOP or the
@@ -38,17 +42,17 @@ struct NeuralConfig {
   learners::Backend backend = learners::Backend::kCpu;  // where train() runs forward and backward
 };
 
-// One batch of decisions of one role, rebuilt from trajectories, with the token each decision answers.
+// One batch of decisions of one head, rebuilt from trajectories, with the token each decision answers.
 struct RoleDecisions {
   DecisionBatch batch;
   std::vector<int64_t> token;  // batch token index of each group
 };
 struct TrainingDecisions {
-  std::array<RoleDecisions, 2> roles;  // [execute, summarize]
-  // Tokens whose value is a decision's without a log-prob of their own (`submit`): (token, role, group).
+  std::array<RoleDecisions, 4> heads;  // [answer early_fact, latest_update, ordered_plan, summary]
+  // Tokens whose value is a decision's without a log-prob of their own (`submit`): (token, head, group).
   struct Extra {
     int64_t token;
-    int role;
+    int head;
     int group;
   };
   std::vector<Extra> extra;
@@ -68,8 +72,12 @@ class NeuralPolicy final : public Policy, public Trainable {
   // The decisions behind the trainable tokens of `trajectories` (in batch token order).
   TrainingDecisions decisions(const std::vector<Trajectory>& trajectories) const;
   const Featurizer& featurizer() const { return featurizer_; }
-  Network& network(Role role) { return networks_[static_cast<int>(role)]; }
-  const Network& network(Role role) const { return networks_[static_cast<int>(role)]; }
+  static constexpr int kHeads = 4;
+  static constexpr int kSummaryHead = 3;
+  // The answer head of a context (its question's type; head 0 when the type is unknown).
+  static int answer_head(const ParsedContext& context) { return context.type >= 0 && context.type < 3 ? context.type : 0; }
+  Network& network(int head) { return networks_[head]; }
+  const Network& network(int head) const { return networks_[head]; }
   const NeuralConfig& config() const { return config_; }
 
  private:
@@ -77,8 +85,8 @@ class NeuralPolicy final : public Policy, public Trainable {
 
   NeuralConfig config_;
   Featurizer featurizer_;
-  std::array<Network, 2> networks_;
-  std::array<Adam, 2> actor_adam_, critic_adam_;
+  std::array<Network, kHeads> networks_;
+  std::array<Adam, kHeads> actor_adam_, critic_adam_;
 };
 
 }  // namespace crl::neural

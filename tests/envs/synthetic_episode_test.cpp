@@ -18,6 +18,7 @@ struct Played {
   int compactions = 0;
   std::vector<SummaryMetrics> summaries;
   std::string reason;
+  Trajectory trajectory;
 };
 
 Played play(const std::string& view, const Budget& budget, int task_index) {
@@ -58,6 +59,7 @@ Played play(const std::string& view, const Budget& budget, int task_index) {
   played.reward = episode.reward();
   played.compactions = episode.context().compactions();
   played.reason = episode.reason();
+  played.trajectory = episode.finish();
   return played;
 }
 
@@ -90,6 +92,21 @@ TEST(synthetic_episode, OracleWinsEveryDevTaskWithCompactionInBothViews) {
         EXPECT_DOUBLE_EQ(m.recall(), 1.0);
         EXPECT_EQ(m.invented, 0);
         EXPECT_EQ(m.repeated, 0);
+      }
+      if (view == "symbolic") {
+        // The metrics read off the trajectory alone (what the scenario runner has) equal those taken live.
+        std::unique_ptr<Env> env = crl::make_env("synthetic", {{"view", view}});
+        const SyntheticTask& task = dynamic_cast<const SyntheticEnv&>(*env).tasks().tasks[i];
+        const EpisodeMetrics e = episode_metrics_symbolic(task, p.trajectory);
+        EXPECT_TRUE(e.exact_match);
+        EXPECT_EQ(e.compactions, p.compactions);
+        ASSERT_EQ(e.summaries.size(), p.summaries.size());
+        for (size_t k = 0; k < e.summaries.size(); ++k) {
+          EXPECT_EQ(e.summaries[k].observed_milestones, p.summaries[k].observed_milestones);
+          EXPECT_EQ(e.summaries[k].recalled, p.summaries[k].recalled);
+          EXPECT_EQ(e.summaries[k].mentions, p.summaries[k].mentions);
+          EXPECT_EQ(e.summaries[k].length, p.summaries[k].length);
+        }
       }
     }
     EXPECT_EQ(compacted, 60) << view << ": every episode compacts at least once";

@@ -96,7 +96,7 @@ TEST(NeuralFeatures, ParsesRecordsTaskQuestionAndIgnoresUnseen) {
   z.summary_slot(c, 2, chosen, candidates, rows);
   ASSERT_EQ(candidates.size(), 2u);  // keep:06, STOP
   z.answer_slot(c, 0, Chosen{}, candidates, rows);
-  ASSERT_EQ(candidates.size(), 2u);
+  ASSERT_EQ(candidates.size(), 1u);  // only the record of the question's key
   EXPECT_EQ(candidates[0].token, v.id(code));
 }
 
@@ -211,20 +211,20 @@ TEST(NeuralPolicy, RebuiltDecisionsReproduceBehaviourLogProbs) {
   NeuralPolicy policy(f.target, {});
   policy.initialize(5);
   // Random, non-zero heads so log-probs are not uniform and values are not zero.
-  for (Role role : {Role::kExecute, Role::kSummarize}) {
-    Network& net = policy.network(role);
-    Rng rng(StreamKey{1, 0, static_cast<uint32_t>(role), StreamRole::kLearner, 2});
+  for (int head = 0; head < NeuralPolicy::kHeads; ++head) {
+    Network& net = policy.network(head);
+    Rng rng(StreamKey{1, 0, static_cast<uint32_t>(head), StreamRole::kLearner, 2});
     for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i) net.parameters()[i] = rng.uniform_float() - 0.5f;
   }
   const auto ts = rollouts(f, policy, 8, 9);
   const learners::Batch batch = learners::make_batch(ts);
   const TrainingDecisions d = policy.decisions(ts);
   int64_t compared = 0;
-  for (int r = 0; r < 2; ++r) {
-    if (d.roles[r].batch.groups() == 0) continue;
-    const ForwardResult fw = policy.network(static_cast<Role>(r)).forward(d.roles[r].batch);
-    for (int g = 0; g < d.roles[r].batch.groups(); ++g) {
-      const int64_t t = d.roles[r].token[g];
+  for (int r = 0; r < NeuralPolicy::kHeads; ++r) {
+    if (d.heads[r].batch.groups() == 0) continue;
+    const ForwardResult fw = policy.network(r).forward(d.heads[r].batch);
+    for (int g = 0; g < d.heads[r].batch.groups(); ++g) {
+      const int64_t t = d.heads[r].token[g];
       EXPECT_NEAR(fw.logp[g], batch.old_logprobs[t], 1e-4);
       EXPECT_NEAR(fw.values[g], batch.values[t], 1e-4);
       ++compared;
@@ -234,6 +234,16 @@ TEST(NeuralPolicy, RebuiltDecisionsReproduceBehaviourLogProbs) {
   int64_t actor = 0;
   for (int64_t t = 0; t < batch.num_tokens(); ++t) actor += batch.actor_mask[t];
   EXPECT_EQ(compared + static_cast<int64_t>(d.extra.size()), actor);
+}
+
+// The parameters of the three answer heads, one after the other.
+std::vector<float> answers(const NeuralPolicy& policy) {
+  std::vector<float> out;
+  for (int head = 0; head < NeuralPolicy::kSummaryHead; ++head) {
+    const auto& p = policy.network(head).parameters();
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
 }
 
 learners::LearnerOptions options_lambda1() {
@@ -257,12 +267,12 @@ TEST(NeuralPolicy, ZeroRewardReplayLeavesEverythingAtZero) {
   std::vector<Trajectory> ts = rollouts(f, policy, 6, 2);
   for (Trajectory& t : ts) t.reward = 0.0;
   const learners::Learner learner(options_lambda1());
-  const std::vector<float> before = policy.network(Role::kSummarize).parameters();
-  const std::vector<float> before_exec = policy.network(Role::kExecute).parameters();
+  const std::vector<float> before = policy.network(NeuralPolicy::kSummaryHead).parameters();
+  const std::vector<float> before_exec = answers(policy);
   train_once(policy, ts, learner, learners::UpdateKind::kCritic);
   train_once(policy, ts, learner, learners::UpdateKind::kActor);
-  EXPECT_EQ(policy.network(Role::kSummarize).parameters(), before);
-  EXPECT_EQ(policy.network(Role::kExecute).parameters(), before_exec);
+  EXPECT_EQ(policy.network(NeuralPolicy::kSummaryHead).parameters(), before);
+  EXPECT_EQ(answers(policy), before_exec);
 }
 
 TEST(NeuralPolicy, FrozenSummaryNeverChangesTheSummaryActor) {
@@ -276,21 +286,21 @@ TEST(NeuralPolicy, FrozenSummaryNeverChangesTheSummaryActor) {
   std::vector<Trajectory> ts = rollouts(f, policy, 10, 4);
   for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 2 == 0 ? 1.0 : 0.0;  // a learning signal
   const learners::Learner learner(options_lambda1());
-  const int64_t actor = policy.network(Role::kSummarize).shape().actor_size();
-  const std::vector<float> start = policy.network(Role::kSummarize).parameters();
-  const std::vector<float> exec_start = policy.network(Role::kExecute).parameters();
+  const int64_t actor = policy.network(NeuralPolicy::kSummaryHead).shape().actor_size();
+  const std::vector<float> start = policy.network(NeuralPolicy::kSummaryHead).parameters();
+  const std::vector<float> exec_start = answers(policy);
   for (int k = 0; k < 2; ++k) {
     train_once(policy, ts, learner, learners::UpdateKind::kCritic);
     train_once(policy, ts, learner, learners::UpdateKind::kActor);
     train_once(joint, ts, learner, learners::UpdateKind::kCritic);
     train_once(joint, ts, learner, learners::UpdateKind::kActor);
   }
-  const std::vector<float>& after = policy.network(Role::kSummarize).parameters();
+  const std::vector<float>& after = policy.network(NeuralPolicy::kSummaryHead).parameters();
   EXPECT_TRUE(std::equal(start.begin(), start.begin() + actor, after.begin()));
   EXPECT_FALSE(std::equal(start.begin() + actor, start.end(), after.begin() + actor));  // its critic learns
-  const std::vector<float>& joint_after = joint.network(Role::kSummarize).parameters();
+  const std::vector<float>& joint_after = joint.network(NeuralPolicy::kSummaryHead).parameters();
   EXPECT_FALSE(std::equal(start.begin(), start.begin() + actor, joint_after.begin()));
-  EXPECT_NE(policy.network(Role::kExecute).parameters(), exec_start);
+  EXPECT_NE(answers(policy), exec_start);
 }
 
 TEST(NeuralPolicy, SummaryLossMaskedAblationLeavesTheSummaryActorAlone) {
@@ -302,13 +312,13 @@ TEST(NeuralPolicy, SummaryLossMaskedAblationLeavesTheSummaryActorAlone) {
   learners::LearnerOptions o = options_lambda1();
   o.summary_loss_masked = true;
   const learners::Learner learner(o);
-  const int64_t actor = policy.network(Role::kSummarize).shape().actor_size();
-  const std::vector<float> start = policy.network(Role::kSummarize).parameters();
-  const std::vector<float> exec_start = policy.network(Role::kExecute).parameters();
+  const int64_t actor = policy.network(NeuralPolicy::kSummaryHead).shape().actor_size();
+  const std::vector<float> start = policy.network(NeuralPolicy::kSummaryHead).parameters();
+  const std::vector<float> exec_start = answers(policy);
   train_once(policy, ts, learner, learners::UpdateKind::kActor);
-  const std::vector<float>& after = policy.network(Role::kSummarize).parameters();
+  const std::vector<float>& after = policy.network(NeuralPolicy::kSummaryHead).parameters();
   EXPECT_TRUE(std::equal(start.begin(), start.begin() + actor, after.begin()));
-  EXPECT_NE(policy.network(Role::kExecute).parameters(), exec_start);
+  EXPECT_NE(answers(policy), exec_start);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ const TypeResult& type(const ArmResult& arm, const std::string& name) {
 }
 
 TEST(NeuralScenario, DeterministicForAnyThreadCountAndLearns) {
-  const ScenarioSpec spec = reduced(640, {"joint", "full_context"});
+  const ScenarioSpec spec = reduced(2560, {"joint", "full_context"});
   const ScenarioResult one = run_scenario(spec, RunOptions{1, {7}, {}});
   const ScenarioResult two = run_scenario(spec, RunOptions{2, {7}, {}});
   EXPECT_EQ(format_summary_json(one), format_summary_json(two));
@@ -45,12 +45,13 @@ TEST(NeuralScenario, DeterministicForAnyThreadCountAndLearns) {
   ASSERT_EQ(one.arms.size(), 2u);
   const ArmResult& full = one.arms[1];
   ASSERT_EQ(full.name, "full_context");
-  // Learning signal: the untrained policy answers by a uniform pointer over the records (about 1/16 for one
-  // value, less for a plan); after training the full-context control answers most dev tasks.
+  // Learning signal: the untrained policy answers by a uniform pointer over the records of the question's key
+  // (an early fact has one such record, a latest update 3-5, a plan 6-9 steps to order), about 45% of dev;
+  // after training the full-context control answers much more. The ordered plan starts near 0.
   const std::vector<CurvePoint>& curve = full.seeds.at(0).curve;
   ASSERT_EQ(curve.size(), 2u);
-  EXPECT_LT(curve.front().eval_accuracy, 0.15);
-  EXPECT_GT(curve.back().eval_accuracy, curve.front().eval_accuracy + 0.3);
+  EXPECT_LT(curve.front().eval_accuracy, 0.6);
+  EXPECT_GT(curve.back().eval_accuracy, curve.front().eval_accuracy + 0.4);
   // Per-type metrics: 20 dev tasks per type in 60 episodes; the control never compacts, the joint arm does.
   ASSERT_EQ(full.types.size(), 3u);
   EXPECT_EQ(type(full, "early_fact").episodes, 20);
