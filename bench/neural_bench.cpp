@@ -42,7 +42,8 @@ Network make_network() {
   Network net(NetworkShape{kInputs, kHidden});
   net.initialize(3, 0);
   Rng rng(StreamKey{3, 0, 0, StreamRole::kLearner, 1});
-  for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i) net.parameters()[i] = rng.uniform_float() - 0.5f;
+  for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i)
+    net.parameters()[i] = rng.uniform_float() - 0.5f;
   return net;
 }
 
@@ -57,7 +58,8 @@ void BM_NeuralForwardPerDecision(benchmark::State& state) {
   const Network net = make_network();
   const DecisionBatch b = make_decisions(static_cast<int>(state.range(0)));
   std::vector<RowMatrix> rows;
-  for (int g = 0; g < b.groups(); ++g) rows.push_back(b.x.middleRows(b.offsets[g], b.offsets[g + 1] - b.offsets[g]));
+  for (int g = 0; g < b.groups(); ++g)
+    rows.push_back(b.x.middleRows(b.offsets[g], b.offsets[g + 1] - b.offsets[g]));
   std::vector<double> scores;
   float value = 0.0f;
   for (auto _ : state) {
@@ -113,8 +115,8 @@ struct Setup {
       config.budget.summary_cap = 6;
       config.budget.max_compactions = 8;
       config.seed = 5;
-      auto e = std::make_unique<Episode>(make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}}), codec,
-                                         std::move(config));
+      auto e = std::make_unique<Episode>(make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}}),
+                                         codec, std::move(config));
       e->start(Task{"train-" + std::to_string(i), i, "train"});
       return e;
     };

@@ -101,7 +101,8 @@ class Env {
   // episode calls it only with a symbolic codec, with the summary body the policy sampled; returning false
   // (the default) keeps the engine's rule: the summary body itself is copied into resume(S). The environment
   // reads the summary only to expand it; it never changes the episode's state.
-  virtual bool symbolic_resume_body(std::span<const TokenId> /*summary*/, std::vector<TokenId>& /*out*/) const {
+  virtual bool symbolic_resume_body(std::span<const TokenId> /*summary*/,
+                                    std::vector<TokenId>& /*out*/) const {
     return false;
   }
 

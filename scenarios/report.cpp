@@ -160,16 +160,16 @@ std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioR
         const TypeResult* r = type_of(reference, t.type);
         const double ref = r != nullptr ? r->exact_match : NAN;
         const double ratio = ref > 0.0 ? t.exact_match / ref : (t.exact_match >= 0.0 ? 1.0 : 0.0);
-        gates.push_back(GateResult{base + " on " + t.type, ratio, r != nullptr && ratio >= g.min_type_ratio(),
-                                   percent(t.exact_match) + " vs " + percent(ref) + " (ratio " +
-                                       fixed(ratio, 3) + ")"});
+        gates.push_back(
+            GateResult{base + " on " + t.type, ratio, r != nullptr && ratio >= g.min_type_ratio(),
+                       percent(t.exact_match) + " vs " + percent(ref) + " (ratio " + fixed(ratio, 3) + ")"});
       }
     }
   }
   if (g.has_min_type_gap()) {
     for (const std::string& type : g.gap_types()) {
-      const std::string name = g.main_arm() + " - " + g.control_arm() + " >= " +
-                               fixed(100.0 * g.min_type_gap(), 1) + " points on " + type;
+      const std::string name = g.main_arm() + " - " + g.control_arm() +
+                               " >= " + fixed(100.0 * g.min_type_gap(), 1) + " points on " + type;
       const TypeResult* m = type_of(main, type);
       const TypeResult* c = type_of(control, type);
       if (m == nullptr || c == nullptr) {
@@ -369,11 +369,11 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
     out << "| " << arm.name << " | " << policy << " | gamma " << fixed(l.gamma(), 3) << ", lambda "
         << lambda_text(l) << ", correction " << (l.correction() ? "on" : "off") << ", critic target "
         << (l.critic_target() == LearnerConfig::CORRECTED ? "corrected" : "local")
-        << (l.summary_loss_masked() ? ", summary loss masked" : "") << ", warm-up "
-        << l.warmup_batches() << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor "
-        << fixed(l.actor_lr(), 3) << " / critic " << fixed(l.critic_lr(), 3) << " | " << t.episodes()
-        << " episodes, batch " << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every "
-        << t.eval_interval() << " |\n";
+        << (l.summary_loss_masked() ? ", summary loss masked" : "") << ", warm-up " << l.warmup_batches()
+        << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor " << fixed(l.actor_lr(), 3)
+        << " / critic " << fixed(l.critic_lr(), 3) << " | " << t.episodes() << " episodes, batch "
+        << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every " << t.eval_interval()
+        << " |\n";
   }
   out << "\nEnvironment: `" << spec.arms.front().setup.env().name() << "`";
   for (const auto& [k, v] : env_params(spec.arms.front().setup)) out << " " << k << "=" << v;
@@ -409,16 +409,17 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
          "Curves: `curves.csv`, `curves.svg`.\n";
 
   // Per task type, for environments with typed tasks (final evaluation, mean over seeds).
-  if (std::any_of(result.arms.begin(), result.arms.end(), [](const ArmResult& a) { return !a.types.empty(); })) {
+  if (std::any_of(result.arms.begin(), result.arms.end(),
+                  [](const ArmResult& a) { return !a.types.empty(); })) {
     out << "\n## Per task type (final evaluation, mean over seeds)\n\n"
            "| arm | type | exact match | summaries / episode | milestone recall | invention | repetition | "
            "summary length | plan-token F1 |\n|---|---|---|---|---|---|---|---|---|\n";
     for (const ArmResult& arm : result.arms) {
       for (const TypeResult& t : arm.types) {
         out << "| " << arm.name << " | " << t.type << " | " << percent(t.exact_match) << " | "
-            << fixed(t.summaries_per_episode, 2) << " | " << percent(t.recall) << " | " << percent(t.invention)
-            << " | " << percent(t.repetition) << " | " << fixed(t.length, 2) << " | " << fixed(t.f1, 3)
-            << " |\n";
+            << fixed(t.summaries_per_episode, 2) << " | " << percent(t.recall) << " | "
+            << percent(t.invention) << " | " << percent(t.repetition) << " | " << fixed(t.length, 2) << " | "
+            << fixed(t.f1, 3) << " |\n";
       }
     }
     out << "\nSummary metrics per summary (envs/synthetic/metrics.h): recall = observed milestones kept; "
@@ -480,13 +481,16 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
       out << "\n## A successful evaluation episode (arm " << shown->name << ", seed " << s.seed << ")\n\n";
       // The fact, when the environment shows one as "FACT <value>" in the first prompt.
       const std::string first = shown->codec->decode(t.segments.front().prompt_ids);
-      if (const size_t at = first.find("FACT "); at != std::string::npos) {
+      const bool chain = !std::isnan(shown->chance);  // the memory chain (it declares a fact_arity)
+      if (const size_t at = first.find("FACT "); chain && at != std::string::npos) {
         const size_t end = first.find(' ', at + 5);
         out << "The fact shown at step 1: "
             << first.substr(at + 5, end == std::string::npos ? end : end - at - 5) << ". ";
       }
-      out << "What each summary kept (the memory symbol carried across the reset; a learned code, not "
-             "necessarily a copy):";
+      out << (chain
+                  ? "What each summary kept (the memory symbol carried across the reset; a learned code, not "
+                    "necessarily a copy):"
+                  : "What each summary wrote:");
       int k = 0;
       for (const Segment& seg : t.segments) {
         if (seg.kind == SegmentKind::kSummary) {

@@ -4,11 +4,11 @@
 
 #include "engine/runner.h"
 #include "envs/registry.h"
+#include "envs/synthetic/metrics.h"
+#include "envs/synthetic/synthetic_env.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
 #include "learners/schedule.h"
-#include "envs/synthetic/metrics.h"
-#include "envs/synthetic/synthetic_env.h"
 #include "policies/rollout.h"
 #include "policies/tabular/tabular_policy.h"
 #include "policies/trainable.h"
@@ -118,7 +118,8 @@ std::vector<TypeResult> type_breakdown(const ArmContext& c, const std::vector<Tr
     r.episodes = totals.episodes;
     r.exact_match = totals.episodes > 0 ? static_cast<double>(totals.exact) / totals.episodes : 0.0;
     const double summaries = totals.summaries > 0 ? totals.summaries : 1.0;
-    r.summaries_per_episode = totals.episodes > 0 ? static_cast<double>(totals.summaries) / totals.episodes : 0.0;
+    r.summaries_per_episode =
+        totals.episodes > 0 ? static_cast<double>(totals.summaries) / totals.episodes : 0.0;
     r.recall = totals.recall_sum / summaries;
     r.invention = totals.mentions > 0 ? static_cast<double>(totals.invented) / totals.mentions : 0.0;
     r.repetition = totals.mentions > 0 ? static_cast<double>(totals.repeated) / totals.mentions : 0.0;

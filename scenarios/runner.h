@@ -13,6 +13,12 @@
 //     every `eval_interval` episodes, evaluate on tasks "eval-<i>" (sampled, as in training) -> a curve
 //     point.
 //   the final accuracy: the mean reward over `eval_episodes` held-out episodes.
+// A policy learns when it is a Trainable (policies/trainable.h: the neural policy) or the tabular policy
+// (through an adapter: plain SGD per token); the runner calls initialize(seed) and then train() once per
+// update the schedule asks for. Other policies are evaluated as they are.
+// Environment parameters of evaluation episodes may differ (training.eval_env_params, e.g. split: dev).
+// For the synthetic suite in the symbolic view the final evaluation is also broken down per task type
+// (exact match and summary metrics, envs/synthetic/metrics.h).
 // Why the result cannot depend on the thread count: episodes only read their own streams and the policy
 // snapshot; the updates run on one thread in index order.
 #include <cstdint>

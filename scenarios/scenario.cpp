@@ -142,8 +142,9 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
     try {
       make_env(s.env().name(), merged, "environment " + quote(s.env().name()));
     } catch (const Error& e) {
-      at.fail(arm, {"training", "eval_env_params"},
-              "environment " + quote(s.env().name()) + ": parameter " + quote(e.field()) + ": " + e.message());
+      at.fail(
+          arm, {"training", "eval_env_params"},
+          "environment " + quote(s.env().name()) + ": parameter " + quote(e.field()) + ": " + e.message());
     }
   }
   // View.

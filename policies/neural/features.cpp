@@ -54,16 +54,18 @@ Featurizer::Featurizer(const std::vector<std::string>& symbols) {
     }
   }
   if (records_ == 0 || kinds.empty() || keys.empty() || types.empty() || ordered_plan_ < 0) {
-    throw Error("policy \"neural\"", "env",
-                "the environment's vocabulary lacks rec:/kind:/key:/type:ordered_plan symbols (the neural policy "
-                "needs the synthetic suite's symbolic vocabulary)");
+    throw Error(
+        "policy \"neural\"", "env",
+        "the environment's vocabulary lacks rec:/kind:/key:/type:ordered_plan symbols (the neural policy "
+        "needs the synthetic suite's symbolic vocabulary)");
   }
   keep_token_.assign(records_, 0);
   for (size_t id = 0; id < n; ++id) {
     if (keep_of_[id] >= 0 && keep_of_[id] < records_) keep_token_[keep_of_[id]] = static_cast<TokenId>(id);
   }
   for (int i = 0; i < records_; ++i) {
-    if (keep_token_[i] == 0) throw Error("policy \"neural\"", "env", "no keep: symbol for record " + std::to_string(i + 1));
+    if (keep_token_[i] == 0)
+      throw Error("policy \"neural\"", "env", "no keep: symbol for record " + std::to_string(i + 1));
   }
   kinds_ = static_cast<int>(kinds.size());
   keys_ = static_cast<int>(keys.size());
@@ -151,7 +153,8 @@ void Featurizer::fill_row(const ParsedContext& context, const Candidate& c, int 
     row[f_kind_ + rec.kind] = 1.0f;
     row[f_key_ + rec.key] = 1.0f;
     row[f_pos_ + c.record] = 1.0f;
-    row[f_pos_scalar_] = records_ > 1 ? static_cast<float>(c.record) / static_cast<float>(records_ - 1) : 0.0f;
+    row[f_pos_scalar_] =
+        records_ > 1 ? static_cast<float>(c.record) / static_cast<float>(records_ - 1) : 0.0f;
     row[f_match_] = context.target >= 0 && rec.key == context.target ? 1.0f : 0.0f;
     bool latest_key = true, latest_kind = true;
     for (int j = c.record + 1; j < records_; ++j) {
@@ -183,10 +186,12 @@ void Featurizer::summary_slot(const ParsedContext& context, int slot, const Chos
     if (std::find(chosen.records.begin(), chosen.records.end(), i) != chosen.records.end()) continue;
     candidates.push_back(Candidate{keep_token_[i], i});
   }
-  if (context.type >= 0 && context.target >= 0 && !chosen.task) candidates.push_back(Candidate{keep_task, -1});
+  if (context.type >= 0 && context.target >= 0 && !chosen.task)
+    candidates.push_back(Candidate{keep_task, -1});
   candidates.push_back(Candidate{stop, -1});
   rows.resize(static_cast<Eigen::Index>(candidates.size()), inputs_);
-  for (size_t r = 0; r < candidates.size(); ++r) fill_row(context, candidates[r], slot, chosen, rows, static_cast<int>(r));
+  for (size_t r = 0; r < candidates.size(); ++r)
+    fill_row(context, candidates[r], slot, chosen, rows, static_cast<int>(r));
 }
 
 void Featurizer::answer_slot(const ParsedContext& context, int slot, const Chosen& chosen,
@@ -197,7 +202,8 @@ void Featurizer::answer_slot(const ParsedContext& context, int slot, const Chose
   for (int k : chosen.records) last = std::max(last, k);
   // The question names a key: the answer points at records of that key (all records when none is left).
   bool any_match = false;
-  for (int i = records_ - 1; i > last; --i) any_match |= context.records[i].present && context.records[i].key == context.target;
+  for (int i = records_ - 1; i > last; --i)
+    any_match |= context.records[i].present && context.records[i].key == context.target;
   // Newest first, one candidate per distinct value; then back to index order.
   for (int i = records_ - 1; i > last; --i) {
     const ParsedRecord& rec = context.records[i];
@@ -208,7 +214,8 @@ void Featurizer::answer_slot(const ParsedContext& context, int slot, const Chose
   }
   std::reverse(candidates.begin(), candidates.end());
   rows.resize(static_cast<Eigen::Index>(candidates.size()), inputs_);
-  for (size_t r = 0; r < candidates.size(); ++r) fill_row(context, candidates[r], slot, chosen, rows, static_cast<int>(r));
+  for (size_t r = 0; r < candidates.size(); ++r)
+    fill_row(context, candidates[r], slot, chosen, rows, static_cast<int>(r));
 }
 
 }  // namespace crl::neural

@@ -90,8 +90,8 @@ class Featurizer {
   int records_ = 0, kinds_ = 0, keys_ = 0, types_ = 0, ordered_plan_ = -1;
   // Feature offsets.
   int f_class_ = 0, f_kind_ = 0, f_key_ = 0, f_pos_ = 0, f_pos_scalar_ = 0, f_match_ = 0, f_latest_key_ = 0,
-      f_latest_kind_ = 0, f_after_ = 0, f_type_ = 0, f_slot_ = 0, f_count_ = 0, f_task_kept_ = 0,
-      f_bias_ = 0, inputs_ = 0;
+      f_latest_kind_ = 0, f_after_ = 0, f_type_ = 0, f_slot_ = 0, f_count_ = 0, f_task_kept_ = 0, f_bias_ = 0,
+      inputs_ = 0;
 };
 
 }  // namespace crl::neural

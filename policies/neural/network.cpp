@@ -27,9 +27,11 @@ void Network::initialize(uint64_t seed, uint32_t tag) {
 
 ForwardResult Network::forward(const DecisionBatch& batch) const {
   const NetworkShape& s = shape_;
-  CRL_CHECK(batch.x.cols() == s.inputs, "rows of " << batch.x.cols() << " features, network has " << s.inputs);
-  CRL_CHECK(static_cast<int>(batch.offsets.size()) == batch.groups() + 1 && batch.offsets.back() == batch.x.rows(),
-            "group offsets do not cover the rows");
+  CRL_CHECK(batch.x.cols() == s.inputs,
+            "rows of " << batch.x.cols() << " features, network has " << s.inputs);
+  CRL_CHECK(
+      static_cast<int>(batch.offsets.size()) == batch.groups() + 1 && batch.offsets.back() == batch.x.rows(),
+      "group offsets do not cover the rows");
   const float* p = params_.data();
   const ColMap w1(p + s.w1(), s.inputs, s.hidden);
   const RowVecMap b1(p + s.b1(), s.hidden);
@@ -57,7 +59,8 @@ ForwardResult Network::forward(const DecisionBatch& batch) const {
     const float log_total = std::log(total) + max_score;
     for (int r = begin; r < end; ++r) f.probs[r] = std::exp(f.scores[r] - log_total);
     f.logp[g] = f.scores[begin + batch.chosen[g]] - log_total;
-    f.pooled.row(g) = f.hidden.middleRows(begin, end - begin).colwise().sum() / static_cast<float>(end - begin);
+    f.pooled.row(g) =
+        f.hidden.middleRows(begin, end - begin).colwise().sum() / static_cast<float>(end - begin);
     f.values[g] = f.pooled.row(g).dot(wv.transpose()) + p[s.bv()];
   }
   return f;

@@ -9,19 +9,18 @@
 //   logp_g = s_{c_g} - logsumexp(s over g)            c_g = the chosen row of g
 //   v_g = mean(H over g) . wv + bv                    the critic value of the decision
 // w2, b2, wv, bv start at zero: every initial policy is uniform over its candidates and every initial value
-// is 0 (spec 1.5: a zero-reward replay gives zero values, returns, advantages and gradients). W1 is drawn from
-// Rng(seed, StreamRole::kLearner) scaled by sqrt(2 / inputs); b1 = 0.
-// The value head reads H without passing gradient into W1 (the trunk belongs to the actor), so the critic and
-// the actor have disjoint parameters and their updates (the schedule's critic and actor passes) commute.
+// is 0 (spec 1.5: a zero-reward replay gives zero values, returns, advantages and gradients). W1 is drawn
+// from Rng(seed, StreamRole::kLearner) scaled by sqrt(2 / inputs); b1 = 0. The value head reads H without
+// passing gradient into W1 (the trunk belongs to the actor), so the critic and the actor have disjoint
+// parameters and their updates (the schedule's critic and actor passes) commute.
 //
 // Parameters are one flat float vector: [W1 (column-major, inputs x hidden) | b1 | w2 | b2 | wv | bv]; the
 // actor part is everything before wv. backward() writes gradients in the same layout. The CUDA twin
 // (cuda/network_cuda.h) runs the same forward and backward with cuBLAS and must match to float rounding.
+#include <Eigen/Core>
 #include <cstdint>
 #include <span>
 #include <vector>
-
-#include <Eigen/Core>
 
 namespace crl::neural {
 
@@ -51,12 +50,12 @@ struct DecisionBatch {
 
 // What forward() computes, kept for backward().
 struct ForwardResult {
-  RowMatrix hidden;            // H (rows x hidden)
-  std::vector<float> scores;   // s (rows)
-  std::vector<float> probs;    // softmax of s within each group (rows)
-  std::vector<float> logp;     // log-prob of the chosen row (groups)
-  std::vector<float> values;   // v (groups)
-  RowMatrix pooled;            // mean of H over each group (groups x hidden)
+  RowMatrix hidden;           // H (rows x hidden)
+  std::vector<float> scores;  // s (rows)
+  std::vector<float> probs;   // softmax of s within each group (rows)
+  std::vector<float> logp;    // log-prob of the chosen row (groups)
+  std::vector<float> values;  // v (groups)
+  RowMatrix pooled;           // mean of H over each group (groups x hidden)
 };
 
 class Network {

@@ -9,7 +9,6 @@ namespace crl::neural {
 
 namespace {
 
-
 double log_sum_exp(const std::vector<double>& scores) {
   double top = -INFINITY;
   for (double s : scores) top = std::max(top, s);
@@ -43,8 +42,7 @@ struct RoleBuilder {
 }  // namespace
 
 NeuralPolicy::NeuralPolicy(const PolicyTarget& target, NeuralConfig config)
-    : config_(config),
-      featurizer_(target.env != nullptr ? target.env->symbols : std::vector<std::string>{}) {
+    : config_(config), featurizer_(target.env != nullptr ? target.env->symbols : std::vector<std::string>{}) {
   if (target.env == nullptr || target.codec == nullptr || target.codec->view_name() != "symbolic") {
     throw Error("policy \"neural\"", "view", "needs the symbolic view (view: \"symbolic\")");
   }
@@ -126,8 +124,8 @@ Decision NeuralPolicy::decide(const Request& request) const {
 }
 
 void NeuralPolicy::act(std::span<const Request* const> requests, std::span<Decision> decisions) const {
-  CRL_CHECK(requests.size() == decisions.size(), "act(): " << requests.size() << " requests, "
-                                                            << decisions.size() << " decisions");
+  CRL_CHECK(requests.size() == decisions.size(),
+            "act(): " << requests.size() << " requests, " << decisions.size() << " decisions");
   for (size_t i = 0; i < requests.size(); ++i) decisions[i] = decide(*requests[i]);
 }
 

@@ -10,8 +10,8 @@
 //  * execute, before the question is in the context: the forced action `next` (Decision.forced: the console
 //    grammar, never trained, like the memory chain's forced `continue`);
 //  * execute, once the question is in the context: [submit, val ...], the answer slots sampled one after the
-//    other from the type's answer network (3 for an ordered plan, else 1). `submit` is fixed by the grammar: its
-//    log-prob is 0 and it carries the first slot's value. A context with no record gets the forced answer
+//    other from the type's answer network (3 for an ordered plan, else 1). `submit` is fixed by the grammar:
+//    its log-prob is 0 and it carries the first slot's value. A context with no record gets the forced answer
 //    [submit, STOP], which the verifier rejects;
 //  * summarize: memory-slot tokens sampled one after the other from the summary network until STOP or the
 //    request's max_new_tokens. The engine writes the resume context from them (Env::symbolic_resume_body).
@@ -75,7 +75,9 @@ class NeuralPolicy final : public Policy, public Trainable {
   static constexpr int kHeads = 4;
   static constexpr int kSummaryHead = 3;
   // The answer head of a context (its question's type; head 0 when the type is unknown).
-  static int answer_head(const ParsedContext& context) { return context.type >= 0 && context.type < 3 ? context.type : 0; }
+  static int answer_head(const ParsedContext& context) {
+    return context.type >= 0 && context.type < 3 ? context.type : 0;
+  }
   Network& network(int head) { return networks_[head]; }
   const Network& network(int head) const { return networks_[head]; }
   const NeuralConfig& config() const { return config_; }

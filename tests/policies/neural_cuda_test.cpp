@@ -43,7 +43,8 @@ TEST(NeuralCuda, BuildWithoutDeviceReportsWhy) {
 TEST(NeuralCuda, ForwardAndBackwardMatchTheCpu) {
   std::string why;
   if (!network_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  for (const auto& [inputs, hidden, groups] : {std::tuple{99, 64, 300}, std::tuple{13, 8, 1}, std::tuple{99, 128, 2000}}) {
+  for (const auto& [inputs, hidden, groups] :
+       {std::tuple{99, 64, 300}, std::tuple{13, 8, 1}, std::tuple{99, 128, 2000}}) {
     Network net(NetworkShape{inputs, hidden});
     net.initialize(17, 0);
     Rng rng(StreamKey{2, 0, 0, StreamRole::kLearner, 4});

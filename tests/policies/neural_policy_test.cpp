@@ -46,8 +46,8 @@ std::vector<Trajectory> rollouts(const Fixture& f, const Policy& policy, size_t 
     config.budget = budget;
     config.seed = seed;
     config.group_index = static_cast<int64_t>(i);
-    auto episode = std::make_unique<Episode>(make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}}),
-                                             f.codec, std::move(config));
+    auto episode = std::make_unique<Episode>(
+        make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}}), f.codec, std::move(config));
     episode->start(Task{"train-" + std::to_string(i), i, "train"});
     return episode;
   };
@@ -63,11 +63,26 @@ TEST(NeuralFeatures, ParsesRecordsTaskQuestionAndIgnoresUnseen) {
     if (name.starts_with("val:")) values.push_back(name);
   }
   const std::string code = values.at(0), other = values.at(1);
-  const std::vector<TokenId> context = {v.system,        v.resume,      v.id("type:early_fact"), v.id("key:code"),
-                                        v.rec(0),        v.id("kind:FACT"), v.id("key:code"),  v.id(code),
-                                        v.rec(3),        v.unseen,      v.resume_end,          v.turn,
-                                        v.next,          v.rec(5),      v.id("kind:NOTE"),     v.id("key:badge"),
-                                        v.id(other), v.end,        v.question,            v.id("type:early_fact"),
+  const std::vector<TokenId> context = {v.system,
+                                        v.resume,
+                                        v.id("type:early_fact"),
+                                        v.id("key:code"),
+                                        v.rec(0),
+                                        v.id("kind:FACT"),
+                                        v.id("key:code"),
+                                        v.id(code),
+                                        v.rec(3),
+                                        v.unseen,
+                                        v.resume_end,
+                                        v.turn,
+                                        v.next,
+                                        v.rec(5),
+                                        v.id("kind:NOTE"),
+                                        v.id("key:badge"),
+                                        v.id(other),
+                                        v.end,
+                                        v.question,
+                                        v.id("type:early_fact"),
                                         v.id("key:code")};
   const ParsedContext c = z.parse(context);
   EXPECT_TRUE(c.question);
@@ -118,19 +133,21 @@ DecisionBatch random_batch(int inputs, uint64_t seed) {
     b.chosen.push_back(static_cast<int>(rng.uniform_int(n)));
   }
   b.x.resize(b.offsets.back(), inputs);
-  for (Eigen::Index i = 0; i < b.x.size(); ++i) b.x.data()[i] = rng.uniform_float() < 0.3f ? rng.uniform_float() : 0.0f;
+  for (Eigen::Index i = 0; i < b.x.size(); ++i)
+    b.x.data()[i] = rng.uniform_float() < 0.3f ? rng.uniform_float() : 0.0f;
   return b;
 }
 
-// The actor's gradient (through W1, b1, w2, b2) against central differences of sum_g dlogp_g logp_g; the value
-// head's (wv, bv) against those of sum_g dvalue_g v_g. The value head reads the trunk without passing gradient
-// into it (network.h), so W1 and b1 get no gradient from the values.
+// The actor's gradient (through W1, b1, w2, b2) against central differences of sum_g dlogp_g logp_g; the
+// value head's (wv, bv) against those of sum_g dvalue_g v_g. The value head reads the trunk without passing
+// gradient into it (network.h), so W1 and b1 get no gradient from the values.
 TEST(NeuralNetwork, BackwardMatchesFiniteDifferences) {
   Network net(NetworkShape{11, 6});
   net.initialize(3, 0);
   // Non-zero heads, so every parameter has a gradient.
   Rng rng(StreamKey{5, 0, 0, StreamRole::kLearner, 1});
-  for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i) net.parameters()[i] = rng.uniform_float() - 0.5f;
+  for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i)
+    net.parameters()[i] = rng.uniform_float() - 0.5f;
   const DecisionBatch b = random_batch(11, 1);
   std::vector<float> dlogp(b.groups()), dvalue(b.groups()), zero(b.groups(), 0.0f);
   for (int g = 0; g < b.groups(); ++g) {
@@ -140,7 +157,8 @@ TEST(NeuralNetwork, BackwardMatchesFiniteDifferences) {
   auto objective = [&](const Network& n, bool values) {
     const ForwardResult f = n.forward(b);
     double total = 0.0;
-    for (int g = 0; g < b.groups(); ++g) total += values ? double(dvalue[g]) * f.values[g] : double(dlogp[g]) * f.logp[g];
+    for (int g = 0; g < b.groups(); ++g)
+      total += values ? double(dvalue[g]) * f.values[g] : double(dlogp[g]) * f.logp[g];
     return total;
   };
   const std::vector<float> actor = net.backward(b, net.forward(b), dlogp, zero);
@@ -177,7 +195,8 @@ TEST(NeuralPolicy, StartsUniformWithZeroValuesAndForcesNextUntilTheQuestion) {
         if (!seg.actor_mask[i]) continue;
         EXPECT_EQ(seg.values[i], 0.0f);  // zero-initialised value head
         if (seg.kind == SegmentKind::kSummary) ++summaries;
-        if (seg.kind == SegmentKind::kExecution && seg.response_ids[i] != policy.featurizer().submit) ++answers;
+        if (seg.kind == SegmentKind::kExecution && seg.response_ids[i] != policy.featurizer().submit)
+          ++answers;
       }
       // Forced `next` actions are never trainable.
       for (size_t i = 0; i < seg.response_ids.size(); ++i) {
@@ -214,7 +233,8 @@ TEST(NeuralPolicy, RebuiltDecisionsReproduceBehaviourLogProbs) {
   for (int head = 0; head < NeuralPolicy::kHeads; ++head) {
     Network& net = policy.network(head);
     Rng rng(StreamKey{1, 0, static_cast<uint32_t>(head), StreamRole::kLearner, 2});
-    for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i) net.parameters()[i] = rng.uniform_float() - 0.5f;
+    for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i)
+      net.parameters()[i] = rng.uniform_float() - 0.5f;
   }
   const auto ts = rollouts(f, policy, 8, 9);
   const learners::Batch batch = learners::make_batch(ts);

@@ -29,16 +29,18 @@ namespace {
       throw ::crl::Error("cuda", #call, cudaGetErrorString(crl_cuda_err_)); \
     }                                                                       \
   } while (false)
-#define CRL_CUBLAS_CHECK(call)                                                               \
-  do {                                                                                       \
-    const cublasStatus_t crl_cublas_status_ = (call);                                        \
-    if (crl_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                       \
+#define CRL_CUBLAS_CHECK(call)                                                                  \
+  do {                                                                                          \
+    const cublasStatus_t crl_cublas_status_ = (call);                                           \
+    if (crl_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                          \
       throw ::crl::Error("cublas", #call, "status " + std::to_string(int(crl_cublas_status_))); \
-    }                                                                                        \
+    }                                                                                           \
   } while (false)
 
 constexpr int kThreads = 256;
-int blocks(int64_t n) { return static_cast<int>((n + kThreads - 1) / kThreads); }
+int blocks(int64_t n) {
+  return static_cast<int>((n + kThreads - 1) / kThreads);
+}
 
 template <typename T>
 struct Device {
@@ -105,7 +107,8 @@ __global__ void group_pool(const float* h, float* pooled, const int* offsets, in
   pooled[i] = sum / static_cast<float>(end - begin);
 }
 
-__global__ void value_head(const float* pooled, const float* wv, float bv, float* values, int groups, int hidden) {
+__global__ void value_head(const float* pooled, const float* wv, float bv, float* values, int groups,
+                           int hidden) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   float v = 0.0f;
@@ -124,7 +127,8 @@ __global__ void score_grad(const float* probs, const float* dlogp, const int* of
 }
 
 // dH = ds w2^T, zero where H = 0 (relu).
-__global__ void hidden_grad(const float* h, const float* ds, const float* w2, float* dh, int rows, int hidden) {
+__global__ void hidden_grad(const float* h, const float* ds, const float* w2, float* dh, int rows,
+                            int hidden) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(rows) * hidden) return;
   dh[i] = h[i] > 0.0f ? ds[i / hidden] * w2[i % hidden] : 0.0f;
@@ -140,7 +144,8 @@ __global__ void column_sums(const float* in, float* out, int rows, int width) {
 }
 
 // out[u] = sum_g pooled[g, u] dv[g].
-__global__ void weighted_column_sums(const float* pooled, const float* dv, float* out, int groups, int width) {
+__global__ void weighted_column_sums(const float* pooled, const float* dv, float* out, int groups,
+                                     int width) {
   const int u = blockIdx.x * blockDim.x + threadIdx.x;
   if (u >= width) return;
   float sum = 0.0f;
@@ -170,24 +175,25 @@ void run_forward(const Handle& handle, const Network& net, const DecisionBatch& 
   const int rows = static_cast<int>(b.x.rows()), groups = b.groups();
   const float one = 1.0f, zero = 0.0f;
   CRL_CUBLAS_CHECK(cublasSgemm(handle.h, CUBLAS_OP_T, CUBLAS_OP_N, s.hidden, rows, s.inputs, &one,
-                               d.params.data + s.w1(), s.inputs, d.x.data, s.inputs, &zero, d.h.data, s.hidden));
-  bias_relu<<<blocks(static_cast<int64_t>(rows) * s.hidden), kThreads>>>(d.h.data, d.params.data + s.b1(), rows,
-                                                                            s.hidden);
+                               d.params.data + s.w1(), s.inputs, d.x.data, s.inputs, &zero, d.h.data,
+                               s.hidden));
+  bias_relu<<<blocks(static_cast<int64_t>(rows) * s.hidden), kThreads>>>(d.h.data, d.params.data + s.b1(),
+                                                                         rows, s.hidden);
   CRL_CUBLAS_CHECK(cublasSgemv(handle.h, CUBLAS_OP_T, s.hidden, rows, &one, d.h.data, s.hidden,
                                d.params.data + s.w2(), 1, &zero, d.scores.data, 1));
   const float b2 = net.parameters()[s.b2()], bv = net.parameters()[s.bv()];
   group_softmax<<<blocks(groups), kThreads>>>(d.scores.data, d.probs.data, d.logp.data, d.offsets.data,
                                               d.chosen.data, b2, groups);
   group_pool<<<blocks(static_cast<int64_t>(groups) * s.hidden), kThreads>>>(d.h.data, d.pooled.data,
-                                                                              d.offsets.data, groups, s.hidden);
+                                                                            d.offsets.data, groups, s.hidden);
   value_head<<<blocks(groups), kThreads>>>(d.pooled.data, d.params.data + s.wv(), bv, d.values.data, groups,
                                            s.hidden);
   CRL_CUDA_CHECK(cudaGetLastError());
 }
 
 void check_batch(const Network& net, const DecisionBatch& b) {
-  CRL_CHECK(b.x.cols() == net.shape().inputs, "rows of " << b.x.cols() << " features, network has "
-                                                          << net.shape().inputs);
+  CRL_CHECK(b.x.cols() == net.shape().inputs,
+            "rows of " << b.x.cols() << " features, network has " << net.shape().inputs);
   CRL_CHECK(static_cast<int>(b.offsets.size()) == b.groups() + 1 && b.offsets.back() == b.x.rows(),
             "group offsets do not cover the rows");
   std::string why;
@@ -243,15 +249,16 @@ std::vector<float> cuda_backward(const Network& net, const DecisionBatch& b, con
   CRL_CUDA_CHECK(cudaMemset(grad.data, 0, static_cast<size_t>(s.size()) * sizeof(float)));
   const float one = 1.0f, zero = 0.0f;
   score_grad<<<blocks(groups), kThreads>>>(probs.data, dl.data, offsets.data, chosen.data, ds.data, groups);
-  CRL_CUBLAS_CHECK(cublasSgemv(handle.h, CUBLAS_OP_N, s.hidden, rows, &one, h.data, s.hidden, ds.data, 1, &zero,
-                               grad.data + s.w2(), 1));
+  CRL_CUBLAS_CHECK(cublasSgemv(handle.h, CUBLAS_OP_N, s.hidden, rows, &one, h.data, s.hidden, ds.data, 1,
+                               &zero, grad.data + s.w2(), 1));
   column_sums<<<1, 1>>>(ds.data, grad.data + s.b2(), rows, 1);
-  hidden_grad<<<blocks(static_cast<int64_t>(rows) * s.hidden), kThreads>>>(h.data, ds.data, params.data + s.w2(),
-                                                                             dh.data, rows, s.hidden);
-  CRL_CUBLAS_CHECK(cublasSgemm(handle.h, CUBLAS_OP_N, CUBLAS_OP_T, s.inputs, s.hidden, rows, &one, x.data, s.inputs,
-                               dh.data, s.hidden, &zero, grad.data + s.w1(), s.inputs));
+  hidden_grad<<<blocks(static_cast<int64_t>(rows) * s.hidden), kThreads>>>(
+      h.data, ds.data, params.data + s.w2(), dh.data, rows, s.hidden);
+  CRL_CUBLAS_CHECK(cublasSgemm(handle.h, CUBLAS_OP_N, CUBLAS_OP_T, s.inputs, s.hidden, rows, &one, x.data,
+                               s.inputs, dh.data, s.hidden, &zero, grad.data + s.w1(), s.inputs));
   column_sums<<<blocks(s.hidden), kThreads>>>(dh.data, grad.data + s.b1(), rows, s.hidden);
-  weighted_column_sums<<<blocks(s.hidden), kThreads>>>(pooled.data, dv.data, grad.data + s.wv(), groups, s.hidden);
+  weighted_column_sums<<<blocks(s.hidden), kThreads>>>(pooled.data, dv.data, grad.data + s.wv(), groups,
+                                                       s.hidden);
   column_sums<<<1, 1>>>(dv.data, grad.data + s.bv(), groups, 1);
   CRL_CUDA_CHECK(cudaGetLastError());
   std::vector<float> out(static_cast<size_t>(s.size()));

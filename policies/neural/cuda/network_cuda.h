@@ -16,7 +16,8 @@ namespace crl::neural {
 bool network_cuda_available(std::string* why = nullptr);
 // Throw crl::Error when no device is usable.
 ForwardResult cuda_forward(const Network& network, const DecisionBatch& batch);
-std::vector<float> cuda_backward(const Network& network, const DecisionBatch& batch, const ForwardResult& forward,
-                                 std::span<const float> dlogp, std::span<const float> dvalue);
+std::vector<float> cuda_backward(const Network& network, const DecisionBatch& batch,
+                                 const ForwardResult& forward, std::span<const float> dlogp,
+                                 std::span<const float> dvalue);
 
 }  // namespace crl::neural
