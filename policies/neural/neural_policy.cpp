@@ -203,8 +203,14 @@ void NeuralPolicy::train(const TrainStep& step) {
   }
   for (const auto& e : d.extra) batch.new_values[e.token] = forward[e.head].values[e.group];
 
+  // With the CUDA back-end the learner's losses and gradients run on the device too (same options).
   learners::Gradients gradients;
-  step.learner->losses(batch, *step.targets, &gradients);
+  if (cuda) {
+    learners::Learner(step.learner->options(), learners::Backend::kCuda)
+        .losses(batch, *step.targets, &gradients);
+  } else {
+    step.learner->losses(batch, *step.targets, &gradients);
+  }
   const bool actor = step.kind == learners::UpdateKind::kActor;
   for (int r = 0; r < kHeads; ++r) {
     const RoleDecisions& role = d.heads[r];

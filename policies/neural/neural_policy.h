@@ -21,7 +21,8 @@
 // prompt plus the response before it), recomputes the log-probs and values with one batched forward per
 // network (Eigen; the CUDA back-end when asked and present), asks the learner for the losses' gradients with
 // respect to them (learners::Learner::losses: token-normalized clipped PPO and value loss, ablations
-// included), backpropagates, and takes one Adam step on the actor parameters (actor pass) or the value head
+// included; with backend = cuda the network and the learner's losses both run on the device), backpropagates,
+// and takes one Adam step on the actor parameters (actor pass) or the value head
 // (critic pass). Frozen-summary mode never updates the summary network's actor parameters, so the summary
 // policy stays at its uniform initialisation.
 #include <array>
