@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/error.h"
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
@@ -63,6 +64,30 @@ TEST(NeuralScenario, DeterministicForAnyThreadCountAndLearns) {
   const std::string report = format_report(spec, one, "crl run x");
   EXPECT_NE(report.find("## Per task type"), std::string::npos);
   EXPECT_NE(report.find("joint >= 90% of full_context exact match on early_fact"), std::string::npos);
+}
+
+TEST(NeuralScenario, EvaluationParametersAreCheckedAgainstTheEnvironment) {
+  const std::string text = R"(name: "t"
+seeds: [1]
+base {
+  env { name: "synthetic" params { key: "view" value: "symbolic" } params { key: "split" value: "train" } }
+  view: "symbolic"
+  policy { name: "neural" }
+  training { eval_env_params { key: "split" value: "validation" } }
+}
+arm { name: "a" }
+)";
+  try {
+    parse_scenario(text, "x.pbtxt");
+    ADD_FAILURE() << "an unknown evaluation split was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("eval_env_params"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("validation"), std::string::npos) << e.what();
+  }
+  std::string fixed = text;
+  fixed.replace(fixed.find("validation"), 10, "dev");
+  EXPECT_EQ(parse_scenario(fixed, "x.pbtxt").arms.at(0).setup.training().eval_env_params().at("split"),
+            "dev");
 }
 
 }  // namespace
