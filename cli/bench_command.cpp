@@ -42,6 +42,7 @@ const std::vector<BenchPlan>& bench_plans() {
        0.1,
        {{"CRL_BENCH_EPISODES", "1"}},
        "one episode per session and the one-session loads: the 64-session loads take minutes"},
+      {"remote_env", ".", 0.1, {}, "remote env steps/s: batched rounds vs one request per step"},
       {"simulation", ".", 0.1, {}, "simulated events/s with stubbed policies vs the bare kernel"},
       {"tokenizer", ".", 0.1, {}, "tokenizer vs its reference"},
       {"llm_client", ".", 0.1, {}, "LLM client overhead"},
