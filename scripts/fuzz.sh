@@ -13,7 +13,7 @@ BUILD=$ROOT/build-fuzz
 JOBS=${JOBS:-2}
 
 CC=clang CXX=clang++ cmake -S "$ROOT/tests/fuzz" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j"$JOBS"
+cmake --build "$BUILD" -j"$JOBS" --target fuzz_request_decoder fuzz_scenario_parser
 
 status=0
 for target in request_decoder scenario_parser; do
