@@ -54,4 +54,9 @@ std::string ByteTokenizer::fingerprint() const {
   return sha256_hex(definition).substr(0, 16);
 }
 
+std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& spec) {
+  if (spec == "byte" || spec.empty()) return std::make_shared<ByteTokenizer>();
+  throw Error("--tokenizer", "spec", "unknown tokenizer " + quote(spec) + "; expected \"byte\" or a file path");
+}
+
 }  // namespace crl
