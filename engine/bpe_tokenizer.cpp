@@ -281,7 +281,10 @@ class BpeTokenizer::ByteTable {
     for (size_t s = h & mask_;; s = (s + 1) & mask_) {
       const Slot& slot = slots_[s];
       if (slot.id < 0) return -1;
-      if (slot.hash == h && slot.size == size && std::memcmp(arena_.data() + slot.offset, data, size) == 0) {
+      // For up to 8 bytes the hash is a bijection of the (zero-padded) bytes, so equal hashes and sizes mean
+      // equal strings.
+      if (slot.hash == h && slot.size == size &&
+          (size <= 8 || std::memcmp(arena_.data() + slot.offset, data, size) == 0)) {
         return slot.id;
       }
     }
@@ -325,22 +328,59 @@ class BpeTokenizer::ByteTable {
   size_t mask_ = 0;
 };
 
+// (left id, right id) -> (rank << 32 | merged id), open addressing: the hot lookup of merges-list ranking.
+class BpeTokenizer::PairTable {
+ public:
+  explicit PairTable(const std::unordered_map<uint64_t, uint64_t>& pairs) {
+    size_t capacity = 16;
+    while (capacity < pairs.size() * 2) capacity *= 2;
+    keys_.assign(capacity, kEmpty);
+    values_.assign(capacity, 0);
+    mask_ = capacity - 1;
+    for (const auto& [key, value] : pairs) {
+      size_t s = slot(key);
+      while (keys_[s] != kEmpty) s = (s + 1) & mask_;
+      keys_[s] = key;
+      values_[s] = value;
+    }
+  }
+  const uint64_t* find(uint64_t key) const {
+    for (size_t s = slot(key);; s = (s + 1) & mask_) {
+      if (keys_[s] == key) return &values_[s];
+      if (keys_[s] == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // ids are < 2^31, so no real key has all bits set
+  size_t slot(uint64_t key) const {
+    key ^= key >> 33;
+    key *= 0xFF51AFD7ED558CCDull;
+    key ^= key >> 33;
+    return key & mask_;
+  }
+  std::vector<uint64_t> keys_, values_;
+  size_t mask_ = 0;
+};
+
 // ---------------------------------------------------------------------------------------------------------
 // Encoding
 // ---------------------------------------------------------------------------------------------------------
 
-std::optional<std::pair<uint32_t, TokenId>> BpeTokenizer::merge_rank(std::string_view piece, uint32_t a,
-                                                                     uint32_t, uint32_t b, TokenId left,
-                                                                     TokenId right) const {
+inline std::optional<std::pair<uint32_t, TokenId>> BpeTokenizer::merge_rank(std::string_view piece,
+                                                                            uint32_t a, uint32_t, uint32_t b,
+                                                                            TokenId left,
+                                                                            TokenId right) const {
   if (tiktoken_) {
     const TokenId id = table_->find(piece.data() + a, b - a);
     if (id < 0) return std::nullopt;
     return std::pair<uint32_t, TokenId>(static_cast<uint32_t>(id), id);
   }
-  const auto it =
-      merges_.find((static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right));
-  if (it == merges_.end()) return std::nullopt;
-  return it->second;
+  const uint64_t* found = merges_->find((static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+                                        static_cast<uint32_t>(right));
+  if (found == nullptr) return std::nullopt;
+  return std::pair<uint32_t, TokenId>(static_cast<uint32_t>(*found >> 32),
+                                      static_cast<TokenId>(*found & 0xFFFFFFFF));
 }
 
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& out) const {
@@ -881,7 +921,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
   const Json& merges = member(model, "merges", path, "model");
   if (!merges.is_array()) throw Error(path, "model.merges", "expected an array");
   t->merge_list_.reserve(merges.size());
-  t->merges_.reserve(merges.size() * 2);
+  std::unordered_map<uint64_t, uint64_t> merge_map;
+  merge_map.reserve(merges.size() * 2);
   for (size_t r = 0; r < merges.size(); ++r) {
     const std::string field = "model.merges[" + std::to_string(r) + "]";
     std::string left, right;
@@ -907,9 +948,12 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
     }
     const uint64_t key =
         (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) | static_cast<uint32_t>(b->second);
-    t->merges_.emplace(key, std::pair<uint32_t, TokenId>(static_cast<uint32_t>(r), c->second));  // first wins
+    merge_map.emplace(key,
+                      (static_cast<uint64_t>(r) << 32) | static_cast<uint32_t>(c->second));  // first wins
     t->merge_list_.emplace_back(a->second, b->second);
   }
+
+  t->merges_ = std::make_shared<PairTable>(merge_map);
 
   // added_tokens: split out before normalization and pre-tokenization.
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {

@@ -74,6 +74,7 @@ class BpeTokenizer final : public Tokenizer {
  private:
   BpeTokenizer() = default;
   class ByteTable;  // byte string -> id, open addressing
+  class PairTable;  // (left id, right id) -> (rank, merged id), open addressing
   void encode_text(std::string_view text, std::vector<TokenId>& out) const;
   void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
   // The rank and id of merging adjacent parts [a, m) and [m, b) of a piece; nullopt if they do not merge.
@@ -88,8 +89,8 @@ class BpeTokenizer final : public Tokenizer {
   bool ignore_merges_ = false;  // tokenizer.json: a piece that is itself in the vocabulary is one token
   std::vector<std::string> vocab_;  // id -> bytes ("" for ids without bytes)
   std::shared_ptr<ByteTable> table_;
-  std::unordered_map<uint64_t, std::pair<uint32_t, TokenId>> merges_;  // (left id, right id) -> (rank, id)
-  std::vector<std::pair<TokenId, TokenId>> merge_list_;                // in rank order, for the fingerprint
+  std::shared_ptr<PairTable> merges_;
+  std::vector<std::pair<TokenId, TokenId>> merge_list_;  // in rank order, for the fingerprint
   TokenId byte_ids_[256] = {};
   std::vector<SpecialToken> specials_;              // sorted by id
   std::vector<std::vector<int>> specials_by_byte_;  // first byte -> indexes into specials_, longest first
