@@ -4,7 +4,9 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <queue>
+#include <shared_mutex>
 #include <sstream>
 
 #include "engine/error.h"
@@ -383,6 +385,38 @@ inline std::optional<std::pair<uint32_t, TokenId>> BpeTokenizer::merge_rank(std:
                                       static_cast<TokenId>(*found & 0xFFFFFFFF));
 }
 
+// Pieces already merged, shared by all threads: sharded maps under reader-writer locks. A shard that fills
+// up is cleared (text repeats its frequent pieces quickly). Only a speed-up: results never depend on it.
+class BpeTokenizer::PieceCache {
+ public:
+  static constexpr size_t kMaxPieceBytes = 64;
+  bool find(std::string_view piece, std::vector<TokenId>& out) const {
+    const Shard& shard = shard_of(piece);
+    std::shared_lock lock(shard.mutex);
+    const auto it = shard.map.find(std::string(piece));
+    if (it == shard.map.end()) return false;
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return true;
+  }
+  void insert(std::string_view piece, std::span<const TokenId> ids) {
+    Shard& shard = shard_of(piece);
+    std::unique_lock lock(shard.mutex);
+    if (shard.map.size() >= kMaxPerShard) shard.map.clear();
+    shard.map.emplace(std::string(piece), std::vector<TokenId>(ids.begin(), ids.end()));
+  }
+
+ private:
+  static constexpr size_t kShards = 16, kMaxPerShard = 16384;
+  struct Shard {
+    mutable std::shared_mutex mutex;
+    std::unordered_map<std::string, std::vector<TokenId>> map;
+  };
+  Shard& shard_of(std::string_view piece) const {
+    return shards_[std::hash<std::string_view>()(piece) % kShards];
+  }
+  mutable Shard shards_[kShards];
+};
+
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& out) const {
   const auto& bytes = reinterpret_cast<const unsigned char*>(piece.data());
   if (piece.size() == 1) {
@@ -396,6 +430,15 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& ou
       return;
     }
   }
+  if (piece.size() > PieceCache::kMaxPieceBytes) return merge_piece(piece, out);
+  if (cache_->find(piece, out)) return;
+  const size_t before = out.size();
+  merge_piece(piece, out);
+  cache_->insert(piece, std::span<const TokenId>(out).subspan(before));
+}
+
+void BpeTokenizer::merge_piece(std::string_view piece, std::vector<TokenId>& out) const {
+  const auto& bytes = reinterpret_cast<const unsigned char*>(piece.data());
   constexpr uint32_t kNone = UINT32_MAX;
   const uint32_t n = static_cast<uint32_t>(piece.size());
   if (n <= 48) {
@@ -556,6 +599,7 @@ void BpeTokenizer::finish() {
   vocab_.resize(static_cast<size_t>(max_id) + 1);
   vocab_size_ = max_id + 1;
   table_ = std::make_shared<ByteTable>(vocab_);
+  cache_ = std::make_shared<PieceCache>();
   for (const SpecialToken& s : specials_) vocab_[s.id] = s.text;  // after the table: specials are not BPE
   specials_by_byte_.assign(256, {});
   for (size_t k = 0; k < specials_.size(); ++k) {

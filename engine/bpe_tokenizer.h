@@ -12,10 +12,12 @@
 //     pair has a rank. tiktoken ranks a pair by the rank of the concatenated bytes; tokenizer.json ranks it
 //     by its position in `merges`. Long pieces use a heap (O(n log n)), short ones a linear scan.
 // Invalid UTF-8 is tokenized as raw bytes, so decode(encode(x)) == x for every byte string x.
-// Instances are immutable after construction: encode and decode are safe to call from many threads.
+// Instances are immutable after construction (but for a thread-safe cache of merged pieces): encode and
+// decode are safe to call from many threads.
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -73,10 +75,12 @@ class BpeTokenizer final : public Tokenizer {
 
  private:
   BpeTokenizer() = default;
-  class ByteTable;  // byte string -> id, open addressing
-  class PairTable;  // (left id, right id) -> (rank, merged id), open addressing
+  class ByteTable;   // byte string -> id, open addressing
+  class PairTable;   // (left id, right id) -> (rank, merged id), open addressing
+  class PieceCache;  // piece -> ids, thread-safe
   void encode_text(std::string_view text, std::vector<TokenId>& out) const;
   void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
+  void merge_piece(std::string_view piece, std::vector<TokenId>& out) const;  // the BPE merge, no cache
   // The rank and id of merging adjacent parts [a, m) and [m, b) of a piece; nullopt if they do not merge.
   std::optional<std::pair<uint32_t, TokenId>> merge_rank(std::string_view piece, uint32_t a, uint32_t m,
                                                          uint32_t b, TokenId left, TokenId right) const;
@@ -89,6 +93,7 @@ class BpeTokenizer final : public Tokenizer {
   bool ignore_merges_ = false;  // tokenizer.json: a piece that is itself in the vocabulary is one token
   std::vector<std::string> vocab_;  // id -> bytes ("" for ids without bytes)
   std::shared_ptr<ByteTable> table_;
+  std::shared_ptr<PieceCache> cache_;
   std::shared_ptr<PairTable> merges_;
   std::vector<std::pair<TokenId, TokenId>> merge_list_;  // in rank order, for the fingerprint
   TokenId byte_ids_[256] = {};
