@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <shared_mutex>
 #include <sstream>
@@ -374,7 +374,10 @@ inline std::optional<std::pair<uint32_t, TokenId>> BpeTokenizer::merge_rank(std:
                                                                             TokenId left,
                                                                             TokenId right) const {
   if (tiktoken_) {
-    const TokenId id = table_->find(piece.data() + a, b - a);
+    const TokenId id =
+        b - a == 2
+            ? pair_ids_[static_cast<unsigned char>(piece[a]) << 8 | static_cast<unsigned char>(piece[a + 1])]
+            : table_->find(piece.data() + a, b - a);
     if (id < 0) return std::nullopt;
     return std::pair<uint32_t, TokenId>(static_cast<uint32_t>(id), id);
   }
@@ -398,6 +401,12 @@ class BpeTokenizer::PieceCache {
     out.insert(out.end(), it->second.begin(), it->second.end());
     return true;
   }
+  void clear() {
+    for (Shard& shard : shards_) {
+      std::unique_lock lock(shard.mutex);
+      shard.map.clear();
+    }
+  }
   void insert(std::string_view piece, std::span<const TokenId> ids) {
     Shard& shard = shard_of(piece);
     std::unique_lock lock(shard.mutex);
@@ -416,6 +425,10 @@ class BpeTokenizer::PieceCache {
   }
   mutable Shard shards_[kShards];
 };
+
+void BpeTokenizer::clear_cache() const {
+  cache_->clear();
+}
 
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& out) const {
   const auto& bytes = reinterpret_cast<const unsigned char*>(piece.data());
@@ -600,6 +613,11 @@ void BpeTokenizer::finish() {
   vocab_size_ = max_id + 1;
   table_ = std::make_shared<ByteTable>(vocab_);
   cache_ = std::make_shared<PieceCache>();
+  pair_ids_.resize(65536);
+  for (int pair = 0; pair < 65536; ++pair) {
+    const char bytes[2] = {static_cast<char>(pair >> 8), static_cast<char>(pair & 0xFF)};
+    pair_ids_[pair] = table_->find(bytes, 2);
+  }
   for (const SpecialToken& s : specials_) vocab_[s.id] = s.text;  // after the table: specials are not BPE
   specials_by_byte_.assign(256, {});
   for (size_t k = 0; k < specials_.size(); ++k) {

@@ -69,6 +69,9 @@ class BpeTokenizer final : public Tokenizer {
   std::string fingerprint() const override { return fingerprint_; }
   std::optional<TokenId> special_token(std::string_view text) const override;
 
+  // Empties the cache of merged pieces (benchmarks of first encounters); results never depend on it.
+  void clear_cache() const;
+
   SplitPattern pattern() const { return pattern_; }
   bool nfc() const { return nfc_; }
   const std::vector<SpecialToken>& specials() const { return specials_; }
@@ -94,6 +97,8 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> vocab_;  // id -> bytes ("" for ids without bytes)
   std::shared_ptr<ByteTable> table_;
   std::shared_ptr<PieceCache> cache_;
+  std::vector<TokenId>
+      pair_ids_;  // two-byte strings -> id or -1 (the most frequent lookup of tiktoken merging)
   std::shared_ptr<PairTable> merges_;
   std::vector<std::pair<TokenId, TokenId>> merge_list_;  // in rank order, for the fingerprint
   TokenId byte_ids_[256] = {};
