@@ -722,6 +722,11 @@ std::string read_file(const std::string& path, const char* what) {
   return buffer.str();
 }
 
+std::string fs_path_parent(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
 std::string file_stem(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -878,13 +883,14 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
   if (!root.is_object()) throw Error(path, "", "expected a JSON object");
   std::shared_ptr<BpeTokenizer> t(new BpeTokenizer());
   t->tiktoken_ = false;
-  {  // name: the folder that holds the file, else the file's stem
-    const size_t slash = path.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
-    const size_t up = dir.find_last_of('/');
-    std::string folder = up == std::string::npos ? dir : dir.substr(up + 1);
-    if (folder == "models" || folder.empty()) folder = file_stem(path);
-    t->name_ = "hf:" + folder;
+  {  // name: the model's folder (the one holding the file, or above a "models" folder), else the file's stem
+    std::vector<std::string> parts;
+    std::stringstream split(fs_path_parent(path));
+    for (std::string part; std::getline(split, part, '/');) {
+      if (!part.empty() && part != ".") parts.push_back(part);
+    }
+    while (!parts.empty() && (parts.back() == "models" || parts.back() == "..")) parts.pop_back();
+    t->name_ = "hf:" + (parts.empty() ? file_stem(path) : parts.back());
   }
 
   // normalizer: none or NFC.

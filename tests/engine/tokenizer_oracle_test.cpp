@@ -288,6 +288,7 @@ TEST(TokenizerReference, MakeTokenizerLoadsTheRealFiles) {
             (std::vector<TokenId>{151644, 872, 198, 14990, 151645}));
   EXPECT_NE(qwen->fingerprint(), cl->fingerprint());
   EXPECT_EQ(qwen->vocab_size(), 151669);
+  EXPECT_EQ(qwen->name(), "hf:tokenizer-qwen3");
 }
 
 }  // namespace
