@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/command.h"
 #include "engine/bpe_tokenizer.h"
 #include "engine/chat_template.h"
 #include "engine/error.h"
@@ -454,6 +455,26 @@ TEST(ChatTemplate, TextCodecRefusesATokenizerWithoutTheTemplateTokens) {
   EXPECT_EQ(plain->encode_action("").back(), no_chatml->special_token("<|endoftext|>"));
   const auto no_end = make_tokenizer(dir.write("mine.tiktoken", rank_file({})) + "#gpt2");
   expect_error([&] { make_text_codec(no_end, {}, plain_template()); }, "mine", "chat template");
+}
+
+TEST(TokenizeCommand, EncodesATurnAndDecodesIds) {
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(
+      cli::run_cli({"tokenize", "--tokenizer", "byte", "--chat-template", "plain", "--role", "user", "hi"}),
+      0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("tokens: 10\n"), std::string::npos) << out;  // "User: hi\n\n"
+  EXPECT_NE(out.find("ids: 85 115 101 114 58 32 104 105 10 10\n"), std::string::npos) << out;
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::run_cli({"tokenize", "--decode", "257", "104", "258"}), 0);
+  EXPECT_NE(testing::internal::GetCapturedStdout().find("text: \"<|im_start|>h<|im_end|>\""),
+            std::string::npos);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cli::run_cli({"tokenize", "--tokenizer", "/nonexistent/tokenizer.json", "x"}), 1);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("/nonexistent/tokenizer.json"), std::string::npos);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cli::run_cli({"tokenize", "--decode", "x1"}), 1);
+  testing::internal::GetCapturedStderr();
 }
 
 }  // namespace
