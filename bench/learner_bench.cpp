@@ -100,6 +100,34 @@ BENCHMARK(BM_LearnerCpuAdvantagesLoss)
     ->Arg(10'000'000)
     ->Unit(benchmark::kMicrosecond);
 
+// The same step through the fused CPU sweep (cpu::compute_step: advantages, normalizer, losses and gradients
+// with each input read once; the same bits as the three calls above). Arg 2 picks the instruction set.
+void BM_LearnerCpuFusedStep(benchmark::State& state) {
+  const Batch& b = bench_batch(state.range(0));
+  const std::vector<cpu::Isa> isas = cpu::supported_isas();
+  if (state.range(1) >= static_cast<int64_t>(isas.size())) {
+    state.SkipWithError("instruction set not supported by this CPU");
+    return;
+  }
+  const cpu::Isa isa = isas[static_cast<size_t>(state.range(1))];
+  state.SetLabel(std::string(cpu::isa_name(isa)));
+  const LearnerOptions options;
+  Advantages adv;
+  LossNormalizer norm;
+  Gradients grads;
+  grads.resize(b.num_tokens());
+  cpu::compute_step(b, options, adv, norm, &grads, isa);  // warm-up: sizes the buffers
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(cpu::compute_step(b, options, adv, norm, &grads, isa));
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+}
+BENCHMARK(BM_LearnerCpuFusedStep)
+    ->ArgsProduct({{1'000, 100'000, 10'000'000}, {0, 1, 2}})
+    ->ArgNames({"tokens", "isa"})
+    ->Unit(benchmark::kMicrosecond);
+
 // The estimator alone (steps 1-5), to separate its cost from the losses'.
 void BM_LearnerCpuAdvantages(benchmark::State& state) {
   const Batch& b = bench_batch(state.range(0));

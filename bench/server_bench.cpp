@@ -383,6 +383,96 @@ double run_batched(uint16_t port, int sessions, int episodes, Load& load) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
 }
 
+// The same batched load in binary protobuf (what a high-throughput trainer client sends): one
+// BatchStepRequest per round and thread, parsed with the generated classes.
+double run_batched_protobuf(uint16_t port, int sessions, int episodes, Load& load) {
+  const int client_threads = std::min(4, sessions);
+  const std::string pb = "application/x-protobuf";
+  const auto begin = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < client_threads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<double> latencies;
+      int64_t steps = 0;
+      try {
+        HttpClient client(port);
+        for (int round = 0; round < episodes; ++round) {
+          struct Live {
+            char fact;
+            crl::proto::StepResponse last;
+          };
+          std::vector<Live> live;
+          for (int s = t; s < sessions; s += client_threads) {
+            crl::proto::CreateEpisodeRequest create;
+            create.set_env("memory_chain");
+            create.set_task_id("p" + std::to_string(s) + "-" + std::to_string(round));
+            create.set_seed(static_cast<uint64_t>(7 + s));
+            create.mutable_budget()->set_capacity(2560);
+            create.mutable_budget()->set_reserve(768);
+            const Reply reply = client.call("POST", "/v1/episodes", create.SerializeAsString(), pb);
+            Live l;
+            if (reply.status != 200 || !l.last.ParseFromString(reply.body)) {
+              load.failed++;
+              continue;
+            }
+            l.fact = fact_in(l.last.prompt_text());
+            live.push_back(std::move(l));
+          }
+          crl::proto::BatchStepRequest batch;
+          crl::proto::BatchStepResponse results;
+          while (!live.empty()) {
+            batch.clear_steps();
+            for (const Live& l : live) {
+              crl::proto::StepRequest* step = batch.add_steps();
+              step->set_episode_id(l.last.episode_id());
+              step->set_turn_id(l.last.next_turn_id());
+              const bool summary = l.last.kind() == "compaction_request";
+              step->mutable_action()->set_kind(summary ? "summary" : "assistant");
+              step->mutable_action()->set_text(summary ? std::string("FACT ") + l.fact
+                                               : l.last.append_text().find("QUESTION") != std::string::npos
+                                                   ? std::string("answer ") + l.fact
+                                                   : "continue");
+            }
+            const Reply reply = timed(latencies, [&] {
+              return client.call("POST", "/v1/batch/step", batch.SerializeAsString(), pb);
+            });
+            if (reply.status != 200 || !results.ParseFromString(reply.body) ||
+                results.results_size() != static_cast<int>(live.size())) {
+              throw std::runtime_error("batch step failed: HTTP " + std::to_string(reply.status));
+            }
+            std::vector<Live> next;
+            for (size_t i = 0; i < live.size(); ++i) {
+              const crl::proto::BatchStepResult& result = results.results(static_cast<int>(i));
+              if (result.http_status() != 200) {
+                load.failed++;
+                continue;
+              }
+              ++steps;
+              live[i].last = result.response();
+              if (live[i].last.kind() != "done") {
+                next.push_back(std::move(live[i]));
+              } else {
+                bool ok = live[i].last.status() == "completed" && live[i].last.reward() == 1.0;
+                ok = ok && client.call("DELETE", "/v1/episodes/" + live[i].last.episode_id()).status == 200;
+                (ok ? load.completed : load.failed)++;
+              }
+            }
+            live = std::move(next);
+          }
+        }
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "batch client %d: %s\n", t, error.what());
+        load.failed++;
+      }
+      load.steps += steps;
+      std::lock_guard lock(load.mutex);
+      load.latencies_us.insert(load.latencies_us.end(), latencies.begin(), latencies.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -429,19 +519,27 @@ void BM_PythonBaselineSingleStep(benchmark::State& state) {
   single_step(state, python_server(), play_python);
 }
 
-void BM_CrlServerBatchStep(benchmark::State& state) {
+using BatchLoadFn = double (*)(uint16_t port, int sessions, int episodes, Load& load);
+
+void batch_step(benchmark::State& state, BatchLoadFn run) {
   const int sessions = static_cast<int>(state.range(0));
   const int episodes = env_int("CRL_BENCH_EPISODES", 2);
   {
     Load warmup;
-    run_batched(crl_server().port(), 4, 1, warmup);
+    run(crl_server().port(), 4, 1, warmup);
   }
   for (auto _ : state) {
     Load load;
     const double cpu = crl_server().cpu_seconds();
-    const double seconds = run_batched(crl_server().port(), sessions, episodes, load);
+    const double seconds = run(crl_server().port(), sessions, episodes, load);
     report(state, load, seconds, sessions * episodes, crl_server().cpu_seconds() - cpu);
   }
+}
+void BM_CrlServerBatchStep(benchmark::State& state) {
+  batch_step(state, run_batched);
+}
+void BM_CrlServerBatchStepProtobuf(benchmark::State& state) {
+  batch_step(state, run_batched_protobuf);
 }
 
 // The server's CPU cost per step without sockets: route() on an in-process service (decode, step, encode).
@@ -513,5 +611,10 @@ BENCHMARK(BM_CrlServerSingleStepJsonSynthetic)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CrlServerBatchStep)->Arg(64)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CrlServerBatchStepProtobuf)
+    ->Arg(64)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -140,7 +140,7 @@ BENCHMARK_CAPTURE(BM_TokenizerEncode, Cl100kWarm, std::string("cl100k_base"), tr
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TiktokenCl100k, std::string("cl100k_base"))
     ->UseManualTime()
-    ->Iterations(3)
+    ->Iterations(2)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TokenizerEncode, O200kCold, std::string("o200k_base"), false)
     ->Unit(benchmark::kMillisecond);
@@ -148,13 +148,13 @@ BENCHMARK_CAPTURE(BM_TokenizerEncode, O200kWarm, std::string("o200k_base"), true
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TiktokenO200k, std::string("o200k_base"))
     ->UseManualTime()
-    ->Iterations(3)
+    ->Iterations(2)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TokenizerEncode, Qwen3Cold, std::string("qwen3"), false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TokenizerEncode, Qwen3Warm, std::string("qwen3"), true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TransformersJsQwen3, std::string("qwen3"))
     ->UseManualTime()
-    ->Iterations(2)
+    ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -16,7 +16,6 @@ Command not_built(const std::string& name, const std::string& summary, const std
 
 const CommandRegistrar kRollout(not_built("rollout", "run episodes against a remote LLM server", "7"));
 const CommandRegistrar kEval(not_built("eval", "evaluate a policy on a split", "4"));
-const CommandRegistrar kBench(not_built("bench", "run the benchmarks and rewrite bench/RESULTS.md", "9"));
 
 }  // namespace
 }  // namespace crl::cli

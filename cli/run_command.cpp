@@ -14,13 +14,16 @@
 
 #include "cli/command.h"
 #include "cli/episode_options.h"
+#include "cli/simulate_command.h"
 #include "engine/error.h"
+#include "engine/file_io.h"
 #include "engine/runner.h"
 #include "engine/sha256.h"
 #include "engine/trace.h"
 #include "engine/trajectory_io.h"
 #include "envs/registry.h"
 #include "policies/rollout.h"
+#include "scenarios/compaction_cost.h"
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
@@ -55,6 +58,12 @@ std::vector<uint64_t> parse_seeds(const std::vector<std::string>& items) {
 int run_scenario_command(const std::string& path, std::string out_dir, int threads,
                          const std::vector<std::string>& seed_items, const std::vector<std::string>& args) {
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
+  // A compaction-cost file (proto/compaction_cost.proto) is simulated, not trained: `crl simulate`.
+  if (scenarios::is_compaction_cost(read_file(path))) {
+    std::string command = "crl run";
+    for (const std::string& arg : args) command += " " + arg;
+    return simulate_file(path, out_dir, threads, command);
+  }
   const scenarios::ScenarioSpec spec = scenarios::load_scenario(path);
   scenarios::RunOptions options;
   options.threads = threads;

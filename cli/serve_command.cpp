@@ -1,6 +1,8 @@
 // `crl serve`: serves every registered environment to external trainers over HTTP (PROTOCOL.md section 2,
 // step mode). The first line on stdout is `listening on HOST:PORT` (with --port 0 the port is ephemeral, so
 // scripts and tests read it there). SIGTERM or SIGINT drains the requests in flight and exits 0.
+#include <malloc.h>
+
 #include <csignal>
 #include <iostream>
 
@@ -53,6 +55,11 @@ int serve_command(const std::vector<std::string>& args) {
 
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error code, never a signal
   server::EpisodeService episodes(service);
+  // glibc gives the top of the heap back to the kernel whenever more than 128 KiB is free there; a server
+  // that builds and frees request and answer buffers of that size then pays a brk system call and a TLB
+  // flush per request (11% of the CPU of a JSON step in a profile). Keep up to 256 MiB of freed memory.
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_TOP_PAD, 16 << 20);
   server::HttpServer server(http, episodes);
   std::cout << "listening on " << http.host << ":" << server.port() << std::endl;
   server.run();

@@ -6,8 +6,10 @@
 // observation has a text rendering (for LLM policies, tokenized by the episode's codec) and, when the
 // environment declares a symbolic vocabulary, a symbolic rendering (ids < spec().symbols.size(), for small
 // policies). Rewards are summed over the episode into the rollout's one terminal reward.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,10 +67,35 @@ struct EnvSpec {
   SymbolicTemplate symbolic_template;
 };
 
+class Env;
+
+// Batching of steps across environments (DESIGN.md rule 9), an optional hook. A driver that applies the
+// actions of many episodes in one round (policies/rollout.cpp drive()) first hands all of them to
+// prepare_steps(); environments that return the same StepBatcher (every `remote` environment of one
+// endpoint) receive their steps in one prefetch() call, which can send them in one request, and each
+// following Env::step() answers from the prefetched result. Environments without a batcher (the default)
+// are untouched: their step() does the work as before. A wrapping Env does not forward step_batcher(): the
+// batcher answers the Env object that returned it.
+struct PendingStep {
+  Env* env = nullptr;
+  Action action;  // exactly the action the next env->step() will get
+};
+
+class StepBatcher {
+ public:
+  virtual ~StepBatcher() = default;
+  // `steps` belong to distinct live environments of this batcher, in the driver's order. Never throws: a
+  // failure is kept by each environment and thrown by its next step(), which must follow with the announced
+  // action (the remote side may already have applied it).
+  virtual void prefetch(std::span<const PendingStep> steps) = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
   virtual const EnvSpec& spec() const = 0;
+  // The batcher of this environment's steps, or nullptr (default): see StepBatcher.
+  virtual StepBatcher* step_batcher() const { return nullptr; }
 
   // Starts an episode of `task`. Returns the system prompt and the first user observation. Randomness
   // comes only from `rng` (a stream keyed by the episode), so the same task and stream give the same
@@ -104,5 +131,33 @@ class Env {
   int steps_ = 0;
   bool done_ = false;
 };
+
+// Hands `steps` to their environments' batchers: one prefetch() per batcher, its steps in their order,
+// batchers in order of first appearance. Steps of environments without a batcher are skipped.
+inline void prepare_steps(std::span<const PendingStep> steps) {
+  if (steps.empty()) return;
+  StepBatcher* const first = steps.front().env->step_batcher();
+  if (first != nullptr && std::all_of(steps.begin(), steps.end(), [&](const PendingStep& step) {
+        return step.env->step_batcher() == first;
+      })) {
+    first->prefetch(steps);  // the common case: one endpoint, no copies
+    return;
+  }
+  std::vector<StepBatcher*> batchers;
+  for (const PendingStep& step : steps) {
+    StepBatcher* batcher = step.env->step_batcher();
+    if (batcher != nullptr && std::find(batchers.begin(), batchers.end(), batcher) == batchers.end()) {
+      batchers.push_back(batcher);
+    }
+  }
+  std::vector<PendingStep> mine;
+  for (StepBatcher* batcher : batchers) {
+    mine.clear();
+    for (const PendingStep& step : steps) {
+      if (step.env->step_batcher() == batcher) mine.push_back(step);
+    }
+    batcher->prefetch(mine);
+  }
+}
 
 }  // namespace crl

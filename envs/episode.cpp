@@ -196,6 +196,18 @@ void Episode::submit(const Decision& decision) {
   prepare_next();
 }
 
+std::optional<PendingStep> Episode::pending_step(const Decision& decision) const {
+  // Mirrors the paths of submit() that reach env_->step().
+  if (done_ || env_->step_batcher() == nullptr || request_.role != Role::kExecute || decision.failed ||
+      decision.finish_reason == "abort" ||
+      static_cast<int64_t>(decision.tokens.size()) > request_.max_new_tokens ||
+      (!decision.logprobs.empty() && decision.logprobs.size() != decision.tokens.size()) ||
+      (!decision.values.empty() && decision.values.size() != decision.tokens.size())) {
+    return std::nullopt;
+  }
+  return PendingStep{env_.get(), codec_->decode_action(decision.tokens)};
+}
+
 Trajectory Episode::finish() {
   CRL_CHECK(done_ && !finished_, "finish() before the episode ended, or twice");
   finished_ = true;

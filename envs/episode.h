@@ -52,6 +52,11 @@ class Episode {
   // Applies the answer to request(). Throws crl::Error (field "tokens", "logprobs" or "values") when the
   // decision is malformed (more tokens than max_new_tokens, lengths that differ); nothing is applied then.
   void submit(const Decision& decision);
+  // The environment step that submit(decision) would make, so that a driver can announce the steps of a
+  // whole round to batching environments first (envs/env.h prepare_steps, policies/rollout.cpp). nullopt
+  // when the environment has no StepBatcher or submit() would not step it (a summary; a failed, aborted or
+  // malformed decision). Changes nothing.
+  std::optional<PendingStep> pending_step(const Decision& decision) const;
 
   // The finished trajectory (call once, after done()).
   Trajectory finish();

@@ -8,6 +8,7 @@ void drive(std::span<Episode* const> episodes, const Policy& policy) {
   std::vector<Episode*> live;
   std::vector<const Request*> requests;
   std::vector<Decision> decisions;
+  std::vector<PendingStep> pending;
   while (true) {
     live.clear();
     requests.clear();
@@ -20,6 +21,13 @@ void drive(std::span<Episode* const> episodes, const Policy& policy) {
     if (live.empty()) return;
     decisions.assign(live.size(), Decision{});
     policy.act(requests, decisions);
+    // The round's environment steps are announced together first, so that environments in another process
+    // get them in one request (envs/env.h prepare_steps); a no-op for environments that do not batch.
+    pending.clear();
+    for (size_t i = 0; i < live.size(); ++i) {
+      if (auto step = live[i]->pending_step(decisions[i])) pending.push_back(std::move(*step));
+    }
+    prepare_steps(pending);
     for (size_t i = 0; i < live.size(); ++i) live[i]->submit(decisions[i]);
   }
 }

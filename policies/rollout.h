@@ -2,9 +2,11 @@
 // Driving episodes with a policy.
 //
 // drive() runs a group of episodes in lockstep: each round gathers the pending request of every live
-// episode and makes ONE batched policy call (DESIGN.md rule 9). run_rollouts() shards N episodes over the
-// Runner's threads in fixed-size groups; because every decision depends only on its own request (the policy
-// contract), the trajectories are byte-identical for any thread count and group size.
+// episode and makes ONE batched policy call (DESIGN.md rule 9), then announces the round's environment steps
+// together (prepare_steps, envs/env.h: one request per remote endpoint) before submitting each decision.
+// run_rollouts() shards N episodes over the Runner's threads in fixed-size groups; because every decision
+// depends only on its own request (the policy contract), the trajectories are byte-identical for any thread
+// count and group size.
 #include <functional>
 #include <memory>
 #include <span>

@@ -81,6 +81,18 @@ std::string episodes_to(const ArmResult& arm, double level) {
 
 }  // namespace
 
+std::string format_fixed(double value, int digits) {
+  return fixed(value, digits);
+}
+std::string xml_escape(const std::string& text) {
+  return xml(text);
+}
+const char* plot_color(size_t series) {
+  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                  "#9467bd", "#8c564b", "#17becf"};
+  return kColors[series % (sizeof(kColors) / sizeof(kColors[0]))];
+}
+
 std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioResult& result) {
   std::vector<GateResult> gates;
   const auto& g = spec.gates;
@@ -187,8 +199,6 @@ std::string format_curves_svg(const ScenarioResult& result) {
   // Plot area and scales: x = training episodes, y = held-out accuracy in [0, 1].
   constexpr double kWidth = 760, kHeight = 460, kLeft = 70, kRight = 190, kTop = 40, kBottom = 60;
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
-  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                  "#9467bd", "#8c564b", "#17becf"};
   int64_t max_episode = 1;
   for (const ArmResult& arm : result.arms) {
     for (const SeedResult& s : arm.seeds) {
@@ -236,7 +246,7 @@ std::string format_curves_svg(const ScenarioResult& result) {
   out << "<g id=\"curves\">\n";
   for (size_t a = 0; a < result.arms.size(); ++a) {
     const ArmResult& arm = result.arms[a];
-    const char* color = kColors[a % (sizeof(kColors) / sizeof(kColors[0]))];
+    const char* color = plot_color(a);
     if (arm.seeds.empty()) continue;
     size_t points = arm.seeds.front().curve.size();
     for (const SeedResult& s : arm.seeds) points = std::min(points, s.curve.size());
@@ -269,7 +279,7 @@ std::string format_curves_svg(const ScenarioResult& result) {
       << "\" font-weight=\"bold\">arms</text>\n";
   double ly = kTop + 24;
   for (size_t a = 0; a < result.arms.size(); ++a) {
-    const char* color = kColors[a % (sizeof(kColors) / sizeof(kColors[0]))];
+    const char* color = plot_color(a);
     out << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"22\" height=\"10\" fill=\"" << color
         << "\" fill-opacity=\"0.18\"/>\n";
     out << "<line x1=\"" << lx << "\" y1=\"" << ly - 4 << "\" x2=\"" << lx + 22 << "\" y2=\"" << ly - 4

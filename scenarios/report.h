@@ -35,4 +35,10 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
 void write_results(const std::string& dir, const ScenarioSpec& spec, const ScenarioResult& result,
                    const std::string& command);
 
+// Helpers shared with the other report writers (scenarios/compaction_cost.cpp): a number with `digits`
+// decimals ("" for NaN), text escaped for SVG/XML, and the plots' colour for series i.
+std::string format_fixed(double value, int digits);
+std::string xml_escape(const std::string& text);
+const char* plot_color(size_t series);
+
 }  // namespace crl::scenarios

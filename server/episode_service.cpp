@@ -239,6 +239,42 @@ proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& re
   return out;
 }
 
+namespace {
+
+// True when the tokens of `view` begin with `first` followed by `second` (compared span by span, in place).
+bool starts_with(const PromptView& view, std::span<const TokenId> first, std::span<const TokenId> second) {
+  size_t matched = 0;  // tokens of first ++ second compared so far
+  const size_t total = first.size() + second.size();
+  for (const Span& span : view.spans()) {
+    std::span<const TokenId> ids = view.tokens(span);
+    while (!ids.empty() && matched < total) {
+      const std::span<const TokenId> want =
+          matched < first.size() ? first.subspan(matched) : second.subspan(matched - first.size());
+      const size_t n = std::min(ids.size(), want.size());
+      if (!std::equal(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(n), want.begin())) return false;
+      ids = ids.subspan(n);
+      matched += n;
+    }
+    if (matched == total) return true;
+  }
+  return matched == total;
+}
+
+// Appends the tokens of `view` from position `from` on to `out`.
+void copy_from(const PromptView& view, size_t from, std::vector<TokenId>& out) {
+  size_t position = 0;
+  for (const Span& span : view.spans()) {
+    const std::span<const TokenId> ids = view.tokens(span);
+    if (position + ids.size() > from) {
+      const size_t skip = from > position ? from - position : 0;
+      out.insert(out.end(), ids.begin() + static_cast<ptrdiff_t>(skip), ids.end());
+    }
+    position += ids.size();
+  }
+}
+
+}  // namespace
+
 proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
                                              std::span<const TokenId> action) const {
   const Episode& e = *s.episode;
@@ -253,25 +289,25 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
   out.set_reward(e.reward());
   out.set_state_hash(e.state_hash());
 
-  // The tokens the client will hold next: the next prompt, or (once done) the final window.
-  std::vector<TokenId> next;
-  if (!e.done()) {
-    e.request().prompt.copy_to(next);
-  } else {
-    for (const Span& span : e.context().window_spans()) {
-      const auto ids = e.context().arena().view(span);
-      next.insert(next.end(), ids.begin(), ids.end());
-    }
-  }
-  // append_ids: what extends (previous prompt + action) to `next`, when it does.
+  // The tokens the client will hold next: the next prompt, or (once done) the final window, as spans into
+  // the episode's arena (read in place: copying the whole prompt on every step would make an episode
+  // quadratic in its length).
+  const PromptView next =
+      e.done() ? PromptView(&e.context().arena(), e.context().window_spans()) : e.request().prompt;
+  // append_ids: what extends (previous prompt + action) to `next`, when it does. Then s.prompt becomes
+  // `next`: by appending when it extends, by one copy when the context was rebuilt.
   const size_t held = s.prompt.size() + action.size();
-  bool extends =
-      !s.prompt.empty() && next.size() >= held &&
-      std::equal(s.prompt.begin(), s.prompt.end(), next.begin()) &&
-      std::equal(action.begin(), action.end(), next.begin() + static_cast<ptrdiff_t>(s.prompt.size()));
+  const bool extends =
+      !s.prompt.empty() && static_cast<size_t>(next.size()) >= held && starts_with(next, s.prompt, action);
   if (extends) {
-    out.mutable_append_ids()->Add(next.begin() + static_cast<ptrdiff_t>(held), next.end());
-    out.set_append_text(as_text(codec.decode(std::span<const TokenId>(next).subspan(held))));
+    s.prompt.insert(s.prompt.end(), action.begin(), action.end());
+    copy_from(next, held, s.prompt);
+    const std::span<const TokenId> appended = std::span<const TokenId>(s.prompt).subspan(held);
+    out.mutable_append_ids()->Add(appended.begin(), appended.end());
+    out.set_append_text(as_text(codec.decode(appended)));
+  } else {
+    s.prompt.clear();
+    copy_from(next, 0, s.prompt);
   }
   if (!e.done()) {
     const bool summarize = e.request().role == Role::kSummarize;
@@ -281,10 +317,9 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
     out.set_status("running");
     out.set_prompt_rebuilt(!extends);
     if (full_prompt || !extends || summarize) {
-      out.mutable_prompt_ids()->Add(next.begin(), next.end());
-      out.set_prompt_text(as_text(codec.decode(next)));
+      out.mutable_prompt_ids()->Add(s.prompt.begin(), s.prompt.end());
+      out.set_prompt_text(as_text(codec.decode(s.prompt)));
     }
-    s.prompt = std::move(next);
   } else {
     out.set_kind("done");
     out.set_status(std::string(episode_status_name(e.status())));
@@ -292,8 +327,8 @@ proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
     out.set_terminated(e.status() == EpisodeStatus::kCompleted);
     out.set_truncated(e.status() == EpisodeStatus::kTruncated);
     if (full_prompt) {
-      out.mutable_prompt_ids()->Add(next.begin(), next.end());
-      out.set_prompt_text(as_text(codec.decode(next)));
+      out.mutable_prompt_ids()->Add(s.prompt.begin(), s.prompt.end());
+      out.set_prompt_text(as_text(codec.decode(s.prompt)));
     }
   }
   return out;

@@ -133,6 +133,36 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_->header_limit(kHeaderLimit);
     deadline_ = Clock::now() + seconds(server_.options.request_timeout_s);
     phase_ = Phase::kReading;
+    // The header first: a client that sends `Expect: 100-continue` (curl does for large bodies) waits for
+    // our go-ahead before it sends the body, so the body cannot be read in the same call.
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read(ec);
+    const beast::string_view expect = parser_->get()[http::field::expect];
+    if (expect.empty()) return read_body();
+    if (!beast::iequals(expect, "100-continue")) {
+      return answer(
+          error_answer(
+              417, "expectation_failed",
+              "the only Expect this server meets is 100-continue, not \"" + std::string(expect) + "\"", ""),
+          false);
+    }
+    // Refuse a body over the limit before the client sends it (RFC 9110 section 10.1.1).
+    const auto length = parser_->content_length();
+    if (length && *length > server_.options.max_body_bytes) return on_read(http::error::body_limit);
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                     [self = shared_from_this()](beast::error_code write_ec, size_t) {
+                       if (write_ec) return self->close();
+                       self->read_body();
+                     });
+  }
+
+  void read_body() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }

@@ -14,17 +14,46 @@ LossResult losses_generic(const Batch& batch, const Advantages& advantages, cons
                           const LearnerOptions& options, TokenRange range, Gradients* gradients) {
   return loss_kernel(batch, advantages, normalizer, options, range, gradients);
 }
+LossResult step_generic(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
+                        const LossNormalizer& normalizer, Advantages& out, Gradients* gradients,
+                        bool stream) {
+  return fused_kernel(batch, options, plan, normalizer, out, gradients, stream);
+}
 }  // namespace detail
 
-namespace {
-bool has_avx2() {
-#if defined(__x86_64__) && defined(CRL_LEARNERS_AVX2)
-  static const bool supported = __builtin_cpu_supports("avx2");
-  return supported;
-#else
-  return false;
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas{Isa::kGeneric};
+#if defined(__x86_64__) && defined(CRL_LEARNERS_X86_VARIANTS)
+  if (__builtin_cpu_supports("avx2")) isas.push_back(Isa::kAvx2);
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    isas.push_back(Isa::kAvx512);
 #endif
+  return isas;
 }
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kGeneric:
+      break;
+  }
+  return "generic";
+}
+
+namespace {
+
+Isa best_isa() {
+  static const Isa isa = supported_isas().back();
+  return isa;
+}
+
+// Batches from this many tokens on are far larger than the caches: the fused step writes around them.
+constexpr int64_t kStreamingTokens = int64_t{1} << 20;
+
 }  // namespace
 
 double segment_lambda(const LearnerOptions& options, int64_t n_sampled) {
@@ -47,51 +76,56 @@ double power_from_log(int64_t n, double log_gl) {
   return std::exp(static_cast<double>(n) * log_gl);
 }
 
-// Index of the first / last critic-mask token in [begin, end), or -1.
+// Index of the first critic-mask token in [begin, end), or -1.
 int64_t first_sampled(const uint8_t* mask, int64_t begin, int64_t end) {
   for (int64_t t = begin; t < end; ++t) {
     if (mask[t]) return t;
   }
   return -1;
 }
-int64_t last_sampled(const uint8_t* mask, int64_t begin, int64_t end) {
-  for (int64_t t = end - 1; t >= begin; --t) {
-    if (mask[t]) return t;
+
+// Per segment: the critic-mask count n_s (the positions GAE runs over) and the effective actor-mask count.
+// Masks are 0/1 bytes, so byte sums count them (a loop the compiler vectorizes).
+void count_masks(const Batch& batch, const LearnerOptions& options, std::vector<int64_t>& critic_count,
+                 std::vector<int64_t>& actor_count) {
+  const int64_t num_segments = batch.num_segments();
+  critic_count.resize(num_segments);
+  actor_count.resize(num_segments);
+  const uint8_t* critic = batch.critic_mask.data();
+  const uint8_t* actor = batch.actor_mask.data();
+  const int64_t* seg = batch.segment_offsets.data();
+  for (int64_t s = 0; s < num_segments; ++s) {
+    int64_t nc = 0, na = 0;
+    for (int64_t t = seg[s]; t < seg[s + 1]; ++t) {
+      nc += critic[t];
+      na += actor[t];
+    }
+    const bool masked = options.summary_loss_masked && batch.segment_kind[s] == SegmentKind::kSummary;
+    critic_count[s] = nc;
+    actor_count[s] = masked ? 0 : na;
   }
-  return -1;
 }
 
-}  // namespace
-
-void compute_advantages(const Batch& batch, const LearnerOptions& options, Advantages& out) {
-  const int64_t num_tokens = batch.num_tokens();
+// Steps 1, 2 and 4 at segment level from the counts n_s: lambda_s, N_after(s), the correction factor, and
+// what each segment's token sweep needs. Walks every rollout's segments backwards, carrying
+//   later_tokens = N_after(s) = sum of n_j for j > s,
+//   later_log    = sum_{j>s} n_j log(gamma lambda_j)   (the tokenwise-lambda correction, in log space),
+//   the first sampled value of the next non-empty segment (the stitched target's bootstrap).
+void plan_segments(const Batch& batch, const LearnerOptions& options, Advantages& out,
+                   std::vector<SegmentSweep>& plan) {
   const int64_t num_segments = batch.num_segments();
-  out.advantages.resize(num_tokens);
-  out.returns.resize(num_tokens);
-  out.n_sampled.resize(num_segments);
   out.n_after.resize(num_segments);
   out.lambda.resize(num_segments);
   out.factor.resize(num_segments);
+  plan.resize(num_segments);
   const double* values = batch.values.data();
   const uint8_t* critic = batch.critic_mask.data();
   const int64_t* seg = batch.segment_offsets.data();
   const double gamma = options.gamma;
-
-  // Pass 1: n_s, the sampled positions of each segment (masks are 0/1, so a byte sum counts them).
-  for (int64_t s = 0; s < num_segments; ++s) {
-    int64_t n = 0;
-    for (int64_t t = seg[s]; t < seg[s + 1]; ++t) n += critic[t];
-    out.n_sampled[s] = n;
-    out.lambda[s] = segment_lambda(options, n);
-  }
-
+  for (int64_t s = 0; s < num_segments; ++s) out.lambda[s] = segment_lambda(options, out.n_sampled[s]);
   for (int64_t r = 0; r < batch.num_rollouts(); ++r) {
     const int64_t s_begin = batch.rollout_offsets[r], s_end = batch.rollout_offsets[r + 1];
     const double reward = batch.rewards[r];
-    // Walk the rollout's segments backwards, carrying
-    //   later_tokens = N_after(s) = sum of n_j for j > s,
-    //   later_log    = sum_{j>s} n_j log(gamma lambda_j)   (the tokenwise-lambda correction, in log space),
-    //   the first sampled value of the next non-empty segment (the stitched target's bootstrap).
     int64_t later_tokens = 0;
     double later_log = 0.0;
     bool has_next = false;
@@ -99,7 +133,6 @@ void compute_advantages(const Batch& batch, const LearnerOptions& options, Advan
     for (int64_t s = s_end - 1; s >= s_begin; --s) {
       const int64_t n = out.n_sampled[s];
       const double lambda = out.lambda[s];
-      const double gl = gamma * lambda;
       const double log_gl = log_discount(gamma, lambda);
       out.n_after[s] = later_tokens;
       double factor = 1.0;
@@ -109,51 +142,77 @@ void compute_advantages(const Batch& batch, const LearnerOptions& options, Advan
                      : power_from_log(later_tokens, log_gl);
       }
       out.factor[s] = factor;
-
-      // Pass 2, one reverse sweep over the segment: local GAE over sampled positions only. Unsampled
-      // positions are skipped (advantage 0, return V) and do not break the recurrence.
-      //   a    = A_loc at the current position, built from the end: a = delta + gamma lambda a_next,
-      //   corr = the stitched target's change of the terminal delta (gamma V_boot - R instead of R - 0)
-      //          discounted back to the current position: A_stitch = A_loc + corr.
-      // The return is ret_scale * a + corr + V, which covers all three critic targets without a branch.
-      const int64_t begin = seg[s], end = seg[s + 1];
-      const double ret_scale = options.critic_target == CriticTarget::kCorrected ? factor : 1.0;
-      double corr = 0.0;
-      if (options.critic_target == CriticTarget::kStitched && has_next)
-        corr = gamma * next_first_value - reward;
-      double* adv = out.advantages.data();
-      double* ret = out.returns.data();
-      const int64_t last = n > 0 ? last_sampled(critic, begin, end) : -1;
-      // Unsampled tail of the segment (the whole segment when it has no sampled token).
-      for (int64_t t = end - 1; t > std::max(last, begin - 1); --t) {
-        adv[t] = 0.0;
-        ret[t] = values[t];
-      }
-      if (last >= 0) {
-        // The last sampled token: reward R, bootstrap 0.
-        double a = reward - values[last];
-        double next_v = values[last];
-        adv[last] = factor * a;
-        ret[last] = ret_scale * a + corr + values[last];
-        for (int64_t t = last - 1; t >= begin; --t) {
-          const double v = values[t];
-          if (!critic[t]) {
-            adv[t] = 0.0;
-            ret[t] = v;
-            continue;
-          }
-          a = (gamma * next_v - v) + gl * a;
-          corr *= gl;
-          next_v = v;
-          adv[t] = factor * a;
-          ret[t] = ret_scale * a + corr + v;
-        }
+      SegmentSweep& p = plan[s];
+      p.gamma = gamma;
+      p.gl = gamma * lambda;
+      p.reward = reward;
+      p.factor = factor;
+      p.ret_scale = options.critic_target == CriticTarget::kCorrected ? factor : 1.0;
+      // The stitched target bootstraps a non-final segment from V(first sampled token of the next one): its
+      // last sampled token's return gains gamma V_boot - R, discounted back by the sweep.
+      p.corr0 = options.critic_target == CriticTarget::kStitched && has_next
+                    ? gamma * next_first_value - reward
+                    : 0.0;
+      p.zero_advantages = options.positive_only && reward <= 0.0;
+      if (n > 0) {
         has_next = true;
-        next_first_value = values[first_sampled(critic, begin, end)];
+        next_first_value = values[first_sampled(critic, seg[s], seg[s + 1])];
+        later_log += static_cast<double>(n) * log_gl;
       }
       later_tokens += n;
-      if (n > 0) later_log += static_cast<double>(n) * log_gl;
     }
+  }
+}
+
+// The loss weights from the per-segment counts (see LossNormalizer).
+LossNormalizer normalizer_from_counts(const std::vector<int64_t>& critic_count,
+                                      const std::vector<int64_t>& actor_count,
+                                      const LearnerOptions& options) {
+  const size_t num_segments = critic_count.size();
+  int64_t actor_total = 0, critic_total = 0, actor_segments = 0, critic_segments = 0;
+  for (size_t s = 0; s < num_segments; ++s) {
+    actor_total += actor_count[s];
+    critic_total += critic_count[s];
+    actor_segments += actor_count[s] > 0;
+    critic_segments += critic_count[s] > 0;
+  }
+  LossNormalizer norm;
+  norm.actor_scale.assign(num_segments, 0.0);
+  norm.critic_scale.assign(num_segments, 0.0);
+  for (size_t s = 0; s < num_segments; ++s) {
+    if (options.token_level_normalization) {
+      // One global denominator: every enabled token of the global batch weighs the same.
+      if (actor_count[s] > 0) norm.actor_scale[s] = 1.0 / static_cast<double>(actor_total);
+      if (critic_count[s] > 0) norm.critic_scale[s] = 1.0 / static_cast<double>(critic_total);
+    } else {
+      // Mean per segment, then mean over the segments that have tokens.
+      if (actor_count[s] > 0)
+        norm.actor_scale[s] =
+            1.0 / (static_cast<double>(actor_count[s]) * static_cast<double>(actor_segments));
+      if (critic_count[s] > 0)
+        norm.critic_scale[s] =
+            1.0 / (static_cast<double>(critic_count[s]) * static_cast<double>(critic_segments));
+    }
+  }
+  return norm;
+}
+
+}  // namespace
+
+void compute_advantages(const Batch& batch, const LearnerOptions& options, Advantages& out) {
+  const int64_t num_tokens = batch.num_tokens();
+  out.advantages.resize(num_tokens);
+  out.returns.resize(num_tokens);
+  std::vector<int64_t> actor_count;
+  count_masks(batch, options, out.n_sampled, actor_count);
+  std::vector<SegmentSweep> plan;
+  plan_segments(batch, options, out, plan);
+  const int64_t* seg = batch.segment_offsets.data();
+  // Step 3 and 5: one reverse sweep per segment (gae_sweep.h).
+  for (int64_t s = 0; s < batch.num_segments(); ++s) {
+    SweepState state;
+    gae_sweep(batch.values.data(), batch.critic_mask.data(), seg[s], seg[s + 1], plan[s], state,
+              out.advantages.data() + seg[s], out.returns.data() + seg[s]);
   }
 
   // Optional post-processing of the actor advantages only (returns are never touched):
@@ -190,51 +249,67 @@ void compute_advantages(const Batch& batch, const LearnerOptions& options, Advan
 }
 
 LossNormalizer make_normalizer(const Batch& batch, const LearnerOptions& options) {
-  const int64_t num_segments = batch.num_segments();
-  std::vector<int64_t> actor_count(num_segments, 0), critic_count(num_segments, 0);
-  int64_t actor_total = 0, critic_total = 0, actor_segments = 0, critic_segments = 0;
-  for (int64_t s = 0; s < num_segments; ++s) {
-    const bool masked = options.summary_loss_masked && batch.segment_kind[s] == SegmentKind::kSummary;
-    for (int64_t t = batch.segment_offsets[s]; t < batch.segment_offsets[s + 1]; ++t) {
-      actor_count[s] += masked ? 0 : batch.actor_mask[t];
-      critic_count[s] += batch.critic_mask[t];
-    }
-    actor_total += actor_count[s];
-    critic_total += critic_count[s];
-    actor_segments += actor_count[s] > 0;
-    critic_segments += critic_count[s] > 0;
-  }
-  LossNormalizer norm;
-  norm.actor_scale.assign(num_segments, 0.0);
-  norm.critic_scale.assign(num_segments, 0.0);
-  for (int64_t s = 0; s < num_segments; ++s) {
-    if (options.token_level_normalization) {
-      // One global denominator: every enabled token of the global batch weighs the same.
-      if (actor_count[s] > 0) norm.actor_scale[s] = 1.0 / static_cast<double>(actor_total);
-      if (critic_count[s] > 0) norm.critic_scale[s] = 1.0 / static_cast<double>(critic_total);
-    } else {
-      // Mean per segment, then mean over the segments that have tokens.
-      if (actor_count[s] > 0)
-        norm.actor_scale[s] =
-            1.0 / (static_cast<double>(actor_count[s]) * static_cast<double>(actor_segments));
-      if (critic_count[s] > 0)
-        norm.critic_scale[s] =
-            1.0 / (static_cast<double>(critic_count[s]) * static_cast<double>(critic_segments));
-    }
-  }
-  return norm;
+  std::vector<int64_t> critic_count, actor_count;
+  count_masks(batch, options, critic_count, actor_count);
+  return normalizer_from_counts(critic_count, actor_count, options);
 }
 
 LossResult compute_losses(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                           const LearnerOptions& options, TokenRange range, Gradients* gradients) {
+  return compute_losses(batch, advantages, normalizer, options, range, gradients, best_isa());
+}
+
+LossResult compute_losses(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
+                          const LearnerOptions& options, TokenRange range, Gradients* gradients, Isa isa) {
   CRL_CHECK(range.begin >= 0 && range.begin <= range.end && range.end <= batch.num_tokens(),
             "token range [" << range.begin << ", " << range.end << ") outside the batch");
   CRL_CHECK(!gradients || static_cast<int64_t>(gradients->logprobs.size()) == batch.num_tokens(),
             "gradients not sized to the batch");
-  // The same kernel compiled for AVX2 when the CPU has it: wider vectors, bit-identical results (the kernel
-  // uses no library math and no FMA contraction).
-  if (has_avx2()) return detail::losses_avx2(batch, advantages, normalizer, options, range, gradients);
+  // The same kernel compiled for the widest vectors the CPU has: bit-identical results (the kernel uses no
+  // library math, no FMA contraction and no reassociation).
+  switch (isa) {
+    case Isa::kAvx512:
+      return detail::losses_avx512(batch, advantages, normalizer, options, range, gradients);
+    case Isa::kAvx2:
+      return detail::losses_avx2(batch, advantages, normalizer, options, range, gradients);
+    case Isa::kGeneric:
+      break;
+  }
   return detail::losses_generic(batch, advantages, normalizer, options, range, gradients);
+}
+
+LossResult compute_step(const Batch& batch, const LearnerOptions& options, Advantages& out,
+                        LossNormalizer& normalizer, Gradients* gradients) {
+  return compute_step(batch, options, out, normalizer, gradients, best_isa());
+}
+
+LossResult compute_step(const Batch& batch, const LearnerOptions& options, Advantages& out,
+                        LossNormalizer& normalizer, Gradients* gradients, Isa isa) {
+  CRL_CHECK(!gradients || static_cast<int64_t>(gradients->logprobs.size()) == batch.num_tokens(),
+            "gradients not sized to the batch");
+  if (options.whiten_advantages) {
+    // Whitening needs every advantage of the batch before the first loss: the separate passes.
+    compute_advantages(batch, options, out);
+    normalizer = make_normalizer(batch, options);
+    return compute_losses(batch, out, normalizer, options, TokenRange{0, batch.num_tokens()}, gradients, isa);
+  }
+  out.advantages.resize(batch.num_tokens());
+  out.returns.resize(batch.num_tokens());
+  std::vector<int64_t> actor_count;
+  count_masks(batch, options, out.n_sampled, actor_count);
+  normalizer = normalizer_from_counts(out.n_sampled, actor_count, options);
+  std::vector<SegmentSweep> plan;
+  plan_segments(batch, options, out, plan);
+  const bool stream = batch.num_tokens() >= kStreamingTokens;
+  switch (isa) {
+    case Isa::kAvx512:
+      return detail::step_avx512(batch, options, plan.data(), normalizer, out, gradients, stream);
+    case Isa::kAvx2:
+      return detail::step_avx2(batch, options, plan.data(), normalizer, out, gradients, stream);
+    case Isa::kGeneric:
+      break;
+  }
+  return detail::step_generic(batch, options, plan.data(), normalizer, out, gradients, stream);
 }
 
 }  // namespace crl::learners::cpu

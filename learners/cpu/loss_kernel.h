@@ -1,11 +1,18 @@
 #pragma once
-// The CPU loss kernel, included by two translation units: cpu_learner.cpp (baseline x86-64 / any CPU) and
-// losses_avx2.cpp (compiled with -mavx2, chosen at run time when the CPU has it). Everything here has
-// internal linkage and calls no library function, so the two copies never mix and give bit-identical
-// results: the exponential is our own (below), and floating-point contraction is off in both.
+// The CPU loss kernel and the fused step (estimator + losses in one sweep), included by three translation
+// units: cpu_learner.cpp (baseline x86-64 / any CPU), losses_avx2.cpp (-mavx2) and losses_avx512.cpp
+// (-mavx512f), the widest the CPU has being chosen at run time. Everything here has internal linkage and
+// calls no library function, so the copies never mix and give bit-identical results: the exponential is our
+// own (below), floating-point contraction is off in all, and no loop reassociates a sum.
 #include <bit>
 #include <cstdint>
+#include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "learners/cpu/gae_sweep.h"
 #include "learners/learner.h"
 
 namespace crl::learners::cpu {
@@ -15,6 +22,14 @@ LossResult losses_generic(const Batch& batch, const Advantages& advantages, cons
                           const LearnerOptions& options, TokenRange range, Gradients* gradients);
 LossResult losses_avx2(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                        const LearnerOptions& options, TokenRange range, Gradients* gradients);
+LossResult losses_avx512(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
+                         const LearnerOptions& options, TokenRange range, Gradients* gradients);
+LossResult step_generic(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
+                        const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream);
+LossResult step_avx2(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
+                     const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream);
+LossResult step_avx512(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
+                       const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream);
 }  // namespace detail
 
 namespace {
@@ -78,17 +93,32 @@ inline double sum8(const double* x, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-// The losses of tokens [begin, end) of one segment (actor weight wa, critic weight wc per masked token).
-// Two loops per block: a branch-free per-token loop (no reductions, so it vectorizes as is) that writes the
-// weighted terms and the gradients, then sum8 over the terms.
-template <bool kLogprobs, bool kKl, bool kValueClip, bool kGrad>
-void loss_span(const LossArrays& in, const LearnerOptions& o, int64_t begin, int64_t end, double wa,
-               double wc, LossSums& sums) {
+// Per-block sums of the loss terms (one block = up to kBlock tokens of one segment).
+struct BlockSums {
+  double policy = 0.0, kl = 0.0, value = 0.0, clipped = 0.0, vclipped = 0.0;
+};
+
+// Adds one block's sums to the running totals. Every path adds blocks in token order through this function,
+// so the fused and the separate paths give the same bits.
+inline void add_block(LossSums& sums, const BlockSums& b) {
+  sums.policy += b.policy;
+  sums.clipped += b.clipped;
+  sums.value += b.value;
+  sums.kl += b.kl;
+  sums.vclipped += b.vclipped;
+}
+
+// The losses of one block of n <= kBlock tokens of one segment (actor weight wa, critic weight wc per masked
+// token). `in` points at the block's first token (adv and ret may point into caller buffers). Two loops: a
+// branch-free per-token loop (no reductions, so it vectorizes as is) that writes the weighted terms and the
+// gradients into stack buffers, then sum8 over the terms. Gradients go to glp / gval (length n).
+template <bool kLogprobs, bool kKl, bool kValueClip>
+BlockSums loss_block(const LossArrays& in, const LearnerOptions& o, int64_t n, double wa, double wc,
+                     double* __restrict glp, double* __restrict gval) {
   const double lo = 1.0 - o.clip_epsilon, hi = 1.0 + o.clip_epsilon;
   const double vclip = o.value_clip, kl_coef = o.kl_coef;
   alignas(64) double policy[kBlock], kl[kBlock], value[kBlock], clipped[kBlock], vclipped[kBlock];
-  alignas(64) double glp[kBlock], gval[kBlock];
-  // Gradients never alias the inputs; saying so lets the compiler vectorize the loop that writes them.
+  // Nothing aliases; saying so lets the compiler vectorize the per-token loop.
   const double* __restrict old_lp = in.old_lp;
   const double* __restrict new_lp = in.new_lp;
   const double* __restrict ref_lp = in.ref_lp;
@@ -98,61 +128,83 @@ void loss_span(const LossArrays& in, const LearnerOptions& o, int64_t begin, int
   const double* __restrict ret = in.ret;
   const uint8_t* __restrict actor = in.actor;
   const uint8_t* __restrict critic = in.critic;
-  double* __restrict grad_lp = in.grad_lp;
-  double* __restrict grad_v = in.grad_v;
+  for (int64_t t = 0; t < n; ++t) {
+    // Actor: l = -min(rho A, clip(rho, 1-eps, 1+eps) A), rho = exp(log pi - log pi_old). Its derivative
+    // in log pi is -rho A on the unclipped branch and 0 on the clipped one (ties take the unclipped branch,
+    // where both agree).
+    const double w = wa * static_cast<double>(actor[t]);
+    const double a = adv[t];
+    double r = 1.0;
+    if constexpr (kLogprobs) r = kernel_exp(new_lp[t] - old_lp[t]);
+    const double unclipped = r * a;
+    const double r_clip = r < lo ? lo : (r > hi ? hi : r);
+    const double clipped_obj = r_clip * a;
+    const bool take_unclipped = unclipped <= clipped_obj;
+    policy[t] = w * -(take_unclipped ? unclipped : clipped_obj);
+    clipped[t] = take_unclipped ? 0.0 : w;
+    double g = take_unclipped ? -unclipped : 0.0;
+    if constexpr (kKl) {
+      // k3 = exp(d) - d - 1 with d = log pi_ref - log pi; d k3 / d log pi = 1 - exp(d).
+      const double d = ref_lp[t] - new_lp[t];
+      const double e = kernel_exp(d);
+      kl[t] = w * (e - d - 1.0);
+      g += kl_coef * (1.0 - e);
+    }
+    // Critic: (V - G)^2, or with clipping max((V - G)^2, (V_clip - G)^2), V_clip = V_old + clip(V - V_old).
+    const double wv = wc * static_cast<double>(critic[t]);
+    const double diff = new_v[t] - ret[t];
+    double loss_v = diff * diff;
+    double gv = 2.0 * diff;
+    if constexpr (kValueClip) {
+      const double delta = new_v[t] - old_v[t];
+      const double delta_c = delta < -vclip ? -vclip : (delta > vclip ? vclip : delta);
+      const double diff_c = old_v[t] + delta_c - ret[t];
+      const bool take_clipped = diff_c * diff_c > loss_v;
+      const bool inside = (delta < 0.0 ? -delta : delta) < vclip;
+      gv = take_clipped ? (inside ? 2.0 * diff_c : 0.0) : gv;
+      loss_v = take_clipped ? diff_c * diff_c : loss_v;
+      vclipped[t] = take_clipped ? wv : 0.0;
+    }
+    value[t] = wv * loss_v;
+    glp[t] = w * g;
+    gval[t] = wv * gv;
+  }
+  BlockSums b;
+  b.policy = sum8(policy, n);
+  b.clipped = sum8(clipped, n);
+  b.value = sum8(value, n);
+  if constexpr (kKl) b.kl = sum8(kl, n);
+  if constexpr (kValueClip) b.vclipped = sum8(vclipped, n);
+  return b;
+}
+
+// The arrays of `in` advanced to token t.
+inline LossArrays at(const LossArrays& in, int64_t t) {
+  LossArrays out = in;
+  out.old_lp += t;
+  out.new_lp += t;
+  out.ref_lp += t;
+  out.old_v += t;
+  out.new_v += t;
+  out.adv += t;
+  out.ret += t;
+  out.actor += t;
+  out.critic += t;
+  return out;
+}
+
+// The losses of tokens [begin, end) of one segment, block by block (blocks start at `begin`).
+template <bool kLogprobs, bool kKl, bool kValueClip, bool kGrad>
+void loss_span(const LossArrays& in, const LearnerOptions& o, int64_t begin, int64_t end, double wa,
+               double wc, LossSums& sums) {
+  alignas(64) double glp[kBlock], gval[kBlock];
   for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
     const int64_t n = end - b0 < kBlock ? end - b0 : kBlock;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = b0 + i;
-      // Actor: l = -min(rho A, clip(rho, 1-eps, 1+eps) A), rho = exp(log pi - log pi_old). Its derivative
-      // in log pi is -rho A on the unclipped branch and 0 on the clipped one (ties take the unclipped branch,
-      // where both agree).
-      const double w = wa * static_cast<double>(actor[t]);
-      const double a = adv[t];
-      double r = 1.0;
-      if constexpr (kLogprobs) r = kernel_exp(new_lp[t] - old_lp[t]);
-      const double unclipped = r * a;
-      const double r_clip = r < lo ? lo : (r > hi ? hi : r);
-      const double clipped_obj = r_clip * a;
-      const bool take_unclipped = unclipped <= clipped_obj;
-      policy[i] = w * -(take_unclipped ? unclipped : clipped_obj);
-      clipped[i] = take_unclipped ? 0.0 : w;
-      double g = take_unclipped ? -unclipped : 0.0;
-      if constexpr (kKl) {
-        // k3 = exp(d) - d - 1 with d = log pi_ref - log pi; d k3 / d log pi = 1 - exp(d).
-        const double d = ref_lp[t] - new_lp[t];
-        const double e = kernel_exp(d);
-        kl[i] = w * (e - d - 1.0);
-        g += kl_coef * (1.0 - e);
-      }
-      // Critic: (V - G)^2, or with clipping max((V - G)^2, (V_clip - G)^2), V_clip = V_old + clip(V - V_old).
-      const double wv = wc * static_cast<double>(critic[t]);
-      const double diff = new_v[t] - ret[t];
-      double loss_v = diff * diff;
-      double gv = 2.0 * diff;
-      if constexpr (kValueClip) {
-        const double delta = new_v[t] - old_v[t];
-        const double delta_c = delta < -vclip ? -vclip : (delta > vclip ? vclip : delta);
-        const double diff_c = old_v[t] + delta_c - ret[t];
-        const bool take_clipped = diff_c * diff_c > loss_v;
-        const bool inside = (delta < 0.0 ? -delta : delta) < vclip;
-        gv = take_clipped ? (inside ? 2.0 * diff_c : 0.0) : gv;
-        loss_v = take_clipped ? diff_c * diff_c : loss_v;
-        vclipped[i] = take_clipped ? wv : 0.0;
-      }
-      value[i] = wv * loss_v;
-      glp[i] = w * g;
-      gval[i] = wv * gv;
-    }
+    add_block(sums, loss_block<kLogprobs, kKl, kValueClip>(at(in, b0), o, n, wa, wc, glp, gval));
     if constexpr (kGrad) {
-      for (int64_t i = 0; i < n; ++i) grad_lp[b0 + i] = glp[i];
-      for (int64_t i = 0; i < n; ++i) grad_v[b0 + i] = gval[i];
+      for (int64_t i = 0; i < n; ++i) in.grad_lp[b0 + i] = glp[i];
+      for (int64_t i = 0; i < n; ++i) in.grad_v[b0 + i] = gval[i];
     }
-    sums.policy += sum8(policy, n);
-    sums.clipped += sum8(clipped, n);
-    sums.value += sum8(value, n);
-    if constexpr (kKl) sums.kl += sum8(kl, n);
-    if constexpr (kValueClip) sums.vclipped += sum8(vclipped, n);
   }
 }
 
@@ -170,12 +222,13 @@ LossSpanFn pick_span(bool kl, bool vclip, bool grad) {
   return vclip ? pick_span<kLogprobs, false, true>(grad) : pick_span<kLogprobs, false, false>(grad);
 }
 
-// Losses of tokens [range.begin, range.end): walk the segments the range overlaps, each with its weights.
-// The range has been checked by the caller.
-LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
-                       const LearnerOptions& options, TokenRange range, Gradients* gradients) {
+// The token arrays of a loss call. Without log-probs the policy has not moved (rho = 1) and the KL is 0
+// (Batch::validate() guarantees that new and reference log-probs come with old ones); the log-prob pointers
+// then point at the values, never read, so that offsetting them stays defined.
+LossArrays loss_arrays(const Batch& batch, const Advantages& advantages, Gradients* gradients) {
   LossArrays in{};
-  in.old_lp = batch.old_logprobs.empty() ? nullptr : batch.old_logprobs.data();
+  const bool has_lp = !batch.old_logprobs.empty();
+  in.old_lp = has_lp ? batch.old_logprobs.data() : batch.values.data();
   in.new_lp = batch.new_logprobs.empty() ? in.old_lp : batch.new_logprobs.data();
   in.ref_lp = batch.ref_logprobs.empty() ? in.old_lp : batch.ref_logprobs.data();
   in.old_v = batch.values.data();
@@ -186,9 +239,26 @@ LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const L
   in.critic = batch.critic_mask.data();
   in.grad_lp = gradients ? gradients->logprobs.data() : nullptr;
   in.grad_v = gradients ? gradients->values.data() : nullptr;
-  // Without log-probs the policy has not moved (rho = 1) and the KL is 0 (Batch::validate() guarantees that
-  // new and reference log-probs come with old ones).
-  const bool has_lp = in.old_lp != nullptr;
+  return in;
+}
+
+LossResult loss_result(const LossSums& sums, const LearnerOptions& options) {
+  LossResult result;
+  result.policy_loss = sums.policy;
+  result.kl = sums.kl;
+  result.actor_loss = sums.policy + options.kl_coef * sums.kl;
+  result.value_loss = sums.value;
+  result.clip_fraction = sums.clipped;
+  result.value_clip_fraction = sums.vclipped;
+  return result;
+}
+
+// Losses of tokens [range.begin, range.end): walk the segments the range overlaps, each with its weights.
+// The range has been checked by the caller.
+LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
+                       const LearnerOptions& options, TokenRange range, Gradients* gradients) {
+  const LossArrays in = loss_arrays(batch, advantages, gradients);
+  const bool has_lp = !batch.old_logprobs.empty();
   const bool use_kl = options.kl_coef != 0.0 && has_lp;
   const bool use_vclip = options.value_clip > 0.0;
   const bool grad = gradients != nullptr;
@@ -213,14 +283,118 @@ LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const L
     span(in, options, begin, end, masked ? 0.0 : normalizer.actor_scale[s], normalizer.critic_scale[s], sums);
     begin = end > begin ? end : begin;
   }
-  LossResult result;
-  result.policy_loss = sums.policy;
-  result.kl = sums.kl;
-  result.actor_loss = sums.policy + options.kl_coef * sums.kl;
-  result.value_loss = sums.value;
-  result.clip_fraction = sums.clipped;
-  result.value_clip_fraction = sums.vclipped;
-  return result;
+  return loss_result(sums, options);
+}
+
+// Copies n doubles of a finished block to the output arrays. With `stream`, non-temporal stores: for
+// batches far larger than the caches, the outputs are not read again soon, so writing around the cache
+// saves reading every output line before it is written (half of the write traffic). Same bits either way.
+inline void store_block(double* dst, const double* src, int64_t n, bool stream) {
+#if defined(__x86_64__)
+  if (stream) {
+    int64_t i = 0;
+    for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 63) != 0; ++i)
+      _mm_stream_si64(reinterpret_cast<long long*>(dst + i), std::bit_cast<long long>(src[i]));
+#if defined(__AVX512F__)
+    for (; i + 8 <= n; i += 8) _mm512_stream_pd(dst + i, _mm512_loadu_pd(src + i));
+#elif defined(__AVX__)
+    for (; i + 4 <= n; i += 4) _mm256_stream_pd(dst + i, _mm256_loadu_pd(src + i));
+#else
+    for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
+#endif
+    for (; i < n; ++i)
+      _mm_stream_si64(reinterpret_cast<long long*>(dst + i), std::bit_cast<long long>(src[i]));
+    return;
+  }
+#endif
+  (void)stream;
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+inline void store_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
+// The fused step of the whole batch: for every segment, block by block from its last block to its first,
+// the GAE sweep writes the block's advantages and returns into L1-resident buffers, the loss block reads
+// them from there, and the block's outputs are stored once. The estimator's and the losses' separate passes
+// read the values, masks, advantages and returns twice from memory; this reads each input once. Block sums
+// are added in token order afterwards, so the result has the same bits as compute_advantages +
+// compute_losses over the whole batch (tested).
+template <bool kLogprobs, bool kKl, bool kValueClip>
+LossResult fused_step(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
+                      const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream) {
+  const LossArrays in = loss_arrays(batch, out, gradients);
+  const int64_t* offsets = batch.segment_offsets.data();
+  double* adv_out = out.advantages.data();
+  double* ret_out = out.returns.data();
+  alignas(64) double abuf[kBlock], rbuf[kBlock], glp[kBlock], gval[kBlock];
+  std::vector<BlockSums> block_sums;
+  LossSums sums;
+  for (int64_t s = 0; s < batch.num_segments(); ++s) {
+    const int64_t begin = offsets[s], end = offsets[s + 1];
+    const SegmentSweep& p = plan[s];
+    const bool masked = options.summary_loss_masked && batch.segment_kind[s] == SegmentKind::kSummary;
+    const double wa = masked ? 0.0 : normalizer.actor_scale[s], wc = normalizer.critic_scale[s];
+    const int64_t blocks = (end - begin + kBlock - 1) / kBlock;
+    block_sums.resize(static_cast<size_t>(blocks));
+    SweepState state;
+    for (int64_t k = blocks - 1; k >= 0; --k) {
+      const int64_t b0 = begin + k * kBlock;
+      const int64_t n = end - b0 < kBlock ? end - b0 : kBlock;
+      LossArrays block = at(in, b0);
+      BlockSums& block_sum = block_sums[static_cast<size_t>(k)];
+      if (!stream) {
+        // Cache-sized batches: write the outputs in place; the loss reads the block back from L1.
+        gae_sweep(in.old_v, in.critic, b0, b0 + n, p, state, adv_out + b0, ret_out + b0);
+        if (p.zero_advantages) {
+          for (int64_t i = 0; i < n; ++i) adv_out[b0 + i] = 0.0;
+        }
+        block_sum = in.grad_lp ? loss_block<kLogprobs, kKl, kValueClip>(block, options, n, wa, wc,
+                                                                        in.grad_lp + b0, in.grad_v + b0)
+                               : loss_block<kLogprobs, kKl, kValueClip>(block, options, n, wa, wc, glp, gval);
+        continue;
+      }
+      // Larger than the caches: build the block in L1 buffers, then stream it out.
+      gae_sweep(in.old_v, in.critic, b0, b0 + n, p, state, abuf, rbuf);
+      if (p.zero_advantages) {
+        for (int64_t i = 0; i < n; ++i) abuf[i] = 0.0;
+      }
+      block.adv = abuf;
+      block.ret = rbuf;
+      block_sum = loss_block<kLogprobs, kKl, kValueClip>(block, options, n, wa, wc, glp, gval);
+      store_block(adv_out + b0, abuf, n, true);
+      store_block(ret_out + b0, rbuf, n, true);
+      if (in.grad_lp) {
+        store_block(in.grad_lp + b0, glp, n, true);
+        store_block(in.grad_v + b0, gval, n, true);
+      }
+    }
+    for (const BlockSums& b : block_sums) add_block(sums, b);
+  }
+  if (stream) store_fence();
+  return loss_result(sums, options);
+}
+
+// Picks the instantiation of fused_step for the options (the same choice as loss_kernel's).
+LossResult fused_kernel(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
+                        const LossNormalizer& normalizer, Advantages& out, Gradients* gradients,
+                        bool stream) {
+  const bool has_lp = !batch.old_logprobs.empty();
+  const bool kl = options.kl_coef != 0.0 && has_lp;
+  const bool vclip = options.value_clip > 0.0;
+  if (!has_lp) {
+    return vclip ? fused_step<false, false, true>(batch, options, plan, normalizer, out, gradients, stream)
+                 : fused_step<false, false, false>(batch, options, plan, normalizer, out, gradients, stream);
+  }
+  if (kl) {
+    return vclip ? fused_step<true, true, true>(batch, options, plan, normalizer, out, gradients, stream)
+                 : fused_step<true, true, false>(batch, options, plan, normalizer, out, gradients, stream);
+  }
+  return vclip ? fused_step<true, false, true>(batch, options, plan, normalizer, out, gradients, stream)
+               : fused_step<true, false, false>(batch, options, plan, normalizer, out, gradients, stream);
 }
 
 }  // namespace

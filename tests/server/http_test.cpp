@@ -178,6 +178,42 @@ TEST(HttpServer, OversizedBodyGets413AndTheConnectionCloses) {
   expect_healthy(s.port());
 }
 
+// Expect: 100-continue (curl sends it for large bodies): the server answers 100 Continue after the header,
+// then reads the body and answers; a body over the limit is refused before it is sent; any other
+// expectation gets 417.
+TEST(HttpServer, ExpectContinueIsAnsweredBeforeTheBody) {
+  HttpOptions http;
+  http.max_body_bytes = 4096;
+  TestServer s(http);
+  const std::string body =
+      R"({"env":"memory_chain","task_id":"h1","seed":3,"params":{"length":"4","reset_points":""}})";
+  const std::string header =
+      "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
+  // Only the header: the go-ahead comes, and nothing else (the server waits for the body).
+  const std::string interim = raw_exchange(s.port(), header, false, 1.0);
+  EXPECT_EQ(interim.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << interim;
+  EXPECT_EQ(interim.find("HTTP/1.1 200"), std::string::npos) << interim;
+  // Header and body: 100 Continue, then the real answer on the same connection.
+  const std::string both = raw_exchange(s.port(), header + body, true, 5.0);
+  EXPECT_EQ(both.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << both;
+  EXPECT_NE(both.find("HTTP/1.1 200 OK"), std::string::npos) << both;
+  EXPECT_NE(both.find("episode_id"), std::string::npos) << both;
+  // Too large: 413 without a 100 Continue, before any body byte.
+  const std::string large =
+      "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n";
+  const std::string refused = raw_exchange(s.port(), large, false, 5.0);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 413", 0), 0u) << refused;
+  // An expectation this server cannot meet.
+  const std::string other =
+      "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n\r\n{}";
+  const std::string failed = raw_exchange(s.port(), other, false, 5.0);
+  EXPECT_EQ(failed.rfind("HTTP/1.1 417", 0), 0u) << failed;
+  EXPECT_NE(failed.find("expectation_failed"), std::string::npos) << failed;
+  expect_healthy(s.port());
+}
+
 TEST(HttpServer, SlowClientsTimeOutWith408AndIdleOnesAreClosed) {
   HttpOptions http;
   http.request_timeout_s = 0.3;
