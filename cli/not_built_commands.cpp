@@ -14,7 +14,6 @@ Command not_built(const std::string& name, const std::string& summary, const std
                  }};
 }
 
-const CommandRegistrar kRollout(not_built("rollout", "run episodes against a remote LLM server", "7"));
 const CommandRegistrar kEval(not_built("eval", "evaluate a policy on a split", "4"));
 
 }  // namespace

@@ -75,15 +75,4 @@ LossResult Learner::losses(const Batch& batch, const Advantages& advantages, Gra
   return losses(batch, advantages, normalizer(batch), TokenRange{0, batch.num_tokens()}, gradients);
 }
 
-LossResult Learner::step(const Batch& batch, Advantages& advantages, LossNormalizer& normalizer,
-                         Gradients* gradients) const {
-  if (gradients && static_cast<int64_t>(gradients->logprobs.size()) != batch.num_tokens()) {
-    gradients->resize(batch.num_tokens());
-  }
-  if (backend_ == Backend::kCpu) return cpu::compute_step(batch, options_, advantages, normalizer, gradients);
-  advantages = this->advantages(batch);
-  normalizer = this->normalizer(batch);
-  return losses(batch, advantages, normalizer, TokenRange{0, batch.num_tokens()}, gradients);
-}
-
 }  // namespace crl::learners

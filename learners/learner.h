@@ -93,11 +93,6 @@ class Learner {
                     TokenRange range, Gradients* gradients) const;
   // The whole batch as one micro-batch.
   LossResult losses(const Batch& batch, const Advantages& advantages, Gradients* gradients) const;
-  // advantages() + normalizer() + losses(whole batch) in one call, into caller-owned buffers (reused across
-  // calls, no allocation once sized). The CPU back-end fuses them into one sweep over the tokens (same
-  // bits as the three calls); `gradients` (may be null) is resized to the batch.
-  LossResult step(const Batch& batch, Advantages& advantages, LossNormalizer& normalizer,
-                  Gradients* gradients) const;
 
  private:
   LearnerOptions options_;

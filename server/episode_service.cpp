@@ -7,6 +7,7 @@
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
 #include "envs/registry.h"
+#include "policies/llm/llm_driver.h"
 #include "server/api_error.h"
 #include "server/utf8.h"
 
@@ -163,7 +164,7 @@ proto::InfoResponse EpisodeService::info() const {
   return out;
 }
 
-proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& request) {
+EpisodeService::Built EpisodeService::build_episode(const proto::CreateEpisodeRequest& request) const {
   if (request.env().empty()) throw ApiError(400, "unknown_env", "the env field is missing", "env");
   if (!env_registry().contains(request.env())) {
     std::string known;
@@ -217,12 +218,22 @@ proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& re
     throw ApiError(400, "bad_field", e.message(), "view");
   }
 
+  Built built;
+  built.episode = std::make_unique<Episode>(std::move(env), codec, config);
+  built.task = task;
+  built.view = view;
+  return built;
+}
+
+proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& request) {
+  Built built = build_episode(request);
+  const Task& task = built.task;
   auto session = std::make_shared<Session>();
   session->env = request.env();
-  session->view = view;
+  session->view = built.view;
   sessions_.reserve();  // 429 when full
   try {
-    session->episode = std::make_unique<Episode>(std::move(env), codec, config);
+    session->episode = std::move(built.episode);
     try {
       session->episode->start(task);
     } catch (const Error& e) {
@@ -510,19 +521,114 @@ proto::ExportResponse EpisodeService::export_segments(const std::string& episode
   proto::ExportResponse out;
   out.set_episode_id(s.id);
   for (size_t i = 0; i < s.trajectory->segments.size(); ++i) {
-    proto::Segment* segment = out.add_segments();
-    *segment = to_proto(*s.trajectory, i);
-    auto& metadata = *segment->mutable_metadata();
-    metadata["episode_id"] = s.id;
-    metadata["tokenizer"] = s.view == "text" ? tokenizer_->name() : "symbolic";
-    metadata["tokenizer_fingerprint"] = s.view == "text" ? tokenizer_->fingerprint() : "";
-    metadata["finish_reason"] = segment->finish_reason();
-    if (!is_valid_utf8(segment->response_text()))
-      segment->set_response_text(valid_utf8(segment->response_text()));
-    for (auto& [key, value] : metadata) {
-      if (!is_valid_utf8(value)) value = valid_utf8(value);
+    *out.add_segments() = export_segment(*s.trajectory, i, s.view, s.id);
+  }
+  return out;
+}
+
+proto::Segment EpisodeService::export_segment(const Trajectory& trajectory, size_t i, const std::string& view,
+                                              const std::string& episode_id) const {
+  proto::Segment segment = to_proto(trajectory, i);
+  auto& metadata = *segment.mutable_metadata();
+  if (!episode_id.empty()) metadata["episode_id"] = episode_id;
+  metadata["tokenizer"] = view == "text" ? tokenizer_->name() : "symbolic";
+  metadata["tokenizer_fingerprint"] = view == "text" ? tokenizer_->fingerprint() : "";
+  metadata["finish_reason"] = segment.finish_reason();
+  if (!is_valid_utf8(segment.response_text())) segment.set_response_text(valid_utf8(segment.response_text()));
+  for (auto& [key, value] : metadata) {
+    if (!is_valid_utf8(value)) value = valid_utf8(value);
+  }
+  return segment;
+}
+
+proto::RolloutsResponse EpisodeService::rollouts(const proto::RolloutsRequest& request) {
+  if (request.episodes_size() == 0)
+    throw ApiError(400, "bad_field", "episodes is empty: give at least one", "episodes");
+  if (request.episodes_size() > static_cast<int>(options_.max_batch)) {
+    throw ApiError(400, "batch_too_large",
+                   std::to_string(request.episodes_size()) + " episodes; at most " +
+                       std::to_string(options_.max_batch) + " are allowed in one rollout request",
+                   "episodes");
+  }
+  const proto::LlmSpec& spec = request.llm();
+  llm::LlmOptions llm;
+  try {
+    llm.api = llm::parse_api_kind(spec.api().empty() ? "sglang" : spec.api(), "llm.api");
+  } catch (const Error& e) {
+    throw ApiError(400, "bad_field", e.message(), "llm.api");
+  }
+  if (spec.base_url().empty())
+    throw ApiError(400, "bad_field", "llm.base_url is missing (http://HOST:PORT)", "llm.base_url");
+  try {
+    llm::parse_base_url(spec.base_url(), "llm.base_url");
+  } catch (const Error& e) {
+    throw ApiError(400, "bad_field", e.message(), "llm.base_url");
+  }
+  llm.base_url = spec.base_url();
+  llm.sampling.model = spec.model();
+  if (spec.has_temperature()) llm.sampling.temperature = spec.temperature();
+  if (spec.has_top_p()) llm.sampling.top_p = spec.top_p();
+  if (spec.has_top_k()) llm.sampling.top_k = spec.top_k();
+  if (spec.max_in_flight() > 0) llm.max_in_flight = spec.max_in_flight();
+  if (spec.request_timeout_s() > 0) llm.request_timeout_s = spec.request_timeout_s();
+  if (spec.has_max_retries()) {
+    if (spec.max_retries() < 0)
+      throw ApiError(400, "bad_field", "llm.max_retries must be >= 0", "llm.max_retries");
+    llm.max_retries = spec.max_retries();
+  }
+  llm.vocab_size = tokenizer_->vocab_size();
+  if (const auto stop = tokenizer_->special_token("<|im_end|>")) llm.sampling.stop_token_ids = {*stop};
+
+  std::vector<std::unique_ptr<Episode>> episodes;
+  std::vector<Episode*> pointers;
+  for (int i = 0; i < request.episodes_size(); ++i) {
+    const std::string prefix = "episodes[" + std::to_string(i) + "].";
+    try {
+      const proto::CreateEpisodeRequest& item = request.episodes(i);
+      if (!item.view().empty() && item.view() != "text") {
+        throw ApiError(400, "bad_field", "rollout mode samples text with an LLM: view must be text", "view");
+      }
+      Built built = build_episode(item);
+      try {
+        built.episode->start(built.task);
+      } catch (const Error& e) {
+        throw ApiError(400, "bad_task", e.message(), built.task.split.empty() ? "task_id" : "index");
+      }
+      episodes.push_back(std::move(built.episode));
+      pointers.push_back(episodes.back().get());
+    } catch (const ApiError& e) {
+      proto::ErrorBody body = e.body();
+      throw ApiError(e.http_status(), body.code(), body.message(),
+                     body.field().empty() ? "" : prefix + body.field());
     }
   }
+  llm::LlmDriver driver(llm);
+  const llm::DriveStats stats = driver.run(pointers);
+  const llm::CallSummary calls = llm::summarize(stats);
+
+  proto::RolloutsResponse out;
+  for (auto& episode : episodes) {
+    const Trajectory t = episode->finish();
+    proto::RolloutResult* r = out.add_rollouts();
+    r->set_rollout_id(t.rollout_id);
+    r->set_task_id(t.task_id);
+    r->set_status(std::string(episode_status_name(t.status)));
+    r->set_reason(as_text(t.reason));
+    r->set_reward(t.reward);
+    r->set_compactions(t.compactions);
+    r->set_turns(episode->turn());
+    r->set_state_hash(episode->state_hash());
+    r->set_group_index(t.group_index);
+    r->set_sample_index(t.sample_index);
+    for (size_t i = 0; i < t.segments.size(); ++i) *r->add_segments() = export_segment(t, i, "text", "");
+  }
+  out.set_requests(static_cast<uint32_t>(calls.calls));
+  out.set_failed_requests(static_cast<uint32_t>(calls.failed));
+  out.set_tokens_sent(static_cast<uint32_t>(std::min<uint64_t>(calls.tokens_sent, UINT32_MAX)));
+  out.set_tokens_received(static_cast<uint32_t>(std::min<uint64_t>(calls.tokens_received, UINT32_MAX)));
+  out.set_seconds(calls.seconds);
+  out.set_latency_p50_s(calls.latency_p50);
+  out.set_latency_p99_s(calls.latency_p99);
   return out;
 }
 

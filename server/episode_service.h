@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/trajectory.h"
 #include "envs/codec.h"
 #include "proto/server.pb.h"
 #include "server/session_table.h"
@@ -48,12 +49,27 @@ class EpisodeService {
   proto::EpisodeState state(const std::string& episode_id);
   proto::ExportResponse export_segments(const std::string& episode_id);
   proto::DeleteResponse remove(const std::string& episode_id);
+  // POST /v1/rollouts: creates the episodes (as create() would, text view only), runs them to their ends
+  // against the LLM server of request.llm (policies/llm), and answers with every rollout's status and export.
+  // Blocks the calling thread for the whole run; a failed LLM request fails its episode, not the call.
+  proto::RolloutsResponse rollouts(const proto::RolloutsRequest& request);
   size_t reap_idle() { return sessions_.reap_idle(); }
 
   const ServiceOptions& options() const { return options_; }
   SessionTable& sessions() { return sessions_; }
 
  private:
+  struct Built {
+    std::unique_ptr<Episode> episode;  // not started yet
+    Task task;
+    std::string view;
+  };
+  // Checks a create request and builds its episode, not yet started (throws ApiError naming the field).
+  Built build_episode(const proto::CreateEpisodeRequest& request) const;
+  // Segment i of a finished trajectory as the export record, with the server's metadata.
+  proto::Segment export_segment(const Trajectory& trajectory, size_t i, const std::string& view,
+                                const std::string& episode_id) const;
+
   // The answer describing what the trainer must do next; `full_prompt` always includes prompt_ids.
   proto::StepResponse describe(Session& session, bool full_prompt, std::span<const TokenId> action) const;
 

@@ -80,6 +80,11 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
         proto::CreateEpisodeRequest request;
         return encoded(service.create(body_as(request)), answer_format);
       }
+      if (parts.size() == 2 && parts[1] == "rollouts") {
+        require_method(call.method, "POST", path);
+        proto::RolloutsRequest request;
+        return encoded(service.rollouts(body_as(request)), answer_format);
+      }
       if (parts.size() == 3 && parts[1] == "batch" && parts[2] == "step") {
         require_method(call.method, "POST", path);
         proto::BatchStepRequest request;
@@ -106,7 +111,7 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
     throw ApiError(404, "not_found",
                    "no endpoint " + path +
                        " (see GET /v1/info; endpoints: /health, /v1/info, /v1/episodes, /v1/episodes/{id}, "
-                       "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step)",
+                       "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step, /v1/rollouts)",
                    "");
   } catch (const ApiError& e) {
     return from_error(e, answer_format);

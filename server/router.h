@@ -11,6 +11,7 @@
 //   GET    /v1/episodes/{id}/export     ExportResponse
 //   DELETE /v1/episodes/{id}            DeleteResponse
 //   POST   /v1/batch/step               BatchStepRequest -> BatchStepResponse
+//   POST   /v1/rollouts                 RolloutsRequest -> RolloutsResponse (the engine drives an LLM server)
 #include <string>
 #include <string_view>
 

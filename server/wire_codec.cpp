@@ -66,7 +66,23 @@ std::string kind_of(const json& value) {
   }
 }
 
-[[noreturn]] void bad(const std::string& path, const std::string& expected, const json& value) {
+// Where a value sits in the request ("steps[3].action.kind"), as a chain on the stack: the text is built
+// only when an error names it (building it for every field and array element cost more than the reading).
+struct FieldPath {
+  const FieldPath* parent = nullptr;
+  std::string_view key;  // a field name or map key; empty for an array element or the root
+  int64_t index = -1;    // the array index, or -1
+
+  std::string str() const {
+    std::string base = parent ? parent->str() : std::string();
+    if (index >= 0) return base + "[" + std::to_string(index) + "]";
+    if (key.empty()) return base;
+    return base.empty() ? std::string(key) : base + "." + std::string(key);
+  }
+};
+
+[[noreturn]] void bad(const FieldPath& where, const std::string& expected, const json& value) {
+  const std::string path = where.str();
   std::string shown = value.dump(-1, ' ', false, json::error_handler_t::replace);
   if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
   throw ApiError(400, "bad_field",
@@ -75,7 +91,7 @@ std::string kind_of(const json& value) {
 
 // An integer of the field's type, from a JSON number or decimal string.
 template <typename T>
-[[noreturn]] void bad_integer(const json& value, const std::string& path) {
+[[noreturn]] void bad_integer(const json& value, const FieldPath& path) {
   bad(path,
       "an integer in " + std::to_string(std::numeric_limits<T>::min()) + " .. " +
           std::to_string(std::numeric_limits<T>::max()),
@@ -84,7 +100,7 @@ template <typename T>
 
 // An integer of the field's type, from a JSON number or decimal string.
 template <typename T>
-T read_integer(const json& value, const std::string& path) {
+T read_integer(const json& value, const FieldPath& path) {
   constexpr bool is_signed = std::numeric_limits<T>::is_signed;
   if (value.is_number_unsigned()) {
     const uint64_t v = value.get<uint64_t>();
@@ -122,7 +138,7 @@ T read_integer(const json& value, const std::string& path) {
 }
 
 template <typename T>
-T read_float(const json& value, const std::string& path) {
+T read_float(const json& value, const FieldPath& path) {
   if (value.is_number()) {
     const double d = value.get<double>();
     if (std::isfinite(d) && std::fabs(d) > static_cast<double>(std::numeric_limits<T>::max())) {
@@ -145,8 +161,7 @@ T read_float(const json& value, const std::string& path) {
   bad(path, "a number (or \"NaN\", \"Infinity\", \"-Infinity\")", value);
 }
 
-const EnumValueDescriptor* read_enum(const json& value, const FieldDescriptor* field,
-                                     const std::string& path) {
+const EnumValueDescriptor* read_enum(const json& value, const FieldDescriptor* field, const FieldPath& path) {
   const auto* type = field->enum_type();
   const EnumValueDescriptor* found = nullptr;
   if (value.is_string()) found = type->FindValueByName(value.get_ref<const std::string&>());
@@ -160,10 +175,10 @@ const EnumValueDescriptor* read_enum(const json& value, const FieldDescriptor* f
   return found;
 }
 
-void read_message(const json& value, Message& message, const std::string& path);
+void read_message(const json& value, Message& message, const FieldPath& path);
 
 // Sets (or, for repeated fields, adds) one scalar or message value.
-void read_value(const json& value, Message& message, const FieldDescriptor* field, const std::string& path) {
+void read_value(const json& value, Message& message, const FieldDescriptor* field, const FieldPath& path) {
   const Reflection* r = message.GetReflection();
   const bool rep = field->is_repeated();
   switch (field->cpp_type()) {
@@ -223,17 +238,17 @@ void read_value(const json& value, Message& message, const FieldDescriptor* fiel
   }
 }
 
-void read_message(const json& value, Message& message, const std::string& path) {
+void read_message(const json& value, Message& message, const FieldPath& path) {
   const Descriptor* type = message.GetDescriptor();
   if (!value.is_object()) bad(path, "an object (" + std::string(type->name()) + ")", value);
   for (const auto& [key, item] : value.items()) {
     const FieldDescriptor* field = type->FindFieldByName(key);
     if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
-    const std::string at = path.empty() ? key : path + "." + key;
+    const FieldPath at{&path, key};
     if (field == nullptr) {
       std::string known;
       for (int i = 0; i < type->field_count(); ++i) known += (i ? ", " : "") + type->field(i)->name();
-      throw ApiError(400, "unknown_field", "unknown field \"" + key + "\" (known: " + known + ")", at);
+      throw ApiError(400, "unknown_field", "unknown field \"" + key + "\" (known: " + known + ")", at.str());
     }
     if (item.is_null()) continue;  // null reads as the default
     if (field->is_map()) {
@@ -242,15 +257,16 @@ void read_message(const json& value, Message& message, const std::string& path) 
       const FieldDescriptor* value_field = field->message_type()->map_value();
       for (const auto& [k, v] : item.items()) {
         Message* entry = message.GetReflection()->AddMessage(&message, field);
-        read_value(json(k), *entry, key_field, at + "." + k);  // keys are strings in JSON
-        if (!v.is_null()) read_value(v, *entry, value_field, at + "." + k);
+        const FieldPath entry_path{&at, k};
+        read_value(json(k), *entry, key_field, entry_path);  // keys are strings in JSON
+        if (!v.is_null()) read_value(v, *entry, value_field, entry_path);
       }
     } else if (field->is_repeated()) {
       if (!item.is_array()) bad(at, "an array", item);
       for (size_t i = 0; i < item.size(); ++i) {
-        if (item[i].is_null())
-          bad(at + "[" + std::to_string(i) + "]", "a value (null is not allowed in an array)", item[i]);
-        read_value(item[i], message, field, at + "[" + std::to_string(i) + "]");
+        const FieldPath element{&at, {}, static_cast<int64_t>(i)};
+        if (item[i].is_null()) bad(element, "a value (null is not allowed in an array)", item[i]);
+        read_value(item[i], message, field, element);
       }
     } else {
       read_value(item, message, field, at);
@@ -424,34 +440,36 @@ void write_message(std::string& out, const Message& message) {
 
 // Rejects fields that binary parsing kept as unknown: an unknown number, or a known number sent with the
 // wrong wire type (protobuf cannot tell the two apart, so both are named here).
-void check_no_unknown_fields(const Message& message, const std::string& path) {
+void check_no_unknown_fields(const Message& message, const FieldPath& path) {
   const Reflection* reflection = message.GetReflection();
   const auto& unknown = reflection->GetUnknownFields(message);
   if (!unknown.empty()) {
     const int number = unknown.field(0).number();
     const FieldDescriptor* known = message.GetDescriptor()->FindFieldByNumber(number);
     if (known != nullptr) {
-      const std::string at = path.empty() ? known->name() : path + "." + known->name();
+      const std::string at = FieldPath{&path, known->name()}.str();
       throw ApiError(400, "bad_field",
                      "field " + at + " (number " + std::to_string(number) + ") has the wrong wire type", at);
     }
-    const std::string at = (path.empty() ? "" : path + ".") + "#" + std::to_string(number);
+    const std::string name = "#" + std::to_string(number);
     throw ApiError(
         400, "unknown_field",
-        "unknown field number " + std::to_string(number) + " in " + message.GetDescriptor()->name(), at);
+        "unknown field number " + std::to_string(number) + " in " + message.GetDescriptor()->name(),
+        FieldPath{&path, name}.str());
   }
-  std::vector<const FieldDescriptor*> fields;
-  reflection->ListFields(message, &fields);
-  for (const FieldDescriptor* field : fields) {
+  // Only message-typed fields can hold more unknown fields: visit those that are set (without listing the
+  // scalar fields, which cost more than the check when done for every request).
+  const Descriptor* type = message.GetDescriptor();
+  for (int f = 0; f < type->field_count(); ++f) {
+    const FieldDescriptor* field = type->field(f);
     if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) continue;
-    const std::string at = path.empty() ? field->name() : path + "." + field->name();
+    const FieldPath at{&path, field->name()};
     if (field->is_repeated()) {
       const int n = reflection->FieldSize(message, field);
       for (int i = 0; i < n; ++i) {
-        check_no_unknown_fields(reflection->GetRepeatedMessage(message, field, i),
-                                at + "[" + std::to_string(i) + "]");
+        check_no_unknown_fields(reflection->GetRepeatedMessage(message, field, i), FieldPath{&at, {}, i});
       }
-    } else {
+    } else if (reflection->HasField(message, field)) {
       check_no_unknown_fields(reflection->GetMessage(message, field), at);
     }
   }
@@ -494,7 +512,7 @@ void decode_message(std::string_view body, WireFormat format, Message& out) {
                      "the body (" + std::to_string(body.size()) + " bytes) is not a valid binary " +
                          out.GetDescriptor()->name() + " message");
     }
-    check_no_unknown_fields(out, "");
+    check_no_unknown_fields(out, FieldPath{});
     return;
   }
   if (trim(body).empty()) return;
@@ -507,7 +525,7 @@ void decode_message(std::string_view body, WireFormat format, Message& out) {
     throw ApiError(400, "bad_json", "the body is not valid JSON: " + std::string(e.what()));
   }
   try {
-    read_message(document, out, "");
+    read_message(document, out, FieldPath{});
   } catch (...) {
     out.Clear();
     throw;

@@ -12,6 +12,12 @@ with ``protoc --python_out=DIR -I proto proto/*.proto`` and put DIR on sys.path 
         segments = ep.export()                            # one record per segment (a slime Sample each)
         ep.delete()
 
+Rollout mode (the server drives the LLM itself, token in / token out):
+
+    answer = s.rollouts([{"env": "synthetic", "split": "dev", "index": 0, "seed": 7}],
+                        {"base_url": "http://127.0.0.1:30000", "api": "sglang"})
+    segments = answer["rollouts"][0]["segments"]
+
 A Session holds one keep-alive connection and is not thread-safe: use one per thread. Episode.step carries the
 turn_id the server announced, so a step retried after a lost answer returns the stored answer and applies
 nothing twice.
@@ -53,7 +59,8 @@ def _load_protos(path=None):
 
 
 # Which message each endpoint takes and returns, for the binary encoding.
-_REQUEST_TYPES = {"episodes": "CreateEpisodeRequest", "step": "StepRequest", "batch": "BatchStepRequest"}
+_REQUEST_TYPES = {"episodes": "CreateEpisodeRequest", "step": "StepRequest", "batch": "BatchStepRequest",
+                  "rollouts": "RolloutsRequest"}
 
 
 class Session:
@@ -175,6 +182,34 @@ class Session:
                 if e.status != 429 or time.monotonic() + e.retry_after > deadline:
                     raise
                 time.sleep(e.retry_after)
+
+    def rollouts(self, episodes, llm, timeout=None):
+        """Rollout mode (POST /v1/rollouts): the server runs whole episodes against an LLM inference server itself.
+        episodes: dicts with the fields of create() (env, task_id or split + index, seed, group_index,
+        sample_index, budget, params, rollout_id); llm: {"base_url": "http://HOST:PORT", "api": "sglang" |
+        "openai", "model", "temperature", "top_p", "top_k", "max_in_flight", "request_timeout_s",
+        "max_retries"}. Returns the answer: {"rollouts": [{rollout_id, status, reason, reward, compactions,
+        segments: [...]}, ...] in request order, plus request counts and latencies}. A failed LLM request fails
+        its episode (status "failed" with the reason), never the call. Not retried (a run can be long)."""
+        items = []
+        for episode in episodes:
+            item = {k: v for k, v in dict(episode).items() if v is not None}
+            if "params" in item:
+                item["params"] = {k: str(v) for k, v in item["params"].items()}
+            if "budget" in item:
+                item["budget"] = dict(item["budget"])
+            items.append(item)
+        body = {"episodes": items, "llm": {k: v for k, v in dict(llm).items() if v is not None}}
+        saved = self.timeout
+        if timeout is not None and timeout != self.timeout:
+            self.close()
+            self.timeout = timeout
+        try:
+            return self.request("POST", "/v1/rollouts", body, "RolloutsRequest", "RolloutsResponse", retry=False)
+        finally:
+            if self.timeout != saved:
+                self.close()
+                self.timeout = saved
 
     def batch_step(self, items):
         """items: (Episode, action dict) pairs, at most one per episode. Returns, in order, each step's answer or

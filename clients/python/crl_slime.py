@@ -5,7 +5,10 @@ Use with slime's hooks:
     --custom-generate-function-path crl_slime.generate
     --custom-reward-post-process-path crl_slime.post_process_rewards
 
-`generate(args, sample, sampling_params)` runs one episode in step mode: the trainer's own sampling function
+Two modes. Rollout mode (the default when an LLM server is configured, the least glue): the engine itself runs
+the whole episode against the SGLang router slime already serves (or any SGLang / vLLM server) through
+POST /v1/rollouts, token in / token out, and answers with the segments. Step mode: `generate(args, sample,
+sampling_params)` runs one episode in step mode: the trainer's own sampling function
 produces every action and every summary (token ids and log-probs as sampled, never re-tokenized), the server
 keeps the budgeted context, asks for summaries when the trigger fires, and rebuilds the context after them.
 It returns one Sample per exported segment (execution and summary windows); all share `rollout_id`, the
@@ -16,7 +19,11 @@ Configuration, from `args` (attributes are optional):
     crl_env             environment name when the sample's metadata names none (default "memory_chain")
     crl_budget          dict of budget fields (capacity, reserve, tail_k, max_compactions, per_turn_cap,
                         summary_cap)
+    crl_llm_url         rollout mode: the LLM server (default: http://{sglang_router_ip}:{sglang_router_port}
+                        when slime's router is configured, else $CRL_LLM_URL)
+    crl_llm_api         sglang (default) | openai
     crl_sample_function a callable, or crl_sample_function_path "module.function": the sampling function
+                        (step mode; used when no LLM server is configured)
 Per sample, `sample.metadata` may give env, task_id (or split + index), seed, params, budget, view.
 
 The sampling function: `sample_fn(prompt_ids, max_new_tokens, role, sampling_params)` (plain or async)
@@ -112,26 +119,86 @@ def segments_to_samples(segments, sample, sample_cls=None):
     return out
 
 
+def _server_url(args, server_url=None):
+    return server_url or getattr(args, "crl_server_url", None) or os.environ.get(
+        "CRL_SERVER_URL", "http://127.0.0.1:7411")
+
+
+def _create_kwargs(args, sample, env=None, budget=None):
+    """The episode of one prompt sample: env, task, seed, indices and budget from the sample's metadata and args."""
+    meta = dict(getattr(sample, "metadata", None) or {})
+    create = {
+        "env": meta.get("env") or env or getattr(args, "crl_env", None) or "memory_chain",
+        "seed": int(meta.get("seed", getattr(args, "seed", 0) or 0)),
+        "group_index": int(getattr(sample, "group_index", 0) or 0),
+        "sample_index": int(getattr(sample, "index", 0) or 0),
+        "budget": meta.get("budget") or budget or getattr(args, "crl_budget", None),
+        "params": meta.get("params"),
+        "view": meta.get("view"),
+    }
+    if "split" in meta:
+        create["split"], create["index"] = meta["split"], int(meta.get("index", 0))
+    else:
+        create["task_id"] = str(meta.get("task_id") or f"task-{create['group_index']}")
+    return create
+
+
+def _llm_url(args):
+    url = getattr(args, "crl_llm_url", None)
+    if url:
+        return url
+    ip, port = getattr(args, "sglang_router_ip", None), getattr(args, "sglang_router_port", None)
+    if ip and port:
+        return f"http://{ip}:{port}"
+    return os.environ.get("CRL_LLM_URL")
+
+
+def _failed(sample, error):
+    sample.status = _status(type(sample), "failed")
+    sample.metadata = dict(getattr(sample, "metadata", None) or {}, crl_error=str(error))
+    return sample
+
+
+def make_rollout_generate(llm_url=None, api=None, server_url=None, env=None, budget=None, binary=False,
+                          timeout=3600.0):
+    """A slime custom generate function in rollout mode: one POST /v1/rollouts per prompt sample; the engine
+    samples every action and summary from the LLM server itself (token ids and log-probs as the server sent
+    them) and returns the segments, which become one Sample each. slime's sampling_params (temperature, top_p,
+    top_k) are passed on; max_new_tokens is the engine's (clamped to the budget)."""
+
+    async def generate(args, sample, sampling_params):
+        url = llm_url or _llm_url(args)
+        if not url:
+            return _failed(sample, "no LLM server: set crl_llm_url (or slime's sglang router, or $CRL_LLM_URL)")
+        create = {k: v for k, v in _create_kwargs(args, sample, env, budget).items() if v is not None}
+        params = dict(sampling_params or {})
+        llm = {"base_url": url, "api": api or getattr(args, "crl_llm_api", None) or "sglang",
+               "model": getattr(args, "crl_llm_model", None)}
+        for key in ("temperature", "top_p", "top_k"):
+            if params.get(key) is not None:
+                llm[key] = params[key]
+        session = Session(_server_url(args, server_url), binary=binary)
+        try:
+            answer = await asyncio.to_thread(session.rollouts, [create], llm, timeout)
+        except (CrlError, OSError) as error:
+            return _failed(sample, error)
+        finally:
+            session.close()
+        rollout = answer["rollouts"][0]
+        if not rollout.get("segments"):
+            # An episode that failed before its first answer has no segment: a failed sample.
+            return _failed(sample, rollout.get("reason") or rollout.get("status"))
+        return segments_to_samples(rollout["segments"], sample)
+
+    return generate
+
+
 def make_generate(sample_fn, server_url=None, env=None, budget=None, binary=False):
     """A slime custom generate function around `sample_fn` (see the module docstring)."""
 
     async def generate(args, sample, sampling_params):
-        url = server_url or getattr(args, "crl_server_url", None) or os.environ.get(
-            "CRL_SERVER_URL", "http://127.0.0.1:7411")
-        meta = dict(getattr(sample, "metadata", None) or {})
-        create = {
-            "env": meta.get("env") or env or getattr(args, "crl_env", None) or "memory_chain",
-            "seed": int(meta.get("seed", getattr(args, "seed", 0) or 0)),
-            "group_index": int(getattr(sample, "group_index", 0) or 0),
-            "sample_index": int(getattr(sample, "index", 0) or 0),
-            "budget": meta.get("budget") or budget or getattr(args, "crl_budget", None),
-            "params": meta.get("params"),
-            "view": meta.get("view"),
-        }
-        if "split" in meta:
-            create["split"], create["index"] = meta["split"], int(meta.get("index", 0))
-        else:
-            create["task_id"] = str(meta.get("task_id") or f"task-{create['group_index']}")
+        url = _server_url(args, server_url)
+        create = _create_kwargs(args, sample, env, budget)
         loop = asyncio.get_running_loop()
         session = Session(url, binary=binary)
         try:
@@ -139,9 +206,7 @@ def make_generate(sample_fn, server_url=None, env=None, budget=None, binary=Fals
                                                loop)
         except (CrlError, OSError) as error:
             # A failed episode is a failed sample, never a crashed run.
-            sample.status = _status(type(sample), "failed")
-            sample.metadata = dict(getattr(sample, "metadata", None) or {}, crl_error=str(error))
-            return sample
+            return _failed(sample, error)
         finally:
             session.close()
         return segments_to_samples(segments, sample)
@@ -150,8 +215,11 @@ def make_generate(sample_fn, server_url=None, env=None, budget=None, binary=Fals
 
 
 async def generate(args, sample, sampling_params):
-    """The hook for --custom-generate-function-path: the sampling function comes from args."""
+    """The hook for --custom-generate-function-path: rollout mode when an LLM server is configured (crl_llm_url,
+    slime's sglang router, or $CRL_LLM_URL) and no sampling function is given; step mode otherwise."""
     sample_fn = getattr(args, "crl_sample_function", None)
+    if sample_fn is None and not getattr(args, "crl_sample_function_path", None) and _llm_url(args):
+        return await make_rollout_generate()(args, sample, sampling_params)
     if sample_fn is None:
         sample_fn = _load(args.crl_sample_function_path)
     return await make_generate(sample_fn)(args, sample, sampling_params)

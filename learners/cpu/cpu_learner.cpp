@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "learners/cpu/gae_sweep.h"
 #include "learners/cpu/loss_kernel.h"
 
 namespace crl::learners::cpu {
@@ -13,11 +14,6 @@ namespace detail {
 LossResult losses_generic(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                           const LearnerOptions& options, TokenRange range, Gradients* gradients) {
   return loss_kernel(batch, advantages, normalizer, options, range, gradients);
-}
-LossResult step_generic(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
-                        const LossNormalizer& normalizer, Advantages& out, Gradients* gradients,
-                        bool stream) {
-  return fused_kernel(batch, options, plan, normalizer, out, gradients, stream);
 }
 }  // namespace detail
 
@@ -50,9 +46,6 @@ Isa best_isa() {
   static const Isa isa = supported_isas().back();
   return isa;
 }
-
-// Batches from this many tokens on are far larger than the caches: the fused step writes around them.
-constexpr int64_t kStreamingTokens = int64_t{1} << 20;
 
 }  // namespace
 
@@ -153,7 +146,6 @@ void plan_segments(const Batch& batch, const LearnerOptions& options, Advantages
       p.corr0 = options.critic_target == CriticTarget::kStitched && has_next
                     ? gamma * next_first_value - reward
                     : 0.0;
-      p.zero_advantages = options.positive_only && reward <= 0.0;
       if (n > 0) {
         has_next = true;
         next_first_value = values[first_sampled(critic, seg[s], seg[s + 1])];
@@ -276,40 +268,6 @@ LossResult compute_losses(const Batch& batch, const Advantages& advantages, cons
       break;
   }
   return detail::losses_generic(batch, advantages, normalizer, options, range, gradients);
-}
-
-LossResult compute_step(const Batch& batch, const LearnerOptions& options, Advantages& out,
-                        LossNormalizer& normalizer, Gradients* gradients) {
-  return compute_step(batch, options, out, normalizer, gradients, best_isa());
-}
-
-LossResult compute_step(const Batch& batch, const LearnerOptions& options, Advantages& out,
-                        LossNormalizer& normalizer, Gradients* gradients, Isa isa) {
-  CRL_CHECK(!gradients || static_cast<int64_t>(gradients->logprobs.size()) == batch.num_tokens(),
-            "gradients not sized to the batch");
-  if (options.whiten_advantages) {
-    // Whitening needs every advantage of the batch before the first loss: the separate passes.
-    compute_advantages(batch, options, out);
-    normalizer = make_normalizer(batch, options);
-    return compute_losses(batch, out, normalizer, options, TokenRange{0, batch.num_tokens()}, gradients, isa);
-  }
-  out.advantages.resize(batch.num_tokens());
-  out.returns.resize(batch.num_tokens());
-  std::vector<int64_t> actor_count;
-  count_masks(batch, options, out.n_sampled, actor_count);
-  normalizer = normalizer_from_counts(out.n_sampled, actor_count, options);
-  std::vector<SegmentSweep> plan;
-  plan_segments(batch, options, out, plan);
-  const bool stream = batch.num_tokens() >= kStreamingTokens;
-  switch (isa) {
-    case Isa::kAvx512:
-      return detail::step_avx512(batch, options, plan.data(), normalizer, out, gradients, stream);
-    case Isa::kAvx2:
-      return detail::step_avx2(batch, options, plan.data(), normalizer, out, gradients, stream);
-    case Isa::kGeneric:
-      break;
-  }
-  return detail::step_generic(batch, options, plan.data(), normalizer, out, gradients, stream);
 }
 
 }  // namespace crl::learners::cpu

@@ -12,21 +12,13 @@ void compute_advantages(const Batch& batch, const LearnerOptions& options, Advan
 LossNormalizer make_normalizer(const Batch& batch, const LearnerOptions& options);
 LossResult compute_losses(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                           const LearnerOptions& options, TokenRange range, Gradients* gradients);
-// Advantages, the normalizer, and the losses and gradients of the whole batch in one fused sweep: the same
-// bits as compute_advantages + make_normalizer + compute_losses(whole batch), with each input read once
-// (the first optimisation step of a batch, or a trainer that needs all three at once).
-LossResult compute_step(const Batch& batch, const LearnerOptions& options, Advantages& out,
-                        LossNormalizer& normalizer, Gradients* gradients);
-
-// The loss kernel and the fused step exist compiled for several instruction sets; the widest the CPU runs is
-// used. All give the same bits (tested); the overloads taking an Isa are for those tests and benchmarks.
+// The loss kernel exists compiled for several instruction sets; the widest the CPU runs is used. All give
+// the same bits (tested); the overload taking an Isa is for those tests and benchmarks.
 enum class Isa { kGeneric, kAvx2, kAvx512 };
 std::vector<Isa> supported_isas();  // those this CPU runs, narrowest first
 std::string_view isa_name(Isa isa);
 LossResult compute_losses(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                           const LearnerOptions& options, TokenRange range, Gradients* gradients, Isa isa);
-LossResult compute_step(const Batch& batch, const LearnerOptions& options, Advantages& out,
-                        LossNormalizer& normalizer, Gradients* gradients, Isa isa);
 
 // lambda_s for a segment with n sampled tokens under the options (shared with the CUDA back-end's host code).
 double segment_lambda(const LearnerOptions& options, int64_t n_sampled);

@@ -1,6 +1,6 @@
 #pragma once
-// The reverse GAE sweep of one segment (learner.h steps 3-5), shared by the estimator (whole segments) and
-// the fused step (blocks of a segment, from the last block to the first, carrying the state across).
+// The reverse GAE sweep of one segment (learner.h steps 3-5). The state it carries lets a caller sweep a
+// segment in pieces, from the last piece to the first, with the same result.
 #include <cstdint>
 #include <vector>
 
@@ -12,12 +12,11 @@ namespace crl::learners::cpu {
 // Everything the token sweep of one segment needs, fixed before any token is visited.
 struct SegmentSweep {
   double gamma = 1.0;
-  double gl = 1.0;               // gamma * lambda_s
-  double reward = 0.0;           // the rollout's shared reward, at the last sampled token
-  double factor = 1.0;           // (gamma lambda_s)^N_after(s), or 1 without the correction
-  double ret_scale = 1.0;        // factor for the corrected critic target, else 1
-  double corr0 = 0.0;            // stitched target: gamma V(first sampled of s+1) - R, else 0
-  bool zero_advantages = false;  // positive-only: the rollout's reward is <= 0
+  double gl = 1.0;         // gamma * lambda_s
+  double reward = 0.0;     // the rollout's shared reward, at the last sampled token
+  double factor = 1.0;     // (gamma lambda_s)^N_after(s), or 1 without the correction
+  double ret_scale = 1.0;  // factor for the corrected critic target, else 1
+  double corr0 = 0.0;      // stitched target: gamma V(first sampled of s+1) - R, else 0
 };
 
 // The state carried backwards along a segment.

@@ -1,5 +1,5 @@
 #pragma once
-// The CPU loss kernel and the fused step (estimator + losses in one sweep), included by three translation
+// The CPU loss kernel, included by three translation
 // units: cpu_learner.cpp (baseline x86-64 / any CPU), losses_avx2.cpp (-mavx2) and losses_avx512.cpp
 // (-mavx512f), the widest the CPU has being chosen at run time. Everything here has internal linkage and
 // calls no library function, so the copies never mix and give bit-identical results: the exponential is our
@@ -8,11 +8,6 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#include "learners/cpu/gae_sweep.h"
 #include "learners/learner.h"
 
 namespace crl::learners::cpu {
@@ -24,12 +19,6 @@ LossResult losses_avx2(const Batch& batch, const Advantages& advantages, const L
                        const LearnerOptions& options, TokenRange range, Gradients* gradients);
 LossResult losses_avx512(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                          const LearnerOptions& options, TokenRange range, Gradients* gradients);
-LossResult step_generic(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
-                        const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream);
-LossResult step_avx2(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
-                     const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream);
-LossResult step_avx512(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
-                       const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream);
 }  // namespace detail
 
 namespace {
@@ -98,8 +87,7 @@ struct BlockSums {
   double policy = 0.0, kl = 0.0, value = 0.0, clipped = 0.0, vclipped = 0.0;
 };
 
-// Adds one block's sums to the running totals. Every path adds blocks in token order through this function,
-// so the fused and the separate paths give the same bits.
+// Adds one block's sums to the running totals, in token order.
 inline void add_block(LossSums& sums, const BlockSums& b) {
   sums.policy += b.policy;
   sums.clipped += b.clipped;
@@ -284,117 +272,6 @@ LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const L
     begin = end > begin ? end : begin;
   }
   return loss_result(sums, options);
-}
-
-// Copies n doubles of a finished block to the output arrays. With `stream`, non-temporal stores: for
-// batches far larger than the caches, the outputs are not read again soon, so writing around the cache
-// saves reading every output line before it is written (half of the write traffic). Same bits either way.
-inline void store_block(double* dst, const double* src, int64_t n, bool stream) {
-#if defined(__x86_64__)
-  if (stream) {
-    int64_t i = 0;
-    for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 63) != 0; ++i)
-      _mm_stream_si64(reinterpret_cast<long long*>(dst + i), std::bit_cast<long long>(src[i]));
-#if defined(__AVX512F__)
-    for (; i + 8 <= n; i += 8) _mm512_stream_pd(dst + i, _mm512_loadu_pd(src + i));
-#elif defined(__AVX__)
-    for (; i + 4 <= n; i += 4) _mm256_stream_pd(dst + i, _mm256_loadu_pd(src + i));
-#else
-    for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
-#endif
-    for (; i < n; ++i)
-      _mm_stream_si64(reinterpret_cast<long long*>(dst + i), std::bit_cast<long long>(src[i]));
-    return;
-  }
-#endif
-  (void)stream;
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-}
-
-inline void store_fence() {
-#if defined(__x86_64__)
-  _mm_sfence();
-#endif
-}
-
-// The fused step of the whole batch: for every segment, block by block from its last block to its first,
-// the GAE sweep writes the block's advantages and returns into L1-resident buffers, the loss block reads
-// them from there, and the block's outputs are stored once. The estimator's and the losses' separate passes
-// read the values, masks, advantages and returns twice from memory; this reads each input once. Block sums
-// are added in token order afterwards, so the result has the same bits as compute_advantages +
-// compute_losses over the whole batch (tested).
-template <bool kLogprobs, bool kKl, bool kValueClip>
-LossResult fused_step(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
-                      const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream) {
-  const LossArrays in = loss_arrays(batch, out, gradients);
-  const int64_t* offsets = batch.segment_offsets.data();
-  double* adv_out = out.advantages.data();
-  double* ret_out = out.returns.data();
-  alignas(64) double abuf[kBlock], rbuf[kBlock], glp[kBlock], gval[kBlock];
-  std::vector<BlockSums> block_sums;
-  LossSums sums;
-  for (int64_t s = 0; s < batch.num_segments(); ++s) {
-    const int64_t begin = offsets[s], end = offsets[s + 1];
-    const SegmentSweep& p = plan[s];
-    const bool masked = options.summary_loss_masked && batch.segment_kind[s] == SegmentKind::kSummary;
-    const double wa = masked ? 0.0 : normalizer.actor_scale[s], wc = normalizer.critic_scale[s];
-    const int64_t blocks = (end - begin + kBlock - 1) / kBlock;
-    block_sums.resize(static_cast<size_t>(blocks));
-    SweepState state;
-    for (int64_t k = blocks - 1; k >= 0; --k) {
-      const int64_t b0 = begin + k * kBlock;
-      const int64_t n = end - b0 < kBlock ? end - b0 : kBlock;
-      LossArrays block = at(in, b0);
-      BlockSums& block_sum = block_sums[static_cast<size_t>(k)];
-      if (!stream) {
-        // Cache-sized batches: write the outputs in place; the loss reads the block back from L1.
-        gae_sweep(in.old_v, in.critic, b0, b0 + n, p, state, adv_out + b0, ret_out + b0);
-        if (p.zero_advantages) {
-          for (int64_t i = 0; i < n; ++i) adv_out[b0 + i] = 0.0;
-        }
-        block_sum = in.grad_lp ? loss_block<kLogprobs, kKl, kValueClip>(block, options, n, wa, wc,
-                                                                        in.grad_lp + b0, in.grad_v + b0)
-                               : loss_block<kLogprobs, kKl, kValueClip>(block, options, n, wa, wc, glp, gval);
-        continue;
-      }
-      // Larger than the caches: build the block in L1 buffers, then stream it out.
-      gae_sweep(in.old_v, in.critic, b0, b0 + n, p, state, abuf, rbuf);
-      if (p.zero_advantages) {
-        for (int64_t i = 0; i < n; ++i) abuf[i] = 0.0;
-      }
-      block.adv = abuf;
-      block.ret = rbuf;
-      block_sum = loss_block<kLogprobs, kKl, kValueClip>(block, options, n, wa, wc, glp, gval);
-      store_block(adv_out + b0, abuf, n, true);
-      store_block(ret_out + b0, rbuf, n, true);
-      if (in.grad_lp) {
-        store_block(in.grad_lp + b0, glp, n, true);
-        store_block(in.grad_v + b0, gval, n, true);
-      }
-    }
-    for (const BlockSums& b : block_sums) add_block(sums, b);
-  }
-  if (stream) store_fence();
-  return loss_result(sums, options);
-}
-
-// Picks the instantiation of fused_step for the options (the same choice as loss_kernel's).
-LossResult fused_kernel(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
-                        const LossNormalizer& normalizer, Advantages& out, Gradients* gradients,
-                        bool stream) {
-  const bool has_lp = !batch.old_logprobs.empty();
-  const bool kl = options.kl_coef != 0.0 && has_lp;
-  const bool vclip = options.value_clip > 0.0;
-  if (!has_lp) {
-    return vclip ? fused_step<false, false, true>(batch, options, plan, normalizer, out, gradients, stream)
-                 : fused_step<false, false, false>(batch, options, plan, normalizer, out, gradients, stream);
-  }
-  if (kl) {
-    return vclip ? fused_step<true, true, true>(batch, options, plan, normalizer, out, gradients, stream)
-                 : fused_step<true, true, false>(batch, options, plan, normalizer, out, gradients, stream);
-  }
-  return vclip ? fused_step<true, false, true>(batch, options, plan, normalizer, out, gradients, stream)
-               : fused_step<true, false, false>(batch, options, plan, normalizer, out, gradients, stream);
 }
 
 }  // namespace

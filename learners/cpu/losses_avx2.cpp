@@ -1,4 +1,4 @@
-// The loss kernel and the fused step compiled with -mavx2 (see loss_kernel.h); cpu_learner.cpp calls them
+// The loss kernel compiled with -mavx2 (see loss_kernel.h); cpu_learner.cpp calls it
 // when the CPU has AVX2 but not AVX-512.
 #include "learners/cpu/loss_kernel.h"
 
@@ -7,11 +7,6 @@ namespace crl::learners::cpu::detail {
 LossResult losses_avx2(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                        const LearnerOptions& options, TokenRange range, Gradients* gradients) {
   return loss_kernel(batch, advantages, normalizer, options, range, gradients);
-}
-
-LossResult step_avx2(const Batch& batch, const LearnerOptions& options, const SegmentSweep* plan,
-                     const LossNormalizer& normalizer, Advantages& out, Gradients* gradients, bool stream) {
-  return fused_kernel(batch, options, plan, normalizer, out, gradients, stream);
 }
 
 }  // namespace crl::learners::cpu::detail

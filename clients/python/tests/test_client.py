@@ -11,6 +11,7 @@ import enum
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -29,6 +30,9 @@ from crl_client import CrlError, Session  # noqa: E402
 
 CRL_BIN = os.environ.get("CRL_BIN", os.path.join(HERE, "..", "..", "..", "build", "crl"))
 CHAIN_BUDGET = {"capacity": 2560, "reserve": 768}
+LLM_BIN = os.environ.get("CRL_LLM_SERVER_BIN", os.path.join(HERE, "..", "..", "..", "build", "crl_scripted_llm_server"))
+# Summaries fit without truncating observations: a keeping summary loses no fact.
+SYNTHETIC_BUDGET = {"capacity": 3072, "reserve": 1024, "summary_cap": 256}
 
 
 class Server:
@@ -50,6 +54,25 @@ class Server:
         self.proc.stdout.close()
         self.proc.stderr.close()
         return code
+
+
+class LlmServer:
+    """The scripted LLM server (tests/policies/llm) in a subprocess: SGLang /generate and OpenAI /v1/completions."""
+
+    def __init__(self, *extra):
+        self.proc = subprocess.Popen([LLM_BIN, *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            self.proc.kill()
+            raise RuntimeError(f"unexpected first line {line!r}: {self.proc.stderr.read()}")
+        self.url = "http://127.0.0.1:" + line[len("listening on "):]
+
+    def stop(self):
+        self.proc.stdin.close()  # the server exits when its stdin closes
+        self.proc.wait(timeout=10)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
 
 
 def chain_fact(prompt_text):
@@ -258,6 +281,101 @@ class SlimeAdapterTest(unittest.TestCase):
         self.assertTrue(all(abs(v) < 1e-9 for v in norm[8:]))  # group 1: equal rewards
         raw2, plain = crl_slime.post_process_rewards(types.SimpleNamespace(rewards_normalization=False), samples)
         self.assertEqual(plain, raw2)
+
+
+class RolloutModeTest(unittest.TestCase):
+    """POST /v1/rollouts: the server drives the scripted LLM server itself; the slime adapter in rollout mode."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.llm = LlmServer("--sticky-every", "40", "--sticky-fault", "malformed")
+        cls.server = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.llm.stop()
+
+    def episodes(self, n, seed=7):
+        return [{"env": "synthetic", "split": "dev", "index": i, "seed": seed, "group_index": i,
+                 "budget": SYNTHETIC_BUDGET} for i in range(n)]
+
+    def test_rollouts_return_the_export_of_every_episode(self):
+        try:
+            Session(self.server.url, binary=True).close()
+            encodings = (False, True)
+        except ImportError:
+            encodings = (False,)  # the generated server_pb2 is not available (CRL_PROTO_PY)
+        for binary in encodings:
+            for api in ("sglang", "openai"):
+                with Session(self.server.url, binary=binary) as s:
+                    answer = s.rollouts(self.episodes(6), {"base_url": self.llm.url, "api": api})
+                rollouts = answer["rollouts"]
+                self.assertEqual(len(rollouts), 6)
+                # One LLM call per turn and per compaction, plus the call that failed a failed episode.
+                self.assertEqual(int(answer["requests"]), sum(int(r["turns"]) + int(r["compactions"]) +
+                                                              (r["status"] == "failed") for r in rollouts))
+                statuses = [r["status"] for r in rollouts]
+                self.assertIn("completed", statuses)
+                for r in rollouts:
+                    if r["status"] == "failed":
+                        self.assertIn("malformed", r["reason"])  # a failed request fails its episode only
+                        continue
+                    self.assertEqual(r["status"], "completed")
+                    self.assertEqual(r["reward"], 1.0)
+                    self.assertGreater(int(r["compactions"]), 0)
+                    segs = r["segments"]
+                    self.assertEqual([int(g["segment_index"]) for g in segs], list(range(len(segs))))
+                    self.assertTrue(all(g["rollout_id"] == r["rollout_id"] for g in segs))
+                    kinds = [g["kind"] for g in segs]
+                    self.assertIn("summary", kinds)
+                    for g in segs:
+                        self.assertEqual(len(g["loss_mask"]), len(g["response_ids"]))
+                        self.assertEqual(sum(int(m) for m in g["loss_mask"]), int(g["n_sampled"]))
+                        # Log-probs as the scripted server sent them: floats that are multiples of 1/1024 in [-4, 0).
+                        for lp, m in zip(g["rollout_log_probs"], g["loss_mask"]):
+                            if int(m):
+                                lp = struct.unpack("f", struct.pack("f", lp))[0]
+                                self.assertTrue(-4.0 <= lp < 0 and float(lp * 1024).is_integer(), lp)
+
+    def test_same_seed_same_rollouts(self):
+        with Session(self.server.url) as s:
+            a = s.rollouts(self.episodes(3, seed=5), {"base_url": self.llm.url, "max_in_flight": 1})
+            b = s.rollouts(self.episodes(3, seed=5), {"base_url": self.llm.url, "max_in_flight": 16})
+        strip = lambda ans: [(r["state_hash"], r["segments"]) for r in ans["rollouts"]]  # noqa: E731
+        self.assertEqual(strip(a), strip(b))
+
+    def test_unreachable_llm_fails_episodes_not_the_call(self):
+        with Session(self.server.url) as s:
+            answer = s.rollouts(self.episodes(2), {"base_url": "http://127.0.0.1:9", "max_retries": 0})
+            self.assertEqual([r["status"] for r in answer["rollouts"]], ["failed", "failed"])
+            with self.assertRaises(CrlError) as bad:
+                s.rollouts(self.episodes(1), {"base_url": "ftp://x"})
+            self.assertEqual(bad.exception.field, "llm.base_url")
+            with self.assertRaises(CrlError) as bad_env:
+                s.rollouts([{"env": "nope", "task_id": "t"}], {"base_url": self.llm.url})
+            self.assertEqual(bad_env.exception.field, "episodes[0].env")
+
+    def test_slime_generate_in_rollout_mode(self):
+        args = types.SimpleNamespace(seed=7, crl_server_url=self.server.url, crl_llm_url=self.llm.url,
+                                     crl_budget=SYNTHETIC_BUDGET)
+        sample = StandInSample(group_index=1, index=0, prompt="synthetic",
+                               metadata={"env": "synthetic", "split": "dev", "index": 1})
+        samples = asyncio.run(crl_slime.generate(args, sample, {"temperature": 1.0}))
+        self.assertIsInstance(samples, list)
+        self.assertGreater(len(samples), 2)
+        self.assertEqual(len({s.rollout_id for s in samples}), 1)
+        self.assertTrue(all(s.reward == 1.0 for s in samples))
+        self.assertIn("summary", [s.metadata["kind"] for s in samples])
+        for s in samples:
+            self.assertEqual(len(s.loss_mask), s.response_length)
+            self.assertEqual(len(s.rollout_log_probs), s.response_length)
+        # An unreachable LLM server gives a failed sample, not an exception.
+        args.crl_llm_url = "http://127.0.0.1:9"
+        failed = StandInSample(group_index=0, index=0, metadata={"env": "synthetic", "split": "dev", "index": 0})
+        out = asyncio.run(crl_slime.make_rollout_generate()(args, failed, {}))
+        self.assertIs(out, failed)
+        self.assertEqual(out.status, StandInSample.Status.FAILED)
 
 
 class OperationsTest(unittest.TestCase):

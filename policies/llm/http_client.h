@@ -1,0 +1,115 @@
+#pragma once
+// An HTTP/1.1 client for LLM inference servers (Boost.Beast on Asio, C++20 coroutines), built for many
+// concurrent requests from one io_context thread:
+//  * keep-alive connection pool: an answered connection that may stay open goes back to the pool and the
+//    next request reuses it; the pool never holds more connections than requests may be in flight;
+//  * a limit on requests in flight (max_in_flight): further requests wait, in arrival order, for a slot;
+//  * a deadline per request (request_timeout_s, counted from the call and covering every attempt and
+//    backoff): past it the socket is closed and the request ends as kTimeout (never retried);
+//  * retries with exponential backoff (backoff_s, 2x per retry, at most max_retries) on connection errors
+//    (refused, reset, closed before a whole answer) and on 5xx answers only; 4xx and 2xx are final. A request
+//    that fails on a reused keep-alive connection before any answer byte arrived is retried once at once on a
+//    fresh connection without counting (the server may have closed the idle connection);
+//  * clean cancellation: cancel() (thread-safe) closes every open socket, wakes waiting and backing-off
+//    requests, and makes every current and later request end as kCancelled.
+// Not thread-safe otherwise: post() must be called (co_awaited) on the io_context's thread.
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it
+// clang-format on
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace crl::llm {
+
+// "http://HOST:PORT[/PREFIX]" (the prefix, without a trailing slash, is put before every request path).
+struct Endpoint {
+  std::string host;
+  uint16_t port = 80;
+  std::string base_path;
+};
+// Throws crl::Error naming `where` for anything but an http:// URL with a host and a valid port.
+Endpoint parse_base_url(const std::string& url, const std::string& where);
+
+struct HttpClientOptions {
+  Endpoint endpoint;
+  size_t max_in_flight = 64;  // requests at once, and the most pooled connections
+  double request_timeout_s = 120.0;
+  int max_retries = 3;
+  double backoff_s = 0.05;  // first retry waits this long, then 2x per retry
+  size_t max_response_bytes = 64u << 20;
+};
+
+enum class HttpOutcome {
+  kOk,               // a 2xx answer
+  kHttpError,        // a non-2xx answer (a 5xx only after its retries)
+  kConnectionError,  // no answer after the retries
+  kTimeout,          // the deadline passed
+  kCancelled,
+};
+const char* http_outcome_name(HttpOutcome outcome);
+
+struct HttpResponse {
+  HttpOutcome outcome = HttpOutcome::kConnectionError;
+  int status = 0;      // HTTP status of the last answer (0: none)
+  std::string body;    // of the last answer
+  std::string error;   // what went wrong (empty when kOk)
+  int attempts = 0;    // tries made, the free stale-connection retry included
+  double seconds = 0;  // from the call to the result
+};
+
+struct HttpClientStats {
+  uint64_t requests = 0;
+  uint64_t attempts = 0;
+  uint64_t connections_opened = 0;
+  uint64_t retries = 0;
+};
+
+class HttpClient {
+ public:
+  HttpClient(boost::asio::io_context& io, HttpClientOptions options);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // POSTs `body` (application/json) to base_path + `path`.
+  boost::asio::awaitable<HttpResponse> post(std::string path, std::string body);
+  // Thread-safe and idempotent (posted onto the io_context).
+  void cancel();
+  bool cancelled() const { return cancelled_; }
+  const HttpClientStats& stats() const { return stats_; }
+  const HttpClientOptions& options() const { return options_; }
+
+ private:
+  using Stream = boost::beast::tcp_stream;
+  using Clock = std::chrono::steady_clock;
+  boost::asio::awaitable<bool> acquire_slot(Clock::time_point deadline);
+  void release_slot();
+  void cancel_now();
+
+  boost::asio::io_context& io_;
+  HttpClientOptions options_;
+  std::vector<boost::asio::ip::tcp::endpoint> resolved_;
+  std::vector<std::unique_ptr<Stream>> idle_;
+  std::set<Stream*> open_;                       // streams in use, closed by cancel()
+  std::set<boost::asio::steady_timer*> timers_;  // waits (slot or backoff), woken by cancel()
+  struct Waiter {
+    boost::asio::steady_timer timer;
+    bool granted = false;
+  };
+  std::deque<Waiter*> waiting_;
+  size_t in_flight_ = 0;
+  bool cancelled_ = false;
+  HttpClientStats stats_;
+};
+
+}  // namespace crl::llm

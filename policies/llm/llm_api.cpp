@@ -1,0 +1,249 @@
+#include "policies/llm/llm_api.h"
+
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "engine/sha256.h"
+
+namespace crl::llm {
+
+using json = nlohmann::json;
+
+ApiKind parse_api_kind(const std::string& name, const std::string& where) {
+  if (name == "sglang") return ApiKind::kSglang;
+  if (name == "openai") return ApiKind::kOpenAi;
+  throw Error(where, "api", "value " + quote(name) + " is not one of sglang, openai");
+}
+
+const char* api_kind_name(ApiKind kind) {
+  return kind == ApiKind::kSglang ? "sglang" : "openai";
+}
+
+const char* api_path(ApiKind kind) {
+  return kind == ApiKind::kSglang ? "/generate" : "/v1/completions";
+}
+
+uint64_t sampling_seed(const StreamKey& stream) {
+  const std::string canonical = "crl-sampling|" + std::to_string(stream.seed) + "|" +
+                                std::to_string(stream.task) + "|" + std::to_string(stream.sample) + "|" +
+                                std::to_string(static_cast<uint32_t>(stream.role)) + "|" +
+                                std::to_string(stream.ordinal);
+  return sha256_u64(canonical) & ((uint64_t{1} << 63) - 1);
+}
+
+namespace {
+
+void append_int(std::string& out, int64_t value) {
+  char buffer[24];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, result.ptr);
+}
+
+void append_double(std::string& out, double value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, result.ptr);
+}
+
+void append_ids(std::string& out, const PromptView& prompt) {
+  out += '[';
+  bool first = true;
+  for (const Span& span : prompt.spans()) {
+    for (TokenId id : prompt.tokens(span)) {
+      if (!first) out += ',';
+      first = false;
+      append_int(out, id);
+    }
+  }
+  out += ']';
+}
+
+void append_id_list(std::string& out, const std::vector<TokenId>& ids) {
+  out += '[';
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    append_int(out, ids[i]);
+  }
+  out += ']';
+}
+
+// A JSON number as a float; false for anything else.
+bool read_float(const json& value, float& out) {
+  if (!value.is_number()) return false;
+  out = static_cast<float>(value.get<double>());
+  return true;
+}
+
+bool read_id(const json& value, int vocab_size, TokenId& out) {
+  if (!value.is_number_integer()) return false;
+  const int64_t id = value.get<int64_t>();
+  if (id < 0 || (vocab_size > 0 && id >= vocab_size) || id > INT32_MAX) return false;
+  out = static_cast<TokenId>(id);
+  return true;
+}
+
+int64_t read_count(const json& object, const char* key) {
+  if (!object.is_object()) return 0;
+  const auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+GenerateResult fail(std::string why) {
+  GenerateResult out;
+  out.error = std::move(why);
+  return out;
+}
+
+GenerateResult parse_sglang(const json& body, int vocab_size) {
+  GenerateResult out;
+  // A batch answer (a list) holds one item per prompt; we send one prompt.
+  const json& item = body.is_array() && body.size() == 1 ? body[0] : body;
+  if (!item.is_object()) return fail("the answer is not a JSON object");
+  const auto meta = item.find("meta_info");
+  if (meta == item.end() || !meta->is_object()) return fail("meta_info is missing");
+  const auto finish = meta->find("finish_reason");
+  if (finish == meta->end()) return fail("meta_info.finish_reason is missing");
+  std::string type;
+  if (finish->is_object() && finish->contains("type") && (*finish)["type"].is_string()) {
+    type = (*finish)["type"].get<std::string>();
+  } else if (finish->is_string()) {
+    type = finish->get<std::string>();
+  } else {
+    return fail("meta_info.finish_reason has no type");
+  }
+  out.finish_reason = type;
+  const auto ids = item.find("output_ids");
+  const auto logprobs = meta->find("output_token_logprobs");
+  if (ids == item.end() || !ids->is_array()) return fail("output_ids is missing");
+  if (logprobs == meta->end() || !logprobs->is_array())
+    return fail("meta_info.output_token_logprobs is missing (send return_logprob: true)");
+  if (logprobs->size() != ids->size()) {
+    return fail(std::to_string(logprobs->size()) + " output_token_logprobs for " +
+                std::to_string(ids->size()) + " output_ids");
+  }
+  out.ids.resize(ids->size());
+  out.logprobs.resize(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    if (!read_id((*ids)[i], vocab_size, out.ids[i]))
+      return fail("output_ids[" + std::to_string(i) + "] is not a token id of the vocabulary");
+    const json& entry = (*logprobs)[i];
+    TokenId echoed = 0;
+    if (!entry.is_array() || entry.size() < 2 || !read_float(entry[0], out.logprobs[i]) ||
+        !read_id(entry[1], 0, echoed)) {
+      return fail("output_token_logprobs[" + std::to_string(i) + "] is not [logprob, token_id, text]");
+    }
+    if (echoed != out.ids[i]) {
+      return fail("output_token_logprobs[" + std::to_string(i) + "] names token " + std::to_string(echoed) +
+                  " but output_ids has " + std::to_string(out.ids[i]));
+    }
+  }
+  out.prompt_tokens = read_count(*meta, "prompt_tokens");
+  out.completion_tokens = read_count(*meta, "completion_tokens");
+  out.cached_tokens = read_count(*meta, "cached_tokens");
+  out.ok = true;
+  return out;
+}
+
+GenerateResult parse_openai(const json& body, int vocab_size) {
+  GenerateResult out;
+  if (!body.is_object()) return fail("the answer is not a JSON object");
+  const auto choices = body.find("choices");
+  if (choices == body.end() || !choices->is_array() || choices->empty()) return fail("choices is missing");
+  const json& choice = (*choices)[0];
+  if (!choice.is_object()) return fail("choices[0] is not an object");
+  const auto finish = choice.find("finish_reason");
+  if (finish == choice.end() || !finish->is_string()) return fail("choices[0].finish_reason is missing");
+  out.finish_reason = finish->get<std::string>();
+  const auto ids = choice.find("token_ids");
+  if (ids == choice.end() || !ids->is_array())
+    return fail("choices[0].token_ids is missing (the server must support return_token_ids)");
+  const auto logprobs = choice.find("logprobs");
+  if (logprobs == choice.end() || !logprobs->is_object() || !logprobs->contains("token_logprobs") ||
+      !(*logprobs)["token_logprobs"].is_array()) {
+    return fail("choices[0].logprobs.token_logprobs is missing (send logprobs: 1)");
+  }
+  const json& values = (*logprobs)["token_logprobs"];
+  if (values.size() != ids->size()) {
+    return fail(std::to_string(values.size()) + " token_logprobs for " + std::to_string(ids->size()) +
+                " token_ids");
+  }
+  out.ids.resize(ids->size());
+  out.logprobs.resize(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    if (!read_id((*ids)[i], vocab_size, out.ids[i]))
+      return fail("choices[0].token_ids[" + std::to_string(i) + "] is not a token id of the vocabulary");
+    if (!read_float(values[i], out.logprobs[i]))
+      return fail("choices[0].logprobs.token_logprobs[" + std::to_string(i) + "] is not a number");
+  }
+  const auto usage = body.find("usage");
+  if (usage != body.end()) {
+    out.prompt_tokens = read_count(*usage, "prompt_tokens");
+    out.completion_tokens = read_count(*usage, "completion_tokens");
+    if (usage->is_object() && usage->contains("prompt_tokens_details"))
+      out.cached_tokens = read_count((*usage)["prompt_tokens_details"], "cached_tokens");
+  }
+  out.ok = true;
+  return out;
+}
+
+}  // namespace
+
+void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling, std::string& out) {
+  out.clear();
+  out.reserve(static_cast<size_t>(call.prompt->size()) * 4 + 512);
+  if (kind == ApiKind::kSglang) {
+    out += "{\"input_ids\":";
+    append_ids(out, *call.prompt);
+    out += ",\"sampling_params\":{\"max_new_tokens\":";
+    append_int(out, call.max_new_tokens);
+    out += ",\"temperature\":";
+    append_double(out, sampling.temperature);
+    out += ",\"top_p\":";
+    append_double(out, sampling.top_p);
+    out += ",\"top_k\":";
+    append_int(out, sampling.top_k);
+    out += ",\"stop_token_ids\":";
+    append_id_list(out, sampling.stop_token_ids);
+    out += ",\"no_stop_trim\":true,\"skip_special_tokens\":false,\"sampling_seed\":";
+    append_int(out, static_cast<int64_t>(call.sampling_seed));
+    out += "},\"return_logprob\":true,\"logprob_start_len\":-1,\"rid\":";
+    out += json(call.rid).dump();
+    out += '}';
+    return;
+  }
+  out += '{';
+  if (!sampling.model.empty()) out += "\"model\":" + json(sampling.model).dump() + ",";
+  out += "\"prompt\":";
+  append_ids(out, *call.prompt);
+  out += ",\"max_tokens\":";
+  append_int(out, call.max_new_tokens);
+  out += ",\"temperature\":";
+  append_double(out, sampling.temperature);
+  out += ",\"top_p\":";
+  append_double(out, sampling.top_p);
+  out += ",\"top_k\":";
+  append_int(out, sampling.top_k);
+  out += ",\"logprobs\":1,\"return_token_ids\":true,\"seed\":";
+  append_int(out, static_cast<int64_t>(call.sampling_seed));
+  out += ",\"stop_token_ids\":";
+  append_id_list(out, sampling.stop_token_ids);
+  out += ",\"skip_special_tokens\":false,\"include_stop_str_in_output\":true,\"user\":";
+  out += json(call.rid).dump();
+  out += '}';
+}
+
+GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size) {
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return fail("the answer is not valid JSON");
+  GenerateResult out =
+      kind == ApiKind::kSglang ? parse_sglang(parsed, vocab_size) : parse_openai(parsed, vocab_size);
+  if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
+      out.finish_reason != "abort") {
+    return fail("finish reason " + quote(out.finish_reason) + " is not one of stop, length, abort");
+  }
+  return out;
+}
+
+}  // namespace crl::llm

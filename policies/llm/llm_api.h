@@ -1,0 +1,64 @@
+#pragma once
+// The two inference-server APIs the LLM policy speaks (PROTOCOL.md section 3), token-in, token-out:
+//  * SGLang native `POST /generate`: {input_ids, sampling_params {max_new_tokens, temperature, top_p, top_k,
+//    stop_token_ids, no_stop_trim, skip_special_tokens, sampling_seed}, return_logprob, logprob_start_len,
+//    rid}; answer {text, output_ids, meta_info {finish_reason {type: stop|length|abort, ...},
+//    output_token_logprobs: [[logprob, token_id, text|null], ...], prompt_tokens, completion_tokens,
+//    cached_tokens, ...}}.
+//  * OpenAI-compatible `POST /v1/completions` (vLLM, SGLang) with a token-id prompt: {model, prompt: [ids],
+//    max_tokens, temperature, top_p, top_k, logprobs: 1, return_token_ids, seed, stop_token_ids,
+//    skip_special_tokens, include_stop_str_in_output}; answer {choices: [{token_ids, text, finish_reason:
+//    stop|length|abort, logprobs {token_logprobs}}], usage {prompt_tokens, completion_tokens}}.
+// The sampled ids and their log-probs are read exactly as the server sent them; nothing is re-tokenised.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/context.h"
+#include "engine/rng.h"
+#include "engine/token.h"
+
+namespace crl::llm {
+
+enum class ApiKind { kSglang, kOpenAi };
+// "sglang" | "openai"; throws crl::Error naming `where` otherwise.
+ApiKind parse_api_kind(const std::string& name, const std::string& where);
+const char* api_kind_name(ApiKind kind);
+const char* api_path(ApiKind kind);  // "/generate" | "/v1/completions"
+
+struct SamplingParams {
+  double temperature = 1.0;  // the paper's evaluation setting (spec 1.1)
+  double top_p = 1.0;
+  int top_k = -1;  // -1: off
+  std::vector<TokenId> stop_token_ids;
+  std::string model;  // the OpenAI API's `model` (omitted when empty)
+};
+
+struct GenerateCall {
+  const PromptView* prompt = nullptr;  // written straight from the context's spans
+  int64_t max_new_tokens = 0;
+  uint64_t sampling_seed = 0;
+  std::string rid;  // request id (SGLang `rid`, logged by the server)
+};
+
+struct GenerateResult {
+  bool ok = false;
+  std::string error;  // why the answer could not be used
+  std::vector<TokenId> ids;
+  std::vector<float> logprobs;
+  std::string finish_reason;  // stop | length | abort
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+};
+
+// Appends the request body to `out` (cleared first). Ids are written directly, without a JSON library.
+void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling, std::string& out);
+// Reads an answer body. Malformed JSON, missing fields, lengths that differ, ids outside [0, vocab_size)
+// (when vocab_size > 0) or an unknown finish reason give ok = false with the reason.
+GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size);
+
+// The request seed of a stream (spec section 5): the first 8 bytes of SHA-256 over
+// "crl-sampling|<seed>|<task>|<sample>|<role>|<ordinal>", masked to 63 bits. Identical for paired runs.
+uint64_t sampling_seed(const StreamKey& stream);
+
+}  // namespace crl::llm

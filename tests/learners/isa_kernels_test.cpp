@@ -1,0 +1,128 @@
+// Every instruction-set copy of the CPU loss kernel (generic, AVX2, AVX-512: cpu/loss_kernel.h) against the
+// generic one: the same bits for the losses and both gradients, for every switch of the learner, for
+// segments shorter and longer than a kernel block, and with micro-batch ranges that cut segments.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "learners/cpu/cpu_learner.h"
+#include "tests/learners/random_batch.h"
+
+namespace crl::learners {
+namespace {
+
+struct Variant {
+  const char* name;
+  LearnerOptions options;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> out;
+  out.push_back({"paper defaults", {}});
+  LearnerOptions o;
+  o.lambda_mode = LambdaMode::kFixed;
+  o.lambda = 0.9;
+  o.gamma = 0.99;
+  out.push_back({"fixed lambda, gamma 0.99", o});
+  o = {};
+  o.lambda_mode = LambdaMode::kTokenwise;
+  o.critic_target = CriticTarget::kCorrected;
+  out.push_back({"tokenwise lambda, corrected target", o});
+  o = {};
+  o.critic_target = CriticTarget::kStitched;
+  o.correction = false;
+  out.push_back({"stitched target, no correction", o});
+  o = {};
+  o.summary_loss_masked = true;
+  o.token_level_normalization = false;
+  out.push_back({"summary loss masked, per-segment means", o});
+  o = {};
+  o.positive_only = true;
+  o.kl_coef = 0.05;
+  o.value_clip = 0.2;
+  out.push_back({"positive only, k3 KL, value clip", o});
+  o = {};
+  o.whiten_advantages = true;
+  out.push_back({"whitening", o});
+  return out;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+bool same_bits(double a, double b) {
+  return std::memcmp(&a, &b, sizeof(double)) == 0;
+}
+
+void expect_same(const LossResult& a, const LossResult& b, const std::string& what) {
+  EXPECT_TRUE(same_bits(a.policy_loss, b.policy_loss))
+      << what << ": " << a.policy_loss << " vs " << b.policy_loss;
+  EXPECT_TRUE(same_bits(a.kl, b.kl)) << what;
+  EXPECT_TRUE(same_bits(a.actor_loss, b.actor_loss)) << what;
+  EXPECT_TRUE(same_bits(a.value_loss, b.value_loss))
+      << what << ": " << a.value_loss << " vs " << b.value_loss;
+  EXPECT_TRUE(same_bits(a.clip_fraction, b.clip_fraction)) << what;
+  EXPECT_TRUE(same_bits(a.value_clip_fraction, b.value_clip_fraction)) << what;
+}
+
+void check_batch(const Batch& b, const std::string& label) {
+  const std::vector<cpu::Isa> isas = cpu::supported_isas();
+  ASSERT_EQ(isas.front(), cpu::Isa::kGeneric);
+  for (const Variant& v : variants()) {
+    Advantages adv;
+    cpu::compute_advantages(b, v.options, adv);
+    const LossNormalizer norm = cpu::make_normalizer(b, v.options);
+    // Whole batch, and a range that starts and ends inside segments.
+    const int64_t n = b.num_tokens();
+    for (const TokenRange range : {TokenRange{0, n}, TokenRange{n / 3, n - n / 5}}) {
+      Gradients want_grads;
+      want_grads.resize(n);
+      const LossResult want =
+          cpu::compute_losses(b, adv, norm, v.options, range, &want_grads, cpu::Isa::kGeneric);
+      for (const cpu::Isa isa : isas) {
+        const std::string what = label + ", " + v.name + ", " + std::string(cpu::isa_name(isa)) + ", [" +
+                                 std::to_string(range.begin) + ", " + std::to_string(range.end) + ")";
+        Gradients grads;
+        grads.resize(n);
+        expect_same(cpu::compute_losses(b, adv, norm, v.options, range, &grads, isa), want, what);
+        EXPECT_TRUE(same_bits(grads.logprobs, want_grads.logprobs)) << what;
+        EXPECT_TRUE(same_bits(grads.values, want_grads.values)) << what;
+        expect_same(cpu::compute_losses(b, adv, norm, v.options, range, nullptr, isa), want,
+                    what + " (no grads)");
+      }
+    }
+  }
+}
+
+TEST(LossKernelIsaTest, EveryCopyGivesTheGenericBitsOnShortSegments) {
+  for (uint64_t seed = 0; seed < 20; ++seed)
+    check_batch(testing::random_batch(500 + seed), "seed " + std::to_string(seed));
+}
+
+TEST(LossKernelIsaTest, EveryCopyGivesTheGenericBitsOnSegmentsLongerThanABlock) {
+  testing::RandomBatchShape shape;
+  shape.max_segment_tokens = 1500;  // several 256-token kernel blocks per segment, and partial last blocks
+  shape.rollouts = 6;
+  for (uint64_t seed = 0; seed < 4; ++seed)
+    check_batch(testing::random_batch(900 + seed, shape), "long " + std::to_string(seed));
+}
+
+TEST(LossKernelIsaTest, EveryCopyGivesTheGenericBitsWithoutLogprobs) {
+  testing::RandomBatchShape shape;
+  shape.with_logprobs = false;
+  check_batch(testing::random_batch(41, shape), "no log-probs");
+}
+
+TEST(LossKernelIsaTest, TheDefaultPathIsTheWidestCopy) {
+  const Batch b = testing::random_batch(77);
+  const LearnerOptions o;
+  Advantages adv;
+  cpu::compute_advantages(b, o, adv);
+  const LossNormalizer norm = cpu::make_normalizer(b, o);
+  const TokenRange all{0, b.num_tokens()};
+  expect_same(cpu::compute_losses(b, adv, norm, o, all, nullptr),
+              cpu::compute_losses(b, adv, norm, o, all, nullptr, cpu::supported_isas().back()), "default");
+}
+
+}  // namespace
+}  // namespace crl::learners

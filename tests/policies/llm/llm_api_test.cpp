@@ -1,0 +1,161 @@
+// The SGLang and OpenAI-compatible adapters: request bodies, answers in the servers' real shapes, malformed
+// answers, finish reasons, and the request seed derived from the stream key.
+#include "policies/llm/llm_api.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+
+namespace crl::llm {
+namespace {
+
+using json = nlohmann::json;
+
+struct Prompt {
+  TokenArena arena;
+  PromptView view;
+  explicit Prompt(const std::vector<TokenId>& ids) {
+    const size_t cut = ids.size() / 2;
+    const Span a = arena.append(std::span<const TokenId>(ids).subspan(0, cut), Provenance::kPrompt);
+    const Span b = arena.append(std::span<const TokenId>(ids).subspan(cut), Provenance::kPrompt);
+    view = PromptView(&arena, {a, b});
+  }
+};
+
+TEST(LlmApi, SglangRequestCarriesIdsSamplingAndSeed) {
+  Prompt prompt({257, 115, 10, 104, 105, 258});
+  GenerateCall call{&prompt.view, 64, 1234567890123ull, "r/execute/3"};
+  SamplingParams sampling;
+  sampling.stop_token_ids = {258};
+  std::string body;
+  write_request(ApiKind::kSglang, call, sampling, body);
+  const json j = json::parse(body);
+  EXPECT_EQ(j["input_ids"], json({257, 115, 10, 104, 105, 258}));
+  EXPECT_EQ(j["sampling_params"]["max_new_tokens"], 64);
+  EXPECT_EQ(j["sampling_params"]["temperature"], 1.0);
+  EXPECT_EQ(j["sampling_params"]["top_p"], 1.0);
+  EXPECT_EQ(j["sampling_params"]["stop_token_ids"], json({258}));
+  EXPECT_EQ(j["sampling_params"]["sampling_seed"], 1234567890123ull);
+  EXPECT_EQ(j["sampling_params"]["no_stop_trim"], true);
+  EXPECT_EQ(j["return_logprob"], true);
+  EXPECT_EQ(j["rid"], "r/execute/3");
+}
+
+TEST(LlmApi, OpenAiRequestUsesATokenIdPrompt) {
+  Prompt prompt({1, 2, 3});
+  GenerateCall call{&prompt.view, 16, 42, "x"};
+  SamplingParams sampling;
+  sampling.model = "Qwen/Qwen2.5-0.5B-Instruct";
+  sampling.temperature = 0.5;
+  std::string body;
+  write_request(ApiKind::kOpenAi, call, sampling, body);
+  const json j = json::parse(body);
+  EXPECT_EQ(j["model"], "Qwen/Qwen2.5-0.5B-Instruct");
+  EXPECT_EQ(j["prompt"], json({1, 2, 3}));
+  EXPECT_EQ(j["max_tokens"], 16);
+  EXPECT_EQ(j["temperature"], 0.5);
+  EXPECT_EQ(j["logprobs"], 1);
+  EXPECT_EQ(j["return_token_ids"], true);
+  EXPECT_EQ(j["seed"], 42);
+}
+
+// An answer of SGLang's /generate as the server writes it (meta_info abridged to the fields we read and a
+// few we ignore).
+constexpr const char* kSglangAnswer = R"({"text":"next","output_ids":[110,101,120,116,151645],
+  "meta_info":{"id":"abc","finish_reason":{"type":"stop","matched":151645},"prompt_tokens":321,
+  "weight_version":"default","completion_tokens":5,"cached_tokens":300,"e2e_latency":0.12,
+  "output_token_logprobs":[[-0.125,110,null],[-0.5,101,null],[-0.0009765625,120,null],[-2.0,116,null],[-0.25,151645,null]]}})";
+
+TEST(LlmApi, ReadsSglangAnswersExactly) {
+  const GenerateResult r = parse_response(ApiKind::kSglang, kSglangAnswer, 0);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.ids, (std::vector<TokenId>{110, 101, 120, 116, 151645}));
+  EXPECT_EQ(r.logprobs, (std::vector<float>{-0.125f, -0.5f, -0.0009765625f, -2.0f, -0.25f}));
+  EXPECT_EQ(r.finish_reason, "stop");
+  EXPECT_EQ(r.prompt_tokens, 321);
+  EXPECT_EQ(r.completion_tokens, 5);
+  EXPECT_EQ(r.cached_tokens, 300);
+  // The vocabulary check.
+  EXPECT_FALSE(parse_response(ApiKind::kSglang, kSglangAnswer, 1000).ok);
+}
+
+TEST(LlmApi, ReadsSglangFinishReasons) {
+  for (const std::string type : {"length", "abort"}) {
+    const std::string body = R"({"output_ids":[1],"meta_info":{"finish_reason":{"type":")" + type +
+                             R"("},"output_token_logprobs":[[-1.0,1,null]]}})";
+    const GenerateResult r = parse_response(ApiKind::kSglang, body, 0);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.finish_reason, type);
+  }
+  EXPECT_FALSE(
+      parse_response(
+          ApiKind::kSglang,
+          R"({"output_ids":[1],"meta_info":{"finish_reason":{"type":"eos"},"output_token_logprobs":[[-1.0,1,null]]}})",
+          0)
+          .ok);
+}
+
+TEST(LlmApi, RejectsInconsistentSglangAnswers) {
+  const char* bad[] = {
+      R"({"text": "next", "output_ids": [110, 1)",  // truncated JSON
+      R"([])",
+      R"({"output_ids":[1,2],"meta_info":{"finish_reason":{"type":"stop"},"output_token_logprobs":[[-1.0,1,null]]}})",
+      R"({"output_ids":[1],"meta_info":{"finish_reason":{"type":"stop"},"output_token_logprobs":[[-1.0,2,null]]}})",
+      R"({"output_ids":[1],"meta_info":{"finish_reason":{"type":"stop"}}})",
+      R"({"output_ids":[-1],"meta_info":{"finish_reason":{"type":"stop"},"output_token_logprobs":[[-1.0,-1,null]]}})",
+      R"({"output_ids":[1],"meta_info":{"output_token_logprobs":[[-1.0,1,null]]}})",
+  };
+  for (const char* body : bad) EXPECT_FALSE(parse_response(ApiKind::kSglang, body, 0).ok) << body;
+}
+
+// An answer of vLLM's /v1/completions with return_token_ids and logprobs=1.
+constexpr const char* kOpenAiAnswer = R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"m",
+  "choices":[{"index":0,"text":"next","logprobs":{"text_offset":[0,1,2,3],"token_logprobs":[-0.5,-0.25,-1.5,-0.125],
+  "tokens":["n","e","x","t"],"top_logprobs":[{"n":-0.5},{"e":-0.25},{"x":-1.5},{"t":-0.125}]},
+  "finish_reason":"length","stop_reason":null,"prompt_token_ids":null,"token_ids":[110,101,120,116]}],
+  "usage":{"prompt_tokens":9,"total_tokens":13,"completion_tokens":4,"prompt_tokens_details":null}})";
+
+TEST(LlmApi, ReadsOpenAiAnswersExactly) {
+  const GenerateResult r = parse_response(ApiKind::kOpenAi, kOpenAiAnswer, 259);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.ids, (std::vector<TokenId>{110, 101, 120, 116}));
+  EXPECT_EQ(r.logprobs, (std::vector<float>{-0.5f, -0.25f, -1.5f, -0.125f}));
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.prompt_tokens, 9);
+  EXPECT_EQ(r.completion_tokens, 4);
+  // Without token ids (a server that ignores return_token_ids) the answer is unusable: never re-tokenise.
+  std::string without = kOpenAiAnswer;
+  without.replace(without.find("\"token_ids\""), 11, "\"other_ids\"");
+  EXPECT_FALSE(parse_response(ApiKind::kOpenAi, without, 0).ok);
+}
+
+TEST(LlmApi, ParsesApiNames) {
+  EXPECT_EQ(parse_api_kind("sglang", "t"), ApiKind::kSglang);
+  EXPECT_EQ(parse_api_kind("openai", "t"), ApiKind::kOpenAi);
+  EXPECT_THROW(parse_api_kind("vllm", "t"), Error);
+  EXPECT_STREQ(api_path(ApiKind::kSglang), "/generate");
+  EXPECT_STREQ(api_path(ApiKind::kOpenAi), "/v1/completions");
+}
+
+TEST(LlmApi, SamplingSeedIsAPureFunctionOfTheStreamKey) {
+  const StreamKey key{7, 1234, 2, StreamRole::kExecute, 5};
+  EXPECT_EQ(sampling_seed(key), sampling_seed(key));
+  EXPECT_LT(sampling_seed(key), uint64_t{1} << 63);
+  StreamKey other = key;
+  other.ordinal = 6;
+  EXPECT_NE(sampling_seed(key), sampling_seed(other));
+  other = key;
+  other.role = StreamRole::kSummarize;
+  EXPECT_NE(sampling_seed(key), sampling_seed(other));
+  other = key;
+  other.sample = 3;
+  EXPECT_NE(sampling_seed(key), sampling_seed(other));
+  other = key;
+  other.seed = 8;
+  EXPECT_NE(sampling_seed(key), sampling_seed(other));
+}
+
+}  // namespace
+}  // namespace crl::llm

@@ -1,0 +1,140 @@
+// `crl rollout` against the scripted LLM server: the JSONL export, the metrics summary, failures recorded in
+// both without stopping the run, identical outputs for the same seed, and clear errors for bad options.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/command.h"
+#include "engine/file_io.h"
+#include "engine/trajectory_io.h"
+#include "tests/policies/llm/scripted_llm_server.h"
+
+namespace crl {
+namespace {
+
+using json = nlohmann::json;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result crl(const std::vector<std::string>& args) {
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  const int code = cli::run_cli(args);
+  std::fflush(stdout);
+  return Result{code, ::testing::internal::GetCapturedStdout(), ::testing::internal::GetCapturedStderr()};
+}
+
+std::string temp_path(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "crl_rollout_test";
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+std::vector<std::string> rollout_args(const std::string& url, const std::string& out, const std::string& api,
+                                      const std::string& concurrency) {
+  return {"rollout",   "--env",  "synthetic", "--split",     "dev",  "--tasks",       "6",  "--llm",
+          url,         "--api",  api,         "--tokenizer", "byte", "--out",         out,  "--concurrency",
+          concurrency, "--seed", "7",         "--reserve",   "1024", "--summary-cap", "256"};
+}
+
+TEST(RolloutCommand, WritesTheExportAndTheMetrics) {
+  testing::ScriptedLlmServer server;
+  const std::string out = temp_path("dev.jsonl");
+  const Result r = crl(rollout_args(server.url(), out, "sglang", "4"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("6 episodes"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");  // the progress bar is drawn only when stderr is a terminal
+  const std::vector<Trajectory> trajectories = read_trajectories(out);
+  ASSERT_EQ(trajectories.size(), 6u);
+  size_t segments = 0;
+  for (const Trajectory& t : trajectories) {
+    EXPECT_EQ(t.status, EpisodeStatus::kCompleted);
+    EXPECT_EQ(t.reward, 1.0);
+    segments += t.segments.size();
+  }
+  std::istringstream lines(read_file(out));
+  size_t count = 0;
+  for (std::string line; std::getline(lines, line);) count += line.empty() ? 0 : 1;
+  EXPECT_EQ(count, segments);  // one line per segment
+
+  const json m = json::parse(read_file(temp_path("dev.metrics.json")));
+  EXPECT_EQ(m["episodes"], 6);
+  EXPECT_EQ(m["statuses"]["completed"], 6);
+  EXPECT_EQ(m["exact_match_by_type"]["all"]["exact"], 6);
+  EXPECT_EQ(m["exact_match_by_type"]["early_fact"]["episodes"], 2);
+  EXPECT_DOUBLE_EQ(m["exact_match_by_type"]["ordered_plan"]["exact_match"].get<double>(), 1.0);
+  EXPECT_GT(m["compactions"].get<int>(), 0);
+  EXPECT_GT(m["summary_tokens_mean"].get<double>(), 0);
+  EXPECT_EQ(m["requests"].get<uint64_t>(), server.calls().size());
+  uint64_t sent = 0, received = 0;
+  for (const auto& call : server.calls()) {
+    sent += call.prompt.size();
+    received += call.output.size();
+  }
+  EXPECT_EQ(m["tokens_sent"].get<uint64_t>(), sent);
+  EXPECT_EQ(m["tokens_received"].get<uint64_t>(), received);
+  EXPECT_GT(m["latency_s"]["p99"].get<double>(), 0);
+  EXPECT_GE(m["latency_s"]["p99"].get<double>(), m["latency_s"]["p50"].get<double>());
+  EXPECT_EQ(m["per_episode"].size(), 6u);
+}
+
+TEST(RolloutCommand, SameSeedSameBytesWhateverTheConcurrencyAndApi) {
+  testing::ScriptedLlmOptions options;
+  options.summary = testing::SummaryMode::kSeeded;
+  testing::ScriptedLlmServer server(options);
+  const std::string a = temp_path("a.jsonl"), b = temp_path("b.jsonl");
+  ASSERT_EQ(crl(rollout_args(server.url(), a, "sglang", "1")).code, 0);
+  ASSERT_EQ(crl(rollout_args(server.url(), b, "openai", "64")).code, 0);
+  EXPECT_EQ(read_file(a), read_file(b));
+}
+
+TEST(RolloutCommand, FailedRequestsAreRecordedAndTheRunGoesOn) {
+  testing::ScriptedLlmOptions options;
+  options.faults.sticky_every = 40;
+  options.faults.sticky_fault = "5xx";
+  testing::ScriptedLlmServer server(options);
+  const std::string out = temp_path("failing.jsonl");
+  std::vector<std::string> args = rollout_args(server.url(), out, "sglang", "8");
+  args.insert(args.end(), {"--retries", "1"});
+  const Result r = crl(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json m = json::parse(read_file(temp_path("failing.metrics.json")));
+  const int failed = m["statuses"].value("failed", 0);
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(m["statuses"].value("completed", 0), 0);
+  EXPECT_EQ(m["failed_requests"].get<int>(), failed);
+  int listed = 0;
+  for (const json& e : m["per_episode"]) {
+    if (e["status"] == "failed") {
+      ++listed;
+      EXPECT_NE(e["reason"].get<std::string>().find("HTTP 500"), std::string::npos) << e["reason"];
+    }
+  }
+  EXPECT_EQ(listed, failed);
+  for (const Trajectory& t : read_trajectories(out)) {
+    if (t.status == EpisodeStatus::kFailed) {
+      EXPECT_FALSE(t.reason.empty());
+    }
+  }
+}
+
+TEST(RolloutCommand, RejectsBadOptions) {
+  const std::string out = temp_path("x.jsonl");
+  EXPECT_EQ(crl({"rollout", "--out", out}).code, 1);  // no --llm
+  const Result api = crl({"rollout", "--llm", "http://127.0.0.1:1", "--api", "vllm", "--out", out});
+  EXPECT_EQ(api.code, 1);
+  EXPECT_NE(api.err.find("vllm"), std::string::npos) << api.err;
+  const Result tok =
+      crl({"rollout", "--llm", "http://127.0.0.1:1", "--tokenizer", "nope.json", "--out", out});
+  EXPECT_EQ(tok.code, 1);
+  EXPECT_NE(tok.err.find("--tokenizer"), std::string::npos) << tok.err;
+  EXPECT_EQ(crl({"rollout", "--llm", "https://x", "--out", out}).code, 1);
+}
+
+}  // namespace
+}  // namespace crl

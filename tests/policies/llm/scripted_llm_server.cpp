@@ -1,0 +1,422 @@
+#include "tests/policies/llm/scripted_llm_server.h"
+
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it
+// clang-format on
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "engine/rng.h"
+
+namespace crl::testing {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using json = nlohmann::json;
+using asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+struct Fact {
+  int record = 0;
+  std::string value;
+};
+
+struct Knowledge {
+  std::string type;  // early_fact | latest_update | ordered_plan
+  std::string key;
+  int read = 0;
+  std::map<int, std::string> facts;  // record number -> value
+};
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+// The ChatML turns of a prompt: (role, content).
+std::vector<std::pair<std::string_view, std::string_view>> turns(std::string_view text) {
+  std::vector<std::pair<std::string_view, std::string_view>> out;
+  const std::string_view open = "<|im_start|>", close = "<|im_end|>";
+  size_t at = 0;
+  while ((at = text.find(open, at)) != std::string_view::npos) {
+    at += open.size();
+    const size_t newline = text.find('\n', at);
+    if (newline == std::string_view::npos) break;
+    const std::string_view role = text.substr(at, newline - at);
+    size_t end = text.find(close, newline + 1);
+    if (end == std::string_view::npos) end = text.size();
+    out.emplace_back(role, text.substr(newline + 1, end - newline - 1));
+    at = end;
+  }
+  return out;
+}
+
+// Reads "#NN/16 ref XXX | KIND key=value |" record lines and an earlier summary out of `text`.
+void read_text(std::string_view text, Knowledge& k) {
+  // The instruction.
+  if (text.find("FACT record holding a 4-digit code") != std::string_view::npos) k.type = "early_fact";
+  if (const size_t at = text.find("Track the key `"); at != std::string_view::npos) {
+    k.type = "latest_update";
+    const size_t start = at + 15, end = text.find('`', start);
+    if (end != std::string_view::npos) k.key = std::string(text.substr(start, end - start));
+  }
+  if (text.find("Three MILESTONE records") != std::string_view::npos) k.type = "ordered_plan";
+  // An earlier summary of ours.
+  if (const size_t at = text.find("task="); at != std::string_view::npos) {
+    std::string_view rest = text.substr(at);
+    rest = rest.substr(0, rest.find('\n'));
+    size_t pos = 0;
+    while (pos < rest.size()) {
+      size_t space = rest.find(' ', pos);
+      if (space == std::string_view::npos) space = rest.size();
+      const std::string_view word = rest.substr(pos, space - pos);
+      const size_t eq = word.find('=');
+      if (eq != std::string_view::npos) {
+        const std::string_view name = word.substr(0, eq), value = word.substr(eq + 1);
+        if (name == "task") k.type = std::string(value);
+        if (name == "key") k.key = std::string(value);
+        if (name == "read") k.read = std::max(k.read, std::atoi(std::string(value).c_str()));
+        if (name == "facts") {
+          size_t p = 0;
+          while (p < value.size()) {
+            size_t comma = value.find(',', p);
+            if (comma == std::string_view::npos) comma = value.size();
+            const std::string_view item = value.substr(p, comma - p);
+            const size_t colon = item.find(':');
+            if (colon != std::string_view::npos) {
+              k.facts[std::atoi(std::string(item.substr(0, colon)).c_str())] =
+                  std::string(item.substr(colon + 1));
+            }
+            p = comma + 1;
+          }
+        }
+      }
+      pos = space + 1;
+    }
+  }
+  // Records.
+  size_t at = 0;
+  while ((at = text.find("/16 ref ", at)) != std::string_view::npos) {
+    if (at < 3 || text[at - 3] != '#') {
+      at += 8;
+      continue;
+    }
+    const int record = std::atoi(std::string(text.substr(at - 2, 2)).c_str());
+    const size_t bar = text.find(" | ", at);
+    if (bar == std::string_view::npos) break;
+    const size_t kind_end = text.find(' ', bar + 3);
+    const size_t eq = text.find('=', kind_end);
+    const size_t value_end = text.find(" |", eq);
+    if (kind_end == std::string_view::npos || eq == std::string_view::npos ||
+        value_end == std::string_view::npos)
+      break;
+    const std::string_view kind = text.substr(bar + 3, kind_end - bar - 3);
+    const std::string_view key = text.substr(kind_end + 1, eq - kind_end - 1);
+    const std::string value(text.substr(eq + 1, value_end - eq - 1));
+    k.read = std::max(k.read, record);
+    const bool relevant = (k.type == "early_fact" && kind == "FACT") ||
+                          (k.type == "latest_update" && kind == "UPDATE" && key == k.key) ||
+                          (k.type == "ordered_plan" && kind == "MILESTONE");
+    if (relevant) k.facts[record] = value;
+    at = value_end;
+  }
+}
+
+}  // namespace
+
+std::string scripted_answer(std::string_view prompt_text, SummaryMode mode, uint64_t seed) {
+  const auto all = turns(prompt_text);
+  std::string_view last_user;
+  for (const auto& [role, content] : all) {
+    if (role == "user") last_user = content;
+  }
+  Knowledge k;
+  for (const auto& [role, content] : all) {
+    if (role != "assistant") read_text(content, k);
+  }
+  if (last_user.find("Write a summary") != std::string_view::npos) {
+    const bool drop = mode == SummaryMode::kDrop || (mode == SummaryMode::kSeeded && seed % 2 == 1);
+    std::string out = "task=" + k.type + " key=" + (k.key.empty() ? "-" : k.key) +
+                      " read=" + std::to_string(k.read) + " facts=";
+    if (!drop) {
+      bool first = true;
+      for (const auto& [record, value] : k.facts) {
+        out += (first ? "" : ",") + std::to_string(record) + ":" + value;
+        first = false;
+      }
+    }
+    return out;
+  }
+  if (!starts_with(last_user, "END")) return "next";
+  if (k.facts.empty()) return "submit unknown";
+  if (k.type == "early_fact") return "submit " + k.facts.begin()->second;
+  if (k.type == "latest_update") return "submit " + k.facts.rbegin()->second;
+  std::string plan;
+  for (const auto& [record, value] : k.facts) plan += (plan.empty() ? "" : ">") + value;
+  return "submit {\"plan\":\"" + plan + "\"}";
+}
+
+float scripted_logprob(uint64_t seed, size_t position, TokenId token) {
+  const uint64_t h =
+      splitmix64(seed ^ splitmix64(position * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(token)));
+  return -static_cast<float>(1 + h % 4096) / 1024.0f;
+}
+
+struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  ScriptedLlmOptions options;
+  ScriptedLlmServer* owner = nullptr;
+  mutable std::mutex mutex;
+  std::vector<LoggedCall> log;
+  std::map<size_t, int> seen;  // request body hash -> attempts
+  uint64_t completions = 0;
+
+  struct Answer {
+    int status = 200;
+    std::string body;
+    bool drop = false;
+    double delay_s = 0;
+  };
+
+  static Answer bad_request(const std::string& why) {
+    return Answer{400,
+                  json{{"error", {{"message", why}, {"type", "BadRequestError"}, {"code", 400}}}}.dump()};
+  }
+
+  Answer handle(const std::string& target, const std::string& body) {
+    const bool sglang = target == "/generate", openai = target == "/v1/completions";
+    if (!sglang && !openai) return Answer{404, R"({"detail":"Not Found"})"};
+    Answer answer;
+    answer.delay_s = options.faults.delay_s;
+    int attempt = 0;
+    {
+      std::lock_guard lock(mutex);
+      attempt = ++seen[std::hash<std::string>{}(body)];
+    }
+    if (attempt <= options.faults.transient_drops) {
+      answer.drop = true;
+      return answer;
+    }
+    if (attempt <= options.faults.transient_drops + options.faults.transient_5xx) {
+      answer.status = 503;
+      answer.body = R"({"error":"overloaded, retry"})";
+      return answer;
+    }
+    const json request = json::parse(body, nullptr, false);
+    if (request.is_discarded() || !request.is_object()) return bad_request("the body is not a JSON object");
+    LoggedCall call;
+    call.api = sglang ? "sglang" : "openai";
+    const json* ids = nullptr;
+    const json* params = &request;
+    if (sglang) {
+      if (!request.contains("input_ids")) return bad_request("input_ids is required");
+      ids = &request["input_ids"];
+      if (!request.contains("sampling_params") || !request["sampling_params"].is_object())
+        return bad_request("sampling_params is required");
+      params = &request["sampling_params"];
+      if (!request.value("return_logprob", false)) return bad_request("return_logprob must be true");
+      if (!params->contains("max_new_tokens"))
+        return bad_request("sampling_params.max_new_tokens is required");
+      call.max_new_tokens = (*params)["max_new_tokens"].get<int64_t>();
+      call.sampling_seed = params->value("sampling_seed", uint64_t{0});
+      call.rid = request.value("rid", std::string());
+    } else {
+      if (!request.contains("prompt")) return bad_request("prompt is required");
+      ids = &request["prompt"];
+      if (!request.contains("max_tokens")) return bad_request("max_tokens is required");
+      if (!request.value("return_token_ids", false)) return bad_request("return_token_ids must be true");
+      if (request.value("logprobs", 0) < 1) return bad_request("logprobs must be >= 1");
+      call.max_new_tokens = request["max_tokens"].get<int64_t>();
+      call.sampling_seed = request.value("seed", uint64_t{0});
+      call.rid = request.value("user", std::string());
+    }
+    if (!ids->is_array() || ids->empty())
+      return bad_request("the prompt must be a non-empty list of token ids");
+    for (const json& id : *ids) {
+      if (!id.is_number_integer()) return bad_request("the prompt must be a list of token ids");
+      call.prompt.push_back(id.get<TokenId>());
+    }
+    if (call.max_new_tokens < 1) return bad_request("max_new_tokens must be >= 1");
+
+    const FaultOptions& f = options.faults;
+    std::string sticky;
+    if (f.sticky_every > 0 && call.sampling_seed % f.sticky_every == 0) sticky = f.sticky_fault;
+    if (sticky == "5xx") return Answer{500, R"({"error":"internal"})", false, answer.delay_s};
+    if (sticky == "400") return bad_request("rejected on purpose");
+    if (sticky == "drop") {
+      answer.drop = true;
+      return answer;
+    }
+    if (sticky == "malformed")
+      return Answer{200, R"({"text": "next", "output_ids": [110, 1)", false, answer.delay_s};
+    if (sticky == "hang") answer.delay_s = f.hang_s;
+
+    const Tokenizer& tokenizer = *options.tokenizer;
+    const std::string text =
+        scripted_answer(tokenizer.decode(call.prompt), options.summary, call.sampling_seed);
+    std::vector<TokenId> output = tokenizer.encode(text);
+    const auto im_end = tokenizer.special_token("<|im_end|>");
+    if (im_end) output.push_back(*im_end);
+    std::string finish = "stop";
+    if (static_cast<int64_t>(output.size()) > call.max_new_tokens) {
+      output.resize(static_cast<size_t>(call.max_new_tokens));
+      finish = "length";
+    }
+    if (sticky == "abort") finish = "abort";
+    call.output = output;
+    for (size_t i = 0; i < output.size(); ++i)
+      call.logprobs.push_back(scripted_logprob(call.sampling_seed, i, output[i]));
+    call.finish_reason = finish;
+
+    json out;
+    const std::string out_text = tokenizer.decode(output);
+    uint64_t id = 0;
+    {
+      std::lock_guard lock(mutex);
+      id = ++completions;
+    }
+    if (sglang) {
+      json logprobs = json::array();
+      for (size_t i = 0; i < output.size(); ++i)
+        logprobs.push_back(json::array({call.logprobs[i], output[i], nullptr}));
+      json reason = {{"type", finish}};
+      if (finish == "stop" && im_end) reason["matched"] = *im_end;
+      if (finish == "length") reason["length"] = output.size();
+      if (finish == "abort") reason["message"] = "aborted on purpose";
+      out = {{"text", out_text},
+             {"output_ids", output},
+             {"meta_info",
+              {{"id", call.rid.empty() ? std::to_string(id) : call.rid},
+               {"finish_reason", reason},
+               {"prompt_tokens", call.prompt.size()},
+               {"completion_tokens", output.size()},
+               {"cached_tokens", 0},
+               {"output_token_logprobs", logprobs},
+               {"e2e_latency", 0.0},
+               {"weight_version", "default"}}}};
+    } else {
+      json tokens = json::array(), top = json::array(), offsets = json::array();
+      size_t offset = 0;
+      for (size_t i = 0; i < output.size(); ++i) {
+        const std::string piece = tokenizer.decode(std::span<const TokenId>(&output[i], 1));
+        tokens.push_back(piece);
+        top.push_back(json{{piece, call.logprobs[i]}});
+        offsets.push_back(offset);
+        offset += piece.size();
+      }
+      json choice = {{"index", 0},
+                     {"text", out_text},
+                     {"logprobs",
+                      {{"text_offset", offsets},
+                       {"token_logprobs", call.logprobs},
+                       {"tokens", tokens},
+                       {"top_logprobs", top}}},
+                     {"finish_reason", finish},
+                     {"stop_reason", finish == "stop" && im_end ? json(*im_end) : json(nullptr)},
+                     {"prompt_token_ids", nullptr},
+                     {"token_ids", output}};
+      out = {{"id", "cmpl-" + std::to_string(id)},
+             {"object", "text_completion"},
+             {"created", 0},
+             {"model", request.value("model", std::string("scripted"))},
+             {"choices", json::array({choice})},
+             {"usage",
+              {{"prompt_tokens", call.prompt.size()},
+               {"total_tokens", call.prompt.size() + output.size()},
+               {"completion_tokens", output.size()},
+               {"prompt_tokens_details", nullptr}}}};
+    }
+    answer.body = out.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (options.log_calls) {
+      std::lock_guard lock(mutex);
+      log.push_back(std::move(call));
+    }
+    return answer;
+  }
+
+  asio::awaitable<void> session(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    while (true) {
+      http::request<http::string_body> request;
+      error_code ec;
+      co_await http::async_read(stream, buffer, request, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+      ++owner->attempts_;
+      Answer answer = handle(std::string(request.target()), request.body());
+      if (answer.delay_s > 0) {
+        asio::steady_timer timer(io, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                         std::chrono::duration<double>(answer.delay_s)));
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      if (answer.drop) {
+        stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+        stream.close();
+        co_return;
+      }
+      http::response<http::string_body> response{static_cast<http::status>(answer.status), 11};
+      response.set(http::field::content_type, "application/json");
+      response.set(http::field::server, "crl-scripted-llm");
+      response.keep_alive(request.keep_alive());
+      response.body() = std::move(answer.body);
+      response.prepare_payload();
+      co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, ec));
+      if (ec || !request.keep_alive()) co_return;
+    }
+  }
+
+  asio::awaitable<void> accept_loop() {
+    while (true) {
+      error_code ec;
+      tcp::socket socket = co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+      ++owner->connections_;
+      socket.set_option(tcp::no_delay(true), ec);
+      asio::co_spawn(io, session(std::move(socket)), asio::detached);
+    }
+  }
+};
+
+ScriptedLlmServer::ScriptedLlmServer(ScriptedLlmOptions options) : impl_(std::make_shared<Impl>()) {
+  if (!options.tokenizer) options.tokenizer = std::make_shared<ByteTokenizer>();
+  impl_->options = std::move(options);
+  impl_->owner = this;
+  const tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), impl_->options.port);
+  impl_->acceptor.open(endpoint.protocol());
+  impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
+  impl_->acceptor.bind(endpoint);
+  impl_->acceptor.listen(asio::socket_base::max_listen_connections);
+  port_ = impl_->acceptor.local_endpoint().port();
+  asio::co_spawn(impl_->io, impl_->accept_loop(), asio::detached);
+  thread_ = std::thread([impl = impl_] { impl->io.run(); });
+}
+
+ScriptedLlmServer::~ScriptedLlmServer() {
+  impl_->io.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<LoggedCall> ScriptedLlmServer::calls() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->log;
+}
+
+void ScriptedLlmServer::clear_log() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->log.clear();
+  impl_->seen.clear();
+}
+
+}  // namespace crl::testing

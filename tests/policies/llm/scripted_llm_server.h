@@ -1,0 +1,94 @@
+#pragma once
+// A stand-in LLM inference server for tests and benchmarks: a real HTTP/1.1 server (Boost.Beast) on loopback
+// that speaks SGLang's `POST /generate` and the OpenAI-compatible `POST /v1/completions` with the real JSON
+// shapes, backed by a deterministic scripted model of the synthetic suite.
+//
+// The scripted model decodes the prompt with the tokenizer and reads it like a careful agent would: the task
+// type and tracked key from the instruction (or from an earlier summary), the records it has seen (lines
+// "#NN/16 ref ... | KIND key=value |"), and the facts an earlier summary kept. It answers `next` until the
+// last observation is END, then `submit <answer>`; asked for a summary it writes
+// "task=<type> key=<key> read=<n> facts=<record>:<value>,..." keeping the facts the answer needs, or, on
+// purpose, dropping them (SummaryMode). Its answer is tokenised, ended with <|im_end|>, cut at max_new_tokens
+// (finish reason length) and given log-probs that are a pure function of (sampling seed, position, token) and
+// exactly representable as floats, so a test can compare them bit for bit.
+//
+// Fault injection, all deterministic: a fixed delay; the first N attempts of each distinct request body
+// answered 503 or dropped (closed without an answer), so retries succeed; requests whose sampling seed is
+// selected by `sticky_every` always get `sticky_fault` (5xx, drop, malformed JSON, hang past any deadline,
+// 400, or an abort finish reason).
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "engine/tokenizer.h"
+
+namespace crl::testing {
+
+enum class SummaryMode { kKeep, kDrop, kSeeded };  // seeded: drop when the sampling seed is odd
+
+struct FaultOptions {
+  double delay_s = 0;
+  int transient_5xx = 0;      // the first N attempts of each distinct request body get 503
+  int transient_drops = 0;    // ... or are closed without an answer
+  uint64_t sticky_every = 0;  // requests with sampling_seed % sticky_every == 0 always get sticky_fault
+  std::string sticky_fault;   // 5xx | drop | malformed | hang | 400 | abort
+  double hang_s = 30;
+};
+
+struct ScriptedLlmOptions {
+  uint16_t port = 0;  // 0: an ephemeral port
+  FaultOptions faults;
+  SummaryMode summary = SummaryMode::kKeep;
+  std::shared_ptr<const Tokenizer> tokenizer;  // default: ByteTokenizer
+  bool log_calls = true;                       // keep every answered call (tests); benchmarks turn it off
+};
+
+// One answered call, as the server saw and answered it.
+struct LoggedCall {
+  std::string api;  // sglang | openai
+  std::vector<TokenId> prompt;
+  int64_t max_new_tokens = 0;
+  uint64_t sampling_seed = 0;
+  std::vector<TokenId> output;
+  std::vector<float> logprobs;
+  std::string finish_reason;
+  std::string rid;
+};
+
+// The scripted model on decoded prompt text (exposed for unit tests).
+std::string scripted_answer(std::string_view prompt_text, SummaryMode mode, uint64_t seed);
+// The log-prob the scripted model reports for `token` at `position` (a multiple of 1/1024 in [-4, 0)).
+float scripted_logprob(uint64_t seed, size_t position, TokenId token);
+
+class ScriptedLlmServer {
+ public:
+  // Listens on 127.0.0.1 (options.port, or an ephemeral port) and serves on its own thread until destroyed.
+  explicit ScriptedLlmServer(ScriptedLlmOptions options = {});
+  ~ScriptedLlmServer();
+  ScriptedLlmServer(const ScriptedLlmServer&) = delete;
+  ScriptedLlmServer& operator=(const ScriptedLlmServer&) = delete;
+
+  uint16_t port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::vector<LoggedCall> calls() const;
+  uint64_t attempts() const { return attempts_; }  // HTTP requests received, faults included
+  uint64_t connections() const { return connections_; }
+  void clear_log();
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+  std::thread thread_;
+  uint16_t port_ = 0;
+  std::atomic<uint64_t> attempts_{0}, connections_{0};
+  friend struct Impl;
+};
+
+}  // namespace crl::testing
