@@ -122,6 +122,16 @@ class Env {
   int steps() const { return steps_; }
   bool done() const { return done_; }
 
+  // The resume body of a symbolic-view compaction, when the environment writes it from the summary (the
+  // synthetic suite's memory-slot summaries: keep:<i> is expanded into record i as it was observed). The
+  // episode calls it only with a symbolic codec, with the summary body the policy sampled; returning false
+  // (the default) keeps the engine's rule: the summary body itself is copied into resume(S). The environment
+  // reads the summary only to expand it; it never changes the episode's state.
+  virtual bool symbolic_resume_body(std::span<const TokenId> /*summary*/,
+                                    std::vector<TokenId>& /*out*/) const {
+    return false;
+  }
+
  protected:
   // Hooks for implementations; the public wrappers keep the bookkeeping.
   virtual Start do_reset(const Task& task, Rng& rng) = 0;

@@ -147,7 +147,10 @@ void Episode::submit(const Decision& decision) {
     const auto body = codec_->summary_body(decision.tokens);
     recorder_.add_summary(request_.prompt, decision.tokens, decision.logprobs, decision.values,
                           decision.finish_reason, context_.compactions(), codec_->decode(body));
-    const RebuildResult rebuilt = context_.rebuild(body);
+    // A symbolic environment may write the resume body itself from the summary (Env::symbolic_resume_body).
+    std::vector<TokenId> written;
+    const bool expanded = codec_->view_name() == "symbolic" && env_->symbolic_resume_body(body, written);
+    const RebuildResult rebuilt = context_.rebuild(expanded ? std::span<const TokenId>(written) : body);
     if (rebuilt.status != RebuildStatus::kRebuilt) {
       end(EpisodeStatus::kTruncated, "the rebuilt context does not fit below C - T_comp even with k = 0");
       return;

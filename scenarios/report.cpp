@@ -96,7 +96,8 @@ const char* plot_color(size_t series) {
 std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioResult& result) {
   std::vector<GateResult> gates;
   const auto& g = spec.gates;
-  const bool any = g.has_min_mean() || g.has_min_seed() || g.has_min_gap() || g.has_chance_band();
+  const bool any = g.has_min_mean() || g.has_min_seed() || g.has_min_gap() || g.has_chance_band() ||
+                   g.has_min_type_ratio() || g.has_min_type_gap();
   if (!any) return gates;
   const ArmResult* main = find_arm(result, g.main_arm());
   const ArmResult* control = find_arm(result, g.control_arm());
@@ -152,6 +153,47 @@ std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioR
                                  percent(control->mean_accuracy) + " vs chance " + percent(control->chance)});
     }
   }
+  // Per task type: the main arm against the reference arm (ratio) and against the control (gap).
+  auto type_of = [](const ArmResult* arm, const std::string& type) -> const TypeResult* {
+    if (arm == nullptr) return nullptr;
+    for (const TypeResult& t : arm->types) {
+      if (t.type == type) return &t;
+    }
+    return nullptr;
+  };
+  if (g.has_min_type_ratio()) {
+    const ArmResult* reference = find_arm(result, g.reference_arm());
+    const std::string base = g.main_arm() + " >= " + fixed(100.0 * g.min_type_ratio(), 0) + "% of " +
+                             g.reference_arm() + " exact match";
+    if (main == nullptr || reference == nullptr || main->types.empty()) {
+      missing(main == nullptr ? g.main_arm() : g.reference_arm(), base + " (per type)");
+    } else {
+      for (const TypeResult& t : main->types) {
+        const TypeResult* r = type_of(reference, t.type);
+        const double ref = r != nullptr ? r->exact_match : NAN;
+        const double ratio = ref > 0.0 ? t.exact_match / ref : (t.exact_match >= 0.0 ? 1.0 : 0.0);
+        gates.push_back(
+            GateResult{base + " on " + t.type, ratio, r != nullptr && ratio >= g.min_type_ratio(),
+                       percent(t.exact_match) + " vs " + percent(ref) + " (ratio " + fixed(ratio, 3) + ")"});
+      }
+    }
+  }
+  if (g.has_min_type_gap()) {
+    for (const std::string& type : g.gap_types()) {
+      const std::string name = g.main_arm() + " - " + g.control_arm() +
+                               " >= " + fixed(100.0 * g.min_type_gap(), 1) + " points on " + type;
+      const TypeResult* m = type_of(main, type);
+      const TypeResult* c = type_of(control, type);
+      if (m == nullptr || c == nullptr) {
+        gates.push_back(GateResult{name, 0.0, false, "type " + quote(type) + " is missing from the results"});
+        continue;
+      }
+      const double gap = m->exact_match - c->exact_match;
+      gates.push_back(GateResult{name, gap, gap >= g.min_type_gap(),
+                                 fixed(100.0 * gap, 2) + " points (" + percent(m->exact_match) + " vs " +
+                                     percent(c->exact_match) + ")"});
+    }
+  }
   return gates;
 }
 
@@ -174,7 +216,24 @@ std::string format_summary_json(const ScenarioResult& result) {
       seed["accuracy"] = s.accuracy;
       seed["episodes"] = s.episodes;
       seed["eval_episodes"] = s.eval_episodes;
+      for (const TypeResult& t : s.types) seed["exact_match"][t.type] = t.exact_match;
       a["seeds"].push_back(seed);
+    }
+    if (!arm.types.empty()) {
+      nlohmann::ordered_json types = nlohmann::ordered_json::object();
+      for (const TypeResult& t : arm.types) {
+        nlohmann::ordered_json x;
+        x["episodes"] = t.episodes;
+        x["exact_match"] = t.exact_match;
+        x["summaries_per_episode"] = t.summaries_per_episode;
+        x["recall"] = t.recall;
+        x["invention"] = t.invention;
+        x["repetition"] = t.repetition;
+        x["summary_length"] = t.length;
+        x["plan_token_f1"] = t.f1;
+        types[t.type] = x;
+      }
+      a["types"] = types;
     }
     doc["arms"].push_back(a);
   }
@@ -319,11 +378,12 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
     for (const auto& [k, v] : policy_params(s)) policy += " " + k + "=" + v;
     out << "| " << arm.name << " | " << policy << " | gamma " << fixed(l.gamma(), 3) << ", lambda "
         << lambda_text(l) << ", correction " << (l.correction() ? "on" : "off") << ", critic target "
-        << (l.critic_target() == LearnerConfig::CORRECTED ? "corrected" : "local") << ", warm-up "
-        << l.warmup_batches() << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor "
-        << fixed(l.actor_lr(), 3) << " / critic " << fixed(l.critic_lr(), 3) << " | " << t.episodes()
-        << " episodes, batch " << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every "
-        << t.eval_interval() << " |\n";
+        << (l.critic_target() == LearnerConfig::CORRECTED ? "corrected" : "local")
+        << (l.summary_loss_masked() ? ", summary loss masked" : "") << ", warm-up " << l.warmup_batches()
+        << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor " << fixed(l.actor_lr(), 3)
+        << " / critic " << fixed(l.critic_lr(), 3) << " | " << t.episodes() << " episodes, batch "
+        << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every " << t.eval_interval()
+        << " |\n";
   }
   out << "\nEnvironment: `" << spec.arms.front().setup.env().name() << "`";
   for (const auto& [k, v] : env_params(spec.arms.front().setup)) out << " " << k << "=" << v;
@@ -357,6 +417,26 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
   out << "\n\"Episodes to 90%\": the first curve point where the mean held-out accuracy over seeds reaches "
          "90%. "
          "Curves: `curves.csv`, `curves.svg`.\n";
+
+  // Per task type, for environments with typed tasks (final evaluation, mean over seeds).
+  if (std::any_of(result.arms.begin(), result.arms.end(),
+                  [](const ArmResult& a) { return !a.types.empty(); })) {
+    out << "\n## Per task type (final evaluation, mean over seeds)\n\n"
+           "| arm | type | exact match | summaries / episode | milestone recall | invention | repetition | "
+           "summary length | plan-token F1 |\n|---|---|---|---|---|---|---|---|---|\n";
+    for (const ArmResult& arm : result.arms) {
+      for (const TypeResult& t : arm.types) {
+        out << "| " << arm.name << " | " << t.type << " | " << percent(t.exact_match) << " | "
+            << fixed(t.summaries_per_episode, 2) << " | " << percent(t.recall) << " | "
+            << percent(t.invention) << " | " << percent(t.repetition) << " | " << fixed(t.length, 2) << " | "
+            << fixed(t.f1, 3) << " |\n";
+      }
+    }
+    out << "\nSummary metrics per summary (envs/synthetic/metrics.h): recall = observed milestones kept; "
+           "invention = kept answer-domain values that are not observed milestones (distractors, records not "
+           "seen yet); repetition = a milestone named twice; length in symbols up to and including STOP. "
+           "Arms without compaction write no summary.\n";
+  }
 
   const std::vector<GateResult> gates = evaluate_gates(spec, result);
   if (!gates.empty()) {
@@ -411,13 +491,16 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
       out << "\n## A successful evaluation episode (arm " << shown->name << ", seed " << s.seed << ")\n\n";
       // The fact, when the environment shows one as "FACT <value>" in the first prompt.
       const std::string first = shown->codec->decode(t.segments.front().prompt_ids);
-      if (const size_t at = first.find("FACT "); at != std::string::npos) {
+      const bool chain = !std::isnan(shown->chance);  // the memory chain (it declares a fact_arity)
+      if (const size_t at = first.find("FACT "); chain && at != std::string::npos) {
         const size_t end = first.find(' ', at + 5);
         out << "The fact shown at step 1: "
             << first.substr(at + 5, end == std::string::npos ? end : end - at - 5) << ". ";
       }
-      out << "What each summary kept (the memory symbol carried across the reset; a learned code, not "
-             "necessarily a copy):";
+      out << (chain
+                  ? "What each summary kept (the memory symbol carried across the reset; a learned code, not "
+                    "necessarily a copy):"
+                  : "What each summary wrote:");
       int k = 0;
       for (const Segment& seg : t.segments) {
         if (seg.kind == SegmentKind::kSummary) {

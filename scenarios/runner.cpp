@@ -4,11 +4,14 @@
 
 #include "engine/runner.h"
 #include "envs/registry.h"
+#include "envs/synthetic/metrics.h"
+#include "envs/synthetic/synthetic_env.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
 #include "learners/schedule.h"
 #include "policies/rollout.h"
 #include "policies/tabular/tabular_policy.h"
+#include "policies/trainable.h"
 
 namespace crl::scenarios {
 
@@ -32,6 +35,7 @@ Budget budget_of(const Setup& s) {
 struct ArmContext {
   const ArmSpec* arm = nullptr;
   std::map<std::string, std::string> env_params;
+  std::map<std::string, std::string> eval_env_params;  // env_params with training.eval_env_params over them
   std::shared_ptr<const Codec> codec;
   const EnvSpec* env_spec = nullptr;
   std::unique_ptr<Env> prototype;
@@ -50,10 +54,12 @@ std::vector<Trajectory> collect(const ArmContext& c, const Policy& policy, uint6
     config.budget = c.budget;
     config.seed = seed;
     config.group_index = first + static_cast<int64_t>(i);
-    auto episode = std::make_unique<Episode>(make_env(c.arm->setup.env().name(), c.env_params), c.codec,
-                                             std::move(config));
+    const bool eval = prefix == "eval-";
+    auto episode = std::make_unique<Episode>(
+        make_env(c.arm->setup.env().name(), eval ? c.eval_env_params : c.env_params), c.codec,
+        std::move(config));
     const uint64_t index = static_cast<uint64_t>(first) + i;
-    episode->start(Task{prefix + std::to_string(index), index, prefix == "eval-" ? "test" : "train"});
+    episode->start(Task{prefix + std::to_string(index), index, eval ? "test" : "train"});
     return episode;
   };
   return run_rollouts(spec, policy, runner);
@@ -65,23 +71,63 @@ double mean_reward(const std::vector<Trajectory>& trajectories) {
   return trajectories.empty() ? 0.0 : total / static_cast<double>(trajectories.size());
 }
 
-// One pass over the batch's trainable tokens in index order (trajectories, segments, positions).
-enum class Pass { kCritic, kActor };
-void update(TabularPolicy& policy, const std::vector<Trajectory>& batch, const learners::Advantages& targets,
-            Pass pass, const LearnerConfig& l) {
-  size_t token = 0;
-  for (const Trajectory& t : batch) {
-    for (const Segment& seg : t.segments) {
-      for (size_t i = 0; i < seg.response_ids.size(); ++i, ++token) {
-        const bool actor = seg.actor_mask[i] != 0, critic = seg.critic_mask[i] != 0;
-        if (pass == Pass::kActor && actor) {
-          policy.actor_step(policy.cell(seg, i), targets.advantages[token], l.actor_lr());
-        } else if (pass == Pass::kCritic && critic) {
-          policy.critic_step(policy.cell(seg, i), targets.returns[token], l.critic_lr());
+// The tabular policy as a Trainable: each pass is plain SGD over the batch's trainable tokens in index order
+// (trajectories, segments, positions), on the learner's advantages (actor) or returns (critic).
+class TabularTrainer final : public Trainable {
+ public:
+  explicit TabularTrainer(TabularPolicy& policy) : policy_(policy) {}
+  void initialize(uint64_t /*seed: the tables start at zero*/) override {}
+  void train(const TrainStep& step) override {
+    size_t token = 0;
+    const bool actor_pass = step.kind == learners::UpdateKind::kActor;
+    for (const Trajectory& t : *step.trajectories) {
+      for (const Segment& seg : t.segments) {
+        for (size_t i = 0; i < seg.response_ids.size(); ++i, ++token) {
+          const bool actor = seg.actor_mask[i] != 0, critic = seg.critic_mask[i] != 0;
+          if (actor_pass && actor) {
+            policy_.actor_step(policy_.cell(seg, i), step.targets->advantages[token], step.actor_lr);
+          } else if (!actor_pass && critic) {
+            policy_.critic_step(policy_.cell(seg, i), step.targets->returns[token], step.critic_lr);
+          }
         }
       }
     }
   }
+
+ private:
+  TabularPolicy& policy_;
+};
+
+// Per task type exact match and summary metrics of the final evaluation, for environments with typed tasks
+// (the synthetic suite in the symbolic view); empty for the others.
+std::vector<TypeResult> type_breakdown(const ArmContext& c, const std::vector<Trajectory>& eval) {
+  std::vector<TypeResult> out;
+  if (c.arm->setup.env().name() != "synthetic" || c.codec->view_name() != "symbolic") return out;
+  const Params p = Params::resolve(env_registry().entry("synthetic").params, c.eval_env_params, "evaluation");
+  const auto tasks = envs::synthetic::shared_task_set(p.get_string("source"), p.get_string("data_dir"),
+                                                      p.get_string("namespace"), p.get_string("split"));
+  envs::synthetic::MetricsTable table;
+  for (const Trajectory& t : eval) {
+    const auto& task = tasks->tasks[static_cast<size_t>(t.group_index) % tasks->tasks.size()];
+    table.add(envs::synthetic::episode_metrics_symbolic(task, t));
+  }
+  for (const envs::synthetic::TaskType type : envs::synthetic::kTaskTypes) {
+    const auto& totals = table.totals(type);
+    TypeResult r;
+    r.type = std::string(envs::synthetic::task_type_name(type));
+    r.episodes = totals.episodes;
+    r.exact_match = totals.episodes > 0 ? static_cast<double>(totals.exact) / totals.episodes : 0.0;
+    const double summaries = totals.summaries > 0 ? totals.summaries : 1.0;
+    r.summaries_per_episode =
+        totals.episodes > 0 ? static_cast<double>(totals.summaries) / totals.episodes : 0.0;
+    r.recall = totals.recall_sum / summaries;
+    r.invention = totals.mentions > 0 ? static_cast<double>(totals.invented) / totals.mentions : 0.0;
+    r.repetition = totals.mentions > 0 ? static_cast<double>(totals.repeated) / totals.mentions : 0.0;
+    r.length = totals.length_sum / summaries;
+    r.f1 = totals.f1_sum / summaries;
+    out.push_back(r);
+  }
+  return out;
 }
 
 SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options, const Runner& runner) {
@@ -90,8 +136,17 @@ SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options
   const LearnerConfig& l = s.learner();
   const std::unique_ptr<Policy> policy = make_policy(
       s.policy().name(), policy_params(s), PolicyTarget{c.env_spec, c.codec}, "arm " + quote(c.arm->name));
-  // Only the tabular policy learns today; any other registered policy is evaluated as it is.
-  TabularPolicy* trainable = dynamic_cast<TabularPolicy*>(policy.get());
+  // A Trainable policy (neural) trains itself; the tabular policy through its adapter; any other registered
+  // policy is evaluated as it is.
+  Trainable* trainable = dynamic_cast<Trainable*>(policy.get());
+  std::unique_ptr<TabularTrainer> tabular;
+  if (trainable == nullptr) {
+    if (auto* table = dynamic_cast<TabularPolicy*>(policy.get())) {
+      tabular = std::make_unique<TabularTrainer>(*table);
+      trainable = tabular.get();
+    }
+  }
+  if (trainable != nullptr) trainable->initialize(seed);
   const learners::Learner learner(learner_options(l), learners::Backend::kCpu);
   const learners::Schedule schedule(schedule_options(l));
 
@@ -131,8 +186,7 @@ SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options
       const learners::Batch flat = learners::make_batch(batch);
       const learners::Advantages targets = learner.advantages(flat);
       for (const learners::UpdateKind kind : schedule.updates(batches, flat)) {
-        update(*trainable, batch, targets,
-               kind == learners::UpdateKind::kActor ? Pass::kActor : Pass::kCritic, l);
+        trainable->train(TrainStep{&batch, &flat, &targets, &learner, kind, l.actor_lr(), l.critic_lr()});
       }
     }
     done += count;
@@ -156,6 +210,7 @@ SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options
     }
   }
   result.accuracy = result.curve.back().eval_accuracy;
+  result.types = type_breakdown(c, final_eval);
   for (const Trajectory& t : final_eval) {
     if (t.reward > 0.0) {
       result.has_example = true;
@@ -179,6 +234,8 @@ learners::LearnerOptions learner_options(const LearnerConfig& l) {
   o.correction = l.correction();
   o.critic_target = l.critic_target() == LearnerConfig::CORRECTED ? learners::CriticTarget::kCorrected
                                                                   : learners::CriticTarget::kLocal;
+  o.summary_loss_masked = l.summary_loss_masked();
+  o.clip_epsilon = l.clip_epsilon();
   return o;
 }
 
@@ -198,6 +255,8 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
     ArmContext c;
     c.arm = &arm;
     c.env_params = env_params(arm.setup);
+    c.eval_env_params = c.env_params;
+    for (const auto& [k, v] : arm.setup.training().eval_env_params()) c.eval_env_params[k] = v;
     c.prototype = make_env(arm.setup.env().name(), c.env_params, "arm " + quote(arm.name));
     c.env_spec = &c.prototype->spec();
     c.codec = make_codec(arm.setup.view(), *c.env_spec);
@@ -218,6 +277,24 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
       total += result.seeds.back().accuracy;
     }
     result.mean_accuracy = total / static_cast<double>(result.seeds.size());
+    // Per type: the mean over seeds of each metric.
+    if (!result.seeds.empty()) result.types = result.seeds.front().types;
+    for (size_t i = 0; i < result.types.size(); ++i) {
+      TypeResult& m = result.types[i];
+      m = TypeResult{m.type};
+      for (const SeedResult& s : result.seeds) {
+        const TypeResult& x = s.types[i];
+        const double w = 1.0 / static_cast<double>(result.seeds.size());
+        m.episodes += x.episodes;
+        m.exact_match += w * x.exact_match;
+        m.summaries_per_episode += w * x.summaries_per_episode;
+        m.recall += w * x.recall;
+        m.invention += w * x.invention;
+        m.repetition += w * x.repetition;
+        m.length += w * x.length;
+        m.f1 += w * x.f1;
+      }
+    }
     out.arms.push_back(std::move(result));
   }
   return out;

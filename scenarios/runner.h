@@ -13,6 +13,12 @@
 //     every `eval_interval` episodes, evaluate on tasks "eval-<i>" (sampled, as in training) -> a curve
 //     point.
 //   the final accuracy: the mean reward over `eval_episodes` held-out episodes.
+// A policy learns when it is a Trainable (policies/trainable.h: the neural policy) or the tabular policy
+// (through an adapter: plain SGD per token); the runner calls initialize(seed) and then train() once per
+// update the schedule asks for. Other policies are evaluated as they are.
+// Environment parameters of evaluation episodes may differ (training.eval_env_params, e.g. split: dev).
+// For the synthetic suite in the symbolic view the final evaluation is also broken down per task type
+// (exact match and summary metrics, envs/synthetic/metrics.h).
 // Why the result cannot depend on the thread count: episodes only read their own streams and the policy
 // snapshot; the updates run on one thread in index order.
 #include <cstdint>
@@ -38,6 +44,19 @@ struct CurvePoint {
   int64_t eval_episodes = 0;
 };
 
+// Final-evaluation metrics of one task type (environments with typed tasks: the synthetic suite).
+struct TypeResult {
+  std::string type;
+  int64_t episodes = 0;
+  double exact_match = 0.0;
+  double summaries_per_episode = 0.0;
+  double recall = 0.0;      // mean milestone recall per summary
+  double invention = 0.0;   // invented / mentions
+  double repetition = 0.0;  // repeated / mentions
+  double length = 0.0;      // mean summary length (symbols up to and including STOP)
+  double f1 = 0.0;          // mean plan-token F1 per summary
+};
+
 struct SeedResult {
   uint64_t seed = 0;
   double accuracy = 0.0;  // final held-out accuracy
@@ -49,6 +68,7 @@ struct SeedResult {
   bool has_example = false;
   Trajectory example;
   std::vector<double> example_factors;  // correction factor of each of its segments under the arm's learner
+  std::vector<TypeResult> types;        // per task type (empty for untyped environments)
 };
 
 struct ArmResult {
@@ -58,6 +78,7 @@ struct ArmResult {
   double chance = std::numeric_limits<double>::quiet_NaN();  // 1 / fact_arity when the env declares one
   std::vector<SeedResult> seeds;
   std::shared_ptr<const Codec> codec;  // decodes the example trajectories
+  std::vector<TypeResult> types;       // per task type, each metric the mean over seeds (episodes: the sum)
 };
 
 struct ScenarioResult {

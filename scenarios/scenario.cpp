@@ -135,6 +135,18 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
     at.fail(arm, {"env", "params"},
             "environment " + quote(s.env().name()) + ": parameter " + quote(e.field()) + ": " + e.message());
   }
+  // Evaluation-only environment parameters, merged over the setup's.
+  if (!s.training().eval_env_params().empty()) {
+    std::map<std::string, std::string> merged = sorted(s.env().params());
+    for (const auto& [k, v] : s.training().eval_env_params()) merged[k] = v;
+    try {
+      make_env(s.env().name(), merged, "environment " + quote(s.env().name()));
+    } catch (const Error& e) {
+      at.fail(
+          arm, {"training", "eval_env_params"},
+          "environment " + quote(s.env().name()) + ": parameter " + quote(e.field()) + ": " + e.message());
+    }
+  }
   // View.
   std::shared_ptr<const Codec> codec;
   try {

@@ -114,6 +114,42 @@ SummaryMetrics summary_metrics_symbols(const SyntheticTask& task, int records_se
   return m;
 }
 
+EpisodeMetrics episode_metrics_symbolic(const SyntheticTask& task, const Trajectory& trajectory) {
+  const Vocabulary& v = Vocabulary::get();
+  EpisodeMetrics m;
+  m.task_id = task.task_id;
+  m.type = task.type;
+  m.exact_match = trajectory.reward > 0.0;
+  m.truncated = trajectory.status != EpisodeStatus::kCompleted;
+  m.compactions = trajectory.compactions;
+  // Records are shown in order and a summary is requested right after an observation, so its prompt (the
+  // history) holds the newest record shown: records seen = 1 + the largest index of an observed record run
+  // [rec:<i>, kind:...] in the prompt ([rec:<i>, UNSEEN] is not one). Execution windows with only forced
+  // `next` actions are not emitted, so the observations themselves cannot be counted.
+  auto newest = [&](const std::vector<TokenId>& ids) {
+    int seen = 0;
+    for (size_t i = 0; i + 1 < ids.size(); ++i) {
+      const int index = v.rec_index(ids[i]);
+      if (index >= 0 && v.is_kind(ids[i + 1])) seen = std::max(seen, index + 1);
+    }
+    return seen;
+  };
+  int seen = 0;
+  for (const Segment& seg : trajectory.segments) {
+    if (seg.kind == SegmentKind::kSummary) {
+      seen = std::max(seen, newest(seg.prompt_ids));
+      m.summaries.push_back(summary_metrics_symbols(task, seen, seg.response_ids));
+    } else {
+      std::vector<TokenId> ids = seg.prompt_ids;
+      ids.insert(ids.end(), seg.response_ids.begin(), seg.response_ids.end());
+      seen = std::max(seen, newest(ids));
+    }
+  }
+  m.records_seen = seen;
+  m.submitted = trajectory.status == EpisodeStatus::kCompleted;
+  return m;
+}
+
 void MetricsTable::add(const EpisodeMetrics& e) {
   Totals& t = by_type_[static_cast<int>(e.type)];
   ++t.episodes;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/token.h"
+#include "engine/trajectory.h"
 #include "envs/synthetic/task.h"
 
 namespace crl::envs::synthetic {
@@ -61,6 +62,13 @@ struct EpisodeMetrics {
   int compactions = 0;  // filled in by the episode, which owns the context
   std::vector<SummaryMetrics> summaries;
 };
+
+// The metrics of a finished symbolic-view episode read off its trajectory, for drivers that keep only
+// trajectories (the scenario runner): exact match = reward > 0, truncated = the episode did not complete,
+// compactions from the trajectory, and one SummaryMetrics per summary segment, with records_seen = 1 + the
+// newest observed record [rec:<i>, kind:...] in its prompt (records are shown in order, and the history
+// holds the newest observation). Turns and invalid commands are not recorded in a trajectory and stay 0.
+EpisodeMetrics episode_metrics_symbolic(const SyntheticTask& task, const Trajectory& trajectory);
 
 // Sums episodes per task type; report() prints one line per type and one for all.
 class MetricsTable {

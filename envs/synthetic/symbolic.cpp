@@ -31,12 +31,15 @@ Vocabulary::Vocabulary() {
   stop = add("STOP");
   keep_task = add("KEEP_TASK");
   for (TaskType t : kTaskTypes) type_[static_cast<int>(t)] = add("type:" + std::string(task_type_name(t)));
+  first_kind_ = static_cast<TokenId>(names_.size());
   for (std::string_view k : record_kinds()) add("kind:" + std::string(k));
+  end_kind_ = static_cast<TokenId>(names_.size());
   add("key:code");
   for (std::string_view k : fact_labels()) add("key:" + std::string(k));
   for (std::string_view k : update_keys()) add("key:" + std::string(k));
   add("key:step");
   add("key:status");
+  first_rec_ = static_cast<TokenId>(names_.size());
   for (int i = 0; i < kRecordsPerTask; ++i) rec_[i] = add("rec:" + two_digits(i + 1));
   first_keep_ = static_cast<TokenId>(names_.size());
   for (int i = 0; i < kRecordsPerTask; ++i) keep_[i] = add("keep:" + two_digits(i + 1));
@@ -73,6 +76,10 @@ TokenId Vocabulary::id(std::string_view name) const {
 
 int Vocabulary::keep_index(TokenId id) const {
   return id >= first_keep_ && id < first_keep_ + kRecordsPerTask ? id - first_keep_ : -1;
+}
+
+int Vocabulary::rec_index(TokenId id) const {
+  return id >= first_rec_ && id < first_rec_ + kRecordsPerTask ? id - first_rec_ : -1;
 }
 
 std::string_view Vocabulary::value_of(TokenId id) const {

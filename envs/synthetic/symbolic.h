@@ -42,6 +42,9 @@ class Vocabulary {
   TokenId keep(int index) const { return keep_[index]; }  // 0-based record index
   // keep:<i> -> i (0-based); -1 for any other id.
   int keep_index(TokenId id) const;
+  // rec:<i> -> i (0-based); -1 for any other id.
+  int rec_index(TokenId id) const;
+  bool is_kind(TokenId id) const { return id >= first_kind_ && id < end_kind_; }
   // val:<v> -> v; empty for any other id.
   std::string_view value_of(TokenId id) const;
   std::optional<TokenId> value(std::string_view v) const { return find("val:" + std::string(v)); }
@@ -59,6 +62,7 @@ class Vocabulary {
   TokenId keep_[kRecordsPerTask];
   TokenId first_value_ = 0, end_value_ = 0;
   TokenId first_keep_ = 0;
+  TokenId first_rec_ = 0, first_kind_ = 0, end_kind_ = 0;
 };
 
 // The fixed template symbols of the episode's context (turn header, summary instruction, resume wrapper).

@@ -223,6 +223,12 @@ StepResult SyntheticEnv::do_step(const Action& action) {
   return result;
 }
 
+bool SyntheticEnv::symbolic_resume_body(std::span<const TokenId> summary, std::vector<TokenId>& out) const {
+  if (view_ == View::kText || task_ == nullptr) return false;
+  out = symbolic_resume(*task_, records_seen_, summary);
+  return true;
+}
+
 EpisodeMetrics SyntheticEnv::episode_metrics() const {
   EpisodeMetrics m;
   if (task_ == nullptr) return m;

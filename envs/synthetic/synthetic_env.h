@@ -57,6 +57,9 @@ class SyntheticEnv final : public Env {
   int records_seen() const { return records_seen_; }
   View view() const { return view_; }
   EpisodeMetrics episode_metrics() const;
+  // Symbolic view: the resume body is symbolic_resume(task, records_seen, summary) (symbolic.h): kept
+  // records copied as observed, [rec:<i>, UNSEEN] for a record not shown yet. False in the text view.
+  bool symbolic_resume_body(std::span<const TokenId> summary, std::vector<TokenId>& out) const override;
 
  protected:
   Start do_reset(const Task& task, Rng& rng) override;

@@ -18,6 +18,7 @@ struct Played {
   int compactions = 0;
   std::vector<SummaryMetrics> summaries;
   std::string reason;
+  Trajectory trajectory;
 };
 
 Played play(const std::string& view, const Budget& budget, int task_index) {
@@ -58,6 +59,7 @@ Played play(const std::string& view, const Budget& budget, int task_index) {
   played.reward = episode.reward();
   played.compactions = episode.context().compactions();
   played.reason = episode.reason();
+  played.trajectory = episode.finish();
   return played;
 }
 
@@ -91,11 +93,67 @@ TEST(synthetic_episode, OracleWinsEveryDevTaskWithCompactionInBothViews) {
         EXPECT_EQ(m.invented, 0);
         EXPECT_EQ(m.repeated, 0);
       }
+      if (view == "symbolic") {
+        // The metrics read off the trajectory alone (what the scenario runner has) equal those taken live.
+        std::unique_ptr<Env> env = crl::make_env("synthetic", {{"view", view}});
+        const SyntheticTask& task = dynamic_cast<const SyntheticEnv&>(*env).tasks().tasks[i];
+        const EpisodeMetrics e = episode_metrics_symbolic(task, p.trajectory);
+        EXPECT_TRUE(e.exact_match);
+        EXPECT_EQ(e.compactions, p.compactions);
+        ASSERT_EQ(e.summaries.size(), p.summaries.size());
+        for (size_t k = 0; k < e.summaries.size(); ++k) {
+          EXPECT_EQ(e.summaries[k].observed_milestones, p.summaries[k].observed_milestones);
+          EXPECT_EQ(e.summaries[k].recalled, p.summaries[k].recalled);
+          EXPECT_EQ(e.summaries[k].mentions, p.summaries[k].mentions);
+          EXPECT_EQ(e.summaries[k].length, p.summaries[k].length);
+        }
+      }
     }
     EXPECT_EQ(compacted, 60) << view << ": every episode compacts at least once";
     std::cout << view << ": episodes with 0/1/2/3 compactions: " << histogram[0] << "/" << histogram[1] << "/"
               << histogram[2] << "/" << histogram[3] << "\n";
   }
+}
+
+// The symbolic resume context is written by the environment from the memory-slot summary: a kept record is
+// copied as it was observed, a record not shown yet becomes [rec:<i>, UNSEEN], STOP ends the summary.
+TEST(synthetic_episode, SymbolicResumeCopiesKeptRecordsAsObserved) {
+  std::unique_ptr<Env> env = crl::make_env("synthetic", {{"view", "symbolic"}});
+  const auto& synthetic = dynamic_cast<const SyntheticEnv&>(*env);
+  const SyntheticTask task = synthetic.tasks().tasks[0];
+  const auto codec = make_codec("symbolic", env->spec());
+  Budget budget;
+  budget.capacity = 64;
+  budget.reserve = 16;
+  budget.per_turn_cap = 4;
+  budget.summary_cap = 6;
+  Episode episode(std::move(env), codec, EpisodeConfig{budget, 7, 0, 0, ""});
+  episode.start(Task{task.task_id, 0, "dev"});
+  const Vocabulary& v = Vocabulary::get();
+  while (episode.request().role == Role::kExecute) {
+    Decision next;
+    next.tokens = {v.next};
+    episode.submit(next);
+  }
+  const int seen = synthetic.records_seen();
+  ASSERT_GT(seen, 2);
+  ASSERT_LT(seen, kRecordsPerTask);
+  Decision summary;
+  summary.tokens = {v.keep(0), v.keep(kRecordsPerTask - 1), v.stop, v.keep(1)};
+  episode.submit(summary);
+  ASSERT_FALSE(episode.done());
+  const std::vector<TokenId> prompt = episode.request().prompt.ids();
+  std::vector<TokenId> expected = {v.resume};
+  const auto first = symbolic_record(task, 0);
+  expected.insert(expected.end(), first.begin(), first.end());
+  expected.push_back(v.rec(kRecordsPerTask - 1));
+  expected.push_back(v.unseen);
+  expected.push_back(v.resume_end);
+  ASSERT_GT(prompt.size(), expected.size() + 1);
+  EXPECT_EQ(std::vector<TokenId>(prompt.begin() + 1, prompt.begin() + 1 + expected.size()), expected);
+  // The invention is measured on the same summary: the unseen record's value is not an observed milestone.
+  const SummaryMetrics m = summary_metrics_symbols(task, seen, summary.tokens);
+  EXPECT_EQ(m.length, 3);
 }
 
 }  // namespace

@@ -1,0 +1,164 @@
+// Neural policy throughput (policies/neural): batched inference and update, in decisions/s.
+//   BM_NeuralForwardBatched/N      one Eigen forward over N decisions (~10 candidate rows each)
+//   BM_NeuralForwardPerDecision/N  baseline in the same run: the same N decisions one at a time (the
+//                                  sampling path, Network::score per decision)
+//   BM_NeuralForwardBackward/N     forward + backward (every parameter's gradient) over N decisions
+//   BM_NeuralActEpisodes/N         act() driving N synthetic episodes to the end (forced `next`, summaries
+//                                  and answers), items = policy decisions
+//   BM_NeuralTrainStep/N           one actor update on a batch of N episodes: rebuild the decisions, forward,
+//                                  learner losses and gradients, backward, Adam; items = trainable tokens
+//   BM_NeuralCudaForwardBackward/N the CUDA twin of BM_NeuralForwardBackward (skipped without a device)
+#include <benchmark/benchmark.h>
+
+#include "engine/runner.h"
+#include "envs/registry.h"
+#include "learners/batch.h"
+#include "learners/learner.h"
+#include "policies/neural/cuda/network_cuda.h"
+#include "policies/neural/neural_policy.h"
+#include "policies/rollout.h"
+
+namespace crl::neural {
+namespace {
+
+constexpr int kInputs = 99, kHidden = 64;
+
+DecisionBatch make_decisions(int groups) {
+  Rng rng(StreamKey{1, static_cast<uint64_t>(groups), 0, StreamRole::kLearner, 0});
+  DecisionBatch b;
+  for (int g = 0; g < groups; ++g) {
+    const int n = 4 + static_cast<int>(rng.uniform_int(13));
+    b.offsets.push_back(b.offsets.back() + n);
+    b.chosen.push_back(static_cast<int>(rng.uniform_int(n)));
+  }
+  b.x = RowMatrix::Zero(b.offsets.back(), kInputs);
+  for (Eigen::Index r = 0; r < b.x.rows(); ++r) {
+    for (int k = 0; k < 12; ++k) b.x(r, rng.uniform_int(kInputs)) = 1.0f;
+  }
+  return b;
+}
+
+Network make_network() {
+  Network net(NetworkShape{kInputs, kHidden});
+  net.initialize(3, 0);
+  Rng rng(StreamKey{3, 0, 0, StreamRole::kLearner, 1});
+  for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i)
+    net.parameters()[i] = rng.uniform_float() - 0.5f;
+  return net;
+}
+
+void BM_NeuralForwardBatched(benchmark::State& state) {
+  const Network net = make_network();
+  const DecisionBatch b = make_decisions(static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(net.forward(b));
+  state.SetItemsProcessed(state.iterations() * b.groups());
+}
+
+void BM_NeuralForwardPerDecision(benchmark::State& state) {
+  const Network net = make_network();
+  const DecisionBatch b = make_decisions(static_cast<int>(state.range(0)));
+  std::vector<RowMatrix> rows;
+  for (int g = 0; g < b.groups(); ++g)
+    rows.push_back(b.x.middleRows(b.offsets[g], b.offsets[g + 1] - b.offsets[g]));
+  std::vector<double> scores;
+  float value = 0.0f;
+  for (auto _ : state) {
+    for (const RowMatrix& r : rows) {
+      net.score(r, scores, value);
+      benchmark::DoNotOptimize(value);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * b.groups());
+}
+
+void BM_NeuralForwardBackward(benchmark::State& state) {
+  const Network net = make_network();
+  const DecisionBatch b = make_decisions(static_cast<int>(state.range(0)));
+  const std::vector<float> dl(b.groups(), 0.01f), dv(b.groups(), 0.02f);
+  for (auto _ : state) {
+    const ForwardResult f = net.forward(b);
+    benchmark::DoNotOptimize(net.backward(b, f, dl, dv));
+  }
+  state.SetItemsProcessed(state.iterations() * b.groups());
+}
+
+void BM_NeuralCudaForwardBackward(benchmark::State& state) {
+  std::string why;
+  if (!network_cuda_available(&why)) {
+    state.SkipWithError(("no CUDA device: " + why).c_str());
+    return;
+  }
+  const Network net = make_network();
+  const DecisionBatch b = make_decisions(static_cast<int>(state.range(0)));
+  const std::vector<float> dl(b.groups(), 0.01f), dv(b.groups(), 0.02f);
+  for (auto _ : state) {
+    const ForwardResult f = cuda_forward(net, b);
+    benchmark::DoNotOptimize(cuda_backward(net, b, f, dl, dv));
+  }
+  state.SetItemsProcessed(state.iterations() * b.groups());
+}
+
+struct Setup {
+  std::unique_ptr<Env> env = make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}});
+  std::shared_ptr<const Codec> codec = make_codec("symbolic", env->spec());
+  NeuralPolicy policy{PolicyTarget{&env->spec(), codec}, {}};
+  Setup() { policy.initialize(1); }
+  std::vector<Trajectory> run(size_t count) const {
+    RolloutSpec spec;
+    spec.count = count;
+    spec.group_size = count;
+    spec.make_episode = [&](size_t i) {
+      EpisodeConfig config;
+      config.budget.capacity = 64;
+      config.budget.reserve = 16;
+      config.budget.per_turn_cap = 4;
+      config.budget.summary_cap = 6;
+      config.budget.max_compactions = 8;
+      config.seed = 5;
+      auto e = std::make_unique<Episode>(make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}}),
+                                         codec, std::move(config));
+      e->start(Task{"train-" + std::to_string(i), i, "train"});
+      return e;
+    };
+    return run_rollouts(spec, policy, Runner(1));
+  }
+};
+
+void BM_NeuralActEpisodes(benchmark::State& state) {
+  const Setup s;
+  int64_t decisions = 0;
+  for (auto _ : state) {
+    for (const Trajectory& t : s.run(static_cast<size_t>(state.range(0)))) {
+      decisions += std::stoll(t.metadata.at("turns")) + t.compactions;
+    }
+  }
+  state.SetItemsProcessed(decisions);
+}
+
+void BM_NeuralTrainStep(benchmark::State& state) {
+  Setup s;
+  std::vector<Trajectory> ts = s.run(static_cast<size_t>(state.range(0)));
+  for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 2 ? 1.0 : 0.0;
+  learners::LearnerOptions o;
+  o.lambda_mode = learners::LambdaMode::kFixed;
+  o.lambda = 1.0;
+  const learners::Learner learner(o);
+  const learners::Batch batch = learners::make_batch(ts);
+  const learners::Advantages targets = learner.advantages(batch);
+  int64_t trainable = 0;
+  for (int64_t t = 0; t < batch.num_tokens(); ++t) trainable += batch.actor_mask[t];
+  for (auto _ : state) {
+    s.policy.train(TrainStep{&ts, &batch, &targets, &learner, learners::UpdateKind::kActor, 1e-6, 1e-6});
+  }
+  state.SetItemsProcessed(state.iterations() * trainable);
+}
+
+BENCHMARK(BM_NeuralForwardPerDecision)->Arg(64)->Arg(1024);
+BENCHMARK(BM_NeuralForwardBatched)->Arg(64)->Arg(1024)->Arg(16384);
+BENCHMARK(BM_NeuralForwardBackward)->Arg(64)->Arg(1024)->Arg(16384);
+BENCHMARK(BM_NeuralCudaForwardBackward)->Arg(1024)->Arg(16384);
+BENCHMARK(BM_NeuralActEpisodes)->Arg(32)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NeuralTrainStep)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace crl::neural
