@@ -32,11 +32,15 @@ namespace {
 using json = nlohmann::json;
 namespace syn = envs::synthetic;
 
-// The tokenizer named by --tokenizer. Only the built-in byte tokenizer exists until the BPE tokenizer lands.
+// The tokenizer named by --tokenizer (make_tokenizer: byte, a tokenizer.json or a tiktoken rank file); its
+// errors name the option as well as the file and field.
 std::shared_ptr<const Tokenizer> rollout_tokenizer(const std::string& spec) {
-  if (spec == "byte") return std::make_shared<ByteTokenizer>();
-  throw Error("option --tokenizer", "",
-              "value " + quote(spec) + " is not a known tokenizer (available: byte)");
+  try {
+    return make_tokenizer(spec);
+  } catch (const Error& e) {
+    throw Error("option --tokenizer " + quote(spec) + (e.where().empty() ? "" : ": " + e.where()), e.field(),
+                e.message());
+  }
 }
 
 // Synthetic-suite metrics of one episode (empty for other environments).
@@ -76,8 +80,8 @@ int rollout_command(const std::vector<std::string>& args) {
       "llm", po::value(&url), "LLM server base URL, http://HOST:PORT (required)")(
       "api", po::value(&api)->default_value(api), "sglang (POST /generate) | openai (POST /v1/completions)")(
       "tokenizer", po::value(&tokenizer_spec)->default_value(tokenizer_spec),
-      "the policy's tokenizer: byte (built in)")("model", po::value(&llm.sampling.model),
-                                                 "model name sent with the openai API")(
+      "the policy's tokenizer: byte | PATH/tokenizer.json | PATH/NAME.tiktoken[#PATTERN]")(
+      "model", po::value(&llm.sampling.model), "model name sent with the openai API")(
       "temperature", po::value(&llm.sampling.temperature)->default_value(llm.sampling.temperature),
       "sampling temperature")("top-p", po::value(&llm.sampling.top_p)->default_value(llm.sampling.top_p),
                               "nucleus sampling")(

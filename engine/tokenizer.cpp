@@ -1,5 +1,6 @@
 #include "engine/tokenizer.h"
 
+#include "engine/bpe_tokenizer.h"
 #include "engine/error.h"
 #include "engine/sha256.h"
 
@@ -52,6 +53,44 @@ std::string ByteTokenizer::fingerprint() const {
   std::string definition = "byte-tokenizer/v1";
   for (std::string_view s : kByteSpecialTokens) definition += "|" + std::string(s);
   return sha256_hex(definition).substr(0, 16);
+}
+
+std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& spec) {
+  if (spec == "byte") return std::make_shared<ByteTokenizer>();
+  if (spec.empty()) throw Error("--tokenizer", "spec", "empty; expected \"byte\" or a file path");
+  if (spec.ends_with(".json")) return BpeTokenizer::load_hf_json(spec);
+  std::string path = spec, pattern_name;
+  if (const size_t hash = spec.rfind('#');
+      hash != std::string::npos && spec.substr(0, hash).ends_with(".tiktoken")) {
+    path = spec.substr(0, hash);
+    pattern_name = spec.substr(hash + 1);
+  }
+  if (!path.ends_with(".tiktoken")) {
+    throw Error(
+        spec, "--tokenizer",
+        "expected \"byte\", a tokenizer.json file (*.json) or a tiktoken rank file (*.tiktoken[#PATTERN])");
+  }
+  const size_t slash = path.find_last_of('/');
+  std::string stem = slash == std::string::npos ? path : path.substr(slash + 1);
+  stem = stem.substr(0, stem.size() - std::string_view(".tiktoken").size());
+  auto encoding = tiktoken_encoding(stem);
+  if (!pattern_name.empty()) {
+    const auto pattern = split_pattern_from_name(pattern_name);
+    if (!pattern) {
+      throw Error(
+          spec, "pattern",
+          "unknown split pattern " + quote(pattern_name) + " (expected gpt2, cl100k, o200k or qwen2)");
+    }
+    if (!encoding) encoding.emplace(*pattern, std::vector<SpecialToken>{});
+    encoding->first = *pattern;
+  }
+  if (!encoding) {
+    throw Error(
+        spec, "pattern",
+        "the file name is not a known encoding (r50k_base, p50k_base, p50k_edit, cl100k_base, o200k_base); "
+        "name the split pattern as PATH#gpt2, PATH#cl100k, PATH#o200k or PATH#qwen2");
+  }
+  return BpeTokenizer::load_tiktoken(path, encoding->first, std::move(encoding->second));
 }
 
 }  // namespace crl

@@ -4,6 +4,7 @@
 // Built-in default (until an LLM tokenizer is configured): ByteTokenizer. Each UTF-8 byte is one token
 // (ids 0-255) and a few special tokens follow (ids 256+, see kByteSpecialTokens), so encoding is exact,
 // reversible and needs no vocabulary file. Its fingerprint is the SHA-256 of its definition string.
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,5 +40,14 @@ class ByteTokenizer final : public Tokenizer {
   std::string fingerprint() const override;
   std::optional<TokenId> special_token(std::string_view text) const override;
 };
+
+// Builds a tokenizer from a spec (the value of `--tokenizer`):
+//   "byte"                      the built-in ByteTokenizer;
+//   PATH ending in ".json"      a Hugging Face tokenizer.json (byte-level BPE: GPT-2, Qwen2, ...);
+//   PATH ending in ".tiktoken"  a tiktoken rank file; the split pattern and special tokens are chosen by the
+//                               file name ("cl100k_base", "o200k_base", "r50k_base", ...) or given as
+//                               "PATH#PATTERN" with PATTERN one of cl100k, o200k, gpt2, qwen2.
+// Throws crl::Error naming the file and field for a missing, unreadable or malformed file.
+std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& spec);
 
 }  // namespace crl

@@ -11,11 +11,15 @@ namespace {
 
 class TextCodec final : public Codec {
  public:
-  TextCodec(std::shared_ptr<const Tokenizer> tokenizer, TextPrompts prompts)
-      : tokenizer_(std::move(tokenizer)), prompts_(std::move(prompts)) {
-    const auto end = tokenizer_->special_token("<|im_end|>");
-    CRL_CHECK(end.has_value() && tokenizer_->special_token("<|im_start|>").has_value(),
-              "the ChatML template needs <|im_start|> and <|im_end|> in tokenizer " << tokenizer_->name());
+  TextCodec(std::shared_ptr<const Tokenizer> tokenizer, TextPrompts prompts, ChatTemplate chat)
+      : tokenizer_(std::move(tokenizer)), prompts_(std::move(prompts)), chat_(std::move(chat)) {
+    const auto end = tokenizer_->special_token(chat_.end_of_turn);
+    if (!end || (chat_.name == "chatml" && !tokenizer_->special_token("<|im_start|>"))) {
+      throw Error("tokenizer " + quote(tokenizer_->name()), "chat template",
+                  "the " + chat_.name + " template needs the special token " + quote(chat_.end_of_turn) +
+                      (chat_.name == "chatml" ? " and \"<|im_start|>\"" : "") +
+                      "; use a tokenizer that has it or another template (plain)");
+    }
     end_of_turn_ = *end;
   }
 
@@ -23,26 +27,26 @@ class TextCodec final : public Codec {
 
   ContextTemplate context_template() const override {
     ContextTemplate t;
-    t.turn_header = tokenizer_->encode("<|im_start|>assistant\n");
-    t.summary_instruction = tokenizer_->encode("<|im_start|>user\n" + prompts_.summary_instruction +
-                                               "<|im_end|>\n<|im_start|>assistant\n");
-    t.resume_prefix = tokenizer_->encode("<|im_start|>user\n" + prompts_.resume_preface);
-    t.resume_suffix = tokenizer_->encode("<|im_end|>\n");
+    t.turn_header = tokenizer_->encode(chat_.assistant_prefix);
+    t.summary_instruction = tokenizer_->encode(chat_.turn(ChatRole::kUser, prompts_.summary_instruction) +
+                                               chat_.assistant_prefix);
+    t.resume_prefix = tokenizer_->encode(chat_.user_prefix + prompts_.resume_preface);
+    t.resume_suffix = tokenizer_->encode(chat_.user_suffix);
     t.truncation_marker = tokenizer_->encode(prompts_.truncation_marker);
     return t;
   }
 
   std::vector<TokenId> encode_system(const Observation& system) const override {
-    return tokenizer_->encode("<|im_start|>system\n" + system.text + "<|im_end|>\n");
+    return tokenizer_->encode(chat_.turn(ChatRole::kSystem, system.text));
   }
   std::vector<TokenId> encode_user(const Observation& user) const override {
-    return tokenizer_->encode("<|im_start|>user\n" + user.text + "<|im_end|>\n");
+    return tokenizer_->encode(chat_.turn(ChatRole::kUser, user.text));
   }
   std::vector<TokenId> encode_observation(const Observation& observation,
                                           std::span<const TokenId> action) const override {
     const bool closed = !action.empty() && action.back() == end_of_turn_;
-    return tokenizer_->encode((closed ? "\n" : "<|im_end|>\n") + std::string("<|im_start|>user\n") +
-                              observation.text + "<|im_end|>\n");
+    return tokenizer_->encode((closed ? "" : chat_.end_of_turn) + chat_.after_end_of_turn +
+                              chat_.turn(ChatRole::kUser, observation.text));
   }
   Action decode_action(std::span<const TokenId> tokens) const override {
     Action action;
@@ -50,7 +54,7 @@ class TextCodec final : public Codec {
     return action;
   }
   std::vector<TokenId> encode_action(const std::string& text) const override {
-    return tokenizer_->encode(text + "<|im_end|>");
+    return tokenizer_->encode(text + chat_.end_of_turn);
   }
   std::span<const TokenId> summary_body(std::span<const TokenId> summary) const override {
     if (!summary.empty() && summary.back() == end_of_turn_) return summary.first(summary.size() - 1);
@@ -58,7 +62,9 @@ class TextCodec final : public Codec {
   }
   std::string decode(std::span<const TokenId> tokens) const override { return tokenizer_->decode(tokens); }
   std::string fingerprint() const override {
-    return sha256_hex("chatml|" + tokenizer_->fingerprint() + "|" + prompts_.summary_instruction + "|" +
+    // The default template keeps the fingerprint it had before templates were configurable.
+    const std::string chat = chat_ == chatml_template() ? "chatml" : chat_.definition();
+    return sha256_hex(chat + "|" + tokenizer_->fingerprint() + "|" + prompts_.summary_instruction + "|" +
                       prompts_.resume_preface + "|" + prompts_.truncation_marker)
         .substr(0, 16);
   }
@@ -66,6 +72,7 @@ class TextCodec final : public Codec {
  private:
   std::shared_ptr<const Tokenizer> tokenizer_;
   TextPrompts prompts_;
+  ChatTemplate chat_;
   TokenId end_of_turn_ = 0;
 };
 
@@ -135,9 +142,9 @@ class SymbolicCodec final : public Codec {
 
 }  // namespace
 
-std::shared_ptr<const Codec> make_text_codec(std::shared_ptr<const Tokenizer> tokenizer,
-                                             TextPrompts prompts) {
-  return std::make_shared<TextCodec>(std::move(tokenizer), std::move(prompts));
+std::shared_ptr<const Codec> make_text_codec(std::shared_ptr<const Tokenizer> tokenizer, TextPrompts prompts,
+                                             ChatTemplate chat) {
+  return std::make_shared<TextCodec>(std::move(tokenizer), std::move(prompts), std::move(chat));
 }
 
 std::shared_ptr<const Codec> make_symbolic_codec(const EnvSpec& spec) {

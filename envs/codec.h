@@ -1,10 +1,11 @@
 #pragma once
 // A codec turns an environment's observations into context tokens and sampled tokens back into actions.
 // Two kinds:
-//  * TextCodec: a tokenizer plus the ChatML template (as Qwen uses it). System and user turns are rendered
-//    "<|im_start|>ROLE\nTEXT<|im_end|>\n"; each assistant turn opens with "<|im_start|>assistant\n" and the
-//    policy ends it by sampling "<|im_end|>" (if it does not, the codec closes the turn itself). The summary
-//    instruction and the resume preface are configurable text (TextPrompts).
+//  * TextCodec: a tokenizer plus a chat template (engine/chat_template.h; by default ChatML as Qwen uses it).
+//    System and user turns are rendered "<|im_start|>ROLE\nTEXT<|im_end|>\n"; each assistant turn opens with
+//    "<|im_start|>assistant\n" and the policy ends it by sampling "<|im_end|>" (if it does not, the codec
+//    closes the turn itself). Another template (plain) replaces these strings. The summary instruction and
+//    the resume preface are configurable text (TextPrompts).
 //  * SymbolicCodec: observations are the environment's symbol ids, actions are symbols, and the template
 //    symbols come from the environment's spec.
 // The codec never re-encodes sampled tokens for training: decode() exists for actions and for reading.
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat_template.h"
 #include "engine/context.h"
 #include "engine/tokenizer.h"
 #include "envs/env.h"
@@ -55,8 +57,9 @@ struct TextPrompts {
   std::string truncation_marker = "\n[... observation truncated ...]\n";
 };
 
+// Throws crl::Error if the tokenizer lacks the template's special tokens.
 std::shared_ptr<const Codec> make_text_codec(std::shared_ptr<const Tokenizer> tokenizer,
-                                             TextPrompts prompts = {});
+                                             TextPrompts prompts = {}, ChatTemplate chat = chatml_template());
 // Throws crl::Error if the environment declares no symbolic view.
 std::shared_ptr<const Codec> make_symbolic_codec(const EnvSpec& spec);
 // "text" (with the built-in byte tokenizer) or "symbolic".

