@@ -35,7 +35,10 @@ int serve_command(const std::vector<std::string>& args) {
       "max-batch", po::value(&service.max_batch)->default_value(service.max_batch),
       "most steps in one POST /v1/batch/step")(
       "drain-timeout", po::value(&http.drain_timeout_s)->default_value(http.drain_timeout_s),
-      "seconds SIGTERM waits for requests in flight");
+      "seconds SIGTERM waits for requests in flight")(
+      "tokenizer", po::value(&service.tokenizer)->default_value(service.tokenizer),
+      "tokenizer of the text view: byte (built in), a Hugging Face tokenizer.json or a .tiktoken file; it "
+      "must have the ChatML tokens (e.g. Qwen's)");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;

@@ -115,7 +115,7 @@ std::shared_ptr<Session> locked_open(const std::shared_ptr<Session>& session) {
 EpisodeService::EpisodeService(ServiceOptions options)
     : options_(options),
       sessions_(options.max_sessions, options.idle_timeout_s),
-      tokenizer_(std::make_shared<ByteTokenizer>()),
+      tokenizer_(make_tokenizer(options.tokenizer)),
       text_codec_(make_text_codec(tokenizer_)),
       started_s_(now_s()) {}
 

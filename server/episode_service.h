@@ -31,6 +31,9 @@ struct ServiceOptions {
   uint32_t max_body_bytes = 8u << 20;
   double request_timeout_s = 30.0;
   uint32_t threads = 1;
+  // The tokenizer of the text view (engine/tokenizer.h make_tokenizer: "byte", a tokenizer.json or a
+  // .tiktoken file). It must hold the ChatML tokens (<|im_start|>, <|im_end|>), as Qwen's does.
+  std::string tokenizer = "byte";
 };
 
 inline constexpr const char* kProtocolVersion = "1";

