@@ -24,6 +24,7 @@
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
+#include "scenarios/text_location.h"
 
 namespace crl::scenarios {
 
@@ -49,68 +50,11 @@ namespace {
 // ---------------------------------------------------------------------------------------------------------
 // Parsing and checking.
 
-class Collector final : public pb::io::ErrorCollector {
- public:
-  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
-    if (found_) return;
-    found_ = true;
-    line_ = line + 1;
-    column_ = column + 1;
-    message_ = message;
-  }
-  void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
-  bool found_ = false;
-  int line_ = 0, column_ = 0;
-  std::string message_;
-};
-
-struct PathStep {
-  std::string field;
-  int index = -1;
-};
-using FieldPath = std::vector<PathStep>;
-
-std::string path_name(const FieldPath& path) {
-  std::string out;
-  for (const PathStep& step : path) {
-    if (!out.empty()) out += '.';
-    out += step.field;
-    if (step.index >= 0) out += "[" + std::to_string(step.index) + "]";
-  }
-  return out;
-}
-
-// "file:line:column" of a field written in the file (else "file"), from the parser's location tree.
-class Locator {
+// "file:line:column" of a field of the study (scenarios/text_location.h).
+class Locator final : public TextLocator {
  public:
   Locator(std::string path, const pb::TextFormat::ParseInfoTree& tree)
-      : path_(std::move(path)), tree_(tree) {}
-
-  std::string where(const FieldPath& path) const {
-    const pb::Descriptor* descriptor = cc::CompactionCost::descriptor();
-    const pb::TextFormat::ParseInfoTree* tree = &tree_;
-    for (size_t i = 0; i < path.size(); ++i) {
-      const pb::FieldDescriptor* field = descriptor->FindFieldByName(path[i].field);
-      CRL_CHECK(field != nullptr, "no field " << path[i].field << " in " << descriptor->full_name());
-      if (i + 1 == path.size() || field->is_map() || field->message_type() == nullptr) {
-        const auto location =
-            tree->GetLocation(field, field->is_repeated() ? std::max(path[i].index, 0) : -1);
-        if (location.line < 0) return path_;
-        return path_ + ":" + std::to_string(location.line + 1) + ":" + std::to_string(location.column + 1);
-      }
-      tree = tree->GetTreeForNested(field, path[i].index);
-      if (tree == nullptr) return path_;
-      descriptor = field->message_type();
-    }
-    return path_;
-  }
-  [[noreturn]] void fail(const FieldPath& path, const std::string& message) const {
-    throw Error(where(path), path_name(path), message);
-  }
-
- private:
-  std::string path_;
-  const pb::TextFormat::ParseInfoTree& tree_;
+      : TextLocator(std::move(path), cc::CompactionCost::descriptor(), tree) {}
 };
 
 sim::SchedulerMode scheduler_mode(cc::SchedulerMode mode) {
@@ -174,7 +118,7 @@ void check_budget(const Budget& budget, const Locator& at, FieldPath path, int64
 
 bool is_compaction_cost(const std::string& text) {
   cc::CompactionCost file;
-  Collector errors;
+  FirstErrorCollector errors;
   pb::TextFormat::Parser parser;
   parser.RecordErrorsTo(&errors);
   if (parser.ParseFromString(text, &file)) return file.summarizer_size() > 0;
@@ -190,23 +134,8 @@ bool is_compaction_cost(const std::string& text) {
 
 CostSpec parse_compaction_cost(const std::string& text, const std::string& path) {
   cc::CompactionCost file;
-  Collector errors;
   pb::TextFormat::ParseInfoTree tree;
-  pb::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
-  if (!parser.ParseFromString(text, &file)) {
-    if (!errors.found_) throw Error(path, "", "not a valid compaction-cost file");
-    std::string field;
-    for (const std::string marker : {"has no field named \"", "for field \""}) {
-      if (const size_t at = errors.message_.find(marker); at != std::string::npos && field.empty()) {
-        const size_t begin = at + marker.size();
-        field = errors.message_.substr(begin, errors.message_.find('"', begin) - begin);
-      }
-    }
-    throw Error(path + ":" + std::to_string(errors.line_) + ":" + std::to_string(errors.column_), field,
-                errors.message_);
-  }
+  parse_text_file(text, path, "compaction-cost file", file, tree);
   const Locator at(path, tree);
 
   CostSpec spec;

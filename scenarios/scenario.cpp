@@ -12,6 +12,7 @@
 #include "learners/options.h"
 #include "policies/policy.h"
 #include "scenarios/runner.h"
+#include "scenarios/text_location.h"
 
 namespace crl::scenarios {
 
@@ -21,62 +22,13 @@ using proto::scenario::Setup;
 
 namespace {
 
-// Collects the text parser's errors; the first one becomes the crl::Error (protobuf stops at it anyway).
-class Collector final : public pb::io::ErrorCollector {
- public:
-  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
-    if (found_) return;
-    found_ = true;
-    line_ = line + 1;  // protobuf counts from 0; editors from 1
-    column_ = column + 1;
-    message_ = message;
-  }
-  bool found_ = false;
-  int line_ = 0, column_ = 0;
-  std::string message_;
-};
-
-// One step of a field path: a field name and an index (-1 for a singular field).
-struct PathStep {
-  std::string field;
-  int index = -1;
-};
-using FieldPath = std::vector<PathStep>;
-
-std::string path_name(const FieldPath& path) {
-  std::string out;
-  for (const PathStep& step : path) {
-    if (!out.empty()) out += '.';
-    out += step.field;
-    if (step.index >= 0) out += "[" + std::to_string(step.index) + "]";
-  }
-  return out;
-}
-
 // Locates fields of the parsed file: "file:line:column" of a field written in it, else "file".
 class Locator {
  public:
   Locator(std::string path, const Scenario& file, const pb::TextFormat::ParseInfoTree& tree)
-      : path_(std::move(path)), file_(file), tree_(tree) {}
+      : text_(std::move(path), Scenario::descriptor(), tree), file_(file) {}
 
-  std::string where(const FieldPath& path) const {
-    const pb::Descriptor* descriptor = Scenario::descriptor();
-    const pb::TextFormat::ParseInfoTree* tree = &tree_;
-    for (size_t i = 0; i < path.size(); ++i) {
-      const pb::FieldDescriptor* field = descriptor->FindFieldByName(path[i].field);
-      CRL_CHECK(field != nullptr, "no field " << path[i].field << " in " << descriptor->full_name());
-      if (i + 1 == path.size() || field->is_map()) {
-        const auto location =
-            tree->GetLocation(field, field->is_repeated() ? std::max(path[i].index, 0) : -1);
-        if (location.line < 0) return path_;
-        return path_ + ":" + std::to_string(location.line + 1) + ":" + std::to_string(location.column + 1);
-      }
-      tree = tree->GetTreeForNested(field, path[i].index);
-      if (tree == nullptr) return path_;
-      descriptor = field->message_type();
-    }
-    return path_;
-  }
+  std::string where(const FieldPath& path) const { return text_.where(path); }
 
   // Whether the field at `path` (singular messages, then a last field) is written in `message`.
   static bool written(const pb::Message& message, const std::vector<std::string>& path) {
@@ -106,16 +58,15 @@ class Locator {
 
   [[noreturn]] void fail(int arm, const std::vector<std::string>& inside, const std::string& message) const {
     const FieldPath path = setup_field(arm, inside);
-    throw Error(where(path), path_name(path), message);
+    text_.fail(path, message);
   }
   [[noreturn]] void fail(const FieldPath& path, const std::string& message) const {
-    throw Error(where(path), path_name(path), message);
+    text_.fail(path, message);
   }
 
  private:
-  std::string path_;
+  TextLocator text_;
   const Scenario& file_;
-  const pb::TextFormat::ParseInfoTree& tree_;
 };
 
 template <typename Map>
@@ -228,39 +179,8 @@ std::map<std::string, std::string> policy_params(const Setup& setup) {
 
 ScenarioSpec parse_scenario(const std::string& text, const std::string& path) {
   Scenario file;
-  Collector errors;
   pb::TextFormat::ParseInfoTree tree;
-  pb::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  parser.WriteLocationsTo(&tree);
-  if (!parser.ParseFromString(text, &file)) {
-    if (!errors.found_) throw Error(path, "", "not a valid scenario file");
-    // protobuf's messages name the field ("Message type \"crl.proto.scenario.Setup\" has no field named
-    // \"enviroment\".") or the expected token; the field is what the message names.
-    std::string field;
-    for (const std::string marker : {"has no field named \"", "for field \""}) {
-      if (const size_t at = errors.message_.find(marker); at != std::string::npos && field.empty()) {
-        const size_t begin = at + marker.size();
-        field = errors.message_.substr(begin, errors.message_.find('"', begin) - begin);
-      }
-    }
-    // protobuf reports an unknown field at the token after its name; point at the name itself.
-    int column = errors.column_;
-    if (!field.empty()) {
-      size_t begin = 0;
-      for (int line = 1; line < errors.line_ && begin != std::string::npos; ++line) {
-        begin = text.find('\n', begin);
-        if (begin != std::string::npos) ++begin;
-      }
-      if (begin != std::string::npos) {
-        const std::string line = text.substr(begin, text.find('\n', begin) - begin);
-        const size_t at = line.rfind(field, static_cast<size_t>(std::max(column - 1, 0)));
-        if (at != std::string::npos) column = static_cast<int>(at) + 1;
-      }
-    }
-    throw Error(path + ":" + std::to_string(errors.line_) + ":" + std::to_string(column), field,
-                errors.message_);
-  }
+  parse_text_file(text, path, "scenario file", file, tree);
   const Locator at(path, file, tree);
 
   ScenarioSpec spec;
