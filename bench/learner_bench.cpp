@@ -100,17 +100,8 @@ BENCHMARK(BM_LearnerCpuAdvantagesLoss)
     ->Arg(10'000'000)
     ->Unit(benchmark::kMicrosecond);
 
-// The losses and gradients on each instruction-set copy of the kernel (arg 2: generic, AVX2, AVX-512; the
-// same bits, tested), to show what the vector width buys.
-void BM_LearnerCpuLossesIsa(benchmark::State& state) {
-  const Batch& b = bench_batch(state.range(0));
-  const std::vector<cpu::Isa> isas = cpu::supported_isas();
-  if (state.range(1) >= static_cast<int64_t>(isas.size())) {
-    state.SkipWithError("instruction set not supported by this CPU");
-    return;
-  }
-  const cpu::Isa isa = isas[static_cast<size_t>(state.range(1))];
-  state.SetLabel(std::string(cpu::isa_name(isa)));
+// Losses and gradients of the whole batch (one micro-batch) on one copy of the kernel, buffers reused.
+void run_losses(benchmark::State& state, const Batch& b, cpu::Isa isa) {
   const LearnerOptions options;
   Advantages adv;
   cpu::compute_advantages(b, options, adv);
@@ -123,6 +114,20 @@ void BM_LearnerCpuLossesIsa(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * b.num_tokens());
+}
+
+// The losses and gradients on each instruction-set copy of the kernel (arg 2: generic, AVX2, AVX-512; the
+// same bits, tested), to show what the vector width buys.
+void BM_LearnerCpuLossesIsa(benchmark::State& state) {
+  const Batch& b = bench_batch(state.range(0));
+  const std::vector<cpu::Isa> isas = cpu::supported_isas();
+  if (state.range(1) >= static_cast<int64_t>(isas.size())) {
+    state.SkipWithError("instruction set not supported by this CPU");
+    return;
+  }
+  const cpu::Isa isa = isas[static_cast<size_t>(state.range(1))];
+  state.SetLabel(std::string(cpu::isa_name(isa)));
+  run_losses(state, b, isa);
 }
 BENCHMARK(BM_LearnerCpuLossesIsa)
     ->ArgsProduct({{100'000, 10'000'000}, {0, 1, 2}})
@@ -143,21 +148,9 @@ void BM_LearnerCpuAdvantages(benchmark::State& state) {
 }
 BENCHMARK(BM_LearnerCpuAdvantages)->Arg(1'000)->Arg(100'000)->Arg(10'000'000)->Unit(benchmark::kMicrosecond);
 
-// The losses and gradients alone (one micro-batch = the whole batch).
+// The losses and gradients alone (one micro-batch = the whole batch), on the widest kernel copy.
 void BM_LearnerCpuLosses(benchmark::State& state) {
-  const Batch& b = bench_batch(state.range(0));
-  const LearnerOptions options;
-  Advantages adv;
-  cpu::compute_advantages(b, options, adv);
-  const LossNormalizer norm = cpu::make_normalizer(b, options);
-  Gradients grads;
-  grads.resize(b.num_tokens());
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(
-        cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads));
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+  run_losses(state, bench_batch(state.range(0)), cpu::supported_isas().back());
 }
 BENCHMARK(BM_LearnerCpuLosses)->Arg(1'000)->Arg(100'000)->Arg(10'000'000)->Unit(benchmark::kMicrosecond);
 

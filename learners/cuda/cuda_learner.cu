@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/cuda_check.h"
 #include "engine/error.h"
 #include "learners/cpu/cpu_learner.h"
 #include "learners/cuda/cuda_learner.h"
@@ -26,14 +27,6 @@
 namespace crl::learners::cuda {
 
 namespace {
-
-#define CRL_CUDA_CHECK(call)                                                \
-  do {                                                                      \
-    const cudaError_t crl_cuda_err_ = (call);                               \
-    if (crl_cuda_err_ != cudaSuccess) {                                     \
-      throw ::crl::Error("cuda", #call, cudaGetErrorString(crl_cuda_err_)); \
-    }                                                                       \
-  } while (false)
 
 constexpr int kThreads = 256;       // threads per block of the token kernels
 constexpr int kItemsPerThread = 8;  // tokens per thread in the scan: chunk = 2048 tokens

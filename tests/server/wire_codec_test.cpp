@@ -13,6 +13,7 @@
 
 #include "server/api_error.h"
 #include "server/utf8.h"
+#include "tests/fuzz/corpus_replay.h"
 
 namespace crl::server {
 int fuzz_request_decoder(const uint8_t* data, size_t size);
@@ -151,18 +152,7 @@ TEST(WireCodec, InvalidUtf8IsReplaced) {
 }
 
 TEST(WireCodec, FuzzSeedCorpusReplays) {
-  const std::filesystem::path dir =
-      std::filesystem::path(CRL_SOURCE_DIR) / "tests/fuzz/corpus/request_decoder";
-  size_t files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
-    const std::string data = bytes.str();
-    EXPECT_EQ(fuzz_request_decoder(reinterpret_cast<const uint8_t*>(data.data()), data.size()), 0);
-    ++files;
-  }
-  EXPECT_GE(files, 10u);
+  EXPECT_GE(crl::testing::replay_corpus("request_decoder", fuzz_request_decoder), 10u);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/cuda_check.h"
 #include "engine/error.h"
 #include "learners/learner.h"
 #include "policies/neural/cuda/network_cuda.h"
@@ -22,13 +23,6 @@ namespace crl::neural {
 
 namespace {
 
-#define CRL_CUDA_CHECK(call)                                                \
-  do {                                                                      \
-    const cudaError_t crl_cuda_err_ = (call);                               \
-    if (crl_cuda_err_ != cudaSuccess) {                                     \
-      throw ::crl::Error("cuda", #call, cudaGetErrorString(crl_cuda_err_)); \
-    }                                                                       \
-  } while (false)
 #define CRL_CUBLAS_CHECK(call)                                                                  \
   do {                                                                                          \
     const cublasStatus_t crl_cublas_status_ = (call);                                           \
