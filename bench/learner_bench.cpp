@@ -76,9 +76,31 @@ const Batch& bench_batch(int64_t tokens) {
   return it->second;
 }
 
-// One full learner step on the CPU: advantages, normalizer, losses and gradients. Buffers are reused
-// across iterations (as a trainer would), so the loop measures compute, not allocation.
+// One full learner step on the CPU: advantages, normalizer, losses and gradients of the whole batch, fused
+// into one pass over the tokens (Learner::step). Buffers are reused across iterations (as a trainer would),
+// so the loop measures compute, not allocation.
 void BM_LearnerCpuAdvantagesLoss(benchmark::State& state) {
+  const Batch& b = bench_batch(state.range(0));
+  const LearnerOptions options;
+  Advantages adv;
+  LossNormalizer norm;
+  Gradients grads;
+  cpu::compute_step(b, options, adv, norm, &grads);  // warm-up: sizes the buffers
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(cpu::compute_step(b, options, adv, norm, &grads));
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+}
+BENCHMARK(BM_LearnerCpuAdvantagesLoss)
+    ->Arg(1'000)
+    ->Arg(100'000)
+    ->Arg(10'000'000)
+    ->Unit(benchmark::kMicrosecond);
+
+// The same step as three calls (advantages, normalizer, losses over one micro-batch), as a trainer that
+// splits the losses into micro-batches runs it: the same bits, two passes over the tokens.
+void BM_LearnerCpuAdvantagesLossTwoPass(benchmark::State& state) {
   const Batch& b = bench_batch(state.range(0));
   const LearnerOptions options;
   Advantages adv;
@@ -94,7 +116,7 @@ void BM_LearnerCpuAdvantagesLoss(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * b.num_tokens());
 }
-BENCHMARK(BM_LearnerCpuAdvantagesLoss)
+BENCHMARK(BM_LearnerCpuAdvantagesLossTwoPass)
     ->Arg(1'000)
     ->Arg(100'000)
     ->Arg(10'000'000)

@@ -75,4 +75,18 @@ LossResult Learner::losses(const Batch& batch, const Advantages& advantages, Gra
   return losses(batch, advantages, normalizer(batch), TokenRange{0, batch.num_tokens()}, gradients);
 }
 
+LossResult Learner::step(const Batch& batch, Advantages& advantages, Gradients* gradients) const {
+  if (backend_ == Backend::kCpu) {
+    LossNormalizer normalizer;
+    return cpu::compute_step(batch, options_, advantages, normalizer, gradients);
+  }
+  cuda::DeviceLearner<double> device;
+  device.upload(batch);
+  device.compute_advantages(options_);
+  device.compute_normalizer(options_);
+  const LossResult result = device.compute_losses(options_, TokenRange{0, batch.num_tokens()});
+  device.download(advantages, gradients);
+  return result;
+}
+
 }  // namespace crl::learners

@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "engine/error.h"
-#include "learners/cpu/gae_sweep.h"
-#include "learners/cpu/loss_kernel.h"
+#include "learners/cpu/isa_kernels.h"
+#include "learners/cpu/sweep_kernel.h"
 
 namespace crl::learners::cpu {
 
@@ -15,6 +15,9 @@ LossResult losses_generic(const Batch& batch, const Advantages& advantages, cons
                           const LearnerOptions& options, TokenRange range, Gradients* gradients) {
   return loss_kernel(batch, advantages, normalizer, options, range, gradients);
 }
+LossResult sweep_generic(const SweepInputs& in, Advantages& out, Gradients* gradients) {
+  return sweep_kernel(in, out, gradients);
+}
 }  // namespace detail
 
 std::vector<Isa> supported_isas() {
@@ -22,7 +25,7 @@ std::vector<Isa> supported_isas() {
 #if defined(__x86_64__) && defined(CRL_LEARNERS_X86_VARIANTS)
   if (__builtin_cpu_supports("avx2")) isas.push_back(Isa::kAvx2);
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl"))
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
     isas.push_back(Isa::kAvx512);
 #endif
   return isas;
@@ -100,11 +103,12 @@ void count_masks(const Batch& batch, const LearnerOptions& options, std::vector<
 }
 
 // Steps 1, 2 and 4 at segment level from the counts n_s: lambda_s, N_after(s), the correction factor, and
-// what each segment's token sweep needs. Walks every rollout's segments backwards, carrying
+// what each segment's token sweep needs (`zero_nonpositive`: the sweep applies the positive-only ablation).
+// Walks every rollout's segments backwards, carrying
 //   later_tokens = N_after(s) = sum of n_j for j > s,
 //   later_log    = sum_{j>s} n_j log(gamma lambda_j)   (the tokenwise-lambda correction, in log space),
 //   the first sampled value of the next non-empty segment (the stitched target's bootstrap).
-void plan_segments(const Batch& batch, const LearnerOptions& options, Advantages& out,
+void plan_segments(const Batch& batch, const LearnerOptions& options, bool zero_nonpositive, Advantages& out,
                    std::vector<SegmentSweep>& plan) {
   const int64_t num_segments = batch.num_segments();
   out.n_after.resize(num_segments);
@@ -140,6 +144,7 @@ void plan_segments(const Batch& batch, const LearnerOptions& options, Advantages
       p.gl = gamma * lambda;
       p.reward = reward;
       p.factor = factor;
+      p.zero_advantage = zero_nonpositive && reward <= 0.0;
       p.ret_scale = options.critic_target == CriticTarget::kCorrected ? factor : 1.0;
       // The stitched target bootstraps a non-final segment from V(first sampled token of the next one): its
       // last sampled token's return gains gamma V_boot - R, discounted back by the sweep.
@@ -191,53 +196,104 @@ LossNormalizer normalizer_from_counts(const std::vector<int64_t>& critic_count,
 
 }  // namespace
 
-void compute_advantages(const Batch& batch, const LearnerOptions& options, Advantages& out) {
-  const int64_t num_tokens = batch.num_tokens();
-  out.advantages.resize(num_tokens);
-  out.returns.resize(num_tokens);
-  std::vector<int64_t> actor_count;
-  count_masks(batch, options, out.n_sampled, actor_count);
-  std::vector<SegmentSweep> plan;
-  plan_segments(batch, options, out, plan);
-  const int64_t* seg = batch.segment_offsets.data();
-  // Step 3 and 5: one reverse sweep per segment (gae_sweep.h).
-  for (int64_t s = 0; s < batch.num_segments(); ++s) {
-    SweepState state;
-    gae_sweep(batch.values.data(), batch.critic_mask.data(), seg[s], seg[s + 1], plan[s], state,
-              out.advantages.data() + seg[s], out.returns.data() + seg[s]);
-  }
+namespace {
 
-  // Optional post-processing of the actor advantages only (returns are never touched):
-  // whitening over effective actor tokens, then positive-only (zero rollouts whose reward is <= 0).
-  if (options.whiten_advantages) {
-    double sum = 0.0;
-    int64_t count = 0;
-    for (int64_t t = 0; t < num_tokens; ++t) {
-      if (effective_actor(batch, t, options)) {
-        sum += out.advantages[t];
-        ++count;
-      }
+// The per-instruction-set sweep.
+LossResult sweep(const detail::SweepInputs& in, Advantages& out, Gradients* gradients, Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return detail::sweep_avx512(in, out, gradients);
+    case Isa::kAvx2:
+      return detail::sweep_avx2(in, out, gradients);
+    case Isa::kGeneric:
+      break;
+  }
+  return detail::sweep_generic(in, out, gradients);
+}
+
+// Whitening over the effective actor tokens, then positive-only (zero rollouts whose reward is <= 0): the
+// optional post-processing of the actor advantages (returns are never touched). Only with whitening does
+// positive-only wait until here; otherwise the sweep applies it.
+void whiten_advantages(const Batch& batch, const LearnerOptions& options, Advantages& out) {
+  const int64_t num_tokens = batch.num_tokens();
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    if (effective_actor(batch, t, options)) {
+      sum += out.advantages[t];
+      ++count;
     }
-    if (count > 0) {
-      const double mean = sum / static_cast<double>(count);
-      double squares = 0.0;
-      for (int64_t t = 0; t < num_tokens; ++t) {
-        if (effective_actor(batch, t, options))
-          squares += (out.advantages[t] - mean) * (out.advantages[t] - mean);
-      }
-      const double inv_std = 1.0 / (std::sqrt(squares / static_cast<double>(count)) + options.whiten_epsilon);
-      for (int64_t t = 0; t < num_tokens; ++t) {
-        if (effective_actor(batch, t, options)) out.advantages[t] = (out.advantages[t] - mean) * inv_std;
-      }
+  }
+  if (count > 0) {
+    const double mean = sum / static_cast<double>(count);
+    double squares = 0.0;
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      if (effective_actor(batch, t, options))
+        squares += (out.advantages[t] - mean) * (out.advantages[t] - mean);
+    }
+    const double inv_std = 1.0 / (std::sqrt(squares / static_cast<double>(count)) + options.whiten_epsilon);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      if (effective_actor(batch, t, options)) out.advantages[t] = (out.advantages[t] - mean) * inv_std;
     }
   }
   if (options.positive_only) {
+    const int64_t* seg = batch.segment_offsets.data();
     for (int64_t r = 0; r < batch.num_rollouts(); ++r) {
       if (batch.rewards[r] > 0.0) continue;
       const int64_t begin = seg[batch.rollout_offsets[r]], end = seg[batch.rollout_offsets[r + 1]];
       std::fill(out.advantages.begin() + begin, out.advantages.begin() + end, 0.0);
     }
   }
+}
+
+// Steps 1-5 and, with `normalizer`, the fused losses (whitening excluded: it needs every advantage first).
+LossResult sweep_batch(const Batch& batch, const LearnerOptions& options, Advantages& out,
+                       LossNormalizer* normalizer, Gradients* gradients, Isa isa) {
+  const int64_t num_tokens = batch.num_tokens();
+  out.advantages.resize(num_tokens);
+  out.returns.resize(num_tokens);
+  std::vector<int64_t> actor_count;
+  count_masks(batch, options, out.n_sampled, actor_count);
+  std::vector<SegmentSweep> plan;
+  plan_segments(batch, options, options.positive_only && !options.whiten_advantages, out, plan);
+  detail::SweepInputs in;
+  in.batch = &batch;
+  in.options = &options;
+  in.plan = plan.data();
+  if (normalizer) {
+    *normalizer = normalizer_from_counts(out.n_sampled, actor_count, options);
+    in.normalizer = normalizer;
+  }
+  return sweep(in, out, gradients, isa);
+}
+
+}  // namespace
+
+void compute_advantages(const Batch& batch, const LearnerOptions& options, Advantages& out) {
+  compute_advantages(batch, options, out, best_isa());
+}
+
+void compute_advantages(const Batch& batch, const LearnerOptions& options, Advantages& out, Isa isa) {
+  sweep_batch(batch, options, out, nullptr, nullptr, isa);
+  if (options.whiten_advantages) whiten_advantages(batch, options, out);
+}
+
+LossResult compute_step(const Batch& batch, const LearnerOptions& options, Advantages& out,
+                        LossNormalizer& normalizer, Gradients* gradients) {
+  return compute_step(batch, options, out, normalizer, gradients, best_isa());
+}
+
+LossResult compute_step(const Batch& batch, const LearnerOptions& options, Advantages& out,
+                        LossNormalizer& normalizer, Gradients* gradients, Isa isa) {
+  if (gradients && static_cast<int64_t>(gradients->logprobs.size()) != batch.num_tokens()) {
+    gradients->resize(batch.num_tokens());
+  }
+  if (options.whiten_advantages) {
+    compute_advantages(batch, options, out, isa);
+    normalizer = make_normalizer(batch, options);
+    return compute_losses(batch, out, normalizer, options, TokenRange{0, batch.num_tokens()}, gradients, isa);
+  }
+  return sweep_batch(batch, options, out, &normalizer, gradients, isa);
 }
 
 LossNormalizer make_normalizer(const Batch& batch, const LearnerOptions& options) {

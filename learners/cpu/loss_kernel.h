@@ -1,25 +1,16 @@
 #pragma once
-// The CPU loss kernel, included by three translation
-// units: cpu_learner.cpp (baseline x86-64 / any CPU), losses_avx2.cpp (-mavx2) and losses_avx512.cpp
-// (-mavx512f), the widest the CPU has being chosen at run time. Everything here has internal linkage and
-// calls no library function, so the copies never mix and give bit-identical results: the exponential is our
-// own (below), floating-point contraction is off in all, and no loop reassociates a sum.
+// The CPU loss kernel (learner.h step 6), included by the translation units that compile the kernels once
+// per instruction set (isa_kernels.h). Everything here has internal linkage and calls no library function,
+// so the copies never mix and give bit-identical results: the exponential is our own (below),
+// floating-point contraction is off in all, and no loop reassociates a sum.
 #include <bit>
 #include <cstdint>
 #include <vector>
 
+#include "learners/cpu/stream_store.h"
 #include "learners/learner.h"
 
 namespace crl::learners::cpu {
-
-namespace detail {
-LossResult losses_generic(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
-                          const LearnerOptions& options, TokenRange range, Gradients* gradients);
-LossResult losses_avx2(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
-                       const LearnerOptions& options, TokenRange range, Gradients* gradients);
-LossResult losses_avx512(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
-                         const LearnerOptions& options, TokenRange range, Gradients* gradients);
-}  // namespace detail
 
 namespace {
 
@@ -181,38 +172,69 @@ inline LossArrays at(const LossArrays& in, int64_t t) {
   return out;
 }
 
-// The losses of tokens [begin, end) of one segment, block by block (blocks start at `begin`).
-template <bool kLogprobs, bool kKl, bool kValueClip, bool kGrad>
-void loss_span(const LossArrays& in, const LearnerOptions& o, int64_t begin, int64_t end, double wa,
-               double wc, LossSums& sums) {
+using LossBlockFn = BlockSums (*)(const LossArrays&, const LearnerOptions&, int64_t, double, double, double*,
+                                  double*);
+
+template <bool kLogprobs>
+LossBlockFn pick_block(bool kl, bool vclip) {
+  if (kl) return vclip ? &loss_block<kLogprobs, true, true> : &loss_block<kLogprobs, true, false>;
+  return vclip ? &loss_block<kLogprobs, false, true> : &loss_block<kLogprobs, false, false>;
+}
+
+// The loss block for the options and the batch's optional arrays. Without log-probs the policy has not moved
+// (rho = 1) and the KL is 0 (Batch::validate() guarantees that new and reference log-probs come with old
+// ones).
+LossBlockFn pick_block(const Batch& batch, const LearnerOptions& options) {
+  const bool has_lp = !batch.old_logprobs.empty();
+  const bool use_vclip = options.value_clip > 0.0;
+  return has_lp ? pick_block<true>(options.kl_coef != 0.0, use_vclip) : pick_block<false>(false, use_vclip);
+}
+
+// Whether a call over `num_tokens` tokens writes its outputs with streaming stores (stream_store.h): when
+// they are far larger than the caches (8 MB per output array).
+inline bool stream_outputs(int64_t num_tokens) {
+  return num_tokens >= (int64_t{1} << 20);
+}
+
+// Fetches tokens [t, t + n) of the loss inputs one block ahead of the loss block: the block's arithmetic is
+// long enough that the hardware prefetchers alone leave it waiting for memory on batches larger than the
+// caches. `all` includes the arrays a fused step has just written or read (advantages, returns, values'
+// mask).
+inline void prefetch_block(const LossArrays& in, int64_t t, int64_t n, bool all) {
+  for (int64_t i = 0; i < n; i += 8) {
+    __builtin_prefetch(in.old_lp + t + i);
+    __builtin_prefetch(in.new_lp + t + i);
+    __builtin_prefetch(in.new_v + t + i);
+    if (all) {
+      __builtin_prefetch(in.adv + t + i);
+      __builtin_prefetch(in.ret + t + i);
+    }
+  }
+  for (int64_t i = 0; i < n; i += 64) {
+    __builtin_prefetch(in.actor + t + i);
+    if (all) __builtin_prefetch(in.critic + t + i);
+  }
+}
+
+// The losses of tokens [begin, end) of one segment, block by block (blocks start at `begin`); tokens up to
+// `fetch_end` may be prefetched.
+void loss_span(LossBlockFn block, const LossArrays& in, const LearnerOptions& o, int64_t begin, int64_t end,
+               int64_t fetch_end, double wa, double wc, bool stream, LossSums& sums) {
   alignas(64) double glp[kBlock], gval[kBlock];
   for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
     const int64_t n = end - b0 < kBlock ? end - b0 : kBlock;
-    add_block(sums, loss_block<kLogprobs, kKl, kValueClip>(at(in, b0), o, n, wa, wc, glp, gval));
-    if constexpr (kGrad) {
-      for (int64_t i = 0; i < n; ++i) in.grad_lp[b0 + i] = glp[i];
-      for (int64_t i = 0; i < n; ++i) in.grad_v[b0 + i] = gval[i];
+    const int64_t ahead = fetch_end - b0 - n;
+    if (ahead > 0) prefetch_block(in, b0 + n, ahead < kBlock ? ahead : kBlock, true);
+    add_block(sums, block(at(in, b0), o, n, wa, wc, glp, gval));
+    if (in.grad_lp) {
+      store_doubles(in.grad_lp + b0, glp, n, stream);
+      store_doubles(in.grad_v + b0, gval, n, stream);
     }
   }
 }
 
-using LossSpanFn = void (*)(const LossArrays&, const LearnerOptions&, int64_t, int64_t, double, double,
-                            LossSums&);
-
-template <bool kLogprobs, bool kKl, bool kValueClip>
-LossSpanFn pick_span(bool grad) {
-  return grad ? &loss_span<kLogprobs, kKl, kValueClip, true> : &loss_span<kLogprobs, kKl, kValueClip, false>;
-}
-
-template <bool kLogprobs>
-LossSpanFn pick_span(bool kl, bool vclip, bool grad) {
-  if (kl) return vclip ? pick_span<kLogprobs, true, true>(grad) : pick_span<kLogprobs, true, false>(grad);
-  return vclip ? pick_span<kLogprobs, false, true>(grad) : pick_span<kLogprobs, false, false>(grad);
-}
-
-// The token arrays of a loss call. Without log-probs the policy has not moved (rho = 1) and the KL is 0
-// (Batch::validate() guarantees that new and reference log-probs come with old ones); the log-prob pointers
-// then point at the values, never read, so that offsetting them stays defined.
+// The token arrays of a loss call. Without log-probs the log-prob pointers point at the values, never read,
+// so that offsetting them stays defined.
 LossArrays loss_arrays(const Batch& batch, const Advantages& advantages, Gradients* gradients) {
   LossArrays in{};
   const bool has_lp = !batch.old_logprobs.empty();
@@ -246,12 +268,8 @@ LossResult loss_result(const LossSums& sums, const LearnerOptions& options) {
 LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                        const LearnerOptions& options, TokenRange range, Gradients* gradients) {
   const LossArrays in = loss_arrays(batch, advantages, gradients);
-  const bool has_lp = !batch.old_logprobs.empty();
-  const bool use_kl = options.kl_coef != 0.0 && has_lp;
-  const bool use_vclip = options.value_clip > 0.0;
-  const bool grad = gradients != nullptr;
-  const LossSpanFn span =
-      has_lp ? pick_span<true>(use_kl, use_vclip, grad) : pick_span<false>(false, use_vclip, grad);
+  const LossBlockFn block = pick_block(batch, options);
+  const bool stream = stream_outputs(range.end - range.begin);
 
   // First segment overlapping the range: the last s with segment_offsets[s] <= range.begin.
   const int64_t* offsets = batch.segment_offsets.data();
@@ -268,9 +286,11 @@ LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const L
   for (int64_t s = lo, begin = range.begin; begin < range.end; ++s) {
     const int64_t end = offsets[s + 1] < range.end ? offsets[s + 1] : range.end;
     const bool masked = options.summary_loss_masked && batch.segment_kind[s] == SegmentKind::kSummary;
-    span(in, options, begin, end, masked ? 0.0 : normalizer.actor_scale[s], normalizer.critic_scale[s], sums);
+    loss_span(block, in, options, begin, end, range.end, masked ? 0.0 : normalizer.actor_scale[s],
+              normalizer.critic_scale[s], stream, sums);
     begin = end > begin ? end : begin;
   }
+  if (stream) stream_fence();
   return loss_result(sums, options);
 }
 

@@ -1,12 +1,16 @@
-// The loss kernel compiled with -mavx2 (see loss_kernel.h); cpu_learner.cpp calls it
+// The CPU kernels (isa_kernels.h) compiled with -mavx2 (4 doubles per vector); cpu_learner.cpp calls them
 // when the CPU has AVX2 but not AVX-512.
-#include "learners/cpu/loss_kernel.h"
+#include "learners/cpu/sweep_kernel.h"
 
 namespace crl::learners::cpu::detail {
 
 LossResult losses_avx2(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
                        const LearnerOptions& options, TokenRange range, Gradients* gradients) {
   return loss_kernel(batch, advantages, normalizer, options, range, gradients);
+}
+
+LossResult sweep_avx2(const SweepInputs& in, Advantages& out, Gradients* gradients) {
+  return sweep_kernel(in, out, gradients);
 }
 
 }  // namespace crl::learners::cpu::detail
