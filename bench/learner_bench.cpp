@@ -76,6 +76,15 @@ const Batch& bench_batch(int64_t tokens) {
   return it->second;
 }
 
+// Runs `step` a few times before the timed loop: a trainer's buffers have been through the step before, and
+// the first passes over freshly allocated memory are several times slower on the virtual machines we measure
+// on (the host backs the pages lazily), which would otherwise dominate the one or two timed iterations at 10M
+// tokens.
+template <class Step>
+void warm_up(Step&& step) {
+  for (int i = 0; i < 3; ++i) step();
+}
+
 // One full learner step on the CPU: advantages, normalizer, losses and gradients of the whole batch, fused
 // into one pass over the tokens (Learner::step). Buffers are reused across iterations (as a trainer would),
 // so the loop measures compute, not allocation.
@@ -85,7 +94,7 @@ void BM_LearnerCpuAdvantagesLoss(benchmark::State& state) {
   Advantages adv;
   LossNormalizer norm;
   Gradients grads;
-  cpu::compute_step(b, options, adv, norm, &grads);  // warm-up: sizes the buffers
+  warm_up([&] { cpu::compute_step(b, options, adv, norm, &grads); });
   for (auto _ : state) {
     benchmark::DoNotOptimize(cpu::compute_step(b, options, adv, norm, &grads));
     benchmark::ClobberMemory();
@@ -106,7 +115,11 @@ void BM_LearnerCpuAdvantagesLossTwoPass(benchmark::State& state) {
   Advantages adv;
   Gradients grads;
   grads.resize(b.num_tokens());
-  cpu::compute_advantages(b, options, adv);  // warm-up: sizes the buffers
+  warm_up([&] {
+    cpu::compute_advantages(b, options, adv);
+    cpu::compute_losses(b, adv, cpu::make_normalizer(b, options), options, TokenRange{0, b.num_tokens()},
+                        &grads);
+  });
   for (auto _ : state) {
     cpu::compute_advantages(b, options, adv);
     const LossNormalizer norm = cpu::make_normalizer(b, options);
@@ -130,6 +143,7 @@ void run_losses(benchmark::State& state, const Batch& b, cpu::Isa isa) {
   const LossNormalizer norm = cpu::make_normalizer(b, options);
   Gradients grads;
   grads.resize(b.num_tokens());
+  warm_up([&] { cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads, isa); });
   for (auto _ : state) {
     benchmark::DoNotOptimize(
         cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads, isa));
@@ -161,7 +175,7 @@ void BM_LearnerCpuAdvantages(benchmark::State& state) {
   const Batch& b = bench_batch(state.range(0));
   const LearnerOptions options;
   Advantages adv;
-  cpu::compute_advantages(b, options, adv);
+  warm_up([&] { cpu::compute_advantages(b, options, adv); });
   for (auto _ : state) {
     cpu::compute_advantages(b, options, adv);
     benchmark::ClobberMemory();

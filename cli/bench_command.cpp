@@ -34,7 +34,7 @@ const std::vector<BenchPlan>& bench_plans() {
       {"coding", ".", 0.1, {}, "coding_repo steps/s, solver episodes, shell overhead"},
       {"learner",
        "Cpu|Numpy|Cuda",
-       0.1,
+       0.5,
        {},
        "CPU learner vs the NumPy baseline (CUDA rows skip without a GPU)"},
       {"server",

@@ -143,6 +143,12 @@ void sweep_segments(const double* values, const uint8_t* critic, const int64_t* 
       co[k] = kStitched ? corr_out + lane.end - 1 : nullptr;
     }
     for (int64_t j = 0; j < common; ++j) {
+      if ((j & 7) == 0) {
+        for (int k = 0; k < kSweepLanes; ++k) {
+          __builtin_prefetch(v[k] - j - 128);
+          if ((j & 63) == 0) __builtin_prefetch(c[k] - j - 128);
+        }
+      }
       const LaneVector x = {v[0][-j], v[1][-j], v[2][-j], v[3][-j]};
       const LaneMask m = LaneMask{c[0][-j], c[1][-j], c[2][-j], c[3][-j]} != 0;
       a = m ? (gnv - x) + gl * a : a;

@@ -5,8 +5,10 @@
 // floating-point contraction is off in all, and no loop reassociates a sum.
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "learners/cpu/doubles8.h"
 #include "learners/cpu/stream_store.h"
 #include "learners/learner.h"
 
@@ -14,21 +16,20 @@ namespace crl::learners::cpu {
 
 namespace {
 
-// exp(x) to about 1 ulp for x in [-708, 709] (inputs outside are clamped), written so that a compiler can
-// vectorize it at any width with the same result in every lane:
+// exp(x) to about 1 ulp for x in [-708, 709] (inputs outside are clamped), element-wise:
 //   n = round(x / ln 2) by the 1.5 * 2^52 trick, r = x - n ln 2 (ln 2 split in two for exactness),
 //   exp(r) by a degree-13 Taylor polynomial (|r| <= 0.347, truncation error < 1e-17), times 2^n built in the
 //   exponent bits.
-inline double kernel_exp(double x) {
-  x = x < -708.0 ? -708.0 : (x > 709.0 ? 709.0 : x);
+inline Vec kernel_exp(Vec x) {
+  x = x < -708.0 ? splat(-708.0) : (x > 709.0 ? splat(709.0) : x);
   constexpr double kLog2e = 1.4426950408889634;
   constexpr double kLn2Hi = 6.93147180369123816490e-01;
   constexpr double kLn2Lo = 1.90821492927058770002e-10;
   constexpr double kShift = 0x1.8p52;
-  const double shifted = x * kLog2e + kShift;
-  const double n = shifted - kShift;
-  const double r = (x - n * kLn2Hi) - n * kLn2Lo;
-  double p = 1.0 / 6227020800.0;  // 1/13!
+  const Vec shifted = x * kLog2e + kShift;
+  const Vec n = shifted - kShift;
+  const Vec r = (x - n * kLn2Hi) - n * kLn2Lo;
+  Vec p = splat(1.0 / 6227020800.0);  // 1/13!
   p = p * r + 1.0 / 479001600.0;
   p = p * r + 1.0 / 39916800.0;
   p = p * r + 1.0 / 3628800.0;
@@ -42,9 +43,7 @@ inline double kernel_exp(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  // The low mantissa bits of `shifted` hold n (+ 2^51, shifted out below); n + 1023 is the biased exponent.
-  const uint64_t bits = (std::bit_cast<uint64_t>(shifted) + 1023u) << 52;
-  return p * std::bit_cast<double>(bits);
+  return p * exponent_power(shifted);
 }
 
 struct LossSums {
@@ -61,18 +60,6 @@ struct LossArrays {
 // Tokens per inner block: per-token loss terms go to stack buffers of this size, then are summed.
 constexpr int64_t kBlock = 256;
 
-// Sum of x[0..n) with 8 interleaved partial sums: vertical adds a compiler vectorizes without reassociating
-// anything, so the result is the same on every vector width.
-inline double sum8(const double* x, int64_t n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += x[i + j];
-  }
-  for (int j = 0; i + j < n; ++j) acc[j] += x[i + j];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 // Per-block sums of the loss terms (one block = up to kBlock tokens of one segment).
 struct BlockSums {
   double policy = 0.0, kl = 0.0, value = 0.0, clipped = 0.0, vclipped = 0.0;
@@ -85,76 +72,6 @@ inline void add_block(LossSums& sums, const BlockSums& b) {
   sums.value += b.value;
   sums.kl += b.kl;
   sums.vclipped += b.vclipped;
-}
-
-// The losses of one block of n <= kBlock tokens of one segment (actor weight wa, critic weight wc per masked
-// token). `in` points at the block's first token (adv and ret may point into caller buffers). Two loops: a
-// branch-free per-token loop (no reductions, so it vectorizes as is) that writes the weighted terms and the
-// gradients into stack buffers, then sum8 over the terms. Gradients go to glp / gval (length n).
-template <bool kLogprobs, bool kKl, bool kValueClip>
-BlockSums loss_block(const LossArrays& in, const LearnerOptions& o, int64_t n, double wa, double wc,
-                     double* __restrict glp, double* __restrict gval) {
-  const double lo = 1.0 - o.clip_epsilon, hi = 1.0 + o.clip_epsilon;
-  const double vclip = o.value_clip, kl_coef = o.kl_coef;
-  alignas(64) double policy[kBlock], kl[kBlock], value[kBlock], clipped[kBlock], vclipped[kBlock];
-  // Nothing aliases; saying so lets the compiler vectorize the per-token loop.
-  const double* __restrict old_lp = in.old_lp;
-  const double* __restrict new_lp = in.new_lp;
-  const double* __restrict ref_lp = in.ref_lp;
-  const double* __restrict old_v = in.old_v;
-  const double* __restrict new_v = in.new_v;
-  const double* __restrict adv = in.adv;
-  const double* __restrict ret = in.ret;
-  const uint8_t* __restrict actor = in.actor;
-  const uint8_t* __restrict critic = in.critic;
-  for (int64_t t = 0; t < n; ++t) {
-    // Actor: l = -min(rho A, clip(rho, 1-eps, 1+eps) A), rho = exp(log pi - log pi_old). Its derivative
-    // in log pi is -rho A on the unclipped branch and 0 on the clipped one (ties take the unclipped branch,
-    // where both agree).
-    const double w = wa * static_cast<double>(actor[t]);
-    const double a = adv[t];
-    double r = 1.0;
-    if constexpr (kLogprobs) r = kernel_exp(new_lp[t] - old_lp[t]);
-    const double unclipped = r * a;
-    const double r_clip = r < lo ? lo : (r > hi ? hi : r);
-    const double clipped_obj = r_clip * a;
-    const bool take_unclipped = unclipped <= clipped_obj;
-    policy[t] = w * -(take_unclipped ? unclipped : clipped_obj);
-    clipped[t] = take_unclipped ? 0.0 : w;
-    double g = take_unclipped ? -unclipped : 0.0;
-    if constexpr (kKl) {
-      // k3 = exp(d) - d - 1 with d = log pi_ref - log pi; d k3 / d log pi = 1 - exp(d).
-      const double d = ref_lp[t] - new_lp[t];
-      const double e = kernel_exp(d);
-      kl[t] = w * (e - d - 1.0);
-      g += kl_coef * (1.0 - e);
-    }
-    // Critic: (V - G)^2, or with clipping max((V - G)^2, (V_clip - G)^2), V_clip = V_old + clip(V - V_old).
-    const double wv = wc * static_cast<double>(critic[t]);
-    const double diff = new_v[t] - ret[t];
-    double loss_v = diff * diff;
-    double gv = 2.0 * diff;
-    if constexpr (kValueClip) {
-      const double delta = new_v[t] - old_v[t];
-      const double delta_c = delta < -vclip ? -vclip : (delta > vclip ? vclip : delta);
-      const double diff_c = old_v[t] + delta_c - ret[t];
-      const bool take_clipped = diff_c * diff_c > loss_v;
-      const bool inside = (delta < 0.0 ? -delta : delta) < vclip;
-      gv = take_clipped ? (inside ? 2.0 * diff_c : 0.0) : gv;
-      loss_v = take_clipped ? diff_c * diff_c : loss_v;
-      vclipped[t] = take_clipped ? wv : 0.0;
-    }
-    value[t] = wv * loss_v;
-    glp[t] = w * g;
-    gval[t] = wv * gv;
-  }
-  BlockSums b;
-  b.policy = sum8(policy, n);
-  b.clipped = sum8(clipped, n);
-  b.value = sum8(value, n);
-  if constexpr (kKl) b.kl = sum8(kl, n);
-  if constexpr (kValueClip) b.vclipped = sum8(vclipped, n);
-  return b;
 }
 
 // The arrays of `in` advanced to token t.
@@ -170,6 +87,149 @@ inline LossArrays at(const LossArrays& in, int64_t t) {
   out.actor += t;
   out.critic += t;
   return out;
+}
+
+// The loss block's sums, eight lanes each.
+struct BlockSums8 {
+  Sum8 policy, clipped, kl, value, vclipped;
+};
+
+struct LossParams {
+  Vec lo, hi, vclip;
+  double kl_coef;
+};
+
+// The loss terms of kNativeWidth tokens starting at `in` (see loss_block), added to lanes `part` of `sums`;
+// gradients to glp[0..width) and gval[0..width).
+template <bool kLogprobs, bool kKl, bool kValueClip>
+inline void token_terms(const LossArrays& in, double wa, double wc, const LossParams& p, int part,
+                        BlockSums8& sums, double* glp, double* gval) {
+  const Vec zero{};
+  // Actor: l = -min(rho A, clip(rho, 1-eps, 1+eps) A), rho = exp(log pi - log pi_old). Its derivative
+  // in log pi is -rho A on the unclipped branch and 0 on the clipped one (ties take the unclipped branch,
+  // where both agree).
+  const Vec w = wa * load_mask(in.actor);
+  const Vec a = load_vec(in.adv);
+  Vec r = splat(1.0);
+  Vec new_lp{};
+  if constexpr (kLogprobs) {
+    new_lp = load_vec(in.new_lp);
+    r = kernel_exp(new_lp - load_vec(in.old_lp));
+  }
+  const Vec unclipped = r * a;
+  const Vec r_clip = r < p.lo ? p.lo : (r > p.hi ? p.hi : r);
+  const Vec clipped_obj = r_clip * a;
+  const VecMask take_unclipped = unclipped <= clipped_obj;
+  sums.policy.add(part, w * -(take_unclipped ? unclipped : clipped_obj));
+  sums.clipped.add(part, take_unclipped ? zero : w);
+  Vec g = take_unclipped ? -unclipped : zero;
+  if constexpr (kKl) {
+    // k3 = exp(d) - d - 1 with d = log pi_ref - log pi; d k3 / d log pi = 1 - exp(d).
+    const Vec d = load_vec(in.ref_lp) - new_lp;
+    const Vec e = kernel_exp(d);
+    sums.kl.add(part, w * (e - d - 1.0));
+    g += p.kl_coef * (1.0 - e);
+  }
+  // Critic: (V - G)^2, or with clipping max((V - G)^2, (V_clip - G)^2), V_clip = V_old + clip(V - V_old).
+  const Vec wv = wc * load_mask(in.critic);
+  const Vec new_v = load_vec(in.new_v), ret = load_vec(in.ret);
+  const Vec diff = new_v - ret;
+  Vec loss_v = diff * diff;
+  Vec gv = 2.0 * diff;
+  if constexpr (kValueClip) {
+    const Vec old_v = load_vec(in.old_v);
+    const Vec delta = new_v - old_v;
+    const Vec delta_c = delta < -p.vclip ? -p.vclip : (delta > p.vclip ? p.vclip : delta);
+    const Vec diff_c = old_v + delta_c - ret;
+    const VecMask take_clipped = diff_c * diff_c > loss_v;
+    const VecMask inside = (delta < 0.0 ? -delta : delta) < p.vclip;
+    gv = take_clipped ? (inside ? 2.0 * diff_c : zero) : gv;
+    loss_v = take_clipped ? diff_c * diff_c : loss_v;
+    sums.vclipped.add(part, take_clipped ? wv : zero);
+  }
+  sums.value.add(part, wv * loss_v);
+  store_vec(glp, w * g);
+  store_vec(gval, wv * gv);
+}
+
+// The losses of one block of n <= kBlock tokens of one segment (actor weight wa, critic weight wc per masked
+// token). `in` points at the block's first token. Groups of eight tokens in native vectors, the sums in
+// eight lanes (doubles8.h); the last group is copied into zero-padded buffers, whose terms are +-0 with
+// weight 0 and leave every sum as it is (a sum that starts at +0 never becomes -0). Gradients go to glp /
+// gval (length n).
+template <bool kLogprobs, bool kKl, bool kValueClip>
+BlockSums loss_block(const LossArrays& in, const LearnerOptions& o, int64_t n, double wa, double wc,
+                     double* __restrict glp, double* __restrict gval) {
+  LossParams p;
+  p.lo = splat(1.0 - o.clip_epsilon);
+  p.hi = splat(1.0 + o.clip_epsilon);
+  p.vclip = splat(o.value_clip);
+  p.kl_coef = o.kl_coef;
+  BlockSums8 sums;
+  sums.policy.clear();
+  sums.clipped.clear();
+  sums.kl.clear();
+  sums.value.clear();
+  sums.vclipped.clear();
+  int64_t i = 0;
+  // Two groups of eight per iteration: two independent exponential chains in flight.
+  for (; i + 2 * kSumLanes <= n; i += 2 * kSumLanes) {
+    for (int u = 0; u < 2 * kSumParts; ++u) {
+      const int64_t t = i + u * kNativeWidth;
+      token_terms<kLogprobs, kKl, kValueClip>(at(in, t), wa, wc, p, u % kSumParts, sums, glp + t, gval + t);
+    }
+  }
+  for (; i + kSumLanes <= n; i += kSumLanes) {
+    for (int part = 0; part < kSumParts; ++part) {
+      const int64_t t = i + part * kNativeWidth;
+      token_terms<kLogprobs, kKl, kValueClip>(at(in, t), wa, wc, p, part, sums, glp + t, gval + t);
+    }
+  }
+  if (i < n) {
+    // The last m < 8 tokens, from zero-padded copies.
+    const int64_t m = n - i;
+    alignas(64) double pad[7][kSumLanes] = {};
+    alignas(64) uint8_t pad_mask[2][kSumLanes] = {};
+    alignas(64) double pad_glp[kSumLanes], pad_gval[kSumLanes];
+    const LossArrays src = at(in, i);
+    for (int64_t k = 0; k < m; ++k) {
+      pad[0][k] = src.old_lp[k];
+      pad[1][k] = src.new_lp[k];
+      pad[2][k] = src.ref_lp[k];
+      pad[3][k] = src.old_v[k];
+      pad[4][k] = src.new_v[k];
+      pad[5][k] = src.adv[k];
+      pad[6][k] = src.ret[k];
+      pad_mask[0][k] = src.actor[k];
+      pad_mask[1][k] = src.critic[k];
+    }
+    LossArrays padded{};
+    padded.old_lp = pad[0];
+    padded.new_lp = pad[1];
+    padded.ref_lp = pad[2];
+    padded.old_v = pad[3];
+    padded.new_v = pad[4];
+    padded.adv = pad[5];
+    padded.ret = pad[6];
+    padded.actor = pad_mask[0];
+    padded.critic = pad_mask[1];
+    for (int part = 0; part < kSumParts; ++part) {
+      const int64_t t = part * kNativeWidth;
+      token_terms<kLogprobs, kKl, kValueClip>(at(padded, t), wa, wc, p, part, sums, pad_glp + t,
+                                              pad_gval + t);
+    }
+    for (int64_t k = 0; k < m; ++k) {
+      glp[i + k] = pad_glp[k];
+      gval[i + k] = pad_gval[k];
+    }
+  }
+  BlockSums b;
+  b.policy = sums.policy.total();
+  b.clipped = sums.clipped.total();
+  b.value = sums.value.total();
+  if constexpr (kKl) b.kl = sums.kl.total();
+  if constexpr (kValueClip) b.vclipped = sums.vclipped.total();
+  return b;
 }
 
 using LossBlockFn = BlockSums (*)(const LossArrays&, const LearnerOptions&, int64_t, double, double, double*,
