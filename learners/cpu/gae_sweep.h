@@ -146,6 +146,7 @@ void sweep_segments(const double* values, const uint8_t* critic, const int64_t* 
       if ((j & 7) == 0) {
         for (int k = 0; k < kSweepLanes; ++k) {
           __builtin_prefetch(v[k] - j - 128);
+          __builtin_prefetch(ao[k] - j - 128, 1);  // written next: fetched for writing
           if ((j & 63) == 0) __builtin_prefetch(c[k] - j - 128);
         }
       }

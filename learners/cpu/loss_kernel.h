@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "learners/cpu/doubles8.h"
-#include "learners/cpu/stream_store.h"
 #include "learners/learner.h"
 
 namespace crl::learners::cpu {
@@ -250,46 +249,44 @@ LossBlockFn pick_block(const Batch& batch, const LearnerOptions& options) {
   return has_lp ? pick_block<true>(options.kl_coef != 0.0, use_vclip) : pick_block<false>(false, use_vclip);
 }
 
-// Whether a call over `num_tokens` tokens writes its outputs with streaming stores (stream_store.h): when
-// they are far larger than the caches (8 MB per output array).
-inline bool stream_outputs(int64_t num_tokens) {
-  return num_tokens >= (int64_t{1} << 20);
-}
-
-// Fetches tokens [t, t + n) of the loss inputs one block ahead of the loss block: the block's arithmetic is
-// long enough that the hardware prefetchers alone leave it waiting for memory on batches larger than the
-// caches. `all` includes the arrays a fused step has just written or read (advantages, returns, values'
-// mask).
-inline void prefetch_block(const LossArrays& in, int64_t t, int64_t n, bool all) {
+// Fetches tokens [t, t + n) of the loss block's arrays one block ahead of it: the block's arithmetic is long
+// enough that the hardware prefetchers alone leave it waiting for memory on batches larger than the caches.
+// The gradient lines are fetched for writing (a store to a line not in cache first reads it; fetching it
+// early hides that read). `after_sweep`: the fused step, where the sweep has just read the critic mask and
+// written the advantages, and the returns are written next.
+inline void prefetch_block(const LossArrays& in, int64_t t, int64_t n, bool after_sweep) {
   for (int64_t i = 0; i < n; i += 8) {
     __builtin_prefetch(in.old_lp + t + i);
     __builtin_prefetch(in.new_lp + t + i);
     __builtin_prefetch(in.new_v + t + i);
-    if (all) {
+    if (after_sweep) {
+      __builtin_prefetch(in.ret + t + i, 1);
+    } else {
       __builtin_prefetch(in.adv + t + i);
       __builtin_prefetch(in.ret + t + i);
+    }
+    if (in.grad_lp) {
+      __builtin_prefetch(in.grad_lp + t + i, 1);
+      __builtin_prefetch(in.grad_v + t + i, 1);
     }
   }
   for (int64_t i = 0; i < n; i += 64) {
     __builtin_prefetch(in.actor + t + i);
-    if (all) __builtin_prefetch(in.critic + t + i);
+    if (!after_sweep) __builtin_prefetch(in.critic + t + i);
   }
 }
 
 // The losses of tokens [begin, end) of one segment, block by block (blocks start at `begin`); tokens up to
 // `fetch_end` may be prefetched.
 void loss_span(LossBlockFn block, const LossArrays& in, const LearnerOptions& o, int64_t begin, int64_t end,
-               int64_t fetch_end, double wa, double wc, bool stream, LossSums& sums) {
-  alignas(64) double glp[kBlock], gval[kBlock];
+               int64_t fetch_end, double wa, double wc, LossSums& sums) {
+  alignas(64) double scratch_lp[kBlock], scratch_v[kBlock];  // gradients nobody asked for
   for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
     const int64_t n = end - b0 < kBlock ? end - b0 : kBlock;
     const int64_t ahead = fetch_end - b0 - n;
-    if (ahead > 0) prefetch_block(in, b0 + n, ahead < kBlock ? ahead : kBlock, true);
-    add_block(sums, block(at(in, b0), o, n, wa, wc, glp, gval));
-    if (in.grad_lp) {
-      store_doubles(in.grad_lp + b0, glp, n, stream);
-      store_doubles(in.grad_v + b0, gval, n, stream);
-    }
+    if (ahead > 0) prefetch_block(in, b0 + n, ahead < kBlock ? ahead : kBlock, false);
+    add_block(sums, block(at(in, b0), o, n, wa, wc, in.grad_lp ? in.grad_lp + b0 : scratch_lp,
+                          in.grad_v ? in.grad_v + b0 : scratch_v));
   }
 }
 
@@ -329,7 +326,6 @@ LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const L
                        const LearnerOptions& options, TokenRange range, Gradients* gradients) {
   const LossArrays in = loss_arrays(batch, advantages, gradients);
   const LossBlockFn block = pick_block(batch, options);
-  const bool stream = stream_outputs(range.end - range.begin);
 
   // First segment overlapping the range: the last s with segment_offsets[s] <= range.begin.
   const int64_t* offsets = batch.segment_offsets.data();
@@ -347,10 +343,9 @@ LossResult loss_kernel(const Batch& batch, const Advantages& advantages, const L
     const int64_t end = offsets[s + 1] < range.end ? offsets[s + 1] : range.end;
     const bool masked = options.summary_loss_masked && batch.segment_kind[s] == SegmentKind::kSummary;
     loss_span(block, in, options, begin, end, range.end, masked ? 0.0 : normalizer.actor_scale[s],
-              normalizer.critic_scale[s], stream, sums);
+              normalizer.critic_scale[s], sums);
     begin = end > begin ? end : begin;
   }
-  if (stream) stream_fence();
   return loss_result(sums, options);
 }
 

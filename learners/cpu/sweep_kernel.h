@@ -13,7 +13,6 @@
 #include "learners/cpu/gae_sweep.h"
 #include "learners/cpu/isa_kernels.h"
 #include "learners/cpu/loss_kernel.h"
-#include "learners/cpu/stream_store.h"
 
 namespace crl::learners::cpu {
 namespace {
@@ -56,7 +55,6 @@ LossResult sweep_kernel(const SweepInputs& in, Advantages& out, Gradients* gradi
   const bool with_losses = in.normalizer != nullptr;
   const LossArrays arrays = loss_arrays(batch, out, gradients);
   const LossBlockFn loss_block_fn = with_losses ? pick_block(batch, options) : nullptr;
-  const bool stream = stream_outputs(num_tokens);
   LossSums sums;
   int64_t finished = 0;  // segments [0, finished) are final
   // Segments [finished, s_end) have been swept: finish them front to back in the loss kernel's blocks
@@ -74,18 +72,15 @@ LossResult sweep_kernel(const SweepInputs& in, Advantages& out, Gradients* gradi
         const int64_t n = std::min(kBlock, offsets[s + 1] - t);
         finish_tokens<kStitched>(p, n, values + t, critic + t, adv + t, ret + t);
         if (!with_losses) continue;
-        if (t + n < num_tokens) prefetch_block(arrays, t + n, std::min(kBlock, num_tokens - t - n), false);
-        alignas(64) double glp[kBlock], gval[kBlock];
-        add_block(sums, loss_block_fn(at(arrays, t), options, n, wa, wc, glp, gval));
-        if (gradients) {
-          store_doubles(arrays.grad_lp + t, glp, n, stream);
-          store_doubles(arrays.grad_v + t, gval, n, stream);
-        }
+        if (t + n < num_tokens) prefetch_block(arrays, t + n, std::min(kBlock, num_tokens - t - n), true);
+        alignas(64) double scratch_lp[kBlock], scratch_v[kBlock];  // gradients nobody asked for
+        add_block(sums, loss_block_fn(at(arrays, t), options, n, wa, wc,
+                                      gradients ? arrays.grad_lp + t : scratch_lp,
+                                      gradients ? arrays.grad_v + t : scratch_v));
       }
     }
   };
   sweep_segments<kStitched>(values, critic, offsets, num_segments, in.plan, adv, ret, finish_segments);
-  if (stream) stream_fence();
   return with_losses ? loss_result(sums, options) : LossResult{};
 }
 

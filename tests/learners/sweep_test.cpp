@@ -1,7 +1,7 @@
 // The CPU estimator's lane sweep and the fused learner step (learners/cpu/gae_sweep.h, sweep_kernel.h):
 //  * the lanes give exactly the bits of the plain serial sweep (one segment at a time, newest token first),
 //    written out below from the definition, for every switch, every kernel copy and every batch shape,
-//    including batches too large for the caches (streaming stores);
+//    including batches larger than the caches;
 //  * the fused step (cpu::compute_step, Learner::step) gives exactly the bits of compute_advantages +
 //    make_normalizer + compute_losses.
 #include <gtest/gtest.h>
@@ -211,8 +211,8 @@ TEST(LearnerSweepTest, FewerSegmentsThanLanes) {
   check_batch(empty, "one empty segment");
 }
 
-TEST(LearnerSweepTest, BatchesLargerThanTheCachesUseStreamingStoresWithTheSameBits) {
-  // Over 2^20 tokens the outputs are written with streaming stores (learners/cpu/stream_store.h).
+TEST(LearnerSweepTest, BatchesLargerThanTheCachesGiveTheSameBits) {
+  // Over a million tokens: thousands of lane refills, prefetches running ahead of every array.
   testing::RandomBatchShape shape;
   shape.rollouts = 1000;
   shape.max_segment_tokens = 900;
