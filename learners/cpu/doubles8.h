@@ -51,13 +51,6 @@ inline Vec load_mask(const uint8_t* x) {
   return __builtin_convertvector(ints, Vec);
 }
 
-// 2^n for the integer n held in the low mantissa bits of `shifted` (plus 2^51, shifted out): the biased
-// exponent n + 1023 moved into the exponent field.
-inline Vec exponent_power(Vec shifted) {
-  const VecBits bits = (std::bit_cast<VecBits>(shifted) + 1023u) << 52;
-  return std::bit_cast<Vec>(bits);
-}
-
 // Eight sum lanes.
 struct Sum8 {
   Vec part[kSumParts];

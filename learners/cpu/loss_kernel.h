@@ -9,41 +9,12 @@
 #include <vector>
 
 #include "learners/cpu/doubles8.h"
+#include "learners/cpu/kernel_exp.h"
 #include "learners/learner.h"
 
 namespace crl::learners::cpu {
 
 namespace {
-
-// exp(x) to about 1 ulp for x in [-708, 709] (inputs outside are clamped), element-wise:
-//   n = round(x / ln 2) by the 1.5 * 2^52 trick, r = x - n ln 2 (ln 2 split in two for exactness),
-//   exp(r) by a degree-13 Taylor polynomial (|r| <= 0.347, truncation error < 1e-17), times 2^n built in the
-//   exponent bits.
-inline Vec kernel_exp(Vec x) {
-  x = x < -708.0 ? splat(-708.0) : (x > 709.0 ? splat(709.0) : x);
-  constexpr double kLog2e = 1.4426950408889634;
-  constexpr double kLn2Hi = 6.93147180369123816490e-01;
-  constexpr double kLn2Lo = 1.90821492927058770002e-10;
-  constexpr double kShift = 0x1.8p52;
-  const Vec shifted = x * kLog2e + kShift;
-  const Vec n = shifted - kShift;
-  const Vec r = (x - n * kLn2Hi) - n * kLn2Lo;
-  Vec p = splat(1.0 / 6227020800.0);  // 1/13!
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  return p * exponent_power(shifted);
-}
 
 struct LossSums {
   double policy = 0.0, kl = 0.0, value = 0.0, clipped = 0.0, vclipped = 0.0;

@@ -3,9 +3,12 @@
 // segments shorter and longer than a kernel block, and with micro-batch ranges that cut segments.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
+#include "engine/rng.h"
 #include "learners/cpu/cpu_learner.h"
+#include "learners/cpu/kernel_exp.h"
 #include "tests/learners/random_batch.h"
 
 namespace crl::learners {
@@ -111,6 +114,36 @@ TEST(LossKernelIsaTest, EveryCopyGivesTheGenericBitsWithoutLogprobs) {
   testing::RandomBatchShape shape;
   shape.with_logprobs = false;
   check_batch(testing::random_batch(41, shape), "no log-probs");
+}
+
+// The kernel's own exponential (the importance ratio and the k3 KL) against the C library's long double
+// one: within 2 ulp over the whole clamped range, near 0 (ratios of nearly equal probabilities) and at the
+// ends; exact at 0.
+TEST(LossKernelExpTest, WithinTwoUlpOfTheLibraryExponential) {
+  Rng rng(StreamKey{11, 0, 0, StreamRole::kLearner, 0});
+  double worst = 0.0, worst_x = 0.0;
+  auto check = [&](double x) {
+    const double got = cpu::kernel_exp(cpu::splat(x))[0];
+    const long double want = std::exp(static_cast<long double>(x));
+    const double rounded = static_cast<double>(want);
+    const double ulp = std::nextafter(rounded, HUGE_VAL) - rounded;
+    const double error = static_cast<double>(std::fabs(static_cast<long double>(got) - want) / ulp);
+    if (error > worst) {
+      worst = error;
+      worst_x = x;
+    }
+  };
+  for (int i = 0; i < 200000; ++i) {
+    check(-708.0 + 1417.0 * rng.uniform());
+    check(4.0 * rng.uniform() - 2.0);
+    check(1e-3 * (rng.uniform() - 0.5));
+  }
+  for (const double x : {-708.0, 709.0, -707.999, 708.999, 1e-300, -1e-300, std::log(2.0) / 16.0}) check(x);
+  EXPECT_LE(worst, 2.0) << "worst error " << worst << " ulp at x = " << worst_x;
+  EXPECT_EQ(cpu::kernel_exp(cpu::splat(0.0))[0], 1.0);
+  // Outside the range the input is clamped (no infinities, no subnormals).
+  EXPECT_EQ(cpu::kernel_exp(cpu::splat(1e6))[0], cpu::kernel_exp(cpu::splat(709.0))[0]);
+  EXPECT_EQ(cpu::kernel_exp(cpu::splat(-1e6))[0], cpu::kernel_exp(cpu::splat(-708.0))[0]);
 }
 
 TEST(LossKernelIsaTest, TheDefaultPathIsTheWidestCopy) {
