@@ -76,30 +76,31 @@ const Batch& bench_batch(int64_t tokens) {
   return it->second;
 }
 
-// Runs `step` a few times before the timed loop: a trainer's buffers have been through the step before, and
-// the first passes over freshly allocated memory are several times slower on the virtual machines we measure
-// on (the host backs the pages lazily), which would otherwise dominate the one or two timed iterations at 10M
-// tokens.
+// Times `step` over a batch of `tokens` tokens (items = tokens). It runs a few times first: a trainer's
+// buffers have been through the step before, and the first passes over freshly allocated memory are several
+// times slower on the virtual machines we measure on (the host backs the pages lazily), which would otherwise
+// dominate the one or two timed iterations at 10M tokens. Buffers are reused across iterations (as a trainer
+// would), so the loop measures compute, not allocation.
 template <class Step>
-void warm_up(Step&& step) {
+void time_step(benchmark::State& state, int64_t tokens, Step&& step) {
   for (int i = 0; i < 3; ++i) step();
+  for (auto _ : state) {
+    step();
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * tokens);
 }
 
 // One full learner step on the CPU: advantages, normalizer, losses and gradients of the whole batch, fused
-// into one pass over the tokens (Learner::step). Buffers are reused across iterations (as a trainer would),
-// so the loop measures compute, not allocation.
+// into one pass over the tokens (Learner::step).
 void BM_LearnerCpuAdvantagesLoss(benchmark::State& state) {
   const Batch& b = bench_batch(state.range(0));
   const LearnerOptions options;
   Advantages adv;
   LossNormalizer norm;
   Gradients grads;
-  warm_up([&] { cpu::compute_step(b, options, adv, norm, &grads); });
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(cpu::compute_step(b, options, adv, norm, &grads));
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+  time_step(state, b.num_tokens(),
+            [&] { benchmark::DoNotOptimize(cpu::compute_step(b, options, adv, norm, &grads)); });
 }
 BENCHMARK(BM_LearnerCpuAdvantagesLoss)
     ->Arg(1'000)
@@ -115,19 +116,12 @@ void BM_LearnerCpuAdvantagesLossTwoPass(benchmark::State& state) {
   Advantages adv;
   Gradients grads;
   grads.resize(b.num_tokens());
-  warm_up([&] {
-    cpu::compute_advantages(b, options, adv);
-    cpu::compute_losses(b, adv, cpu::make_normalizer(b, options), options, TokenRange{0, b.num_tokens()},
-                        &grads);
-  });
-  for (auto _ : state) {
+  time_step(state, b.num_tokens(), [&] {
     cpu::compute_advantages(b, options, adv);
     const LossNormalizer norm = cpu::make_normalizer(b, options);
-    const LossResult loss = cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads);
-    benchmark::DoNotOptimize(loss);
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+    benchmark::DoNotOptimize(
+        cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads));
+  });
 }
 BENCHMARK(BM_LearnerCpuAdvantagesLossTwoPass)
     ->Arg(1'000)
@@ -135,7 +129,7 @@ BENCHMARK(BM_LearnerCpuAdvantagesLossTwoPass)
     ->Arg(10'000'000)
     ->Unit(benchmark::kMicrosecond);
 
-// Losses and gradients of the whole batch (one micro-batch) on one copy of the kernel, buffers reused.
+// Losses and gradients of the whole batch (one micro-batch) on one copy of the kernel.
 void run_losses(benchmark::State& state, const Batch& b, cpu::Isa isa) {
   const LearnerOptions options;
   Advantages adv;
@@ -143,13 +137,10 @@ void run_losses(benchmark::State& state, const Batch& b, cpu::Isa isa) {
   const LossNormalizer norm = cpu::make_normalizer(b, options);
   Gradients grads;
   grads.resize(b.num_tokens());
-  warm_up([&] { cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads, isa); });
-  for (auto _ : state) {
+  time_step(state, b.num_tokens(), [&] {
     benchmark::DoNotOptimize(
         cpu::compute_losses(b, adv, norm, options, TokenRange{0, b.num_tokens()}, &grads, isa));
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+  });
 }
 
 // The losses and gradients on each instruction-set copy of the kernel (arg 2: generic, AVX2, AVX-512; the
@@ -175,12 +166,7 @@ void BM_LearnerCpuAdvantages(benchmark::State& state) {
   const Batch& b = bench_batch(state.range(0));
   const LearnerOptions options;
   Advantages adv;
-  warm_up([&] { cpu::compute_advantages(b, options, adv); });
-  for (auto _ : state) {
-    cpu::compute_advantages(b, options, adv);
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * b.num_tokens());
+  time_step(state, b.num_tokens(), [&] { cpu::compute_advantages(b, options, adv); });
 }
 BENCHMARK(BM_LearnerCpuAdvantages)->Arg(1'000)->Arg(100'000)->Arg(10'000'000)->Unit(benchmark::kMicrosecond);
 

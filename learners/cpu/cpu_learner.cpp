@@ -9,17 +9,10 @@
 #include "learners/cpu/isa_kernels.h"
 #include "learners/cpu/sweep_kernel.h"
 
-namespace crl::learners::cpu {
+// The kernels compiled for the baseline instruction set of the build (isa_kernels.h).
+CRL_DEFINE_CPU_KERNELS(generic)
 
-namespace detail {
-LossResult losses_generic(const Batch& batch, const Advantages& advantages, const LossNormalizer& normalizer,
-                          const LearnerOptions& options, TokenRange range, Gradients* gradients) {
-  return loss_kernel(batch, advantages, normalizer, options, range, gradients);
-}
-LossResult sweep_generic(const SweepInputs& in, Advantages& out, Gradients* gradients) {
-  return sweep_kernel(in, out, gradients);
-}
-}  // namespace detail
+namespace crl::learners::cpu {
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> isas{Isa::kGeneric};

@@ -92,3 +92,16 @@ LossResult sweep_kernel(const SweepInputs& in, Advantages& out, Gradients* gradi
 
 }  // namespace
 }  // namespace crl::learners::cpu
+
+// Defines the entry points of isa_kernels.h for one instruction set, in the translation unit compiled for it.
+#define CRL_DEFINE_CPU_KERNELS(isa)                                                                          \
+  namespace crl::learners::cpu::detail {                                                                     \
+  LossResult losses_##isa(const Batch& batch, const Advantages& advantages,                                  \
+                          const LossNormalizer& normalizer, const LearnerOptions& options, TokenRange range, \
+                          Gradients* gradients) {                                                            \
+    return loss_kernel(batch, advantages, normalizer, options, range, gradients);                            \
+  }                                                                                                          \
+  LossResult sweep_##isa(const SweepInputs& in, Advantages& out, Gradients* gradients) {                     \
+    return sweep_kernel(in, out, gradients);                                                                 \
+  }                                                                                                          \
+  }

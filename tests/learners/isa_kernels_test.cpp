@@ -9,64 +9,16 @@
 #include "engine/rng.h"
 #include "learners/cpu/cpu_learner.h"
 #include "learners/cpu/kernel_exp.h"
+#include "tests/learners/bit_equality.h"
 #include "tests/learners/random_batch.h"
 
 namespace crl::learners {
 namespace {
 
-struct Variant {
-  const char* name;
-  LearnerOptions options;
-};
-
-std::vector<Variant> variants() {
-  std::vector<Variant> out;
-  out.push_back({"paper defaults", {}});
-  LearnerOptions o;
-  o.lambda_mode = LambdaMode::kFixed;
-  o.lambda = 0.9;
-  o.gamma = 0.99;
-  out.push_back({"fixed lambda, gamma 0.99", o});
-  o = {};
-  o.lambda_mode = LambdaMode::kTokenwise;
-  o.critic_target = CriticTarget::kCorrected;
-  out.push_back({"tokenwise lambda, corrected target", o});
-  o = {};
-  o.critic_target = CriticTarget::kStitched;
-  o.correction = false;
-  out.push_back({"stitched target, no correction", o});
-  o = {};
-  o.summary_loss_masked = true;
-  o.token_level_normalization = false;
-  out.push_back({"summary loss masked, per-segment means", o});
-  o = {};
-  o.positive_only = true;
-  o.kl_coef = 0.05;
-  o.value_clip = 0.2;
-  out.push_back({"positive only, k3 KL, value clip", o});
-  o = {};
-  o.whiten_advantages = true;
-  out.push_back({"whitening", o});
-  return out;
-}
-
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-bool same_bits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof(double)) == 0;
-}
-
-void expect_same(const LossResult& a, const LossResult& b, const std::string& what) {
-  EXPECT_TRUE(same_bits(a.policy_loss, b.policy_loss))
-      << what << ": " << a.policy_loss << " vs " << b.policy_loss;
-  EXPECT_TRUE(same_bits(a.kl, b.kl)) << what;
-  EXPECT_TRUE(same_bits(a.actor_loss, b.actor_loss)) << what;
-  EXPECT_TRUE(same_bits(a.value_loss, b.value_loss))
-      << what << ": " << a.value_loss << " vs " << b.value_loss;
-  EXPECT_TRUE(same_bits(a.clip_fraction, b.clip_fraction)) << what;
-  EXPECT_TRUE(same_bits(a.value_clip_fraction, b.value_clip_fraction)) << what;
-}
+using testing::expect_same;
+using testing::same_bits;
+using testing::Variant;
+using testing::variants;
 
 void check_batch(const Batch& b, const std::string& label) {
   const std::vector<cpu::Isa> isas = cpu::supported_isas();

@@ -10,32 +10,17 @@
 
 #include "learners/cpu/cpu_learner.h"
 #include "learners/learner.h"
+#include "tests/learners/bit_equality.h"
 #include "tests/learners/random_batch.h"
 
 namespace crl::learners {
 namespace {
 
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
-bool same_bits(const LossResult& a, const LossResult& b) {
-  const double x[] = {a.policy_loss,        a.kl, a.actor_loss, a.value_loss, a.clip_fraction,
-                      a.value_clip_fraction};
-  const double y[] = {b.policy_loss,        b.kl, b.actor_loss, b.value_loss, b.clip_fraction,
-                      b.value_clip_fraction};
-  return std::memcmp(x, y, sizeof(x)) == 0;
-}
-
-// The first token in [begin, end) where two arrays differ in bits, for the failure message.
-std::string first_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return "sizes " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
-  for (size_t t = 0; t < a.size(); ++t) {
-    if (std::memcmp(&a[t], &b[t], sizeof(double)) != 0)
-      return "token " + std::to_string(t) + ": " + std::to_string(a[t]) + " vs " + std::to_string(b[t]);
-  }
-  return "none";
-}
+using testing::expect_same;
+using testing::first_difference;
+using testing::same_bits;
+using testing::Variant;
+using testing::variants;
 
 // Steps 3-5 of learner.h as the spec reads, one segment at a time, newest token first; the segment-level
 // numbers (lambda_s, the correction factor) are taken from the estimator's own output, which other tests
@@ -87,47 +72,6 @@ void serial_sweep(const Batch& b, const LearnerOptions& o, const Advantages& seg
   }
 }
 
-struct Variant {
-  const char* name;
-  LearnerOptions options;
-};
-
-std::vector<Variant> variants() {
-  std::vector<Variant> out;
-  out.push_back({"paper defaults", {}});
-  LearnerOptions o;
-  o.lambda_mode = LambdaMode::kFixed;
-  o.lambda = 0.9;
-  o.gamma = 0.99;
-  out.push_back({"fixed lambda, gamma 0.99", o});
-  o = {};
-  o.lambda_mode = LambdaMode::kTokenwise;
-  o.critic_target = CriticTarget::kCorrected;
-  out.push_back({"tokenwise lambda, corrected target", o});
-  o = {};
-  o.critic_target = CriticTarget::kStitched;
-  o.gamma = 0.97;
-  out.push_back({"stitched target, gamma 0.97", o});
-  o = {};
-  o.critic_target = CriticTarget::kStitched;
-  o.correction = false;
-  out.push_back({"stitched target, no correction", o});
-  o = {};
-  o.summary_loss_masked = true;
-  o.token_level_normalization = false;
-  out.push_back({"summary loss masked, per-segment means", o});
-  o = {};
-  o.positive_only = true;
-  o.kl_coef = 0.05;
-  o.value_clip = 0.2;
-  out.push_back({"positive only, k3 KL, value clip", o});
-  o = {};
-  o.whiten_advantages = true;
-  o.positive_only = true;
-  out.push_back({"whitening, positive only", o});
-  return out;
-}
-
 // Every check on one batch: lanes vs serial sweep, and the fused step vs the three calls, on every kernel
 // copy.
 void check_batch(const Batch& b, const std::string& label, const std::vector<Variant>& which = variants()) {
@@ -155,8 +99,7 @@ void check_batch(const Batch& b, const std::string& label, const std::vector<Var
       LossNormalizer step_norm;
       Gradients step_grads;
       const LossResult got = cpu::compute_step(b, v.options, step_adv, step_norm, &step_grads, isa);
-      EXPECT_TRUE(same_bits(got, want))
-          << what << ": step loss " << got.policy_loss << " vs " << want.policy_loss;
+      expect_same(got, want, what + ": step");
       EXPECT_TRUE(same_bits(step_adv.advantages, adv.advantages))
           << what << ": step advantages at " << first_difference(step_adv.advantages, adv.advantages);
       EXPECT_TRUE(same_bits(step_adv.returns, adv.returns)) << what;
@@ -171,7 +114,8 @@ void check_batch(const Batch& b, const std::string& label, const std::vector<Var
       // Without gradients, only the losses.
       Advantages again;
       LossNormalizer again_norm;
-      EXPECT_TRUE(same_bits(cpu::compute_step(b, v.options, again, again_norm, nullptr, isa), want)) << what;
+      expect_same(cpu::compute_step(b, v.options, again, again_norm, nullptr, isa), want,
+                  what + ": no gradients");
     }
   }
 }
@@ -219,6 +163,7 @@ TEST(LearnerSweepTest, BatchesLargerThanTheCachesGiveTheSameBits) {
   const Batch b = testing::random_batch(6000, shape);
   ASSERT_GT(b.num_tokens(), int64_t{1} << 20);
   const std::vector<Variant> all = variants();
+  ASSERT_EQ(std::string(all[3].name), "stitched target, gamma 0.97");
   check_batch(b, "large", {all[0], all[3]});  // paper defaults; the stitched target (lanes carry corr too)
 }
 
@@ -233,7 +178,7 @@ TEST(LearnerSweepTest, LearnerStepEqualsTheThreeCalls) {
   const Advantages want_adv = learner.advantages(b);
   Gradients want_grads;
   const LossResult want = learner.losses(b, want_adv, &want_grads);
-  EXPECT_TRUE(same_bits(got, want));
+  expect_same(got, want, "Learner::step");
   EXPECT_TRUE(same_bits(adv.advantages, want_adv.advantages));
   EXPECT_TRUE(same_bits(adv.returns, want_adv.returns));
   EXPECT_TRUE(same_bits(grads.logprobs, want_grads.logprobs));
