@@ -183,5 +183,28 @@ TEST(LearnerCudaTest, FacadeMatchesCpu) {
   for (int64_t t = 0; t < b.num_tokens(); ++t) EXPECT_NEAR(gpu.advantages[t], cpu.advantages[t], 1e-12);
 }
 
+// Learner::step on the device (advantages, normalizer and losses in one upload) against the CPU's fused step;
+// 1e-9: the device sums in another order and has its own exp.
+TEST(LearnerCudaTest, StepMatchesCpu) {
+  if (skip_without_device()) GTEST_SKIP() << "no CUDA device";
+  const Batch b = testing::random_batch(6);
+  LearnerOptions o;
+  o.kl_coef = 0.05;
+  Advantages cpu_adv, gpu_adv;
+  Gradients cpu_grads, gpu_grads;
+  const LossResult cpu = Learner(o, Backend::kCpu).step(b, cpu_adv, &cpu_grads);
+  const LossResult gpu = Learner(o, Backend::kCuda).step(b, gpu_adv, &gpu_grads);
+  EXPECT_NEAR(gpu.policy_loss, cpu.policy_loss, 1e-9);
+  EXPECT_NEAR(gpu.value_loss, cpu.value_loss, 1e-9);
+  EXPECT_NEAR(gpu.kl, cpu.kl, 1e-9);
+  ASSERT_EQ(gpu_adv.returns.size(), cpu_adv.returns.size());
+  ASSERT_EQ(gpu_grads.logprobs.size(), cpu_grads.logprobs.size());
+  for (int64_t t = 0; t < b.num_tokens(); ++t) {
+    EXPECT_NEAR(gpu_adv.returns[t], cpu_adv.returns[t], 1e-9);
+    EXPECT_NEAR(gpu_grads.logprobs[t], cpu_grads.logprobs[t], 1e-9);
+    EXPECT_NEAR(gpu_grads.values[t], cpu_grads.values[t], 1e-9);
+  }
+}
+
 }  // namespace
 }  // namespace crl::learners
