@@ -49,6 +49,17 @@ struct LaneState {
   bool started = false;  // stitched only: the last sampled token has been seen
 };
 
+// Prefetches the cache line at `base` + `offset` bytes. Computed as an integer: the address may lie outside
+// the array (a prefetch never faults), where pointer arithmetic would be undefined.
+inline void prefetch_address(const void* base, int64_t offset, bool for_write) {
+  const void* address = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(base) + offset);
+  if (for_write) {
+    __builtin_prefetch(address, 1);
+  } else {
+    __builtin_prefetch(address, 0);
+  }
+}
+
 // One token, branch-free (the same selects as the lockstep loop). Unsampled tokens leave the state as it is
 // (skipped, not zero-filled).
 template <bool kStitched>
@@ -145,9 +156,11 @@ void sweep_segments(const double* values, const uint8_t* critic, const int64_t* 
     for (int64_t j = 0; j < common; ++j) {
       if ((j & 7) == 0) {
         for (int k = 0; k < kSweepLanes; ++k) {
-          __builtin_prefetch(v[k] - j - 128);
-          __builtin_prefetch(ao[k] - j - 128, 1);  // written next: fetched for writing
-          if ((j & 63) == 0) __builtin_prefetch(c[k] - j - 128);
+          // 128 tokens ahead (the lanes walk backwards, which hardware prefetchers follow poorly); the output
+          // lines are fetched for writing. Addresses only: they may lie before the arrays, never read.
+          prefetch_address(v[k], -8 * (j + 128), false);
+          prefetch_address(ao[k], -8 * (j + 128), true);
+          if ((j & 63) == 0) prefetch_address(c[k], -(j + 128), false);
         }
       }
       const LaneVector x = {v[0][-j], v[1][-j], v[2][-j], v[3][-j]};

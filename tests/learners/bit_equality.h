@@ -62,7 +62,9 @@ inline bool same_bits(double a, double b) {
 }
 
 inline bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+  // (memcmp is not given the null data() of empty vectors)
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }
 
 // The first token where two arrays differ in bits, for failure messages.
