@@ -12,8 +12,8 @@
 //   corr (into the return array)    = the stitched-bootstrap correction there (stitched target only).
 // Whenever every segment below some index has been swept, the sweep says so (segments are taken in order),
 // and the caller turns those segments' raw state into advantages and returns, front to back, while the
-// tokens are still in cache (sweep_kernel.h). That keeps the memory traffic of the whole learner step one
-// forward pass over the batch.
+// tokens are still in cache (sweep_kernel.h). That keeps the memory traffic of the whole learner step to one
+// pass over the batch.
 #include <algorithm>
 #include <cstdint>
 
@@ -190,7 +190,7 @@ void sweep_segments(const double* values, const uint8_t* critic, const int64_t* 
     if (refilled) report();
   }
   // The last segments (fewer than kSweepLanes left), one at a time, oldest first.
-  std::sort(std::begin(lanes), std::end(lanes), [](const Lane& x, const Lane& y) {
+  std::sort(lanes, lanes + kSweepLanes, [](const Lane& x, const Lane& y) {
     return static_cast<uint64_t>(x.segment) < static_cast<uint64_t>(y.segment);
   });
   for (Lane& lane : lanes) {

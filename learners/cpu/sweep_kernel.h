@@ -7,8 +7,8 @@
 // array once. Segments are finished in order, in the loss kernel's blocks: the same additions as the
 // separate loss pass over the whole batch, so the fused step gives the same bits as advantages() followed by
 // losses().
+#include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "learners/cpu/gae_sweep.h"
 #include "learners/cpu/isa_kernels.h"
