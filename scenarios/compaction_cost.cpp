@@ -952,37 +952,21 @@ std::string format_cost_csv(const CostResult& result) {
 std::string format_cost_svg(const CostResult& result) {
   // x = GPU-seconds per trajectory, y = success; one colour per summarizer; base strategies are larger and
   // labelled.
-  constexpr double kWidth = 760, kHeight = 460, kLeft = 70, kRight = 190, kTop = 40, kBottom = 60;
-  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  using P = PercentPlot;
   double max_cost = 0;
   for (const StrategyResult& r : result.strategies)
     max_cost = std::max(max_cost, r.gpu_seconds_per_trajectory);
   max_cost = max_cost > 0 ? max_cost * 1.1 : 1.0;
-  auto x = [&](double c) { return kLeft + plot_w * c / max_cost; };
-  auto y = [&](double s) { return kTop + plot_h * (1.0 - s); };
+  auto x = [&](double c) { return P::kLeft + P::kPlotWidth * c / max_cost; };
+  auto y = [&](double s) { return P::y(s); };
   std::ostringstream out;
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
-      << "\" viewBox=\"0 0 " << kWidth << " " << kHeight
-      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
-      << xml_escape(result.name) << ": success vs GPU-seconds per trajectory</text>\n";
+  P::open(out, result.name + ": success vs GPU-seconds per trajectory");
   for (int i = 0; i <= 4; ++i) {
-    const double a = i / 4.0;
-    out << "<line x1=\"" << kLeft << "\" y1=\"" << y(a) << "\" x2=\"" << kLeft + plot_w << "\" y2=\"" << y(a)
-        << "\" stroke=\"#dddddd\"/>\n";
-    out << "<text x=\"" << kLeft - 8 << "\" y=\"" << y(a) + 4 << "\" text-anchor=\"end\">" << i * 25
-        << "%</text>\n";
     const double c = max_cost * i / 4.0;
-    out << "<text x=\"" << format_fixed(x(c), 2) << "\" y=\"" << kTop + plot_h + 20
+    out << "<text x=\"" << format_fixed(x(c), 2) << "\" y=\"" << P::kTop + P::kPlotHeight + 20
         << "\" text-anchor=\"middle\">" << format_fixed(c, 3) << "</text>\n";
   }
-  out << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w << "\" height=\"" << plot_h
-      << "\" fill=\"none\" stroke=\"black\"/>\n";
-  out << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << kHeight - 15
-      << "\" text-anchor=\"middle\">inference GPU-seconds per trained trajectory</text>\n";
-  out << "<text transform=\"translate(18," << kTop + plot_h / 2
-      << ") rotate(-90)\" text-anchor=\"middle\">task success</text>\n";
+  P::frame(out, "inference GPU-seconds per trained trajectory", "task success");
   out << "<g id=\"points\">\n";
   for (const StrategyResult& r : result.strategies) {
     size_t series = 0;
@@ -1001,8 +985,8 @@ std::string format_cost_svg(const CostResult& result) {
     }
   }
   out << "</g>\n<g id=\"legend\">\n";
-  const double lx = kLeft + plot_w + 16;
-  double ly = kTop + 4;
+  const double lx = P::kLeft + P::kPlotWidth + 16;
+  double ly = P::kTop + 4;
   out << "<text x=\"" << lx << "\" y=\"" << ly << "\" font-weight=\"bold\">summarizers</text>\n";
   for (size_t k = 0; k < result.summarizers.size(); ++k) {
     ly += 20;

@@ -87,6 +87,31 @@ std::string format_fixed(double value, int digits) {
 std::string xml_escape(const std::string& text) {
   return xml(text);
 }
+void PercentPlot::open(std::ostream& out, const std::string& title) {
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
+      << "\" viewBox=\"0 0 " << kWidth << " " << kHeight
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  out << "<text x=\"" << kLeft + kPlotWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
+      << xml(title) << "</text>\n";
+  for (int i = 0; i <= 4; ++i) {
+    const double a = i / 4.0;
+    out << "<line x1=\"" << kLeft << "\" y1=\"" << y(a) << "\" x2=\"" << kLeft + kPlotWidth << "\" y2=\""
+        << y(a) << "\" stroke=\"#dddddd\"/>\n";
+    out << "<text x=\"" << kLeft - 8 << "\" y=\"" << y(a) + 4 << "\" text-anchor=\"end\">" << i * 25
+        << "%</text>\n";
+  }
+}
+
+void PercentPlot::frame(std::ostream& out, const std::string& x_label, const std::string& y_label) {
+  out << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << kPlotWidth << "\" height=\""
+      << kPlotHeight << "\" fill=\"none\" stroke=\"black\"/>\n";
+  out << "<text x=\"" << kLeft + kPlotWidth / 2 << "\" y=\"" << kHeight - 15 << "\" text-anchor=\"middle\">"
+      << xml(x_label) << "</text>\n";
+  out << "<text transform=\"translate(18," << kTop + kPlotHeight / 2
+      << ") rotate(-90)\" text-anchor=\"middle\">" << xml(y_label) << "</text>\n";
+}
+
 const char* plot_color(size_t series) {
   static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                   "#9467bd", "#8c564b", "#17becf"};
@@ -255,46 +280,29 @@ std::string format_curves_csv(const ScenarioResult& result) {
 }
 
 std::string format_curves_svg(const ScenarioResult& result) {
-  // Plot area and scales: x = training episodes, y = held-out accuracy in [0, 1].
-  constexpr double kWidth = 760, kHeight = 460, kLeft = 70, kRight = 190, kTop = 40, kBottom = 60;
-  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  // x = training episodes, y = held-out accuracy in [0, 1].
+  using P = PercentPlot;
   int64_t max_episode = 1;
   for (const ArmResult& arm : result.arms) {
     for (const SeedResult& s : arm.seeds) {
       for (const CurvePoint& p : s.curve) max_episode = std::max(max_episode, p.episode);
     }
   }
-  auto x = [&](double episode) { return kLeft + plot_w * episode / static_cast<double>(max_episode); };
-  auto y = [&](double accuracy) { return kTop + plot_h * (1.0 - accuracy); };
+  auto x = [&](double episode) {
+    return P::kLeft + P::kPlotWidth * episode / static_cast<double>(max_episode);
+  };
+  auto y = [&](double accuracy) { return P::y(accuracy); };
 
   std::ostringstream out;
-  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
-      << "\" viewBox=\"0 0 " << kWidth << " " << kHeight
-      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  out << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
-      << xml(result.name) << ": held-out accuracy (mean and min-max over seeds)</text>\n";
-  // Grid, ticks and axis labels.
-  for (int i = 0; i <= 4; ++i) {
-    const double a = i / 4.0;
-    out << "<line x1=\"" << kLeft << "\" y1=\"" << y(a) << "\" x2=\"" << kLeft + plot_w << "\" y2=\"" << y(a)
-        << "\" stroke=\"#dddddd\"/>\n";
-    out << "<text x=\"" << kLeft - 8 << "\" y=\"" << y(a) + 4 << "\" text-anchor=\"end\">" << i * 25
-        << "%</text>\n";
-  }
+  P::open(out, result.name + ": held-out accuracy (mean and min-max over seeds)");
   for (int i = 0; i <= 5; ++i) {
     const double e = max_episode * i / 5.0;
-    out << "<line x1=\"" << x(e) << "\" y1=\"" << kTop + plot_h << "\" x2=\"" << x(e) << "\" y2=\""
-        << kTop + plot_h + 5 << "\" stroke=\"black\"/>\n";
-    out << "<text x=\"" << x(e) << "\" y=\"" << kTop + plot_h + 20 << "\" text-anchor=\"middle\">"
+    out << "<line x1=\"" << x(e) << "\" y1=\"" << P::kTop + P::kPlotHeight << "\" x2=\"" << x(e) << "\" y2=\""
+        << P::kTop + P::kPlotHeight + 5 << "\" stroke=\"black\"/>\n";
+    out << "<text x=\"" << x(e) << "\" y=\"" << P::kTop + P::kPlotHeight + 20 << "\" text-anchor=\"middle\">"
         << static_cast<int64_t>(std::llround(e)) << "</text>\n";
   }
-  out << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w << "\" height=\"" << plot_h
-      << "\" fill=\"none\" stroke=\"black\"/>\n";
-  out << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << kHeight - 15
-      << "\" text-anchor=\"middle\">training episodes</text>\n";
-  out << "<text transform=\"translate(18," << kTop + plot_h / 2
-      << ") rotate(-90)\" text-anchor=\"middle\">held-out accuracy</text>\n";
+  P::frame(out, "training episodes", "held-out accuracy");
 
   // Chance level, when every arm agrees on it.
   double chance = result.arms.empty() ? NAN : result.arms.front().chance;
@@ -329,14 +337,14 @@ std::string format_curves_svg(const ScenarioResult& result) {
   }
   out << "</g>\n";
   if (!std::isnan(chance)) {
-    out << "<line x1=\"" << kLeft << "\" y1=\"" << y(chance) << "\" x2=\"" << kLeft + plot_w << "\" y2=\""
-        << y(chance) << "\" stroke=\"#777777\" stroke-dasharray=\"5,4\"/>\n";
+    out << "<line x1=\"" << P::kLeft << "\" y1=\"" << y(chance) << "\" x2=\"" << P::kLeft + P::kPlotWidth
+        << "\" y2=\"" << y(chance) << "\" stroke=\"#777777\" stroke-dasharray=\"5,4\"/>\n";
   }
   // Legend.
-  const double lx = kLeft + plot_w + 16;
-  out << "<g id=\"legend\">\n<text x=\"" << lx << "\" y=\"" << kTop + 4
+  const double lx = P::kLeft + P::kPlotWidth + 16;
+  out << "<g id=\"legend\">\n<text x=\"" << lx << "\" y=\"" << P::kTop + 4
       << "\" font-weight=\"bold\">arms</text>\n";
-  double ly = kTop + 24;
+  double ly = P::kTop + 24;
   for (size_t a = 0; a < result.arms.size(); ++a) {
     const char* color = plot_color(a);
     out << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"22\" height=\"10\" fill=\"" << color

@@ -7,6 +7,7 @@
 //   curve point) curves.svg    held-out accuracy against training episodes: per arm the mean over seeds and
 //   the min-max band report.md     setup, the arms x seeds table, the gates with PASS/FAIL, notes, one traced
 //   episode
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,19 @@ void write_results(const std::string& dir, const ScenarioSpec& spec, const Scena
 std::string format_fixed(double value, int digits);
 std::string xml_escape(const std::string& text);
 const char* plot_color(size_t series);
+
+// The frame both report plots share (learning curves, cost vs success): a 760 x 460 SVG whose y axis is a
+// share in [0, 1] drawn as 0-100 %, with the legend space on the right.
+struct PercentPlot {
+  static constexpr double kWidth = 760, kHeight = 460, kLeft = 70, kRight = 190, kTop = 40, kBottom = 60;
+  static constexpr double kPlotWidth = kWidth - kLeft - kRight, kPlotHeight = kHeight - kTop - kBottom;
+  // The y coordinate of a share in [0, 1].
+  static double y(double share) { return kTop + kPlotHeight * (1.0 - share); }
+  // The SVG header, a white background, the title (escaped here) and the grid lines and labels at 0, 25, 50,
+  // 75 and 100 %.
+  static void open(std::ostream& out, const std::string& title);
+  // The plot's border and the two axis labels (escaped here).
+  static void frame(std::ostream& out, const std::string& x_label, const std::string& y_label);
+};
 
 }  // namespace crl::scenarios
