@@ -82,7 +82,8 @@ int64_t Params::get_int(const std::string& name) const {
 int64_t Params::get_int_at_least(const std::string& name, int64_t min) const {
   const int64_t value = get_int(name);
   if (value < min) {
-    throw Error(where_, name, "value " + std::to_string(value) + " is below the minimum " + std::to_string(min));
+    throw Error(where_, name,
+                "value " + std::to_string(value) + " is below the minimum " + std::to_string(min));
   }
   return value;
 }

@@ -25,7 +25,8 @@ class Params {
   static Params resolve(const std::vector<ParamSpec>& specs, const std::map<std::string, std::string>& values,
                         const std::string& where);
   int64_t get_int(const std::string& name) const;
-  // The value, checked to be >= `min`; otherwise crl::Error naming the component, the parameter and the value.
+  // The value, checked to be >= `min`; otherwise crl::Error naming the component, the parameter and the
+  // value.
   int64_t get_int_at_least(const std::string& name, int64_t min) const;
   double get_double(const std::string& name) const;
   bool get_bool(const std::string& name) const;

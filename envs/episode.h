@@ -61,7 +61,8 @@ class Episode {
   // The finished trajectory (call once, after done()).
   Trajectory finish();
 
-  // A running hash (32 hex digits) of everything applied so far: same inputs in the same order give the same hashes.
+  // A running hash (32 hex digits) of everything applied so far: same inputs in the same order give the same
+  // hashes.
   std::string state_hash() const;
   int turn() const { return turn_; }
   double reward() const { return reward_; }
