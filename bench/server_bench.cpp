@@ -34,7 +34,7 @@
 
 #include "proto/server.pb.h"
 #include "server/router.h"
-#include "server/wire_codec.h"
+#include "wire/wire_codec.h"
 #include "tests/server/http_client.h"
 
 namespace {
@@ -543,8 +543,9 @@ void BM_CrlServerBatchStepProtobuf(benchmark::State& state) {
 }
 
 // The server's CPU cost per step without sockets: route() on an in-process service (decode, step, encode).
-void route_steps(benchmark::State& state, crl::server::WireFormat format) {
+void route_steps(benchmark::State& state, crl::wire::WireFormat format) {
   using namespace crl::server;
+  using namespace crl::wire;
   EpisodeService service({});
   const std::string type(content_type(format));
   auto call = [&](std::string_view method, const std::string& target, const std::string& body) {
@@ -578,10 +579,10 @@ void route_steps(benchmark::State& state, crl::server::WireFormat format) {
   state.SetItemsProcessed(steps);
 }
 void BM_RouteStepJson(benchmark::State& state) {
-  route_steps(state, crl::server::WireFormat::kJson);
+  route_steps(state, crl::wire::WireFormat::kJson);
 }
 void BM_RouteStepProtobuf(benchmark::State& state) {
-  route_steps(state, crl::server::WireFormat::kProtobuf);
+  route_steps(state, crl::wire::WireFormat::kProtobuf);
 }
 BENCHMARK(BM_RouteStepJson)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_RouteStepProtobuf)->Unit(benchmark::kMicrosecond);

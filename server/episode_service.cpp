@@ -8,10 +8,12 @@
 #include "engine/trajectory_io.h"
 #include "envs/registry.h"
 #include "policies/llm/llm_driver.h"
-#include "server/api_error.h"
-#include "server/utf8.h"
+#include "wire/api_error.h"
+#include "wire/utf8.h"
 
 namespace crl::server {
+
+using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 
 namespace {
 

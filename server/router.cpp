@@ -1,10 +1,12 @@
 #include "server/router.h"
 
 #include "engine/error.h"
-#include "server/api_error.h"
-#include "server/wire_codec.h"
+#include "wire/api_error.h"
+#include "wire/wire_codec.h"
 
 namespace crl::server {
+
+using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 
 namespace {
 

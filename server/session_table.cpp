@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <random>
 
-#include "server/api_error.h"
+#include "wire/api_error.h"
 
 namespace crl::server {
+
+using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 
 namespace {
 std::string random_prefix() {

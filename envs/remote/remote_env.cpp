@@ -23,9 +23,9 @@
 #include "envs/registry.h"
 #include "envs/remote/http_connection.h"
 #include "proto/server.pb.h"
-#include "server/api_error.h"
-#include "server/utf8.h"
-#include "server/wire_codec.h"
+#include "wire/api_error.h"
+#include "wire/utf8.h"
+#include "wire/wire_codec.h"
 
 namespace crl {
 namespace remote {
@@ -33,7 +33,7 @@ namespace remote {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using server::WireFormat;
+using wire::WireFormat;
 
 // The protocol version this client speaks (the server's kProtocolVersion, server/episode_service.h).
 constexpr const char* kProtocolVersion = "1";
@@ -54,7 +54,7 @@ std::string cap(std::string text, size_t limit) {
 
 // Protobuf string fields hold UTF-8 only; actions decoded from byte-level tokens may not be.
 std::string utf8(std::string_view text) {
-  return server::is_valid_utf8(text) ? std::string(text) : server::valid_utf8(text);
+  return wire::is_valid_utf8(text) ? std::string(text) : wire::valid_utf8(text);
 }
 
 // Per-request settings, taken from the calling environment's configuration.
@@ -202,11 +202,11 @@ class RemoteEndpoint final : public StepBatcher {
   void call(const CallOptions& options, std::string_view method, const std::string& target,
             const google::protobuf::Message* request, google::protobuf::Message& response) {
     const std::string where = this->where() + " " + std::string(method) + " " + target;
-    std::string body = request ? server::encode_message(*request, options.format) : std::string();
+    std::string body = request ? wire::encode_message(*request, options.format) : std::string();
     std::unique_ptr<HttpConnection> connection = take(options);
     HttpReply reply;
     try {
-      reply = connection->exchange(method, target, std::move(body), server::content_type(options.format));
+      reply = connection->exchange(method, target, std::move(body), wire::content_type(options.format));
     } catch (const Error&) {
       broken_ = true;
       throw;
@@ -214,19 +214,19 @@ class RemoteEndpoint final : public StepBatcher {
     broken_ = false;
     if (connection->usable()) give_back(std::move(connection));
     try {
-      const WireFormat format = server::format_from_content_type(reply.content_type);
+      const WireFormat format = wire::format_from_content_type(reply.content_type);
       if (reply.status != 200) {
         proto::ErrorBody error;
         try {
-          server::decode_message(reply.body, format, error);
-        } catch (const server::ApiError&) {
+          wire::decode_message(reply.body, format, error);
+        } catch (const wire::ApiError&) {
           throw Error(where, "",
                       "HTTP " + std::to_string(reply.status) + ": " + quote(reply.body.substr(0, 200)));
         }
         throw answer_error(where, reply.status, error);
       }
-      server::decode_message(reply.body, format, response);
-    } catch (const server::ApiError& e) {
+      wire::decode_message(reply.body, format, response);
+    } catch (const wire::ApiError& e) {
       throw Error(where, e.field(), std::string("malformed answer: ") + e.what());
     }
   }

@@ -1,4 +1,4 @@
-// libFuzzer target for the request decoder (server/wire_codec.h), JSON and binary protobuf.
+// libFuzzer target for the request decoder (wire/wire_codec.h), JSON and binary protobuf.
 //
 // Input: one selector byte, then the body. Bit 0 of the selector picks the encoding (0 JSON, 1 binary);
 // bits 1-2 pick the message (CreateEpisodeRequest, StepRequest, BatchStepRequest, ErrorBody). Properties: the
@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "server/api_error.h"
-#include "server/wire_codec.h"
+#include "wire/api_error.h"
+#include "wire/wire_codec.h"
 
 namespace crl::server {
+
+using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 
 template <typename M>
 void round_trip(std::string_view body, WireFormat format) {

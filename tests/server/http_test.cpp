@@ -7,10 +7,12 @@
 
 #include "envs/registry.h"
 #include "server/http_server.h"
-#include "server/wire_codec.h"
+#include "wire/wire_codec.h"
 #include "tests/server/http_client.h"
 
 namespace crl::server {
+
+using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 namespace {
 
 using testing::HttpClient;

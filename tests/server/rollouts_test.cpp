@@ -5,13 +5,15 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
-#include "server/api_error.h"
+#include "wire/api_error.h"
 #include "server/episode_service.h"
 #include "server/router.h"
-#include "server/wire_codec.h"
+#include "wire/wire_codec.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 
 namespace crl::server {
+
+using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 namespace {
 
 using google::protobuf::util::MessageDifferencer;

@@ -11,11 +11,13 @@
 #include "engine/error.h"
 #include "engine/tokenizer.h"
 #include "envs/registry.h"
-#include "server/api_error.h"
+#include "wire/api_error.h"
 #include "server/episode_service.h"
-#include "server/wire_codec.h"
+#include "wire/wire_codec.h"
 
 namespace crl::server {
+
+using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 namespace {
 
 proto::CreateEpisodeRequest chain_request(const std::string& task = "chain-1", uint64_t seed = 7) {

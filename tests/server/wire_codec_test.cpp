@@ -1,7 +1,7 @@
 // The request codec (issue 6): JSON with the .proto field names and binary protobuf decode to the same
 // message; unknown fields and values of the wrong type are named with their path; encoding is deterministic;
 // the fuzz target's seed corpus replays cleanly; invalid UTF-8 is repaired before it reaches an answer.
-#include "server/wire_codec.h"
+#include "wire/wire_codec.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
@@ -11,11 +11,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "server/api_error.h"
-#include "server/utf8.h"
+#include "wire/api_error.h"
+#include "wire/utf8.h"
 #include "tests/fuzz/corpus_replay.h"
 
 namespace crl::server {
+
+using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 int fuzz_request_decoder(const uint8_t* data, size_t size);
 
 namespace {

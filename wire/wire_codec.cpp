@@ -1,4 +1,4 @@
-#include "server/wire_codec.h"
+#include "wire/wire_codec.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -11,10 +11,10 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "server/api_error.h"
-#include "server/utf8.h"
+#include "wire/api_error.h"
+#include "wire/utf8.h"
 
-namespace crl::server {
+namespace crl::wire {
 
 namespace {
 
@@ -548,4 +548,4 @@ std::string encode_message(const Message& message, WireFormat format) {
   return out;
 }
 
-}  // namespace crl::server
+}  // namespace crl::wire

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "proto/server.pb.h"
-#include "server/utf8.h"
+#include "wire/utf8.h"
 
-namespace crl::server {
+namespace crl::wire {
 
 class ApiError : public std::runtime_error {
  public:
@@ -42,4 +42,4 @@ class ApiError : public std::runtime_error {
   double retry_after_ = 0;
 };
 
-}  // namespace crl::server
+}  // namespace crl::wire

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace crl::server {
+namespace crl::wire {
 
 inline std::string valid_utf8(std::string_view in) {
   std::string out;
@@ -53,4 +53,4 @@ inline bool is_valid_utf8(std::string_view in) {
   return true;
 }
 
-}  // namespace crl::server
+}  // namespace crl::wire

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace crl::server {
+namespace crl::wire {
 
 enum class WireFormat { kJson, kProtobuf };
 
@@ -33,4 +33,4 @@ void decode_message(std::string_view body, WireFormat format, google::protobuf::
 // Encodes deterministically: the same message gives the same bytes (JSON prints every field, defaults too).
 std::string encode_message(const google::protobuf::Message& message, WireFormat format);
 
-}  // namespace crl::server
+}  // namespace crl::wire
