@@ -15,6 +15,7 @@
 // invalid (empty) actions, or a workspace that vanished truncate the episode with a reason; a verifier that
 // times out or writes no reward gives reward 0 with a reason. The scratch folder is removed when the
 // episode ends (and at the next reset or destruction).
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct ShellConfig {
   double command_timeout_sec = 30;  // per command, also capped by the task's agent timeout left
   int max_turns = 32;
   int max_invalid = 8;
+  int64_t disk_bytes = int64_t{512} << 20;  // the scratch tmpfs (root only)
   shell::SandboxLimits limits;
 };
 
@@ -68,6 +70,7 @@ class ShellEnv final : public Env {
   std::string scratch_;
   double agent_time_used_ms_ = 0;
   int invalid_ = 0;
+  int verifier_uid_ = 0;
 };
 
 }  // namespace crl
