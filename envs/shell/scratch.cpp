@@ -79,8 +79,12 @@ int sweep_stale_scratch(const std::string& scratch_root) {
     if (sscanf(name.c_str(), "ep-%ld-%llu-%ld-%15s", &pid, &start, &uid, rest) != 4 || pid <= 0) continue;
     if (entry.is_symlink() || !entry.is_directory()) continue;
     const uint64_t now = process_start_time(static_cast<pid_t>(pid));
-    if (now != 0 && now == start) continue;        // its server is alive
-    if (uid > 0) kill_uid(static_cast<int>(uid));  // what the dead server's sandbox left running
+    if (now != 0 && now == start) continue;  // its server is alive
+    if (uid >
+        0) {  // what the dead server's agent and verifier uids left running (ShellEnv: verifier = +60000)
+      kill_uid(static_cast<int>(uid));
+      kill_uid(static_cast<int>(uid) + 60000);
+    }
     remove_scratch(entry.path().string());
     ++removed;
   }

@@ -12,6 +12,7 @@
 
 #include "engine/file_io.h"
 #include "envs/registry.h"
+#include "envs/shell/scratch.h"
 #include "envs/shell/shell_env.h"
 
 namespace crl {
@@ -31,6 +32,8 @@ class ShellTest : public ::testing::Test {
     fs::copy(kTasks, root_ + "/tasks", fs::copy_options::recursive);
   }
   void TearDown() override {
+    // Scratch tmpfs mounts of "servers" a test killed (forked children) go first.
+    shell::sweep_stale_scratch(root_ + "/scratch");
     std::error_code ec;
     fs::remove_all(root_, ec);
   }
