@@ -11,19 +11,12 @@
 
 #include "engine/error.h"
 #include "engine/file_io.h"
-#include "envs/registry.h"
+#include "envs/command_env.h"
 #include "envs/shell/scratch.h"
 
 namespace crl {
 namespace fs = std::filesystem;
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 std::string format_seconds(double s) {
   std::ostringstream out;
@@ -54,16 +47,16 @@ ShellTaskSpec load_shell_task(const std::string& folder) {
   while (std::getline(in, line)) {
     ++number;
     const std::string where = toml_path + ":" + std::to_string(number);
-    line = trim(line.substr(0, line.find('#')));
+    line = trim_space(line.substr(0, line.find('#')));
     if (line.empty()) continue;
     if (line.front() == '[') {
       if (line.back() != ']') throw Error(where, "", "expected [section], found " + quote(line));
-      section = trim(line.substr(1, line.size() - 2));
+      section = trim_space(line.substr(1, line.size() - 2));
       continue;
     }
     const size_t eq = line.find('=');
     if (eq == std::string::npos) throw Error(where, "", "expected key = value, found " + quote(line));
-    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    const std::string key = trim_space(line.substr(0, eq)), value = trim_space(line.substr(eq + 1));
     if (key == "timeout_sec" && (section == "agent" || section == "verifier")) {
       double seconds = 0;
       try {
@@ -248,7 +241,7 @@ StepResult ShellEnv::verify() {
                             : shell::read_small_file_nofollow(vlogs, "verifier/reward.json", 4096, &json_why);
       if (txt) {
         try {
-          reward = std::stod(trim(*txt));
+          reward = std::stod(trim_space(*txt));
           why = "reward.txt";
         } catch (const std::exception&) {
           why = "reward.txt does not hold a number";
@@ -280,7 +273,7 @@ StepResult ShellEnv::verify() {
 
 StepResult ShellEnv::do_step(const Action& action) {
   StepResult result;
-  const std::string command = trim(action.text);
+  const std::string command = trim_space(action.text);
   if (command == "submit" || command == "task_complete") return verify();
   std::error_code ec;
   if (!fs::is_directory(scratch_ + "/app", ec)) {
@@ -317,26 +310,21 @@ StepResult ShellEnv::do_step(const Action& action) {
     if (!out.empty() && out.back() != '\n') out += "\n";
     result.observation.text = out + status;
   }
-  if (invalid_ >= config_.max_invalid) {
+  const std::string limit =
+      agent_time_used_ms_ / 1000.0 >= task_.agent_timeout_sec
+          ? "agent timeout (" + format_seconds(task_.agent_timeout_sec) + " s)"
+          : turn_limit_reason(invalid_, config_.max_invalid, steps(), config_.max_turns);
+  if (!limit.empty()) {
     result.truncated = true;
-    result.info = "too many invalid commands";
-  } else if (agent_time_used_ms_ / 1000.0 >= task_.agent_timeout_sec) {
-    result.truncated = true;
-    result.info = "agent timeout (" + format_seconds(task_.agent_timeout_sec) + " s)";
-  } else if (steps() + 1 >= config_.max_turns) {
-    result.truncated = true;
-    result.info = "turn limit (" + std::to_string(config_.max_turns) + ")";
+    result.info = limit;
   }
   if (result.truncated) cleanup();
   return result;
 }
 
 namespace {
-const EnvRegistrar kRegistrar({"shell",
-                               "Harbor-style task folders run with /bin/sh in a sandbox (envs/shell)",
-                               ShellEnv::param_specs(), [](const Params& params) -> std::unique_ptr<Env> {
-                                 return std::make_unique<ShellEnv>(ShellEnv::config_from(params));
-                               }});
+const EnvRegistrar kRegistrar(command_env_entry<ShellEnv>(
+    "shell", "Harbor-style task folders run with /bin/sh in a sandbox (envs/shell)"));
 }  // namespace
 
 }  // namespace crl

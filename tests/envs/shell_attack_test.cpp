@@ -65,6 +65,24 @@ class ShellAttackTest : public ShellTest {
     env->reset(Task{id, 0, ""}, rng);
     return env;
   }
+  // A "server" (a forked child) whose episode runs `sleep <marker>` with this command timeout.
+  pid_t fork_server_running_sleep(const std::string& timeout, const std::string& marker) {
+    const pid_t server = fork();
+    if (server == 0) {
+      // Never back into gtest from here: any failure ends the child (the parent's checks then fail).
+      try {
+        auto env = make({{"command_timeout_sec", timeout}});
+        Rng rng(StreamKey{});
+        env->reset(Task{"hello-file", 0, ""}, rng);
+        env->step(Action{"sleep " + marker, {}});
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "forked server: %s\n", e.what());
+        _exit(1);
+      }
+      _exit(0);
+    }
+    return server;
+  }
   static std::string run(ShellEnv& env, const std::string& command) {
     return env.step(Action{command, {}}).observation.text;
   }
@@ -246,15 +264,8 @@ TEST_F(ShellAttackTest, DiskWritesAreBoundedByTheScratchQuota) {
 // removed by the next server (only once its owner is dead).
 TEST_F(ShellAttackTest, SandboxDiesWithAKilledServerAndItsScratchIsSwept) {
   const std::string marker = "900." + std::to_string(getpid());
-  const pid_t server = fork();
-  ASSERT_GE(server, 0);
-  if (server == 0) {
-    auto env = make({{"command_timeout_sec", "60"}});
-    Rng rng(StreamKey{});
-    env->reset(Task{"hello-file", 0, ""}, rng);
-    env->step(Action{"sleep " + marker, {}});
-    _exit(0);
-  }
+  const pid_t server = fork_server_running_sleep("60", marker);
+  ASSERT_GT(server, 0);
   const bool started = eventually([&] { return !processes_with_arg(marker).empty(); }, seconds(20));
   // A live server's folder survives a sweep by another server.
   EXPECT_EQ(shell::sweep_stale_scratch(root_ + "/scratch"), 0);
@@ -272,15 +283,8 @@ TEST_F(ShellAttackTest, SandboxDiesWithAKilledServerAndItsScratchIsSwept) {
 // Item 12: the supervisor enforces the deadline itself, even while the server is stopped.
 TEST_F(ShellAttackTest, TheDeadlineHoldsWhileTheServerIsStopped) {
   const std::string marker = "901." + std::to_string(getpid());
-  const pid_t server = fork();
-  ASSERT_GE(server, 0);
-  if (server == 0) {
-    auto env = make({{"command_timeout_sec", "1"}});
-    Rng rng(StreamKey{});
-    env->reset(Task{"hello-file", 0, ""}, rng);
-    env->step(Action{"sleep " + marker, {}});
-    _exit(0);
-  }
+  const pid_t server = fork_server_running_sleep("1", marker);
+  ASSERT_GT(server, 0);
   const bool started = eventually([&] { return !processes_with_arg(marker).empty(); }, seconds(20));
   kill(server, SIGSTOP);
   const bool gone = eventually([&] { return processes_with_arg(marker).empty(); }, seconds(10));
