@@ -51,9 +51,12 @@ bool pid_alive(pid_t pid) {
   return kill(pid, 0) == 0 || errno == EPERM;
 }
 
-// Async-signal-safe helpers (no allocation).
-bool kill_listed(int fd) {
-  if (lseek(fd, 0, SEEK_SET) < 0) return true;
+// Async-signal-safe (no allocation): SIGKILLs every pid listed in the cgroup.procs file `path`; true when
+// none is listed. The file is opened afresh each time: cgroup v1 caches the list of an open file for about
+// a second, and stale pids may belong to other processes by now.
+bool kill_listed(const char* path) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
   char buffer[4096];
   bool any = false;
   long pid = 0;
@@ -75,6 +78,7 @@ bool kill_listed(int fd) {
     kill(static_cast<pid_t>(pid), SIGKILL);
     any = true;
   }
+  close(fd);
   return !any;
 }
 
@@ -86,9 +90,8 @@ void sweep(const std::string& base) {
     long pid = 0;
     if (sscanf(e->d_name, "crl-%ld-", &pid) != 1 || pid <= 0 || pid_alive(static_cast<pid_t>(pid))) continue;
     const std::string group = base + "/" + e->d_name;
-    const int fd = open((group + "/cgroup.procs").c_str(), O_RDONLY | O_CLOEXEC);
-    for (int tries = 0; fd >= 0 && tries < 100 && !kill_listed(fd); ++tries) usleep(1000);
-    if (fd >= 0) close(fd);
+    const std::string procs = group + "/cgroup.procs";
+    for (int tries = 0; tries < 100 && !kill_listed(procs.c_str()); ++tries) usleep(1000);
     rmdir(group.c_str());
   }
   closedir(dir);
@@ -214,9 +217,9 @@ CommandCgroup::CommandCgroup(int64_t memory_bytes, int64_t pids) {
     return;
   }
   for (const std::string& dir : dirs_) {
-    write_fds_.push_back(open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-    read_fds_.push_back(open((dir + "/cgroup.procs").c_str(), O_RDONLY | O_CLOEXEC));
-    if (write_fds_.back() < 0 || read_fds_.back() < 0) {
+    procs_.push_back(dir + "/cgroup.procs");
+    write_fds_.push_back(open(procs_.back().c_str(), O_WRONLY | O_CLOEXEC));
+    if (write_fds_.back() < 0) {
       why_ = "cannot open " + dir + "/cgroup.procs";
       return;
     }
@@ -227,8 +230,6 @@ CommandCgroup::CommandCgroup(int64_t memory_bytes, int64_t pids) {
 CommandCgroup::~CommandCgroup() {
   for (int tries = 0; tries < 500 && !kill_all(); ++tries) usleep(1000);
   for (int fd : write_fds_)
-    if (fd >= 0) close(fd);
-  for (int fd : read_fds_)
     if (fd >= 0) close(fd);
   // A group is removable once its last process is reaped (bounded retries while exits finish).
   for (const std::string& dir : dirs_) {
@@ -250,8 +251,7 @@ bool CommandCgroup::join() const {
 
 bool CommandCgroup::kill_all() const {
   bool empty = true;
-  for (int fd : read_fds_)
-    if (fd >= 0) empty = kill_listed(fd) && empty;
+  for (const std::string& procs : procs_) empty = kill_listed(procs.c_str()) && empty;
   return empty;
 }
 

@@ -44,8 +44,8 @@ class CommandCgroup {
   bool ok_ = false;
   std::string why_;
   std::vector<std::string> dirs_;
-  std::vector<int> write_fds_;  // cgroup.procs, opened for writing
-  std::vector<int> read_fds_;   // cgroup.procs, opened for reading
+  std::vector<int> write_fds_;      // cgroup.procs, opened for writing
+  std::vector<std::string> procs_;  // the cgroup.procs paths (read afresh each time)
 };
 
 }  // namespace crl::shell

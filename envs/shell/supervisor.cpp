@@ -188,13 +188,17 @@ void kill_all_of_uid(int uid, int gid) {
     siginfo_t info;
     if (sigtimedwait(&set, &info, &wait) == SIGTERM) break;  // the caller asks us to stop
   }
-  // Kill the whole tree, however it tried to leave: the cgroup, the process group, the uid (a setsid'd
-  // process in the plain mode), then reap every orphan re-parented to us (bounded: 200 x 1 ms).
+  // Kill the whole tree, however it tried to leave: the cgroup, the process group, the uid (plain mode),
+  // then reap every orphan re-parented to us (bounded: 200 x 1 ms).
   for (int tries = 0; tries < 200; ++tries) {
     const bool cgroup_empty = plan.cgroup == nullptr || plan.cgroup->kill_all();
     kill(-command, SIGKILL);
     kill(command, SIGKILL);
-    if (tries == 0 && plan.drop) kill_all_of_uid(plan.limits->uid, plan.limits->gid);
+    // Without a PID namespace a setsid'd process escapes the group kill: kill the uid. (In a PID namespace
+    // everything dies with its init; the episode's end kills the uid anyway.)
+    if (tries == 0 && plan.drop && plan.mode == SandboxMode::kPlain) {
+      kill_all_of_uid(plan.limits->uid, plan.limits->gid);
+    }
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
     if (cgroup_empty && waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) break;
