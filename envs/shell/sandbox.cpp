@@ -31,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 SandboxMode mode_for(const SandboxLimits& limits) {
   const SandboxSupport& s = probe_sandbox();
   if (!limits.use_namespaces) return SandboxMode::kPlain;
-  if (s.bwrap) return SandboxMode::kBwrap;
+  if (s.bwrap && limits.use_bwrap) return SandboxMode::kBwrap;
   return s.mount && s.pid ? SandboxMode::kNamespaces : SandboxMode::kPlain;
 }
 

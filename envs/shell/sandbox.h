@@ -50,7 +50,8 @@ struct SandboxLimits {
   size_t output_bytes = 8192;                // kept: head + tail
   uint64_t kill_output_bytes = 16ull << 20;  // more output than this kills the command
   bool use_namespaces = true;
-  int uid = 65534;  // used when running as root (the shell env gives each instance its own)
+  bool use_bwrap = true;  // false: the namespace fallback even where bubblewrap runs (its tests)
+  int uid = 65534;        // used when running as root (the shell env gives each instance its own)
   int gid = 65534;
 };
 

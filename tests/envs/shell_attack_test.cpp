@@ -295,6 +295,35 @@ TEST_F(ShellAttackTest, TheDeadlineHoldsWhileTheServerIsStopped) {
   EXPECT_TRUE(gone) << "the command ran past its deadline while the server was stopped";
 }
 
+// Item 11 where bubblewrap cannot run: the namespace fallback has a new /proc, private /run (/run/lock),
+// no_new_privs and the seccomp filter.
+TEST_F(ShellTest, TheNamespaceFallbackIsHardenedToo) {
+  const shell::SandboxSupport& s = shell::probe_sandbox();
+  if (!s.mount || !s.pid) GTEST_SKIP() << "no mount or PID namespace here: " << s.describe();
+  const std::string app = root_ + "/fallback/app", logs = root_ + "/fallback/logs";
+  fs::create_directories(app);
+  fs::create_directories(logs);
+  chmod((root_ + "/fallback").c_str(), 0711);
+  chmod(app.c_str(), 0777);
+  const std::string lock = "crl-fallback-" + std::to_string(getpid());
+  shell::SandboxLimits limits;
+  limits.use_bwrap = false;
+  const shell::SandboxResult r = shell::run_sandboxed(
+      "ls /proc | grep -c '^[0-9]'; touch /run/lock/" + lock +
+          "; grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; unshare -r true && echo UNSHARED",
+      {app, "", logs}, limits);
+  const bool leaked = fs::exists("/run/lock/" + lock);
+  std::error_code ec;
+  fs::remove("/run/lock/" + lock, ec);
+  EXPECT_LE(atoi(r.output.c_str()), 6) << r.output;
+  EXPECT_FALSE(leaked);
+  EXPECT_NE(r.output.find("NoNewPrivs:\t1"), std::string::npos) << r.output;
+  if (s.seccomp) {
+    EXPECT_NE(r.output.find("Seccomp:\t2"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("UNSHARED"), std::string::npos) << r.output;
+  }
+}
+
 // The reward reader itself: no link on the way, a regular file, a size cap.
 TEST(ShellRewardReader, RefusesLinksSpecialFilesAndBigFiles) {
   std::string pattern = "/tmp/crl-reward-reader-XXXXXX";
