@@ -71,13 +71,15 @@ void remove_scratch(const std::string& path) {
 int sweep_stale_scratch(const std::string& scratch_root) {
   int removed = 0;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(scratch_root, ec)) {
-    const std::string name = entry.path().filename().string();
+  // Error codes throughout: another server may sweep or remove entries at the same time.
+  for (fs::directory_iterator it(scratch_root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
     long pid = 0, uid = 0;
     unsigned long long start = 0;
     char rest[16];
     if (sscanf(name.c_str(), "ep-%ld-%llu-%ld-%15s", &pid, &start, &uid, rest) != 4 || pid <= 0) continue;
-    if (entry.is_symlink() || !entry.is_directory()) continue;
+    std::error_code type_error;
+    if (it->is_symlink(type_error) || !it->is_directory(type_error)) continue;
     const uint64_t now = process_start_time(static_cast<pid_t>(pid));
     if (now != 0 && now == start) continue;  // its server is alive
     if (uid >
@@ -85,7 +87,7 @@ int sweep_stale_scratch(const std::string& scratch_root) {
       kill_uid(static_cast<int>(uid));
       kill_uid(static_cast<int>(uid) + 60000);
     }
-    remove_scratch(entry.path().string());
+    remove_scratch(it->path().string());
     ++removed;
   }
   return removed;
