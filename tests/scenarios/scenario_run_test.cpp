@@ -10,6 +10,7 @@
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
+#include "tests/temp_dir.h"
 
 namespace crl::scenarios {
 namespace {
@@ -19,7 +20,8 @@ std::string source(const std::string& relative) {
 }
 
 std::string temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "crl_scenario_test" / name;
+  static const test::TempDir root("scenario_test");  // unique to this process, removed at exit
+  const auto dir = root.path() / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

@@ -10,6 +10,7 @@
 #include "engine/file_io.h"
 #include "engine/trajectory_io.h"
 #include "tests/policies/llm/scripted_llm_server.h"
+#include "tests/temp_dir.h"
 
 namespace crl {
 namespace {
@@ -30,9 +31,8 @@ Result crl(const std::vector<std::string>& args) {
 }
 
 std::string temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "crl_rollout_test";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  static const test::TempDir dir("rollout_test");  // unique to this process, removed at exit
+  return dir.file(name);
 }
 
 std::vector<std::string> rollout_args(const std::string& url, const std::string& out, const std::string& api,
