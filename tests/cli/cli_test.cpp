@@ -5,22 +5,14 @@
 
 #include "cli/command.h"
 #include "engine/file_io.h"
+#include "tests/crl_cli.h"
 #include "tests/temp_dir.h"
 
 namespace crl::cli {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result crl(const std::vector<std::string>& args) {
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  const int code = run_cli(args);
-  return Result{code, testing::internal::GetCapturedStdout(), testing::internal::GetCapturedStderr()};
-}
+using Result = test::CliResult;
+using test::crl;
 
 TEST(Cli, VersionHelpAndUnknownCommands) {
   EXPECT_EQ(crl({"--version"}).out, std::string("crl ") + CRL_VERSION + "\n");

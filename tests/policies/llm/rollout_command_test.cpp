@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "engine/file_io.h"
 #include "engine/trajectory_io.h"
+#include "tests/crl_cli.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/temp_dir.h"
 
@@ -17,18 +18,8 @@ namespace {
 
 using json = nlohmann::json;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result crl(const std::vector<std::string>& args) {
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  const int code = cli::run_cli(args);
-  std::fflush(stdout);
-  return Result{code, ::testing::internal::GetCapturedStdout(), ::testing::internal::GetCapturedStderr()};
-}
+using Result = test::CliResult;
+using test::crl;
 
 std::string temp_path(const std::string& name) {
   static const test::TempDir dir("rollout_test");  // unique to this process, removed at exit
