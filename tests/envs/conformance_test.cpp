@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 
 #include "engine/error.h"
@@ -60,9 +61,11 @@ std::string source_dir() {
 }
 
 // The shell environment's scratch root: unique to this process (two suites at once never share it), removed
-// at exit.
+// at exit. 0711 like the environment's own folders: without namespaces the sandbox uid must traverse it.
 std::string shell_scratch_root() {
   static const test::TempDir root("shell_conformance");
+  namespace fs = std::filesystem;
+  fs::permissions(root.path(), fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   return root.str();
 }
 
