@@ -11,6 +11,7 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
+#include "tests/temp_dir.h"
 
 namespace crl::cli {
 namespace {
@@ -55,8 +56,8 @@ TEST(BenchCommand, MarkersReplaceOnlyTheirBlockAndMissingOnesAreAppended) {
 }
 
 TEST(BenchCommand, RunsEveryBuiltBinaryAndRewritesItsTable) {
-  const auto dir = std::filesystem::temp_directory_path() / "crl_bench_command_test";
-  std::filesystem::remove_all(dir);
+  const test::TempDir temp;
+  const std::filesystem::path dir = temp.path();
   std::filesystem::create_directories(dir / "bench");
   // A stand-in for a Google Benchmark binary: writes the JSON to --benchmark_out and checks its filter.
   const std::string script = (dir / "bench" / "bench_simulation").string();
@@ -82,7 +83,6 @@ TEST(BenchCommand, RunsEveryBuiltBinaryAndRewritesItsTable) {
   EXPECT_EQ(read_file(results), md);
   EXPECT_EQ(run_cli({"bench", "--bench-dir", (dir / "bench").string(), "--out", results, "--filter", "("}),
             1);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

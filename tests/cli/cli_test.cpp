@@ -5,27 +5,14 @@
 
 #include "cli/command.h"
 #include "engine/file_io.h"
+#include "tests/crl_cli.h"
+#include "tests/temp_dir.h"
 
 namespace crl::cli {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result crl(const std::vector<std::string>& args) {
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  const int code = run_cli(args);
-  return Result{code, testing::internal::GetCapturedStdout(), testing::internal::GetCapturedStderr()};
-}
-
-std::string temp_dir() {
-  const auto dir = std::filesystem::temp_directory_path() / "crl_cli_test";
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+using Result = test::CliResult;
+using test::crl;
 
 TEST(Cli, VersionHelpAndUnknownCommands) {
   EXPECT_EQ(crl({"--version"}).out, std::string("crl ") + CRL_VERSION + "\n");
@@ -61,7 +48,8 @@ TEST(Cli, RunDemoPrintsATraceWithThreeCompactions) {
 }
 
 TEST(Cli, RunIsByteIdenticalForOneAndTwoThreadsAndInspectReadsIt) {
-  const std::string dir = temp_dir();
+  const test::TempDir temp;
+  const std::string dir = temp.str();
   const std::string one = dir + "/one.jsonl", two = dir + "/two.pb", three = dir + "/three.pb";
   const std::vector<std::string> common = {
       "run", "--episodes", "12", "--trace",        "false", "--view",        "symbolic", "--capacity",
@@ -90,7 +78,8 @@ TEST(Cli, BadInputGetsOneLineErrors) {
     int code;
     std::string mentions;
   };
-  const std::string dir = temp_dir();
+  const test::TempDir temp;
+  const std::string dir = temp.str();
   write_file_atomic(dir + "/garbage.jsonl", "{not json\n");
   const std::vector<Case> cases = {
       {{"run", "--bogus"}, 2, "--bogus"},

@@ -22,6 +22,7 @@
 #include "engine/sha256.h"
 #include "engine/unicode_data.h"
 #include "tests/engine/tokenizer_corpus.h"
+#include "tests/temp_dir.h"
 
 namespace crl {
 namespace {
@@ -76,8 +77,8 @@ struct OracleResult {
 
 // Runs oracle.js once over all strings.
 std::vector<OracleResult> run_oracle(const std::string& encoding, const std::vector<std::string>& strings) {
-  const std::string input =
-      (fs::temp_directory_path() / ("crl_oracle_" + std::to_string(::getpid()) + "_" + encoding)).string();
+  const test::TempDir temp("oracle_" + encoding);
+  const std::string input = temp.file("input.txt");
   {
     std::ofstream out(input, std::ios::binary);
     for (const std::string& s : strings) out << hex(s) << "\n";
@@ -89,7 +90,6 @@ std::vector<OracleResult> run_oracle(const std::string& encoding, const std::vec
   char buffer[65536];
   for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
   const int status = ::pclose(pipe);
-  fs::remove(input);
   if (status != 0) throw std::runtime_error(command + " failed with status " + std::to_string(status));
   std::vector<OracleResult> results;
   std::istringstream lines(output);

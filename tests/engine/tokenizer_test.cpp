@@ -20,6 +20,7 @@
 #include "engine/sha256.h"
 #include "engine/unicode_data.h"
 #include "envs/codec.h"
+#include "tests/temp_dir.h"
 
 namespace crl {
 namespace {
@@ -42,24 +43,7 @@ std::vector<std::string> pieces(SplitPattern pattern, std::string_view text) {
   return out;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("crl_tokenizer_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string write(const std::string& name, const std::string& content) const {
-    const std::string file = (path_ / name).string();
-    std::ofstream(file, std::ios::binary) << content;
-    return file;
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string base64(std::string_view bytes) {
   static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

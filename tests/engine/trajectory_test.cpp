@@ -8,6 +8,7 @@
 #include "engine/file_io.h"
 #include "engine/trace.h"
 #include "engine/trajectory_io.h"
+#include "tests/temp_dir.h"
 
 namespace crl {
 namespace {
@@ -87,8 +88,8 @@ TEST(Trajectory, HashChangesWithAnyTrainingField) {
 }
 
 TEST(TrajectoryIo, JsonlAndBinaryRoundTripExactly) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "crl_trajectory_io_test";
-  std::filesystem::create_directories(dir);
+  const test::TempDir temp;
+  const std::filesystem::path dir = temp.path();
   const std::vector<Trajectory> in = {sample_trajectory(), sample_trajectory()};
   for (const std::string name : {"t.jsonl", "t.pb"}) {
     const std::string path = (dir / name).string();
@@ -110,8 +111,8 @@ TEST(TrajectoryIo, JsonlAndBinaryRoundTripExactly) {
 }
 
 TEST(TrajectoryIo, BadFilesAreRejectedWithFileAndLine) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "crl_trajectory_io_test";
-  std::filesystem::create_directories(dir);
+  const test::TempDir temp;
+  const std::filesystem::path dir = temp.path();
   const std::string path = (dir / "bad.jsonl").string();
   std::string text = to_jsonl({sample_trajectory()});
   text.insert(text.find('\n') + 1, "{\"rollout_id\": 5, \"bogus\": 1}\n");

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 
 #include "engine/error.h"
@@ -26,6 +27,7 @@
 #include "envs/remote/remote_env.h"
 #include "policies/policy.h"
 #include "policies/rollout.h"
+#include "tests/temp_dir.h"
 
 namespace crl {
 namespace {
@@ -56,6 +58,15 @@ Budget budget(int64_t c, int64_t reserve, int64_t turn, int64_t summary, int max
 
 std::string source_dir() {
   return CRL_SOURCE_DIR;
+}
+
+// The shell environment's scratch root: unique to this process (two suites at once never share it), removed
+// at exit. 0711 like the environment's own folders: without namespaces the sandbox uid must traverse it.
+std::string shell_scratch_root() {
+  static const test::TempDir root("shell_conformance");
+  namespace fs = std::filesystem;
+  fs::permissions(root.path(), fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  return root.str();
 }
 
 // The table: one entry per registered environment.
@@ -105,7 +116,7 @@ std::map<std::string, Entry> table() {
                          ""};
   // Harbor-style sample tasks, solved by replaying their solutions in the sandbox.
   t["shell"] = Entry{{{"tasks_dir", source_dir() + "/data/shell_tasks"},
-                      {"scratch_root", "/tmp/crl-shell-conformance"},
+                      {"scratch_root", shell_scratch_root()},
                       {"command_timeout_sec", "10"}},
                      {{"count-errors", 0, ""}, {"fix-sum-script", 1, ""}, {"hello-file", 2, ""}},
                      "shell_solution_replay",

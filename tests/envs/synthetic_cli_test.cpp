@@ -72,13 +72,15 @@ TEST(synthetic_splits_cli, Phase3HasItsOwnSizes) {
 }
 
 TEST(synthetic_splits_cli, UsageErrors) {
+  const TempDir dir;
+  const std::string never = dir.file("never");
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(cli::run_cli({"splits", "--namespace", "phase9", "--out", "/tmp/never"}), 1);
+  EXPECT_EQ(cli::run_cli({"splits", "--namespace", "phase9", "--out", never}), 1);
   EXPECT_EQ(cli::run_cli({"splits", "--check", "a", "--out", "b"}), 2);
   EXPECT_EQ(cli::run_cli({"splits", "--bogus"}), 2);
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("phase9"), std::string::npos) << err;
-  EXPECT_FALSE(std::filesystem::exists("/tmp/never"));
+  EXPECT_FALSE(std::filesystem::exists(never));
 }
 
 }  // namespace

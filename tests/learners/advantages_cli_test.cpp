@@ -6,22 +6,15 @@
 
 #include "cli/command.h"
 #include "engine/file_io.h"
+#include "tests/temp_dir.h"
 
 namespace crl {
 namespace {
 
 class AdvantagesCliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("crl_advantages_cli_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  std::filesystem::path dir_;
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  test::TempDir dir_;
 };
 
 TEST_F(AdvantagesCliTest, WritesAdvantagesForABatchFile) {

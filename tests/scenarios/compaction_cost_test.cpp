@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
+#include "tests/temp_dir.h"
 
 namespace crl::scenarios {
 namespace {
@@ -164,9 +165,8 @@ TEST(CompactionCost, TheCommittedStudyParsesAndIsToldApartFromTrainingScenarios)
 }
 
 TEST(CompactionCost, CrlRunAndCrlSimulateWriteTheSameReport) {
-  const auto dir = std::filesystem::temp_directory_path() / "crl_compaction_cost_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const test::TempDir temp;
+  const std::filesystem::path dir = temp.path();
   const std::string file = (dir / "small.pbtxt").string();
   write_file_atomic(file, kSmall);
   ASSERT_EQ(cli::run_cli({"simulate", file, "--out", (dir / "a").string()}), 0);
@@ -175,7 +175,6 @@ TEST(CompactionCost, CrlRunAndCrlSimulateWriteTheSameReport) {
     EXPECT_EQ(read_file((dir / "a" / name).string()), read_file((dir / "b" / name).string())) << name;
   }
   EXPECT_NE(read_file((dir / "a" / "report.md").string()).find("crl simulate"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
+#include "tests/crl_cli.h"
+#include "tests/temp_dir.h"
 
 namespace crl::scenarios {
 namespace {
@@ -19,7 +21,8 @@ std::string source(const std::string& relative) {
 }
 
 std::string temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "crl_scenario_test" / name;
+  static const test::TempDir root("scenario_test");  // unique to this process, removed at exit
+  const auto dir = root.path() / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
@@ -102,16 +105,8 @@ arm { name: "frozen" set { policy { params { key: "frozen_summary" value: "true"
 gates { min_mean: 0.5 min_gap: 0.0 chance_band: 0.5 }
 )";
 
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-CliResult crl(const std::vector<std::string>& args) {
-  testing::internal::CaptureStdout();
-  testing::internal::CaptureStderr();
-  const int code = cli::run_cli(args);
-  return CliResult{code, testing::internal::GetCapturedStdout(), testing::internal::GetCapturedStderr()};
-}
+using test::CliResult;
+using test::crl;
 
 TEST(ScenarioRun, OneAndTwoThreadsGiveByteIdenticalOutputs) {
   const std::string dir = temp_dir("threads");

@@ -396,14 +396,16 @@ class OperationsTest(unittest.TestCase):
 
     def test_sigterm_drains_and_exits_zero(self):
         server = Server()
-        stop_at = time.monotonic() + 5
+        stop_at = time.monotonic() + 60  # a bound only: the stop below ends the load
         errors = []
+        playing = threading.Event()  # set once a chain has been played: the stop then meets live load
 
         def load():
             try:
                 with Session(server.url) as s:
                     while time.monotonic() < stop_at:
                         play_chain(s, task_id="drain")
+                        playing.set()
             except (CrlError, OSError):
                 pass  # connections close during the drain
             except Exception as e:  # noqa: BLE001
@@ -412,7 +414,7 @@ class OperationsTest(unittest.TestCase):
         threads = [threading.Thread(target=load) for _ in range(4)]
         for t in threads:
             t.start()
-        time.sleep(0.5)
+        self.assertTrue(playing.wait(timeout=30), "no chain was played within 30 s")
         self.assertEqual(server.stop(), 0)
         for t in threads:
             t.join(timeout=10)

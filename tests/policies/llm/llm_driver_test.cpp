@@ -298,8 +298,13 @@ TEST(LlmDriver, CancelStopsEveryEpisodeCleanly) {
   options.faults.delay_s = 30;
   ScriptedLlmServer server(options);
   LlmDriver driver(llm_options(server, ApiKind::kSglang, 2));
+  // Cancels once the server has received a request (so that requests are in flight), not after a guessed
+  // delay; the 10 s bound only keeps a broken server from hanging the test.
   std::thread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (server.attempts() == 0 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     driver.cancel();
   });
   const auto start = std::chrono::steady_clock::now();

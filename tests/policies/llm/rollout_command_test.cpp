@@ -9,30 +9,21 @@
 #include "cli/command.h"
 #include "engine/file_io.h"
 #include "engine/trajectory_io.h"
+#include "tests/crl_cli.h"
 #include "tests/policies/llm/scripted_llm_server.h"
+#include "tests/temp_dir.h"
 
 namespace crl {
 namespace {
 
 using json = nlohmann::json;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result crl(const std::vector<std::string>& args) {
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  const int code = cli::run_cli(args);
-  std::fflush(stdout);
-  return Result{code, ::testing::internal::GetCapturedStdout(), ::testing::internal::GetCapturedStderr()};
-}
+using Result = test::CliResult;
+using test::crl;
 
 std::string temp_path(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "crl_rollout_test";
-  std::filesystem::create_directories(dir);
-  return (dir / name).string();
+  static const test::TempDir dir("rollout_test");  // unique to this process, removed at exit
+  return dir.file(name);
 }
 
 std::vector<std::string> rollout_args(const std::string& url, const std::string& out, const std::string& api,
