@@ -105,7 +105,7 @@ TEST(Cli, BadInputGetsOneLineErrors) {
       // Issue 14 item 5: episode i plays task i; past the split it aliased task i mod 60.
       {{"run", "--env", "synthetic", "--episodes", "61"}, 1, "split \"dev\" (namespace default) (60)"},
       // Issue 14 item 6: a budget whose first compaction cannot fit (exit 2, like unusable options).
-      {{"run", "--capacity", "1024", "--reserve", "256"}, 2, "smallest capacity that works is"},
+      {{"run", "--capacity", "800", "--reserve", "256"}, 2, "smallest capacity that works is"},
       {{"inspect", dir + "/missing.jsonl"}, 1, "missing.jsonl"},
       {{"inspect", dir + "/garbage.jsonl"}, 1, "garbage.jsonl:1"},
       {{"inspect"}, 2, "FILE"},

@@ -116,7 +116,8 @@ TEST(ServiceLimits, ServerOnlyParametersAreRefusedPerRequest) {
   }
   EXPECT_GE(refused, 4);
   EXPECT_EQ(service.sessions().size(), 0u);
-  for (const proto::EnvInfo& env : service.info().environments()) {
+  const proto::InfoResponse info = service.info();
+  for (const proto::EnvInfo& env : info.environments()) {
     for (const proto::ParamInfo& p : env.params()) {
       EXPECT_EQ(p.server_only(), p.name() == "namespaces" || p.name() == "tasks_dir" ||
                                      p.name() == "scratch_root" || p.name() == "data_dir" ||
@@ -131,7 +132,7 @@ TEST(ServiceLimits, ServerOnlyParametersAreRefusedPerRequest) {
 // Item 4: the operator sets them (crl serve --env-param); a request may still override ordinary ones.
 TEST(ServiceLimits, OperatorParametersApplyAndAreChecked) {
   ServiceOptions options;
-  options.env_params["memory_chain"] = {{"length", "5"}};
+  options.env_params["memory_chain"] = {{"length", "5"}, {"reset_points", ""}};
   EpisodeService service(options);
   const proto::StepResponse r = service.create(by_id("memory_chain", "chain-1"));
   EXPECT_TRUE(contains(r.prompt_text(), "Memory chain of 5 steps")) << r.prompt_text();
@@ -139,7 +140,7 @@ TEST(ServiceLimits, OperatorParametersApplyAndAreChecked) {
   (*longer.mutable_params())["length"] = "7";
   EXPECT_TRUE(contains(service.create(longer).prompt_text(), "Memory chain of 7 steps"));
   ServiceOptions bad;
-  bad.env_params["memory_chain"] = {{"lenght", "5"}};
+  bad.env_params["memory_chain"] = {{"lenght", "5"}, {"reset_points", ""}};
   EXPECT_THROW(EpisodeService{bad}, Error);
   bad.env_params = {{"nope", {{"x", "1"}}}};
   EXPECT_THROW(EpisodeService{bad}, Error);
@@ -261,7 +262,8 @@ TEST(ServiceLimits, DefaultBudgetRunsASyntheticTextEpisodeWithCompactions) {
   }
   EXPECT_EQ(r.status(), "completed") << r.reason();
   EXPECT_GE(summaries, 1);
-  for (const proto::EnvInfo& env : service.info().environments()) {
+  const proto::InfoResponse info = service.info();
+  for (const proto::EnvInfo& env : info.environments()) {
     if (env.name() == "synthetic") EXPECT_EQ(env.text_budget().capacity(), 3072);
   }
 }
