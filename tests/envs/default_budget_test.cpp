@@ -20,14 +20,14 @@ const std::string kSource = CRL_SOURCE_DIR;
 
 // Parameters and a task that let each environment start here (shell: the sample task folders; remote: the
 // Python reference process).
-struct Setup {
+struct EnvSetup {
   std::map<std::string, std::string> params;
   Task task{"t0", 0, ""};
   std::string skip;
 };
 
-Setup setup_for(const std::string& name) {
-  Setup s;
+EnvSetup setup_for(const std::string& name) {
+  EnvSetup s;
   if (name == "shell") {
     s.params = {{"tasks_dir", kSource + "/data/shell_tasks"}};
     s.task = Task{"hello-file", 0, ""};
@@ -43,7 +43,7 @@ Setup setup_for(const std::string& name) {
 TEST(DefaultBudget, EveryEnvironmentsDefaultFitsItsFirstPromptInEachView) {
   for (const std::string& name : env_registry().names()) {
     SCOPED_TRACE(name);
-    const Setup setup = setup_for(name);
+    const EnvSetup setup = setup_for(name);
     if (!setup.skip.empty()) {
       std::cout << "[  SKIPPED ] " << name << ": " << setup.skip << "\n";
       continue;
