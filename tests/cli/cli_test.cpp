@@ -122,9 +122,9 @@ TEST(Cli, BadInputGetsOneLineErrors) {
 TEST(Cli, InspectEnvsMarksServerOnlyParameters) {
   const Result r = crl({"inspect", "--envs"});
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* line : {"    namespaces (bool, default \"true\", server-only)",
+  for (const char* line : {"    namespaces (boolean (true/false), default \"true\", server-only)",
                            "    tasks_dir (string, default \"data/shell_tasks\", server-only)",
-                           "    command_timeout_sec (double, default \"30\"):", "text budget: C 3072"}) {
+                           "    command_timeout_sec (number, default \"30\"):", "text budget: C 3072"}) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
 }
