@@ -144,11 +144,13 @@ TEST(RolloutCommand, RejectsBadOptions) {
     EXPECT_NE(r.err.find("split \"dev\" (namespace default) holds 60 tasks"), std::string::npos) << r.err;
   }
   // Issue 14 item 6: a budget whose first compaction cannot fit is refused with the capacity that works.
-  const Result budget =
-      crl({"rollout", "--llm", "http://127.0.0.1:1", "--out", out, "--capacity", "1024", "--reserve", "256"});
+  const std::string never = temp_path("budget.jsonl");
+  std::filesystem::remove(never);
+  const Result budget = crl(
+      {"rollout", "--llm", "http://127.0.0.1:1", "--out", never, "--capacity", "1024", "--reserve", "256"});
   EXPECT_EQ(budget.code, 2);
   EXPECT_NE(budget.err.find("smallest capacity that works is"), std::string::npos) << budget.err;
-  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(never)) << "nothing written";
 }
 
 }  // namespace
