@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   python3 python3-protobuf python3-numpy
   unicode-data
+  bubblewrap libseccomp-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -5,17 +5,10 @@
 
 #include "engine/error.h"
 #include "engine/file_io.h"
-#include "envs/registry.h"
+#include "envs/command_env.h"
 
 namespace crl {
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 // Keeps the head and the tail of an over-long observation around a marker (valid UTF-8: we only cut ASCII).
 std::string cap(std::string text, size_t limit) {
@@ -181,7 +174,7 @@ std::string CodingRepo::cmd_cat(const std::vector<std::string>& args) const {
 }
 
 std::string CodingRepo::cmd_grep(const std::string& raw) const {
-  std::string pattern = trim(raw);
+  std::string pattern = trim_space(raw);
   if (pattern.size() >= 2 && (pattern[0] == '"' || pattern[0] == '\'') && pattern.back() == pattern[0]) {
     pattern = pattern.substr(1, pattern.size() - 2);
   }
@@ -232,7 +225,7 @@ std::string CodingRepo::cmd_run_tests() const {
     auto src = files_.find(module);
     std::string test_name;
     for (const auto& line : lines) {
-      const std::string s = trim(line);
+      const std::string s = trim_space(line);
       if (s.rfind("def test_", 0) == 0) {
         test_name = s.substr(4, s.find('(') - 4);
       } else if (s.rfind("assert ", 0) == 0 && !test_name.empty()) {
@@ -316,29 +309,23 @@ StepResult CodingRepo::do_step(const Action& action) {
   std::string line;
   std::istringstream in(action.text);
   while (std::getline(in, line)) {
-    if (!trim(line).empty()) break;
+    if (!trim_space(line).empty()) break;
   }
-  line = trim(line);
+  line = trim_space(line);
   std::string text = run_command(line, result);
-  if (!result.terminated) {
-    if (invalid_ >= config_.max_invalid) {
-      result.truncated = true;
-      result.info = "too many invalid commands (" + std::to_string(invalid_) + ")";
-    } else if (steps() + 1 >= config_.max_turns) {
-      result.truncated = true;
-      result.info = "turn limit (" + std::to_string(config_.max_turns) + ")";
-    }
+  const std::string limit =
+      result.terminated ? "" : turn_limit_reason(invalid_, config_.max_invalid, steps(), config_.max_turns);
+  if (!limit.empty()) {
+    result.truncated = true;
+    result.info = limit;
   }
   result.observation.text = cap(std::move(text), config_.max_observation_bytes);
   return result;
 }
 
 namespace {
-const EnvRegistrar kRegistrar({"coding_repo",
-                               "a generated repository with one injected bug (envs/coding_repo)",
-                               CodingRepo::param_specs(), [](const Params& params) -> std::unique_ptr<Env> {
-                                 return std::make_unique<CodingRepo>(CodingRepo::config_from(params));
-                               }});
+const EnvRegistrar kRegistrar(command_env_entry<CodingRepo>(
+    "coding_repo", "a generated repository with one injected bug (envs/coding_repo)"));
 }  // namespace
 
 }  // namespace crl

@@ -3,6 +3,8 @@
 // and its JSONL form. Nothing here depends on the engine (no Env, no registry, no engine RNG): the split
 // files under data/coding_repo/ are a pure function of this file, which a test regenerates byte for byte.
 //
+// The interpreter that runs a project's functions is interpreter.h.
+//
 // A project is a handful of Python-like modules (src/<module>.py), one test file per module
 // (tests/test_<module>.py, visible to the agent) and a README. Functions are straight-line integer code:
 //
@@ -27,17 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "envs/coding_repo/interpreter.h"
+
 namespace crl::coding {
 
 struct File {
   std::string path;
   std::string text;  // lines end with '\n'
-};
-
-struct TestCase {
-  std::string function;
-  std::vector<int64_t> args;
-  int64_t expected = 0;
 };
 
 struct Project {
@@ -76,22 +74,5 @@ std::map<std::string, std::string> generate_splits(int per_kind_train = 4, int p
 std::string project_to_json(const Project& project);
 // Throws std::invalid_argument with a message naming the missing or mistyped field.
 Project project_from_json(const std::string& line);
-
-// ---- The interpreter ----
-struct Evaluation {
-  bool ok = false;
-  int64_t value = 0;
-  std::string error;  // "NameError: ...", "SyntaxError: line N: ...", "NoSuchFunction: ..."
-};
-// Runs `function` defined in `lines` (the lines of one file, without '\n') on `args`.
-Evaluation evaluate(const std::vector<std::string>& lines, const std::string& function,
-                    const std::vector<int64_t>& args);
-std::vector<std::string> split_lines(const std::string& text);
-// Single-token variants of a line: each + - * replaced by the others, each literal +-1, each comparison
-// replaced by each other comparison. The scripted solver searches these; the generator checks them.
-std::vector<std::string> candidate_fixes(const std::string& line);
-// Parses "name(1, 2) == 3" (the form of test asserts and failure lines); nullopt if it does not match.
-std::optional<TestCase> parse_case(const std::string& text);
-std::string format_call(const TestCase& test);  // "name(1, 2)"
 
 }  // namespace crl::coding

@@ -1,13 +1,13 @@
 #include "envs/shell/sandbox.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,144 +15,24 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "envs/shell/cgroup_limits.h"
+#include "envs/shell/minimal_root.h"
+#include "envs/shell/seccomp_filter.h"
+#include "envs/shell/supervisor.h"
 
 namespace crl::shell {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool wants_namespaces(const SandboxLimits& limits) {
-  return limits.use_namespaces && probe_sandbox().mount && probe_sandbox().pid;
-}
-
-// ---- Child side: only system calls from here to exec (the parent may have threads). ----
-[[noreturn]] void child_fail(int fd, const char* what) {
-  char buffer[256];
-  const int n = snprintf(buffer, sizeof buffer, "[sandbox: %s failed: %s]\n", what, strerror(errno));
-  if (n > 0 && write(fd, buffer, static_cast<size_t>(n)) < 0) {
-  }
-  _exit(126);
-}
-
-void set_limit(int resource, int64_t value) {
-  struct rlimit r;
-  r.rlim_cur = static_cast<rlim_t>(value);
-  r.rlim_max = static_cast<rlim_t>(value);
-  setrlimit(resource, &r);
-}
-
-struct ChildPlan {
-  const char* workspace;  // absolute host path
-  // Relative to the workspace's parent (bound after /tmp is covered, so they must not be absolute there).
-  const char* tests;
-  const char* logs;
-  char* const* argv;
-  char* const* envp;
-  int out_fd;
-  bool namespaces;
-  bool network;
-  bool drop;
-  const SandboxLimits* limits;
-};
-
-// Runs in the process that execs the shell (PID 1 of the new PID namespace, when there is one).
-[[noreturn]] void exec_shell(const ChildPlan& plan) {
-  const int fd = plan.out_fd;
-  if (chdir(plan.workspace) != 0) child_fail(fd, "entering the workspace");
-  if (plan.namespaces) {
-    // cwd keeps the scratch folder reachable after /tmp is covered: bind it from relative paths.
-    if (chdir("..") != 0) child_fail(fd, "chdir ..");
-    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777") != 0) {
-      child_fail(fd, "private /tmp");
-    }
-    mount("tmpfs", "/var/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777");
-    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777");
-    struct Bind {
-      const char* from;
-      const char* to;
-    };
-    const char* app = strrchr(plan.workspace, '/') ? strrchr(plan.workspace, '/') + 1 : plan.workspace;
-    const Bind binds[] = {{app, "/tmp/app"}, {plan.tests, "/tmp/tests"}, {plan.logs, "/tmp/logs"}};
-    for (const Bind& b : binds) {
-      if (b.from == nullptr || b.from[0] == '\0') continue;
-      mkdir(b.to, 0755);
-      if (mount(b.from, b.to, nullptr, MS_BIND | MS_REC, nullptr) != 0) child_fail(fd, "binding a folder");
-    }
-    if (chdir("/tmp/app") != 0) child_fail(fd, "entering /tmp/app");
-  }
-  const int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, 0);
-  dup2(fd, 1);
-  dup2(fd, 2);
-  const SandboxLimits& l = *plan.limits;
-  set_limit(RLIMIT_CPU, l.cpu_seconds);
-  set_limit(RLIMIT_AS, l.memory_bytes);
-  set_limit(RLIMIT_FSIZE, l.file_bytes);
-  set_limit(RLIMIT_NPROC, l.processes);
-  set_limit(RLIMIT_CORE, 0);
-  if (plan.drop) {
-    if (setgroups(0, nullptr) != 0 || setgid(static_cast<gid_t>(l.gid)) != 0 ||
-        setuid(static_cast<uid_t>(l.uid)) != 0) {
-      child_fail(1, "dropping privileges");
-    }
-  }
-  signal(SIGPIPE, SIG_DFL);
-  execve("/bin/sh", plan.argv, plan.envp);
-  child_fail(1, "exec /bin/sh");
-}
-
-volatile sig_atomic_t g_stop = 0;
-void on_stop(int) {
-  g_stop = 1;
-}
-
-// The supervisor (the forked child): a child subreaper, so every orphan of the command is re-parented to it
-// and reaped here (zombies left to a container's init would keep counting against RLIMIT_NPROC). It runs
-// the shell in a process group of its own (with a PID namespace: as the namespace's init), and when the
-// shell exits or the parent asks it to stop (SIGTERM: deadline, output limit) it kills that group and reaps
-// until nothing is left (bounded), then exits with the shell's status.
-[[noreturn]] void run_child(const ChildPlan& plan) {
-  setpgid(0, 0);
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  struct sigaction action;
-  memset(&action, 0, sizeof action);
-  action.sa_handler = on_stop;
-  sigaction(SIGTERM, &action, nullptr);
-  if (plan.namespaces) {
-    const int flags = CLONE_NEWPID | CLONE_NEWNS | (plan.network ? CLONE_NEWNET : 0);
-    if (unshare(flags) != 0) child_fail(plan.out_fd, "unshare");
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-      child_fail(plan.out_fd, "private mounts");
-  } else if (plan.network && unshare(CLONE_NEWNET) != 0) {
-    child_fail(plan.out_fd, "unshare network");
-  }
-  const pid_t shell = fork();
-  if (shell < 0) child_fail(plan.out_fd, "fork");
-  if (shell == 0) {
-    signal(SIGTERM, SIG_DFL);
-    setpgid(0, 0);
-    exec_shell(plan);
-  }
-  setpgid(shell, shell);
-  close(plan.out_fd);
-  int status = 0;
-  bool shell_done = false;
-  for (;;) {
-    const pid_t done = waitpid(shell, &status, 0);
-    shell_done = done == shell;
-    if (shell_done || g_stop || (done < 0 && errno != EINTR)) break;
-  }
-  if (!shell_done) status = 128 + SIGKILL;  // stopped by the parent (SIGTERM) before the shell ended
-  // Kill the shell's group and reap every descendant (bounded: 200 x 1 ms).
-  for (int tries = 0; tries < 200; ++tries) {
-    kill(-shell, SIGKILL);
-    kill(shell, SIGKILL);
-    while (waitpid(-1, nullptr, WNOHANG) > 0) {
-    }
-    if (waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) break;
-    usleep(1000);
-  }
-  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+SandboxMode mode_for(const SandboxLimits& limits) {
+  const SandboxSupport& s = probe_sandbox();
+  if (!limits.use_namespaces) return SandboxMode::kPlain;
+  if (s.bwrap && limits.use_bwrap) return SandboxMode::kBwrap;
+  return s.mount && s.pid ? SandboxMode::kNamespaces : SandboxMode::kPlain;
 }
 
 // ---- Parent side ----
@@ -195,11 +75,95 @@ std::vector<char*> c_strings(std::vector<std::string>& items) {
   return out;
 }
 
+// A memfd holding the seccomp program (close-on-exec; the child moves it to fd 3 for bwrap).
+int seccomp_memfd() {
+  const std::string& bytes = seccomp_program().bytes;
+  if (bytes.empty()) return -1;
+  const int fd = memfd_create("crl-seccomp", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  if (write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size()) ||
+      lseek(fd, 0, SEEK_SET) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Runs bwrap over a throw-away folder, as the uid commands will have, with the seccomp filter: "" when it
+// works, else bwrap's message.
+std::string try_bwrap(bool root) {
+  if (bwrap_executable().empty()) return "bwrap is not installed (Debian package bubblewrap)";
+  char folder[] = "/tmp/crl-bwrap-probe-XXXXXX";
+  if (mkdtemp(folder) == nullptr) return std::string("mkdtemp: ") + strerror(errno);
+  chmod(folder, 0777);
+  std::vector<std::string> argv_s = bwrap_argv(SandboxPaths{folder, "", folder}, "exit 0", -1);
+  const int seccomp = seccomp_memfd();
+  if (seccomp >= 0) argv_s = bwrap_argv(SandboxPaths{folder, "", folder}, "exit 0", 3);
+  std::vector<char*> argv = c_strings(argv_s);
+  std::vector<std::string> env_s = {"PATH=/usr/bin:/bin"};
+  std::vector<char*> envp = c_strings(env_s);
+  int fds[2];
+  std::string message;
+  if (pipe2(fds, O_CLOEXEC) != 0) return std::string("pipe: ") + strerror(errno);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    // dup2 onto the same number would keep close-on-exec: move it out of the way first.
+    if (seccomp >= 0) dup2(fcntl(seccomp, F_DUPFD_CLOEXEC, 10), 3);
+    // The uid commands get (nobody: the probe must not use an episode's uid).
+    if (root && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+                 setresuid(65534, 65534, 65534) != 0)) {
+      _exit(126);
+    }
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  char buffer[512];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) {
+    if (message.size() < 512) message.append(buffer, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (seccomp >= 0) close(seccomp);
+  rmdir(folder);
+  if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  return "bwrap failed (status " + std::to_string(status) + "): " + sanitize_utf8(message);
+}
+
+std::vector<int> processes_of_uid(int uid) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* e = readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream status(std::string("/proc/") + e->d_name + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Uid:", 0) != 0) continue;
+      int real = -1, effective = -1, saved = -1;
+      if (sscanf(line.c_str(), "Uid: %d %d %d", &real, &effective, &saved) == 3 &&
+          (real == uid || effective == uid || saved == uid)) {
+        pids.push_back(atoi(e->d_name));
+      }
+      break;
+    }
+  }
+  closedir(proc);
+  return pids;
+}
+
 }  // namespace
 
 std::string SandboxSupport::describe() const {
-  return std::string("network namespace: ") + (network ? "yes" : "no") +
-         ", pid namespace: " + (pid ? "yes" : "no") + ", mount namespace: " + (mount ? "yes" : "no") +
+  return std::string("bubblewrap: ") + (bwrap ? "yes" : "no (" + bwrap_why + ")") +
+         ", seccomp: " + (seccomp ? "yes" : "no") +
+         ", cgroup: " + (cgroup.empty() ? "none (" + cgroup_why + ")" : cgroup) +
+         ", network namespace: " + (network ? "yes" : "no") + ", pid namespace: " + (pid ? "yes" : "no") +
+         ", mount namespace: " + (mount ? "yes" : "no") +
          ", root (drops to an unprivileged uid): " + (root ? "yes" : "no");
 }
 
@@ -224,14 +188,29 @@ const SandboxSupport& probe_sandbox() {
     s.network = try_flags(CLONE_NEWNET, false);
     s.pid = try_flags(CLONE_NEWPID, false);
     s.mount = try_flags(CLONE_NEWNS, true);
+    s.seccomp = !seccomp_program().bytes.empty();
+    s.bwrap_why = try_bwrap(s.root);
+    s.bwrap = s.bwrap_why.empty();
+    s.cgroup = cgroup_support().kind;
+    s.cgroup_why = cgroup_support().why;
     return s;
   }();
   return support;
 }
 
 SandboxPaths visible_paths(const SandboxPaths& paths, const SandboxLimits& limits) {
-  if (!wants_namespaces(limits)) return paths;
-  return SandboxPaths{"/tmp/app", paths.tests.empty() ? "" : "/tmp/tests", "/tmp/logs"};
+  if (mode_for(limits) == SandboxMode::kPlain) return paths;
+  return SandboxPaths{kSeenWorkspace, paths.tests.empty() ? "" : kSeenTests, kSeenLogs};
+}
+
+bool kill_uid(int uid) {
+  if (geteuid() != 0 || uid <= 0) return true;
+  for (int tries = 0; tries < 1000; ++tries) {
+    if (processes_of_uid(uid).empty()) return true;
+    kill_all_of_uid(uid, uid);
+    usleep(1000);
+  }
+  return processes_of_uid(uid).empty();
 }
 
 std::string sanitize_utf8(const std::string& s) {
@@ -262,18 +241,27 @@ SandboxResult run_sandboxed(const std::string& command, const SandboxPaths& path
   SandboxResult result;
   const auto begin = Clock::now();
   const SandboxSupport& support = probe_sandbox();
-  const bool namespaces = wants_namespaces(limits);
+  const SandboxMode mode = mode_for(limits);
   // Everything the child needs is prepared before fork (no allocation in the child).
-  std::vector<std::string> argv_s = {"sh", "-c", command};
   const SandboxPaths seen = visible_paths(paths, limits);
   std::vector<std::string> env_s = {
       "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + seen.workspace, "LANG=C.UTF-8",           "TMPDIR=/tmp",
       "WORKSPACE=" + seen.workspace,       "LOGS_DIR=" + seen.logs,  "TESTS_DIR=" + seen.tests};
   env_s.insert(env_s.end(), env.begin(), env.end());
+  const int seccomp = mode == SandboxMode::kBwrap ? seccomp_memfd() : -1;
+  std::vector<std::string> argv_s = mode == SandboxMode::kBwrap
+                                        ? bwrap_argv(paths, command, seccomp >= 0 ? 3 : -1)
+                                        : std::vector<std::string>{"sh", "-c", command};
   std::vector<char*> argv = c_strings(argv_s), envp = c_strings(env_s);
+  std::unique_ptr<CommandCgroup> cgroup;
+  if (limits.use_namespaces && !support.cgroup.empty()) {
+    cgroup = std::make_unique<CommandCgroup>(limits.memory_bytes, limits.processes);
+    if (!cgroup->ok()) cgroup.reset();
+  }
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     result.error = std::string("pipe: ") + strerror(errno);
+    if (seccomp >= 0) close(seccomp);
     return result;
   }
   // Inside the namespaces the folders are bound by names relative to the workspace's parent.
@@ -283,27 +271,33 @@ SandboxResult run_sandboxed(const std::string& command, const SandboxPaths& path
     return !parent.empty() && path.rfind(parent, 0) == 0 ? path.substr(parent.size()) : path;
   };
   const std::string tests_rel = relative(paths.tests), logs_rel = relative(paths.logs);
-  ChildPlan plan{paths.workspace.c_str(),
-                 tests_rel.c_str(),
-                 logs_rel.c_str(),
-                 argv.data(),
-                 envp.data(),
-                 fds[1],
-                 namespaces,
-                 limits.use_namespaces && support.network,
-                 support.root,
-                 &limits};
+  ChildPlan plan;
+  plan.mode = mode;
+  plan.exec_path = mode == SandboxMode::kBwrap ? bwrap_executable().c_str() : "/bin/sh";
+  plan.argv = argv.data();
+  plan.envp = envp.data();
+  plan.workspace = paths.workspace.c_str();
+  plan.tests = tests_rel.c_str();
+  plan.logs = logs_rel.c_str();
+  plan.out_fd = fds[1];
+  plan.seccomp_fd = seccomp;
+  plan.seccomp = limits.use_namespaces ? &seccomp_program().bytes : nullptr;
+  plan.network = limits.use_namespaces && support.network;
+  plan.drop = support.root;
+  plan.limits = &limits;
+  plan.cgroup = cgroup.get();
+  plan.caller = getpid();
+  plan.deadline_seconds = limits.wall_seconds + 1.0;  // the caller's deadline comes first when it is alive
   const pid_t pid = fork();
   if (pid < 0) {
     result.error = std::string("fork: ") + strerror(errno);
     close(fds[0]);
     close(fds[1]);
+    if (seccomp >= 0) close(seccomp);
     return result;
   }
-  if (pid == 0) {
-    // The pipe's write end must survive exec: clear its close-on-exec flag (dup2 onto 1 and 2 does).
-    run_child(plan);
-  }
+  if (pid == 0) run_supervisor(plan);
+  if (seccomp >= 0) close(seccomp);
   setpgid(pid, pid);  // also done in the child; whichever runs first wins the race harmlessly
   close(fds[1]);
   result.started = true;

@@ -11,27 +11,12 @@
 
 #include "engine/error.h"
 #include "engine/file_io.h"
-#include "envs/registry.h"
+#include "envs/command_env.h"
+#include "envs/shell/scratch.h"
 
 namespace crl {
 namespace fs = std::filesystem;
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
-void chown_tree(const fs::path& root, int uid, int gid) {
-  std::error_code ec;
-  lchown(root.c_str(), uid, gid);
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    lchown(it->path().c_str(), uid, gid);
-  }
-}
 
 std::string format_seconds(double s) {
   std::ostringstream out;
@@ -62,16 +47,16 @@ ShellTaskSpec load_shell_task(const std::string& folder) {
   while (std::getline(in, line)) {
     ++number;
     const std::string where = toml_path + ":" + std::to_string(number);
-    line = trim(line.substr(0, line.find('#')));
+    line = trim_space(line.substr(0, line.find('#')));
     if (line.empty()) continue;
     if (line.front() == '[') {
       if (line.back() != ']') throw Error(where, "", "expected [section], found " + quote(line));
-      section = trim(line.substr(1, line.size() - 2));
+      section = trim_space(line.substr(1, line.size() - 2));
       continue;
     }
     const size_t eq = line.find('=');
     if (eq == std::string::npos) throw Error(where, "", "expected key = value, found " + quote(line));
-    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    const std::string key = trim_space(line.substr(0, eq)), value = trim_space(line.substr(eq + 1));
     if (key == "timeout_sec" && (section == "agent" || section == "verifier")) {
       double seconds = 0;
       try {
@@ -96,6 +81,8 @@ ShellEnv::ShellEnv(ShellConfig config) : config_(std::move(config)) {
   static std::atomic<uint64_t> instances{0};
   const uint64_t mix = static_cast<uint64_t>(getpid()) * 7919u + instances.fetch_add(1) * 104729u;
   config_.limits.uid = config_.limits.gid = static_cast<int>(200000 + mix % 60000);
+  // The verifier's uid: one the agent never had (item 9), in [260000, 320000).
+  verifier_uid_ = config_.limits.uid + 60000;
   spec_.name = "shell";
   spec_.description = "Harbor-style task folders run with /bin/sh in a sandbox";
   spec_.params = param_specs();
@@ -126,6 +113,8 @@ std::vector<ParamSpec> ShellEnv::param_specs() {
       {"file_mb", ParamType::kInt, "64", "RLIMIT_FSIZE: largest file a command may write", true},
       {"processes", ParamType::kInt, "64", "RLIMIT_NPROC of the sandbox uid", true},
       {"output_bytes", ParamType::kInt, "8192", "output kept per command (head + tail)"},
+      {"disk_mb", ParamType::kInt, "512", "size of the episode's scratch tmpfs (root only): all it may write",
+       true},
       {"namespaces", ParamType::kBool, "true", "use network/PID/mount namespaces where the kernel allows",
        true},
   };
@@ -150,6 +139,7 @@ ShellConfig ShellEnv::config_from(const Params& params) {
   c.limits.processes = at_least("processes", 4);
   c.limits.output_bytes = static_cast<size_t>(at_least("output_bytes", 256));
   c.limits.use_namespaces = params.get_bool("namespaces");
+  c.disk_bytes = at_least("disk_mb", 1) << 20;
   return c;
 }
 
@@ -178,8 +168,11 @@ shell::SandboxPaths ShellEnv::paths() const {
 
 void ShellEnv::cleanup() {
   if (scratch_.empty()) return;
-  std::error_code ec;
-  fs::remove_all(scratch_, ec);
+  // Nothing of the episode may outlive it: its processes first (a plain-mode setsid escapee), then the
+  // folder.
+  shell::kill_uid(config_.limits.uid);
+  shell::kill_uid(verifier_uid_);
+  shell::remove_scratch(scratch_);
   scratch_.clear();
 }
 
@@ -204,13 +197,8 @@ ShellEnv::Start ShellEnv::do_reset(const Task& task, Rng&) {
   }
   task_ = load_shell_task(folder);
   std::error_code ec;
-  fs::create_directories(config_.scratch_root, ec);
-  std::string pattern = config_.scratch_root + "/ep-XXXXXX";
-  if (mkdtemp(pattern.data()) == nullptr) {
-    throw Error(config_.scratch_root, "scratch_root", "cannot create a scratch folder");
-  }
-  scratch_ = pattern;
-  chmod(scratch_.c_str(), 0711);  // the sandbox uid may traverse it, not list or change it
+  shell::sweep_stale_scratch_once(config_.scratch_root);
+  scratch_ = shell::make_scratch(config_.scratch_root, config_.limits.uid, config_.disk_bytes).path;
   const fs::path app = scratch_ + "/app", tests = scratch_ + "/hidden-tests", logs = scratch_ + "/logs";
   fs::create_directories(app);
   for (const auto& entry : fs::directory_iterator(folder)) {
@@ -224,8 +212,8 @@ ShellEnv::Start ShellEnv::do_reset(const Task& task, Rng&) {
   chmod(tests.c_str(), 0700);  // hidden from the agent until the verifier runs
   fs::create_directories(logs / "verifier");
   if (shell::probe_sandbox().root) {
-    chown_tree(app, config_.limits.uid, config_.limits.gid);
-    chown_tree(logs, config_.limits.uid, config_.limits.gid);
+    shell::chown_tree(app, config_.limits.uid, config_.limits.gid);
+    shell::chown_tree(logs, config_.limits.uid, config_.limits.gid);
   }
   agent_time_used_ms_ = 0;
   invalid_ = 0;
@@ -240,45 +228,66 @@ ShellEnv::Start ShellEnv::do_reset(const Task& task, Rng&) {
   return start;
 }
 
+// The verifier's trust boundary (item 9): it runs after every process of the agent's uid is dead, as a uid
+// the agent never had, with a log folder made now (the agent never owned it or saw it), and the reward is
+// read without following links, from a regular file of at most 4 KiB.
 StepResult ShellEnv::verify() {
   StepResult result;
   result.terminated = true;
-  const std::string tests = scratch_ + "/hidden-tests";
-  chmod(tests.c_str(), 0755);
-  shell::SandboxLimits limits = config_.limits;
-  limits.wall_seconds = task_.verifier_timeout_sec;
-  shell::SandboxPaths p = paths();
-  p.tests = tests;
-  const shell::SandboxPaths seen = shell::visible_paths(p, limits);
-  const shell::SandboxResult run = shell::run_sandboxed("sh \"" + seen.tests + "/test.sh\"", p, limits);
   double reward = 0;
   std::string why;
-  const std::string txt = scratch_ + "/logs/verifier/reward.txt",
-                    json = scratch_ + "/logs/verifier/reward.json";
-  std::error_code ec;
-  if (run.timed_out) {
-    why = "verifier timed out after " + format_seconds(limits.wall_seconds) + " s";
-  } else if (fs::exists(txt, ec)) {
-    try {
-      reward = std::stod(trim(read_file(txt)));
-      why = "reward.txt";
-    } catch (const std::exception&) {
-      why = "reward.txt does not hold a number";
-    }
-  } else if (fs::exists(json, ec)) {
-    const std::string text = read_file(json);
-    const size_t at = text.find("\"reward\"");
-    const size_t colon = at == std::string::npos ? at : text.find(':', at);
-    try {
-      reward = colon == std::string::npos ? 0 : std::stod(text.substr(colon + 1));
-      why = colon == std::string::npos ? "reward.json has no \"reward\"" : "reward.json";
-    } catch (const std::exception&) {
-      why = "reward.json does not hold a number";
-    }
+  const std::string tests = scratch_ + "/hidden-tests", vlogs = scratch_ + "/verifier-logs";
+  shell::SandboxLimits limits = config_.limits;
+  limits.wall_seconds = task_.verifier_timeout_sec;
+  if (!shell::kill_uid(config_.limits.uid)) {
+    why = "a process of the agent could not be killed; no verification";
   } else {
-    why = "verifier wrote no reward (exit code " + std::to_string(run.exit_code) + ")";
+    std::error_code ec;
+    fs::remove_all(vlogs, ec);  // cannot exist (root made the scratch folder); never trust it
+    fs::create_directories(vlogs + "/verifier", ec);
+    if (shell::probe_sandbox().root) {
+      limits.uid = limits.gid = verifier_uid_;
+      shell::chown_tree(scratch_ + "/app", verifier_uid_, verifier_uid_);
+      shell::chown_tree(tests, verifier_uid_, verifier_uid_);
+      shell::chown_tree(vlogs, verifier_uid_, verifier_uid_);
+    }
+    chmod(tests.c_str(), 0755);
+    shell::SandboxPaths p{scratch_ + "/app", tests, vlogs};
+    const shell::SandboxPaths seen = shell::visible_paths(p, limits);
+    const shell::SandboxResult run = shell::run_sandboxed("sh \"" + seen.tests + "/test.sh\"", p, limits);
+    shell::kill_uid(verifier_uid_);
+    if (run.timed_out) {
+      why = "verifier timed out after " + format_seconds(limits.wall_seconds) + " s";
+    } else {
+      std::string txt_why, json_why;
+      const auto txt = shell::read_small_file_nofollow(vlogs, "verifier/reward.txt", 4096, &txt_why);
+      const auto json = txt ? std::nullopt
+                            : shell::read_small_file_nofollow(vlogs, "verifier/reward.json", 4096, &json_why);
+      if (txt) {
+        try {
+          reward = std::stod(trim_space(*txt));
+          why = "reward.txt";
+        } catch (const std::exception&) {
+          why = "reward.txt does not hold a number";
+        }
+      } else if (json) {
+        const size_t at = json->find("\"reward\"");
+        const size_t colon = at == std::string::npos ? at : json->find(':', at);
+        try {
+          reward = colon == std::string::npos ? 0 : std::stod(json->substr(colon + 1));
+          why = colon == std::string::npos ? "reward.json has no \"reward\"" : "reward.json";
+        } catch (const std::exception&) {
+          why = "reward.json does not hold a number";
+        }
+      } else if (!txt_why.empty() || !json_why.empty()) {
+        why = "reward refused: " + (txt_why.empty() ? json_why : txt_why);
+      } else {
+        why = "verifier wrote no reward (exit code " + std::to_string(run.exit_code) + ")";
+      }
+    }
   }
-  reward = std::max(0.0, std::min(1.0, reward));
+  if (!(reward >= 0)) reward = 0;  // NaN too
+  reward = std::min(1.0, reward);
   result.reward = reward;
   result.info = why;
   result.observation.text = "submitted: reward " + format_seconds(reward) + " (" + why + ")";
@@ -288,7 +297,7 @@ StepResult ShellEnv::verify() {
 
 StepResult ShellEnv::do_step(const Action& action) {
   StepResult result;
-  const std::string command = trim(action.text);
+  const std::string command = trim_space(action.text);
   if (command == "submit" || command == "task_complete") return verify();
   std::error_code ec;
   if (!fs::is_directory(scratch_ + "/app", ec)) {
@@ -325,26 +334,21 @@ StepResult ShellEnv::do_step(const Action& action) {
     if (!out.empty() && out.back() != '\n') out += "\n";
     result.observation.text = out + status;
   }
-  if (invalid_ >= config_.max_invalid) {
+  const std::string limit =
+      agent_time_used_ms_ / 1000.0 >= task_.agent_timeout_sec
+          ? "agent timeout (" + format_seconds(task_.agent_timeout_sec) + " s)"
+          : turn_limit_reason(invalid_, config_.max_invalid, steps(), config_.max_turns);
+  if (!limit.empty()) {
     result.truncated = true;
-    result.info = "too many invalid commands";
-  } else if (agent_time_used_ms_ / 1000.0 >= task_.agent_timeout_sec) {
-    result.truncated = true;
-    result.info = "agent timeout (" + format_seconds(task_.agent_timeout_sec) + " s)";
-  } else if (steps() + 1 >= config_.max_turns) {
-    result.truncated = true;
-    result.info = "turn limit (" + std::to_string(config_.max_turns) + ")";
+    result.info = limit;
   }
   if (result.truncated) cleanup();
   return result;
 }
 
 namespace {
-const EnvRegistrar kRegistrar({"shell",
-                               "Harbor-style task folders run with /bin/sh in a sandbox (envs/shell)",
-                               ShellEnv::param_specs(), [](const Params& params) -> std::unique_ptr<Env> {
-                                 return std::make_unique<ShellEnv>(ShellEnv::config_from(params));
-                               }});
+const EnvRegistrar kRegistrar(command_env_entry<ShellEnv>(
+    "shell", "Harbor-style task folders run with /bin/sh in a sandbox (envs/shell)"));
 }  // namespace
 
 }  // namespace crl

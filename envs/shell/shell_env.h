@@ -7,14 +7,17 @@
 // and optionally solution/ (never shown to the agent; solve.sh is what the sample tests replay).
 //
 // Episode: reset() copies the task folder (without tests/ and solution/) into a fresh scratch workspace under
-// `scratch_root`, and the tests into a hidden folder (so deleting the task folder mid-episode changes
-// nothing). Each action is a shell script run in the workspace (see sandbox.h for limits, namespaces and
-// output truncation); the observation is its output and "[exit code N]" or why it was killed. `submit` (or
-// `task_complete`) runs the verifier and ends the episode with its reward. Failures never hang the engine:
-// a timed-out or crashed command is an observation; the agent's time budget, the turn limit, too many
-// invalid (empty) actions, or a workspace that vanished truncate the episode with a reason; a verifier that
-// times out or writes no reward gives reward 0 with a reason. The scratch folder is removed when the
-// episode ends (and at the next reset or destruction).
+// `scratch_root` (scratch.h: a size-limited tmpfs when we are root), and the tests into a hidden folder (so
+// deleting the task folder mid-episode changes nothing). Each action is a shell script run in the workspace
+// (see sandbox.h for the layers, limits and output truncation); the observation is its output and
+// "[exit code N]" or why it was killed. `submit` (or `task_complete`) runs the verifier behind a trust
+// boundary (every agent process killed first, a uid the agent never had, a log folder made for it, the reward
+// read without following links) and ends the episode with its reward. Failures never hang the engine: a
+// timed-out or crashed command is an observation; the agent's time budget, the turn limit, too many invalid
+// (empty) actions, or a workspace that vanished truncate the episode with a reason; a verifier that times
+// out or writes no reward gives reward 0 with a reason. The scratch folder is removed when the episode ends
+// (and at the next reset or destruction). README.md has the table of what holds where.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +33,7 @@ struct ShellConfig {
   double command_timeout_sec = 30;  // per command, also capped by the task's agent timeout left
   int max_turns = 32;
   int max_invalid = 8;
+  int64_t disk_bytes = int64_t{512} << 20;  // the scratch tmpfs (root only)
   shell::SandboxLimits limits;
 };
 
@@ -72,6 +76,7 @@ class ShellEnv final : public Env {
   std::string scratch_;
   double agent_time_used_ms_ = 0;
   int invalid_ = 0;
+  int verifier_uid_ = 0;
 };
 
 }  // namespace crl

@@ -123,7 +123,7 @@ TEST(ServiceLimits, ServerOnlyParametersAreRefusedPerRequest) {
                                      p.name() == "scratch_root" || p.name() == "data_dir" ||
                                      p.name() == "command" || p.name() == "host" || p.name() == "port" ||
                                      p.name() == "cpu_seconds" || p.name() == "memory_mb" ||
-                                     p.name() == "file_mb" || p.name() == "processes")
+                                     p.name() == "file_mb" || p.name() == "processes" || p.name() == "disk_mb")
           << env.name() << "." << p.name();
     }
   }
