@@ -107,14 +107,15 @@ const ParamSpec* declared_param(const std::vector<ParamSpec>& declared, const st
 
 // A request's parameter that the server does not let clients set: server-only ones (host paths, host
 // processes, isolation), and durations above the server's timeout limit.
-void check_client_param(const ParamSpec& p, const std::string& value, const ServiceOptions& options) {
+void check_client_param(const std::string& env, const ParamSpec& p, const std::string& value,
+                        const ServiceOptions& options) {
   const std::string field = "params." + p.name;
   if (p.server_only) {
     throw ApiError(400, "server_only_param",
                    field +
                        " is server configuration only (it chooses host paths or processes, or weakens "
-                       "isolation): the server's operator sets it with crl serve --env-param ENV." +
-                       p.name + "=VALUE",
+                       "isolation): the server's operator sets it with crl serve --env-param " +
+                       env + "." + p.name + "=VALUE",
                    field);
   }
   if (p.unit == ParamUnit::kNone) return;
@@ -170,7 +171,8 @@ EpisodeService::Built EpisodeService::build_episode(const proto::CreateEpisodeRe
   std::map<std::string, std::string> params;
   if (auto it = options_.env_params.find(request.env()); it != options_.env_params.end()) params = it->second;
   for (const auto& [name, value] : request.params()) {
-    if (const ParamSpec* p = declared_param(declared, name)) check_client_param(*p, value, options_);
+    if (const ParamSpec* p = declared_param(declared, name))
+      check_client_param(request.env(), *p, value, options_);
     params[name] = value;
   }
   // A task given as split + index selects the split of an environment that declares a `split` parameter
