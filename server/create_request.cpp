@@ -212,7 +212,17 @@ EpisodeService::Built EpisodeService::build_episode(const proto::CreateEpisodeRe
   try {
     config.budget.validate("budget");
   } catch (const Error& e) {
-    throw bad_input(e, "bad_budget", "budget.", "budget");
+    // Fields the request left out came from the environment's defaults: say so, or "reserve" puzzles a
+    // client that only sent a capacity.
+    const Budget& d = env->spec().default_budget(view);
+    ApiError error = bad_input(e, "bad_budget", "budget.", "budget");
+    throw ApiError(400, "bad_budget",
+                   error.body().message() + " (fields the request leaves out are environment \"" +
+                       request.env() + "\"'s defaults for the " + view + " view: capacity " +
+                       std::to_string(d.capacity) + ", reserve " + std::to_string(d.reserve) +
+                       ", per_turn_cap " + std::to_string(d.per_turn_cap) + ", summary_cap " +
+                       std::to_string(d.summary_cap) + ")",
+                   error.body().field());
   }
   config.seed = request.seed();
   config.group_index = request.group_index();
