@@ -37,13 +37,22 @@ Decoder decoder_for(const Trajectory& t) {
 }
 
 void list_components() {
-  std::cout << "environments:\n";
+  std::cout << "environments (server-only parameters: set with crl serve --env-param, refused in "
+               "requests):\n";
   for (const std::string& name : env_registry().names()) {
     const auto& entry = env_registry().entry(name);
     std::cout << "  " << name << ": " << entry.description << "\n";
+    try {  // the default text budget of an instance with default parameters
+      const Budget b = make_env(name)->spec().text_budget;
+      std::cout << "    text budget: C " << b.capacity << ", T_comp " << b.reserve << ", per-turn cap "
+                << b.per_turn_cap << ", summary cap " << b.summary_cap << ", k " << b.tail_k
+                << ", compactions " << b.max_compactions << "\n";
+    } catch (const Error&) {
+    }
     for (const ParamSpec& p : entry.params) {
       std::cout << "    " << p.name << " (" << param_type_name(p.type) << ", default "
-                << quote(p.default_value) << "): " << p.help << "\n";
+                << quote(p.default_value) << (p.server_only ? ", server-only" : "") << "): " << p.help
+                << "\n";
     }
   }
   std::cout << "policies:\n";

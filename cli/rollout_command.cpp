@@ -58,14 +58,10 @@ std::string metrics_path_for(const std::string& out) {
 }
 
 int rollout_command(const std::vector<std::string>& args) {
+  // The budget is the environment's default for the text view (for the synthetic suite: 1-2 compactions per
+  // episode with byte tokens, envs/synthetic), unless options replace it.
   EpisodeOptions episode;
   episode.env = "synthetic";
-  // A byte-tokenizer budget for the synthetic text view (a record is 150-190 byte tokens): 1-2 compactions
-  // per episode, and a summary request fits C - summary_cap without truncating observations. The summary cap
-  // is the spec's 256 (section 4).
-  episode.budget.capacity = 3072;
-  episode.budget.reserve = 1024;
-  episode.budget.summary_cap = 256;
   std::string split = "dev", url, api = "sglang", tokenizer_spec = "byte", out_path, metrics_path;
   int tasks = 60, first_task = 0, samples = 1;
   llm::LlmOptions llm;
@@ -111,7 +107,6 @@ int rollout_command(const std::vector<std::string>& args) {
     throw Error("option --split", "", "value " + quote(split) + " is not one of train, dev, test");
   if (episode.view != "text")
     throw Error("option --view", "", "an LLM reads text: the view must be text, not " + quote(episode.view));
-  episode.budget.validate("budget options");
   if (metrics_path.empty()) metrics_path = metrics_path_for(out_path);
   llm.api = llm::parse_api_kind(api, "option --api");
   llm.base_url = url;
@@ -126,10 +121,18 @@ int rollout_command(const std::vector<std::string>& args) {
   const auto prototype = make_env(episode.env, params, "option --env/--param");
   if (!prototype->spec().has_text)
     throw Error("option --env", "", "environment " + quote(episode.env) + " has no text view");
+  // Tasks first-task .. first-task + tasks - 1 must exist: an index past the split would alias another task.
+  const uint64_t last_task = static_cast<uint64_t>(first_task) + static_cast<uint64_t>(tasks) - 1;
+  if (const auto list = prototype->task_list(); list && last_task >= list->size) {
+    throw Error("option --tasks", "",
+                "tasks " + std::to_string(first_task) + " .. " + std::to_string(last_task) + ": " +
+                    task_index_message(last_task, *list));
+  }
   const auto tokenizer = rollout_tokenizer(tokenizer_spec);
   const auto codec = make_text_codec(tokenizer);
   llm.vocab_size = tokenizer->vocab_size();
   if (const auto stop = tokenizer->special_token("<|im_end|>")) llm.sampling.stop_token_ids = {*stop};
+  const Budget budget = episode.budget_for(prototype->spec(), vm);
   llm::LlmDriver driver(llm);
 
   const size_t count = static_cast<size_t>(tasks) * static_cast<size_t>(samples);
@@ -138,12 +141,15 @@ int rollout_command(const std::vector<std::string>& args) {
   for (size_t i = 0; i < count; ++i) {
     const size_t task = static_cast<size_t>(first_task) + i / static_cast<size_t>(samples);
     EpisodeConfig config;
-    config.budget = episode.budget;
+    config.budget = budget;
     config.seed = episode.seed;
     config.group_index = static_cast<int64_t>(task);
     config.sample_index = static_cast<int64_t>(i % static_cast<size_t>(samples));
     episodes.push_back(std::make_unique<Episode>(make_env(episode.env, params), codec, config));
     episodes.back()->start(Task{split + "-" + std::to_string(task), task, split});
+    if (i == 0) {  // with the tokenizer of the run
+      if (const int code = check_budget_fits(*episodes.back(), "rollout")) return code;
+    }
     pointers.push_back(episodes.back().get());
   }
 

@@ -106,12 +106,9 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
 }
 
 int run_command(const std::vector<std::string>& args) {
+  // The demo's budget is the environment's default for the view (for the memory chain's text view: every
+  // compaction comes from the chain's reset points, envs/memory_chain), unless options replace it.
   EpisodeOptions episode;
-  // The demo's budget: the spec's memory chain (resets after steps 24, 48, 72) in the text view, where a
-  // step costs about 44 byte tokens and the summary instruction about 350: a window of 24 steps plus the
-  // summary request fits C - summary_cap, so every compaction comes from the chain's reset points.
-  episode.budget.capacity = 2560;
-  episode.budget.reserve = 768;
   std::string policy_name = "memory_chain_oracle";
   std::string scenario, out_path;
   std::vector<std::string> seeds;
@@ -141,22 +138,36 @@ int run_command(const std::vector<std::string>& args) {
   if (episodes < 1)
     throw Error("option --episodes", "", "value " + std::to_string(episodes) + " must be >= 1");
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
-  episode.budget.validate("budget options");
 
   const auto params = episode.param_map();
   const auto prototype = make_env(episode.env, params, "option --env/--param");
+  const Budget budget = episode.budget_for(prototype->spec(), vm);
+  // Episode i plays task i: more episodes than the environment has tasks would alias tasks silently.
+  if (const auto list = prototype->task_list(); list && static_cast<uint64_t>(episodes) > list->size) {
+    throw Error("option --episodes", "",
+                "value " + std::to_string(episodes) + " is more than the tasks of " + list->name + " (" +
+                    std::to_string(list->size) + "): episode i plays task i");
+  }
   const auto codec = make_codec(episode.view, prototype->spec());
   const auto policy =
       make_policy(policy_name, {}, PolicyTarget{&prototype->spec(), codec}, "option --policy");
+  const auto make_config = [&](size_t i) {
+    EpisodeConfig config;
+    config.budget = budget;
+    config.seed = episode.seed;
+    config.sample_index = static_cast<int64_t>(i);
+    return config;
+  };
+  {  // the budget must fit the first prompt (the first episode's; the check does not consume a stream)
+    Episode probe(make_env(episode.env, params), codec, make_config(0));
+    probe.start(Task{"demo-0", 0, ""});
+    if (const int code = check_budget_fits(probe, "run")) return code;
+  }
 
   RolloutSpec spec;
   spec.count = static_cast<size_t>(episodes);
   spec.make_episode = [&](size_t i) {
-    EpisodeConfig config;
-    config.budget = episode.budget;
-    config.seed = episode.seed;
-    config.sample_index = static_cast<int64_t>(i);
-    auto run = std::make_unique<Episode>(make_env(episode.env, params), codec, config);
+    auto run = std::make_unique<Episode>(make_env(episode.env, params), codec, make_config(i));
     run->start(Task{"demo-" + std::to_string(i), i, ""});
     return run;
   };

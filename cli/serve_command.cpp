@@ -20,6 +20,7 @@ int serve_command(const std::vector<std::string>& args) {
   server::ServiceOptions service;
   size_t max_sessions = service.max_sessions;
   uint32_t max_body = http.max_body_bytes;
+  std::vector<std::string> env_params;
   po::options_description options;
   options.add_options()("host", po::value(&http.host)->default_value(http.host), "address to listen on")(
       "port", po::value(&http.port)->default_value(http.port),
@@ -38,7 +39,16 @@ int serve_command(const std::vector<std::string>& args) {
       "seconds SIGTERM waits for requests in flight")(
       "tokenizer", po::value(&service.tokenizer)->default_value(service.tokenizer),
       "tokenizer of the text view: byte (built in), a Hugging Face tokenizer.json or a .tiktoken file; it "
-      "must have the ChatML tokens (e.g. Qwen's)");
+      "must have the ChatML tokens (e.g. Qwen's)")(
+      "env-param", po::value(&env_params)->composing(),
+      "ENV.KEY=VALUE (repeatable): an environment parameter for every episode of ENV, e.g. "
+      "shell.tasks_dir=/srv/tasks; the only way to set server-only ones ('crl inspect --envs')")(
+      "max-client-timeout",
+      po::value(&service.max_client_timeout_s)->default_value(service.max_client_timeout_s),
+      "seconds: the largest timeout a request may choose (llm.request_timeout_s, duration parameters); "
+      "above it: 400 over_limit")(
+      "max-llm-in-flight", po::value(&service.max_llm_in_flight)->default_value(service.max_llm_in_flight),
+      "the largest llm.max_in_flight of POST /v1/rollouts");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -50,6 +60,16 @@ int serve_command(const std::vector<std::string>& args) {
   if (!(service.idle_timeout_s > 0)) throw Error("option --idle-timeout", "", "value must be > 0");
   if (!(http.request_timeout_s > 0)) throw Error("option --request-timeout", "", "value must be > 0");
   if (max_body < 1024) throw Error("option --max-body-bytes", "", "value must be >= 1024");
+  if (!(service.max_client_timeout_s > 0))
+    throw Error("option --max-client-timeout", "", "value must be > 0");
+  if (service.max_llm_in_flight < 1) throw Error("option --max-llm-in-flight", "", "value must be >= 1");
+  for (const std::string& item : env_params) {
+    const size_t dot = item.find('.'), eq = item.find('=');
+    if (dot == std::string::npos || dot == 0 || eq == std::string::npos || eq < dot + 2) {
+      throw Error("option --env-param", "", "value " + quote(item) + " is not ENV.KEY=VALUE");
+    }
+    service.env_params[item.substr(0, dot)][item.substr(dot + 1, eq - dot - 1)] = item.substr(eq + 1);
+  }
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;
   service.request_timeout_s = http.request_timeout_s;

@@ -12,11 +12,21 @@ namespace crl {
 
 enum class ParamType { kInt, kDouble, kBool, kString };
 
+// What a duration parameter counts, so that a server can bound client-chosen timeouts (server/).
+enum class ParamUnit { kNone, kSeconds, kMilliseconds };
+
 struct ParamSpec {
   std::string name;
   ParamType type = ParamType::kInt;
   std::string default_value;
   std::string help;
+  // Server configuration only (`crl serve --env-param ENV.KEY=VALUE`): a parameter that chooses host paths,
+  // starts host processes or weakens isolation (a sandbox's namespaces or resource limits). A server refuses
+  // it in a request; local commands (scenarios, `crl run --param`) set it freely. `crl inspect --envs`
+  // shows it.
+  bool server_only = false;
+  // A duration (a timeout or deadline): a server bounds a client's value by its limit.
+  ParamUnit unit = ParamUnit::kNone;
 };
 
 class Params {

@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "engine/budget.h"
 #include "engine/error.h"
 #include "engine/params.h"
 #include "engine/rng.h"
@@ -34,7 +36,27 @@ struct Task {
   std::string id;      // stable, printable identifier (e.g. "chain-000042", "syn-default-train-0007")
   uint64_t index = 0;  // position in the task source, for generated tasks
   std::string split;   // "train" | "dev" | "test" | "" (generated on the fly)
+  // For an environment with a finite task list (Env::task_list()) and an id that names none of its tasks
+  // (a driver's label such as "demo-3", or the server's "dev-3"): false (the default) -> `index` must be
+  // below the list's size, else reset() throws crl::Error naming the list and its size; true -> the index-th
+  // task modulo the size, for drivers that deliberately run more episodes than there are tasks (a
+  // scenario's training and evaluation episodes cycle through the split). Never an alias by accident.
+  bool cycle = false;
 };
+
+// A finite list of tasks (the synthetic suite's split, the shell's task folders).
+struct TaskList {
+  std::string name;  // what the list is, for messages: "split \"dev\" (namespace default)"
+  uint64_t size = 0;
+};
+
+// The error of a task index past the end of `list` (shared by the environments so that every one says it
+// the same way): "index 60 is out of range: split "dev" (namespace default) holds 60 tasks (0 .. 59)".
+inline std::string task_index_message(uint64_t index, const TaskList& list) {
+  return "index " + std::to_string(index) + " is out of range: " + list.name + " holds " +
+         std::to_string(list.size) + " tasks" +
+         (list.size > 0 ? " (0 .. " + std::to_string(list.size - 1) + ")" : "");
+}
 
 struct StepResult {
   Observation observation;
@@ -65,6 +87,15 @@ struct EnvSpec {
   // Symbolic vocabulary (names of the ids); empty if the environment has no symbolic view.
   std::vector<std::string> symbols;
   SymbolicTemplate symbolic_template;
+  // The budgets used when a request or a command line gives none (spec 1.1), per view. Each one fits the
+  // environment's first prompt, a turn at the per-turn cap, its summary request and a rebuild with the
+  // default tokenizer (Episode::budget_fit; tests/envs/default_budget_test.cpp checks every registered
+  // environment). Budget{} is the synthetic suite's symbolic budget of spec section 4.
+  Budget text_budget;
+  Budget symbolic_budget;
+  const Budget& default_budget(const std::string& view) const {
+    return view == "symbolic" ? symbolic_budget : text_budget;
+  }
 };
 
 class Env;
@@ -121,6 +152,14 @@ class Env {
 
   int steps() const { return steps_; }
   bool done() const { return done_; }
+
+  // The environment's finite task list, for checking a client's choice before reset() (the server, `crl
+  // run`, `crl rollout`, scenario files): nullopt (the default) when every id is a task of its own (the
+  // memory chain and generated coding repositories derive the task from the id), so nothing can alias.
+  virtual std::optional<TaskList> task_list() const { return std::nullopt; }
+  // Whether `id` names a task of task_list() (by its own id, e.g. "syn-default-early_fact-0003" or a shell
+  // task folder). Only meaningful when task_list() is set.
+  virtual bool has_task(const std::string& /*id*/) const { return true; }
 
   // The resume body of a symbolic-view compaction, when the environment writes it from the summary (the
   // synthetic suite's memory-slot summaries: keep:<i> is expanded into record i as it was observed). The

@@ -1,5 +1,7 @@
 #include "envs/episode.h"
 
+#include <algorithm>
+
 #include "engine/error.h"
 #include "engine/sha256.h"
 
@@ -52,6 +54,8 @@ void Episode::start(const Task& task) {
   const std::vector<TokenId> user = codec_->encode_user(first.user);
   running_hash_.add_tokens(system);
   running_hash_.add_tokens(user);
+  first_system_tokens_ = static_cast<int64_t>(system.size());
+  first_user_tokens_ = static_cast<int64_t>(user.size());
   if (!context_.start(system, user)) {
     recorder_ = Recorder();
     end(EpisodeStatus::kFailed,
@@ -231,6 +235,36 @@ Trajectory Episode::finish() {
   header.metadata["state_hash"] = state_hash();
   header.metadata["turns"] = std::to_string(turn_);
   return recorder_.finish(std::move(header));
+}
+
+BudgetFit Episode::budget_fit() const {
+  const ContextTemplate tmpl = codec_->context_template();
+  const Budget& b = config_.budget;
+  const auto n = [](const std::vector<TokenId>& v) { return static_cast<int64_t>(v.size()); };
+  const int64_t header = n(tmpl.turn_header), instruction = n(tmpl.summary_instruction);
+  const int64_t cut_observation = n(tmpl.truncation_marker) + 1;  // what summary_prompt() cuts one down to
+  // First turn: system + user + header + action (per-turn cap) + observation + instruction <= C -
+  // summary_cap.
+  const int64_t first_turn = first_system_tokens_ + first_user_tokens_ + header + b.per_turn_cap +
+                             cut_observation + instruction + b.summary_cap;
+  // Rebuild with k = 0: system + resume(summary) + header < C - T_comp.
+  const int64_t rebuild = first_system_tokens_ + n(tmpl.resume_prefix) + b.summary_cap +
+                          n(tmpl.resume_suffix) + header + b.reserve + 1;
+  BudgetFit fit;
+  fit.min_capacity = std::max(first_turn, rebuild);
+  fit.fits = b.capacity >= fit.min_capacity;
+  if (!fit.fits) {
+    fit.detail =
+        "capacity " + std::to_string(b.capacity) + " is too small for this episode: the first prompt (" +
+        std::to_string(first_system_tokens_ + first_user_tokens_ + header) + " tokens) + a turn of " +
+        std::to_string(b.per_turn_cap) + " (per_turn_cap) + the summary instruction (" +
+        std::to_string(instruction) + ") + summary_cap " + std::to_string(b.summary_cap) + " needs " +
+        std::to_string(first_turn) + "; a rebuild (system " + std::to_string(first_system_tokens_) +
+        " + resume frame " + std::to_string(n(tmpl.resume_prefix) + n(tmpl.resume_suffix)) +
+        " + summary_cap + reserve " + std::to_string(b.reserve) + ") needs " + std::to_string(rebuild) +
+        "; the smallest capacity that works is " + std::to_string(fit.min_capacity);
+  }
+  return fit;
 }
 
 std::string Episode::state_hash() const {

@@ -27,6 +27,17 @@
 
 namespace crl {
 
+// Whether a budget can run an episode, checked against its real first prompt (after Episode::start): the
+// first turn at the per-turn cap and its summary request (history + instruction, the turn's observation cut
+// down to the truncation marker) must fit C - summary_cap, and a rebuild after a summary of summary_cap
+// tokens (system + resume(summary), k = 0) must stay below C - T_comp. Otherwise the episode could only end
+// `truncated` at its first compaction ("the summary request does not fit").
+struct BudgetFit {
+  bool fits = true;
+  int64_t min_capacity = 0;  // the smallest C that fits, the other budget numbers unchanged
+  std::string detail;        // the numbers, for an error message ("" when it fits)
+};
+
 struct EpisodeConfig {
   Budget budget;
   uint64_t seed = 0;  // run seed
@@ -75,6 +86,8 @@ class Episode {
   const EpisodeConfig& config() const { return config_; }
   // Stream key of the environment's randomness, for reproducible re-creation.
   StreamKey env_stream() const;
+  // The budget check above, for this episode's first prompt (valid after start()).
+  BudgetFit budget_fit() const;
 
  private:
   void prepare_next();
@@ -96,6 +109,7 @@ class Episode {
   EpisodeStatus status_ = EpisodeStatus::kCompleted;
   std::string reason_;
   std::vector<TokenId> header_tokens_;
+  int64_t first_system_tokens_ = 0, first_user_tokens_ = 0;  // of the first prompt, for budget_fit()
   StateHasher running_hash_;
   bool finished_ = false;
 };

@@ -154,6 +154,11 @@ CostSpec parse_compaction_cost(const std::string& text, const std::string& path)
     at.fail({{"env_params", -1}},
             "environment " + quote(spec.env) + ": parameter " + quote(e.field()) + ": " + e.message());
   }
+  // Rollout i plays task i mod tasks: tasks past the end of the environment's list would alias others.
+  if (const auto list = env->task_list(); list && static_cast<uint64_t>(spec.tasks) > list->size) {
+    at.fail({{"tasks", -1}}, "value " + std::to_string(spec.tasks) + " is more than " + list->name +
+                                 " holds (" + std::to_string(list->size) + " tasks)");
+  }
   std::shared_ptr<const Codec> codec;
   try {
     codec = make_codec(spec.view, env->spec());

@@ -59,7 +59,8 @@ std::vector<Trajectory> collect(const ArmContext& c, const Policy& policy, uint6
         make_env(c.arm->setup.env().name(), eval ? c.eval_env_params : c.env_params), c.codec,
         std::move(config));
     const uint64_t index = static_cast<uint64_t>(first) + i;
-    episode->start(Task{prefix + std::to_string(index), index, eval ? "test" : "train"});
+    // Training and evaluation run more episodes than a split holds tasks: they cycle through it by design.
+    episode->start(Task{prefix + std::to_string(index), index, eval ? "test" : "train", /*cycle=*/true});
     return episode;
   };
   return run_rollouts(spec, policy, runner);

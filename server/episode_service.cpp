@@ -7,7 +7,7 @@
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
 #include "envs/registry.h"
-#include "policies/llm/llm_driver.h"
+#include "server/prompt_delta.h"
 #include "wire/api_error.h"
 #include "wire/utf8.h"
 
@@ -24,58 +24,6 @@ std::string as_text(std::string text) {
 
 double now_s() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
-
-// A crl::Error from the engine as a 400 naming the request field (`prefix` + the engine's field).
-ApiError bad_input(const Error& e, const std::string& code, const std::string& prefix,
-                   const std::string& fallback_field) {
-  std::string field = e.field().empty() ? fallback_field : prefix + e.field();
-  return ApiError(400, code, e.message().empty() ? e.what() : e.message(), field);
-}
-
-void check_task_text(const std::string& value, const char* field) {
-  if (value.size() > 256) {
-    throw ApiError(
-        400, "bad_task",
-        std::string(field) + " is " + std::to_string(value.size()) + " bytes long; at most 256 are allowed",
-        field);
-  }
-  for (unsigned char c : value) {
-    if (c < 0x21 || c > 0x7e) {
-      throw ApiError(400, "bad_task",
-                     std::string(field) + " \"" + value + "\" must be printable ASCII without spaces", field);
-    }
-  }
-}
-
-Task task_from(const proto::CreateEpisodeRequest& request) {
-  const bool by_split = !request.split().empty() || request.has_index();
-  if (!request.task_id().empty()) {
-    if (by_split)
-      throw ApiError(400, "bad_task", "give either task_id or split + index, not both", "task_id");
-    check_task_text(request.task_id(), "task_id");
-    return Task{request.task_id(), 0, ""};
-  }
-  if (!by_split)
-    throw ApiError(400, "bad_task", "the task is missing: give task_id, or split + index", "task_id");
-  if (request.split() != "train" && request.split() != "dev" && request.split() != "test") {
-    throw ApiError(400, "bad_task", "split \"" + request.split() + "\" is not one of train, dev, test",
-                   "split");
-  }
-  if (!request.has_index())
-    throw ApiError(400, "bad_task", "split " + request.split() + " needs an index", "index");
-  return Task{request.split() + "-" + std::to_string(request.index()), request.index(), request.split()};
-}
-
-Budget budget_from(const proto::BudgetSpec& spec) {
-  Budget b;
-  if (spec.has_capacity()) b.capacity = spec.capacity();
-  if (spec.has_reserve()) b.reserve = spec.reserve();
-  if (spec.has_tail_k()) b.tail_k = spec.tail_k();
-  if (spec.has_max_compactions()) b.max_compactions = spec.max_compactions();
-  if (spec.has_per_turn_cap()) b.per_turn_cap = spec.per_turn_cap();
-  if (spec.has_summary_cap()) b.summary_cap = spec.summary_cap();
-  return b;
 }
 
 proto::BudgetSpec budget_to(const Budget& b) {
@@ -119,7 +67,9 @@ EpisodeService::EpisodeService(ServiceOptions options)
       sessions_(options.max_sessions, options.idle_timeout_s),
       tokenizer_(make_tokenizer(options.tokenizer)),
       text_codec_(make_text_codec(tokenizer_)),
-      started_s_(now_s()) {}
+      started_s_(now_s()) {
+  check_env_params(options_);
+}
 
 proto::HealthResponse EpisodeService::health(bool draining) const {
   proto::HealthResponse h;
@@ -144,11 +94,16 @@ proto::InfoResponse EpisodeService::info() const {
       param->set_type(param_type_name(p.type));
       param->set_default_value(p.default_value);
       param->set_help(p.help);
+      param->set_server_only(p.server_only);
     }
     try {  // the views come from the spec of an instance with default parameters
-      const auto prototype = make_env(name);
+      const auto configured = options_.env_params.find(name);
+      const auto prototype =
+          configured == options_.env_params.end() ? make_env(name) : make_env(name, configured->second);
       if (prototype->spec().has_text) env->add_views("text");
       if (!prototype->spec().symbols.empty()) env->add_views("symbolic");
+      *env->mutable_text_budget() = budget_to(prototype->spec().text_budget);
+      *env->mutable_symbolic_budget() = budget_to(prototype->spec().symbolic_budget);
     } catch (const Error&) {
     }
   }
@@ -162,131 +117,10 @@ proto::InfoResponse EpisodeService::info() const {
   limits->set_request_timeout_s(options_.request_timeout_s);
   limits->set_max_batch(options_.max_batch);
   limits->set_threads(options_.threads);
+  limits->set_max_client_timeout_s(options_.max_client_timeout_s);
   *out.mutable_default_budget() = budget_to(Budget{});
   return out;
 }
-
-EpisodeService::Built EpisodeService::build_episode(const proto::CreateEpisodeRequest& request) const {
-  if (request.env().empty()) throw ApiError(400, "unknown_env", "the env field is missing", "env");
-  if (!env_registry().contains(request.env())) {
-    std::string known;
-    for (const std::string& n : env_registry().names()) known += (known.empty() ? "" : ", ") + n;
-    throw ApiError(400, "unknown_env",
-                   "unknown environment \"" + request.env() + "\" (registered: " + known + ")", "env");
-  }
-  const Task task = task_from(request);
-  if (!request.rollout_id().empty()) check_task_text(request.rollout_id(), "rollout_id");
-  const std::string view = request.view().empty() ? "text" : request.view();
-  if (view != "text" && view != "symbolic") {
-    throw ApiError(400, "bad_field", "view \"" + view + "\" is not one of text, symbolic", "view");
-  }
-  EpisodeConfig config;
-  config.budget = budget_from(request.budget());
-  try {
-    config.budget.validate("budget");
-  } catch (const Error& e) {
-    throw bad_input(e, "bad_budget", "budget.", "budget");
-  }
-  config.seed = request.seed();
-  config.group_index = request.group_index();
-  config.sample_index = request.sample_index();
-  config.rollout_id = request.rollout_id();
-
-  std::unique_ptr<Env> env;
-  std::map<std::string, std::string> params(request.params().begin(), request.params().end());
-  // A task given as split + index selects the split of an environment that declares a `split` parameter
-  // (the synthetic suite); a contradicting params.split is an error rather than a silent choice.
-  if (!task.split.empty()) {
-    const auto& declared = env_registry().entry(request.env()).params;
-    if (std::any_of(declared.begin(), declared.end(), [](const ParamSpec& p) { return p.name == "split"; })) {
-      auto [it, inserted] = params.emplace("split", task.split);
-      if (!inserted && it->second != task.split) {
-        throw ApiError(400, "bad_task",
-                       "split \"" + task.split + "\" contradicts params.split \"" + it->second + "\"",
-                       "split");
-      }
-    }
-  }
-  try {
-    env = make_env(request.env(), params, "environment \"" + request.env() + "\"");
-  } catch (const Error& e) {
-    throw bad_input(e, "bad_param", "params.", "params");
-  }
-  std::shared_ptr<const Codec> codec;
-  try {
-    codec = view == "text" ? text_codec_ : make_codec(view, env->spec());
-    if (view == "text" && !env->spec().has_text) make_codec(view, env->spec());  // throws: no text view
-  } catch (const Error& e) {
-    throw ApiError(400, "bad_field", e.message(), "view");
-  }
-
-  Built built;
-  built.episode = std::make_unique<Episode>(std::move(env), codec, config);
-  built.task = task;
-  built.view = view;
-  return built;
-}
-
-proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& request) {
-  Built built = build_episode(request);
-  const Task& task = built.task;
-  auto session = std::make_shared<Session>();
-  session->env = request.env();
-  session->view = built.view;
-  sessions_.reserve();  // 429 when full
-  try {
-    session->episode = std::move(built.episode);
-    try {
-      session->episode->start(task);
-    } catch (const Error& e) {
-      throw ApiError(400, "bad_task", e.message(), task.split.empty() ? "task_id" : "index");
-    }
-  } catch (...) {
-    sessions_.unreserve();
-    throw;
-  }
-  std::lock_guard lock(session->mutex);
-  sessions_.insert(session);
-  proto::StepResponse out = describe(*session, /*full_prompt=*/true, {});
-  out.set_prompt_rebuilt(true);
-  return out;
-}
-
-namespace {
-
-// True when the tokens of `view` begin with `first` followed by `second` (compared span by span, in place).
-bool starts_with(const PromptView& view, std::span<const TokenId> first, std::span<const TokenId> second) {
-  size_t matched = 0;  // tokens of first ++ second compared so far
-  const size_t total = first.size() + second.size();
-  for (const Span& span : view.spans()) {
-    std::span<const TokenId> ids = view.tokens(span);
-    while (!ids.empty() && matched < total) {
-      const std::span<const TokenId> want =
-          matched < first.size() ? first.subspan(matched) : second.subspan(matched - first.size());
-      const size_t n = std::min(ids.size(), want.size());
-      if (!std::equal(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(n), want.begin())) return false;
-      ids = ids.subspan(n);
-      matched += n;
-    }
-    if (matched == total) return true;
-  }
-  return matched == total;
-}
-
-// Appends the tokens of `view` from position `from` on to `out`.
-void copy_from(const PromptView& view, size_t from, std::vector<TokenId>& out) {
-  size_t position = 0;
-  for (const Span& span : view.spans()) {
-    const std::span<const TokenId> ids = view.tokens(span);
-    if (position + ids.size() > from) {
-      const size_t skip = from > position ? from - position : 0;
-      out.insert(out.end(), ids.begin() + static_cast<ptrdiff_t>(skip), ids.end());
-    }
-    position += ids.size();
-  }
-}
-
-}  // namespace
 
 proto::StepResponse EpisodeService::describe(Session& s, bool full_prompt,
                                              std::span<const TokenId> action) const {
@@ -541,97 +375,6 @@ proto::Segment EpisodeService::export_segment(const Trajectory& trajectory, size
     if (!is_valid_utf8(value)) value = valid_utf8(value);
   }
   return segment;
-}
-
-proto::RolloutsResponse EpisodeService::rollouts(const proto::RolloutsRequest& request) {
-  if (request.episodes_size() == 0)
-    throw ApiError(400, "bad_field", "episodes is empty: give at least one", "episodes");
-  if (request.episodes_size() > static_cast<int>(options_.max_batch)) {
-    throw ApiError(400, "batch_too_large",
-                   std::to_string(request.episodes_size()) + " episodes; at most " +
-                       std::to_string(options_.max_batch) + " are allowed in one rollout request",
-                   "episodes");
-  }
-  const proto::LlmSpec& spec = request.llm();
-  llm::LlmOptions llm;
-  try {
-    llm.api = llm::parse_api_kind(spec.api().empty() ? "sglang" : spec.api(), "llm.api");
-  } catch (const Error& e) {
-    throw ApiError(400, "bad_field", e.message(), "llm.api");
-  }
-  if (spec.base_url().empty())
-    throw ApiError(400, "bad_field", "llm.base_url is missing (http://HOST:PORT)", "llm.base_url");
-  try {
-    llm::parse_base_url(spec.base_url(), "llm.base_url");
-  } catch (const Error& e) {
-    throw ApiError(400, "bad_field", e.message(), "llm.base_url");
-  }
-  llm.base_url = spec.base_url();
-  llm.sampling.model = spec.model();
-  if (spec.has_temperature()) llm.sampling.temperature = spec.temperature();
-  if (spec.has_top_p()) llm.sampling.top_p = spec.top_p();
-  if (spec.has_top_k()) llm.sampling.top_k = spec.top_k();
-  if (spec.max_in_flight() > 0) llm.max_in_flight = spec.max_in_flight();
-  if (spec.request_timeout_s() > 0) llm.request_timeout_s = spec.request_timeout_s();
-  if (spec.has_max_retries()) {
-    if (spec.max_retries() < 0)
-      throw ApiError(400, "bad_field", "llm.max_retries must be >= 0", "llm.max_retries");
-    llm.max_retries = spec.max_retries();
-  }
-  llm.vocab_size = tokenizer_->vocab_size();
-  if (const auto stop = tokenizer_->special_token("<|im_end|>")) llm.sampling.stop_token_ids = {*stop};
-
-  std::vector<std::unique_ptr<Episode>> episodes;
-  std::vector<Episode*> pointers;
-  for (int i = 0; i < request.episodes_size(); ++i) {
-    const std::string prefix = "episodes[" + std::to_string(i) + "].";
-    try {
-      const proto::CreateEpisodeRequest& item = request.episodes(i);
-      if (!item.view().empty() && item.view() != "text") {
-        throw ApiError(400, "bad_field", "rollout mode samples text with an LLM: view must be text", "view");
-      }
-      Built built = build_episode(item);
-      try {
-        built.episode->start(built.task);
-      } catch (const Error& e) {
-        throw ApiError(400, "bad_task", e.message(), built.task.split.empty() ? "task_id" : "index");
-      }
-      episodes.push_back(std::move(built.episode));
-      pointers.push_back(episodes.back().get());
-    } catch (const ApiError& e) {
-      proto::ErrorBody body = e.body();
-      throw ApiError(e.http_status(), body.code(), body.message(),
-                     body.field().empty() ? "" : prefix + body.field());
-    }
-  }
-  llm::LlmDriver driver(llm);
-  const llm::DriveStats stats = driver.run(pointers);
-  const llm::CallSummary calls = llm::summarize(stats);
-
-  proto::RolloutsResponse out;
-  for (auto& episode : episodes) {
-    const Trajectory t = episode->finish();
-    proto::RolloutResult* r = out.add_rollouts();
-    r->set_rollout_id(t.rollout_id);
-    r->set_task_id(t.task_id);
-    r->set_status(std::string(episode_status_name(t.status)));
-    r->set_reason(as_text(t.reason));
-    r->set_reward(t.reward);
-    r->set_compactions(t.compactions);
-    r->set_turns(episode->turn());
-    r->set_state_hash(episode->state_hash());
-    r->set_group_index(t.group_index);
-    r->set_sample_index(t.sample_index);
-    for (size_t i = 0; i < t.segments.size(); ++i) *r->add_segments() = export_segment(t, i, "text", "");
-  }
-  out.set_requests(static_cast<uint32_t>(calls.calls));
-  out.set_failed_requests(static_cast<uint32_t>(calls.failed));
-  out.set_tokens_sent(static_cast<uint32_t>(std::min<uint64_t>(calls.tokens_sent, UINT32_MAX)));
-  out.set_tokens_received(static_cast<uint32_t>(std::min<uint64_t>(calls.tokens_received, UINT32_MAX)));
-  out.set_seconds(calls.seconds);
-  out.set_latency_p50_s(calls.latency_p50);
-  out.set_latency_p99_s(calls.latency_p99);
-  return out;
 }
 
 proto::DeleteResponse EpisodeService::remove(const std::string& episode_id) {

@@ -12,7 +12,18 @@
 // context was rebuilt (after a summary) or a summary is requested, prompt_ids carries the whole prompt.
 //
 // Tasks: task_id, or split + index (the task id is then "<split>-<index>", and an environment that declares
-// a `split` parameter gets it from the request). An environment that rejects the task answers 400 bad_task.
+// a `split` parameter gets it from the request); a task_id of that form ("dev-3") means the same as
+// split + index. Nothing is aliased: for an environment with a finite task list (Env::task_list(): the
+// synthetic splits, the shell's task folders), an index past the end of the split or a task_id that names
+// none of its tasks is 400 bad_task naming the split and its size.
+//
+// Budgets: fields the request leaves out come from the environment's default budget for the view
+// (EnvSpec::text_budget / symbolic_budget). After the reset the budget is checked against the real first
+// prompt (envs/episode.h budget_fit): one turn at the per-turn cap and its summary request must fit, and so
+// must a rebuild after the longest summary; otherwise 400 bad_budget with the numbers and the smallest
+// capacity that works. The file split: create_request.cpp (requests -> episodes), rollouts.cpp (rollout
+// mode), prompt_delta.h (append_ids), this file's .cpp (the step protocol).
+#include <map>
 #include <memory>
 #include <string>
 
@@ -34,9 +45,27 @@ struct ServiceOptions {
   // The tokenizer of the text view (engine/tokenizer.h make_tokenizer: "byte", a tokenizer.json or a
   // .tiktoken file). It must hold the ChatML tokens (<|im_start|>, <|im_end|>), as Qwen's does.
   std::string tokenizer = "byte";
+  // Environment parameters set by the server's operator (`crl serve --env-param ENV.KEY=VALUE`): env name ->
+  // KEY -> VALUE. They replace the declared defaults for every episode of that environment; a request may
+  // override those that are not server_only (ParamSpec::server_only: host paths, host processes, sandbox
+  // isolation), and gets 400 server_only_param for the others. Checked by the constructor (crl::Error).
+  std::map<std::string, std::map<std::string, std::string>> env_params;
+  // The largest timeout a client may choose (llm.request_timeout_s of POST /v1/rollouts, and environment
+  // parameters declared as durations, e.g. shell.command_timeout_sec): a request above it gets 400
+  // over_limit naming the field, the value and this limit (refused rather than clamped: a silently shorter
+  // deadline would fail episodes the client believes have time). `crl serve --max-client-timeout`.
+  double max_client_timeout_s = 600.0;
+  // The most LLM requests one POST /v1/rollouts may keep in flight (llm.max_in_flight above it: 400).
+  uint32_t max_llm_in_flight = 256;
 };
 
 inline constexpr const char* kProtocolVersion = "1";
+
+// Checks ServiceOptions::env_params against the registry (unknown env or parameter, mistyped value): throws
+// crl::Error naming the option. The EpisodeService constructor calls it.
+void check_env_params(const ServiceOptions& options);
+// 2.5 -> "2.5", 600 -> "600" (for messages).
+std::string format_seconds(double seconds);
 
 class EpisodeService {
  public:
@@ -66,9 +95,14 @@ class EpisodeService {
     std::unique_ptr<Episode> episode;  // not started yet
     Task task;
     std::string view;
+    const char* task_field = "task_id";  // the request field that chose the task (for errors)
   };
   // Checks a create request and builds its episode, not yet started (throws ApiError naming the field).
+  // create_request.cpp.
   Built build_episode(const proto::CreateEpisodeRequest& request) const;
+  // Starts a built episode and checks its budget against the first prompt (ApiError 400 bad_task or
+  // bad_budget).
+  void start_episode(Built& built) const;
   // Segment i of a finished trajectory as the export record, with the server's metadata.
   proto::Segment export_segment(const Trajectory& trajectory, size_t i, const std::string& view,
                                 const std::string& episode_id) const;

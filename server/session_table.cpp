@@ -1,25 +1,39 @@
 #include "server/session_table.h"
 
-#include <cstdio>
-#include <random>
+#include <sys/random.h>
 
+#include <cerrno>
+#include <cstdio>
+
+#include "engine/error.h"
 #include "wire/api_error.h"
 
 namespace crl::server {
 
 using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 
-namespace {
-std::string random_prefix() {
-  std::random_device device;
-  char text[16];
-  std::snprintf(text, sizeof(text), "%08x", static_cast<unsigned>(device()));
-  return text;
+std::string random_episode_id() {
+  // 128 bits from the kernel's CSPRNG (getrandom(2), the /dev/urandom pool), never from the engine's
+  // seeded streams: nothing that shapes a trajectory reads an episode id, and nobody can guess one.
+  unsigned char bytes[16];
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    CRL_CHECK(n > 0, "getrandom failed (errno " << errno << ")");
+    filled += static_cast<size_t>(n);
+  }
+  std::string id = "ep-";
+  static const char* const kHex = "0123456789abcdef";
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
 }
-}  // namespace
 
 SessionTable::SessionTable(size_t max_sessions, double idle_timeout_s)
-    : max_sessions_(max_sessions), idle_timeout_s_(idle_timeout_s), id_prefix_(random_prefix()) {}
+    : max_sessions_(max_sessions), idle_timeout_s_(idle_timeout_s) {}
 
 void SessionTable::reserve() {
   std::lock_guard lock(mutex_);
@@ -41,14 +55,13 @@ void SessionTable::unreserve() {
 }
 
 std::string SessionTable::insert(std::shared_ptr<Session> session) {
+  std::string id = random_episode_id();
   std::lock_guard lock(mutex_);
   --reserved_;
-  char id[48];
-  std::snprintf(id, sizeof(id), "ep-%s-%06llu", id_prefix_.c_str(),
-                static_cast<unsigned long long>(++counter_));
+  while (sessions_.count(id) != 0) id = random_episode_id();  // 2^-128 per pair: never, but never reuse
   session->id = id;
   session->touch();
-  sessions_.emplace(session->id, std::move(session));
+  sessions_.emplace(id, std::move(session));
   return id;
 }
 

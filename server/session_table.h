@@ -1,6 +1,8 @@
 #pragma once
 // The table of live episodes (sessions): ids, the session limit (429 with retry_after beyond it) and the
-// idle reaper.
+// idle reaper. Episode ids are "ep-" + 32 hex digits, 128 random bits from the kernel's CSPRNG: a client
+// (or an agent inside a sandbox that reaches the API) cannot guess another trainer's episode, and ids of an
+// earlier server process are never reused.
 //
 // Concurrency: the table's own mutex guards only the id -> session map; each Session has its own mutex, held
 // for the whole of a request to that episode. Requests to different episodes therefore run in parallel and
@@ -56,7 +58,7 @@ class SessionTable {
   // with retry_after) when every place is taken. Release it with insert() or unreserve().
   void reserve();
   void unreserve();
-  // Adds a built session under a fresh id (and consumes the reservation); returns the id.
+  // Adds a built session under a fresh random id (and consumes the reservation); returns the id.
   std::string insert(std::shared_ptr<Session> session);
   // The session, or ApiError 404 unknown_episode.
   std::shared_ptr<Session> find(const std::string& id) const;
@@ -72,11 +74,12 @@ class SessionTable {
  private:
   const size_t max_sessions_;
   const double idle_timeout_s_;
-  const std::string id_prefix_;  // random per server: ids of an earlier server process are never reused
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
   size_t reserved_ = 0;
-  uint64_t counter_ = 0;
 };
+
+// A fresh episode id: "ep-" + 32 lowercase hex digits from getrandom(2).
+std::string random_episode_id();
 
 }  // namespace crl::server

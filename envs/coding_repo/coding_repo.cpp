@@ -55,6 +55,7 @@ CodingRepo::CodingRepo(CodingRepoConfig config) : config_(std::move(config)) {
   spec_.description = "a generated multi-file project with one injected bug, graded by hidden tests";
   spec_.params = param_specs();
   spec_.has_text = true;
+  spec_.text_budget = coding_budget();
   spec_.max_observation_bytes = config_.max_observation_bytes;
 }
 
@@ -62,7 +63,8 @@ std::vector<ParamSpec> CodingRepo::param_specs() {
   return {
       {"source", ParamType::kString, "generated",
        "generated (the project is a function of the task id) | data (read data_dir/<split>.jsonl)"},
-      {"data_dir", ParamType::kString, "data/coding_repo", "folder of the split files (source = data)"},
+      {"data_dir", ParamType::kString, "data/coding_repo",
+       "folder of the split files (source = data); a host path: server configuration only", true},
       {"page_lines", ParamType::kInt, "40", "most lines one cat shows"},
       {"max_turns", ParamType::kInt, "64", "turn limit (then truncated, reward 0)"},
       {"max_invalid", ParamType::kInt, "8", "invalid commands before truncation"},

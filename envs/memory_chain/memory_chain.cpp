@@ -70,6 +70,10 @@ EnvSpec MemoryChain::make_spec(const MemoryChainConfig& config) {
   spec.description = "a fact at step 1, distractors, the question at the last step; resets in between";
   spec.params = param_specs();
   spec.has_text = true;
+  // Text view (byte tokens): a step costs about 44 tokens and the summary instruction about 350, so a window
+  // of 24 steps plus the summary request fits C - summary_cap and every compaction comes from the chain's
+  // reset points (the `crl run` demo).
+  spec.text_budget = Budget{2560, 768, 2, 64, 256, 3};
   spec.symbols = {"SYSTEM", "FACT", "NOISE", "QUERY", "CONTINUE", "EMPTY", "SUMMARIZE", "RESUME", "CUT"};
   for (int v = 0; v < config.fact_arity; ++v) spec.symbols.push_back("V" + std::to_string(v));
   spec.symbolic_template.summary_instruction = {kMcSummarize};

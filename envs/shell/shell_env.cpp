@@ -87,6 +87,8 @@ ShellEnv::ShellEnv(ShellConfig config) : config_(std::move(config)) {
   spec_.description = "Harbor-style task folders run with /bin/sh in a sandbox";
   spec_.params = param_specs();
   spec_.has_text = true;
+  // Scripts need more than 64 tokens a turn, and one command's output may be output_bytes long (byte tokens).
+  spec_.text_budget = Budget{16384, 4096, 2, 1024, 1024, 6};
   // Output head + tail + marker + the status line, or the instruction.
   spec_.max_observation_bytes = config_.limits.output_bytes + 512;
 }
@@ -97,19 +99,24 @@ ShellEnv::~ShellEnv() {
 
 std::vector<ParamSpec> ShellEnv::param_specs() {
   return {
-      {"tasks_dir", ParamType::kString, "data/shell_tasks", "folder of task folders (the task id names one)"},
-      {"scratch_root", ParamType::kString, "/tmp/crl-shell", "where per-episode scratch folders are made"},
-      {"command_timeout_sec", ParamType::kDouble, "30", "wall-clock limit of one command"},
+      // Host paths, resource limits and namespaces are server configuration only (ParamSpec::server_only).
+      {"tasks_dir", ParamType::kString, "data/shell_tasks", "folder of task folders (the task id names one)",
+       true},
+      {"scratch_root", ParamType::kString, "/tmp/crl-shell", "where per-episode scratch folders are made",
+       true},
+      {"command_timeout_sec", ParamType::kDouble, "30", "wall-clock limit of one command", false,
+       ParamUnit::kSeconds},
       {"max_turns", ParamType::kInt, "32", "turn limit (then truncated)"},
       {"max_invalid", ParamType::kInt, "8", "empty actions before truncation"},
-      {"cpu_seconds", ParamType::kInt, "20", "RLIMIT_CPU of a command"},
-      {"memory_mb", ParamType::kInt, "1024", "RLIMIT_AS of a command"},
-      {"file_mb", ParamType::kInt, "64", "RLIMIT_FSIZE: largest file a command may write"},
-      {"processes", ParamType::kInt, "64", "RLIMIT_NPROC of the sandbox uid"},
+      {"cpu_seconds", ParamType::kInt, "20", "RLIMIT_CPU of a command", true},
+      {"memory_mb", ParamType::kInt, "1024", "RLIMIT_AS of a command", true},
+      {"file_mb", ParamType::kInt, "64", "RLIMIT_FSIZE: largest file a command may write", true},
+      {"processes", ParamType::kInt, "64", "RLIMIT_NPROC of the sandbox uid", true},
       {"output_bytes", ParamType::kInt, "8192", "output kept per command (head + tail)"},
-      {"disk_mb", ParamType::kInt, "512",
-       "size of the episode's scratch tmpfs (root only): all it may write"},
-      {"namespaces", ParamType::kBool, "true", "use network/PID/mount namespaces where the kernel allows"},
+      {"disk_mb", ParamType::kInt, "512", "size of the episode's scratch tmpfs (root only): all it may write",
+       true},
+      {"namespaces", ParamType::kBool, "true", "use network/PID/mount namespaces where the kernel allows",
+       true},
   };
 }
 
@@ -136,6 +143,25 @@ ShellConfig ShellEnv::config_from(const Params& params) {
   return c;
 }
 
+std::vector<std::string> ShellEnv::task_names() const {
+  std::vector<std::string> names;
+  std::error_code list_error;
+  for (const auto& entry : fs::directory_iterator(config_.tasks_dir, list_error)) {
+    if (fs::exists(entry.path() / "task.toml")) names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::optional<TaskList> ShellEnv::task_list() const {
+  return TaskList{"tasks_dir " + quote(config_.tasks_dir), task_names().size()};
+}
+
+bool ShellEnv::has_task(const std::string& id) const {
+  const std::vector<std::string> names = task_names();
+  return std::find(names.begin(), names.end(), id) != names.end();
+}
+
 shell::SandboxPaths ShellEnv::paths() const {
   return shell::SandboxPaths{scratch_ + "/app", "", scratch_ + "/logs"};
 }
@@ -159,16 +185,14 @@ ShellEnv::Start ShellEnv::do_reset(const Task& task, Rng&) {
     throw Error(where, "id", "a shell task id is a folder name (letters, digits, . _ -)");
   }
   // An id that names a task folder selects it. Any other id (generic drivers use "t0", "demo-0", ...)
-  // selects the index-th task folder in sorted order, wrapping around, like the synthetic suite does.
+  // selects the index-th task folder in sorted order, like the synthetic suite does: past the end it is an
+  // error naming the folder and its size, unless the driver asked to cycle (Task::cycle).
   std::string folder = config_.tasks_dir + "/" + task.id;
   if (!fs::is_directory(folder)) {
-    std::vector<std::string> names;
-    std::error_code list_error;
-    for (const auto& entry : fs::directory_iterator(config_.tasks_dir, list_error)) {
-      if (fs::exists(entry.path() / "task.toml")) names.push_back(entry.path().filename().string());
-    }
+    const std::vector<std::string> names = task_names();
     if (names.empty()) throw Error(config_.tasks_dir, "tasks_dir", "no task folders (with task.toml) here");
-    std::sort(names.begin(), names.end());
+    if (!task.cycle && task.index >= names.size())
+      throw Error(where, "index", task_index_message(task.index, *task_list()));
     folder = config_.tasks_dir + "/" + names[task.index % names.size()];
   }
   task_ = load_shell_task(folder);

@@ -53,6 +53,10 @@ class ShellEnv final : public Env {
   const EnvSpec& spec() const override { return spec_; }
   // The scratch folder of the running episode ("" when none).
   const std::string& scratch() const { return scratch_; }
+  // The task folders (those holding task.toml) of tasks_dir, in sorted order.
+  std::vector<std::string> task_names() const;
+  std::optional<TaskList> task_list() const override;
+  bool has_task(const std::string& id) const override;
 
   static std::vector<ParamSpec> param_specs();
   static ShellConfig config_from(const Params& params);

@@ -33,7 +33,8 @@ std::vector<ParamSpec> make_params() {
        "generate (the generator, on the fly) | files (the JSONL split files in data_dir)"},
       {"data_dir", ParamType::kString, "",
        "folder of the split files for source=files (default data/synthetic[_<namespace>], from the working "
-       "directory)"},
+       "directory); a host path: server configuration only",
+       true},
       {"turn_limit", ParamType::kInt, "64", "turns before the episode is truncated (R = 0)"},
       {"invalid_limit", ParamType::kInt, "8", "invalid commands before the episode is truncated (R = 0)"},
       {"view", ParamType::kString, "both",
@@ -60,6 +61,9 @@ const EnvSpec& synthetic_env_spec() {
         "ordered_plan question with `submit`; exact verifier";
     spec.params = make_params();
     spec.has_text = true;
+    // Text view (byte tokens; a record is 150-190 tokens): 1-2 compactions per episode, and a summary
+    // request fits C - summary_cap without cutting observations. The summary cap is the spec's 256.
+    spec.text_budget = Budget{3072, 1024, 2, 64, 256, 3};
     spec.symbols = Vocabulary::get().names();
     spec.symbolic_template = symbolic_template();
     return spec;
@@ -116,6 +120,8 @@ SyntheticEnv::SyntheticEnv(const Params& params)
   const std::string& name_space = params.get_string("namespace");
   namespace_layout(name_space);  // an unknown namespace fails here, naming the known ones
   tasks_ = shared_task_set(params.get_string("source"), params.get_string("data_dir"), name_space, split);
+  split_ = split;
+  name_space_ = name_space;
 }
 
 void SyntheticEnv::set_observation(Observation& out, const std::string& text,
@@ -124,17 +130,30 @@ void SyntheticEnv::set_observation(Observation& out, const std::string& text,
   if (view_ != View::kText) out.symbols = symbols;
 }
 
+std::optional<TaskList> SyntheticEnv::task_list() const {
+  return TaskList{"split " + quote(split_) + " (namespace " + name_space_ + ")", tasks_->tasks.size()};
+}
+
+bool SyntheticEnv::has_task(const std::string& id) const {
+  return tasks_->by_id.count(id) != 0;
+}
+
 Env::Start SyntheticEnv::do_reset(const Task& task, Rng& /*rng: tasks are fixed; nothing here is random*/) {
   // A synthetic task id ("syn-...") must name a task of this split: a typo or a task of another split is an
   // error, not silently another task. Any other id is the caller's label (drivers number their episodes
-  // "demo-0", "t0", ...), and the task is the index-th of the split, wrapping around.
-  size_t position = task.index % tasks_->tasks.size();
+  // "demo-0", "t0", ...; the server "dev-3"), and the task is the index-th of the split: an index past its
+  // end is an error, unless the driver asked to cycle through the split (Task::cycle).
+  const size_t size = tasks_->tasks.size();
+  if (!task.cycle && task.index >= size && task.id.rfind("syn-", 0) != 0) {
+    throw Error("environment \"synthetic\"", "task", task_index_message(task.index, *task_list()));
+  }
+  size_t position = static_cast<size_t>(task.index % size);
   if (task.id.rfind("syn-", 0) == 0) {
     auto it = tasks_->by_id.find(task.id);
     if (it == tasks_->by_id.end()) {
-      throw Error(
-          "environment \"synthetic\"", "task",
-          "unknown task id " + quote(task.id) + " in this split (" + tasks_->tasks.front().split + ")");
+      throw Error("environment \"synthetic\"", "task",
+                  "unknown task id " + quote(task.id) + ": " + task_list()->name + " holds " +
+                      std::to_string(size) + " tasks (" + tasks_->tasks.front().task_id + " ..)");
     }
     position = static_cast<size_t>(it->second);
   }

@@ -9,7 +9,8 @@
 // from the same generator on the fly (source=generate, the default: no file access, identical tasks).
 // Task sets are immutable and shared by every env of the process; the per-episode state is this object.
 // reset(): a Task whose id starts with "syn-" must name a task of the split; with any other id (a driver's
-// label) the task is the index-th of the split, modulo its size.
+// label) the task is the index-th of the split: an index past its end is a crl::Error naming the split and
+// its size, unless Task::cycle asks for index modulo the size.
 #include <map>
 #include <memory>
 #include <string>
@@ -56,6 +57,8 @@ class SyntheticEnv final : public Env {
   // Records shown so far: what a summary written now could know (for the summary metrics).
   int records_seen() const { return records_seen_; }
   View view() const { return view_; }
+  std::optional<TaskList> task_list() const override;
+  bool has_task(const std::string& id) const override;
   EpisodeMetrics episode_metrics() const;
   // Symbolic view: the resume body is symbolic_resume(task, records_seen, summary) (symbolic.h): kept
   // records copied as observed, [rec:<i>, UNSEEN] for a record not shown yet. False in the text view.
@@ -71,6 +74,7 @@ class SyntheticEnv final : public Env {
   void set_observation(Observation& out, const std::string& text, const std::vector<TokenId>& symbols) const;
 
   std::shared_ptr<const TaskSet> tasks_;
+  std::string split_, name_space_;
   View view_ = View::kText;
   int turn_limit_ = 64;
   int invalid_limit_ = 8;

@@ -91,6 +91,10 @@ TEST(Cli, BadInputGetsOneLineErrors) {
       {{"run", "--capacity", "100"}, 1, "reserve"},
       {{"run", "--view", "pixels"}, 1, "pixels"},
       {{"run", "--policy", "nobody"}, 1, "unknown policy"},
+      // Issue 14 item 5: episode i plays task i; past the split it aliased task i mod 60.
+      {{"run", "--env", "synthetic", "--episodes", "61"}, 1, "split \"dev\" (namespace default) (60)"},
+      // Issue 14 item 6: a budget whose first compaction cannot fit (exit 2, like unusable options).
+      {{"run", "--capacity", "800", "--reserve", "256"}, 2, "smallest capacity that works is"},
       {{"inspect", dir + "/missing.jsonl"}, 1, "missing.jsonl"},
       {{"inspect", dir + "/garbage.jsonl"}, 1, "garbage.jsonl:1"},
       {{"inspect"}, 2, "FILE"},
@@ -100,6 +104,17 @@ TEST(Cli, BadInputGetsOneLineErrors) {
     EXPECT_EQ(r.code, c.code) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "") << "\n" << r.err;
     EXPECT_NE(r.err.find(c.mentions), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  }
+}
+
+// Issue 14 item 4: server-only parameters are marked in the listing.
+TEST(Cli, InspectEnvsMarksServerOnlyParameters) {
+  const Result r = crl({"inspect", "--envs"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line : {"    namespaces (boolean (true/false), default \"true\", server-only)",
+                           "    tasks_dir (string, default \"data/shell_tasks\", server-only)",
+                           "    command_timeout_sec (number, default \"30\"):", "text budget: C 3072"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   }
 }
 

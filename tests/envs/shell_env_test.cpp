@@ -66,6 +66,22 @@ TEST_F(ShellTest, SubmittingWithoutWorkEarnsNothingAndScratchIsRemoved) {
   env->reset(Task{"t0", 2, ""}, rng);
   EXPECT_NE(env->step(Action{"cat instruction.md", {}}).observation.text.find("hello.txt"),
             std::string::npos);
+  // Past the last folder it is an error naming tasks_dir and its size, not task index mod size (issue 14
+  // item 5), unless the driver cycles on purpose.
+  const uint64_t folders = env->task_list()->size;
+  ASSERT_GE(folders, 3u);
+  try {
+    env->reset(Task{"t0", folders, ""}, rng);
+    ADD_FAILURE() << "index " << folders << " accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds " + std::to_string(folders) + " tasks"), std::string::npos)
+        << e.what();
+  }
+  env->reset(Task{"t0", folders + 2, "", /*cycle=*/true}, rng);
+  EXPECT_NE(env->step(Action{"cat instruction.md", {}}).observation.text.find("hello.txt"),
+            std::string::npos);
+  EXPECT_TRUE(env->has_task("hello-file"));
+  EXPECT_FALSE(env->has_task("nope-123"));
   EXPECT_THROW(make_env("shell", params({{"tasks_dir", root_ + "/nothing"}}))->reset(Task{"t0", 0, ""}, rng),
                Error);
   EXPECT_THROW(make_env("shell", {{"memory_mb", "lots"}}), Error);

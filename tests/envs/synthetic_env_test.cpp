@@ -146,8 +146,26 @@ TEST(synthetic_env, WrongOrEarlySubmitEndsWithRewardZero) {
   EXPECT_THROW(env->reset(Task{"syn-default-early_fact-0000", 0, ""}, any_rng()), Error)
       << "a train id in dev";
   EXPECT_THROW(env->reset(Task{"syn-default-early_fact-0080x", 0, ""}, any_rng()), Error) << "a typo";
-  env->reset(Task{"demo-3", 63, ""}, any_rng());
-  EXPECT_EQ(env->task().task_id, env->tasks().tasks[3].task_id) << "a driver's label: index 63 mod 60";
+  // A driver's label with an index past the split is an error naming the split and its size (issue 14 item
+  // 5: it used to run task 63 mod 60 under the label); a driver that cycles on purpose says so.
+  try {
+    env->reset(Task{"demo-3", 63, ""}, any_rng());
+    ADD_FAILURE() << "index 63 of a 60-task split was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("split \"dev\" (namespace default) holds 60 tasks"),
+              std::string::npos)
+        << e.what();
+  }
+  for (uint64_t index : {uint64_t{60}, uint64_t{1000000000}, uint64_t{4294967295u}}) {
+    EXPECT_THROW(env->reset(Task{"dev-" + std::to_string(index), index, "dev"}, any_rng()), Error) << index;
+  }
+  env->reset(Task{"demo-3", 63, "", /*cycle=*/true}, any_rng());
+  EXPECT_EQ(env->task().task_id, env->tasks().tasks[3].task_id) << "cycling on purpose: index 63 mod 60";
+  ASSERT_TRUE(env->task_list().has_value());
+  EXPECT_EQ(env->task_list()->size, 60u);
+  EXPECT_TRUE(env->has_task(env->tasks().tasks[7].task_id));
+  EXPECT_FALSE(env->has_task("nope-123"));
+  EXPECT_FALSE(env->has_task("dev-3")) << "a label, not a task id";
 }
 
 TEST(synthetic_env, InvalidCommandsAreCountedThenTruncate) {

@@ -128,6 +128,9 @@ TEST(CompactionCost, BadFilesNameTheField) {
   expect_error(ok + "server { prefill_tokens_per_s: -1 }", "server.prefill_tokens_per_s");
   expect_error(ok + "env: \"no_such_env\"", "env");
   expect_error(ok + "executor: \"no_such_policy\"", "executor");
+  // Issue 14 item 5: rollout i plays task i mod tasks; more tasks than the split holds aliased tasks.
+  expect_error(ok + "env: \"synthetic\" tasks: 61", "tasks",
+               "split \"dev\" (namespace default) holds (60 tasks)");
   expect_error(ok + "sweep { field: TAIL_K values: [-1] }", "sweep[0].values[0]");
   expect_error(ok + "sweep { field: CONCURRENCY }", "sweep[0].values");
   expect_error(ok + "sweep { field: KV_BUDGET values: [100000, 2048] }", "sweep[0].values[1]", "must fit");

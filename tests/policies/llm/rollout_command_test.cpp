@@ -125,6 +125,23 @@ TEST(RolloutCommand, RejectsBadOptions) {
   EXPECT_EQ(tok.code, 1);
   EXPECT_NE(tok.err.find("--tokenizer"), std::string::npos) << tok.err;
   EXPECT_EQ(crl({"rollout", "--llm", "https://x", "--out", out}).code, 1);
+  // Issue 14 item 5: tasks past the split were run as task index mod 60 under new ids.
+  for (const std::vector<std::string>& tasks :
+       {std::vector<std::string>{"--tasks", "61"}, {"--first-task", "59", "--tasks", "2"}}) {
+    std::vector<std::string> args = {"rollout", "--llm", "http://127.0.0.1:1", "--out", out};
+    args.insert(args.end(), tasks.begin(), tasks.end());
+    const Result r = crl(args);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("split \"dev\" (namespace default) holds 60 tasks"), std::string::npos) << r.err;
+  }
+  // Issue 14 item 6: a budget whose first compaction cannot fit is refused with the capacity that works.
+  const std::string never = temp_path("budget.jsonl");
+  std::filesystem::remove(never);
+  const Result budget = crl(
+      {"rollout", "--llm", "http://127.0.0.1:1", "--out", never, "--capacity", "1024", "--reserve", "256"});
+  EXPECT_EQ(budget.code, 2);
+  EXPECT_NE(budget.err.find("smallest capacity that works is"), std::string::npos) << budget.err;
+  EXPECT_FALSE(std::filesystem::exists(never)) << "nothing written";
 }
 
 }  // namespace
