@@ -171,25 +171,29 @@ int eval_command(const std::vector<std::string>& args) {
 
   std::printf("%s, arm %s, seed %llu after %lld training episodes: %s on %s, %lld episodes (seed %llu)\n",
               ck.scenario().c_str(), ck.arm().c_str(), static_cast<unsigned long long>(ck.seed()),
-              static_cast<long long>(ck.run().episodes_done()), sample ? "sampled" : "greedy", env_name.c_str(),
-              static_cast<long long>(trajectories.size()), static_cast<unsigned long long>(seed));
-  std::printf("accuracy %.2f%%, compactions %.2f per episode, summaries %lld (mean %.2f tokens), sampled tokens "
-              "%lld, context tokens %lld\n",
-              100.0 * reward / n, static_cast<double>(compactions) / n, static_cast<long long>(summaries),
-              summaries == 0 ? 0.0 : static_cast<double>(summary_tokens) / summaries,
-              static_cast<long long>(sampled_tokens), static_cast<long long>(context_tokens));
+              static_cast<long long>(ck.run().episodes_done()), sample ? "sampled" : "greedy",
+              env_name.c_str(), static_cast<long long>(trajectories.size()),
+              static_cast<unsigned long long>(seed));
+  std::printf(
+      "accuracy %.2f%%, compactions %.2f per episode, summaries %lld (mean %.2f tokens), sampled tokens "
+      "%lld, context tokens %lld\n",
+      100.0 * reward / n, static_cast<double>(compactions) / n, static_cast<long long>(summaries),
+      summaries == 0 ? 0.0 : static_cast<double>(summary_tokens) / summaries,
+      static_cast<long long>(sampled_tokens), static_cast<long long>(context_tokens));
   for (const scenarios::TypeResult& t : types) {
-    std::printf("  %-14s exact match %6.2f%% (%lld episodes), summaries/episode %.2f, recall %.3f, invention %.3f, "
-                "repetition %.3f, length %.2f, plan F1 %.3f\n",
-                t.type.c_str(), 100.0 * t.exact_match, static_cast<long long>(t.episodes), t.summaries_per_episode,
-                t.recall, t.invention, t.repetition, t.length, t.f1);
+    std::printf(
+        "  %-14s exact match %6.2f%% (%lld episodes), summaries/episode %.2f, recall %.3f, invention %.3f, "
+        "repetition %.3f, length %.2f, plan F1 %.3f\n",
+        t.type.c_str(), 100.0 * t.exact_match, static_cast<long long>(t.episodes), t.summaries_per_episode,
+        t.recall, t.invention, t.repetition, t.length, t.f1);
   }
   if (!out_path.empty()) std::printf("wrote %s\n", out_path.c_str());
   if (!trajectories_path.empty()) std::printf("wrote %s\n", trajectories_path.c_str());
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"eval", "evaluate a saved policy (a crl run checkpoint) on a split", eval_command});
+const CommandRegistrar kRegistrar({"eval", "evaluate a saved policy (a crl run checkpoint) on a split",
+                                   eval_command});
 
 }  // namespace
 }  // namespace crl::cli

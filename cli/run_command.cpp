@@ -158,7 +158,8 @@ int run_command(const std::vector<std::string>& args) {
                      options, positional, args, vm, exit_code))
     return exit_code;
   if (!scenario.empty()) return run_scenario_command(scenario, out_path, threads, seeds, resume, args);
-  if (resume) throw Error("option --resume", "", "needs a scenario file (crl run SCENARIO --out DIR --resume)");
+  if (resume)
+    throw Error("option --resume", "", "needs a scenario file (crl run SCENARIO --out DIR --resume)");
   if (episodes < 1)
     throw Error("option --episodes", "", "value " + std::to_string(episodes) + " must be >= 1");
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");

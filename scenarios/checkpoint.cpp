@@ -76,8 +76,9 @@ Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path) 
   CheckpointFile file;
   if (bytes.empty()) throw Error(path, "", "not a checkpoint: the file is empty");
   if (!file.ParseFromString(bytes) || !file.has_format() || !file.has_payload()) {
-    throw Error(path, "", "not a checkpoint, or truncated (" + std::to_string(bytes.size()) +
-                              " bytes do not parse as a crl.checkpoint file with a payload)");
+    throw Error(path, "",
+                "not a checkpoint, or truncated (" + std::to_string(bytes.size()) +
+                    " bytes do not parse as a crl.checkpoint file with a payload)");
   }
   if (file.format() != kCheckpointFormat) {
     throw Error(path, "format", "is " + quote(file.format()) + ", expected " + quote(kCheckpointFormat));
@@ -104,7 +105,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   write_file_durable(path, encode_checkpoint(checkpoint));
 }
 
-Checkpoint read_checkpoint(const std::string& path) { return decode_checkpoint(read_file(path), path); }
+Checkpoint read_checkpoint(const std::string& path) {
+  return decode_checkpoint(read_file(path), path);
+}
 
 std::string checkpoint_folder(const std::string& out_dir, const std::string& arm, uint64_t seed) {
   return (fs::path(out_dir) / "checkpoints" / path_component(arm) / ("seed-" + std::to_string(seed)))
@@ -126,7 +129,8 @@ std::vector<std::string> list_checkpoints(const std::string& folder) {
     const std::string name = entry.path().filename().string();
     // Only our own names: episode-<10 digits>.ckpt (temporaries end in .tmp.PID and never match).
     if (name.size() == 23 && name.rfind("episode-", 0) == 0 && name.substr(18) == ".ckpt" &&
-        name.substr(8, 10).find_first_not_of("0123456789") == std::string::npos && entry.is_regular_file(ec)) {
+        name.substr(8, 10).find_first_not_of("0123456789") == std::string::npos &&
+        entry.is_regular_file(ec)) {
       out.push_back(entry.path().string());
     }
   }

@@ -5,8 +5,8 @@
 //   DIR/checkpoints/<arm>/seed-<seed>/episode-<training episodes done, 10 digits>.ckpt
 // The arm's name is kept when it is made of letters, digits, '.', '_' and '-' (not starting with '.'), and
 // otherwise percent-encoded byte by byte, so that any arm name is one safe path component.
-// Every file is written with write_file_durable() (temporary, fsync, rename), so a file with the .ckpt name is
-// always complete; the newest is the one with the most episodes.
+// Every file is written with write_file_durable() (temporary, fsync, rename), so a file with the .ckpt name
+// is always complete; the newest is the one with the most episodes.
 //
 // read_checkpoint() checks the format tag, the version and the SHA-256 of the payload, and names the file
 // and what is wrong: "not a checkpoint or truncated", "corrupted: SHA-256 ... differs", "version 7, this

@@ -33,7 +33,9 @@ void durable_step() {
   if (++steps == std::atol(value)) ::raise(SIGKILL);
 }
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // fsync of a file or folder by path; a folder's fsync makes the renames inside it durable.
 void sync_path(const std::string& path, bool folder, const std::string& where) {
@@ -63,7 +65,9 @@ pid_t temporary_pid(const std::string& name) {
   return static_cast<pid_t>(std::atol(digits.c_str()));
 }
 
-bool process_gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+bool process_gone(pid_t pid) {
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
 
 }  // namespace
 

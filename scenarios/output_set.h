@@ -14,7 +14,8 @@
 //
 // Test hook: when the environment variable CRL_TEST_KILL_AFTER_WRITES=N is set, the process kills itself with
 // SIGKILL right after its N-th durable step (a file renamed into place, one file of a set renamed, the marker
-// removed), so that a test can stop `crl run` between any two of its writes (tests/scenarios/resume_test.cpp).
+// removed), so that a test can stop `crl run` between any two of its writes
+// (tests/scenarios/resume_test.cpp).
 #include <string>
 #include <utility>
 #include <vector>

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/error.h"
 #include "engine/runner.h"
 #include "envs/registry.h"
 #include "envs/synthetic/metrics.h"
@@ -11,10 +12,9 @@
 #include "learners/batch.h"
 #include "learners/learner.h"
 #include "learners/schedule.h"
-#include "engine/error.h"
-#include "scenarios/checkpoint.h"
 #include "policies/rollout.h"
 #include "policies/trainable.h"
+#include "scenarios/checkpoint.h"
 
 namespace crl::scenarios {
 
@@ -92,9 +92,10 @@ bool restore(const std::string& folder, const std::string& scenario, const ArmCo
   const proto::checkpoint::Checkpoint ck = read_checkpoint(path);
   const std::string again = " (run without --resume to start over)";
   if (ck.scenario() != scenario || ck.arm() != c.arm->name || ck.seed() != seed) {
-    throw Error(path, "", "belongs to scenario " + quote(ck.scenario()) + ", arm " + quote(ck.arm()) +
-                              ", seed " + std::to_string(ck.seed()) + ", not to scenario " + quote(scenario) +
-                              ", arm " + quote(c.arm->name) + ", seed " + std::to_string(seed) + again);
+    throw Error(path, "",
+                "belongs to scenario " + quote(ck.scenario()) + ", arm " + quote(ck.arm()) + ", seed " +
+                    std::to_string(ck.seed()) + ", not to scenario " + quote(scenario) + ", arm " +
+                    quote(c.arm->name) + ", seed " + std::to_string(seed) + again);
   }
   if (!google::protobuf::util::MessageDifferencer::Equals(result_setup(ck.setup()),
                                                           result_setup(c.arm->setup))) {
@@ -105,9 +106,10 @@ bool restore(const std::string& folder, const std::string& scenario, const ArmCo
   const auto& run = ck.run();
   if (run.episodes_total() != total || run.episodes_done() < 0 || run.episodes_done() > total ||
       run.curve_size() < 1) {
-    throw Error(path, "run", "inconsistent run state (" + std::to_string(run.episodes_done()) + " of " +
-                                 std::to_string(run.episodes_total()) + " episodes, " +
-                                 std::to_string(run.curve_size()) + " curve points)");
+    throw Error(path, "run",
+                "inconsistent run state (" + std::to_string(run.episodes_done()) + " of " +
+                    std::to_string(run.episodes_total()) + " episodes, " + std::to_string(run.curve_size()) +
+                    " curve points)");
   }
   trainable.load(ck.policy(), path);
   loop.done = run.episodes_done();
@@ -127,8 +129,9 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   const Setup& s = c.arm->setup;
   const auto& training = s.training();
   const LearnerConfig& l = s.learner();
-  const std::unique_ptr<Policy> policy = make_policy(
-      s.policy().name(), policy_params(s), PolicyTarget{c.env_spec, c.train.codec}, "arm " + quote(c.arm->name));
+  const std::unique_ptr<Policy> policy =
+      make_policy(s.policy().name(), policy_params(s), PolicyTarget{c.env_spec, c.train.codec},
+                  "arm " + quote(c.arm->name));
   // A Trainable policy (tabular, neural) trains itself; any other registered policy is evaluated as it is.
   Trainable* trainable = dynamic_cast<Trainable*>(policy.get());
   if (trainable != nullptr) trainable->initialize(seed);
@@ -170,8 +173,7 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
     write_checkpoint(checkpoint_path(options.checkpoint_dir, c.arm->name, seed, loop.done),
                      make_checkpoint(scenario, c, seed, *trainable, loop, result.curve, total));
   };
-  int64_t next_checkpoint =
-      every > 0 ? (loop.done / every + 1) * every : std::numeric_limits<int64_t>::max();
+  int64_t next_checkpoint = every > 0 ? (loop.done / every + 1) * every : std::numeric_limits<int64_t>::max();
 
   std::vector<Trajectory> final_eval;
   bool have_final_eval = false;
@@ -187,7 +189,8 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   while (loop.done < total) {
     // A batch never straddles a curve point, so the points fall exactly on multiples of eval_interval.
     const int64_t count = std::min({training.batch_size(), total - loop.done, loop.next_point - loop.done});
-    const std::vector<Trajectory> batch = collect_episodes(c.train, *policy, seed, "train-", loop.done, count, runner);
+    const std::vector<Trajectory> batch =
+        collect_episodes(c.train, *policy, seed, "train-", loop.done, count, runner);
     for (const Trajectory& t : batch) loop.window_reward += t.reward;
     loop.window_episodes += count;
     if (trainable != nullptr) {
@@ -202,10 +205,9 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
     loop.done += count;
     ++loop.batches;
     if (options.progress) {
-      options.progress(Progress{&c.arm->name, seed, loop.done, total,
-                                loop.window_episodes > 0
-                                    ? loop.window_reward / static_cast<double>(loop.window_episodes)
-                                    : 0.0});
+      options.progress(Progress{
+          &c.arm->name, seed, loop.done, total,
+          loop.window_episodes > 0 ? loop.window_reward / static_cast<double>(loop.window_episodes) : 0.0});
     }
     if (loop.done >= loop.next_point || loop.done == total) {
       CurvePoint point;
@@ -270,7 +272,8 @@ std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy
     config.budget = setup.budget;
     config.seed = seed;
     config.group_index = first + static_cast<int64_t>(i);
-    auto episode = std::make_unique<Episode>(make_env(setup.env, setup.params), setup.codec, std::move(config));
+    auto episode =
+        std::make_unique<Episode>(make_env(setup.env, setup.params), setup.codec, std::move(config));
     const uint64_t index = static_cast<uint64_t>(first) + i;
     episode->start(Task{prefix + std::to_string(index), index, split});
     return episode;
@@ -351,8 +354,8 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
     result.name = arm.name;
     result.description = arm.description;
     result.codec = c.train.codec;
-    const Params resolved = Params::resolve(env_registry().entry(arm.setup.env().name()).params, c.train.params,
-                                            "arm " + quote(arm.name));
+    const Params resolved = Params::resolve(env_registry().entry(arm.setup.env().name()).params,
+                                            c.train.params, "arm " + quote(arm.name));
     if (resolved.values().count("fact_arity")) {
       result.chance = 1.0 / static_cast<double>(resolved.get_int("fact_arity"));
     }

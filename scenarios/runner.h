@@ -13,19 +13,18 @@
 //     every `eval_interval` episodes, evaluate on tasks "eval-<i>" (sampled, as in training) -> a curve
 //     point.
 //   the final accuracy: the mean reward over `eval_episodes` held-out episodes.
-// A policy learns when it is a Trainable (policies/trainable.h: the tabular and the neural policy); the runner
-// calls initialize(seed) and then train() once per update the schedule asks for. Other policies are evaluated
-// as they are.
-// Checkpoints and resume (RunOptions::checkpoint_dir, resume): a checkpoint holds the policy's state and the
-// loop's position (episodes and batches done, the curve so far, the reward window of the next point), taken
-// between batches. Random streams are counter-based, keyed by the episode index, so nothing else shapes the
-// later episodes and a resumed run continues bit for bit. The final evaluation's episodes are evaluated again
-// when a run resumes from its final checkpoint (a pure function of the policy and the seed).
-// Environment parameters of evaluation episodes may differ (training.eval_env_params, e.g. split: dev).
-// For the synthetic suite in the symbolic view the final evaluation is also broken down per task type
-// (exact match and summary metrics, envs/synthetic/metrics.h).
-// Why the result cannot depend on the thread count: episodes only read their own streams and the policy
-// snapshot; the updates run on one thread in index order.
+// A policy learns when it is a Trainable (policies/trainable.h: the tabular and the neural policy); the
+// runner calls initialize(seed) and then train() once per update the schedule asks for. Other policies are
+// evaluated as they are. Checkpoints and resume (RunOptions::checkpoint_dir, resume): a checkpoint holds the
+// policy's state and the loop's position (episodes and batches done, the curve so far, the reward window of
+// the next point), taken between batches. Random streams are counter-based, keyed by the episode index, so
+// nothing else shapes the later episodes and a resumed run continues bit for bit. The final evaluation's
+// episodes are evaluated again when a run resumes from its final checkpoint (a pure function of the policy
+// and the seed). Environment parameters of evaluation episodes may differ (training.eval_env_params, e.g.
+// split: dev). For the synthetic suite in the symbolic view the final evaluation is also broken down per task
+// type (exact match and summary metrics, envs/synthetic/metrics.h). Why the result cannot depend on the
+// thread count: episodes only read their own streams and the policy snapshot; the updates run on one thread
+// in index order.
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -34,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/trajectory.h"
 #include "engine/runner.h"
+#include "engine/trajectory.h"
 #include "envs/codec.h"
 #include "learners/options.h"
 #include "learners/schedule.h"
@@ -122,7 +121,7 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
 // "test"), group index first + i, its random streams keyed by `seed`; the trajectories in index order, the
 // same for any thread count. A run trains on "train-<i>" and evaluates on "eval-<i>" from 0.
 struct EpisodeSetup {
-  std::string env;                           // a registered environment
+  std::string env;                            // a registered environment
   std::map<std::string, std::string> params;  // its parameters
   std::shared_ptr<const Codec> codec;
   Budget budget;

@@ -2,10 +2,9 @@
 // reproduces the final evaluation that the run wrote into summary.json for that arm and seed (tabular on the
 // memory chain; neural on the synthetic suite, exact match per task type included); greedy decoding, the
 // trajectories and the metrics file; bad input is a one-line error naming the option or the file.
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
-
-#include <google/protobuf/text_format.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -82,8 +81,8 @@ TEST(EvalCommand, ReproducesTheRunsFinalEvaluationTabular) {
   for (const std::string arm : {"joint", "frozen"}) {
     for (uint64_t seed : {7u, 17u}) {
       const std::string ck = scenarios::checkpoint_path(out, arm, seed, 320);
-      const Result r = crl({"eval", "--checkpoint", ck, "--sample", "--out", dir.path + "/m.json", "--threads",
-                            "2", "--trajectories", dir.path + "/t.jsonl"});
+      const Result r = crl({"eval", "--checkpoint", ck, "--sample", "--out", dir.path + "/m.json",
+                            "--threads", "2", "--trajectories", dir.path + "/t.jsonl"});
       ASSERT_EQ(r.code, 0) << r.err;
       const json m = json::parse(read_file(dir.path + "/m.json"));
       EXPECT_EQ(m["accuracy"].get<double>(), seed_of(summary, arm, seed)["accuracy"].get<double>())
@@ -97,8 +96,9 @@ TEST(EvalCommand, ReproducesTheRunsFinalEvaluationTabular) {
     }
   }
   // Greedy: the joint arm answers from its tables' argmax; an intermediate checkpoint evaluates too.
-  const Result greedy = crl({"eval", "--checkpoint", scenarios::checkpoint_path(out, "joint", 7, 320),
-                             "--split", "test", "--episodes", "50", "--seed", "3", "--out", dir.path + "/g.json"});
+  const Result greedy =
+      crl({"eval", "--checkpoint", scenarios::checkpoint_path(out, "joint", 7, 320), "--split", "test",
+           "--episodes", "50", "--seed", "3", "--out", dir.path + "/g.json"});
   ASSERT_EQ(greedy.code, 0) << greedy.err;
   const json g = json::parse(read_file(dir.path + "/g.json"));
   EXPECT_EQ(g["decoding"], "greedy");

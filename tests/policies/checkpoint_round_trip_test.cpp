@@ -9,6 +9,7 @@
 
 #include "engine/error.h"
 #include "engine/runner.h"
+#include "engine/sha256.h"
 #include "envs/registry.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
@@ -58,10 +59,22 @@ Budget budget(int64_t capacity, int64_t reserve, int64_t per_turn, int64_t summa
 
 std::vector<Case> cases() {
   return {
-      {"tabular", "tabular", {}, "memory_chain", {{"length", "8"}, {"reset_points", "3"}},
-       budget(256, 16, 4, 4, 1), 0.5, 0.2},
-      {"neural", "neural", {{"hidden", "16"}}, "synthetic", {{"view", "symbolic"}, {"split", "train"}},
-       budget(64, 16, 4, 6, 8), 0.02, 0.02},
+      {"tabular",
+       "tabular",
+       {},
+       "memory_chain",
+       {{"length", "8"}, {"reset_points", "3"}},
+       budget(256, 16, 4, 4, 1),
+       0.5,
+       0.2},
+      {"neural",
+       "neural",
+       {{"hidden", "16"}},
+       "synthetic",
+       {{"view", "symbolic"}, {"split", "train"}},
+       budget(64, 16, 4, 6, 8),
+       0.02,
+       0.02},
   };
 }
 
@@ -101,19 +114,20 @@ void train(const Case& c, Made& m, int64_t first, int batches) {
   }
 }
 
+// The SHA-256 of the saved state (readable when two differ).
 std::string state_bytes(const Trainable& t) {
   PolicyState state;
   t.save(state);
   std::string out;
   EXPECT_TRUE(state.SerializeToString(&out));
-  return out;
+  return Sha256().update(out).hex_digest();
 }
 
 std::string trajectories_hash(const Made& m, uint64_t seed) {
-  std::string out;
+  Sha256 all;
   for (const Trajectory& t : scenarios::collect_episodes(m.setup, *m.policy, seed, "eval-", 0, 24, Runner(2)))
-    out += t.hash();
-  return out;
+    all.update(t.hash());
+  return all.hex_digest();
 }
 
 TEST(CheckpointRoundTrip, EveryTrainablePolicyResumesBitForBit) {

@@ -131,7 +131,8 @@ TEST(CheckpointFile, LayoutAndListing) {
   EXPECT_EQ(checkpoint_path("out", "joint", 7, 64), "out/checkpoints/joint/seed-7/episode-0000000064.ckpt");
   EXPECT_EQ(checkpoint_folder("out", "a/b c", 7), "out/checkpoints/a%2Fb%20c/seed-7");
   EXPECT_EQ(checkpoint_folder("out", "..", 7), "out/checkpoints/%2E%2E/seed-7");
-  for (int64_t e : {32, 96, 64}) write_checkpoint(checkpoint_path(dir.path, "joint", 7, e), sample_checkpoint());
+  for (int64_t e : {32, 96, 64})
+    write_checkpoint(checkpoint_path(dir.path, "joint", 7, e), sample_checkpoint());
   write_file_atomic(checkpoint_folder(dir.path, "joint", 7) + "/episode-0000000128.ckpt.tmp.1", "partial");
   const auto files = list_checkpoints(checkpoint_folder(dir.path, "joint", 7));
   ASSERT_EQ(files.size(), 3u);

@@ -81,7 +81,9 @@ int finish(pid_t pid) {
   ::waitpid(pid, &status, 0);
   return status;
 }
-int run(const std::vector<std::string>& args, long kill_after = 0) { return finish(start(args, kill_after)); }
+int run(const std::vector<std::string>& args, long kill_after = 0) {
+  return finish(start(args, kill_after));
+}
 
 using FileSet = std::map<std::string, std::optional<std::string>>;
 FileSet outputs(const std::string& dir) {
@@ -206,8 +208,8 @@ TEST(OutputSet, StaleTemporariesOfDeadProcessesAreRemovedLiveOnesKept) {
   const pid_t dead = ::fork();
   if (dead == 0) ::_exit(0);
   finish(dead);  // reaped: the pid no longer exists
-  const std::string stale_file = dir.path + "/checkpoints/joint/seed-7/episode-0000000032.ckpt.tmp." +
-                                 std::to_string(dead);
+  const std::string stale_file =
+      dir.path + "/checkpoints/joint/seed-7/episode-0000000032.ckpt.tmp." + std::to_string(dead);
   const std::string stale_folder = dir.path + "/.staging." + std::to_string(dead);
   const std::string live_file = dir.path + "/summary.json.tmp." + std::to_string(::getppid());
   write_file_atomic(stale_file, "x");
