@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "engine/error.h"
 
@@ -74,8 +75,15 @@ bool process_gone(pid_t pid) {
 void write_file_durable(const std::string& path, const std::string& content) {
   const fs::path target(path);
   std::error_code ec;
+  // Folders this call creates are made durable too (each one's entry lives in its own parent).
+  std::vector<fs::path> created;
+  for (fs::path p = target.parent_path(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    created.push_back(p);
+    if (p == p.parent_path()) break;
+  }
   if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
   if (ec) throw Error(path, "", "cannot create the parent folder: " + ec.message());
+  for (const fs::path& folder : created) sync_path(parent_of(folder), true, path);
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(path, "", "cannot write file: " + errno_text());
