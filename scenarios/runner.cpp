@@ -104,8 +104,10 @@ bool restore(const std::string& folder, const std::string& scenario, const ArmCo
                     " (the scenario file changed since)" + again);
   }
   const auto& run = ck.run();
+  // A file with the right hash can still be hand-made: the loop must be able to continue from it.
   if (run.episodes_total() != total || run.episodes_done() < 0 || run.episodes_done() > total ||
-      run.curve_size() < 1) {
+      run.curve_size() < 1 || run.batches_done() < 0 || run.window_episodes() < 0 ||
+      (run.episodes_done() < total && run.next_point() <= run.episodes_done())) {
     throw Error(path, "run",
                 "inconsistent run state (" + std::to_string(run.episodes_done()) + " of " +
                     std::to_string(run.episodes_total()) + " episodes, " + std::to_string(run.curve_size()) +

@@ -211,5 +211,29 @@ TEST(CheckpointResume, ChangedScenarioIsRefusedButCheckpointEveryMayChange) {
   EXPECT_NO_THROW(read_checkpoint(newest));
 }
 
+TEST(CheckpointResume, HandMadeRunStatesAreRefused) {
+  ScenarioSpec spec = small_toy();
+  spec.arms.resize(1);
+  spec.seeds = {7};
+  TempDir dir;
+  RunOptions options;
+  options.checkpoint_dir = dir.path;
+  run_scenario(spec, options);
+  const std::string newest = checkpoint_path(dir.path, "joint", 7, 96);
+  std::filesystem::remove(newest);
+  const std::string path = checkpoint_path(dir.path, "joint", 7, 64);
+  auto ck = read_checkpoint(path);
+  ck.mutable_run()->set_next_point(64);  // a valid hash over a state the loop cannot continue from
+  write_checkpoint(path, ck);
+  options.resume = true;
+  try {
+    run_scenario(spec, options);
+    ADD_FAILURE() << "an inconsistent run state was resumed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inconsistent run state"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace crl::scenarios
