@@ -72,7 +72,13 @@ pid_t start(const std::vector<std::string>& args, long kill_after) {
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 1);
     ::dup2(null, 2);
-    ::_exit(cli::run_cli(args));
+    // Never return into gtest from the child, whatever happens.
+    int code = 100;
+    try {
+      code = cli::run_cli(args);
+    } catch (...) {
+    }
+    ::_exit(code);
   }
   return pid;
 }
