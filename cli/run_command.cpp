@@ -1,8 +1,11 @@
 // `crl run`: runs episodes of an environment with a policy and reports them.
-//  * `crl run SCENARIO --out DIR [--threads N] [--seeds 7,17]`: trains and evaluates every arm of a scenario
-//    file over its seeds and writes summary.json, curves.csv, curves.svg and report.md into DIR
-//    (scenarios/runner.h). A progress line goes to stderr when it is a terminal; otherwise the command is
-//    quiet apart from a short result on stdout.
+//  * `crl run SCENARIO --out DIR [--threads N] [--seeds 7,17] [--resume]`: trains and evaluates every arm of
+//    a scenario file over its seeds and writes summary.json, curves.csv, curves.svg and report.md into DIR as
+//    one set (scenarios/output_set.h), and checkpoints under DIR/checkpoints (scenarios/checkpoint.h) every
+//    training.checkpoint_every episodes and at the end. --resume continues every (arm, seed) from its newest
+//    checkpoint; the outputs are the bytes of an uninterrupted run (the report shows the command without
+//    --resume). Temporaries that killed runs left in DIR are removed. A progress line goes to stderr when it
+//    is a terminal; otherwise the command is quiet apart from a short result on stdout.
 //  * Without a scenario: the built-in demo, one memory-chain episode in the text view played by the
 //    memory-chain oracle, with its compactions printed as a readable trace.
 #include <unistd.h>
@@ -24,6 +27,7 @@
 #include "envs/registry.h"
 #include "policies/rollout.h"
 #include "scenarios/compaction_cost.h"
+#include "scenarios/output_set.h"
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
@@ -56,7 +60,8 @@ std::vector<uint64_t> parse_seeds(const std::vector<std::string>& items) {
 }
 
 int run_scenario_command(const std::string& path, std::string out_dir, int threads,
-                         const std::vector<std::string>& seed_items, const std::vector<std::string>& args) {
+                         const std::vector<std::string>& seed_items, bool resume,
+                         const std::vector<std::string>& args) {
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
   // A compaction-cost file (proto/compaction_cost.proto) is simulated, not trained: `crl simulate`.
   if (scenarios::is_compaction_cost(read_file(path))) {
@@ -69,6 +74,9 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
   options.threads = threads;
   options.seeds = parse_seeds(seed_items);
   if (out_dir.empty()) out_dir = "results/" + spec.name;
+  options.checkpoint_dir = out_dir;
+  options.resume = resume;
+  scenarios::remove_stale_temporaries(out_dir);
 
   // A progress line only on a terminal, redrawn in place at most every 100 ms.
   const bool terminal = isatty(fileno(stderr)) != 0;
@@ -91,9 +99,19 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (terminal) std::cerr << "\r\033[K" << std::flush;
 
+  // The report names the command without the options that cannot change the results (--resume, --threads),
+  // so that a resumed run, with any thread count, writes the bytes of an uninterrupted one.
   std::string command = "crl run";
-  for (const std::string& arg : args) command += " " + arg;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--resume" || args[i].rfind("--threads=", 0) == 0) continue;
+    if (args[i] == "--threads") {
+      ++i;
+      continue;
+    }
+    command += " " + args[i];
+  }
   scenarios::write_results(out_dir, spec, result, command);
+  scenarios::remove_stale_temporaries(out_dir);
 
   const std::vector<scenarios::GateResult> gates = scenarios::evaluate_gates(spec, result);
   for (const scenarios::ArmResult& arm : result.arms) {
@@ -113,7 +131,7 @@ int run_command(const std::vector<std::string>& args) {
   std::string scenario, out_path;
   std::vector<std::string> seeds;
   int episodes = 1, threads = 1;
-  bool trace = true, full = false;
+  bool trace = true, full = false, resume = false;
   po::options_description options;
   episode.add_to(options);
   options.add_options()("policy", po::value(&policy_name)->default_value(policy_name), "policy name")(
@@ -126,15 +144,19 @@ int run_command(const std::vector<std::string>& args) {
       "with a scenario: run these seeds instead (7,17,29)")("trace", po::value(&trace)->default_value(trace),
                                                             "print the first episode as a readable trace")(
       "full", po::bool_switch(&full), "print every run of tokens in the trace")(
+      "resume", po::bool_switch(&resume),
+      "with a scenario: continue every arm and seed from its newest checkpoint in --out")(
       "scenario", po::value(&scenario), "scenario file (protobuf text format)");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map vm;
   int exit_code = 0;
-  if (!parse_options("run", "[SCENARIO --out DIR [--threads N] [--seeds 7,17,29]] [options]", options,
-                     positional, args, vm, exit_code))
+  if (!parse_options("run", "[SCENARIO --out DIR [--threads N] [--seeds 7,17,29] [--resume]] [options]",
+                     options, positional, args, vm, exit_code))
     return exit_code;
-  if (!scenario.empty()) return run_scenario_command(scenario, out_path, threads, seeds, args);
+  if (!scenario.empty()) return run_scenario_command(scenario, out_path, threads, seeds, resume, args);
+  if (resume)
+    throw Error("option --resume", "", "needs a scenario file (crl run SCENARIO --out DIR --resume)");
   if (episodes < 1)
     throw Error("option --episodes", "", "value " + std::to_string(episodes) + " must be >= 1");
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");

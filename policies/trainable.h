@@ -3,13 +3,20 @@
 // the loop: it collects a batch with the policy frozen, computes the learner's advantages and returns once
 // (from the values recorded at sampling time), asks the learner's Schedule which updates run, and calls
 // train() for each of them in order, on one thread. A Trainable updates only its own parameters.
+//
+// Checkpoints (proto/checkpoint.proto, scenarios/checkpoint.h): save() writes the policy's whole learnable
+// state (parameters and optimizer state) and load() restores it, so that after load() the policy's next
+// actions and updates are bit-identical to those of the policy that was saved. The wrappers here write and
+// check the type and shape; a state of another type or shape is refused with both named.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/trajectory.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
 #include "learners/schedule.h"
+#include "proto/checkpoint.pb.h"
 
 namespace crl {
 
@@ -30,6 +37,26 @@ class Trainable {
   virtual void initialize(uint64_t seed) = 0;
   // One update of the kind step.kind (critic: the value parameters; actor: the policy parameters).
   virtual void train(const TrainStep& step) = 0;
+
+  // The registered policy name a state is saved under ("tabular", "neural").
+  virtual std::string state_type() const = 0;
+  // A readable description of the parameter shapes, e.g. "4 heads, 37 inputs, 64 hidden"; two states load
+  // into each other exactly when type and shape are equal.
+  virtual std::string shape() const = 0;
+  // Greedy decoding (the most probable candidate, the first on ties) instead of sampling from the request's
+  // stream; for evaluation (`crl eval`). Not part of the saved state; never call it while act() runs.
+  virtual void set_greedy(bool greedy) = 0;
+
+  // Writes type, shape and the state.
+  void save(proto::checkpoint::PolicyState& out) const;
+  // Restores a state written by save(). Throws crl::Error naming `where` (the file) when the type or shape
+  // differs (both named) or the state is inconsistent; the policy is unchanged then.
+  void load(const proto::checkpoint::PolicyState& state, const std::string& where);
+
+ protected:
+  virtual void do_save(proto::checkpoint::PolicyState& out) const = 0;
+  // Called only when type and shape match; must still check the sizes it reads (a hand-made file).
+  virtual void do_load(const proto::checkpoint::PolicyState& state, const std::string& where) = 0;
 };
 
 }  // namespace crl

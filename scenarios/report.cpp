@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/file_io.h"
 #include "engine/trace.h"
 #include "envs/registry.h"
+#include "scenarios/output_set.h"
 
 namespace crl::scenarios {
 
@@ -552,11 +551,11 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
 
 void write_results(const std::string& dir, const ScenarioSpec& spec, const ScenarioResult& result,
                    const std::string& command) {
-  const std::filesystem::path base(dir);
-  write_file_atomic((base / "summary.json").string(), format_summary_json(result));
-  write_file_atomic((base / "curves.csv").string(), format_curves_csv(result));
-  write_file_atomic((base / "curves.svg").string(), format_curves_svg(result));
-  write_file_atomic((base / "report.md").string(), format_report(spec, result, command));
+  // One set: a reader never finds a mix of two runs' files without the INCOMPLETE marker (output_set.h).
+  publish_files(dir, {{"summary.json", format_summary_json(result)},
+                      {"curves.csv", format_curves_csv(result)},
+                      {"curves.svg", format_curves_svg(result)},
+                      {"report.md", format_report(spec, result, command)}});
 }
 
 }  // namespace crl::scenarios

@@ -32,7 +32,8 @@ std::string format_curves_svg(const ScenarioResult& result);
 // `command` is the command line that produced the results, shown in the report.
 std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result, const std::string& command);
 
-// Writes the four files into `dir` (created if needed), each atomically.
+// Writes the four files into `dir` (created if needed) as one set (scenarios/output_set.h: staged, fsync'd,
+// renamed into place under an INCOMPLETE marker).
 void write_results(const std::string& dir, const ScenarioSpec& spec, const ScenarioResult& result,
                    const std::string& command);
 

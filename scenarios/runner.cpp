@@ -1,7 +1,10 @@
 #include "scenarios/runner.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include <algorithm>
 
+#include "engine/error.h"
 #include "engine/runner.h"
 #include "envs/registry.h"
 #include "envs/synthetic/metrics.h"
@@ -10,8 +13,8 @@
 #include "learners/learner.h"
 #include "learners/schedule.h"
 #include "policies/rollout.h"
-#include "policies/tabular/tabular_policy.h"
 #include "policies/trainable.h"
+#include "scenarios/checkpoint.h"
 
 namespace crl::scenarios {
 
@@ -19,6 +22,233 @@ namespace {
 
 using proto::scenario::LearnerConfig;
 using proto::scenario::Setup;
+
+// What every run of one arm shares: the training and evaluation episode setups (the same environment, codec
+// and budget; the evaluation's parameters have training.eval_env_params over the setup's).
+struct ArmContext {
+  const ArmSpec* arm = nullptr;
+  EpisodeSetup train;
+  EpisodeSetup eval;
+  const EnvSpec* env_spec = nullptr;
+  std::unique_ptr<Env> prototype;
+};
+
+double mean_reward(const std::vector<Trajectory>& trajectories) {
+  double total = 0.0;
+  for (const Trajectory& t : trajectories) total += t.reward;
+  return trajectories.empty() ? 0.0 : total / static_cast<double>(trajectories.size());
+}
+
+// Where one (arm, seed) run stands between two batches: everything the next batches depend on besides the
+// policy's own state (proto/checkpoint.proto RunState).
+struct LoopState {
+  int64_t done = 0;        // training episodes done (also the position in the run's random streams)
+  int64_t batches = 0;     // batches trained (the learner schedule's position)
+  int64_t next_point = 0;  // the next curve point
+  double window_reward = 0.0;
+  int64_t window_episodes = 0;
+};
+
+proto::checkpoint::Checkpoint make_checkpoint(const std::string& scenario, const ArmContext& c, uint64_t seed,
+                                              const Trainable& trainable, const LoopState& loop,
+                                              const std::vector<CurvePoint>& curve, int64_t total) {
+  proto::checkpoint::Checkpoint out;
+  out.set_scenario(scenario);
+  out.set_arm(c.arm->name);
+  out.set_seed(seed);
+  *out.mutable_setup() = c.arm->setup;
+  trainable.save(*out.mutable_policy());
+  auto* run = out.mutable_run();
+  run->set_episodes_done(loop.done);
+  run->set_batches_done(loop.batches);
+  run->set_next_point(loop.next_point);
+  run->set_window_reward(loop.window_reward);
+  run->set_window_episodes(loop.window_episodes);
+  run->set_episodes_total(total);
+  for (const CurvePoint& p : curve) {
+    auto* point = run->add_curve();
+    point->set_episode(p.episode);
+    point->set_train_reward(p.train_reward);
+    point->set_eval_accuracy(p.eval_accuracy);
+    point->set_eval_episodes(p.eval_episodes);
+  }
+  return out;
+}
+
+// The setup that decides a run's results: the arm's, without checkpoint_every (how often checkpoints are
+// written changes nothing else, so a run may resume with another value).
+Setup result_setup(Setup setup) {
+  setup.mutable_training()->clear_checkpoint_every();
+  return setup;
+}
+
+// Restores the newest checkpoint of the run from `folder`; false when there is none. Throws crl::Error when
+// the newest one is unreadable or belongs to another scenario, arm, seed or setup.
+bool restore(const std::string& folder, const std::string& scenario, const ArmContext& c, uint64_t seed,
+             Trainable& trainable, LoopState& loop, std::vector<CurvePoint>& curve, int64_t total) {
+  const std::vector<std::string> files = list_checkpoints(folder);
+  if (files.empty()) return false;
+  const std::string& path = files.front();
+  const proto::checkpoint::Checkpoint ck = read_checkpoint(path);
+  const std::string again = " (run without --resume to start over)";
+  if (ck.scenario() != scenario || ck.arm() != c.arm->name || ck.seed() != seed) {
+    throw Error(path, "",
+                "belongs to scenario " + quote(ck.scenario()) + ", arm " + quote(ck.arm()) + ", seed " +
+                    std::to_string(ck.seed()) + ", not to scenario " + quote(scenario) + ", arm " +
+                    quote(c.arm->name) + ", seed " + std::to_string(seed) + again);
+  }
+  if (!google::protobuf::util::MessageDifferencer::Equals(result_setup(ck.setup()),
+                                                          result_setup(c.arm->setup))) {
+    throw Error(path, "setup",
+                "was written for another setup of arm " + quote(c.arm->name) +
+                    " (the scenario file changed since)" + again);
+  }
+  const auto& run = ck.run();
+  // A file with the right hash can still be hand-made: the loop must be able to continue from it.
+  if (run.episodes_total() != total || run.episodes_done() < 0 || run.episodes_done() > total ||
+      run.curve_size() < 1 || run.batches_done() < 0 || run.window_episodes() < 0 ||
+      (run.episodes_done() < total && run.next_point() <= run.episodes_done())) {
+    throw Error(path, "run",
+                "inconsistent run state (" + std::to_string(run.episodes_done()) + " of " +
+                    std::to_string(run.episodes_total()) + " episodes, " + std::to_string(run.curve_size()) +
+                    " curve points)");
+  }
+  trainable.load(ck.policy(), path);
+  loop.done = run.episodes_done();
+  loop.batches = run.batches_done();
+  loop.next_point = run.next_point();
+  loop.window_reward = run.window_reward();
+  loop.window_episodes = run.window_episodes();
+  curve.clear();
+  for (const auto& p : run.curve()) {
+    curve.push_back(CurvePoint{p.episode(), p.train_reward(), p.eval_accuracy(), p.eval_episodes()});
+  }
+  return true;
+}
+
+SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t seed, const RunOptions& options,
+                   const Runner& runner) {
+  const Setup& s = c.arm->setup;
+  const auto& training = s.training();
+  const LearnerConfig& l = s.learner();
+  const std::unique_ptr<Policy> policy =
+      make_policy(s.policy().name(), policy_params(s), PolicyTarget{c.env_spec, c.train.codec},
+                  "arm " + quote(c.arm->name));
+  // A Trainable policy (tabular, neural) trains itself; any other registered policy is evaluated as it is.
+  Trainable* trainable = dynamic_cast<Trainable*>(policy.get());
+  if (trainable != nullptr) trainable->initialize(seed);
+  const learners::Learner learner(learner_options(l), learners::Backend::kCpu);
+  const learners::Schedule schedule(schedule_options(l));
+
+  SeedResult result;
+  result.seed = seed;
+  result.episodes = training.episodes();
+  result.eval_episodes = training.eval_episodes();
+  const int64_t curve_eval =
+      training.curve_eval_episodes() > 0 ? training.curve_eval_episodes() : training.eval_episodes();
+
+  auto evaluate = [&](int64_t count, std::vector<Trajectory>* keep) {
+    std::vector<Trajectory> eval = collect_episodes(c.eval, *policy, seed, "eval-", 0, count, runner);
+    const double accuracy = mean_reward(eval);
+    if (keep != nullptr) *keep = std::move(eval);
+    return accuracy;
+  };
+
+  // Checkpoints only for policies with a state; a fresh run first removes the older ones of this run, so
+  // that --resume never finds checkpoints of an earlier, different run.
+  const std::string folder = options.checkpoint_dir.empty() || trainable == nullptr
+                                 ? std::string()
+                                 : checkpoint_folder(options.checkpoint_dir, c.arm->name, seed);
+  const int64_t total = training.episodes(), every = training.checkpoint_every();
+  LoopState loop;
+  loop.next_point = training.eval_interval();
+  bool resumed = false;
+  if (!folder.empty()) {
+    if (options.resume) {
+      resumed = restore(folder, scenario, c, seed, *trainable, loop, result.curve, total);
+    } else {
+      remove_checkpoints(folder);
+    }
+  }
+  auto save = [&] {
+    if (folder.empty()) return;
+    write_checkpoint(checkpoint_path(options.checkpoint_dir, c.arm->name, seed, loop.done),
+                     make_checkpoint(scenario, c, seed, *trainable, loop, result.curve, total));
+  };
+  int64_t next_checkpoint = every > 0 ? (loop.done / every + 1) * every : std::numeric_limits<int64_t>::max();
+
+  std::vector<Trajectory> final_eval;
+  bool have_final_eval = false;
+  if (!resumed) {
+    CurvePoint start;
+    start.episode = 0;
+    start.eval_episodes = total == 0 ? training.eval_episodes() : curve_eval;
+    start.eval_accuracy = evaluate(start.eval_episodes, total == 0 ? &final_eval : nullptr);
+    have_final_eval = total == 0;
+    result.curve.push_back(start);
+  }
+
+  while (loop.done < total) {
+    // A batch never straddles a curve point, so the points fall exactly on multiples of eval_interval.
+    const int64_t count = std::min({training.batch_size(), total - loop.done, loop.next_point - loop.done});
+    const std::vector<Trajectory> batch =
+        collect_episodes(c.train, *policy, seed, "train-", loop.done, count, runner);
+    for (const Trajectory& t : batch) loop.window_reward += t.reward;
+    loop.window_episodes += count;
+    if (trainable != nullptr) {
+      // Advantages and returns once per batch, from the values recorded at sampling time (spec 1.4); then
+      // the schedule's updates in order (critic warm-up, then critic x ratio and the actor).
+      const learners::Batch flat = learners::make_batch(batch);
+      const learners::Advantages targets = learner.advantages(flat);
+      for (const learners::UpdateKind kind : schedule.updates(loop.batches, flat)) {
+        trainable->train(TrainStep{&batch, &flat, &targets, &learner, kind, l.actor_lr(), l.critic_lr()});
+      }
+    }
+    loop.done += count;
+    ++loop.batches;
+    if (options.progress) {
+      options.progress(Progress{
+          &c.arm->name, seed, loop.done, total,
+          loop.window_episodes > 0 ? loop.window_reward / static_cast<double>(loop.window_episodes) : 0.0});
+    }
+    if (loop.done >= loop.next_point || loop.done == total) {
+      CurvePoint point;
+      point.episode = loop.done;
+      point.train_reward = loop.window_reward / static_cast<double>(loop.window_episodes);
+      const bool final_point = loop.done == total;
+      point.eval_episodes = final_point ? training.eval_episodes() : curve_eval;
+      point.eval_accuracy = evaluate(point.eval_episodes, final_point ? &final_eval : nullptr);
+      have_final_eval = final_point;
+      result.curve.push_back(point);
+      loop.window_reward = 0.0;
+      loop.window_episodes = 0;
+      while (loop.next_point <= loop.done) loop.next_point += training.eval_interval();
+    }
+    // Intermediate checkpoints after the first batch that reaches each multiple of checkpoint_every (the
+    // batches are never cut for them); the final one follows the loop.
+    if (loop.done >= next_checkpoint && loop.done < total) {
+      save();
+      while (next_checkpoint <= loop.done) next_checkpoint += every;
+    }
+  }
+  if (!resumed || have_final_eval) save();  // resumed from the final checkpoint: it is already there
+  // Resumed from the final checkpoint: the final evaluation is a pure function of the policy and the seed,
+  // so running it again gives the episodes the uninterrupted run evaluated.
+  if (!have_final_eval) evaluate(training.eval_episodes(), &final_eval);
+  result.accuracy = result.curve.back().eval_accuracy;
+  result.types = type_breakdown(c.eval, final_eval);
+  for (const Trajectory& t : final_eval) {
+    if (t.reward > 0.0) {
+      result.has_example = true;
+      result.example = t;
+      result.example_factors = learner.advantages(learners::make_batch({t})).factor;
+      break;
+    }
+  }
+  return result;
+}
+
+}  // namespace
 
 Budget budget_of(const Setup& s) {
   Budget b;
@@ -31,80 +261,33 @@ Budget budget_of(const Setup& s) {
   return b;
 }
 
-// What every run of one arm shares: the environment's name and parameters, the codec and the budget.
-struct ArmContext {
-  const ArmSpec* arm = nullptr;
-  std::map<std::string, std::string> env_params;
-  std::map<std::string, std::string> eval_env_params;  // env_params with training.eval_env_params over them
-  std::shared_ptr<const Codec> codec;
-  const EnvSpec* env_spec = nullptr;
-  std::unique_ptr<Env> prototype;
-  Budget budget;
-};
-
-std::vector<Trajectory> collect(const ArmContext& c, const Policy& policy, uint64_t seed,
-                                const std::string& prefix, int64_t first, int64_t count,
-                                const Runner& runner) {
+std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy& policy, uint64_t seed,
+                                         const std::string& prefix, int64_t first, int64_t count,
+                                         const Runner& runner) {
   RolloutSpec spec;
   spec.count = static_cast<size_t>(count);
   // Groups only decide which thread drives which episodes; results do not depend on them.
   spec.group_size = std::max<size_t>(8, (spec.count + runner.threads() - 1) / runner.threads());
+  const std::string split = prefix == "train-" ? "train" : "test";
   spec.make_episode = [&](size_t i) {
     EpisodeConfig config;
-    config.budget = c.budget;
+    config.budget = setup.budget;
     config.seed = seed;
     config.group_index = first + static_cast<int64_t>(i);
-    const bool eval = prefix == "eval-";
-    auto episode = std::make_unique<Episode>(
-        make_env(c.arm->setup.env().name(), eval ? c.eval_env_params : c.env_params), c.codec,
-        std::move(config));
+    auto episode =
+        std::make_unique<Episode>(make_env(setup.env, setup.params), setup.codec, std::move(config));
     const uint64_t index = static_cast<uint64_t>(first) + i;
     // Training and evaluation run more episodes than a split holds tasks: they cycle through it by design.
-    episode->start(Task{prefix + std::to_string(index), index, eval ? "test" : "train", /*cycle=*/true});
+    episode->start(Task{prefix + std::to_string(index), index, split, /*cycle=*/true});
     return episode;
   };
   return run_rollouts(spec, policy, runner);
 }
 
-double mean_reward(const std::vector<Trajectory>& trajectories) {
-  double total = 0.0;
-  for (const Trajectory& t : trajectories) total += t.reward;
-  return trajectories.empty() ? 0.0 : total / static_cast<double>(trajectories.size());
-}
-
-// The tabular policy as a Trainable: each pass is plain SGD over the batch's trainable tokens in index order
-// (trajectories, segments, positions), on the learner's advantages (actor) or returns (critic).
-class TabularTrainer final : public Trainable {
- public:
-  explicit TabularTrainer(TabularPolicy& policy) : policy_(policy) {}
-  void initialize(uint64_t /*seed: the tables start at zero*/) override {}
-  void train(const TrainStep& step) override {
-    size_t token = 0;
-    const bool actor_pass = step.kind == learners::UpdateKind::kActor;
-    for (const Trajectory& t : *step.trajectories) {
-      for (const Segment& seg : t.segments) {
-        for (size_t i = 0; i < seg.response_ids.size(); ++i, ++token) {
-          const bool actor = seg.actor_mask[i] != 0, critic = seg.critic_mask[i] != 0;
-          if (actor_pass && actor) {
-            policy_.actor_step(policy_.cell(seg, i), step.targets->advantages[token], step.actor_lr);
-          } else if (!actor_pass && critic) {
-            policy_.critic_step(policy_.cell(seg, i), step.targets->returns[token], step.critic_lr);
-          }
-        }
-      }
-    }
-  }
-
- private:
-  TabularPolicy& policy_;
-};
-
-// Per task type exact match and summary metrics of the final evaluation, for environments with typed tasks
-// (the synthetic suite in the symbolic view); empty for the others.
-std::vector<TypeResult> type_breakdown(const ArmContext& c, const std::vector<Trajectory>& eval) {
+std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& eval) {
   std::vector<TypeResult> out;
-  if (c.arm->setup.env().name() != "synthetic" || c.codec->view_name() != "symbolic") return out;
-  const Params p = Params::resolve(env_registry().entry("synthetic").params, c.eval_env_params, "evaluation");
+  if (setup.env != "synthetic" || setup.codec->view_name() != "symbolic") return out;
+  const Params p = Params::resolve(env_registry().entry("synthetic").params, setup.params, "evaluation");
   const auto tasks = envs::synthetic::shared_task_set(p.get_string("source"), p.get_string("data_dir"),
                                                       p.get_string("namespace"), p.get_string("split"));
   envs::synthetic::MetricsTable table;
@@ -130,100 +313,6 @@ std::vector<TypeResult> type_breakdown(const ArmContext& c, const std::vector<Tr
   }
   return out;
 }
-
-SeedResult run_one(const ArmContext& c, uint64_t seed, const RunOptions& options, const Runner& runner) {
-  const Setup& s = c.arm->setup;
-  const auto& training = s.training();
-  const LearnerConfig& l = s.learner();
-  const std::unique_ptr<Policy> policy = make_policy(
-      s.policy().name(), policy_params(s), PolicyTarget{c.env_spec, c.codec}, "arm " + quote(c.arm->name));
-  // A Trainable policy (neural) trains itself; the tabular policy through its adapter; any other registered
-  // policy is evaluated as it is.
-  Trainable* trainable = dynamic_cast<Trainable*>(policy.get());
-  std::unique_ptr<TabularTrainer> tabular;
-  if (trainable == nullptr) {
-    if (auto* table = dynamic_cast<TabularPolicy*>(policy.get())) {
-      tabular = std::make_unique<TabularTrainer>(*table);
-      trainable = tabular.get();
-    }
-  }
-  if (trainable != nullptr) trainable->initialize(seed);
-  const learners::Learner learner(learner_options(l), learners::Backend::kCpu);
-  const learners::Schedule schedule(schedule_options(l));
-
-  SeedResult result;
-  result.seed = seed;
-  result.episodes = training.episodes();
-  result.eval_episodes = training.eval_episodes();
-  const int64_t curve_eval =
-      training.curve_eval_episodes() > 0 ? training.curve_eval_episodes() : training.eval_episodes();
-
-  auto evaluate = [&](int64_t count, std::vector<Trajectory>* keep) {
-    std::vector<Trajectory> eval = collect(c, *policy, seed, "eval-", 0, count, runner);
-    const double accuracy = mean_reward(eval);
-    if (keep != nullptr) *keep = std::move(eval);
-    return accuracy;
-  };
-
-  CurvePoint start;
-  start.episode = 0;
-  start.eval_episodes = training.episodes() == 0 ? training.eval_episodes() : curve_eval;
-  std::vector<Trajectory> final_eval;
-  start.eval_accuracy = evaluate(start.eval_episodes, training.episodes() == 0 ? &final_eval : nullptr);
-  result.curve.push_back(start);
-
-  int64_t done = 0, batches = 0, next_point = training.eval_interval();
-  double window_reward = 0.0;
-  int64_t window_episodes = 0;
-  while (done < training.episodes()) {
-    // A batch never straddles a curve point, so the points fall exactly on multiples of eval_interval.
-    const int64_t count = std::min({training.batch_size(), training.episodes() - done, next_point - done});
-    const std::vector<Trajectory> batch = collect(c, *policy, seed, "train-", done, count, runner);
-    for (const Trajectory& t : batch) window_reward += t.reward;
-    window_episodes += count;
-    if (trainable != nullptr) {
-      // Advantages and returns once per batch, from the values recorded at sampling time (spec 1.4); then
-      // the schedule's updates in order (critic warm-up, then critic x ratio and the actor).
-      const learners::Batch flat = learners::make_batch(batch);
-      const learners::Advantages targets = learner.advantages(flat);
-      for (const learners::UpdateKind kind : schedule.updates(batches, flat)) {
-        trainable->train(TrainStep{&batch, &flat, &targets, &learner, kind, l.actor_lr(), l.critic_lr()});
-      }
-    }
-    done += count;
-    ++batches;
-    if (options.progress) {
-      options.progress(
-          Progress{&c.arm->name, seed, done, training.episodes(),
-                   window_episodes > 0 ? window_reward / static_cast<double>(window_episodes) : 0.0});
-    }
-    if (done >= next_point || done == training.episodes()) {
-      CurvePoint point;
-      point.episode = done;
-      point.train_reward = window_reward / static_cast<double>(window_episodes);
-      const bool final_point = done == training.episodes();
-      point.eval_episodes = final_point ? training.eval_episodes() : curve_eval;
-      point.eval_accuracy = evaluate(point.eval_episodes, final_point ? &final_eval : nullptr);
-      result.curve.push_back(point);
-      window_reward = 0.0;
-      window_episodes = 0;
-      while (next_point <= done) next_point += training.eval_interval();
-    }
-  }
-  result.accuracy = result.curve.back().eval_accuracy;
-  result.types = type_breakdown(c, final_eval);
-  for (const Trajectory& t : final_eval) {
-    if (t.reward > 0.0) {
-      result.has_example = true;
-      result.example = t;
-      result.example_factors = learner.advantages(learners::make_batch({t})).factor;
-      break;
-    }
-  }
-  return result;
-}
-
-}  // namespace
 
 learners::LearnerOptions learner_options(const LearnerConfig& l) {
   learners::LearnerOptions o;
@@ -255,26 +344,27 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
   for (const ArmSpec& arm : spec.arms) {
     ArmContext c;
     c.arm = &arm;
-    c.env_params = env_params(arm.setup);
-    c.eval_env_params = c.env_params;
-    for (const auto& [k, v] : arm.setup.training().eval_env_params()) c.eval_env_params[k] = v;
-    c.prototype = make_env(arm.setup.env().name(), c.env_params, "arm " + quote(arm.name));
+    c.train.env = arm.setup.env().name();
+    c.train.params = env_params(arm.setup);
+    c.prototype = make_env(arm.setup.env().name(), c.train.params, "arm " + quote(arm.name));
     c.env_spec = &c.prototype->spec();
-    c.codec = make_codec(arm.setup.view(), *c.env_spec);
-    c.budget = budget_of(arm.setup);
+    c.train.codec = make_codec(arm.setup.view(), *c.env_spec);
+    c.train.budget = budget_of(arm.setup);
+    c.eval = c.train;
+    for (const auto& [k, v] : arm.setup.training().eval_env_params()) c.eval.params[k] = v;
 
     ArmResult result;
     result.name = arm.name;
     result.description = arm.description;
-    result.codec = c.codec;
-    const Params resolved = Params::resolve(env_registry().entry(arm.setup.env().name()).params, c.env_params,
-                                            "arm " + quote(arm.name));
+    result.codec = c.train.codec;
+    const Params resolved = Params::resolve(env_registry().entry(arm.setup.env().name()).params,
+                                            c.train.params, "arm " + quote(arm.name));
     if (resolved.values().count("fact_arity")) {
       result.chance = 1.0 / static_cast<double>(resolved.get_int("fact_arity"));
     }
     double total = 0.0;
     for (uint64_t seed : seeds) {
-      result.seeds.push_back(run_one(c, seed, options, runner));
+      result.seeds.push_back(run_one(spec.name, c, seed, options, runner));
       total += result.seeds.back().accuracy;
     }
     result.mean_accuracy = total / static_cast<double>(result.seeds.size());

@@ -13,25 +13,32 @@
 //     every `eval_interval` episodes, evaluate on tasks "eval-<i>" (sampled, as in training) -> a curve
 //     point.
 //   the final accuracy: the mean reward over `eval_episodes` held-out episodes.
-// A policy learns when it is a Trainable (policies/trainable.h: the neural policy) or the tabular policy
-// (through an adapter: plain SGD per token); the runner calls initialize(seed) and then train() once per
-// update the schedule asks for. Other policies are evaluated as they are.
-// Environment parameters of evaluation episodes may differ (training.eval_env_params, e.g. split: dev).
-// For the synthetic suite in the symbolic view the final evaluation is also broken down per task type
-// (exact match and summary metrics, envs/synthetic/metrics.h).
-// Why the result cannot depend on the thread count: episodes only read their own streams and the policy
-// snapshot; the updates run on one thread in index order.
+// A policy learns when it is a Trainable (policies/trainable.h: the tabular and the neural policy); the
+// runner calls initialize(seed) and then train() once per update the schedule asks for. Other policies are
+// evaluated as they are. Checkpoints and resume (RunOptions::checkpoint_dir, resume): a checkpoint holds the
+// policy's state and the loop's position (episodes and batches done, the curve so far, the reward window of
+// the next point), taken between batches. Random streams are counter-based, keyed by the episode index, so
+// nothing else shapes the later episodes and a resumed run continues bit for bit. The final evaluation's
+// episodes are evaluated again when a run resumes from its final checkpoint (a pure function of the policy
+// and the seed). Environment parameters of evaluation episodes may differ (training.eval_env_params, e.g.
+// split: dev). For the synthetic suite in the symbolic view the final evaluation is also broken down per task
+// type (exact match and summary metrics, envs/synthetic/metrics.h). Why the result cannot depend on the
+// thread count: episodes only read their own streams and the policy snapshot; the updates run on one thread
+// in index order.
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/runner.h"
 #include "engine/trajectory.h"
 #include "envs/codec.h"
 #include "learners/options.h"
 #include "learners/schedule.h"
+#include "policies/policy.h"
 #include "scenarios/scenario.h"
 
 namespace crl::scenarios {
@@ -98,9 +105,35 @@ struct RunOptions {
   int threads = 1;
   std::vector<uint64_t> seeds;                    // non-empty: replaces the scenario's seeds
   std::function<void(const Progress&)> progress;  // called after every batch (may be empty)
+  // Non-empty: each (arm, seed) run of a trainable policy writes checkpoints under this folder
+  // (scenarios/checkpoint.h layout) every training.checkpoint_every episodes and at the end. A run that does
+  // not resume first removes the older checkpoints of its (arm, seed).
+  std::string checkpoint_dir;
+  // With checkpoint_dir: each (arm, seed) run continues from its newest checkpoint there (from the start when
+  // it has none). The results are the bytes an uninterrupted run gives.
+  bool resume = false;
 };
 
 ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options);
+
+// The episodes of a run, shared by the runner and `crl eval` (so that both evaluate the same episodes):
+// episode i of collect_episodes is task "<prefix><first + i>" (split "train" for the prefix "train-", else
+// "test"), group index first + i, its random streams keyed by `seed`; the trajectories in index order, the
+// same for any thread count. A run trains on "train-<i>" and evaluates on "eval-<i>" from 0.
+struct EpisodeSetup {
+  std::string env;                            // a registered environment
+  std::map<std::string, std::string> params;  // its parameters
+  std::shared_ptr<const Codec> codec;
+  Budget budget;
+};
+std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy& policy, uint64_t seed,
+                                         const std::string& prefix, int64_t first, int64_t count,
+                                         const Runner& runner);
+// Per task type exact match and summary metrics of evaluation episodes, for environments with typed tasks
+// (the synthetic suite in the symbolic view); empty for the others.
+std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& episodes);
+// The context budget of a setup.
+Budget budget_of(const proto::scenario::Setup& setup);
 
 // The learner's options and schedule for a scenario's learner block (the learning rates stay with the policy
 // updates).

@@ -166,6 +166,7 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   if (t.eval_episodes() < 1) at.fail(arm, {"training", "eval_episodes"}, "must be >= 1");
   if (t.eval_interval() < 1) at.fail(arm, {"training", "eval_interval"}, "must be >= 1");
   if (t.curve_eval_episodes() < 0) at.fail(arm, {"training", "curve_eval_episodes"}, "must be >= 0");
+  if (t.checkpoint_every() < 0) at.fail(arm, {"training", "checkpoint_every"}, "must be >= 0");
 }
 
 }  // namespace

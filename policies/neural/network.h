@@ -90,6 +90,16 @@ class Adam {
   void reset();
   void step(std::vector<float>& params, std::span<const float> gradients, double lr);
   int64_t steps() const { return t_; }
+  // The moment estimates (for checkpoints): size end - begin each.
+  const std::vector<float>& first_moment() const { return m_; }
+  const std::vector<float>& second_moment() const { return v_; }
+  int64_t size() const { return end_ - begin_; }
+  // Restores a saved state; the sizes must be size() (the caller checks them).
+  void restore(int64_t steps, std::vector<float> m, std::vector<float> v) {
+    t_ = steps;
+    m_ = std::move(m);
+    v_ = std::move(v);
+  }
 
  private:
   int64_t begin_ = 0, end_ = 0;

@@ -83,7 +83,12 @@ Decision NeuralPolicy::decide(const Request& request) const {
   float value = 0.0f;
   auto sample = [&](const Network& net) {
     net.score(rows, scores, value);
-    const int k = rng.categorical(scores);
+    int k = 0;
+    if (greedy_) {
+      for (size_t j = 1; j < scores.size(); ++j) k = scores[j] > scores[k] ? static_cast<int>(j) : k;
+    } else {
+      k = rng.categorical(scores);
+    }
     d.tokens.push_back(candidates[k].token);
     d.logprobs.push_back(static_cast<float>(scores[k] - log_sum_exp(scores)));
     d.values.push_back(value);
@@ -237,6 +242,62 @@ void NeuralPolicy::train(const TrainStep& step) {
     } else {
       critic_adam_[r].step(networks_[r].parameters(), grad, step.critic_lr);
     }
+  }
+}
+
+std::string NeuralPolicy::shape() const {
+  return std::to_string(kHeads) + " heads, " + std::to_string(featurizer_.inputs()) + " inputs, " +
+         std::to_string(config_.hidden) + " hidden";
+}
+
+void NeuralPolicy::do_save(proto::checkpoint::PolicyState& out) const {
+  auto* n = out.mutable_neural();
+  n->set_inputs(featurizer_.inputs());
+  n->set_hidden(config_.hidden);
+  auto save_adam = [](const Adam& adam, proto::checkpoint::AdamState* a) {
+    a->set_steps(adam.steps());
+    a->mutable_m()->Add(adam.first_moment().begin(), adam.first_moment().end());
+    a->mutable_v()->Add(adam.second_moment().begin(), adam.second_moment().end());
+  };
+  for (int r = 0; r < kHeads; ++r) {
+    auto* head = n->add_head();
+    const std::vector<float>& p = networks_[r].parameters();
+    head->mutable_parameters()->Add(p.begin(), p.end());
+    save_adam(actor_adam_[r], head->mutable_actor_adam());
+    save_adam(critic_adam_[r], head->mutable_critic_adam());
+  }
+}
+
+void NeuralPolicy::do_load(const proto::checkpoint::PolicyState& state, const std::string& where) {
+  const auto& n = state.neural();
+  auto fail = [&](const std::string& field, const std::string& what) {
+    throw Error(where, "policy.neural." + field, what);
+  };
+  if (!state.has_neural() || n.head_size() != kHeads) {
+    fail("head", std::to_string(n.head_size()) + " heads, expected " + std::to_string(kHeads));
+  }
+  auto check = [&](int64_t got, int64_t expected, const std::string& field) {
+    if (got != expected) fail(field, std::to_string(got) + " values, expected " + std::to_string(expected));
+  };
+  // Check everything first, so that a bad file leaves the policy as it was.
+  for (int r = 0; r < kHeads; ++r) {
+    const auto& h = n.head(r);
+    const std::string at = "head[" + std::to_string(r) + "].";
+    check(h.parameters_size(), networks_[r].shape().size(), at + "parameters");
+    check(h.actor_adam().m_size(), actor_adam_[r].size(), at + "actor_adam.m");
+    check(h.actor_adam().v_size(), actor_adam_[r].size(), at + "actor_adam.v");
+    check(h.critic_adam().m_size(), critic_adam_[r].size(), at + "critic_adam.m");
+    check(h.critic_adam().v_size(), critic_adam_[r].size(), at + "critic_adam.v");
+  }
+  auto load_adam = [](const proto::checkpoint::AdamState& a, Adam& adam) {
+    adam.restore(a.steps(), std::vector<float>(a.m().begin(), a.m().end()),
+                 std::vector<float>(a.v().begin(), a.v().end()));
+  };
+  for (int r = 0; r < kHeads; ++r) {
+    const auto& h = n.head(r);
+    networks_[r].parameters().assign(h.parameters().begin(), h.parameters().end());
+    load_adam(h.actor_adam(), actor_adam_[r]);
+    load_adam(h.critic_adam(), critic_adam_[r]);
   }
 }
 

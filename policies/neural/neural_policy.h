@@ -69,6 +69,10 @@ class NeuralPolicy final : public Policy, public Trainable {
 
   void initialize(uint64_t seed) override;
   void train(const TrainStep& step) override;
+  std::string state_type() const override { return "neural"; }
+  // "4 heads, I inputs, H hidden" (the featurizer's inputs depend on the environment's vocabulary).
+  std::string shape() const override;
+  void set_greedy(bool greedy) override { greedy_ = greedy; }
 
   // The decisions behind the trainable tokens of `trajectories` (in batch token order).
   TrainingDecisions decisions(const std::vector<Trajectory>& trajectories) const;
@@ -85,8 +89,12 @@ class NeuralPolicy final : public Policy, public Trainable {
 
  private:
   Decision decide(const Request& request) const;
+  // The checkpointed state: every head's parameters and both Adam states (floats, exact bits).
+  void do_save(proto::checkpoint::PolicyState& out) const override;
+  void do_load(const proto::checkpoint::PolicyState& state, const std::string& where) override;
 
   NeuralConfig config_;
+  bool greedy_ = false;
   Featurizer featurizer_;
   std::array<Network, kHeads> networks_;
   std::array<Adam, kHeads> actor_adam_, critic_adam_;

@@ -90,8 +90,13 @@ std::string TabularPolicy::memory_name(int memory) const {
 
 Decision TabularPolicy::sample(Role role, int memory, const StreamKey& stream) const {
   const double* row = logits(role, memory);
-  Rng rng(stream);
-  const int action = rng.categorical(row, actions(role));
+  int action = 0;
+  if (greedy_) {
+    for (int a = 1; a < actions(role); ++a) action = row[a] > row[action] ? a : action;
+  } else {
+    Rng rng(stream);
+    action = rng.categorical(row, actions(role));
+  }
   Decision decision;
   decision.tokens = {action_token(role, action)};
   decision.logprobs = {static_cast<float>(log_softmax_at(row, actions(role), action))};
@@ -152,6 +157,67 @@ void TabularPolicy::actor_step(const TabularCell& c, double advantage, double lr
 void TabularPolicy::critic_step(const TabularCell& c, double target, double lr) {
   double& v = values_[role_index(c.role)][c.memory];
   v += lr * (target - v);
+}
+
+void TabularPolicy::initialize(uint64_t /*seed: the tables start at zero*/) {
+  for (Role role : {Role::kExecute, Role::kSummarize}) {
+    std::fill(logits_[role_index(role)].begin(), logits_[role_index(role)].end(), 0.0);
+    std::fill(values_[role_index(role)].begin(), values_[role_index(role)].end(), 0.0);
+  }
+}
+
+void TabularPolicy::train(const TrainStep& step) {
+  size_t token = 0;
+  const bool actor_pass = step.kind == learners::UpdateKind::kActor;
+  for (const Trajectory& t : *step.trajectories) {
+    for (const Segment& seg : t.segments) {
+      for (size_t i = 0; i < seg.response_ids.size(); ++i, ++token) {
+        const bool actor = seg.actor_mask[i] != 0, critic = seg.critic_mask[i] != 0;
+        if (actor_pass && actor) {
+          actor_step(cell(seg, i), step.targets->advantages[token], step.actor_lr);
+        } else if (!actor_pass && critic) {
+          critic_step(cell(seg, i), step.targets->returns[token], step.critic_lr);
+        }
+      }
+    }
+  }
+}
+
+std::string TabularPolicy::shape() const {
+  const int m = memory_states();
+  return "arity " + std::to_string(arity_) + ": execute " + std::to_string(m) + "x" +
+         std::to_string(actions(Role::kExecute)) + ", summarize " + std::to_string(m) + "x" +
+         std::to_string(actions(Role::kSummarize));
+}
+
+void TabularPolicy::do_save(proto::checkpoint::PolicyState& out) const {
+  auto* t = out.mutable_tabular();
+  t->set_arity(arity_);
+  t->mutable_execute_logits()->Add(logits_[0].begin(), logits_[0].end());
+  t->mutable_summarize_logits()->Add(logits_[1].begin(), logits_[1].end());
+  t->mutable_execute_values()->Add(values_[0].begin(), values_[0].end());
+  t->mutable_summarize_values()->Add(values_[1].begin(), values_[1].end());
+}
+
+void TabularPolicy::do_load(const proto::checkpoint::PolicyState& state, const std::string& where) {
+  const auto& t = state.tabular();
+  auto check = [&](const auto& field, size_t expected, const char* name) {
+    if (static_cast<size_t>(field.size()) != expected) {
+      throw Error(where, std::string("policy.tabular.") + name,
+                  std::to_string(field.size()) + " entries, expected " + std::to_string(expected));
+    }
+  };
+  if (!state.has_tabular() || t.arity() != arity_) {
+    throw Error(where, "policy.tabular", "no tabular state of arity " + std::to_string(arity_));
+  }
+  check(t.execute_logits(), logits_[0].size(), "execute_logits");
+  check(t.summarize_logits(), logits_[1].size(), "summarize_logits");
+  check(t.execute_values(), values_[0].size(), "execute_values");
+  check(t.summarize_values(), values_[1].size(), "summarize_values");
+  logits_[0].assign(t.execute_logits().begin(), t.execute_logits().end());
+  logits_[1].assign(t.summarize_logits().begin(), t.summarize_logits().end());
+  values_[0].assign(t.execute_values().begin(), t.execute_values().end());
+  values_[1].assign(t.summarize_values().begin(), t.summarize_values().end());
 }
 
 namespace {

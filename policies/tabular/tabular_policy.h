@@ -15,9 +15,10 @@
 // logits. Each sampled token carries its log-probability and the critic value V(role, m).
 //
 // Learning happens between batches, never inside act(): the scenario runner computes the learner's
-// advantages and returns for a batch of trajectories and then calls actor_step() / critic_step() for each
-// trainable token in index order (plain SGD on the logits and values). In frozen-summary mode the summary
-// logits never change, so pi_S stays uniform (the control arm of spec 2); the critic still learns.
+// advantages and returns for a batch of trajectories and then calls train() (policies/trainable.h), which
+// calls actor_step() / critic_step() for each trainable token in index order (plain SGD on the logits and
+// values). In frozen-summary mode the summary logits never change, so pi_S stays uniform (the control arm of
+// spec 2); the critic still learns. The checkpointed state is the four tables (doubles, exact bits).
 #include <memory>
 #include <span>
 #include <string>
@@ -25,6 +26,7 @@
 
 #include "engine/trajectory.h"
 #include "policies/policy.h"
+#include "policies/trainable.h"
 
 namespace crl {
 
@@ -40,7 +42,7 @@ struct TabularCell {
   int action = 0;
 };
 
-class TabularPolicy final : public Policy {
+class TabularPolicy final : public Policy, public Trainable {
  public:
   // Throws crl::Error when `target` is not a symbolic view of an environment with the memory-chain
   // vocabulary (FACT, RESUME, QUERY, CONTINUE, EMPTY, V0, V1, ...).
@@ -48,6 +50,15 @@ class TabularPolicy final : public Policy {
 
   std::string name() const override { return "tabular"; }
   void act(std::span<const Request* const> requests, std::span<Decision> decisions) const override;
+
+  // Trainable: the tables start at zero whatever the seed; each pass is plain SGD over the batch's trainable
+  // tokens in index order (trajectories, segments, positions), on the learner's advantages (actor) or
+  // returns (critic).
+  void initialize(uint64_t seed) override;
+  void train(const TrainStep& step) override;
+  std::string state_type() const override { return "tabular"; }
+  std::string shape() const override;
+  void set_greedy(bool greedy) override { greedy_ = greedy; }
 
   // The cell of the sampled token at `position` of `segment`'s response (its context is the segment's prompt
   // plus the response before it). Throws crl::Error if that token is not a decision of this policy.
@@ -79,8 +90,11 @@ class TabularPolicy final : public Policy {
     return &logits_[role_index(role)][memory * actions(role)];
   }
   Decision sample(Role role, int memory, const StreamKey& stream) const;
+  void do_save(proto::checkpoint::PolicyState& out) const override;
+  void do_load(const proto::checkpoint::PolicyState& state, const std::string& where) override;
 
   TabularConfig config_;
+  bool greedy_ = false;
   int arity_ = 2;
   TokenId fact_ = 0, resume_ = 0, query_ = 0, continue_ = 0, empty_ = 0, value0_ = 0;
   std::vector<double> logits_[2];  // [role][memory * actions + action]

@@ -14,6 +14,13 @@
 namespace crl::scenarios {
 namespace {
 
+RunOptions threads_and_seeds(int threads, std::vector<uint64_t> seeds = {}) {
+  RunOptions options;
+  options.threads = threads;
+  options.seeds = std::move(seeds);
+  return options;
+}
+
 ScenarioSpec reduced(int64_t episodes, const std::vector<std::string>& arms) {
   ScenarioSpec spec = load_scenario(std::string(CRL_SOURCE_DIR) + "/scenarios/synthetic_neural.pbtxt");
   std::vector<ArmSpec> kept;
@@ -39,8 +46,8 @@ const TypeResult& type(const ArmResult& arm, const std::string& name) {
 
 TEST(NeuralScenario, DeterministicForAnyThreadCountAndLearns) {
   const ScenarioSpec spec = reduced(2560, {"joint", "full_context"});
-  const ScenarioResult one = run_scenario(spec, RunOptions{1, {7}, {}});
-  const ScenarioResult two = run_scenario(spec, RunOptions{2, {7}, {}});
+  const ScenarioResult one = run_scenario(spec, threads_and_seeds(1, {7}));
+  const ScenarioResult two = run_scenario(spec, threads_and_seeds(2, {7}));
   EXPECT_EQ(format_summary_json(one), format_summary_json(two));
   EXPECT_EQ(format_curves_csv(one), format_curves_csv(two));
   ASSERT_EQ(one.arms.size(), 2u);

@@ -16,6 +16,13 @@
 namespace crl::scenarios {
 namespace {
 
+RunOptions threads_and_seeds(int threads, std::vector<uint64_t> seeds = {}) {
+  RunOptions options;
+  options.threads = threads;
+  options.seeds = std::move(seeds);
+  return options;
+}
+
 std::string source(const std::string& relative) {
   return std::string(CRL_SOURCE_DIR) + "/" + relative;
 }
@@ -44,7 +51,7 @@ ScenarioSpec reduced(const std::string& file, int64_t episodes, int64_t eval) {
 
 TEST(ScenarioRun, ReducedMemoryChainMeetsTheGates) {
   const ScenarioSpec spec = reduced("scenarios/memory_chain.pbtxt", 1000, 1000);
-  const ScenarioResult result = run_scenario(spec, RunOptions{2, {}, {}});
+  const ScenarioResult result = run_scenario(spec, threads_and_seeds(2));
   const std::vector<GateResult> gates = evaluate_gates(spec, result);
   ASSERT_EQ(gates.size(), 4u);
   for (const GateResult& g : gates) EXPECT_TRUE(g.pass) << g.name << ": " << g.detail;
@@ -58,7 +65,7 @@ TEST(ScenarioRun, ReducedMemoryChainMeetsTheGates) {
 
 TEST(ScenarioRun, ToyJointBeatsFrozen) {
   const ScenarioSpec spec = reduced("scenarios/toy.pbtxt", 600, 1000);
-  const ScenarioResult result = run_scenario(spec, RunOptions{1, {}, {}});
+  const ScenarioResult result = run_scenario(spec, threads_and_seeds(1));
   for (const GateResult& g : evaluate_gates(spec, result)) EXPECT_TRUE(g.pass) << g.name << ": " << g.detail;
 }
 
@@ -66,7 +73,7 @@ TEST(ScenarioRun, FrozenControlOnlyLearnsTheAnswerAndGatesCanFail) {
   // With no training at all both arms sit at chance, so the joint gates must FAIL: the gates are not vacuous.
   ScenarioSpec spec = reduced("scenarios/memory_chain.pbtxt", 2, 500);
   for (ArmSpec& arm : spec.arms) arm.setup.mutable_training()->set_eval_interval(1);
-  const ScenarioResult result = run_scenario(spec, RunOptions{1, {7}, {}});
+  const ScenarioResult result = run_scenario(spec, threads_and_seeds(1, {7}));
   const std::vector<GateResult> gates = evaluate_gates(spec, result);
   EXPECT_FALSE(all_pass(gates));
   EXPECT_NE(format_report(spec, result, "crl run x").find("FAIL"), std::string::npos);
@@ -76,7 +83,7 @@ TEST(ScenarioRun, AblationSwitchesChangeOnlyThePaperLambdaArm) {
   // With one sampled token per segment, lambda acts only through the correction factor: three arms compute
   // the same advantages and must give identical curves; the paper's lambda gives sum_0 the factor 1/27.
   const ScenarioSpec spec = reduced("scenarios/memory_chain_ablation.pbtxt", 400, 300);
-  const ScenarioResult result = run_scenario(spec, RunOptions{2, {29}, {}});
+  const ScenarioResult result = run_scenario(spec, threads_and_seeds(2, {29}));
   ASSERT_EQ(result.arms.size(), 4u);
   auto accuracies = [](const ArmResult& arm) {
     std::vector<double> out;
