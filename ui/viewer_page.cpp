@@ -62,7 +62,8 @@ std::string fill(std::string_view page, const std::map<std::string, std::string_
 std::string content_security_policy(PageMode mode) {
   // Nothing is allowed by default; the page's own script and style are allowed by hash (not
   // 'unsafe-inline'), images only as data: URLs. Serve mode may fetch exports from its own origin.
-  return "default-src 'none'; script-src " + hash_source(assets::viewer_js) + "; style-src " +
+  return "default-src 'none'; script-src " + hash_source(assets::viewer_model_js) + " " +
+         hash_source(assets::viewer_js) + "; style-src " +
          hash_source(assets::viewer_css) + "; img-src data:; connect-src " +
          (mode == PageMode::kServe ? "'self'" : "'none'") + "; base-uri 'none'; form-action 'none'";
 }
@@ -91,6 +92,7 @@ std::string viewer_page(std::string_view data_json, PageMode mode) {
   return fill(assets::viewer_html, {{"CSP", csp},
                                     {"MODE", mode == PageMode::kServe ? "serve" : "file"},
                                     {"CSS", assets::viewer_css},
+                                    {"MODEL_JS", assets::viewer_model_js},
                                     {"JS", assets::viewer_js},
                                     {"DATA", data}});
 }

@@ -6,9 +6,13 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "engine/file_io.h"
+#include "server/http_server.h"
+#include "server/router.h"
 #include "tests/ui/viewer_fixtures.h"
 
 namespace crl::ui {
@@ -16,10 +20,14 @@ namespace {
 
 using testing::kAttack;
 
+// The browser: $CRL_CHROMIUM when set (empty or missing: none), else the first of the usual names on PATH.
 std::string chromium() {
-  if (const char* exe = std::getenv("CRL_CHROMIUM")) return exe;
+  const auto found = [](const std::string& exe) {
+    return !exe.empty() && std::system(("command -v '" + exe + "' >/dev/null 2>&1").c_str()) == 0;
+  };
+  if (const char* exe = std::getenv("CRL_CHROMIUM")) return found(exe) ? exe : "";
   for (const char* exe : {"chromium", "chromium-browser", "google-chrome"}) {
-    if (std::system(("command -v " + std::string(exe) + " >/dev/null 2>&1").c_str()) == 0) return exe;
+    if (found(exe)) return exe;
   }
   return "";
 }
@@ -31,13 +39,14 @@ std::string chromium() {
 
 // Runs headless Chromium on the page (a fresh profile each time) and returns what it printed. Bounded by
 // `timeout`, so a hung browser fails the test instead of hanging it.
-std::string browse(const std::string& page, const std::string& fragment, const std::string& what) {
-  const std::string dir = testing::test_dir("profile");
+std::string browse(const std::string& url, const std::string& what) {
+  // A profile per test: Chromium locks its profile, and ctest may run the tests in parallel.
+  const std::string dir = testing::test_dir(std::string("profile_") +
+                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
   const std::string command = "timeout 120 " + chromium() +
                               " --headless --disable-gpu --no-sandbox --disable-dev-shm-usage"
                               " --no-first-run --hide-scrollbars --window-size=1400,1000 --user-data-dir=" +
-                              dir + " " + what + " 'file://" + page +
-                              (fragment.empty() ? "" : "#" + fragment) + "' 2>/dev/null";
+                              dir + " " + what + " '" + url + "' 2>/dev/null";
   std::string out;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return out;
@@ -50,8 +59,8 @@ std::string browse(const std::string& page, const std::string& fragment, const s
 // The DOM after the page rendered; with `png`, a screenshot of the same load is saved there too.
 std::string dom(const std::string& page, const std::string& fragment = "", const std::string& png = "") {
   if (!png.empty()) std::filesystem::remove(png);
-  const std::string out =
-      browse(page, fragment, (png.empty() ? "" : "--screenshot=" + png + " ") + "--dump-dom");
+  const std::string out = browse("file://" + page + (fragment.empty() ? "" : "#" + fragment),
+                                 (png.empty() ? "" : "--screenshot=" + png + " ") + "--dump-dom");
   if (!png.empty()) {
     EXPECT_TRUE(std::filesystem::exists(png)) << png;
   }
@@ -168,6 +177,43 @@ TEST(ViewerBrowser, HundredThousandTokenRolloutRendersLazily) {
   EXPECT_LT(nodes, 10000);
   // A generous bound on the first render (parse + layout of 100k tokens + the visible lines).
   EXPECT_LT(std::stoi(app_attribute(d, "render-ms")), 5000);
+}
+
+// crl serve's /ui: the page fetches a finished episode's export from the server that served it (the
+// Content-Security-Policy allows exactly that) and decodes the byte tokenizer's text view.
+TEST(ViewerBrowser, ServedPageShowsALiveEpisodesExport) {
+  REQUIRE_CHROMIUM();
+  server::EpisodeService service(server::ServiceOptions{});
+  const auto call = [&](const std::string& target, const std::string& body) {
+    const server::HttpAnswer a =
+        server::route(service, {"POST", target, "application/json", "", body, false});
+    EXPECT_EQ(a.status, 200) << a.body;
+    return nlohmann::json::parse(a.body);
+  };
+  const std::string id = call("/v1/episodes", R"({"env":"memory_chain","task_id":"h1","seed":3,)"
+                                              R"("params":{"length":"4","reset_points":""}})")["episode_id"];
+  for (int turn = 0; turn < 4; ++turn) {
+    const std::string text = turn == 3 ? "answer 0" : "continue";
+    call("/v1/episodes/" + id + "/step", R"({"turn_id":)" + std::to_string(turn) +
+                                             R"(,"action":{"kind":"assistant","text":")" + text + "\"}}");
+  }
+  server::HttpOptions http;
+  http.port = 0;
+  http.handle_signals = false;
+  server::HttpServer transport(http, service);
+  std::thread thread([&] { transport.run(); });
+  // The export arrives after the load event: give the page virtual time to fetch and render it.
+  const std::string d =
+      browse("http://127.0.0.1:" + std::to_string(transport.port()) + "/ui?episode=" + id,
+             "--virtual-time-budget=5000 --screenshot=" + shot("viewer_serve.png") + " --dump-dom");
+  transport.request_stop();
+  thread.join();
+  ASSERT_EQ(app_attribute(d, "rendered"), "1") << d.substr(0, 3000);
+  EXPECT_EQ(app_attribute(d, "segment-count"), "1");
+  EXPECT_EQ(app_attribute(d, "rollout-id"), "memory_chain/h1/3/0");
+  const size_t tokens = d.find("<div id=\"tokens-window\"");
+  ASSERT_NE(tokens, std::string::npos);
+  EXPECT_NE(visible_text(d.substr(tokens)).find("Memory chain of 4 steps"), std::string::npos);
 }
 
 }  // namespace
