@@ -291,6 +291,19 @@
     app.dataset.linesShown = first + '-' + last;
   }
 
+  // Scrolls the token view to the line holding token i (prompt tokens first, then the response).
+  function scrollToToken(i) {
+    const lines = state.lines;
+    if (!lines) return;
+    let lo = 0, hi = lines.length - 1;
+    while (lo < hi) {  // the last line starting at or before i
+      const mid = (lo + hi + 1) >> 1;
+      if (lines[mid] <= i) lo = mid; else hi = mid - 1;
+    }
+    $('tokens').scrollTop = lo * 18;
+    renderTokens(false);
+    describeToken(Math.max(0, Math.min(i, Number(app.dataset.segmentTokens) - 1)));
+  }
   function describeToken(i) {
     const r = currentRollout(), seg = r.segments[state.segment];
     const p = seg.promptIds.length;
@@ -405,13 +418,15 @@
     if (handled) event.preventDefault();
   }
 
-  // The page's address may select a view: #r=ROLLOUT&s=SEGMENT&c=MODE&keys=KEYS (keys are replayed through
+  // The page's address may select a view: #r=ROLLOUT&s=SEGMENT&c=MODE&t=TOKEN&keys=KEYS (t scrolls to a token
+  // of the segment, prompt tokens counted first; keys are replayed through
   // the keyboard handler, which is how the browser test drives keyboard navigation).
   function applyHash() {
     const params = new URLSearchParams(location.hash.replace(/^#/, ''));
     if (params.has('r')) selectRollout(Number(params.get('r')) || 0);
     if (params.has('s')) selectSegment(Number(params.get('s')) || 0);
     if (params.has('c')) setMode(params.get('c'));
+    if (params.has('t')) scrollToToken(Number(params.get('t')) || 0);
     for (const key of (params.get('keys') || '').split(',').filter(Boolean)) {
       document.dispatchEvent(new KeyboardEvent('keydown', { key, bubbles: true }));
     }

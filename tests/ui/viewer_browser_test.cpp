@@ -177,6 +177,16 @@ TEST(ViewerBrowser, HundredThousandTokenRolloutRendersLazily) {
   EXPECT_LT(nodes, 10000);
   // A generous bound on the first render (parse + layout of 100k tokens + the visible lines).
   EXPECT_LT(std::stoi(app_attribute(d, "render-ms")), 5000);
+  // Deep in the rollout: the lines around token 90000 are rendered, and still only those.
+  const std::string deep = dom(page, "t=90000");
+  const std::string shown = app_attribute(deep, "lines-shown");
+  ASSERT_NE(shown.find('-'), std::string::npos) << shown;
+  const int first = std::stoi(shown.substr(0, shown.find('-'))),
+            last = std::stoi(shown.substr(shown.find('-') + 1));
+  EXPECT_LE(first, 900);  // token 90000 sits on line 900 (100 tokens a line, the prompt on its own line)
+  EXPECT_GT(last, 900);
+  EXPECT_LT(std::stoi(app_attribute(deep, "token-nodes")), 10000);
+  EXPECT_NE(deep.find("response token 89984: id 484"), std::string::npos);
 }
 
 // crl serve's /ui: the page fetches a finished episode's export from the server that served it (the

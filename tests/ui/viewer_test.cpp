@@ -136,6 +136,28 @@ TEST(ViewerData, MismatchedAdvantagesNameBothCounts) {
   EXPECT_FALSE(std::filesystem::exists(dir + "/view.html"));  // nothing half-written
 }
 
+TEST(ViewerData, ComputedWithAScenarioArmsLearnerSettings) {
+  const std::string dir = testing::test_dir("scenario");
+  const std::string trajectories = testing::demo_export(dir);
+  const std::string scenario = std::string(CRL_SOURCE_DIR) + "/scenarios/memory_chain.pbtxt";
+  ASSERT_EQ(testing::run_quiet({"inspect", trajectories, "--html", dir + "/view.html", "--compute-advantages",
+                                "--scenario", scenario, "--arm", "frozen"}),
+            0);
+  const json data = json::parse(embedded_data(read_file(dir + "/view.html")));
+  EXPECT_EQ(data["advantages_source"], "computed with the learner settings of " + scenario + " arm frozen");
+  std::string err;
+  EXPECT_EQ(testing::run_quiet({"inspect", trajectories, "--html", dir + "/other.html",
+                                "--compute-advantages", "--scenario", scenario, "--arm", "nope"},
+                               &err),
+            1);
+  EXPECT_NE(err.find("no arm \"nope\" (arms: joint, frozen)"), std::string::npos) << err;
+  EXPECT_EQ(testing::run_quiet(
+                {"inspect", trajectories, "--html", dir + "/other.html", "--scenario", scenario}, &err),
+            1);
+  EXPECT_NE(err.find("only choose the settings of --compute-advantages"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/other.html"));
+}
+
 TEST(ViewerData, OptionsNeedHtml) {
   std::string err;
   EXPECT_EQ(testing::run_quiet({"inspect", "t.jsonl", "--compute-advantages"}, &err), 2);
