@@ -63,9 +63,9 @@ std::string content_security_policy(PageMode mode) {
   // Nothing is allowed by default; the page's own script and style are allowed by hash (not
   // 'unsafe-inline'), images only as data: URLs. Serve mode may fetch exports from its own origin.
   return "default-src 'none'; script-src " + hash_source(assets::viewer_model_js) + " " +
-         hash_source(assets::viewer_js) + "; style-src " +
-         hash_source(assets::viewer_css) + "; img-src data:; connect-src " +
-         (mode == PageMode::kServe ? "'self'" : "'none'") + "; base-uri 'none'; form-action 'none'";
+         hash_source(assets::viewer_js) + "; style-src " + hash_source(assets::viewer_css) +
+         "; img-src data:; connect-src " + (mode == PageMode::kServe ? "'self'" : "'none'") +
+         "; base-uri 'none'; form-action 'none'";
 }
 
 std::string script_safe_json(std::string_view json) {
