@@ -95,6 +95,11 @@ TEST(ViewerData, AdvantagesAreMappedOntoTheExportsTokens) {
       0);
   const json computed = json::parse(embedded_data(read_file(dir + "/computed.html")));
   EXPECT_EQ(computed["rollouts"][1]["advantages"], data["rollouts"][1]["advantages"]);
+  // Same input, same bytes.
+  ASSERT_EQ(testing::run_quiet({"inspect", trajectories, "--html", dir + "/again.html", "--advantages",
+                                dir + "/result.json"}),
+            0);
+  EXPECT_EQ(read_file(dir + "/again.html"), read_file(out));
 }
 
 TEST(ViewerData, MismatchedAdvantagesNameBothCounts) {
