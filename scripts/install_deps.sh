@@ -11,6 +11,7 @@ packages=(
   python3 python3-protobuf python3-numpy
   unicode-data
   bubblewrap libseccomp-dev
+  chromium  # headless browser for the trajectory viewer's tests (tests/ui/)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -18,6 +18,7 @@
 
 #include "engine/error.h"
 #include "server/router.h"
+#include "server/ui_page.h"
 
 namespace crl::server {
 
@@ -224,6 +225,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response_.emplace(static_cast<http::status>(answer.status), version == 10 ? 10 : 11);
     response_->set(http::field::server, "crl/" CRL_VERSION);
     response_->set(http::field::content_type, answer.content_type);
+    // The one HTML answer is the viewer's page (GET /ui): it goes out with its Content-Security-Policy.
+    if (answer.content_type.rfind("text/html", 0) == 0)
+      response_->set("Content-Security-Policy", ui_page_policy());
     if (answer.retry_after > 0) {
       response_->set(http::field::retry_after,
                      std::to_string(static_cast<int>(std::ceil(answer.retry_after))));

@@ -1,6 +1,7 @@
 #include "server/router.h"
 
 #include "engine/error.h"
+#include "server/ui_page.h"
 #include "wire/api_error.h"
 #include "wire/wire_codec.h"
 
@@ -72,6 +73,10 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
       require_method(call.method, "GET", path);
       return encoded(service.health(call.draining), answer_format);
     }
+    if (parts.size() == 1 && parts[0] == "ui") {
+      require_method(call.method, "GET", path);
+      return ui_page_answer();
+    }
     if (parts.size() >= 2 && parts[0] == "v1") {
       if (parts.size() == 2 && parts[1] == "info") {
         require_method(call.method, "GET", path);
@@ -113,7 +118,7 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
     throw ApiError(404, "not_found",
                    "no endpoint " + path +
                        " (see GET /v1/info; endpoints: /health, /v1/info, /v1/episodes, /v1/episodes/{id}, "
-                       "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step, /v1/rollouts)",
+                       "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step, /v1/rollouts, /ui)",
                    "");
   } catch (const ApiError& e) {
     return from_error(e, answer_format);

@@ -12,6 +12,7 @@
 //   DELETE /v1/episodes/{id}            DeleteResponse
 //   POST   /v1/batch/step               BatchStepRequest -> BatchStepResponse
 //   POST   /v1/rollouts                 RolloutsRequest -> RolloutsResponse (the engine drives an LLM server)
+//   GET    /ui                          the trajectory viewer's page (server/ui_page.h)
 #include <string>
 #include <string_view>
 
