@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "engine/json_reader.h"
 #include "engine/sha256.h"
 #include "engine/unicode_data.h"
 
@@ -874,12 +875,9 @@ void check_byte_level(const Json& node, const std::string& path, const std::stri
 
 std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string& path) {
   const std::string data = read_file(path, "tokenizer.json");
-  Json root;
-  try {
-    root = Json::parse(data);
-  } catch (const Json::exception& e) {
-    throw Error(path, "", std::string("not valid JSON: ") + e.what());
-  }
+  // The shared reader: depth limit, duplicate keys (a vocabulary listing a token twice is refused rather
+  // than read as its last entry), short syntax errors naming the byte offset.
+  const Json root = read_json(data, path);
   if (!root.is_object()) throw Error(path, "", "expected a JSON object");
   std::shared_ptr<BpeTokenizer> t(new BpeTokenizer());
   t->tiktoken_ = false;
