@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/options.h"
+#include "engine/chat_template.h"
 #include "engine/error.h"
 #include "server/episode_service.h"
 #include "server/http_server.h"
@@ -38,7 +39,10 @@ int serve_command(const std::vector<std::string>& args) {
       "seconds SIGTERM waits for requests in flight")(
       "tokenizer", po::value(&service.tokenizer)->default_value(service.tokenizer),
       "tokenizer of the text view: byte (built in), a Hugging Face tokenizer.json or a .tiktoken file; it "
-      "must have the ChatML tokens (e.g. Qwen's)");
+      "must have the chat template's special tokens")(
+      "chat-template", po::value(&service.chat_template)->default_value(service.chat_template),
+      "how the text view renders prompts: chatml (needs <|im_start|>, <|im_end|>) | plain (needs "
+      "<|endoftext|>; for tokenizers without ChatML tokens)");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -50,6 +54,7 @@ int serve_command(const std::vector<std::string>& args) {
   if (!(service.idle_timeout_s > 0)) throw Error("option --idle-timeout", "", "value must be > 0");
   if (!(http.request_timeout_s > 0)) throw Error("option --request-timeout", "", "value must be > 0");
   if (max_body < 1024) throw Error("option --max-body-bytes", "", "value must be >= 1024");
+  chat_template_by_name(service.chat_template);  // an unknown name fails here, naming the option
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;
   service.request_timeout_s = http.request_timeout_s;

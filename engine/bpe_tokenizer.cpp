@@ -557,19 +557,48 @@ std::vector<TokenId> BpeTokenizer::encode_ordinary(std::string_view text) const 
   return ids;
 }
 
+const SpecialToken* BpeTokenizer::special_at(std::string_view text, size_t i) const {
+  for (int index : specials_by_byte_[static_cast<unsigned char>(text[i])]) {
+    if (text.substr(i).starts_with(specials_[index].text)) return &specials_[index];
+  }
+  return nullptr;
+}
+
+std::vector<TokenId> BpeTokenizer::encode_pieces(std::span<const TextPiece> pieces) const {
+  std::vector<TokenId> ids;
+  std::string pending;  // ordinary text not encoded yet: it may continue in the next piece
+  for (const TextPiece& piece : pieces) {
+    const std::string_view text = piece.text;
+    if (!piece.special) {
+      pending += text;
+      continue;
+    }
+    size_t chunk = 0;
+    for (size_t i = 0; i < text.size();) {
+      const SpecialToken* found = special_at(text, i);
+      if (found == nullptr) {
+        ++i;
+        continue;
+      }
+      pending += text.substr(chunk, i - chunk);
+      encode_text(pending, ids);
+      pending.clear();
+      ids.push_back(found->id);
+      i += found->text.size();
+      chunk = i;
+    }
+    pending += text.substr(chunk);
+  }
+  encode_text(pending, ids);
+  return ids;
+}
+
 std::vector<TokenId> BpeTokenizer::encode(std::string_view text) const {
   std::vector<TokenId> ids;
   ids.reserve(text.size() / 3 + 4);
   size_t chunk = 0;
   for (size_t i = 0; i < text.size();) {
-    const auto& candidates = specials_by_byte_[static_cast<unsigned char>(text[i])];
-    const SpecialToken* found = nullptr;
-    for (int index : candidates) {
-      if (text.substr(i).starts_with(specials_[index].text)) {
-        found = &specials_[index];
-        break;
-      }
-    }
+    const SpecialToken* found = special_at(text, i);
     if (found == nullptr) {
       ++i;
       continue;

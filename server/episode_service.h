@@ -34,6 +34,8 @@ struct ServiceOptions {
   // The tokenizer of the text view (engine/tokenizer.h make_tokenizer: "byte", a tokenizer.json or a
   // .tiktoken file). It must hold the ChatML tokens (<|im_start|>, <|im_end|>), as Qwen's does.
   std::string tokenizer = "byte";
+  // The chat template of the text view: "chatml" | "plain" (engine/chat_template.h).
+  std::string chat_template = "chatml";
 };
 
 inline constexpr const char* kProtocolVersion = "1";
