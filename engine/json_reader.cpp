@@ -33,14 +33,15 @@ class DomBuilder {
   bool key(json::string_t& key) {
     Level& level = stack_.back();
     auto& object = level.node->get_ref<json::object_t&>();
-    if (object.find(key) != object.end()) {
-      const std::string at = path(stack_.size(), &key);
-      const std::string shown = text_prefix(key);
+    // One lookup: try_emplace leaves `key` untouched when it is already there.
+    const auto [it, inserted] = object.try_emplace(std::move(key), nullptr);
+    if (!inserted) {
+      const std::string at = path(stack_.size(), &it->first);
+      const std::string shown = text_prefix(it->first);
       throw JsonError(JsonErrorKind::kDuplicateKey, where_, at,
                       "duplicate key \"" + shown + "\"" + (at == shown ? "" : " at " + at) +
                           " (each key may appear once in an object)");
     }
-    const auto it = object.emplace(std::move(key), nullptr).first;
     level.key = &it->first;
     element_ = &it->second;
     return true;
