@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/options.h"
+#include "engine/chat_template.h"
 #include "engine/error.h"
 #include "server/episode_service.h"
 #include "server/http_server.h"
@@ -39,7 +40,10 @@ int serve_command(const std::vector<std::string>& args) {
       "seconds SIGTERM waits for requests in flight")(
       "tokenizer", po::value(&service.tokenizer)->default_value(service.tokenizer),
       "tokenizer of the text view: byte (built in), a Hugging Face tokenizer.json or a .tiktoken file; it "
-      "must have the ChatML tokens (e.g. Qwen's)")(
+      "must have the chat template's special tokens")(
+      "chat-template", po::value(&service.chat_template)->default_value(service.chat_template),
+      "how the text view renders prompts: chatml (needs <|im_start|>, <|im_end|>) | plain (needs "
+      "<|endoftext|>; for tokenizers without ChatML tokens)")(
       "env-param", po::value(&env_params)->composing(),
       "ENV.KEY=VALUE (repeatable): an environment parameter for every episode of ENV, e.g. "
       "shell.tasks_dir=/srv/tasks; the only way to set server-only ones ('crl inspect --envs')")(
@@ -70,6 +74,7 @@ int serve_command(const std::vector<std::string>& args) {
     }
     service.env_params[item.substr(0, dot)][item.substr(dot + 1, eq - dot - 1)] = item.substr(eq + 1);
   }
+  chat_template_by_name(service.chat_template);  // an unknown name fails here, naming the option
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;
   service.request_timeout_s = http.request_timeout_s;

@@ -57,6 +57,8 @@ struct ServiceOptions {
   double max_client_timeout_s = 600.0;
   // The most LLM requests one POST /v1/rollouts may keep in flight (llm.max_in_flight above it: 400).
   uint32_t max_llm_in_flight = 256;
+  // The chat template of the text view: "chatml" | "plain" (engine/chat_template.h).
+  std::string chat_template = "chatml";
 };
 
 inline constexpr const char* kProtocolVersion = "1";
