@@ -11,6 +11,7 @@
 
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
+#include "tests/temp_dir.h"
 
 namespace crl {
 namespace {
@@ -114,8 +115,8 @@ TEST(JsonReader, PreviewsAreBounded) {
 // The engine's own readers use it: tokenizer.json files and trajectory exports (crl inspect).
 TEST(JsonReader, TokenizerFilesAndTrajectoryExportsUseIt) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("crl_json_reader_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const test::TempDir temp;
+  const fs::path dir = temp.path();
   auto error_of = [&](const std::string& name, const std::string& content, auto&& read) -> std::string {
     const std::string file = (dir / name).string();
     std::ofstream(file, std::ios::binary) << content;
@@ -138,7 +139,6 @@ TEST(JsonReader, TokenizerFilesAndTrajectoryExportsUseIt) {
   const auto trajectories = [](const std::string& file) { read_trajectories(file); };
   e = error_of("dup.jsonl", "{\"rollout_id\": \"a\", \"rollout_id\": \"b\"}\n", trajectories);
   EXPECT_NE(e.find("duplicate key \"rollout_id\""), std::string::npos) << e;
-  fs::remove_all(dir);
 }
 
 }  // namespace
