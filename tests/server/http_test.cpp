@@ -175,7 +175,7 @@ TEST(HttpServer, OversizedBodyGets413AndTheConnectionCloses) {
       "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
-  const std::string answer = raw_exchange(s.port(), request, false, 5.0);
+  const std::string answer = raw_exchange(s.port(), request, false, 30.0);
   EXPECT_EQ(answer.rfind("HTTP/1.1 413", 0), 0u) << answer;
   EXPECT_NE(answer.find("payload_too_large"), std::string::npos);
   expect_healthy(s.port());
@@ -194,24 +194,25 @@ TEST(HttpServer, ExpectContinueIsAnsweredBeforeTheBody) {
       "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
       "Content-Length: " +
       std::to_string(body.size()) + "\r\n\r\n";
-  // Only the header: the go-ahead comes, and nothing else (the server waits for the body).
-  const std::string interim = raw_exchange(s.port(), header, false, 1.0);
+  // Only the header: the go-ahead comes (read until it has, an event), and nothing else with it (the server
+  // waits for the body).
+  const std::string interim = raw_exchange(s.port(), header, false, 30.0, "\r\n\r\n");
   EXPECT_EQ(interim.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << interim;
   EXPECT_EQ(interim.find("HTTP/1.1 200"), std::string::npos) << interim;
   // Header and body: 100 Continue, then the real answer on the same connection.
-  const std::string both = raw_exchange(s.port(), header + body, true, 5.0);
+  const std::string both = raw_exchange(s.port(), header + body, true, 30.0);
   EXPECT_EQ(both.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << both;
   EXPECT_NE(both.find("HTTP/1.1 200 OK"), std::string::npos) << both;
   EXPECT_NE(both.find("episode_id"), std::string::npos) << both;
   // Too large: 413 without a 100 Continue, before any body byte.
   const std::string large =
       "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n";
-  const std::string refused = raw_exchange(s.port(), large, false, 5.0);
+  const std::string refused = raw_exchange(s.port(), large, false, 30.0);
   EXPECT_EQ(refused.rfind("HTTP/1.1 413", 0), 0u) << refused;
   // An expectation this server cannot meet.
   const std::string other =
       "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n\r\n{}";
-  const std::string failed = raw_exchange(s.port(), other, false, 5.0);
+  const std::string failed = raw_exchange(s.port(), other, false, 30.0);
   EXPECT_EQ(failed.rfind("HTTP/1.1 417", 0), 0u) << failed;
   EXPECT_NE(failed.find("expectation_failed"), std::string::npos) << failed;
   expect_healthy(s.port());
@@ -246,13 +247,13 @@ TEST(HttpServer, SlowClientsTimeOutWith408AndIdleOnesAreClosed) {
 TEST(HttpServer, HalfClosedAndGarbledClients) {
   TestServer s;
   const std::string full = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
-  const std::string answered = raw_exchange(s.port(), full, true, 5.0);  // shut down our side after sending
+  const std::string answered = raw_exchange(s.port(), full, true, 30.0);  // shut down our side after sending
   EXPECT_EQ(answered.rfind("HTTP/1.1 200", 0), 0u) << answered;
   const std::string cut = "POST /v1/episodes HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{\"env\":";
-  const std::string incomplete = raw_exchange(s.port(), cut, true, 5.0);
+  const std::string incomplete = raw_exchange(s.port(), cut, true, 30.0);
   EXPECT_EQ(incomplete.rfind("HTTP/1.1 400", 0), 0u) << incomplete;
   EXPECT_NE(incomplete.find("incomplete_request"), std::string::npos);
-  const std::string garbage = raw_exchange(s.port(), "HELLO THERE\r\n\r\n", false, 5.0);
+  const std::string garbage = raw_exchange(s.port(), "HELLO THERE\r\n\r\n", false, 30.0);
   EXPECT_EQ(garbage.rfind("HTTP/1.1 400", 0), 0u) << garbage;
   EXPECT_NE(garbage.find("bad_http"), std::string::npos);
   expect_healthy(s.port());
