@@ -175,6 +175,11 @@ std::optional<HttpRefusal> refusal_for(beast::error_code ec, uint64_t max_body_b
     return HttpRefusal{431, "headers_too_large",
                        "the headers are over the limit of " + std::to_string(kHeaderLimit) + " bytes"};
   }
+  if (ec == http::error::buffer_overflow) {
+    return HttpRefusal{431, "headers_too_large",
+                       "a chunk header or the trailer fields are over the limit of " +
+                           std::to_string(kReadBufferLimit) + " bytes"};
+  }
   if (ec == http::error::partial_message) {
     return HttpRefusal{400, "incomplete_request", "the connection ended inside a request"};
   }
@@ -216,11 +221,15 @@ ParsedRequest parse_request(std::string_view bytes, uint64_t max_body_bytes) {
   if (auto r = check_framing(parser)) return refused(*r);
   size_t pos = scanner.head_end();
   while (!parser.is_done()) {
-    const std::string_view rest = bytes.substr(pos);
+    // At most what the server's read buffer holds at once.
+    const std::string_view rest = bytes.substr(pos, kReadBufferLimit);
     if (rest.empty()) return out;  // kNeedMore
     const size_t n = parser.put(boost::asio::buffer(rest.data(), rest.size()), ec);
     pos += n;
     if (ec == http::error::need_more) {
+      if (n == 0 && rest.size() == kReadBufferLimit) {
+        return refused(*refusal_for(http::error::buffer_overflow, max_body_bytes));
+      }
       if (n == 0) return out;
       ec = {};
       continue;

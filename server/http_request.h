@@ -17,7 +17,8 @@
 //        - Content-Length must be one field of digits: several fields (even equal ones) or a list is 400
 //          bad_framing;
 //        - an HTTP/1.1 request needs exactly one Host field (RFC 9112 section 3.2), else 400 bad_http.
-//   4. The body is read by the same parser (Content-Length or chunked, body limit: 413 beyond).
+//   4. The body is read by the same parser (Content-Length or chunked, body limit: 413 beyond), from a
+//      buffer of at most kReadBufferLimit bytes.
 // Every refusal closes the connection after its answer: once the framing is in doubt, no later byte on that
 // connection can be trusted to start a request.
 #include <boost/beast/http/error.hpp>
@@ -34,6 +35,11 @@ namespace crl::server {
 using RequestParser = boost::beast::http::request_parser<boost::beast::http::string_body>;
 
 inline constexpr size_t kHeaderLimit = 16 * 1024;
+// Unparsed bytes a connection buffers at most (the parser moves body bytes out as they come). A chunk
+// header, chunk extension or trailer section longer than this is refused (431): Beast 1.74 bounds none of
+// them by its header limit, and a trailer field over 64 KiB throws out of its parser (which killed the
+// server before this bound).
+inline constexpr size_t kReadBufferLimit = 32 * 1024;
 
 // A request the transport refuses (the answer's status and typed error code); the connection closes after.
 struct HttpRefusal {

@@ -142,12 +142,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Called by the server's sweeper (on this strand): a read or write past its deadline is cancelled. One
   // coarse sweep replaces a timer per request, whose arming and cancelling cost system calls on every step.
   void check_deadline(Clock::time_point now) {
-    if ((phase_ != Phase::kReading && phase_ != Phase::kWriting) || now < deadline_) return;
+    if ((phase_ != Phase::kReading && phase_ != Phase::kWriting && phase_ != Phase::kLingering) ||
+        now < deadline_) {
+      return;
+    }
     beast::error_code ignored;
     if (phase_ == Phase::kReading) {
       timed_out_ = true;
       stream_.socket().cancel(ignored);
-    } else {  // a client that does not read its answer
+    } else {  // a client that does not read its answer, or a refused one that keeps sending
       stream_.socket().close(ignored);
     }
   }
@@ -196,6 +199,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     configure_parser(*parser_, server_.options.max_body_bytes);
     scanner_ = HeadScanner{};
+    refused_ = false;
     accept_.clear();
     deadline_ = Clock::now() + seconds(server_.options.request_timeout_s);
     phase_ = Phase::kReading;
@@ -215,12 +219,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       case HeadScanner::State::kNeedMore:
         break;
     }
-    stream_.socket().async_read_some(buffer_.prepare(8192),
-                                     [self = shared_from_this()](beast::error_code ec, size_t n) {
-                                       self->buffer_.commit(n);
-                                       if (ec && n == 0) return self->on_read(ec);
-                                       self->scan_head();
-                                     });
+    stream_.socket().async_read_some(
+        buffer_.prepare(std::min<size_t>(8192, buffer_.max_size() - buffer_.size())),
+        [self = shared_from_this()](beast::error_code ec, size_t n) {
+          self->buffer_.commit(n);
+          if (ec && n == 0) return self->on_read(ec);
+          self->scan_head();
+        });
   }
 
   void on_head(std::string_view bytes) {
@@ -309,6 +314,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void refuse(const HttpRefusal& r) {
     set_reading(false);
+    refused_ = true;
     answer(error_answer(r.status, r.code, r.message, accept_), false);
   }
 
@@ -336,8 +342,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kIdle;
     const bool keep = response_->keep_alive();
     response_.reset();
-    if (ec || !keep) return close();
+    if (ec) return close();
+    if (!keep) return refused_ ? linger() : close();
     read();
+  }
+
+  // After a refusal the client may still be sending the rest of its request: closing with unread bytes would
+  // reset the connection, and the reset can destroy the answer before the client reads it. So: half-close,
+  // read and drop what still comes, close at its end or after kRefusalLinger (RFC 9112 section 9.6).
+  void linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    phase_ = Phase::kLingering;
+    deadline_ = Clock::now() + kRefusalLinger;
+    buffer_.consume(buffer_.size());
+    stream_.socket().async_read_some(buffer_.prepare(4096),
+                                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                                       if (ec || self->phase_ != Phase::kLingering) return self->close();
+                                       self->linger();
+                                     });
   }
 
   void close() {
@@ -352,18 +375,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   HttpServer::Impl& server_;
   const uint64_t id_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kReadBufferLimit};
   HeadScanner scanner_;
   std::optional<RequestParser> parser_;
   std::optional<http::response<http::string_body>> response_;
   std::string accept_, content_type_;
   bool keep_alive_ = false;
-  enum class Phase { kIdle, kReading, kWorking, kWriting, kClosed };
+  enum class Phase { kIdle, kReading, kWorking, kWriting, kLingering, kClosed };
   Phase phase_ = Phase::kIdle;
   Clock::time_point deadline_;
   bool busy_ = false;
   bool timed_out_ = false;
   bool reading_ = false;
+  bool refused_ = false;  // the answer under way refuses the request: linger before closing
 };
 
 // A connection over max_connections: 503 at once, then its input is dropped until it closes (bounded).
