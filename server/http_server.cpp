@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "server/connection_refusal.h"
 #include "server/http_request.h"
 #include "server/router.h"
 
@@ -35,8 +36,8 @@ std::chrono::steady_clock::duration seconds(double s) {
 }
 // After the drain deadline, the time given to write the 503 answers before run() returns.
 constexpr auto kDeadlineGrace = std::chrono::seconds(1);
-// A connection over max_connections: its 503 is written, then its input is read and dropped (so that closing
-// does not reset the connection before the client read the answer) for at most this long.
+// A refused request or connection (server/connection_refusal.h): its input is read and dropped after the
+// answer for at most this long.
 constexpr auto kRefusalLinger = std::chrono::seconds(1);
 // Refused connections lingering at once at most; beyond, they are closed without an answer.
 constexpr int kMaxRefusing = 64;
@@ -390,46 +391,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool refused_ = false;  // the answer under way refuses the request: linger before closing
 };
 
-// A connection over max_connections: 503 at once, then its input is dropped until it closes (bounded).
-class Refusal : public std::enable_shared_from_this<Refusal> {
- public:
-  Refusal(tcp::socket&& socket, HttpServer::Impl& server) : stream_(std::move(socket)), server_(server) {
-    ++server_.refusing;
-  }
-  ~Refusal() { --server_.refusing; }
-
-  void start() {
-    const HttpAnswer a =
-        error_answer(503, "too_many_connections",
-                     "the server has its maximum of " + std::to_string(server_.options.max_connections) +
-                         " open connections (--max-connections); retry later",
-                     "");
-    text_ =
-        "HTTP/1.1 503 Service Unavailable\r\nServer: crl/" CRL_VERSION "\r\nContent-Type: " + a.content_type +
-        "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + std::to_string(a.body.size()) +
-        "\r\n\r\n" + a.body;
-    stream_.expires_after(kRefusalLinger);
-    net::async_write(stream_, net::buffer(text_), [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec) return;
-      beast::error_code ignored;
-      self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-      self->discard();
-    });
-  }
-
- private:
-  void discard() {
-    stream_.async_read_some(net::buffer(sink_), [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (!ec) self->discard();
-    });
-  }
-
-  beast::tcp_stream stream_;
-  HttpServer::Impl& server_;
-  std::string text_;
-  char sink_[4096];
-};
-
 }  // namespace
 
 void HttpServer::Impl::submit(std::shared_ptr<Connection> connection, OwnedCall call) {
@@ -490,8 +451,17 @@ void HttpServer::Impl::refuse_connection(tcp::socket socket) {
     socket.close(ignored);
     return;
   }
-  auto refusal = std::make_shared<Refusal>(std::move(socket), *this);
-  refusal->start();
+  const HttpAnswer a =
+      error_answer(503, "too_many_connections",
+                   "the server has its maximum of " + std::to_string(options.max_connections) +
+                       " open connections (--max-connections); retry later",
+                   "");
+  std::string response =
+      "HTTP/1.1 503 Service Unavailable\r\nServer: crl/" CRL_VERSION "\r\nContent-Type: " + a.content_type +
+      "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + std::to_string(a.body.size()) +
+      "\r\n\r\n" + a.body;
+  std::make_shared<ConnectionRefusal>(std::move(socket), std::move(response), refusing, kRefusalLinger)
+      ->start();
 }
 
 void HttpServer::Impl::schedule_reap() {
