@@ -2,6 +2,7 @@
 // /usr/bin/python3 with Debian's python3-torch; skips with a message where `import torch` fails).
 // The reference runs in float64, so the tolerance measures this float32 code's own error.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -55,7 +56,10 @@ std::optional<Reference> run_reference(const LmModel& m, const PackedBatch& b, c
     std::ifstream err(dir.file("stderr.txt"));
     std::stringstream ss;
     ss << err.rdbuf();
-    why = "reference exited " + std::to_string(rc) + ": " + ss.str();
+    const int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    why = "reference exited with code " + std::to_string(code) + ": " + ss.str();
+    // Exit code 3 = torch cannot be imported (skip); anything else is a broken reference (fail).
+    if (code != 3) ADD_FAILURE() << why;
     return std::nullopt;
   }
   Reference r;
@@ -165,6 +169,30 @@ TEST(LmTorchCheck, ComparisonDetectsASmallDifference) {
   moved.parameters()[m.layout().norm_f() + 3] *= 1.01f;
   const ForwardResult f = moved.forward(b);
   EXPECT_GT(mismatches("logits", f.logits.data(), ref->logits.data(), ref->logits.size(), 1e-4), 0);
+}
+
+// Where `import torch` fails the reference exits 3 and the tests skip with the reason (a fake torch module
+// that raises ImportError stands in for a machine without python3-torch).
+TEST(LmTorchCheck, MissingTorchGivesASkipWithTheReason) {
+  crl::test::TempDir fake("fake_torch");
+  fake.write("torch.py", "raise ImportError('no torch on this machine')\n");
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string keep = old != nullptr ? old : "";
+  ::setenv("PYTHONPATH", fake.str().c_str(), 1);
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  const PackedBatch b = test::make_batch(c, {3});
+  crl::test::TempDir dir;
+  std::string why;
+  const std::optional<Reference> ref = run_reference(m, b, test::make_loss_inputs(b.size()), dir, why);
+  if (old != nullptr) {
+    ::setenv("PYTHONPATH", keep.c_str(), 1);
+  } else {
+    ::unsetenv("PYTHONPATH");
+  }
+  EXPECT_FALSE(ref.has_value());
+  EXPECT_NE(why.find("code 3"), std::string::npos) << why;
+  EXPECT_NE(why.find("no torch on this machine"), std::string::npos) << why;
 }
 
 }  // namespace
