@@ -48,6 +48,11 @@ const std::vector<BenchPlan>& bench_plans() {
       {"tokenizer", ".", 0.1, {}, "tokenizer vs its reference"},
       {"llm_client", ".", 0.1, {}, "LLM client overhead"},
       {"neural", ".", 0.1, {}, "neural policy (CPU; CUDA rows skip without a GPU)"},
+      {"lm",
+       ".",
+       0.1,
+       {},
+       "language-model policy: training and KV-cache sampling vs PyTorch, sgemm at its shapes"},
   };
   return plans;
 }
