@@ -250,17 +250,6 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
 
 }  // namespace
 
-Budget budget_of(const Setup& s) {
-  Budget b;
-  b.capacity = s.budget().capacity();
-  b.reserve = s.budget().reserve();
-  b.tail_k = s.budget().tail_k();
-  b.per_turn_cap = s.budget().per_turn_cap();
-  b.summary_cap = s.budget().summary_cap();
-  b.max_compactions = s.budget().max_compactions();
-  return b;
-}
-
 std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy& policy, uint64_t seed,
                                          const std::string& prefix, int64_t first, int64_t count,
                                          const Runner& runner) {

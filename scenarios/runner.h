@@ -132,8 +132,6 @@ std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy
 // Per task type exact match and summary metrics of evaluation episodes, for environments with typed tasks
 // (the synthetic suite in the symbolic view); empty for the others.
 std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& episodes);
-// The context budget of a setup.
-Budget budget_of(const proto::scenario::Setup& setup);
 
 // The learner's options and schedule for a scenario's learner block (the learning rates stay with the policy
 // updates).

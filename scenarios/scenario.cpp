@@ -16,6 +16,17 @@
 
 namespace crl::scenarios {
 
+Budget budget_of(const proto::scenario::Setup& s) {
+  Budget b;
+  b.capacity = s.budget().capacity();
+  b.reserve = s.budget().reserve();
+  b.tail_k = s.budget().tail_k();
+  b.per_turn_cap = s.budget().per_turn_cap();
+  b.summary_cap = s.budget().summary_cap();
+  b.max_compactions = s.budget().max_compactions();
+  return b;
+}
+
 namespace pb = google::protobuf;
 using proto::scenario::Scenario;
 using proto::scenario::Setup;
@@ -128,13 +139,7 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
     at.fail(arm, {"policy", "name"}, e.what());
   }
   // Budget (spec 1.1 guards).
-  Budget budget;
-  budget.capacity = s.budget().capacity();
-  budget.reserve = s.budget().reserve();
-  budget.tail_k = s.budget().tail_k();
-  budget.per_turn_cap = s.budget().per_turn_cap();
-  budget.summary_cap = s.budget().summary_cap();
-  budget.max_compactions = s.budget().max_compactions();
+  const Budget budget = budget_of(s);
   try {
     budget.validate("budget");
   } catch (const Error& e) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/budget.h"
 #include "proto/scenario.pb.h"
 
 namespace crl::scenarios {
@@ -32,6 +33,9 @@ struct ScenarioSpec {
   std::vector<ArmSpec> arms;
   proto::scenario::GatesConfig gates;
 };
+
+// The context budget of a setup (checked by parse_scenario).
+Budget budget_of(const proto::scenario::Setup& setup);
 
 // Parses and checks `text`; `path` names it in errors. Throws crl::Error.
 ScenarioSpec parse_scenario(const std::string& text, const std::string& path);
