@@ -12,6 +12,7 @@ packages=(
   unicode-data
   bubblewrap libseccomp-dev
   chromium  # headless browser for the trajectory viewer's tests (tests/ui/)
+  slurm-wlm  # the local Slurm check of sharded sweeps (scripts/slurm_check.sh, ctest slurm_check)
 )
 missing=()
 for p in "${packages[@]}"; do
