@@ -32,6 +32,11 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/crl_slurm_check.XXXXXX")
 pids=()
 cleanup() {
+  # Jobs still queued or running are cancelled first, so that no job step outlives the daemons (bounded).
+  if [ ${#pids[@]} -gt 0 ] && [ -n "$(squeue -h 2>/dev/null)" ]; then
+    scancel --full --partition=check 2>/dev/null || true
+    for _ in $(seq 50); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.2; done
+  fi
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done

@@ -97,6 +97,26 @@ TEST(Shard, MergeIsByteIdenticalToOneProcess) {
   }
 }
 
+// Other seeds, the --opt=value forms and --threads: the merged report still names the single-process command.
+TEST(Shard, MergeKeepsSeedsAndTheCommandLine) {
+  const test::TempDir tmp;
+  const std::string scenario = (tmp.path() / "toy.pbtxt").string();
+  write_file_atomic(scenario, toy());
+  const fs::path out = tmp.path() / "results";
+  ASSERT_EQ(test::crl({"run", scenario, "--out=" + out.string(), "--seeds", "29,7"}).code, 0);
+  const auto reference = result_files(out);
+  fs::remove_all(out);
+  for (int i = 0; i < 2; ++i) {
+    const test::CliResult r = test::crl({"run", scenario, "--shard=" + std::to_string(i) + "/2", "--threads",
+                                         "2", "--out=" + shard_dir(out, i), "--seeds", "29,7"});
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  ASSERT_EQ(merge({shard_dir(out, 0), shard_dir(out, 1)}, out).code, 0);
+  const auto merged = result_files(out);
+  for (const char* name : kFiles) EXPECT_EQ(merged.at(name), reference.at(name)) << name;
+  EXPECT_NE(merged.at("report.md").find("--out=" + out.string() + " --seeds 29,7"), std::string::npos);
+}
+
 TEST(Shard, MergeRefusesBadShardSets) {
   const test::TempDir tmp;
   const std::string scenario = (tmp.path() / "toy.pbtxt").string(),
