@@ -6,6 +6,9 @@
 //    checkpoint; the outputs are the bytes of an uninterrupted run (the report shows the command without
 //    --resume). Temporaries that killed runs left in DIR are removed. A progress line goes to stderr when it
 //    is a terminal; otherwise the command is quiet apart from a short result on stdout.
+//  * `crl run SCENARIO --shard I/N --out DIR/shard-I`: runs the jobs i (= arm index x seeds + seed index)
+//    with i mod N == I and writes a shard folder (scenarios/shard.h); `crl merge DIR/shard-* --out DIR` then
+//    writes the result set of the single-process run, byte for byte.
 //  * Without a scenario: the built-in demo, one memory-chain episode in the text view played by the
 //    memory-chain oracle, with its compactions printed as a readable trace.
 #include <unistd.h>
@@ -31,6 +34,7 @@
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
+#include "scenarios/shard.h"
 
 namespace crl::cli {
 namespace {
@@ -59,20 +63,63 @@ std::vector<uint64_t> parse_seeds(const std::vector<std::string>& items) {
   return seeds;
 }
 
+// `crl run SCENARIO --shard I/N --out DIR`: runs the shard's jobs and writes the shard folder
+// (scenarios/shard.h); `crl merge` turns the shard folders into the result set.
+int run_shard_command(const std::string& path, const std::string& text, const std::string& out_dir,
+                      const std::string& shard_text, const scenarios::ScenarioSpec& spec,
+                      scenarios::RunOptions options, const std::vector<std::string>& args) {
+  const scenarios::ShardId shard = scenarios::parse_shard(shard_text);
+  const std::vector<uint64_t> seeds = options.seeds.empty() ? spec.seeds : options.seeds;
+  const std::vector<uint32_t> mine = scenarios::shard_jobs(shard, spec.arms.size() * seeds.size());
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<scenarios::JobResult> jobs =
+      scenarios::run_jobs(spec, options, [&](size_t job) { return job % shard.count == shard.index; });
+  // The merged report names the single-process command: without --shard, --threads and --resume.
+  scenarios::ShardCommand command;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--resume" || arg.rfind("--threads=", 0) == 0 || arg.rfind("--shard=", 0) == 0) continue;
+    if (arg == "--threads" || arg == "--shard") {
+      ++i;
+      continue;
+    }
+    if (arg.rfind("--out=", 0) == 0) command.out_arg = static_cast<int>(command.args.size());
+    if (arg == "--out" && i + 1 < args.size()) {
+      command.args.push_back(arg);
+      command.out_arg = static_cast<int>(command.args.size());
+      command.args.push_back(args[++i]);
+      continue;
+    }
+    command.args.push_back(arg);
+  }
+  scenarios::write_shard(out_dir, path, text, spec, seeds, shard, jobs, command);
+  scenarios::remove_stale_temporaries(out_dir);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("shard %u/%u: %zu of %zu jobs, wrote %s in %.1f s\n", shard.index, shard.count, mine.size(),
+              spec.arms.size() * seeds.size(), out_dir.c_str(), seconds);
+  return 0;
+}
+
 int run_scenario_command(const std::string& path, std::string out_dir, int threads,
-                         const std::vector<std::string>& seed_items, bool resume,
+                         const std::vector<std::string>& seed_items, bool resume, const std::string& shard,
                          const std::vector<std::string>& args) {
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
+  const std::string text = read_file(path);
   // A compaction-cost file (proto/compaction_cost.proto) is simulated, not trained: `crl simulate`.
-  if (scenarios::is_compaction_cost(read_file(path))) {
+  if (scenarios::is_compaction_cost(text)) {
+    if (!shard.empty()) throw Error("option --shard", "", "applies to training scenarios, not to " + path);
     std::string command = "crl run";
     for (const std::string& arg : args) command += " " + arg;
     return simulate_file(path, out_dir, threads, command);
   }
-  const scenarios::ScenarioSpec spec = scenarios::load_scenario(path);
+  const scenarios::ScenarioSpec spec = scenarios::parse_scenario(text, path);
   scenarios::RunOptions options;
   options.threads = threads;
   options.seeds = parse_seeds(seed_items);
+  // A shard folder is named by the batch system's script (DIR/shard-I): no default.
+  if (!shard.empty() && out_dir.empty()) {
+    throw Error("option --shard", "", "needs --out (crl run SCENARIO --shard I/N --out DIR/shard-I)");
+  }
   if (out_dir.empty()) out_dir = "results/" + spec.name;
   options.checkpoint_dir = out_dir;
   options.resume = resume;
@@ -94,6 +141,7 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
       std::cerr << line << std::flush;
     };
   }
+  if (!shard.empty()) return run_shard_command(path, text, out_dir, shard, spec, options, args);
   const auto start = std::chrono::steady_clock::now();
   const scenarios::ScenarioResult result = scenarios::run_scenario(spec, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -128,7 +176,7 @@ int run_command(const std::vector<std::string>& args) {
   // compaction comes from the chain's reset points, envs/memory_chain), unless options replace it.
   EpisodeOptions episode;
   std::string policy_name = "memory_chain_oracle";
-  std::string scenario, out_path;
+  std::string scenario, out_path, shard;
   std::vector<std::string> seeds;
   int episodes = 1, threads = 1;
   bool trace = true, full = false, resume = false;
@@ -146,15 +194,21 @@ int run_command(const std::vector<std::string>& args) {
       "full", po::bool_switch(&full), "print every run of tokens in the trace")(
       "resume", po::bool_switch(&resume),
       "with a scenario: continue every arm and seed from its newest checkpoint in --out")(
-      "scenario", po::value(&scenario), "scenario file (protobuf text format)");
+      "shard", po::value(&shard),
+      "with a scenario: run shard I/N of its (arm, seed) jobs (job i when i mod N == I) into --out; "
+      "crl merge assembles the shards")("scenario", po::value(&scenario),
+                                        "scenario file (protobuf text format)");
   po::positional_options_description positional;
   positional.add("scenario", 1);
   po::variables_map vm;
   int exit_code = 0;
-  if (!parse_options("run", "[SCENARIO --out DIR [--threads N] [--seeds 7,17,29] [--resume]] [options]",
-                     options, positional, args, vm, exit_code))
+  if (!parse_options(
+          "run", "[SCENARIO --out DIR [--threads N] [--seeds 7,17,29] [--resume] [--shard I/N]] [options]",
+          options, positional, args, vm, exit_code))
     return exit_code;
-  if (!scenario.empty()) return run_scenario_command(scenario, out_path, threads, seeds, resume, args);
+  if (!scenario.empty()) return run_scenario_command(scenario, out_path, threads, seeds, resume, shard, args);
+  if (!shard.empty())
+    throw Error("option --shard", "", "needs a scenario file (crl run SCENARIO --shard I/N --out DIR)");
   if (resume)
     throw Error("option --resume", "", "needs a scenario file (crl run SCENARIO --out DIR --resume)");
   if (episodes < 1)

@@ -325,23 +325,56 @@ learners::ScheduleOptions schedule_options(const LearnerConfig& l) {
   return o;
 }
 
-ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options) {
+namespace {
+
+// The arm's episode setups and its environment (the prototype the spec points into).
+void make_context(const ArmSpec& arm, ArmContext& c) {
+  c.arm = &arm;
+  c.train.env = arm.setup.env().name();
+  c.train.params = env_params(arm.setup);
+  c.prototype = make_env(arm.setup.env().name(), c.train.params, "arm " + quote(arm.name));
+  c.env_spec = &c.prototype->spec();
+  c.train.codec = make_codec(arm.setup.view(), *c.env_spec);
+  c.train.budget = budget_of(arm.setup);
+  c.eval = c.train;
+  for (const auto& [k, v] : arm.setup.training().eval_env_params()) c.eval.params[k] = v;
+}
+
+}  // namespace
+
+std::vector<JobResult> run_jobs(const ScenarioSpec& spec, const RunOptions& options,
+                                const std::function<bool(size_t)>& select) {
   const Runner runner(std::max(1, options.threads));
   const std::vector<uint64_t>& seeds = options.seeds.empty() ? spec.seeds : options.seeds;
+  std::vector<JobResult> out;
+  for (size_t a = 0; a < spec.arms.size(); ++a) {
+    ArmContext c;
+    for (size_t s = 0; s < seeds.size(); ++s) {
+      const size_t index = a * seeds.size() + s;
+      if (select && !select(index)) continue;
+      if (c.arm == nullptr) make_context(spec.arms[a], c);
+      out.push_back(JobResult{a, s, run_one(spec.name, c, seeds[s], options, runner)});
+    }
+  }
+  return out;
+}
+
+ScenarioResult assemble_result(const ScenarioSpec& spec, const std::vector<uint64_t>& seeds,
+                               std::vector<JobResult> jobs) {
+  std::sort(jobs.begin(), jobs.end(), [](const JobResult& x, const JobResult& y) {
+    return std::pair(x.arm, x.seed_index) < std::pair(y.arm, y.seed_index);
+  });
+  if (jobs.size() != spec.arms.size() * seeds.size()) {
+    throw Error("scenario " + quote(spec.name), "",
+                std::to_string(jobs.size()) + " job results for " + std::to_string(spec.arms.size()) +
+                    " arms x " + std::to_string(seeds.size()) + " seeds");
+  }
   ScenarioResult out;
   out.name = spec.name;
-  for (const ArmSpec& arm : spec.arms) {
+  for (size_t a = 0; a < spec.arms.size(); ++a) {
+    const ArmSpec& arm = spec.arms[a];
     ArmContext c;
-    c.arm = &arm;
-    c.train.env = arm.setup.env().name();
-    c.train.params = env_params(arm.setup);
-    c.prototype = make_env(arm.setup.env().name(), c.train.params, "arm " + quote(arm.name));
-    c.env_spec = &c.prototype->spec();
-    c.train.codec = make_codec(arm.setup.view(), *c.env_spec);
-    c.train.budget = budget_of(arm.setup);
-    c.eval = c.train;
-    for (const auto& [k, v] : arm.setup.training().eval_env_params()) c.eval.params[k] = v;
-
+    make_context(arm, c);
     ArmResult result;
     result.name = arm.name;
     result.description = arm.description;
@@ -352,8 +385,14 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
       result.chance = 1.0 / static_cast<double>(resolved.get_int("fact_arity"));
     }
     double total = 0.0;
-    for (uint64_t seed : seeds) {
-      result.seeds.push_back(run_one(spec.name, c, seed, options, runner));
+    for (size_t s = 0; s < seeds.size(); ++s) {
+      JobResult& job = jobs[a * seeds.size() + s];
+      if (job.arm != a || job.seed_index != s || job.result.seed != seeds[s]) {
+        throw Error("scenario " + quote(spec.name), "",
+                    "job results do not cover arm " + quote(arm.name) + " seed " + std::to_string(seeds[s]) +
+                        " exactly once");
+      }
+      result.seeds.push_back(std::move(job.result));
       total += result.seeds.back().accuracy;
     }
     result.mean_accuracy = total / static_cast<double>(result.seeds.size());
@@ -378,6 +417,11 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
     out.arms.push_back(std::move(result));
   }
   return out;
+}
+
+ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options) {
+  return assemble_result(spec, options.seeds.empty() ? spec.seeds : options.seeds,
+                         run_jobs(spec, options, {}));
 }
 
 }  // namespace crl::scenarios

@@ -116,6 +116,23 @@ struct RunOptions {
 
 ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options);
 
+// The jobs of a scenario: one (arm, seed) run each, job index = arm index x seeds + seed index (arms in file
+// order, seeds in the order given). run_scenario() runs them all and assembles the result; a sharded run
+// (scenarios/shard.h) runs a subset, and `crl merge` assembles the results of every shard through the same
+// assemble_result(), so a merged result is the single-process result by construction.
+struct JobResult {
+  size_t arm = 0;         // index into ScenarioSpec::arms
+  size_t seed_index = 0;  // index into the seeds
+  SeedResult result;
+};
+// Runs the jobs whose index `select` accepts (every job when `select` is empty), in index order.
+std::vector<JobResult> run_jobs(const ScenarioSpec& spec, const RunOptions& options,
+                                const std::function<bool(size_t)>& select);
+// The scenario's result from the results of all its jobs, each exactly once, in any order (throws
+// crl::Error otherwise).
+ScenarioResult assemble_result(const ScenarioSpec& spec, const std::vector<uint64_t>& seeds,
+                               std::vector<JobResult> jobs);
+
 // The episodes of a run, shared by the runner and `crl eval` (so that both evaluate the same episodes):
 // episode i of collect_episodes is task "<prefix><first + i>" (split "train" for the prefix "train-", else
 // "test"), group index first + i, its random streams keyed by `seed`; the trajectories in index order, the

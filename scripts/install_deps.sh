@@ -13,6 +13,7 @@ packages=(
   python3-torch
   bubblewrap libseccomp-dev
   chromium  # headless browser for the trajectory viewer's tests (tests/ui/)
+  slurm-wlm  # the local Slurm check of sharded sweeps (scripts/slurm_check.sh, ctest slurm_check)
 )
 missing=()
 for p in "${packages[@]}"; do
