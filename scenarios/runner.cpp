@@ -147,8 +147,13 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   const int64_t curve_eval =
       training.curve_eval_episodes() > 0 ? training.curve_eval_episodes() : training.eval_episodes();
 
+  std::function<void(size_t)> episodes_done;
+  if (options.episodes_done) {
+    episodes_done = [&options](size_t n) { options.episodes_done(static_cast<int64_t>(n)); };
+  }
   auto evaluate = [&](int64_t count, std::vector<Trajectory>* keep) {
-    std::vector<Trajectory> eval = collect_episodes(c.eval, *policy, seed, "eval-", 0, count, runner);
+    std::vector<Trajectory> eval =
+        collect_episodes(c.eval, *policy, seed, "eval-", 0, count, runner, episodes_done);
     const double accuracy = mean_reward(eval);
     if (keep != nullptr) *keep = std::move(eval);
     return accuracy;
@@ -177,6 +182,12 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   };
   int64_t next_checkpoint = every > 0 ? (loop.done / every + 1) * every : std::numeric_limits<int64_t>::max();
 
+  if (resumed && options.episodes_done) {  // what the checkpoint holds counts as done
+    int64_t skipped = loop.done;
+    for (const CurvePoint& p : result.curve) skipped += p.eval_episodes;
+    if (loop.done == total && total > 0) skipped -= training.eval_episodes();  // evaluated again below
+    options.episodes_done(skipped);
+  }
   std::vector<Trajectory> final_eval;
   bool have_final_eval = false;
   if (!resumed) {
@@ -192,7 +203,7 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
     // A batch never straddles a curve point, so the points fall exactly on multiples of eval_interval.
     const int64_t count = std::min({training.batch_size(), total - loop.done, loop.next_point - loop.done});
     const std::vector<Trajectory> batch =
-        collect_episodes(c.train, *policy, seed, "train-", loop.done, count, runner);
+        collect_episodes(c.train, *policy, seed, "train-", loop.done, count, runner, episodes_done);
     for (const Trajectory& t : batch) loop.window_reward += t.reward;
     loop.window_episodes += count;
     if (trainable != nullptr) {
@@ -263,8 +274,9 @@ Budget budget_of(const Setup& s) {
 
 std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy& policy, uint64_t seed,
                                          const std::string& prefix, int64_t first, int64_t count,
-                                         const Runner& runner) {
+                                         const Runner& runner, const std::function<void(size_t)>& on_done) {
   RolloutSpec spec;
+  spec.on_done = on_done;
   spec.count = static_cast<size_t>(count);
   // Groups only decide which thread drives which episodes; results do not depend on them.
   spec.group_size = std::max<size_t>(8, (spec.count + runner.threads() - 1) / runner.threads());
@@ -364,6 +376,7 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
     }
     double total = 0.0;
     for (uint64_t seed : seeds) {
+      if (options.stage) options.stage(arm.name, seed);
       result.seeds.push_back(run_one(spec.name, c, seed, options, runner));
       total += result.seeds.back().accuracy;
     }
@@ -389,6 +402,21 @@ ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options)
     out.arms.push_back(std::move(result));
   }
   return out;
+}
+
+int64_t planned_episodes(const ScenarioSpec& spec, const RunOptions& options) {
+  const size_t seeds = options.seeds.empty() ? spec.seeds.size() : options.seeds.size();
+  int64_t per_arm_total = 0;
+  for (const ArmSpec& arm : spec.arms) {
+    const auto& t = arm.setup.training();
+    const int64_t total = t.episodes();
+    const int64_t curve_eval = t.curve_eval_episodes() > 0 ? t.curve_eval_episodes() : t.eval_episodes();
+    // As run_one: the start point, one point per multiple of eval_interval below the total, the final point.
+    int64_t n = total == 0 ? t.eval_episodes() : curve_eval + total + t.eval_episodes();
+    if (total > 0 && t.eval_interval() > 0) n += ((total - 1) / t.eval_interval()) * curve_eval;
+    per_arm_total += n;
+  }
+  return per_arm_total * static_cast<int64_t>(seeds);
 }
 
 }  // namespace crl::scenarios
