@@ -19,6 +19,7 @@
 #include "cli/options.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
+#include "engine/json_reader.h"
 
 namespace crl::cli {
 
@@ -47,6 +48,11 @@ const std::vector<BenchPlan>& bench_plans() {
       {"tokenizer", ".", 0.1, {}, "tokenizer vs its reference"},
       {"llm_client", ".", 0.1, {}, "LLM client overhead"},
       {"neural", ".", 0.1, {}, "neural policy (CPU; CUDA rows skip without a GPU)"},
+      {"lm",
+       ".",
+       0.1,
+       {},
+       "language-model policy: training and KV-cache sampling vs PyTorch, sgemm at its shapes"},
   };
   return plans;
 }
@@ -109,9 +115,9 @@ std::string end_marker(const std::string& name) {
 std::string format_bench_table(const std::string& json_text, const std::string& where) {
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where, "", std::string("not Google Benchmark JSON output: ") + e.what());
+    doc = read_json(json_text, where);
+  } catch (const JsonError& e) {
+    throw Error(where, e.field(), "not Google Benchmark JSON output: " + e.message());
   }
   if (!doc.is_object() || !doc.contains("benchmarks") || !doc["benchmarks"].is_array()) {
     throw Error(where, "benchmarks", "not Google Benchmark JSON output: no \"benchmarks\" array");

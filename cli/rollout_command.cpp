@@ -65,6 +65,7 @@ int rollout_command(const std::vector<std::string>& args) {
   EpisodeOptions episode;
   episode.env = "synthetic";
   std::string split = "dev", url, api = "sglang", tokenizer_spec = "byte", out_path, metrics_path;
+  std::string chat_name = "chatml";
   int tasks = 60, first_task = 0, samples = 1;
   llm::LlmOptions llm;
   size_t concurrency = llm.max_in_flight;
@@ -81,7 +82,10 @@ int rollout_command(const std::vector<std::string>& args) {
       "api", po::value(&api)->default_value(api), "sglang (POST /generate) | openai (POST /v1/completions)")(
       "tokenizer", po::value(&tokenizer_spec)->default_value(tokenizer_spec),
       "the policy's tokenizer: byte | PATH/tokenizer.json | PATH/NAME.tiktoken[#PATTERN]")(
-      "model", po::value(&llm.sampling.model), "model name sent with the openai API")(
+      "chat-template", po::value(&chat_name)->default_value(chat_name),
+      "how prompts are rendered: chatml (needs <|im_start|>, <|im_end|>) | plain (needs <|endoftext|>; for "
+      "tokenizers without ChatML tokens, e.g. o200k_base, GPT-2)")("model", po::value(&llm.sampling.model),
+                                                                   "model name sent with the openai API")(
       "temperature", po::value(&llm.sampling.temperature)->default_value(llm.sampling.temperature),
       "sampling temperature")("top-p", po::value(&llm.sampling.top_p)->default_value(llm.sampling.top_p),
                               "nucleus sampling")(
@@ -96,10 +100,11 @@ int rollout_command(const std::vector<std::string>& args) {
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
-  if (!parse_options("rollout",
-                     "--llm http://HOST:PORT --out trajectories.jsonl [--env synthetic --split dev --tasks N "
-                     "--api sglang|openai --tokenizer byte --concurrency N --seed S]",
-                     options, positional, args, vm, exit_code))
+  if (!parse_options(
+          "rollout",
+          "--llm http://HOST:PORT --out trajectories.jsonl [--env synthetic --split dev --tasks N "
+          "--api sglang|openai --tokenizer byte --chat-template chatml|plain --concurrency N --seed S]",
+          options, positional, args, vm, exit_code))
     return exit_code;
   if (url.empty()) throw Error("option --llm", "", "is required (the LLM server, http://HOST:PORT)");
   const ProgressMode progress_choice = parse_progress_mode(progress_mode);
@@ -133,10 +138,12 @@ int rollout_command(const std::vector<std::string>& args) {
                 "tasks " + std::to_string(first_task) + " .. " + std::to_string(last_task) + ": " +
                     task_index_message(last_task, *list));
   }
+  const ChatTemplate chat = chat_template_by_name(chat_name);  // throws naming --chat-template
   const auto tokenizer = rollout_tokenizer(tokenizer_spec);
-  const auto codec = make_text_codec(tokenizer);
+  const auto codec = make_text_codec(tokenizer, {}, chat);
   llm.vocab_size = tokenizer->vocab_size();
-  if (const auto stop = tokenizer->special_token("<|im_end|>")) llm.sampling.stop_token_ids = {*stop};
+  // The model ends a turn with the template's end-of-turn token (the codec checked that it is special).
+  if (const auto stop = tokenizer->special_token(chat.end_of_turn)) llm.sampling.stop_token_ids = {*stop};
   const Budget budget = episode.budget_for(prototype->spec(), vm);
   llm::LlmDriver driver(llm);
 

@@ -1,14 +1,21 @@
 // `crl serve`: serves every registered environment to external trainers over HTTP (PROTOCOL.md section 2,
 // step mode). The first line on stdout is `listening on HOST:PORT` (with --port 0 the port is ephemeral, so
-// scripts and tests read it there). SIGTERM or SIGINT drains the requests in flight and exits 0. --ui turns
-// on the viewer's lists of live episodes and recent exports (server/ui_routes.h says why they are opt-in).
+// scripts and tests read it there). SIGTERM or SIGINT drains the requests in flight and exits 0; at the
+// --drain-timeout deadline, requests still running are answered 503 drain_deadline and the process exits 0
+// at once, without waiting for the environment code still blocked in them (server/http_server.h).
+// --ui turns on the viewer's lists of live episodes and recent exports (server/ui_routes.h says why
+// they are opt-in).
 #include <malloc.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/command.h"
 #include "cli/options.h"
+#include "engine/chat_template.h"
 #include "engine/error.h"
 #include "server/episode_service.h"
 #include "server/http_server.h"
@@ -26,7 +33,13 @@ int serve_command(const std::vector<std::string>& args) {
   options.add_options()("host", po::value(&http.host)->default_value(http.host), "address to listen on")(
       "port", po::value(&http.port)->default_value(http.port),
       "port (0: an ephemeral port, printed on stdout)")(
-      "threads", po::value(&http.threads)->default_value(http.threads), "I/O and handler threads")(
+      "threads", po::value(&http.threads)->default_value(http.threads),
+      "I/O threads (accept, parse, write; never environment code)")(
+      "workers", po::value(&http.workers)->default_value(http.workers),
+      "worker threads for requests (steps, batches, rollouts: the environment code); a blocked step or a "
+      "rollout holds one for its whole run")(
+      "max-connections", po::value(&http.max_connections)->default_value(http.max_connections),
+      "open connections at most; one beyond gets 503 too_many_connections with Retry-After")(
       "max-sessions", po::value(&max_sessions)->default_value(max_sessions),
       "live episodes at most; beyond it POST /v1/episodes answers 429 with retry_after")(
       "idle-timeout", po::value(&service.idle_timeout_s)->default_value(service.idle_timeout_s),
@@ -37,10 +50,14 @@ int serve_command(const std::vector<std::string>& args) {
       "max-batch", po::value(&service.max_batch)->default_value(service.max_batch),
       "most steps in one POST /v1/batch/step")(
       "drain-timeout", po::value(&http.drain_timeout_s)->default_value(http.drain_timeout_s),
-      "seconds SIGTERM waits for requests in flight")(
+      "seconds SIGTERM waits for requests in flight; then they get 503 drain_deadline and the process "
+      "exits")(
       "tokenizer", po::value(&service.tokenizer)->default_value(service.tokenizer),
       "tokenizer of the text view: byte (built in), a Hugging Face tokenizer.json or a .tiktoken file; it "
-      "must have the ChatML tokens (e.g. Qwen's)")(
+      "must have the chat template's special tokens")(
+      "chat-template", po::value(&service.chat_template)->default_value(service.chat_template),
+      "how the text view renders prompts: chatml (needs <|im_start|>, <|im_end|>) | plain (needs "
+      "<|endoftext|>; for tokenizers without ChatML tokens)")(
       "env-param", po::value(&env_params)->composing(),
       "ENV.KEY=VALUE (repeatable): an environment parameter for every episode of ENV, e.g. "
       "shell.tasks_dir=/srv/tasks; the only way to set server-only ones ('crl inspect --envs')")(
@@ -62,6 +79,11 @@ int serve_command(const std::vector<std::string>& args) {
   if (http.threads < 1 || http.threads > 256) {
     throw Error("option --threads", "", "value " + std::to_string(http.threads) + " must be in 1 .. 256");
   }
+  if (http.workers < 1 || http.workers > 4096) {
+    throw Error("option --workers", "", "value " + std::to_string(http.workers) + " must be in 1 .. 4096");
+  }
+  if (http.max_connections < 1) throw Error("option --max-connections", "", "value must be >= 1");
+  if (!(http.drain_timeout_s >= 0)) throw Error("option --drain-timeout", "", "value must be >= 0");
   if (max_sessions < 1) throw Error("option --max-sessions", "", "value must be >= 1");
   if (!(service.idle_timeout_s > 0)) throw Error("option --idle-timeout", "", "value must be > 0");
   if (!(http.request_timeout_s > 0)) throw Error("option --request-timeout", "", "value must be > 0");
@@ -81,12 +103,22 @@ int serve_command(const std::vector<std::string>& args) {
     }
     service.env_params[item.substr(0, dot)][item.substr(dot + 1, eq - dot - 1)] = item.substr(eq + 1);
   }
+  chat_template_by_name(service.chat_template);  // an unknown name fails here, naming the option
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;
   service.request_timeout_s = http.request_timeout_s;
   service.threads = static_cast<uint32_t>(http.threads);
   http.max_body_bytes = max_body;
 
+  // Each connection is a file descriptor: raise the soft limit towards what --max-connections needs (plus
+  // room for sessions' files and children), as far as the hard limit allows.
+  if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    const rlim_t wanted = static_cast<rlim_t>(http.max_connections) + 256;
+    if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted) {
+      limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+      setrlimit(RLIMIT_NOFILE, &limit);
+    }
+  }
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error code, never a signal
   server::EpisodeService episodes(service);
   // glibc gives the top of the heap back to the kernel whenever more than 128 KiB is free there; a server
@@ -97,6 +129,14 @@ int serve_command(const std::vector<std::string>& args) {
   server::HttpServer server(http, episodes);
   std::cout << "listening on " << http.host << ":" << server.port() << std::endl;
   server.run();
+  if (const size_t unfinished = server.unfinished(); unfinished > 0) {
+    // Blocked environment code cannot be waited for (that is what the deadline is for), nor can the service
+    // be destroyed under it: leave now. Sandboxed children die with the process (PDEATHSIG).
+    std::cerr << "crl serve: drain deadline passed with " << unfinished
+              << " request(s) still running; exiting without them" << std::endl;
+    std::cout.flush();
+    std::_Exit(0);
+  }
   std::cerr << "crl serve: drained, exiting" << std::endl;
   return 0;
 }

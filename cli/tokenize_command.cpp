@@ -31,7 +31,8 @@ int run_tokenize(const std::vector<std::string>& args) {
   options.add_options()("tokenizer", po::value(&spec)->default_value("byte"),
                         "byte | PATH/tokenizer.json | PATH/NAME.tiktoken[#PATTERN]")(
       "file", po::value(&file), "encode this file's bytes instead of TEXT")(
-      "chat-template", po::value(&chat), "render the text as one turn first: chatml | plain")(
+      "chat-template", po::value(&chat),
+      "render the text as one turn first (its special-token strings stay text): chatml | plain")(
       "role", po::value(&role)->default_value("user"), "the turn's role: system | user | assistant | tool")(
       "decode", po::bool_switch(&decode), "the arguments are token ids: print their text")(
       "text", po::value(&words)->multitoken(), "the text (the words are joined by spaces)");
@@ -74,8 +75,15 @@ int run_tokenize(const std::vector<std::string>& args) {
     buffer << in.rdbuf();
     text = buffer.str();
   }
-  if (!chat.empty()) text = chat_template_by_name(chat).turn(role_from_name(role), text);
-  const std::vector<TokenId> ids = tokenizer->encode(text);
+  // Alone, the text is read as a template would be (special-token strings become their ids); rendered as a
+  // turn, it is content, encoded as the text codec encodes an observation: ordinary text (issue 14 item 7).
+  std::vector<TokenId> ids;
+  if (chat.empty()) {
+    ids = tokenizer->encode(text);
+  } else {
+    const ChatTemplate chat_template = chat_template_by_name(chat);
+    ids = tokenizer->encode_pieces(chat_template.turn_pieces(role_from_name(role), text));
+  }
   std::cout << "tokens: " << ids.size() << "\nids:";
   for (TokenId id : ids) std::cout << " " << id;
   std::cout << "\npieces:";

@@ -62,7 +62,8 @@ class BpeTokenizer final : public Tokenizer {
 
   std::vector<TokenId> encode(std::string_view text) const override;
   // Encodes text with no special-token handling: special-token strings are tokenized as ordinary text.
-  std::vector<TokenId> encode_ordinary(std::string_view text) const;
+  std::vector<TokenId> encode_ordinary(std::string_view text) const override;
+  std::vector<TokenId> encode_pieces(std::span<const TextPiece> pieces) const override;
   std::string decode(std::span<const TokenId> ids) const override;
   int vocab_size() const override { return vocab_size_; }
   std::string name() const override { return name_; }
@@ -82,6 +83,8 @@ class BpeTokenizer final : public Tokenizer {
   class PairTable;   // (left id, right id) -> (rank, merged id), open addressing
   class PieceCache;  // piece -> ids, thread-safe
   void encode_text(std::string_view text, std::vector<TokenId>& out) const;
+  // The special token that starts at text[i], or nullptr.
+  const SpecialToken* special_at(std::string_view text, size_t i) const;
   void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
   void merge_piece(std::string_view piece, std::vector<TokenId>& out) const;  // the BPE merge, no cache
   // The rank and id of merging adjacent parts [a, m) and [m, b) of a piece; nullopt if they do not merge.

@@ -32,6 +32,22 @@ std::string ChatTemplate::turn(ChatRole role, std::string_view content) const {
   return std::string(content);
 }
 
+std::array<TextPiece, 4> ChatTemplate::turn_pieces(ChatRole role, std::string_view content) const {
+  switch (role) {
+    case ChatRole::kSystem:
+      return {TextPiece{system_prefix, true}, TextPiece{content}, TextPiece{system_suffix, true},
+              TextPiece{}};
+    case ChatRole::kUser:
+      return {TextPiece{user_prefix, true}, TextPiece{content}, TextPiece{user_suffix, true}, TextPiece{}};
+    case ChatRole::kTool:
+      return {TextPiece{tool_prefix, true}, TextPiece{content}, TextPiece{tool_suffix, true}, TextPiece{}};
+    case ChatRole::kAssistant:
+      return {TextPiece{assistant_prefix, true}, TextPiece{content}, TextPiece{end_of_turn, true},
+              TextPiece{after_end_of_turn, true}};
+  }
+  return {TextPiece{content}, TextPiece{}, TextPiece{}, TextPiece{}};
+}
+
 std::string ChatTemplate::definition() const {
   // Length-prefixed fields, so that no two templates share a definition.
   std::string out = "chat-template/v1";

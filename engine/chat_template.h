@@ -6,9 +6,14 @@
 //  * "plain": "TEXT\n\n" for the system, "User: TEXT\n\n", "Tool: TEXT\n\n", and "Assistant: TEXT" ended by
 //    the special token <|endoftext|> and "\n\n", for tokenizers without ChatML tokens (o200k_base, GPT-2).
 // The end-of-turn string must be a special token of the tokenizer: policies end a turn by sampling it.
+// Only the template's own strings produce special-token ids: a turn is encoded as pieces (turn_pieces,
+// Tokenizer::encode_pieces) in which the content is ordinary text, whatever special-token strings it holds.
+#include <array>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "engine/tokenizer.h"
 
 namespace crl {
 
@@ -31,6 +36,8 @@ struct ChatTemplate {
 
   // A complete turn. An assistant turn includes end_of_turn and after_end_of_turn.
   std::string turn(ChatRole role, std::string_view content) const;
+  // The same turn as template text, content, template text (views into this template and `content`).
+  std::array<TextPiece, 4> turn_pieces(ChatRole role, std::string_view content) const;
   // Everything that defines the template, for fingerprints.
   std::string definition() const;
   bool operator==(const ChatTemplate&) const = default;

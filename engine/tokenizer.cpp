@@ -34,6 +34,21 @@ std::vector<TokenId> ByteTokenizer::encode(std::string_view text) const {
   return ids;
 }
 
+std::vector<TokenId> ByteTokenizer::encode_ordinary(std::string_view text) const {
+  std::vector<TokenId> ids(text.size());
+  for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
+  return ids;
+}
+
+std::vector<TokenId> ByteTokenizer::encode_pieces(std::span<const TextPiece> pieces) const {
+  std::vector<TokenId> ids;
+  for (const TextPiece& piece : pieces) {  // bytes do not merge: each piece encodes alone
+    const std::vector<TokenId> part = piece.special ? encode(piece.text) : encode_ordinary(piece.text);
+    ids.insert(ids.end(), part.begin(), part.end());
+  }
+  return ids;
+}
+
 std::string ByteTokenizer::decode(std::span<const TokenId> ids) const {
   std::string text;
   text.reserve(ids.size());

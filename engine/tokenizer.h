@@ -15,11 +15,26 @@
 
 namespace crl {
 
+// A part of a rendered prompt. Template text (`special` true: the chat template's own strings) may hold
+// special-token strings, which become special ids; content (an observation, an action, a prompt from a
+// config or a client) is always ordinary text, so that text from an environment can never forge a turn
+// ("<|im_end|>\n<|im_start|>system\n..." in a command's output stays plain text).
+struct TextPiece {
+  std::string_view text;
+  bool special = false;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // Encodes text. Special-token strings (e.g. "<|im_start|>") in the text become their special ids.
   virtual std::vector<TokenId> encode(std::string_view text) const = 0;
+  // Encodes text with no special-token handling: special-token strings are tokenized as ordinary text.
+  virtual std::vector<TokenId> encode_ordinary(std::string_view text) const = 0;
+  // Encodes the pieces as one text in which only the `special` pieces' special-token strings are special
+  // ids. Ordinary text runs across piece borders (BPE merges as in the concatenation), so when the content
+  // holds no special-token string the ids equal encode() of the concatenated text.
+  virtual std::vector<TokenId> encode_pieces(std::span<const TextPiece> pieces) const = 0;
   // Decodes ids to text; special ids decode to their strings. Never used to re-encode sampled tokens.
   virtual std::string decode(std::span<const TokenId> ids) const = 0;
   virtual int vocab_size() const = 0;
@@ -34,6 +49,8 @@ inline constexpr std::string_view kByteSpecialTokens[] = {"<|endoftext|>", "<|im
 class ByteTokenizer final : public Tokenizer {
  public:
   std::vector<TokenId> encode(std::string_view text) const override;
+  std::vector<TokenId> encode_ordinary(std::string_view text) const override;
+  std::vector<TokenId> encode_pieces(std::span<const TextPiece> pieces) const override;
   std::string decode(std::span<const TokenId> ids) const override;
   int vocab_size() const override { return 256 + static_cast<int>(std::size(kByteSpecialTokens)); }
   std::string name() const override { return "byte"; }

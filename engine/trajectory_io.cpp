@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "engine/file_io.h"
+#include "engine/json_reader.h"
 
 namespace crl {
 
@@ -162,7 +163,7 @@ std::string to_jsonl(const std::vector<Trajectory>& trajectories) {
       CRL_CHECK(status.ok(), "JSON export failed: " << status.ToString());
       // Protobuf prints map entries in hash order; re-emitting through nlohmann::json (whose objects are
       // sorted maps) makes every line byte-stable, keys sorted.
-      out += nlohmann::json::parse(line).dump();
+      out += read_json(line, "trajectory export").dump();
       out += '\n';
     }
   }
@@ -200,6 +201,8 @@ std::vector<Trajectory> read_trajectories(const std::string& path) {
       begin = end + 1;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       proto::Segment segment;
+      // The shared reader first: protobuf's parser takes a repeated key silently (the last one wins).
+      read_json(line, path + ":" + std::to_string(line_number));
       const auto status = google::protobuf::util::JsonStringToMessage(line, &segment);
       if (!status.ok()) {
         throw Error(path + ":" + std::to_string(line_number), "",

@@ -18,7 +18,7 @@ class TextCodec final : public Codec {
       throw Error("tokenizer " + quote(tokenizer_->name()), "chat template",
                   "the " + chat_.name + " template needs the special token " + quote(chat_.end_of_turn) +
                       (chat_.name == "chatml" ? " and \"<|im_start|>\"" : "") +
-                      "; use a tokenizer that has it or another template (plain)");
+                      "; use a tokenizer that has it or another template (--chat-template plain)");
     }
     end_of_turn_ = *end;
   }
@@ -27,34 +27,42 @@ class TextCodec final : public Codec {
 
   ContextTemplate context_template() const override {
     ContextTemplate t;
+    // Only the template's strings are template text; the configured prompts are content like any other.
     t.turn_header = tokenizer_->encode(chat_.assistant_prefix);
-    t.summary_instruction = tokenizer_->encode(chat_.turn(ChatRole::kUser, prompts_.summary_instruction) +
-                                               chat_.assistant_prefix);
-    t.resume_prefix = tokenizer_->encode(chat_.user_prefix + prompts_.resume_preface);
+    const std::string close_and_open = chat_.user_suffix + chat_.assistant_prefix;
+    const TextPiece instruction[] = {
+        {chat_.user_prefix, true}, {prompts_.summary_instruction}, {close_and_open, true}};
+    t.summary_instruction = tokenizer_->encode_pieces(instruction);
+    const TextPiece resume[] = {{chat_.user_prefix, true}, {prompts_.resume_preface}};
+    t.resume_prefix = tokenizer_->encode_pieces(resume);
     t.resume_suffix = tokenizer_->encode(chat_.user_suffix);
-    t.truncation_marker = tokenizer_->encode(prompts_.truncation_marker);
+    t.truncation_marker = tokenizer_->encode_ordinary(prompts_.truncation_marker);
     return t;
   }
 
+  // Observations come from the environment: their text is content, never template (ChatML forgery).
   std::vector<TokenId> encode_system(const Observation& system) const override {
-    return tokenizer_->encode(chat_.turn(ChatRole::kSystem, system.text));
+    return tokenizer_->encode_pieces(chat_.turn_pieces(ChatRole::kSystem, system.text));
   }
   std::vector<TokenId> encode_user(const Observation& user) const override {
-    return tokenizer_->encode(chat_.turn(ChatRole::kUser, user.text));
+    return tokenizer_->encode_pieces(chat_.turn_pieces(ChatRole::kUser, user.text));
   }
   std::vector<TokenId> encode_observation(const Observation& observation,
                                           std::span<const TokenId> action) const override {
     const bool closed = !action.empty() && action.back() == end_of_turn_;
-    return tokenizer_->encode((closed ? "" : chat_.end_of_turn) + chat_.after_end_of_turn +
-                              chat_.turn(ChatRole::kUser, observation.text));
+    const std::string close = (closed ? "" : chat_.end_of_turn) + chat_.after_end_of_turn + chat_.user_prefix;
+    const TextPiece pieces[] = {{close, true}, {observation.text}, {chat_.user_suffix, true}};
+    return tokenizer_->encode_pieces(pieces);
   }
   Action decode_action(std::span<const TokenId> tokens) const override {
     Action action;
     action.text = tokenizer_->decode(summary_body(tokens));
     return action;
   }
+  // A text action (scripted policies, clients) is content too: only the end of turn is a special id.
   std::vector<TokenId> encode_action(const std::string& text) const override {
-    return tokenizer_->encode(text + chat_.end_of_turn);
+    const TextPiece pieces[] = {{text}, {chat_.end_of_turn, true}};
+    return tokenizer_->encode_pieces(pieces);
   }
   std::span<const TokenId> summary_body(std::span<const TokenId> summary) const override {
     if (!summary.empty() && summary.back() == end_of_turn_) return summary.first(summary.size() - 1);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_reader.h"
 
 namespace crl::learners {
 
@@ -38,7 +39,7 @@ void reject_unknown(const json& object, std::initializer_list<const char*> known
   for (auto it = object.begin(); it != object.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
-    if (!ok) throw Error(where, path + it.key(), "is not a known field");
+    if (!ok) throw Error(where, path + text_prefix(it.key()), "is not a known field");
   }
 }
 
@@ -62,7 +63,8 @@ std::vector<uint8_t> mask_array(const json& j, const std::string& where, const s
     } else if (x.is_number_integer() && (x.get<int64_t>() == 0 || x.get<int64_t>() == 1)) {
       out.push_back(static_cast<uint8_t>(x.get<int64_t>()));
     } else {
-      throw Error(where, field + "[" + std::to_string(i) + "]", "is " + x.dump() + ", expected 0 or 1");
+      throw Error(where, field + "[" + std::to_string(i) + "]",
+                  "is " + json_preview(x) + ", expected 0 or 1");
     }
   }
   return out;
@@ -71,12 +73,8 @@ std::vector<uint8_t> mask_array(const json& j, const std::string& where, const s
 }  // namespace
 
 AdvantagesRequest parse_advantages_request(const std::string& text, const std::string& where) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(where, "", std::string("is not valid JSON: ") + e.what());
-  }
+  // The shared reader: depth limit, duplicate keys, short syntax errors (engine/json_reader.h).
+  json doc = read_json(text, where);
   if (!doc.is_object()) throw Error(where, "", "expected a JSON object at the top level");
   reject_unknown(doc,
                  {"gamma", "lambda", "lambda_alpha", "correction", "critic_target", "summary_loss_masked",
@@ -95,7 +93,7 @@ AdvantagesRequest parse_advantages_request(const std::string& text, const std::s
         o.lambda_mode = LambdaMode::kTokenwise;
       } else {
         throw Error(where, "lambda",
-                    "is " + quote(name) + ", expected \"adaptive\", \"tokenwise\" or a number");
+                    "is " + quote(text_prefix(name)) + ", expected \"adaptive\", \"tokenwise\" or a number");
       }
     } else if (l.is_number()) {
       o.lambda_mode = LambdaMode::kFixed;
@@ -150,7 +148,8 @@ AdvantagesRequest parse_advantages_request(const std::string& text, const std::s
       } else if (kind == "summary") {
         k = SegmentKind::kSummary;
       } else {
-        throw Error(where, spath + ".kind", "is " + kind.dump() + ", expected \"execution\" or \"summary\"");
+        throw Error(where, spath + ".kind",
+                    "is " + json_preview(kind) + ", expected \"execution\" or \"summary\"");
       }
       const std::vector<double> values =
           number_array(require(so, "values", where, spath + "."), where, spath + ".values");

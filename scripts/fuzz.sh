@@ -6,6 +6,7 @@
 #
 #   scripts/fuzz.sh 300            # five minutes per target
 #   JOBS=2 scripts/fuzz.sh 60      # build parallelism (default 2)
+#   TARGETS="http_request" scripts/fuzz.sh 300   # only these targets (default: all three)
 set -euo pipefail
 SECONDS_PER_TARGET=${1:-60}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,10 +14,11 @@ BUILD=$ROOT/build-fuzz
 JOBS=${JOBS:-2}
 
 CC=clang CXX=clang++ cmake -S "$ROOT/tests/fuzz" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j"$JOBS" --target fuzz_request_decoder fuzz_scenario_parser
+TARGETS=${TARGETS:-request_decoder scenario_parser http_request}
+cmake --build "$BUILD" -j"$JOBS" --target $(for t in $TARGETS; do echo "fuzz_$t"; done)
 
 status=0
-for target in request_decoder scenario_parser; do
+for target in $TARGETS; do
   binary=$BUILD/fuzz_$target
   seeds=$ROOT/tests/fuzz/corpus/$target
   corpus=$BUILD/corpus/$target

@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   python3 python3-protobuf python3-numpy
   unicode-data
+  python3-torch
   bubblewrap libseccomp-dev
   chromium  # headless browser for the trajectory viewer's tests (tests/ui/)
 )

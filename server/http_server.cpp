@@ -1,11 +1,13 @@
 #include "server/http_server.h"
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cmath>
@@ -17,6 +19,8 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "server/connection_refusal.h"
+#include "server/http_request.h"
 #include "server/router.h"
 #include "server/ui_page.h"
 
@@ -31,12 +35,23 @@ namespace {
 std::chrono::steady_clock::duration seconds(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
-constexpr uint32_t kHeaderLimit = 16 * 1024;
-std::string_view view(beast::string_view s) {
-  return {s.data(), s.size()};
-}
+// After the drain deadline, the time given to write the 503 answers before run() returns.
+constexpr auto kDeadlineGrace = std::chrono::seconds(1);
+// A refused request or connection (server/connection_refusal.h): its input is read and dropped after the
+// answer for at most this long.
+constexpr auto kRefusalLinger = std::chrono::seconds(1);
+// Refused connections lingering at once at most; beyond, they are closed without an answer.
+constexpr int kMaxRefusing = 64;
 class Connection;
 using Clock = std::chrono::steady_clock;
+
+// A request, owned, for the worker pool.
+struct OwnedCall {
+  std::string method, target, content_type, accept, body;
+  HttpCall view(bool draining) const {
+    return HttpCall{method, target, content_type, accept, body, draining};
+  }
+};
 }  // namespace
 
 struct HttpServer::Impl {
@@ -48,27 +63,34 @@ struct HttpServer::Impl {
         signals(strand),
         reaper(strand),
         drain_deadline(strand),
+        deadline_grace(strand),
         accept_retry(strand),
-        sweeper(strand) {}
+        sweeper(strand),
+        pool(static_cast<size_t>(std::max(1, options.workers))) {}
 
   void accept();
+  void refuse_connection(tcp::socket socket);
   void schedule_reap();
   void schedule_sweep();
-  void begin_drain();  // on `strand`
+  void begin_drain();         // on `strand`
+  void on_drain_deadline();   // on `strand`
+  void maybe_finish_drain();  // on `strand`
+  void submit(std::shared_ptr<Connection> connection, OwnedCall call);
+  std::vector<std::shared_ptr<Connection>> live();
   void add(uint64_t id, std::weak_ptr<Connection> connection) {
     std::lock_guard lock(mutex);
     connections.emplace(id, std::move(connection));
   }
-  ~Impl() { stopped = true; }
+  ~Impl() {
+    stopped = true;
+    pool.stop();  // requests queued and not started are dropped; running ones are waited for
+    pool.join();
+  }
+  // Idempotent: called when a connection closes and again when it is destroyed.
   void remove(uint64_t id) {
     std::lock_guard lock(mutex);
-    connections.erase(id);
-    if (draining && connections.empty() && !stopped) {
-      net::post(strand, [this] {
-        drain_deadline.cancel();
-        sweeper.cancel();
-      });
-    }
+    if (connections.erase(id) == 0) return;
+    if (draining && connections.empty() && !stopped) net::post(strand, [this] { maybe_finish_drain(); });
   }
 
   HttpOptions options;
@@ -76,17 +98,26 @@ struct HttpServer::Impl {
   // Declared before the io_context: its destruction destroys pending handlers, hence connections, which
   // unregister here.
   std::mutex mutex;
-  std::map<uint64_t, std::weak_ptr<Connection>> connections;
+  std::map<uint64_t, std::weak_ptr<Connection>> connections;  // open connections (closed ones leave)
   std::atomic<bool> draining{false};
+  std::atomic<bool> deadline_passed{false};
   std::atomic<bool> stopped{false};
+  std::atomic<bool> reaping{false};
+  std::atomic<size_t> in_flight{0};  // requests handed to the pool whose handler has not returned
+  std::atomic<int> refusing{0};
+  std::atomic<size_t> reading{0};  // connections with part of a request received
   net::io_context ioc;
   net::strand<net::io_context::executor_type> strand;  // the acceptor, signals and timers
   tcp::acceptor acceptor;
   net::signal_set signals;
   net::steady_timer reaper;
   net::steady_timer drain_deadline;
+  net::steady_timer deadline_grace;
   net::steady_timer accept_retry;
   net::steady_timer sweeper;  // request deadlines, checked a few times per timeout
+  // Declared after the io_context, so destroyed (joined) first: its queued handlers hold work guards on the
+  // io_context and connections that unregister above.
+  net::thread_pool pool;
   uint64_t next_connection_id = 0;
   uint16_t port = 0;
 };
@@ -98,7 +129,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id)
       : stream_(std::move(socket)), server_(server), id_(id) {}
-  ~Connection() { server_.remove(id_); }
+  ~Connection() {
+    set_reading(false);
+    server_.remove(id_);
+  }
 
   void start() {
     server_.add(id_, weak_from_this());
@@ -110,40 +144,109 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Called by the server's sweeper (on this strand): a read or write past its deadline is cancelled. One
   // coarse sweep replaces a timer per request, whose arming and cancelling cost system calls on every step.
   void check_deadline(Clock::time_point now) {
-    if (phase_ == Phase::kIdle || now < deadline_) return;
+    if ((phase_ != Phase::kReading && phase_ != Phase::kWriting && phase_ != Phase::kLingering) ||
+        now < deadline_) {
+      return;
+    }
     beast::error_code ignored;
     if (phase_ == Phase::kReading) {
       timed_out_ = true;
       stream_.socket().cancel(ignored);
-    } else {  // a client that does not read its answer
+    } else {  // a client that does not read its answer, or a refused one that keeps sending
       stream_.socket().close(ignored);
     }
   }
 
   // The server drains: close at once if no request is under way; otherwise the answer closes it.
   void drain() {
-    if (busy_ || (parser_ && parser_->got_some())) return;
+    if (busy_ || request_started()) return;
     close();
   }
 
+  // The drain deadline passed: a request still being handled is answered 503 now (its handler's answer, if
+  // it ever comes, is dropped); one still being read is cut off.
+  void drain_deadline() {
+    if (phase_ == Phase::kWorking) {
+      return answer(error_answer(503, "drain_deadline",
+                                 "the server shut down before this request finished (drain timeout of " +
+                                     std::to_string(server_.options.drain_timeout_s) +
+                                     " s); it may or may not have been applied",
+                                 accept_),
+                    false);
+    }
+    if (phase_ != Phase::kWriting) close();
+  }
+
+  // The worker pool's answer (on this strand).
+  void on_handled(HttpAnswer handled) {
+    if (phase_ != Phase::kWorking) return;  // answered at the drain deadline already
+    answer(std::move(handled), keep_alive_);
+  }
+
  private:
+  void set_reading(bool on) {
+    if (on == reading_) return;
+    reading_ = on;
+    if (on) {
+      ++server_.reading;
+    } else {
+      --server_.reading;
+    }
+  }
+
+  bool request_started() const { return buffer_.size() > 0 || (parser_ && parser_->got_some()); }
+
   void read() {
     if (server_.draining) return close();
     parser_.emplace();
-    parser_->body_limit(server_.options.max_body_bytes);
-    parser_->header_limit(kHeaderLimit);
+    configure_parser(*parser_, server_.options.max_body_bytes);
+    scanner_ = HeadScanner{};
+    refused_ = false;
+    accept_.clear();
     deadline_ = Clock::now() + seconds(server_.options.request_timeout_s);
     phase_ = Phase::kReading;
-    // The header first: a client that sends `Expect: 100-continue` (curl does for large bodies) waits for
-    // our go-ahead before it sends the body, so the body cannot be read in the same call.
-    http::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+    scan_head();
   }
 
-  void on_header(beast::error_code ec) {
-    if (ec) return on_read(ec);
-    const beast::string_view expect = parser_->get()[http::field::expect];
+  // The head is read and checked by our own scanner (server/http_request.h) before Beast's parser sees it.
+  void scan_head() {
+    const auto data = buffer_.data();
+    const std::string_view bytes(static_cast<const char*>(data.data()), data.size());
+    if (!bytes.empty()) set_reading(true);
+    switch (scanner_.scan(bytes)) {
+      case HeadScanner::State::kComplete:
+        return on_head(bytes);
+      case HeadScanner::State::kRefused:
+        return refuse(scanner_.refusal());
+      case HeadScanner::State::kNeedMore:
+        break;
+    }
+    stream_.socket().async_read_some(
+        buffer_.prepare(std::min<size_t>(8192, buffer_.max_size() - buffer_.size())),
+        [self = shared_from_this()](beast::error_code ec, size_t n) {
+          self->buffer_.commit(n);
+          if (ec && n == 0) return self->on_read(ec);
+          self->scan_head();
+        });
+  }
+
+  void on_head(std::string_view bytes) {
+    beast::error_code ec;
+    const std::string_view head =
+        bytes.substr(scanner_.head_begin(), scanner_.head_end() - scanner_.head_begin());
+    const size_t used = parser_->put(net::buffer(head.data(), head.size()), ec);
+    buffer_.consume(scanner_.head_end());
+    if (ec || !parser_->is_header_done() || used != head.size()) {
+      if (auto r = refusal_for(ec, server_.options.max_body_bytes)) return refuse(*r);
+      return refuse({400, "bad_http", "the request head is not valid HTTP/1.1"});
+    }
+    const auto& request = parser_->get();
+    accept_ = std::string(request[http::field::accept]);
+    if (auto r = check_framing(*parser_)) return refuse(*r);
+    // Taken from the head: trailer fields of a chunked body must not change them.
+    content_type_ = std::string(request[http::field::content_type]);
+    keep_alive_ = request.keep_alive();
+    const beast::string_view expect = request[http::field::expect];
     if (expect.empty()) return read_body();
     if (!beast::iequals(expect, "100-continue")) {
       return answer(
@@ -164,6 +267,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void read_body() {
+    if (parser_->is_done()) return on_read({});
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
@@ -172,51 +276,48 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kIdle;
     if (timed_out_ && ec) {
       timed_out_ = false;
-      if (parser_->got_some()) {
-        return answer(error_answer(408, "request_timeout",
-                                   "the request did not arrive completely within " +
-                                       std::to_string(server_.options.request_timeout_s) + " s",
-                                   ""),
-                      false);
+      if (request_started()) {
+        return refuse({408, "request_timeout",
+                       "the request did not arrive completely within " +
+                           std::to_string(server_.options.request_timeout_s) + " s"});
       }
       return close();
     }
     timed_out_ = false;
-    if (ec == http::error::end_of_stream)
-      return close();  // the client closed (or half-closed) between requests
-    if (ec == http::error::body_limit) {
-      return answer(error_answer(413, "payload_too_large",
-                                 "the body is over the limit of " +
-                                     std::to_string(server_.options.max_body_bytes) + " bytes",
-                                 ""),
-                    false);
+    if (ec == net::error::eof || ec == http::error::end_of_stream) {
+      // The client closed (or half-closed): between requests nobody is left to answer; inside a head, it
+      // gets the answer for what it sent.
+      if (buffer_.size() > 0 && !parser_->is_header_done()) {
+        return refuse({400, "incomplete_request", "the connection ended inside a request"});
+      }
+      if (!parser_->is_header_done()) return close();
     }
-    if (ec == http::error::header_limit) {
-      return answer(
-          error_answer(431, "headers_too_large",
-                       "the headers are over the limit of " + std::to_string(kHeaderLimit) + " bytes", ""),
-          false);
+    if (ec) {
+      if (auto r = refusal_for(ec, server_.options.max_body_bytes)) return refuse(*r);
+      return close();  // reset, aborted: nobody to answer
     }
-    if (ec == http::error::partial_message) {
-      return answer(error_answer(400, "incomplete_request", "the connection ended inside a request", ""),
-                    false);
-    }
-    if (ec && ec.category() == http::make_error_code(http::error::bad_method).category()) {
-      return answer(error_answer(400, "bad_http", "the request is not valid HTTP/1.1: " + ec.message(), ""),
-                    false);
-    }
-    if (ec) return close();  // reset, aborted: nobody to answer
+    dispatch();
+  }
 
+  void dispatch() {
     busy_ = true;
-    const auto& request = parser_->get();
-    HttpCall call;
-    call.method = view(request.method_string());
-    call.target = view(request.target());
-    call.content_type = view(request[http::field::content_type]);
-    call.accept = view(request[http::field::accept]);
-    call.body = request.body();
-    call.draining = server_.draining;
-    answer(route(server_.service, call), request.keep_alive());
+    set_reading(false);
+    auto& request = parser_->get();
+    OwnedCall call{std::string(request.method_string()), std::string(request.target()), content_type_,
+                   accept_, std::move(request.body())};
+    const std::string_view path = std::string_view(call.target).substr(0, call.target.find('?'));
+    if (path == "/health" && call.method == "GET") {
+      // Never behind environment work: answered here, on the I/O thread.
+      return answer(route(server_.service, call.view(server_.draining)), keep_alive_);
+    }
+    phase_ = Phase::kWorking;
+    server_.submit(shared_from_this(), std::move(call));
+  }
+
+  void refuse(const HttpRefusal& r) {
+    set_reading(false);
+    refused_ = true;
+    answer(error_answer(r.status, r.code, r.message, accept_), false);
   }
 
   void answer(HttpAnswer answer, bool keep_alive) {
@@ -246,31 +347,81 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kIdle;
     const bool keep = response_->keep_alive();
     response_.reset();
-    if (ec || !keep) return close();
+    if (ec) return close();
+    if (!keep) return refused_ ? linger() : close();
     read();
+  }
+
+  // After a refusal the client may still be sending the rest of its request: closing with unread bytes would
+  // reset the connection, and the reset can destroy the answer before the client reads it. So: half-close,
+  // read and drop what still comes, close at its end or after kRefusalLinger (RFC 9112 section 9.6).
+  void linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    phase_ = Phase::kLingering;
+    deadline_ = Clock::now() + kRefusalLinger;
+    buffer_.consume(buffer_.size());
+    stream_.socket().async_read_some(buffer_.prepare(4096),
+                                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                                       if (ec || self->phase_ != Phase::kLingering) return self->close();
+                                       self->linger();
+                                     });
   }
 
   void close() {
     beast::error_code ignored;
-    phase_ = Phase::kIdle;
+    phase_ = Phase::kClosed;
+    set_reading(false);
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream_.close();
+    server_.remove(id_);
   }
 
   beast::tcp_stream stream_;
   HttpServer::Impl& server_;
   const uint64_t id_;
-  beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  beast::flat_buffer buffer_{kReadBufferLimit};
+  HeadScanner scanner_;
+  std::optional<RequestParser> parser_;
   std::optional<http::response<http::string_body>> response_;
-  enum class Phase { kIdle, kReading, kWriting };
+  std::string accept_, content_type_;
+  bool keep_alive_ = false;
+  enum class Phase { kIdle, kReading, kWorking, kWriting, kLingering, kClosed };
   Phase phase_ = Phase::kIdle;
   Clock::time_point deadline_;
   bool busy_ = false;
   bool timed_out_ = false;
+  bool reading_ = false;
+  bool refused_ = false;  // the answer under way refuses the request: linger before closing
 };
 
 }  // namespace
+
+void HttpServer::Impl::submit(std::shared_ptr<Connection> connection, OwnedCall call) {
+  ++in_flight;
+  net::post(pool, [this, connection = std::move(connection), call = std::move(call),
+                   guard = net::make_work_guard(ioc)]() mutable {
+    // Started after the drain deadline: its connection has had its 503 and the server is going away.
+    std::optional<HttpAnswer> handled;
+    if (!deadline_passed) handled = route(service, call.view(draining));
+    // Counted out before the answer is posted: a client that has its answer sees the handler finished.
+    if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
+    if (handled) {
+      net::post(connection->executor(), [connection, handled = std::move(*handled)]() mutable {
+        connection->on_handled(std::move(handled));
+      });
+    }
+  });
+}
+
+std::vector<std::shared_ptr<Connection>> HttpServer::Impl::live() {
+  std::vector<std::shared_ptr<Connection>> out;
+  std::lock_guard lock(mutex);
+  for (auto& [id, weak] : connections) {
+    if (auto c = weak.lock()) out.push_back(std::move(c));
+  }
+  return out;
+}
 
 void HttpServer::Impl::accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
@@ -284,9 +435,37 @@ void HttpServer::Impl::accept() {
     }
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<Connection>(std::move(socket), *this, ++next_connection_id)->start();
+    size_t open = 0;
+    {
+      std::lock_guard lock(mutex);
+      open = connections.size();
+    }
+    if (open >= options.max_connections) {
+      refuse_connection(std::move(socket));
+    } else {
+      std::make_shared<Connection>(std::move(socket), *this, ++next_connection_id)->start();
+    }
     accept();
   });
+}
+
+void HttpServer::Impl::refuse_connection(tcp::socket socket) {
+  if (refusing.load() >= kMaxRefusing) {
+    beast::error_code ignored;
+    socket.close(ignored);
+    return;
+  }
+  const HttpAnswer a =
+      error_answer(503, "too_many_connections",
+                   "the server has its maximum of " + std::to_string(options.max_connections) +
+                       " open connections (--max-connections); retry later",
+                   "");
+  std::string response =
+      "HTTP/1.1 503 Service Unavailable\r\nServer: crl/" CRL_VERSION "\r\nContent-Type: " + a.content_type +
+      "\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " + std::to_string(a.body.size()) +
+      "\r\n\r\n" + a.body;
+  std::make_shared<ConnectionRefusal>(std::move(socket), std::move(response), refusing, kRefusalLinger)
+      ->start();
 }
 
 void HttpServer::Impl::schedule_reap() {
@@ -294,7 +473,13 @@ void HttpServer::Impl::schedule_reap() {
   reaper.expires_after(seconds(interval));
   reaper.async_wait([this](beast::error_code ec) {
     if (ec || draining) return;
-    service.reap_idle();
+    // Destroying an episode may run environment code (a sandbox's teardown): on the pool, one reap at a time.
+    if (!reaping.exchange(true)) {
+      net::post(pool, [this] {
+        service.reap_idle();
+        reaping = false;
+      });
+    }
     schedule_reap();
   });
 }
@@ -304,16 +489,9 @@ void HttpServer::Impl::schedule_sweep() {
   sweeper.expires_after(seconds(interval));
   sweeper.async_wait([this](beast::error_code ec) {
     if (ec == net::error::operation_aborted) return;
-    std::vector<std::shared_ptr<Connection>> live;
-    {
-      std::lock_guard lock(mutex);
-      for (auto& [id, weak] : connections) {
-        if (auto c = weak.lock()) live.push_back(std::move(c));
-      }
-    }
     const auto now = Clock::now();
-    for (auto& c : live) net::post(c->executor(), [c, now] { c->check_deadline(now); });
-    if (!(draining && live.empty())) schedule_sweep();
+    for (auto& c : live()) net::post(c->executor(), [c, now] { c->check_deadline(now); });
+    schedule_sweep();
   });
 }
 
@@ -324,24 +502,35 @@ void HttpServer::Impl::begin_drain() {
   signals.cancel(ignored);
   reaper.cancel();
   accept_retry.cancel();
-  std::vector<std::shared_ptr<Connection>> live;
-  {
-    std::lock_guard lock(mutex);
-    for (auto& [id, weak] : connections) {
-      if (auto c = weak.lock()) live.push_back(std::move(c));
-    }
-  }
-  if (live.empty()) {
-    sweeper.cancel();
-    return;
-  }
   drain_deadline.expires_after(seconds(options.drain_timeout_s));
   drain_deadline.async_wait([this](beast::error_code ec) {
-    if (!ec) ioc.stop();  // connections that did not finish in time are dropped
+    if (!ec) on_drain_deadline();
   });
-  for (auto& c : live) {
-    net::post(c->executor(), [c] { c->drain(); });
+  for (auto& c : live()) net::post(c->executor(), [c] { c->drain(); });
+  maybe_finish_drain();
+}
+
+void HttpServer::Impl::on_drain_deadline() {
+  deadline_passed = true;
+  for (auto& c : live()) net::post(c->executor(), [c] { c->drain_deadline(); });
+  deadline_grace.expires_after(kDeadlineGrace);
+  deadline_grace.async_wait([this](beast::error_code ec) {
+    if (!ec) ioc.stop();  // answers not written by now are dropped with their connections
+  });
+  maybe_finish_drain();
+}
+
+void HttpServer::Impl::maybe_finish_drain() {
+  if (!draining) return;
+  {
+    std::lock_guard lock(mutex);
+    if (!connections.empty()) return;
   }
+  if (in_flight > 0 && !deadline_passed) return;  // a handler whose client left may still finish in time
+  drain_deadline.cancel();
+  deadline_grace.cancel();
+  sweeper.cancel();
+  ioc.stop();
 }
 
 HttpServer::HttpServer(HttpOptions options, EpisodeService& service)
@@ -381,8 +570,24 @@ bool HttpServer::draining() const {
   return impl_->draining;
 }
 
+HttpServer::Stats HttpServer::stats() const {
+  Stats out;
+  {
+    std::lock_guard lock(impl_->mutex);
+    out.connections = impl_->connections.size();
+  }
+  out.reading = impl_->reading;
+  out.handling = impl_->in_flight;
+  return out;
+}
+
+size_t HttpServer::unfinished() const {
+  return impl_->in_flight;
+}
+
 void HttpServer::request_stop() {
-  auto impl = impl_;
+  // A raw pointer: a handler left in the io_context when it stops is destroyed with it, inside ~Impl.
+  Impl* impl = impl_.get();
   net::post(impl->strand, [impl] { impl->begin_drain(); });
 }
 
@@ -394,10 +599,10 @@ void HttpServer::run() {
     s.schedule_reap();
     s.schedule_sweep();
   });
-  std::vector<std::thread> workers;
-  for (int i = 1; i < s.options.threads; ++i) workers.emplace_back([&s] { s.ioc.run(); });
+  std::vector<std::thread> io_threads;
+  for (int i = 1; i < s.options.threads; ++i) io_threads.emplace_back([&s] { s.ioc.run(); });
   s.ioc.run();
-  for (auto& w : workers) w.join();
+  for (auto& t : io_threads) t.join();
 }
 
 }  // namespace crl::server

@@ -2,16 +2,35 @@
 // The HTTP/1.1 transport (Boost.Beast on Boost.Asio): accepts connections, reads requests with a body limit
 // and a deadline, hands them to route(), writes the answers, and shuts down gracefully.
 //
-// Threads: `threads` threads run one io_context; each connection is a strand, so one connection's requests
-// are handled in order while different connections run in parallel (per-episode serialization is the session
-// table's job).
+// Threads. `threads` I/O threads run one io_context: they accept, read, parse and write, and never run
+// environment code. Each connection is a strand (its requests are handled in order; a connection reads its
+// next request only after answering the previous one). Every routed request except GET /health runs on a
+// separate worker pool of `workers` threads (steps, batches, creates, deletes, exports, info, rollouts, and
+// the idle reaper), and its answer is posted back to the connection's strand. A step that blocks (a shell
+// command, a remote environment, a silent LLM behind POST /v1/rollouts) therefore holds one worker, never
+// an I/O thread: /health is answered on the I/O thread at any load. A rollout holds its worker for its
+// whole run; requests beyond the pool's size wait in its queue, which is bounded by max_connections (one
+// request in flight per connection).
+// Connections: at most max_connections at once; one beyond gets 503 too_many_connections with Retry-After: 1
+// at once (before its request is read) and is closed after at most 1 s of lingering (at most 64 such
+// refusals at once; beyond, a connection is closed without an answer), so an fd limit is not the only
+// protection.
+// Request reading (server/http_request.h): RFC 9112 framing checks (Transfer-Encoding only as a single
+// `chunked`, else 501; Transfer-Encoding with Content-Length, several Content-Length fields, obs-fold, bare
+// CR/LF or control bytes in the head: 400), then every refusal closes the connection.
 // Limits and timeouts: a request (headers and body) must arrive within request_timeout_s of the previous
 // answer, else the connection is closed (408 when part of a request had arrived); a body over max_body_bytes
-// gets 413 and the connection is closed; headers over 16 KiB get 431; unparsable HTTP gets 400. A client that
-// half-closes (shutdown of its write side) is answered for what it sent, then closed.
-// Shutdown (SIGTERM, SIGINT or request_stop()): stop accepting, answer every request already being read or
-// handled (its answer says Connection: close), close idle connections, stop the reaper, then run() returns.
-// After drain_timeout_s everything still open is closed.
+// gets 413 and the connection is closed; a head over 16 KiB, or a chunk header or trailer section over
+// 32 KiB, gets 431. A client that half-closes (shutdown of its write side) is answered for what it sent, then
+// closed. After a refusal the connection is half-closed and drained for at most 1 s before it is closed, so
+// that the client can read the answer.
+// Shutdown (SIGTERM, SIGINT or request_stop()): stop accepting, close idle connections, answer every request
+// already being read or handled (its answer says Connection: close). The drain deadline is hard: after
+// drain_timeout_s every request still running gets 503 drain_deadline (Connection: close; it may or may not
+// have been applied), what is still being read is closed, and run() returns at most about 1 s later (the
+// time given to write those answers), even if environment code is still blocked on a worker. unfinished()
+// then says how many requests never returned: `crl serve` exits at once without waiting for them
+// (sandboxed children die with the process), while the destructor of HttpServer waits for them.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -24,7 +43,9 @@ namespace crl::server {
 struct HttpOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7411;  // 0: an ephemeral port (read it back with port())
-  int threads = 2;
+  int threads = 2;       // I/O threads
+  int workers = 32;      // worker pool for routed requests (blocking environment code, rollouts)
+  uint32_t max_connections = 1024;
   uint32_t max_body_bytes = 8u << 20;
   double request_timeout_s = 30.0;
   double drain_timeout_s = 10.0;
@@ -40,8 +61,19 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const;
-  // Serves until the drain completes; runs on the calling thread plus threads - 1 more.
+  // Serves until the drain completes or its deadline passes; runs on the calling thread plus threads - 1
+  // more I/O threads (the worker pool has its own).
   void run();
+  // Counts, thread-safe (tests wait on them instead of sleeping): open connections, connections with part
+  // of a request received, requests handed to the worker pool whose handler has not returned.
+  struct Stats {
+    size_t connections = 0;
+    size_t reading = 0;
+    size_t handling = 0;
+  };
+  Stats stats() const;
+  // After run(): requests whose handler had not returned when run() returned (blocked past the deadline).
+  size_t unfinished() const;
   // Starts the drain (thread-safe, idempotent), as SIGTERM does.
   void request_stop();
   bool draining() const;

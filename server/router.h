@@ -39,7 +39,9 @@ struct HttpAnswer {
 };
 
 HttpAnswer route(EpisodeService& service, const HttpCall& call);
-// A typed error answer outside routing (the transport's 408, 413, 431, 400 for unparsable HTTP).
+// A typed error answer outside routing (the transport's 400 for unparsable or ambiguously framed HTTP, 408,
+// 413, 417, 431, 501 for a transfer coding other than chunked, 503 beyond --max-connections or at the drain
+// deadline).
 HttpAnswer error_answer(int status, const std::string& code, const std::string& message,
                         std::string_view accept);
 

@@ -11,6 +11,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "engine/json_reader.h"
 #include "wire/api_error.h"
 #include "wire/utf8.h"
 
@@ -77,14 +78,15 @@ struct FieldPath {
     std::string base = parent ? parent->str() : std::string();
     if (index >= 0) return base + "[" + std::to_string(index) + "]";
     if (key.empty()) return base;
-    return base.empty() ? std::string(key) : base + "." + std::string(key);
+    const std::string shown = text_prefix(key, 60);  // a key is the client's, of any length
+    return base.empty() ? shown : base + "." + shown;
   }
 };
 
 [[noreturn]] void bad(const FieldPath& where, const std::string& expected, const json& value) {
   const std::string path = where.str();
-  std::string shown = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (shown.size() > 80) shown = shown.substr(0, 77) + "...";
+  // A short prefix only: the value is the client's, of any size (dumping it whole cost memory and time).
+  const std::string shown = json_preview(value, 80);
   throw ApiError(400, "bad_field",
                  path + ": expected " + expected + ", found " + kind_of(value) + " " + shown, path);
 }
@@ -241,6 +243,9 @@ void read_value(const json& value, Message& message, const FieldDescriptor* fiel
 void read_message(const json& value, Message& message, const FieldPath& path) {
   const Descriptor* type = message.GetDescriptor();
   if (!value.is_object()) bad(path, "an object (" + std::string(type->name()) + ")", value);
+  // A field named twice (by its .proto name and its JSON name) is a duplicate key like any other.
+  uint64_t seen_small = 0;
+  std::vector<bool> seen_large(type->field_count() > 64 ? type->field_count() : 0);
   for (const auto& [key, item] : value.items()) {
     const FieldDescriptor* field = type->FindFieldByName(key);
     if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
@@ -248,7 +253,22 @@ void read_message(const json& value, Message& message, const FieldPath& path) {
     if (field == nullptr) {
       std::string known;
       for (int i = 0; i < type->field_count(); ++i) known += (i ? ", " : "") + type->field(i)->name();
-      throw ApiError(400, "unknown_field", "unknown field \"" + key + "\" (known: " + known + ")", at.str());
+      throw ApiError(400, "unknown_field",
+                     "unknown field \"" + text_prefix(key, 60) + "\" (known: " + known + ")", at.str());
+    }
+    const int index = field->index();
+    const bool repeated_key =
+        index < 64 ? (seen_small >> index) & 1 : static_cast<bool>(seen_large[static_cast<size_t>(index)]);
+    if (repeated_key) {
+      throw ApiError(400, "duplicate_key",
+                     "field " + at.str() + " is given twice (as \"" + field->name() + "\" and \"" +
+                         field->json_name() + "\")",
+                     at.str());
+    }
+    if (index < 64) {
+      seen_small |= uint64_t{1} << index;
+    } else {
+      seen_large[static_cast<size_t>(index)] = true;
     }
     if (item.is_null()) continue;  // null reads as the default
     if (field->is_map()) {
@@ -516,13 +536,13 @@ void decode_message(std::string_view body, WireFormat format, Message& out) {
     return;
   }
   if (trim(body).empty()) return;
-  // nlohmann's parser throws for some malformed input even when asked not to (a number overflow such as
-  // 1E400 raises out_of_range.406: found by fuzzing), so every json::exception is a 400 here.
+  // The shared reader bounds the nesting depth (kMaxJsonDepth) and refuses duplicate keys before a DOM
+  // exists; its errors become 400s with their own codes (bad_json | json_too_deep | duplicate_key).
   json document;
   try {
-    document = json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {
-    throw ApiError(400, "bad_json", "the body is not valid JSON: " + std::string(e.what()));
+    document = read_json(body, "the body");
+  } catch (const JsonError& e) {
+    throw ApiError(400, std::string(e.code()), "the body: " + e.message(), e.field());
   }
   try {
     read_message(document, out, FieldPath{});

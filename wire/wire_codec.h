@@ -7,7 +7,11 @@
 //    ("budget.capacity", "steps[3].action.kind") and what was expected.
 //  * Binary protobuf: a field that protobuf keeps as "unknown" (an unknown number, or a known number with the
 //    wrong wire type) is rejected the same way.
-// Every decoding failure throws ApiError 400 with code bad_json | bad_protobuf | unknown_field | bad_field.
+//  * JSON is read by engine/json_reader.h: nesting deeper than kMaxJsonDepth (64) is json_too_deep, a key
+//    repeated in an object (or one field named by both its .proto and its JSON name) is duplicate_key.
+//    Error messages quote at most a short prefix of an offending value.
+// Every decoding failure throws ApiError 400 with code bad_json | json_too_deep | duplicate_key |
+// bad_protobuf | unknown_field | bad_field.
 #include <google/protobuf/message.h>
 
 #include <string>

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "engine/json_reader.h"
 #include "engine/splitmix.h"
 #include "envs/trim.h"
 
@@ -353,7 +354,7 @@ std::string project_to_json(const Project& p) {
 Project project_from_json(const std::string& line) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(line);
+    j = read_json(line, "project");  // depth limit, duplicate keys (engine/json_reader.h)
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("not JSON: ") + e.what());
   }
@@ -367,7 +368,8 @@ Project project_from_json(const std::string& line) {
       p.files.push_back({f.at("path").get<std::string>(), f.at("text").get<std::string>()});
     for (const auto& t : j.at("hidden")) {
       const auto test = parse_case(t.get<std::string>());
-      if (!test) throw std::invalid_argument("bad hidden test " + t.dump() + " (expected \"f(1, 2) == 3\")");
+      if (!test)
+        throw std::invalid_argument("bad hidden test " + json_preview(t) + " (expected \"f(1, 2) == 3\")");
       p.hidden.push_back(*test);
     }
     const auto& bug = j.at("bug");

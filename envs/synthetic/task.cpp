@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_reader.h"
 #include "engine/sha256.h"
 #include "engine/splitmix.h"
 
@@ -422,7 +423,7 @@ std::string string_field(const json& object, const char* name, const std::string
 void exact_keys(const json& object, std::initializer_list<const char*> keys, const std::string& where) {
   for (auto it = object.begin(); it != object.end(); ++it) {
     if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }) == keys.end()) {
-      throw Error(where, it.key(), "unknown field");
+      throw Error(where, text_prefix(it.key()), "unknown field");
     }
   }
 }
@@ -430,11 +431,13 @@ void exact_keys(const json& object, std::initializer_list<const char*> keys, con
 }  // namespace
 
 SyntheticTask task_from_json(std::string_view line, const std::string& where) {
+  // The shared reader (engine/json_reader.h): depth limit, duplicate keys, short syntax errors.
   json j;
   try {
-    j = json::parse(line);
-  } catch (const json::parse_error& e) {
-    throw Error(where, "", std::string("not valid JSON (truncated or corrupt line?): ") + e.what());
+    j = read_json(line, where);
+  } catch (const JsonError& e) {
+    if (e.kind() != JsonErrorKind::kSyntax) throw;
+    throw Error(where, "", e.message() + " (truncated or corrupt line?)");
   }
   if (!j.is_object()) throw Error(where, "", "expected a JSON object, found " + std::string(j.type_name()));
   exact_keys(j,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_reader.h"
 #include "engine/sha256.h"
 
 namespace crl::llm {
@@ -235,13 +236,20 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
 }
 
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size) {
-  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) return fail("the answer is not valid JSON");
+  // The shared reader: an answer nested past kMaxJsonDepth, with a repeated key or not JSON at all fails
+  // the call with a short message (never the answer whole).
+  json parsed;
+  try {
+    parsed = read_json(body, "the answer");
+  } catch (const JsonError& e) {
+    return fail("the answer is not accepted JSON: " + e.message());
+  }
   GenerateResult out =
       kind == ApiKind::kSglang ? parse_sglang(parsed, vocab_size) : parse_openai(parsed, vocab_size);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
       out.finish_reason != "abort") {
-    return fail("finish reason " + quote(out.finish_reason) + " is not one of stop, length, abort");
+    return fail("finish reason " + quote(text_prefix(out.finish_reason)) +
+                " is not one of stop, length, abort");
   }
   return out;
 }

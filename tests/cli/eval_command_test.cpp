@@ -13,6 +13,7 @@
 #include "engine/file_io.h"
 #include "proto/scenario.pb.h"
 #include "scenarios/checkpoint.h"
+#include "tests/temp_dir.h"
 
 namespace crl::cli {
 namespace {
@@ -32,16 +33,10 @@ Result crl(const std::vector<std::string>& args) {
   return Result{code, testing::internal::GetCapturedStdout(), testing::internal::GetCapturedStderr()};
 }
 
+// A unique folder from tests/temp_dir.h, with its path as a string.
 struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "crl_eval_test.XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+  crl::test::TempDir folder;
+  std::string path = folder.str();
 };
 
 // A shipped scenario with fewer episodes (the same arms, policy and evaluation split): `training` is text of

@@ -98,6 +98,10 @@ TEST(synthetic_verifier, OrderedPlanIsParsedAsJsonWithTheSingleKeyPlan) {
   EXPECT_FALSE(verify_answer(t, "{\"steps\":\"" + plan + "\"}")) << "wrong key";
   EXPECT_FALSE(verify_answer(t, "{\"Plan\":\"" + plan + "\"}")) << "wrong key (case)";
   EXPECT_FALSE(verify_answer(t, "{\"plan\":\"x\",\"plan\":\"" + plan + "\"}")) << "repeated key";
+  // Issue 14 item 1: the agent's answer goes through the shared reader: a number out of range made
+  // nlohmann's parse throw (exceptions off or not), deep nesting is refused before a DOM exists.
+  EXPECT_FALSE(verify_answer(t, "{\"plan\":1E400}")) << "number out of range";
+  EXPECT_FALSE(verify_answer(t, "{\"plan\":" + std::string(100000, '[') + std::string(100000, ']') + "}"));
   EXPECT_FALSE(verify_answer(t, "{\"plan\":\"" + c + ">" + b + ">" + a + "\"}")) << "wrong order";
   EXPECT_FALSE(verify_answer(t, "{\"plan\":\"" + a + " > " + b + " > " + c + "\"}")) << "exact string";
   EXPECT_FALSE(verify_answer(t, "{\"plan\":[\"" + a + "\",\"" + b + "\",\"" + c + "\"]}")) << "not a string";

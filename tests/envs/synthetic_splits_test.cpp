@@ -182,6 +182,10 @@ TEST(synthetic_splits, CorruptLinesAreRejectedNamingFileLineAndField) {
       {2, "\"target\":", "\"extra\":1,\"target\":", "field 'extra'"},
       {4, "\"milestones\":[", "\"milestones\":[1,", "field 'milestones'"},
       {6, "\"type\":\"", "\"type\":\"x", "field 'type'"},
+      // Issue 14 item 5: a repeated key is refused, not read as its last value.
+      {8, "\"split\":\"dev\"", "\"split\":\"test\",\"split\":\"dev\"", "duplicate key \"split\""},
+      // Issue 14 item 1: nesting past the shared reader's limit.
+      {10, "\"milestones\":[", "\"milestones\":" + std::string(100000, '[') + "[", "nested deeper than 64"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.expect);

@@ -138,6 +138,26 @@ Trajectory two_segment_trajectory() {
   return tr;
 }
 
+// Issue 14 items 1 and 5: batch files go through the shared JSON reader.
+TEST(LearnerBatchJsonTest, DuplicateKeysAndDeepNestingAreRefused) {
+  try {
+    parse_advantages_request(R"({"gamma":0.5,"rollouts":[],"gamma":0.9})", "batch.json");
+    ADD_FAILURE() << "a repeated key was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), "batch.json");
+    EXPECT_EQ(e.field(), "gamma");
+    EXPECT_NE(e.message().find("duplicate key \"gamma\""), std::string::npos) << e.what();
+  }
+  try {
+    parse_advantages_request("{\"rollouts\":" + std::string(100000, '[') + std::string(100000, ']') + "}",
+                             "batch.json");
+    ADD_FAILURE() << "100,000 levels were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("nested deeper than 64"), std::string::npos) << e.what();
+    EXPECT_LT(std::string(e.what()).size(), 600u);
+  }
+}
+
 TEST(LearnerBatchTest, MakeBatchFlattensTrajectories) {
   const Batch b = make_batch({two_segment_trajectory(), two_segment_trajectory()});
   EXPECT_EQ(b.num_rollouts(), 2);

@@ -13,6 +13,7 @@
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
+#include "tests/temp_dir.h"
 
 namespace crl::scenarios {
 namespace {
@@ -20,16 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 
 // A fresh folder of its own under the system's temporary folder (removed at the end).
+// A unique folder from tests/temp_dir.h, with its path as a string.
 struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "crl_checkpoint_test.XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+  crl::test::TempDir folder;
+  std::string path = folder.str();
 };
 
 // The toy with a few training episodes, two arms and two seeds: a run takes well under a second.

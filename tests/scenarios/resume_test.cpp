@@ -24,22 +24,17 @@
 #include "cli/command.h"
 #include "engine/file_io.h"
 #include "scenarios/output_set.h"
+#include "tests/temp_dir.h"
 
 namespace crl::scenarios {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A unique folder from tests/temp_dir.h, with its path as a string.
 struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "crl_resume_test.XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
+  crl::test::TempDir folder;
+  std::string path = folder.str();
 };
 
 const char* kOutputs[] = {"summary.json", "curves.csv", "curves.svg", "report.md"};

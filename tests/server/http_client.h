@@ -71,8 +71,10 @@ class HttpClient {
 };
 
 // Sends `bytes`, optionally shuts down the write side, and returns everything received until the server
-// closes the connection or `wait_s` passes (plain POSIX: Beast's timeouts do not apply to blocking reads).
-inline std::string raw_exchange(uint16_t port, const std::string& bytes, bool shutdown_write, double wait_s) {
+// closes the connection, `wait_s` passes, or what was received contains `until` (when not empty) (plain
+// POSIX: Beast's timeouts do not apply to blocking reads).
+inline std::string raw_exchange(uint16_t port, const std::string& bytes, bool shutdown_write, double wait_s,
+                                const std::string& until = "") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -101,6 +103,7 @@ inline std::string raw_exchange(uint16_t port, const std::string& bytes, bool sh
     const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
     if (n <= 0) break;  // closed by the server (or reset)
     received.append(chunk, static_cast<size_t>(n));
+    if (!until.empty() && received.find(until) != std::string::npos) break;
   }
   ::close(fd);
   return received;

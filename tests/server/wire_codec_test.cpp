@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/fuzz/corpus_replay.h"
 #include "wire/api_error.h"
 #include "wire/utf8.h"
-#include "tests/fuzz/corpus_replay.h"
 
 namespace crl::server {
 
@@ -76,6 +76,57 @@ TEST(WireCodec, ErrorsNameTheFieldPath) {
                    batch);  // steps[0].episode_id varint
   EXPECT_EQ(e.code(), "bad_field");
   EXPECT_EQ(e.field(), "steps[0].episode_id");
+}
+
+// Issue 14 item 1: {"env": [[[...]]]} 100,000 deep (200 KB, valid JSON of the wrong type) crashed the server
+// (the error path dumped the value recursively). The depth limit holds before a DOM exists: a typed 400.
+TEST(WireCodec, DeepNestingIsATyped400NotACrash) {
+  proto::CreateEpisodeRequest create;
+  const size_t depth = 100000;
+  ApiError e = decode_error("{\"env\": " + std::string(depth, '[') + std::string(depth, ']') + "}",
+                            WireFormat::kJson, create);
+  EXPECT_EQ(e.http_status(), 400);
+  EXPECT_EQ(e.code(), "json_too_deep");
+  EXPECT_NE(std::string(e.what()).find("64"), std::string::npos) << e.what();
+  EXPECT_TRUE(e.field().starts_with("env[0][0]")) << e.field();
+  EXPECT_LT(std::string(e.what()).size(), 600u);
+  // Within the limit but of the wrong type: bad_field, and the message quotes a short prefix only.
+  e = decode_error("{\"env\": " + std::string(60, '[') + std::string(60, ']') + "}", WireFormat::kJson,
+                   create);
+  EXPECT_EQ(e.code(), "bad_field");
+  EXPECT_EQ(e.field(), "env");
+  EXPECT_LT(std::string(e.what()).size(), 300u);
+  e = decode_error("{\"env\": [\"" + std::string(1 << 20, 'x') + "\"]}", WireFormat::kJson, create);
+  EXPECT_EQ(e.code(), "bad_field");
+  EXPECT_LT(std::string(e.what()).size(), 300u);
+  // An unknown field with a huge name: named by a prefix.
+  e = decode_error("{\"" + std::string(1 << 20, 'k') + "\": 1}", WireFormat::kJson, create);
+  EXPECT_EQ(e.code(), "unknown_field");
+  EXPECT_LT(std::string(e.what()).size() + e.field().size(), 1000u);
+}
+
+// Issue 14 item 5: a key repeated in an object (or one field named by its .proto and its JSON name) is a 400
+// naming it; nlohmann kept the last value silently, other parsers keep the first.
+TEST(WireCodec, DuplicateKeysAreATyped400) {
+  proto::StepRequest step;
+  ApiError e = decode_error(R"({"episode_id":"a","turn_id":1,"episode_id":"b"})", WireFormat::kJson, step);
+  EXPECT_EQ(e.http_status(), 400);
+  EXPECT_EQ(e.code(), "duplicate_key");
+  EXPECT_EQ(e.field(), "episode_id");
+  EXPECT_NE(std::string(e.what()).find("\"episode_id\""), std::string::npos) << e.what();
+  proto::BatchStepRequest batch;
+  e = decode_error(R"({"steps":[{"turn_id":1},{"action":{"kind":"assistant","kind":"summary"}}]})",
+                   WireFormat::kJson, batch);
+  EXPECT_EQ(e.code(), "duplicate_key");
+  EXPECT_EQ(e.field(), "steps[1].action.kind");
+  e = decode_error(R"({"turn_id":1,"turnId":2})", WireFormat::kJson, step);
+  EXPECT_EQ(e.code(), "duplicate_key");
+  EXPECT_EQ(e.field(), "turn_id");  // the object's keys are read in sorted order: "turnId" comes first
+  proto::CreateEpisodeRequest create;
+  e = decode_error(R"({"env":"memory_chain","params":{"length":"96","length":"4"}})", WireFormat::kJson,
+                   create);
+  EXPECT_EQ(e.code(), "duplicate_key");
+  EXPECT_EQ(e.field(), "params.length");
 }
 
 TEST(WireCodec, EncodingIsDeterministicAndPrintsEveryField) {

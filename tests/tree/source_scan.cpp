@@ -84,14 +84,16 @@ LayeringRules design_layering() {
   // DESIGN.md's table ("depends on"), plus proto/ (generated message headers, no code of ours) everywhere,
   // and the README's stated deviations: policies/ on envs/ (the rollout driver runs Episodes) and on
   // learners/ (a trainable policy owns its learner facade, policies/trainable.h). wire/ is shared by server/
-  // and envs/ and depends on neither; server/ and envs/ never include each other's code.
+  // and envs/ and depends on neither; server/ and envs/ never include each other's code. ui/ (the viewer's
+  // page and its data) depends on the engine only; server/ serves it.
   return {
       {"engine", {"engine", "proto"}},
       {"wire", {"wire", "engine", "proto"}},
       {"envs", {"envs", "engine", "wire", "proto"}},
       {"learners", {"learners", "engine", "proto"}},
       {"policies", {"policies", "engine", "envs", "learners", "proto"}},
-      {"server", {"server", "engine", "envs", "policies", "wire", "proto"}},
+      {"ui", {"ui", "engine", "proto"}},
+      {"server", {"server", "engine", "envs", "policies", "wire", "ui", "proto"}},
   };
 }
 

@@ -110,6 +110,26 @@ TEST(LlmApi, RejectsInconsistentSglangAnswers) {
   for (const char* body : bad) EXPECT_FALSE(parse_response(ApiKind::kSglang, body, 0).ok) << body;
 }
 
+// Issue 14 items 1 and 5: answers go through the shared JSON reader. A repeated key is not one answer (the
+// old reader kept the last value), nesting past the limit fails with a short message naming it, and a number
+// out of range fails the call instead of throwing out of the reader.
+TEST(LlmApi, RejectsDuplicateKeysDeepNestingAndHugeNumbersInAnswers) {
+  const std::string twice =
+      R"({"output_ids":[1],"output_ids":[1],"meta_info":{"finish_reason":{"type":"stop"},"output_token_logprobs":[[-1.0,1,null]]}})";
+  GenerateResult r = parse_response(ApiKind::kSglang, twice, 0);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("duplicate key \"output_ids\""), std::string::npos) << r.error;
+  const std::string deep = "[" + std::string(100000, '[') + std::string(100000, ']') + "]";
+  for (ApiKind kind : {ApiKind::kSglang, ApiKind::kOpenAi}) {
+    r = parse_response(kind, deep, 0);
+    EXPECT_FALSE(r.ok);
+    EXPECT_NE(r.error.find("nested deeper than 64"), std::string::npos) << r.error.substr(0, 300);
+    EXPECT_LT(r.error.size(), 600u);
+    r = parse_response(kind, R"({"choices":[{"finish_reason":"stop","token_ids":[1e400]}]})", 0);
+    EXPECT_FALSE(r.ok);
+  }
+}
+
 // An answer of vLLM's /v1/completions with return_token_ids and logprobs=1.
 constexpr const char* kOpenAiAnswer = R"({"id":"cmpl-1","object":"text_completion","created":1,"model":"m",
   "choices":[{"index":0,"text":"next","logprobs":{"text_offset":[0,1,2,3],"token_logprobs":[-0.5,-0.25,-1.5,-0.125],

@@ -2,12 +2,14 @@
 // both without stopping the run, identical outputs for the same seed, and clear errors for bad options.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/command.h"
 #include "engine/file_io.h"
+#include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
 #include "tests/crl_cli.h"
 #include "tests/policies/llm/scripted_llm_server.h"
@@ -142,6 +144,44 @@ TEST(RolloutCommand, RejectsBadOptions) {
   EXPECT_EQ(budget.code, 2);
   EXPECT_NE(budget.err.find("smallest capacity that works is"), std::string::npos) << budget.err;
   EXPECT_FALSE(std::filesystem::exists(never)) << "nothing written";
+}
+
+// Issue 14 item 8: --chat-template. A tokenizer without the ChatML tokens (o200k_base) runs with "plain";
+// with the default (chatml) the error says which option to use; an unknown name is refused naming it.
+TEST(RolloutCommand, PlainChatTemplateServesATokenizerWithoutChatML) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string ranks;  // the 256 bytes only, ranks = byte values (base64 of one byte: 2 characters + "==")
+  for (int b = 0; b < 256; ++b) {
+    ranks += std::string{kAlphabet[b >> 2], kAlphabet[(b & 3) << 4]} + "== " + std::to_string(b) + "\n";
+  }
+  const std::string tokenizer_path = temp_path("o200k_base.tiktoken");
+  write_file_atomic(tokenizer_path, ranks);
+  testing::ScriptedLlmOptions options;
+  options.tokenizer = make_tokenizer(tokenizer_path);
+  testing::ScriptedLlmServer server(options);
+  const std::string out = temp_path("plain.jsonl");
+  std::vector<std::string> args = rollout_args(server.url(), out, "sglang", "2");
+  const auto tokenizer_flag = std::find(args.begin(), args.end(), "byte");
+  ASSERT_NE(tokenizer_flag, args.end());
+  *tokenizer_flag = tokenizer_path;
+  *(std::find(args.begin(), args.end(), "--tasks") + 1) = "1";
+  const Result chatml = crl(args);
+  EXPECT_EQ(chatml.code, 1);
+  EXPECT_NE(chatml.err.find("--chat-template plain"), std::string::npos) << chatml.err;
+  std::vector<std::string> unknown = args;
+  unknown.insert(unknown.end(), {"--chat-template", "llama"});
+  const Result bad = crl(unknown);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("unknown chat template \"llama\""), std::string::npos) << bad.err;
+  args.insert(args.end(), {"--chat-template", "plain"});
+  const Result plain = crl(args);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_FALSE(server.calls().empty());
+  const std::string prompt = options.tokenizer->decode(server.calls().front().prompt);
+  EXPECT_EQ(prompt.find("<|im_start|>"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("User: "), std::string::npos) << prompt;
+  EXPECT_TRUE(prompt.ends_with("Assistant: ")) << prompt;
+  EXPECT_FALSE(read_trajectories(out).empty());
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+// Language-model policy throughput (policies/lm, issue 17), default size (~1M parameters), one core.
+//   BM_LmTrainForwardBackward      forward + backward of the SFT loss over 4 sequences x 128 tokens;
+//                                  items = tokens; counter GFLOPs = the matrix products' rate
+//   BM_LmSampleCached              8 prompts of 16 tokens, 64 new tokens each with the KV cache
+//                                  (temperature 1); items = new tokens
+//   BM_LmGemm/M/K/N                Eigen sgemm (row-major, as the model) at the model's shapes: the ceiling
+//                                  training is compared against; counter GFLOPs
+//   BM_LmTorchTrainForwardBackward the same model and batch in PyTorch (bench/lm_torch_bench.py, one thread),
+//   BM_LmTorchSampleCached         measured in the same run; counter torch_tokens_per_second
+//                                  (skipped where `import torch` fails)
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <string>
+
+#include "engine/rng.h"
+#include "policies/lm/cpu/model.h"
+#include "policies/lm/cpu/sampler.h"
+
+namespace crl::lm {
+namespace {
+
+constexpr int kSeqs = 4, kLen = 128;
+
+PackedBatch make_batch(const LmConfig& c, int seqs, int len) {
+  Rng rng(StreamKey{1, 0, 0, StreamRole::kLearner, 0});
+  PackedBatch b;
+  for (int s = 0; s < seqs; ++s) {
+    std::vector<int32_t> seq(len);
+    for (int32_t& t : seq) t = static_cast<int32_t>(rng.uniform_int(c.vocab));
+    b.add_sequence(seq);
+  }
+  return b;
+}
+
+// Multiply-adds x 2 of the training step's matrix products (forward 1x, backward 2x) for T tokens in
+// sequences of n: linear layers, the tied output layer and the attention products.
+double train_flops(const LmConfig& c, int T, int n) {
+  const double d = c.d_model, ff = c.d_ff;
+  const double linear = c.layers * (3 * d * d + d * d + 2 * d * ff) + c.vocab * d;
+  const double attention = c.layers * 2.0 * n * d;  // QK^T and PV, full square per token
+  return 3.0 * 2.0 * T * (linear + attention);
+}
+
+void BM_LmTrainForwardBackward(benchmark::State& state) {
+  LmModel m;
+  m.initialize(1);
+  const PackedBatch b = make_batch(m.config(), kSeqs, kLen);
+  const std::vector<float> mask(b.size(), 1.0f), dvalue(b.size(), 0.01f);
+  std::vector<float> dlogp;
+  for (auto _ : state) {
+    const ForwardResult f = m.forward(b);
+    sft_loss(b, f, mask, dlogp);
+    benchmark::DoNotOptimize(m.backward(b, f, dlogp, dvalue));
+  }
+  state.SetItemsProcessed(state.iterations() * b.size());
+  state.counters["GFLOPs"] = benchmark::Counter(
+      train_flops(m.config(), b.size(), kLen) * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void BM_LmSampleCached(benchmark::State& state) {
+  LmModel m;
+  m.initialize(1);
+  const PackedBatch prompts = make_batch(m.config(), 8, 16);
+  std::vector<SampleRequest> requests;
+  for (int s = 0; s < prompts.sequences(); ++s)
+    requests.push_back(SampleRequest{std::vector<int32_t>(prompts.tokens.begin() + prompts.offsets[s],
+                                                          prompts.tokens.begin() + prompts.offsets[s + 1]),
+                                     StreamKey{2, static_cast<uint64_t>(s), 0, StreamRole::kExecute, 0}});
+  SamplingParams p;
+  p.max_new_tokens = 64;
+  int64_t tokens = 0;
+  for (auto _ : state) {
+    const std::vector<SampleResult> out = sample(m, requests, p);
+    for (const SampleResult& r : out) tokens += static_cast<int64_t>(r.tokens.size());
+  }
+  state.SetItemsProcessed(tokens);
+}
+
+void BM_LmGemm(benchmark::State& state) {
+  const int M = static_cast<int>(state.range(0)), K = static_cast<int>(state.range(1)),
+            N = static_cast<int>(state.range(2));
+  const RowMatrix a = RowMatrix::Random(M, K), b = RowMatrix::Random(K, N);
+  RowMatrix c(M, N);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * M * K * N * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+// Runs bench/lm_torch_bench.py once (it times itself for a few seconds) and reports its rate.
+void torch_baseline(benchmark::State& state, const std::string& mode) {
+  const LmConfig c;
+  const std::string args = mode == "train" ? std::to_string(kSeqs) + " " + std::to_string(kLen) : "8 16 64";
+  const std::string cmd = "/usr/bin/python3 " CRL_SOURCE_DIR "/bench/lm_torch_bench.py " + mode + " " +
+                          std::to_string(c.vocab) + " " + std::to_string(c.d_model) + " " +
+                          std::to_string(c.heads) + " " + std::to_string(c.layers) + " " +
+                          std::to_string(c.d_ff) + " " + std::to_string(c.max_positions) + " " + args +
+                          (mode == "train" ? " 0" : "") + " 3 2>&1";
+  double rate = 0.0;
+  std::string output;
+  for (auto _ : state) {
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) break;
+    char line[512];
+    while (fgets(line, sizeof line, pipe) != nullptr) {
+      output += line;
+      std::sscanf(line, "tokens_per_second %lf", &rate);
+    }
+    pclose(pipe);
+  }
+  if (rate <= 0.0) {
+    state.SkipWithError(("PyTorch baseline unavailable: " + output).c_str());
+    return;
+  }
+  state.counters["torch_tokens_per_second"] = rate;
+}
+
+void BM_LmTorchTrainForwardBackward(benchmark::State& state) {
+  torch_baseline(state, "train");
+}
+void BM_LmTorchSampleCached(benchmark::State& state) {
+  torch_baseline(state, "sample");
+}
+
+BENCHMARK(BM_LmTrainForwardBackward)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK(BM_LmSampleCached)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+// Training's shapes: (tokens x d)(d x 3d), (tokens x d)(d x d_ff), (tokens x d)(d x vocab).
+BENCHMARK(BM_LmGemm)
+    ->Args({512, 128, 384})
+    ->Args({512, 128, 512})
+    ->Args({512, 512, 128})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LmTorchTrainForwardBackward)->Iterations(1)->Unit(benchmark::kSecond);
+BENCHMARK(BM_LmTorchSampleCached)->Iterations(1)->Unit(benchmark::kSecond);
+
+}  // namespace
+}  // namespace crl::lm

@@ -1,0 +1,129 @@
+#pragma once
+// Internals shared by the source files of the byte-level BPE tokenizer, not an interface for anyone else:
+// the open-addressing tables of the merge loop (bpe_tokenizer.cpp), which the tokenizer.json loader fills
+// too (tokenizer_json.cpp), and the file helpers of both loaders (tiktoken_file.cpp, tokenizer_json.cpp).
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/bpe_tokenizer.h"
+
+namespace crl {
+
+// ---------------------------------------------------------------------------------------------------------
+// Byte string -> id table (open addressing; the hot lookup of tiktoken-style merging)
+// ---------------------------------------------------------------------------------------------------------
+
+class BpeTokenizer::ByteTable {
+ public:
+  explicit ByteTable(const std::vector<std::string>& vocab) {
+    size_t capacity = 16;
+    while (capacity < vocab.size() * 2) capacity *= 2;
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+    for (size_t id = 0; id < vocab.size(); ++id) {
+      if (!vocab[id].empty()) insert(vocab[id], static_cast<TokenId>(id));
+    }
+  }
+  // -1 when absent.
+  TokenId find(const char* data, size_t size) const {
+    const uint64_t h = hash(data, size);
+    for (size_t s = h & mask_;; s = (s + 1) & mask_) {
+      const Slot& slot = slots_[s];
+      if (slot.id < 0) return -1;
+      // For up to 8 bytes the hash is a bijection of the (zero-padded) bytes, so equal hashes and sizes mean
+      // equal strings.
+      if (slot.hash == h && slot.size == size &&
+          (size <= 8 || std::memcmp(arena_.data() + slot.offset, data, size) == 0)) {
+        return slot.id;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t offset = 0, size = 0;
+    TokenId id = -1;
+  };
+  static uint64_t hash(const char* data, size_t size) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ size;
+    size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, data + i, 8);
+      h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+      h ^= h >> 31;
+    }
+    uint64_t w = 0;
+    std::memcpy(&w, data + i, size - i);
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    return h ^ (h >> 29);
+  }
+  void insert(const std::string& bytes, TokenId id) {
+    const uint64_t h = hash(bytes.data(), bytes.size());
+    size_t s = h & mask_;
+    while (slots_[s].id >= 0) {
+      if (slots_[s].hash == h && slots_[s].size == bytes.size() &&
+          std::memcmp(arena_.data() + slots_[s].offset, bytes.data(), bytes.size()) == 0) {
+        return;  // a duplicate byte string keeps its first (lowest) id
+      }
+      s = (s + 1) & mask_;
+    }
+    slots_[s] = Slot{h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(bytes.size()), id};
+    arena_ += bytes;
+  }
+  std::vector<Slot> slots_;
+  std::string arena_;
+  size_t mask_ = 0;
+};
+
+// (left id, right id) -> (rank << 32 | merged id), open addressing: the hot lookup of merges-list ranking.
+class BpeTokenizer::PairTable {
+ public:
+  explicit PairTable(const std::unordered_map<uint64_t, uint64_t>& pairs) {
+    size_t capacity = 16;
+    while (capacity < pairs.size() * 2) capacity *= 2;
+    keys_.assign(capacity, kEmpty);
+    values_.assign(capacity, 0);
+    mask_ = capacity - 1;
+    for (const auto& [key, value] : pairs) {
+      size_t s = slot(key);
+      while (keys_[s] != kEmpty) s = (s + 1) & mask_;
+      keys_[s] = key;
+      values_[s] = value;
+    }
+  }
+  const uint64_t* find(uint64_t key) const {
+    for (size_t s = slot(key);; s = (s + 1) & mask_) {
+      if (keys_[s] == key) return &values_[s];
+      if (keys_[s] == kEmpty) return nullptr;
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};  // ids are < 2^31, so no real key has all bits set
+  size_t slot(uint64_t key) const {
+    key ^= key >> 33;
+    key *= 0xFF51AFD7ED558CCDull;
+    key ^= key >> 33;
+    return key & mask_;
+  }
+  std::vector<uint64_t> keys_, values_;
+  size_t mask_ = 0;
+};
+
+namespace bpe_internal {
+
+// Reads a whole tokenizer file; throws crl::Error naming the path and `what` it should have been.
+std::string read_tokenizer_file(const std::string& path, const char* what);
+// "a/b/c.json" -> "a/b"; "" without a folder.
+std::string path_parent(const std::string& path);
+// "a/b/c.tiktoken" -> "c" (up to the first dot of the file name).
+std::string file_stem(const std::string& path);
+
+}  // namespace bpe_internal
+
+}  // namespace crl

@@ -1,0 +1,261 @@
+// The pre-tokenizer split patterns of the byte-level BPE tokenizers (engine/bpe_tokenizer.h SplitPattern):
+// the regexes of GPT-2, cl100k, o200k and Qwen2, implemented by hand over the Unicode tables with the
+// leftmost-first semantics of the regex each stands for.
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "engine/bpe_tokenizer.h"
+#include "engine/error.h"
+#include "engine/unicode_data.h"
+
+namespace crl {
+
+// ---------------------------------------------------------------------------------------------------------
+// Split patterns
+// ---------------------------------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view kGpt2Regex =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kCl100kRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kO200kRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+struct Unit {
+  uint32_t begin;
+  char32_t cp;
+  uint8_t props;
+};
+
+// One scan of the text, then the leftmost-first match of the pattern's alternatives at each position.
+class Splitter {
+ public:
+  Splitter(SplitPattern pattern, std::string_view text) : pattern_(pattern) {
+    units_.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+      char32_t cp;
+      const size_t length = unicode::decode_utf8(text, i, &cp);
+      units_.push_back(
+          Unit{static_cast<uint32_t>(i), cp, cp == unicode::kInvalid ? uint8_t{0} : unicode::properties(cp)});
+      i += length;
+    }
+    n_ = units_.size();
+    end_ = text.size();
+  }
+
+  std::vector<size_t> split() {
+    std::vector<size_t> ends;
+    size_t i = 0;
+    while (i < n_) {
+      size_t e = match(i);
+      CRL_CHECK(e > i, "the split pattern matched nothing at unit " << i);
+      ends.push_back(e < n_ ? units_[e].begin : end_);
+      i = e;
+    }
+    return ends;
+  }
+
+ private:
+  bool L(size_t k) const { return k < n_ && unicode::is_letter(units_[k].props); }
+  bool N(size_t k) const { return k < n_ && unicode::is_number(units_[k].props); }
+  bool S(size_t k) const { return k < n_ && unicode::is_space(units_[k].props); }
+  bool R(size_t k) const { return k < n_ && (units_[k].cp == '\r' || units_[k].cp == '\n'); }
+  bool P(size_t k) const { return k < n_ && !S(k) && !L(k) && !N(k); }       // [^\s\p{L}\p{N}]
+  bool Prefix(size_t k) const { return k < n_ && !R(k) && !L(k) && !N(k); }  // [^\r\n\p{L}\p{N}]
+  char32_t cp(size_t k) const { return k < n_ ? units_[k].cp : 0; }
+  uint8_t cat(size_t k) const { return k < n_ ? (units_[k].props & unicode::kCategoryMask) : 0; }
+  // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+  bool Upper(size_t k) const {
+    const uint8_t c = cat(k);
+    return k < n_ && (c == unicode::kLu || c == unicode::kLt || c == unicode::kLm || c == unicode::kLo ||
+                      c == unicode::kMark);
+  }
+  // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+  bool Lower(size_t k) const {
+    const uint8_t c = cat(k);
+    return k < n_ && (c == unicode::kLl || c == unicode::kLm || c == unicode::kLo || c == unicode::kMark);
+  }
+  // Simple case folding, as (?i) applies it to the contraction letters (U+017F LONG S folds to s).
+  char32_t fold(char32_t c) const {
+    if (c >= 'A' && c <= 'Z') return c + ('a' - 'A');
+    if (c == 0x17F) return 's';
+    return c;
+  }
+  // 's|'t|'re|'ve|'m|'ll|'d at k; returns the length in units or 0.
+  size_t contraction(size_t k, bool ignore_case) const {
+    if (cp(k) != '\'') return 0;
+    const auto f = [&](size_t j) { return ignore_case ? fold(cp(j)) : cp(j); };
+    const char32_t a = f(k + 1);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    const char32_t b = f(k + 2);
+    if ((a == 'r' || a == 'v') && b == 'e') return 3;
+    if (a == 'l' && b == 'l') return 3;
+    return 0;
+  }
+  size_t space_run_end(size_t k) const {
+    while (S(k)) ++k;
+    return k;
+  }
+  // \s*[\r\n]+ : the whitespace run up to and including its last line break.
+  size_t spaces_then_newlines(size_t i, size_t run_end) const {
+    for (size_t k = run_end; k > i; --k) {
+      if (R(k - 1)) return k;
+    }
+    return 0;
+  }
+  // \s+(?!\S) then \s+.
+  size_t trailing_spaces(size_t i, size_t run_end) const {
+    if (run_end == n_ || run_end - i < 2) return run_end;
+    return run_end - 1;
+  }
+
+  size_t match(size_t i) const {
+    switch (pattern_) {
+      case SplitPattern::kGpt2:
+        return match_gpt2(i);
+      case SplitPattern::kCl100k:
+        return match_cl100k(i, 3);
+      case SplitPattern::kQwen2:
+        return match_cl100k(i, 1);
+      case SplitPattern::kO200k:
+        return match_o200k(i);
+    }
+    return i + 1;
+  }
+
+  // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+  size_t match_gpt2(size_t i) const {
+    if (const size_t c = contraction(i, false)) return i + c;
+    const size_t j = cp(i) == ' ' ? i + 1 : i;  // " ?" (without it, the class below cannot match a space)
+    if (L(j)) return run(j, &Splitter::L);
+    if (N(j)) return run(j, &Splitter::N);
+    if (P(j)) return run(j, &Splitter::P);
+    return trailing_spaces(i, space_run_end(i));
+  }
+
+  // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_digits}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+  // \s*[\r\n]+|\s+(?!\S)|\s+
+  size_t match_cl100k(size_t i, size_t max_digits) const {
+    if (const size_t c = contraction(i, true)) return i + c;
+    if (L(i)) return run(i, &Splitter::L);
+    if (Prefix(i) && L(i + 1)) return run(i + 1, &Splitter::L);
+    if (N(i)) {
+      size_t e = i;
+      while (e - i < max_digits && N(e)) ++e;
+      return e;
+    }
+    const size_t j = cp(i) == ' ' ? i + 1 : i;
+    if (P(j)) return run(run(j, &Splitter::P), &Splitter::R);
+    const size_t run_end = space_run_end(i);
+    if (const size_t e = spaces_then_newlines(i, run_end)) return e;
+    return trailing_spaces(i, run_end);
+  }
+
+  // [^\r\n\p{L}\p{N}]?[Lu Lt Lm Lo M]*[Ll Lm Lo M]+(?i:'s|...)?|[^\r\n\p{L}\p{N}]?[Lu Lt Lm Lo M]+[Ll Lm Lo
+  // M]*
+  // (?i:'s|...)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  size_t match_o200k(size_t i) const {
+    // The optional prefix is tried taken first, then not taken (a mark can be either).
+    const size_t starts[2] = {Prefix(i) ? i + 1 : SIZE_MAX, i};
+    for (size_t s : starts) {  // first alternative
+      if (s == SIZE_MAX) continue;
+      const size_t u = run(s, &Splitter::Upper);
+      // Backtracking [Upper]* from its longest run: the first position k (from the right) where [Lower]+ can
+      // start; [Lower]+ then runs greedily from k.
+      for (size_t k = u + 1; k-- > s;) {
+        if (Lower(k)) {
+          const size_t e = run(k, &Splitter::Lower);
+          return e + contraction(e, true);
+        }
+      }
+    }
+    for (size_t s : starts) {  // second alternative
+      if (s == SIZE_MAX) continue;
+      const size_t u = run(s, &Splitter::Upper);
+      if (u > s) {
+        const size_t e = run(u, &Splitter::Lower);
+        return e + contraction(e, true);
+      }
+    }
+    if (N(i)) {
+      size_t e = i;
+      while (e - i < 3 && N(e)) ++e;
+      return e;
+    }
+    const size_t j = cp(i) == ' ' ? i + 1 : i;
+    if (P(j)) {
+      size_t e = run(j, &Splitter::P);
+      while (R(e) || cp(e) == '/') ++e;
+      return e;
+    }
+    const size_t run_end = space_run_end(i);
+    if (const size_t e = spaces_then_newlines(i, run_end)) return e;
+    return trailing_spaces(i, run_end);
+  }
+
+  size_t run(size_t k, bool (Splitter::*in)(size_t) const) const {
+    while ((this->*in)(k)) ++k;
+    return k;
+  }
+
+  SplitPattern pattern_;
+  std::vector<Unit> units_;
+  size_t n_ = 0, end_ = 0;
+};
+
+}  // namespace
+
+std::optional<SplitPattern> split_pattern_from_name(std::string_view name) {
+  if (name == "gpt2" || name == "r50k" || name == "p50k") return SplitPattern::kGpt2;
+  if (name == "cl100k") return SplitPattern::kCl100k;
+  if (name == "o200k") return SplitPattern::kO200k;
+  if (name == "qwen2") return SplitPattern::kQwen2;
+  return std::nullopt;
+}
+
+std::string_view split_pattern_name(SplitPattern pattern) {
+  switch (pattern) {
+    case SplitPattern::kGpt2:
+      return "gpt2";
+    case SplitPattern::kCl100k:
+      return "cl100k";
+    case SplitPattern::kO200k:
+      return "o200k";
+    case SplitPattern::kQwen2:
+      return "qwen2";
+  }
+  return "?";
+}
+
+std::string_view split_pattern_regex(SplitPattern pattern) {
+  switch (pattern) {
+    case SplitPattern::kGpt2:
+      return kGpt2Regex;
+    case SplitPattern::kCl100k:
+      return kCl100kRegex;
+    case SplitPattern::kO200k:
+      return kO200kRegex;
+    case SplitPattern::kQwen2:
+      return kQwen2Regex;
+  }
+  return "";
+}
+
+std::optional<SplitPattern> split_pattern_from_regex(std::string_view regex) {
+  for (SplitPattern p :
+       {SplitPattern::kGpt2, SplitPattern::kCl100k, SplitPattern::kO200k, SplitPattern::kQwen2}) {
+    if (regex == split_pattern_regex(p)) return p;
+  }
+  return std::nullopt;
+}
+
+std::vector<size_t> pre_tokenize(SplitPattern pattern, std::string_view text) {
+  return Splitter(pattern, text).split();
+}
+
+}  // namespace crl

@@ -1,0 +1,258 @@
+// Hugging Face tokenizer.json files with a byte-level BPE model (engine/bpe_tokenizer.h load_hf_json):
+// normalizer, pre-tokenizer, decoder, vocabulary, merges and added tokens, each checked and named in errors.
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/bpe_internal.h"
+#include "engine/bpe_tokenizer.h"
+#include "engine/error.h"
+#include "engine/json_reader.h"
+#include "engine/unicode_data.h"
+
+namespace crl {
+
+using bpe_internal::file_stem;
+using bpe_internal::path_parent;
+using bpe_internal::read_tokenizer_file;
+
+// ---------------------------------------------------------------------------------------------------------
+// tokenizer.json
+// ---------------------------------------------------------------------------------------------------------
+
+namespace {
+
+// GPT-2's byte <-> printable character map (bytes_to_unicode in the GPT-2 sources): printable Latin-1
+// bytes map to themselves, the others to U+0100 onwards in byte order.
+struct ByteLevelAlphabet {
+  char32_t to_char[256];
+  std::unordered_map<char32_t, uint8_t> to_byte;
+  ByteLevelAlphabet() {
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      to_char[b] = printable ? static_cast<char32_t>(b) : next++;
+      to_byte[to_char[b]] = static_cast<uint8_t>(b);
+    }
+  }
+};
+
+const ByteLevelAlphabet& byte_level() {
+  static const ByteLevelAlphabet alphabet;
+  return alphabet;
+}
+
+// Converts a vocabulary string in the byte-level alphabet to raw bytes; nullopt if it has another character.
+std::optional<std::string> byte_level_decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    char32_t cp;
+    i += unicode::decode_utf8(text, i, &cp);
+    const auto it = byte_level().to_byte.find(cp);
+    if (it == byte_level().to_byte.end()) return std::nullopt;
+    out += static_cast<char>(it->second);
+  }
+  return out;
+}
+
+using Json = nlohmann::json;
+
+const Json& member(const Json& object, const char* key, const std::string& path, const std::string& field) {
+  if (!object.is_object() || !object.contains(key)) throw Error(path, field + "." + key, "missing");
+  return object.at(key);
+}
+
+std::string type_of(const Json& object) {
+  return object.is_object() && object.contains("type") && object["type"].is_string()
+             ? object["type"].get<std::string>()
+             : "";
+}
+
+void check_byte_level(const Json& node, const std::string& path, const std::string& field, bool use_regex) {
+  if (node.value("add_prefix_space", false)) {
+    throw Error(path, field + ".add_prefix_space", "true is not supported (expected false)");
+  }
+  if (node.value("use_regex", true) != use_regex) {
+    throw Error(path, field + ".use_regex", std::string("expected ") + (use_regex ? "true" : "false"));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string& path) {
+  const std::string data = read_tokenizer_file(path, "tokenizer.json");
+  // The shared reader: depth limit, duplicate keys (a vocabulary listing a token twice is refused rather
+  // than read as its last entry), short syntax errors naming the byte offset.
+  const Json root = read_json(data, path);
+  if (!root.is_object()) throw Error(path, "", "expected a JSON object");
+  std::shared_ptr<BpeTokenizer> t(new BpeTokenizer());
+  t->tiktoken_ = false;
+  {  // name: the model's folder (the one holding the file, or above a "models" folder), else the file's stem
+    std::vector<std::string> parts;
+    std::stringstream split(path_parent(path));
+    for (std::string part; std::getline(split, part, '/');) {
+      if (!part.empty() && part != ".") parts.push_back(part);
+    }
+    while (!parts.empty() && (parts.back() == "models" || parts.back() == "..")) parts.pop_back();
+    t->name_ = "hf:" + (parts.empty() ? file_stem(path) : parts.back());
+  }
+
+  // normalizer: none or NFC.
+  const Json& normalizer = root.contains("normalizer") ? root["normalizer"] : Json();
+  if (!normalizer.is_null()) {
+    const std::string type = type_of(normalizer);
+    if (type == "NFC") {
+      t->nfc_ = true;
+    } else if (!(type == "Sequence" && normalizer.contains("normalizers") &&
+                 normalizer["normalizers"].empty())) {
+      throw Error(path, "normalizer.type",
+                  "unsupported normalizer " + quote(type) + " (supported: null, NFC)");
+    }
+  }
+
+  // pre_tokenizer: ByteLevel with its built-in GPT-2 regex, or Sequence[Split(regex), ByteLevel(no regex)].
+  const Json& pre = member(root, "pre_tokenizer", path, "");
+  const std::string pre_type = type_of(pre);
+  if (pre_type == "ByteLevel") {
+    check_byte_level(pre, path, "pre_tokenizer", true);
+    t->pattern_ = SplitPattern::kGpt2;
+  } else if (pre_type == "Sequence") {
+    const Json& list = member(pre, "pretokenizers", path, "pre_tokenizer");
+    if (!list.is_array() || list.size() != 2 || type_of(list[0]) != "Split" ||
+        type_of(list[1]) != "ByteLevel") {
+      throw Error(path, "pre_tokenizer.pretokenizers", "expected [Split, ByteLevel]");
+    }
+    const Json& split = list[0];
+    const std::string field = "pre_tokenizer.pretokenizers[0]";
+    const Json& pattern = member(split, "pattern", path, field);
+    if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string()) {
+      throw Error(path, field + ".pattern", "expected {\"Regex\": \"...\"}");
+    }
+    const auto p = split_pattern_from_regex(pattern["Regex"].get<std::string>());
+    if (!p) {
+      throw Error(path, field + ".pattern.Regex",
+                  "unsupported split regex " + quote(pattern["Regex"].get<std::string>()) +
+                      " (supported: the GPT-2, cl100k, o200k and Qwen2 patterns)");
+    }
+    if (split.value("behavior", std::string()) != "Isolated" || split.value("invert", false)) {
+      throw Error(path, field + ".behavior", "expected \"Isolated\" with invert false");
+    }
+    check_byte_level(list[1], path, "pre_tokenizer.pretokenizers[1]", false);
+    t->pattern_ = *p;
+  } else {
+    throw Error(path, "pre_tokenizer.type",
+                "unsupported pre-tokenizer " + quote(pre_type) +
+                    " (expected ByteLevel or Sequence[Split, ByteLevel])");
+  }
+  if (root.contains("decoder") && !root["decoder"].is_null() && type_of(root["decoder"]) != "ByteLevel") {
+    throw Error(path, "decoder.type", "expected \"ByteLevel\", found " + quote(type_of(root["decoder"])));
+  }
+
+  // model: BPE over the byte-level alphabet.
+  const Json& model = member(root, "model", path, "");
+  if (model.contains("type") && type_of(model) != "BPE") {
+    throw Error(path, "model.type", "expected \"BPE\", found " + quote(type_of(model)));
+  }
+  if (model.value("byte_fallback", false)) throw Error(path, "model.byte_fallback", "true is not supported");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty()) {
+      throw Error(path, std::string("model.") + key, "must be empty for a byte-level BPE");
+    }
+  }
+  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0) {
+    throw Error(path, "model.dropout", "dropout is not supported");
+  }
+  t->ignore_merges_ = model.value("ignore_merges", false);
+  const Json& vocab = member(model, "vocab", path, "model");
+  if (!vocab.is_object()) throw Error(path, "model.vocab", "expected an object {token: id}");
+  std::unordered_map<std::string, TokenId> ids;  // byte-level spelling -> id
+  for (const auto& [key, value] : vocab.items()) {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (1 << 30)) {
+      throw Error(path, "model.vocab[" + quote(key) + "]", "expected a non-negative integer id");
+    }
+    const TokenId id = value.get<TokenId>();
+    const auto bytes = byte_level_decode(key);
+    if (!bytes || bytes->empty()) {
+      throw Error(path, "model.vocab[" + quote(key) + "]",
+                  "not a byte-level token (character outside the alphabet)");
+    }
+    if (static_cast<size_t>(id) >= t->vocab_.size()) t->vocab_.resize(static_cast<size_t>(id) + 1);
+    if (!t->vocab_[id].empty())
+      throw Error(path, "model.vocab[" + quote(key) + "]", "duplicate id " + std::to_string(id));
+    t->vocab_[id] = *bytes;
+    ids.emplace(key, id);
+  }
+  for (int b = 0; b < 256; ++b) {
+    std::string key;
+    unicode::append_utf8(key, byte_level().to_char[b]);
+    const auto it = ids.find(key);
+    if (it == ids.end())
+      throw Error(path, "model.vocab", "no token for the byte " + std::to_string(b) + " (" + key + ")");
+    t->byte_ids_[b] = it->second;
+  }
+  const Json& merges = member(model, "merges", path, "model");
+  if (!merges.is_array()) throw Error(path, "model.merges", "expected an array");
+  t->merge_list_.reserve(merges.size());
+  std::unordered_map<uint64_t, uint64_t> merge_map;
+  merge_map.reserve(merges.size() * 2);
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const std::string field = "model.merges[" + std::to_string(r) + "]";
+    std::string left, right;
+    const Json& m = merges[r];
+    if (m.is_string()) {
+      const std::string s = m.get<std::string>();
+      const size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+        throw Error(path, field, "expected \"LEFT RIGHT\", found " + quote(s));
+      }
+      left = s.substr(0, space);
+      right = s.substr(space + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      left = m[0].get<std::string>();
+      right = m[1].get<std::string>();
+    } else {
+      throw Error(path, field, "expected \"LEFT RIGHT\" or [LEFT, RIGHT]");
+    }
+    const auto a = ids.find(left), b = ids.find(right), c = ids.find(left + right);
+    if (a == ids.end() || b == ids.end() || c == ids.end()) {
+      throw Error(path, field,
+                  "a part or the merge of " + quote(left) + " + " + quote(right) + " is not in model.vocab");
+    }
+    const uint64_t key =
+        (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) | static_cast<uint32_t>(b->second);
+    merge_map.emplace(key,
+                      (static_cast<uint64_t>(r) << 32) | static_cast<uint32_t>(c->second));  // first wins
+    t->merge_list_.emplace_back(a->second, b->second);
+  }
+
+  t->merges_ = std::make_shared<PairTable>(merge_map);
+
+  // added_tokens: split out before normalization and pre-tokenization.
+  if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
+    const Json& added = root["added_tokens"];
+    if (!added.is_array()) throw Error(path, "added_tokens", "expected an array");
+    for (size_t k = 0; k < added.size(); ++k) {
+      const std::string field = "added_tokens[" + std::to_string(k) + "]";
+      const Json& a = added[k];
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string() || a["content"].get<std::string>().empty()) {
+        throw Error(path, field, "expected {\"id\": N, \"content\": \"...\"}");
+      }
+      if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
+        throw Error(path, field, "lstrip, rstrip and single_word are not supported");
+      }
+      const TokenId id = a["id"].get<TokenId>();
+      if (id < 0) throw Error(path, field + ".id", "negative id");
+      if (static_cast<size_t>(id) < t->vocab_.size() && !t->vocab_[id].empty()) {
+        // An added token may repeat a vocabulary entry; it is then split out with that id all the same.
+        t->vocab_[id].clear();
+      }
+      t->specials_.push_back(SpecialToken{a["content"].get<std::string>(), id});
+    }
+  }
+  t->finish();
+  return t;
+}
+
+}  // namespace crl

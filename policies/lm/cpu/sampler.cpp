@@ -1,0 +1,152 @@
+#include "policies/lm/cpu/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace crl::lm {
+
+KvCache::KvCache(const LmConfig& c) {
+  keys_.assign(c.layers, RowMatrix(c.max_positions, c.d_model));
+  values_.assign(c.layers, RowMatrix(c.max_positions, c.d_model));
+}
+
+const RowVector& KvCache::push(const LmModel& model, int32_t token) {
+  const LmConfig& c = model.config();
+  const ParamLayout& l = model.layout();
+  if (token < 0 || token >= c.vocab)
+    throw std::invalid_argument("lm sampling: token " + std::to_string(token) + " outside 0.." +
+                                std::to_string(c.vocab - 1));
+  if (length_ >= c.max_positions)
+    throw std::invalid_argument("lm sampling: the sequence is at max_positions " +
+                                std::to_string(c.max_positions));
+  const int d = c.d_model, H = c.heads, hd = c.head_dim(), ff = c.d_ff, n = length_ + 1;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  x_ = model.matrix(l.tok_emb(), c.vocab, d).row(token) +
+       model.matrix(l.pos_emb(), c.max_positions, d).row(length_);
+  a_.resize(d);
+  attn_.resize(d);
+  for (int b = 0; b < c.layers; ++b) {
+    const BlockLayout bl = l.block(b);
+    rmsnorm_row(x_, model.vector(bl.norm1, d), c.norm_eps, a_);
+    qkv_.noalias() = a_ * model.matrix(bl.wqkv, d, 3 * d);
+    keys_[b].row(length_) = qkv_.segment(d, d);
+    values_[b].row(length_) = qkv_.segment(2 * d, d);
+    for (int h = 0; h < H; ++h) {
+      scores_.noalias() = qkv_.segment(h * hd, hd) * keys_[b].block(0, h * hd, n, hd).transpose();
+      scores_ *= scale;
+      const float m = scores_.maxCoeff();
+      scores_ = (scores_.array() - m).exp().matrix();
+      scores_ /= scores_.sum();
+      attn_.segment(h * hd, hd).noalias() = scores_ * values_[b].block(0, h * hd, n, hd);
+    }
+    x_.noalias() += attn_ * model.matrix(bl.wo, d, d);
+    rmsnorm_row(x_, model.vector(bl.norm2, d), c.norm_eps, a_);
+    u_.noalias() = a_ * model.matrix(bl.w1, d, ff);
+    u_ = u_.unaryExpr([](float v) { return gelu(v); });
+    x_.noalias() += u_ * model.matrix(bl.w2, ff, d);
+  }
+  rmsnorm_row(x_, model.vector(l.norm_f(), d), c.norm_eps, a_);
+  logits_.noalias() = a_ * model.matrix(l.tok_emb(), c.vocab, d).transpose();
+  ++length_;
+  return logits_;
+}
+
+int32_t pick_token(const RowVector& logits, const SamplingParams& p, Rng& rng) {
+  const int V = static_cast<int>(logits.size());
+  if (p.temperature <= 0.0f) {
+    Eigen::Index best = 0;
+    logits.maxCoeff(&best);  // the first maximum
+    return static_cast<int32_t>(best);
+  }
+  // Probabilities after temperature, in double.
+  std::vector<double> prob(V);
+  const double m = logits.maxCoeff(), inv_t = 1.0 / p.temperature;
+  double total = 0.0;
+  for (int i = 0; i < V; ++i) total += prob[i] = std::exp((logits[i] - m) * inv_t);
+  std::vector<int> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  int kept = V;
+  if (p.top_p < 1.0f) {
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+    double cumulative = 0.0;
+    kept = 0;
+    while (kept < V && (kept == 0 || cumulative < p.top_p * total)) cumulative += prob[order[kept++]];
+    total = cumulative;
+  }
+  const double target = rng.uniform() * total;
+  double cumulative = 0.0;
+  for (int k = 0; k < kept; ++k) {
+    cumulative += prob[order[k]];
+    if (target < cumulative) return order[k];
+  }
+  // Rounding at the top end: the last kept token with non-zero probability.
+  for (int k = kept - 1; k > 0; --k)
+    if (prob[order[k]] > 0.0) return order[k];
+  return order[0];
+}
+
+std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleRequest> requests,
+                                 const SamplingParams& p) {
+  const LmConfig& c = model.config();
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
+    throw std::invalid_argument("lm sampling: temperature must be finite and >= 0, got " +
+                                std::to_string(p.temperature));
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
+    throw std::invalid_argument("lm sampling: top_p must be in (0, 1], got " + std::to_string(p.top_p));
+  if (p.max_new_tokens < 0)
+    throw std::invalid_argument("lm sampling: max_new_tokens must be >= 0, got " +
+                                std::to_string(p.max_new_tokens));
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const auto& prompt = requests[r].prompt;
+    if (prompt.empty() || static_cast<int>(prompt.size()) > c.max_positions)
+      throw std::invalid_argument("lm sampling: request " + std::to_string(r) + " has a prompt of " +
+                                  std::to_string(prompt.size()) + " tokens, expected 1.." +
+                                  std::to_string(c.max_positions));
+    for (int32_t t : prompt)
+      if (t < 0 || t >= c.vocab)
+        throw std::invalid_argument("lm sampling: request " + std::to_string(r) + " has token " +
+                                    std::to_string(t) + ", expected 0.." + std::to_string(c.vocab - 1));
+  }
+  struct Live {
+    KvCache cache;
+    Rng rng;
+    RowVector logits;
+    bool done = false;
+  };
+  std::vector<SampleResult> out(requests.size());
+  std::vector<Live> live;
+  live.reserve(requests.size());
+  for (const SampleRequest& r : requests) {
+    live.push_back(Live{KvCache(c), Rng(r.stream), RowVector(), false});
+    for (int32_t t : r.prompt) live.back().logits = live.back().cache.push(model, t);
+  }
+  for (int step = 0; step < p.max_new_tokens; ++step) {
+    bool any = false;
+    for (size_t r = 0; r < live.size(); ++r) {
+      Live& s = live[r];
+      if (s.done) continue;
+      const int32_t token = pick_token(s.logits, p, s.rng);
+      out[r].tokens.push_back(token);
+      out[r].logprobs.push_back(s.logits[token] - log_sum_exp(s.logits));
+      if (std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end()) {
+        out[r].finish = FinishReason::kStop;
+        s.done = true;
+      } else if (step + 1 < p.max_new_tokens) {
+        if (s.cache.length() >= c.max_positions) {
+          out[r].finish = FinishReason::kContext;
+          s.done = true;
+        } else {
+          s.logits = s.cache.push(model, token);
+        }
+      }
+      any = any || !s.done;
+    }
+    if (!any) break;
+  }
+  return out;
+}
+
+}  // namespace crl::lm

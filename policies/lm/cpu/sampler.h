@@ -1,0 +1,70 @@
+#pragma once
+// Sampling from the language model with a key-value cache (CPU reference).
+//
+// Each sequence keeps, per layer, the keys and values of every position it has seen, so a new token costs
+// one row through the network plus attention over the cached rows instead of a forward pass over the whole
+// prefix. sample() advances all unfinished sequences of a batch by one token per round.
+//
+// Determinism (DESIGN.md rule 5): a request draws only from its own stream (Rng(request.stream), one
+// uniform per sampled token), and every row is computed alone with the same arithmetic whatever else is in
+// the batch, so the same request gives the same tokens and bit-identical log-probs however requests are
+// grouped into batches. (Grouping rows into one GEMM is faster but Eigen's kernels may sum a row in a
+// different order depending on the batch's shape; that optimisation waits for a row-invariant kernel.)
+//
+// Returned log-probs are those of the model itself (temperature 1, no top-p): the behaviour log-probs that
+// a trainer recomputes with forward(). Temperature 0 is greedy (the lowest id among equal maxima) and uses
+// no random draw. top_p keeps the smallest set of most likely tokens (after temperature) whose probability
+// reaches top_p (at least one token; ties broken by lower id), then samples among them.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/rng.h"
+#include "policies/lm/cpu/model.h"
+
+namespace crl::lm {
+
+// One sequence's keys and values per layer, [position x d_model] each.
+class KvCache {
+ public:
+  explicit KvCache(const LmConfig& config);
+  int length() const { return length_; }
+  // Feeds one token at position length() and returns the logits of the next token (vocab entries).
+  // Throws std::invalid_argument when the token is out of range or the cache is full (max_positions).
+  const RowVector& push(const LmModel& model, int32_t token);
+
+ private:
+  std::vector<RowMatrix> keys_, values_;
+  int length_ = 0;
+  RowVector x_, a_, qkv_, attn_, scores_, u_, logits_;
+};
+
+struct SamplingParams {
+  float temperature = 1.0f;       // >= 0; 0 = greedy
+  float top_p = 1.0f;             // (0, 1]
+  int max_new_tokens = 64;        // >= 0
+  std::vector<int32_t> stop_ids;  // sampling ends after one of these (it is included in the output)
+};
+
+struct SampleRequest {
+  std::vector<int32_t> prompt;  // non-empty
+  StreamKey stream;             // the request's own random stream
+};
+
+enum class FinishReason { kStop, kLength, kContext };
+
+struct SampleResult {
+  std::vector<int32_t> tokens;  // the new tokens only
+  std::vector<float> logprobs;  // the model's log-prob of each new token
+  FinishReason finish = FinishReason::kLength;
+};
+
+// Throws std::invalid_argument naming the field for bad parameters or prompts.
+std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleRequest> requests,
+                                 const SamplingParams& params);
+
+// One token from a logits row under the parameters (exposed for tests); rng is used only when temperature >
+// 0.
+int32_t pick_token(const RowVector& logits, const SamplingParams& params, Rng& rng);
+
+}  // namespace crl::lm

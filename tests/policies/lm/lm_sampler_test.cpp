@@ -1,0 +1,186 @@
+// policies/lm sampling: the KV cache against the full forward pass, determinism under regrouping, greedy,
+// top-p and temperature edge cases, stop ids and limits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lm_test_util.h"
+#include "policies/lm/cpu/sampler.h"
+
+namespace crl::lm {
+namespace {
+
+std::vector<SampleRequest> make_requests(const LmConfig& c, int n) {
+  std::vector<SampleRequest> r;
+  const PackedBatch prompts = test::make_batch(c, std::vector<int>{3, 1, 5, 2, 4, 6}, 21);
+  for (int i = 0; i < n; ++i) {
+    const int s = i % prompts.sequences();
+    r.push_back(SampleRequest{std::vector<int32_t>(prompts.tokens.begin() + prompts.offsets[s],
+                                                   prompts.tokens.begin() + prompts.offsets[s + 1]),
+                              StreamKey{17, static_cast<uint64_t>(i), 0, StreamRole::kExecute, 0}});
+  }
+  return r;
+}
+
+TEST(LmSampler, CacheGivesTheLogitsOfTheFullForwardPass) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  const PackedBatch b = test::make_batch(c, {16});
+  const ForwardResult f = m.forward(b);
+  KvCache cache(c);
+  for (int t = 0; t < b.size(); ++t) {
+    const RowVector& logits = cache.push(m, b.tokens[t]);
+    const float scale = f.logits.row(t).cwiseAbs().maxCoeff();
+    for (int v = 0; v < c.vocab; ++v) EXPECT_NEAR(logits[v], f.logits(t, v), 1e-5f * scale) << t << " " << v;
+  }
+  EXPECT_EQ(cache.length(), 16);
+  EXPECT_THROW(cache.push(m, 0), std::invalid_argument);  // full
+}
+
+TEST(LmSampler, SameTokensWhateverTheBatchGrouping) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  const std::vector<SampleRequest> all = make_requests(c, 7);
+  SamplingParams p;
+  p.temperature = 1.3f;
+  p.top_p = 0.9f;
+  p.max_new_tokens = 8;
+  const std::vector<SampleResult> together = sample(m, all, p);
+  std::vector<SampleResult> pieces;
+  for (size_t begin = 0; begin < all.size(); begin += 3) {
+    const size_t n = std::min<size_t>(3, all.size() - begin);
+    for (SampleResult& r : sample(m, std::span(all).subspan(begin, n), p)) pieces.push_back(std::move(r));
+  }
+  for (size_t i = all.size(); i-- > 0;) {  // one at a time, in reverse order
+    const SampleResult alone = sample(m, std::span(all).subspan(i, 1), p)[0];
+    EXPECT_EQ(alone.tokens, together[i].tokens);
+    EXPECT_EQ(alone.logprobs, together[i].logprobs);  // bit-identical
+  }
+  bool any_differ = false;
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(pieces[i].tokens, together[i].tokens);
+    EXPECT_EQ(pieces[i].logprobs, together[i].logprobs);
+    EXPECT_EQ(together[i].tokens.size(), 8u);
+    any_differ = any_differ || together[i].tokens != together[0].tokens;
+  }
+  EXPECT_TRUE(any_differ) << "every request sampled the same tokens: the streams are not per request";
+  // The returned log-probs are the model's own: forward() over prompt + sample gives them back.
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::vector<int32_t> seq = all[i].prompt;
+    seq.insert(seq.end(), together[i].tokens.begin(), together[i].tokens.end());
+    PackedBatch b;
+    b.add_sequence(seq);
+    const ForwardResult f = m.forward(b);
+    const size_t first = all[i].prompt.size() - 1;
+    for (size_t k = 0; k < together[i].logprobs.size(); ++k)
+      EXPECT_NEAR(together[i].logprobs[k], f.logp[first + k], 1e-4f);
+  }
+}
+
+TEST(LmSampler, TemperatureZeroIsGreedy) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  std::vector<SampleRequest> r = make_requests(c, 1);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_new_tokens = 6;
+  const SampleResult a = sample(m, r, p)[0];
+  r[0].stream.seed = 999;  // greedy draws nothing: another stream gives the same tokens
+  EXPECT_EQ(sample(m, r, p)[0].tokens, a.tokens);
+  std::vector<int32_t> seq = r[0].prompt;
+  for (int32_t t : a.tokens) {
+    PackedBatch b;
+    b.add_sequence(seq);
+    const ForwardResult f = m.forward(b);
+    Eigen::Index best = 0;
+    f.logits.row(b.size() - 1).maxCoeff(&best);
+    EXPECT_EQ(t, best);
+    seq.push_back(t);
+  }
+}
+
+TEST(LmSampler, PickTokenEdgeCases) {
+  Rng rng(StreamKey{1, 2, 3, StreamRole::kExecute, 0});
+  RowVector logits(5);
+  logits << 1.0f, 3.0f, 3.0f, -2.0f, 0.5f;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  EXPECT_EQ(pick_token(logits, greedy, rng), 1);  // the lower id of two maxima
+  SamplingParams tiny_p;
+  tiny_p.top_p = 1e-6f;
+  for (int i = 0; i < 50; ++i)
+    EXPECT_EQ(pick_token(logits, tiny_p, rng), 1);  // one token kept: the first max
+  // Probabilities 0.4 0.3 0.2 0.1: top_p 0.5 keeps {0, 1}, 0.75 keeps {0, 1, 2}, 1 keeps all.
+  RowVector q(4);
+  q << std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f);
+  auto support = [&](float top_p) {
+    SamplingParams p;
+    p.top_p = top_p;
+    std::vector<int> counts(4, 0);
+    for (int i = 0; i < 4000; ++i) ++counts[pick_token(q, p, rng)];
+    return counts;
+  };
+  std::vector<int> half = support(0.5f);
+  EXPECT_EQ(half[2] + half[3], 0);
+  EXPECT_NEAR(half[0] / 4000.0, 0.4 / 0.7, 0.04);
+  std::vector<int> most = support(0.75f);
+  EXPECT_GT(most[2], 0);
+  EXPECT_EQ(most[3], 0);
+  std::vector<int> full = support(1.0f);
+  EXPECT_NEAR(full[3] / 4000.0, 0.1, 0.025);
+  // A very low temperature is greedy in effect; a high one flattens.
+  SamplingParams cold;
+  cold.temperature = 1e-3f;
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(pick_token(q, cold, rng), 0);
+  SamplingParams hot;
+  hot.temperature = 100.0f;
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < 4000; ++i) ++counts[pick_token(q, hot, rng)];
+  EXPECT_NEAR(counts[3] / 4000.0, 0.25, 0.04);
+}
+
+TEST(LmSampler, StopIdsAndLimits) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  std::vector<SampleRequest> r = make_requests(c, 1);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_new_tokens = 6;
+  const SampleResult free = sample(m, r, p)[0];
+  EXPECT_EQ(free.finish, FinishReason::kLength);
+  p.stop_ids = {free.tokens[2]};
+  const SampleResult stopped = sample(m, r, p)[0];
+  EXPECT_EQ(stopped.finish, FinishReason::kStop);
+  const auto first = std::find(free.tokens.begin(), free.tokens.end(), free.tokens[2]) - free.tokens.begin();
+  EXPECT_EQ(stopped.tokens, std::vector<int32_t>(free.tokens.begin(), free.tokens.begin() + first + 1));
+  p.stop_ids.clear();
+  p.max_new_tokens = 0;
+  EXPECT_TRUE(sample(m, r, p)[0].tokens.empty());
+  p.max_new_tokens = 100;  // the prompt (3 tokens) + new tokens stop at max_positions (16)
+  const SampleResult ctx = sample(m, r, p)[0];
+  EXPECT_EQ(ctx.finish, FinishReason::kContext);
+  EXPECT_EQ(ctx.tokens.size(), 16u - 3u + 1u);
+}
+
+TEST(LmSampler, BadParametersAndPromptsAreRejected) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  std::vector<SampleRequest> r = make_requests(c, 1);
+  SamplingParams p;
+  p.top_p = 0.0f;
+  EXPECT_THROW(sample(m, r, p), std::invalid_argument);
+  p = SamplingParams{};
+  p.temperature = -1.0f;
+  EXPECT_THROW(sample(m, r, p), std::invalid_argument);
+  p = SamplingParams{};
+  p.max_new_tokens = -1;
+  EXPECT_THROW(sample(m, r, p), std::invalid_argument);
+  p = SamplingParams{};
+  r[0].prompt = {};
+  EXPECT_THROW(sample(m, r, p), std::invalid_argument);
+  r[0].prompt = {1, 37};
+  EXPECT_THROW(sample(m, r, p), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace crl::lm

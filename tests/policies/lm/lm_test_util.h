@@ -1,0 +1,88 @@
+#pragma once
+// Shared fixtures of the language-model tests: a small configuration, a batch of sequences of different
+// lengths (one empty) and deterministic perturbations so that no parameter sits at a special value.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/rng.h"
+#include "policies/lm/cpu/model.h"
+
+namespace crl::lm::test {
+
+inline LmConfig small_config(bool value_grad_to_trunk = true) {
+  LmConfig c;
+  c.vocab = 37;
+  c.d_model = 16;
+  c.heads = 4;
+  c.layers = 2;
+  c.d_ff = 24;
+  c.max_positions = 16;
+  c.value_grad_to_trunk = value_grad_to_trunk;
+  return c;
+}
+
+// initialize(), then norm gains around 1 and a non-zero value head (both start at constants).
+inline LmModel perturbed_model(const LmConfig& c, uint64_t seed = 7) {
+  LmModel m(c);
+  m.initialize(seed);
+  Rng rng(StreamKey{seed, 99, 0, StreamRole::kLearner, 0});
+  const ParamLayout& l = m.layout();
+  auto jitter = [&](int64_t at, int64_t n, float base, float spread) {
+    for (int64_t i = 0; i < n; ++i) m.parameters()[at + i] = base + spread * (rng.uniform_float() - 0.5f);
+  };
+  for (int b = 0; b < c.layers; ++b) {
+    jitter(l.block(b).norm1, c.d_model, 1.0f, 0.5f);
+    jitter(l.block(b).norm2, c.d_model, 1.0f, 0.5f);
+  }
+  jitter(l.norm_f(), c.d_model, 1.0f, 0.5f);
+  jitter(l.value_w(), c.d_model + 1, 0.0f, 1.0f);
+  // Larger embeddings and query/key weights make the attention patterns far from uniform, so that errors in
+  // the attention's scale or softmax backward show.
+  for (int64_t i = 0; i < l.block(0).norm1; ++i) m.parameters()[i] *= 20.0f;
+  for (int b = 0; b < c.layers; ++b) {
+    for (int64_t i = 0; i < int64_t{c.d_model} * 3 * c.d_model; ++i)
+      m.parameters()[l.block(b).wqkv + i] *= 10.0f;
+  }
+  return m;
+}
+
+inline PackedBatch make_batch(const LmConfig& c, const std::vector<int>& lengths, uint64_t seed = 5) {
+  Rng rng(StreamKey{seed, 1, 0, StreamRole::kLearner, 0});
+  PackedBatch b;
+  for (int n : lengths) {
+    std::vector<int32_t> seq(n);
+    for (int32_t& t : seq) t = static_cast<int32_t>(rng.uniform_int(c.vocab));
+    b.add_sequence(seq);
+  }
+  return b;
+}
+
+struct LossInputs {
+  std::vector<float> mask, rl_dlogp, dvalue;
+};
+
+inline LossInputs make_loss_inputs(int tokens, uint64_t seed = 11) {
+  Rng rng(StreamKey{seed, 2, 0, StreamRole::kLearner, 0});
+  LossInputs in;
+  for (int t = 0; t < tokens; ++t) {
+    in.mask.push_back(rng.bernoulli(0.7) ? 1.0f : 0.0f);
+    in.rl_dlogp.push_back(rng.bernoulli(0.5) ? 0.3f * (rng.uniform_float() - 0.5f) : 0.0f);
+    in.dvalue.push_back(0.2f * (rng.uniform_float() - 0.5f));
+  }
+  return in;
+}
+
+// The test loss (as in torch_reference.py): SFT mean over the mask + sum rl_dlogp logp + sum dvalue value.
+// Returns it in double and fills the per-token derivatives.
+inline double test_loss(const PackedBatch& b, const ForwardResult& f, const LossInputs& in,
+                        std::vector<float>& dlogp) {
+  double loss = sft_loss(b, f, in.mask, dlogp);
+  for (int t = 0; t < b.size(); ++t) {
+    dlogp[t] += in.rl_dlogp[t];
+    loss += static_cast<double>(in.rl_dlogp[t]) * f.logp[t] + static_cast<double>(in.dvalue[t]) * f.values[t];
+  }
+  return loss;
+}
+
+}  // namespace crl::lm::test
