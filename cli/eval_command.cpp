@@ -24,6 +24,7 @@
 
 #include "cli/command.h"
 #include "cli/options.h"
+#include "cli/progress.h"
 #include "engine/error.h"
 #include "engine/runner.h"
 #include "engine/trajectory_io.h"
@@ -52,7 +53,9 @@ int eval_command(const std::vector<std::string>& args) {
   uint64_t seed = 0;
   int threads = 1;
   bool sample = false;
+  std::string progress_mode = "auto";
   po::options_description options;
+  add_progress_option(options, progress_mode);
   options.add_options()("checkpoint", po::value(&checkpoint_path), "checkpoint file written by crl run")(
       "env", po::value(&env_name), "environment (default: the checkpoint's)")(
       "split", po::value(&split), "dev | test (default: the run's evaluation split)")(
@@ -72,6 +75,7 @@ int eval_command(const std::vector<std::string>& args) {
     return exit_code;
   }
   if (checkpoint_path.empty()) throw Error("option --checkpoint", "", "is required");
+  const ProgressMode progress_choice = parse_progress_mode(progress_mode);
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
   if (vm.count("episodes") && episodes < 1) {
     throw Error("option --episodes", "", "value " + std::to_string(episodes) + " must be >= 1");
@@ -116,8 +120,15 @@ int eval_command(const std::vector<std::string>& args) {
   if (!vm.count("episodes")) episodes = setup.training().eval_episodes();
   if (!vm.count("seed")) seed = ck.seed();
 
+  // Progress in episodes, counted from the worker threads (cli/progress.h).
+  ProgressReporter progress("crl eval", progress_choice);
+  progress.set_total(episodes);
+  progress.set_stage(env_name + ", seed " + std::to_string(seed));
+  std::function<void(size_t)> done;
+  if (progress.enabled()) done = [&](size_t n) { progress.advance(static_cast<int64_t>(n)); };
   const std::vector<Trajectory> trajectories =
-      scenarios::collect_episodes(episode, *policy, seed, "eval-", 0, episodes, Runner(threads));
+      scenarios::collect_episodes(episode, *policy, seed, "eval-", 0, episodes, Runner(threads), done);
+  progress.finish();
 
   double reward = 0.0;
   int64_t compactions = 0, summaries = 0, summary_tokens = 0, sampled_tokens = 0, context_tokens = 0;

@@ -7,8 +7,9 @@
 //
 // Every episode is its own coroutine on one I/O thread (policies/llm/llm_driver.h); --concurrency caps the
 // requests in flight. A failed or timed-out request fails its episode (status "failed" with the reason, in
-// the export and in the metrics file) and the run goes on. A progress bar is drawn on stderr when it is a
-// terminal. The exit code is 0 when the run finished, even with failed episodes (the metrics say how many).
+// the export and in the metrics file) and the run goes on. A progress line is drawn on stderr when it is a
+// terminal (--progress auto|always|never). The exit code is 0 when the run finished, even with failed
+// episodes (the metrics say how many).
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +19,7 @@
 
 #include "cli/command.h"
 #include "cli/episode_options.h"
+#include "cli/progress.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
 #include "engine/tokenizer.h"
@@ -67,8 +69,10 @@ int rollout_command(const std::vector<std::string>& args) {
   int tasks = 60, first_task = 0, samples = 1;
   llm::LlmOptions llm;
   size_t concurrency = llm.max_in_flight;
+  std::string progress_mode = "auto";
   po::options_description options;
   episode.add_to(options);
+  add_progress_option(options, progress_mode);
   options.add_options()("split", po::value(&split)->default_value(split), "task split: train | dev | test")(
       "tasks", po::value(&tasks)->default_value(tasks), "number of tasks (indices first-task ..)")(
       "first-task", po::value(&first_task)->default_value(first_task), "index of the first task")(
@@ -103,6 +107,7 @@ int rollout_command(const std::vector<std::string>& args) {
           options, positional, args, vm, exit_code))
     return exit_code;
   if (url.empty()) throw Error("option --llm", "", "is required (the LLM server, http://HOST:PORT)");
+  const ProgressMode progress_choice = parse_progress_mode(progress_mode);
   if (out_path.empty()) throw Error("option --out", "", "is required (the trajectories file)");
   if (tasks < 1) throw Error("option --tasks", "", "value " + std::to_string(tasks) + " must be >= 1");
   if (samples < 1) throw Error("option --samples", "", "value " + std::to_string(samples) + " must be >= 1");
@@ -166,27 +171,19 @@ int rollout_command(const std::vector<std::string>& args) {
     if (const auto* s = dynamic_cast<const syn::SyntheticEnv*>(&e.env()))
       reports[index].records_seen_at_summary.push_back(s->records_seen());
   };
-  // The progress bar: on a terminal only, redrawn at most every 100 ms.
-  const bool terminal = isatty(fileno(stderr)) != 0;
-  size_t finished = 0, failed_so_far = 0;
-  const auto start = std::chrono::steady_clock::now();
-  auto last_draw = start - std::chrono::seconds(1);
+  // Progress in episodes, with the failures so far (cli/progress.h).
+  ProgressReporter progress("crl rollout", progress_choice);
+  progress.set_total(static_cast<int64_t>(count));
+  size_t failed_so_far = 0;
   driver.on_done = [&](size_t, const Episode& e) {
-    ++finished;
-    if (e.status() == EpisodeStatus::kFailed) ++failed_so_far;
-    if (!terminal) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_draw < std::chrono::milliseconds(100) && finished < count) return;
-    last_draw = now;
-    const int width = 30, filled = static_cast<int>(width * finished / count);
-    const double seconds = std::chrono::duration<double>(now - start).count();
-    std::fprintf(stderr, "\r\033[K[%s%s] %zu/%zu episodes, %zu failed, %.1f s",
-                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), finished, count,
-                 failed_so_far, seconds);
-    std::fflush(stderr);
+    if (e.status() == EpisodeStatus::kFailed) {
+      ++failed_so_far;
+      progress.set_stage(std::to_string(failed_so_far) + " failed");
+    }
+    progress.advance(1);
   };
   const llm::DriveStats stats = driver.run(pointers);
-  if (terminal) std::fprintf(stderr, "\r\033[K");
+  progress.finish();
 
   std::vector<Trajectory> trajectories;
   std::map<std::string, int> statuses;

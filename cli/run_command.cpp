@@ -5,7 +5,8 @@
 //    training.checkpoint_every episodes and at the end. --resume continues every (arm, seed) from its newest
 //    checkpoint; the outputs are the bytes of an uninterrupted run (the report shows the command without
 //    --resume). Temporaries that killed runs left in DIR are removed. A progress line goes to stderr when it
-//    is a terminal; otherwise the command is quiet apart from a short result on stdout.
+//    is a terminal (--progress auto|always|never, cli/progress.h); otherwise the command is quiet apart
+//    from a short result on stdout.
 //  * `crl run SCENARIO --shard I/N --out DIR/shard-I`: runs the jobs i (= arm index x seeds + seed index)
 //    with i mod N == I and writes a shard folder (scenarios/shard.h); `crl merge DIR/shard-* --out DIR` then
 //    writes the result set of the single-process run, byte for byte.
@@ -20,6 +21,7 @@
 
 #include "cli/command.h"
 #include "cli/episode_options.h"
+#include "cli/progress.h"
 #include "cli/simulate_command.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
@@ -78,8 +80,10 @@ int run_shard_command(const std::string& path, const std::string& text, const st
   scenarios::ShardCommand command;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
-    if (arg == "--resume" || arg.rfind("--threads=", 0) == 0 || arg.rfind("--shard=", 0) == 0) continue;
-    if (arg == "--threads" || arg == "--shard") {
+    if (arg == "--resume" || arg.rfind("--threads=", 0) == 0 || arg.rfind("--shard=", 0) == 0 ||
+        arg.rfind("--progress=", 0) == 0)
+      continue;
+    if (arg == "--threads" || arg == "--shard" || arg == "--progress") {
       ++i;
       continue;
     }
@@ -102,15 +106,13 @@ int run_shard_command(const std::string& path, const std::string& text, const st
 
 int run_scenario_command(const std::string& path, std::string out_dir, int threads,
                          const std::vector<std::string>& seed_items, bool resume, const std::string& shard,
-                         const std::vector<std::string>& args) {
+                         ProgressMode progress_mode, const std::vector<std::string>& args) {
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
   const std::string text = read_file(path);
   // A compaction-cost file (proto/compaction_cost.proto) is simulated, not trained: `crl simulate`.
   if (scenarios::is_compaction_cost(text)) {
     if (!shard.empty()) throw Error("option --shard", "", "applies to training scenarios, not to " + path);
-    std::string command = "crl run";
-    for (const std::string& arg : args) command += " " + arg;
-    return simulate_file(path, out_dir, threads, command);
+    return simulate_file(path, out_dir, threads, report_command("crl run", args), progress_mode);
   }
   const scenarios::ScenarioSpec spec = scenarios::parse_scenario(text, path);
   scenarios::RunOptions options;
@@ -125,39 +127,29 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
   options.resume = resume;
   scenarios::remove_stale_temporaries(out_dir);
 
-  // A progress line only on a terminal, redrawn in place at most every 100 ms.
-  const bool terminal = isatty(fileno(stderr)) != 0;
-  auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-  if (terminal) {
-    options.progress = [&](const scenarios::Progress& p) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last < std::chrono::milliseconds(100) && p.episode < p.episodes) return;
-      last = now;
-      char line[160];
-      std::snprintf(
-          line, sizeof(line), "\r\033[K%s: arm %s, seed %llu, episode %lld/%lld, running accuracy %.1f%%",
-          spec.name.c_str(), p.arm->c_str(), static_cast<unsigned long long>(p.seed),
-          static_cast<long long>(p.episode), static_cast<long long>(p.episodes), 100.0 * p.running_accuracy);
-      std::cerr << line << std::flush;
+  // Progress in episodes (training and evaluation) over every arm and seed (cli/progress.h).
+  ProgressReporter progress("crl run " + spec.name, progress_mode);
+  if (progress.enabled()) {
+    std::function<bool(size_t)> select;
+    if (!shard.empty()) {
+      const scenarios::ShardId id = scenarios::parse_shard(shard);
+      select = [id](size_t job) { return job % id.count == id.index; };
+    }
+    progress.set_total(scenarios::planned_episodes(spec, options, select));
+    options.stage = [&](const std::string& arm, uint64_t seed) {
+      progress.set_stage("arm " + arm + ", seed " + std::to_string(seed));
     };
+    options.episodes_done = [&](int64_t n) { progress.advance(n); };
   }
   if (!shard.empty()) return run_shard_command(path, text, out_dir, shard, spec, options, args);
   const auto start = std::chrono::steady_clock::now();
   const scenarios::ScenarioResult result = scenarios::run_scenario(spec, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (terminal) std::cerr << "\r\033[K" << std::flush;
+  progress.finish();
 
-  // The report names the command without the options that cannot change the results (--resume, --threads),
-  // so that a resumed run, with any thread count, writes the bytes of an uninterrupted one.
-  std::string command = "crl run";
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--resume" || args[i].rfind("--threads=", 0) == 0) continue;
-    if (args[i] == "--threads") {
-      ++i;
-      continue;
-    }
-    command += " " + args[i];
-  }
+  // The report names the command without the options that cannot change the results (--resume, --threads,
+  // --progress), so that a resumed run, with any thread count, writes the bytes of an uninterrupted one.
+  const std::string command = report_command("crl run", args, {"--threads"}, {"--resume"});
   scenarios::write_results(out_dir, spec, result, command);
   scenarios::remove_stale_temporaries(out_dir);
 
@@ -180,8 +172,10 @@ int run_command(const std::vector<std::string>& args) {
   std::vector<std::string> seeds;
   int episodes = 1, threads = 1;
   bool trace = true, full = false, resume = false;
+  std::string progress_mode = "auto";
   po::options_description options;
   episode.add_to(options);
+  add_progress_option(options, progress_mode);
   options.add_options()("policy", po::value(&policy_name)->default_value(policy_name), "policy name")(
       "episodes", po::value(&episodes)->default_value(episodes), "number of episodes")(
       "threads", po::value(&threads)->default_value(threads), "worker threads (results do not depend on it)")(
@@ -206,7 +200,9 @@ int run_command(const std::vector<std::string>& args) {
           "run", "[SCENARIO --out DIR [--threads N] [--seeds 7,17,29] [--resume] [--shard I/N]] [options]",
           options, positional, args, vm, exit_code))
     return exit_code;
-  if (!scenario.empty()) return run_scenario_command(scenario, out_path, threads, seeds, resume, shard, args);
+  const ProgressMode progress = parse_progress_mode(progress_mode);
+  if (!scenario.empty())
+    return run_scenario_command(scenario, out_path, threads, seeds, resume, shard, progress, args);
   if (!shard.empty())
     throw Error("option --shard", "", "needs a scenario file (crl run SCENARIO --shard I/N --out DIR)");
   if (resume)

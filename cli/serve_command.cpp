@@ -3,6 +3,8 @@
 // scripts and tests read it there). SIGTERM or SIGINT drains the requests in flight and exits 0; at the
 // --drain-timeout deadline, requests still running are answered 503 drain_deadline and the process exits 0
 // at once, without waiting for the environment code still blocked in them (server/http_server.h).
+// --ui turns on the viewer's lists of live episodes and recent exports (server/ui_routes.h says why
+// they are opt-in).
 #include <malloc.h>
 #include <sys/resource.h>
 
@@ -64,7 +66,12 @@ int serve_command(const std::vector<std::string>& args) {
       "seconds: the largest timeout a request may choose (llm.request_timeout_s, duration parameters); "
       "above it: 400 over_limit")(
       "max-llm-in-flight", po::value(&service.max_llm_in_flight)->default_value(service.max_llm_in_flight),
-      "the largest llm.max_in_flight of POST /v1/rollouts");
+      "the largest llm.max_in_flight of POST /v1/rollouts")(
+      "ui", po::bool_switch(&service.ui),
+      "operator lists for the viewer at /ui: GET /v1/episodes (every live episode) and GET /v1/exports (the "
+      "last --keep-exports finished ones); off by default, since they name every client's episodes")(
+      "keep-exports", po::value(&service.keep_exports)->default_value(service.keep_exports),
+      "with --ui: finished episodes whose export is kept for /ui after DELETE or the reaper (0: none)");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -84,6 +91,11 @@ int serve_command(const std::vector<std::string>& args) {
   if (!(service.max_client_timeout_s > 0))
     throw Error("option --max-client-timeout", "", "value must be > 0");
   if (service.max_llm_in_flight < 1) throw Error("option --max-llm-in-flight", "", "value must be >= 1");
+  if (service.keep_exports > 100000) throw Error("option --keep-exports", "", "value must be <= 100000");
+  if (service.ui && http.host != "127.0.0.1" && http.host != "::1" && http.host != "localhost") {
+    std::cerr << "crl serve: warning: --ui lists every episode id to anyone who reaches " << http.host
+              << " (ids are the only credential of an episode)\n";
+  }
   for (const std::string& item : env_params) {
     const size_t dot = item.find('.'), eq = item.find('=');
     if (dot == std::string::npos || dot == 0 || eq == std::string::npos || eq < dot + 2) {

@@ -14,15 +14,29 @@
 
 namespace crl::cli {
 
-int simulate_file(const std::string& path, std::string out_dir, int threads, const std::string& command) {
+int simulate_file(const std::string& path, std::string out_dir, int threads, const std::string& command,
+                  ProgressMode progress_mode) {
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
   const scenarios::CostSpec spec = scenarios::load_compaction_cost(path);
   if (out_dir.empty()) out_dir = "results/" + spec.name;
   scenarios::CostRunOptions options;
   options.threads = threads;
+  // Progress in strategies (each replays its traces through the simulated server and scheduler).
+  ProgressReporter progress("crl simulate " + spec.name, progress_mode);
+  if (progress.enabled()) {
+    progress.set_total(static_cast<int64_t>(spec.strategies.size()));
+    options.progress = [&](const std::string& strategy, bool done) {
+      if (done) {
+        progress.advance(1);
+      } else {
+        progress.set_stage("strategy " + strategy);
+      }
+    };
+  }
   const auto start = std::chrono::steady_clock::now();
   const scenarios::CostResult result = scenarios::run_compaction_cost(spec, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  progress.finish();
   scenarios::write_cost_results(out_dir, spec, result, command);
   uint64_t events = 0;
   for (const scenarios::StrategyResult& r : result.strategies) {
@@ -47,7 +61,9 @@ namespace {
 int simulate_command(const std::vector<std::string>& args) {
   std::string file, out;
   int threads = 1;
+  std::string progress_mode = "auto";
   po::options_description options;
+  add_progress_option(options, progress_mode);
   options.add_options()("out", po::value(&out), "results folder (default results/<name>)")(
       "threads", po::value(&threads)->default_value(threads),
       "threads for the episodes that produce the traces (results do not depend on it)")(
@@ -60,9 +76,8 @@ int simulate_command(const std::vector<std::string>& args) {
                      exit_code)) {
     return exit_code;
   }
-  std::string command = "crl simulate";
-  for (const std::string& arg : args) command += " " + arg;
-  return simulate_file(file, out, threads, command);
+  const ProgressMode progress = parse_progress_mode(progress_mode);
+  return simulate_file(file, out, threads, report_command("crl simulate", args), progress);
 }
 
 const CommandRegistrar kRegistrar(

@@ -46,6 +46,7 @@ std::vector<Trajectory> run_rollouts(const RolloutSpec& spec, const Policy& poli
     }
     drive(episodes, policy);
     for (size_t i = begin; i < end; ++i) out[i] = owned[i - begin]->finish();
+    if (spec.on_done) spec.on_done(end - begin);
   });
   return out;
 }

@@ -25,6 +25,9 @@ struct RolloutSpec {
   std::function<std::unique_ptr<Episode>(size_t index)> make_episode;  // a new, started episode
   size_t count = 0;
   size_t group_size = 16;  // episodes per lockstep group
+  // Called from the worker threads after each group with its episode count (progress reporting; must be
+  // thread-safe and must not touch the episodes). May be empty.
+  std::function<void(size_t done)> on_done;
 };
 
 // Returns the trajectories in index order.

@@ -280,6 +280,7 @@ CostResult run_compaction_cost(const CostSpec& spec, const CostRunOptions& optio
   const Runner runner(options.threads);
   std::map<std::string, std::unique_ptr<TraceBook>> books;
   for (const CostStrategy& st : spec.strategies) {
+    if (options.progress) options.progress(st.name, false);
     const SummarizerSpec& m = *std::find_if(result.summarizers.begin(), result.summarizers.end(),
                                             [&](const SummarizerSpec& x) { return x.name == st.summarizer; });
     auto& book = books[budget_key(m.name, st.budget)];
@@ -290,6 +291,7 @@ CostResult run_compaction_cost(const CostSpec& spec, const CostRunOptions& optio
     StrategyResult r = measure(run, static_cast<size_t>(spec.stragglers));
     r.strategy = &st;
     result.strategies.push_back(std::move(r));
+    if (options.progress) options.progress(st.name, true);
   }
   for (const auto& [key, book] : books) result.episodes += book->episodes();
   return result;

@@ -20,6 +20,7 @@
 // arm's held-out accuracy after training it now, with the runner of scenarios/runner.h) or is given.
 // Everything is a pure function of the file and its seed: the same file gives the same report bytes.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -116,6 +117,9 @@ struct CostResult {
 
 struct CostRunOptions {
   int threads = 1;  // episodes for traces run in parallel; results do not depend on it
+  // Progress (may be empty; cannot change a result): called before (done = false) and after (done = true)
+  // each strategy is simulated, on the calling thread.
+  std::function<void(const std::string& strategy, bool done)> progress;
 };
 
 CostResult run_compaction_cost(const CostSpec& spec, const CostRunOptions& options = {});

@@ -147,8 +147,13 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   const int64_t curve_eval =
       training.curve_eval_episodes() > 0 ? training.curve_eval_episodes() : training.eval_episodes();
 
+  std::function<void(size_t)> episodes_done;
+  if (options.episodes_done) {
+    episodes_done = [&options](size_t n) { options.episodes_done(static_cast<int64_t>(n)); };
+  }
   auto evaluate = [&](int64_t count, std::vector<Trajectory>* keep) {
-    std::vector<Trajectory> eval = collect_episodes(c.eval, *policy, seed, "eval-", 0, count, runner);
+    std::vector<Trajectory> eval =
+        collect_episodes(c.eval, *policy, seed, "eval-", 0, count, runner, episodes_done);
     const double accuracy = mean_reward(eval);
     if (keep != nullptr) *keep = std::move(eval);
     return accuracy;
@@ -177,6 +182,12 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   };
   int64_t next_checkpoint = every > 0 ? (loop.done / every + 1) * every : std::numeric_limits<int64_t>::max();
 
+  if (resumed && options.episodes_done) {  // what the checkpoint holds counts as done
+    int64_t skipped = loop.done;
+    for (const CurvePoint& p : result.curve) skipped += p.eval_episodes;
+    if (loop.done == total && total > 0) skipped -= training.eval_episodes();  // evaluated again below
+    options.episodes_done(skipped);
+  }
   std::vector<Trajectory> final_eval;
   bool have_final_eval = false;
   if (!resumed) {
@@ -192,7 +203,7 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
     // A batch never straddles a curve point, so the points fall exactly on multiples of eval_interval.
     const int64_t count = std::min({training.batch_size(), total - loop.done, loop.next_point - loop.done});
     const std::vector<Trajectory> batch =
-        collect_episodes(c.train, *policy, seed, "train-", loop.done, count, runner);
+        collect_episodes(c.train, *policy, seed, "train-", loop.done, count, runner, episodes_done);
     for (const Trajectory& t : batch) loop.window_reward += t.reward;
     loop.window_episodes += count;
     if (trainable != nullptr) {
@@ -252,8 +263,9 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
 
 std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy& policy, uint64_t seed,
                                          const std::string& prefix, int64_t first, int64_t count,
-                                         const Runner& runner) {
+                                         const Runner& runner, const std::function<void(size_t)>& on_done) {
   RolloutSpec spec;
+  spec.on_done = on_done;
   spec.count = static_cast<size_t>(count);
   // Groups only decide which thread drives which episodes; results do not depend on them.
   spec.group_size = std::max<size_t>(8, (spec.count + runner.threads() - 1) / runner.threads());
@@ -353,6 +365,7 @@ std::vector<JobResult> run_jobs(const ScenarioSpec& spec, const RunOptions& opti
       const size_t index = a * seeds.size() + s;
       if (select && !select(index)) continue;
       if (c.arm == nullptr) make_context(spec.arms[a], c);
+      if (options.stage) options.stage(spec.arms[a].name, seeds[s]);
       out.push_back(JobResult{a, s, run_one(spec.name, c, seeds[s], options, runner)});
     }
   }
@@ -422,6 +435,25 @@ ScenarioResult assemble_result(const ScenarioSpec& spec, const std::vector<uint6
 ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options) {
   return assemble_result(spec, options.seeds.empty() ? spec.seeds : options.seeds,
                          run_jobs(spec, options, {}));
+}
+
+int64_t planned_episodes(const ScenarioSpec& spec, const RunOptions& options,
+                         const std::function<bool(size_t)>& select) {
+  const size_t seeds = options.seeds.empty() ? spec.seeds.size() : options.seeds.size();
+  int64_t episodes = 0;
+  for (size_t a = 0; a < spec.arms.size(); ++a) {
+    const auto& t = spec.arms[a].setup.training();
+    const int64_t total = t.episodes();
+    const int64_t curve_eval = t.curve_eval_episodes() > 0 ? t.curve_eval_episodes() : t.eval_episodes();
+    // As run_one: the start point, one point per multiple of eval_interval below the total, the final point.
+    int64_t n = total == 0 ? t.eval_episodes() : curve_eval + total + t.eval_episodes();
+    if (total > 0 && t.eval_interval() > 0) n += ((total - 1) / t.eval_interval()) * curve_eval;
+    // Jobs are numbered arm x seeds + seed, as in run_jobs (a shard selects some of them).
+    for (size_t s = 0; s < seeds; ++s) {
+      if (!select || select(a * seeds + s)) episodes += n;
+    }
+  }
+  return episodes;
 }
 
 }  // namespace crl::scenarios

@@ -105,6 +105,11 @@ struct RunOptions {
   int threads = 1;
   std::vector<uint64_t> seeds;                    // non-empty: replaces the scenario's seeds
   std::function<void(const Progress&)> progress;  // called after every batch (may be empty)
+  // Progress in episodes (training and evaluation; planned_episodes() is the total): `stage` is called on the
+  // main thread when an (arm, seed) run starts, `episodes_done` from the worker threads as episodes finish
+  // (and once with the episodes a resumed run skips). Both may be empty; neither can change a result.
+  std::function<void(const std::string& arm, uint64_t seed)> stage;
+  std::function<void(int64_t episodes)> episodes_done;
   // Non-empty: each (arm, seed) run of a trainable policy writes checkpoints under this folder
   // (scenarios/checkpoint.h layout) every training.checkpoint_every episodes and at the end. A run that does
   // not resume first removes the older checkpoints of its (arm, seed).
@@ -115,6 +120,10 @@ struct RunOptions {
 };
 
 ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options);
+// The episodes (training and evaluation) run_scenario runs for `spec` and the seeds of `options`; with
+// `select`, those of the selected jobs only (as run_jobs).
+int64_t planned_episodes(const ScenarioSpec& spec, const RunOptions& options,
+                         const std::function<bool(size_t)>& select = {});
 
 // The jobs of a scenario: one (arm, seed) run each, job index = arm index x seeds + seed index (arms in file
 // order, seeds in the order given). run_scenario() runs them all and assembles the result; a sharded run
@@ -145,7 +154,8 @@ struct EpisodeSetup {
 };
 std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy& policy, uint64_t seed,
                                          const std::string& prefix, int64_t first, int64_t count,
-                                         const Runner& runner);
+                                         const Runner& runner,
+                                         const std::function<void(size_t)>& on_done = {});
 // Per task type exact match and summary metrics of evaluation episodes, for environments with typed tasks
 // (the synthetic suite in the symbolic view); empty for the others.
 std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& episodes);

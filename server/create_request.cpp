@@ -4,6 +4,7 @@
 // the client-chosen timeouts (bounded by the server). Every refusal is a typed 400 naming the field.
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 
 #include "engine/error.h"
@@ -261,6 +262,9 @@ proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& re
   auto session = std::make_shared<Session>();
   session->env = request.env();
   session->view = built.view;
+  session->task_id = built.task.id;
+  session->created_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   sessions_.reserve();  // 429 when full
   try {
     start_episode(built);
@@ -273,6 +277,7 @@ proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& re
   sessions_.insert(session);
   proto::StepResponse out = describe(*session, /*full_prompt=*/true, {});
   out.set_prompt_rebuilt(true);
+  after_request(*session);
   return out;
 }
 

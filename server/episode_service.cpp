@@ -65,6 +65,7 @@ std::shared_ptr<Session> locked_open(const std::shared_ptr<Session>& session) {
 EpisodeService::EpisodeService(ServiceOptions options)
     : options_(options),
       sessions_(options.max_sessions, options.idle_timeout_s),
+      exports_(options.ui ? options.keep_exports : 0, options.keep_exports_bytes),
       tokenizer_(make_tokenizer(options.tokenizer)),
       text_codec_(make_text_codec(tokenizer_, {}, chat_template_by_name(options.chat_template))),
       started_s_(now_s()) {
@@ -286,8 +287,71 @@ proto::StepResponse EpisodeService::step(const std::string& episode_id, const pr
   s.has_last = true;
   s.last_action = action_bytes;
   s.last_response = out;
+  after_request(s);
   s.touch();
   return out;
+}
+
+static double unix_now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void EpisodeService::after_request(Session& s) {
+  const Episode& e = *s.episode;
+  s.steps.store(static_cast<uint32_t>(e.turn()), std::memory_order_relaxed);
+  s.compactions.store(static_cast<uint32_t>(e.context().compactions()), std::memory_order_relaxed);
+  if (!e.done() || s.done.exchange(true)) return;
+  if (!options_.ui || options_.keep_exports == 0) return;
+  // Kept when it ends, so that the viewer can open it after a DELETE or the reaper.
+  proto::EpisodeSummary summary;
+  summary.set_episode_id(s.id);
+  summary.set_env(s.env);
+  summary.set_view(s.view);
+  summary.set_task_id(s.task_id);
+  summary.set_status(std::string(episode_status_name(e.status())));
+  summary.set_steps(s.steps.load());
+  summary.set_compactions(s.compactions.load());
+  summary.set_created_unix_s(s.created_unix_s);
+  summary.set_finished_unix_s(unix_now_s());
+  proto::ExportResponse data = make_export(s);
+  summary.set_segments(static_cast<uint32_t>(data.segments_size()));
+  exports_.add(std::move(summary), std::move(data));
+}
+
+proto::EpisodeList EpisodeService::list_episodes(size_t offset, size_t limit) {
+  std::vector<std::shared_ptr<Session>> all = sessions_.snapshot();
+  // Newest first (ties: by id, so that pages are stable).
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a->created_unix_s != b->created_unix_s ? a->created_unix_s > b->created_unix_s : a->id < b->id;
+  });
+  proto::EpisodeList out;
+  out.set_total(static_cast<uint32_t>(all.size()));
+  out.set_offset(static_cast<uint32_t>(offset));
+  out.set_limit(static_cast<uint32_t>(limit));
+  for (size_t i = offset; i < all.size() && i < offset + limit; ++i) {
+    const Session& s = *all[i];
+    proto::EpisodeSummary* item = out.add_episodes();
+    item->set_episode_id(s.id);
+    item->set_env(s.env);
+    item->set_view(s.view);
+    item->set_task_id(s.task_id);
+    item->set_status(s.done.load() ? "done" : "running");
+    item->set_steps(s.steps.load());
+    item->set_compactions(s.compactions.load());
+    item->set_created_unix_s(s.created_unix_s);
+  }
+  return out;
+}
+
+proto::ExportResponse EpisodeService::recent_export(const std::string& episode_id) const {
+  const std::shared_ptr<const proto::ExportResponse> found = exports_.find(episode_id);
+  if (found == nullptr) {
+    throw ApiError(404, "unknown_export",
+                   "no recent export \"" + episode_id + "\" (the ring keeps the last " +
+                       std::to_string(exports_.capacity()) + " finished episodes; see GET /v1/exports)",
+                   "episode_id");
+  }
+  return *found;
 }
 
 proto::BatchStepResponse EpisodeService::batch_step(const proto::BatchStepRequest& request) {
@@ -353,6 +417,10 @@ proto::ExportResponse EpisodeService::export_segments(const std::string& episode
                        "): step it to done before exporting",
                    "");
   }
+  return make_export(s);
+}
+
+proto::ExportResponse EpisodeService::make_export(Session& s) const {
   if (!s.trajectory) s.trajectory = s.episode->finish();
   proto::ExportResponse out;
   out.set_episode_id(s.id);

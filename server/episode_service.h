@@ -30,6 +30,7 @@
 #include "engine/trajectory.h"
 #include "envs/codec.h"
 #include "proto/server.pb.h"
+#include "server/export_ring.h"
 #include "server/session_table.h"
 
 namespace crl::server {
@@ -59,6 +60,12 @@ struct ServiceOptions {
   uint32_t max_llm_in_flight = 256;
   // The chat template of the text view: "chatml" | "plain" (engine/chat_template.h).
   std::string chat_template = "chatml";
+  // The operator's lists for the viewer (`crl serve --ui`, server/ui_routes.h): GET /v1/episodes lists every
+  // live episode and GET /v1/exports the last `keep_exports` finished ones. Off by default (404 ui_disabled):
+  // episode ids are capabilities, and a list hands every client's ids to whoever can reach the server.
+  bool ui = false;
+  size_t keep_exports = 32;
+  size_t keep_exports_bytes = size_t{256} << 20;  // the ring's bound on the bytes of the exports it holds
 };
 
 inline constexpr const char* kProtocolVersion = "1";
@@ -88,6 +95,12 @@ class EpisodeService {
   // Blocks the calling thread for the whole run; a failed LLM request fails its episode, not the call.
   proto::RolloutsResponse rollouts(const proto::RolloutsRequest& request);
   size_t reap_idle() { return sessions_.reap_idle(); }
+  // The operator's lists (options().ui; the caller checks it): live episodes newest first, the ring of
+  // finished exports, one export of the ring (ApiError 404 unknown_export when it is not, or no longer,
+  // held).
+  proto::EpisodeList list_episodes(size_t offset, size_t limit);
+  proto::EpisodeList list_exports(size_t offset, size_t limit) const { return exports_.list(offset, limit); }
+  proto::ExportResponse recent_export(const std::string& episode_id) const;
 
   const ServiceOptions& options() const { return options_; }
   SessionTable& sessions() { return sessions_; }
@@ -112,8 +125,15 @@ class EpisodeService {
   // The answer describing what the trainer must do next; `full_prompt` always includes prompt_ids.
   proto::StepResponse describe(Session& session, bool full_prompt, std::span<const TokenId> action) const;
 
+  // The export of a finished episode (builds its trajectory once); `s.mutex` held.
+  proto::ExportResponse make_export(Session& s) const;
+  // Updates the list's counters after a request; with options_.ui, puts a newly finished episode's export in
+  // the ring. `s.mutex` held.
+  void after_request(Session& s);
+
   ServiceOptions options_;
   SessionTable sessions_;
+  ExportRing exports_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const Codec> text_codec_;
   double started_s_ = 0;

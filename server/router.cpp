@@ -2,6 +2,7 @@
 
 #include "engine/error.h"
 #include "server/ui_page.h"
+#include "server/ui_routes.h"
 #include "wire/api_error.h"
 #include "wire/wire_codec.h"
 
@@ -77,6 +78,7 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
       require_method(call.method, "GET", path);
       return ui_page_answer();
     }
+    if (auto lists = route_ui_lists(service, call, parts, answer_format)) return *lists;  // crl serve --ui
     if (parts.size() >= 2 && parts[0] == "v1") {
       if (parts.size() == 2 && parts[1] == "info") {
         require_method(call.method, "GET", path);

@@ -13,6 +13,8 @@
 //   POST   /v1/batch/step               BatchStepRequest -> BatchStepResponse
 //   POST   /v1/rollouts                 RolloutsRequest -> RolloutsResponse (the engine drives an LLM server)
 //   GET    /ui                          the trajectory viewer's page (server/ui_page.h)
+//   GET    /v1/episodes, /v1/exports, /v1/exports/{id}: the viewer's lists, `crl serve --ui` only
+//                                       (server/ui_routes.h; 404 ui_disabled otherwise)
 #include <string>
 #include <string_view>
 

@@ -108,6 +108,14 @@ size_t SessionTable::reap_idle() {
   return reaped.size();  // the episodes are destroyed here, outside the table's lock
 }
 
+std::vector<std::shared_ptr<Session>> SessionTable::snapshot() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::shared_ptr<Session>> out;
+  out.reserve(sessions_.size());
+  for (const auto& [id, session] : sessions_) out.push_back(session);
+  return out;
+}
+
 size_t SessionTable::size() const {
   std::lock_guard lock(mutex_);
   return sessions_.size();

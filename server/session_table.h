@@ -32,6 +32,12 @@ struct Session {
   std::string id;
   std::string env;
   std::string view;
+  std::string task_id;
+  double created_unix_s = 0;  // wall-clock time of creation (for the operator's list; nothing else reads it)
+  // Kept up to date under `mutex` after each request, read without it by the operator's list.
+  std::atomic<uint32_t> steps{0};
+  std::atomic<uint32_t> compactions{0};
+  std::atomic<bool> done{false};
   // Guarded by `mutex`.
   std::unique_ptr<Episode> episode;
   std::vector<TokenId> prompt;  // the prompt the client holds (to compute the next append_ids)
@@ -68,6 +74,8 @@ class SessionTable {
   size_t reap_idle();
 
   size_t size() const;
+  // Every live session (for the operator's list, GET /v1/episodes with `crl serve --ui`).
+  std::vector<std::shared_ptr<Session>> snapshot() const;
   size_t max_sessions() const { return max_sessions_; }
   double idle_timeout_s() const { return idle_timeout_s_; }
 

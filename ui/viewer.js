@@ -433,20 +433,78 @@
   }
 
   // ---------- serve mode: exports fetched from this server, or a local file ----------
-  async function loadEpisode(id) {
+  // `recent`: from the ring of finished exports (GET /v1/exports/{id}, still there after DELETE or the
+  // reaper); otherwise the live episode's export.
+  async function loadEpisode(id, recent) {
     if (!id) return;
     try {
-      const answer = await fetch('/v1/episodes/' + encodeURIComponent(id) + '/export',
-                                 { headers: { Accept: 'application/json' } });
+      const url = recent ? '/v1/exports/' + encodeURIComponent(id)
+                         : '/v1/episodes/' + encodeURIComponent(id) + '/export';
+      const answer = await fetch(url, { headers: { Accept: 'application/json' } });
       const body = await answer.json();
       if (!answer.ok) throw new Error(body.message || 'HTTP ' + answer.status);
-      show(dataFromRecords(body.segments || [], 'episode ' + id));
+      show(dataFromRecords(body.segments || [], (recent ? 'export ' : 'episode ') + id));
+      app.dataset.source = (recent ? 'export:' : 'episode:') + id;
     } catch (e) {
       showMessage('could not load episode ' + id + ': ' + e.message);
     }
   }
+
+  // The lists of GET /v1/episodes and GET /v1/exports (`crl serve --ui`; otherwise they answer 404
+  // ui_disabled and the panel says how to turn them on). Entries are built as DOM nodes: ids, envs and task
+  // ids are shown as text, never parsed as HTML.
+  async function fetchList(path) {
+    const answer = await fetch(path + '?limit=100', { headers: { Accept: 'application/json' } });
+    const body = await answer.json();
+    if (!answer.ok) {
+      const error = new Error(body.message || 'HTTP ' + answer.status);
+      error.code = body.code;
+      throw error;
+    }
+    return body;
+  }
+  function listEntry(item, recent) {
+    const li = document.createElement('li');
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.dataset.episode = item.episode_id;
+    b.dataset.recent = recent ? '1' : '0';
+    const when = item.created_unix_s ? new Date(item.created_unix_s * 1000).toISOString().slice(11, 19) : '';
+    b.textContent = [when, item.env, item.task_id || '', item.status, (item.steps || 0) + ' steps',
+                     (item.compactions || 0) + ' compactions', item.episode_id].join('  ');
+    b.title = recent ? 'open the kept export' : (item.status === 'done' ? 'open the export'
+                                                                        : 'still running: no export yet');
+    li.appendChild(b);
+    return li;
+  }
+  async function loadLists() {
+    const panel = $('sessions');
+    panel.hidden = false;
+    try {
+      const [live, recent] = await Promise.all([fetchList('/v1/episodes'), fetchList('/v1/exports')]);
+      $('live-list').replaceChildren(...(live.episodes || []).map((x) => listEntry(x, false)));
+      $('export-list').replaceChildren(...(recent.episodes || []).map((x) => listEntry(x, true)));
+      panel.dataset.liveCount = String((live.episodes || []).length);
+      panel.dataset.exportCount = String((recent.episodes || []).length);
+      $('sessions-note').textContent = (live.total || 0) + ' live, ' + (recent.total || 0) + ' recent exports';
+      panel.dataset.state = 'loaded';
+    } catch (e) {
+      panel.dataset.state = e.code === 'ui_disabled' ? 'disabled' : 'error';
+      $('sessions-note').textContent = e.code === 'ui_disabled'
+          ? 'lists are off on this server (start it with crl serve --ui); open an episode by id or a file'
+          : 'could not list episodes: ' + e.message;
+    }
+  }
   function setupServe() {
     $('serve-controls').hidden = false;
+    $('sessions').addEventListener('click', (e) => {
+      const b = e.target.closest('button');
+      if (!b) return;
+      for (const other of $('sessions').querySelectorAll('button.selected')) other.classList.remove('selected');
+      b.classList.add('selected');
+      $('episode-id').value = b.dataset.episode;
+      loadEpisode(b.dataset.episode, b.dataset.recent === '1');
+    });
     $('load-episode').addEventListener('click', () => loadEpisode($('episode-id').value.trim()));
     $('episode-id').addEventListener('keydown', (e) => { if (e.key === 'Enter') loadEpisode(e.target.value.trim()); });
     $('load-file').addEventListener('change', (e) => {
@@ -461,12 +519,23 @@
         }
       });
     });
-    const episode = new URLSearchParams(location.search).get('episode');
+    const query = new URLSearchParams(location.search);
+    const episode = query.get('episode');
+    // ?pick=live:N or ?pick=exports:N clicks the N-th entry of a list once it is shown (how the browser test
+    // opens an entry).
+    const pick = query.get('pick');
+    loadLists().then(() => {
+      if (!pick) return;
+      const [list, n] = pick.split(':');
+      const buttons = $(list === 'live' ? 'live-list' : 'export-list').querySelectorAll('button');
+      if (buttons[Number(n) || 0]) buttons[Number(n) || 0].click();
+    });
     if (episode) {
       $('episode-id').value = episode;
-      loadEpisode(episode);
-    } else {
-      showMessage('enter an episode id (POST /v1/episodes created it) or open an exported .jsonl file');
+      loadEpisode(episode, query.get('recent') === '1');
+    } else if (!pick) {
+      showMessage('pick an episode above, enter an episode id (POST /v1/episodes created it) or open an ' +
+                  'exported .jsonl file');
     }
   }
 

@@ -180,5 +180,30 @@ TEST(CompactionCost, CrlRunAndCrlSimulateWriteTheSameReport) {
   EXPECT_NE(read_file((dir / "a" / "report.md").string()).find("crl simulate"), std::string::npos);
 }
 
+// `crl simulate --progress always` (cli/progress.h): one count per strategy, a final line, the same bytes.
+TEST(CompactionCost, SimulateProgressCountsStrategiesAndChangesNoOutput) {
+  const test::TempDir temp;
+  const std::filesystem::path dir = temp.path();
+  const std::string file = (dir / "small.pbtxt").string();
+  write_file_atomic(file, kSmall);
+  const size_t strategies = load_compaction_cost(file).strategies.size();
+  ASSERT_EQ(cli::run_cli({"simulate", file, "--out", (dir / "a").string(), "--progress", "never"}), 0);
+  const auto read_all = [&] {
+    std::string all;
+    for (const char* name : {"summary.json", "strategies.csv", "cost_vs_success.svg", "report.md"}) {
+      all += read_file((dir / "a" / name).string());
+    }
+    return all;
+  };
+  const std::string quiet = read_all();
+  testing::internal::CaptureStderr();
+  ASSERT_EQ(cli::run_cli({"simulate", file, "--out", (dir / "a").string(), "--progress", "always"}), 0);
+  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string n = std::to_string(strategies);
+  EXPECT_NE(err.find("crl simulate small: 0/" + n + " (0%), strategy "), std::string::npos) << err;
+  EXPECT_NE(err.find("crl simulate small: " + n + "/" + n + " (100%), done in "), std::string::npos) << err;
+  EXPECT_EQ(read_all(), quiet);
+}
+
 }  // namespace
 }  // namespace crl::scenarios

@@ -226,5 +226,68 @@ TEST(ViewerBrowser, ServedPageShowsALiveEpisodesExport) {
   EXPECT_NE(visible_text(d.substr(tokens)).find("Memory chain of 4 steps"), std::string::npos);
 }
 
+// crl serve --ui: the page lists the live episodes and the ring of recent exports, and a click on an entry
+// (?pick=exports:0 clicks the first one) opens its export, here one whose episode was deleted already.
+// Without --ui the panel says how to turn the lists on.
+std::string element_attribute(const std::string& dom, const std::string& id, const std::string& name) {
+  std::smatch m;
+  if (!std::regex_search(dom, m, std::regex("<[a-z]+ id=\"" + id + "\"[^>]*"))) return "";
+  const std::string tag = m.str();
+  return std::regex_search(tag, m, std::regex("data-" + name + "=\"([^\"]*)\"")) ? m[1].str() : "";
+}
+
+TEST(ViewerBrowser, ServedPageListsEpisodesAndOpensAKeptExport) {
+  REQUIRE_CHROMIUM();
+  for (const bool ui : {true, false}) {
+    server::ServiceOptions options;
+    options.ui = ui;
+    server::EpisodeService service(options);
+    const auto call = [&](const std::string& method, const std::string& target, const std::string& body) {
+      const server::HttpAnswer a =
+          server::route(service, {method, target, "application/json", "", body, false});
+      EXPECT_EQ(a.status, 200) << a.body;
+      return nlohmann::json::parse(a.body);
+    };
+    const std::string create = R"({"env":"memory_chain","task_id":"h1","seed":3,)"
+                               R"("params":{"length":"4","reset_points":""}})";
+    const std::string done = call("POST", "/v1/episodes", create)["episode_id"];
+    for (int turn = 0; turn < 4; ++turn) {
+      const std::string text = turn == 3 ? "answer 0" : "continue";
+      call("POST", "/v1/episodes/" + done + "/step",
+           R"({"turn_id":)" + std::to_string(turn) + R"(,"action":{"kind":"assistant","text":")" + text +
+               "\"}}");
+    }
+    call("DELETE", "/v1/episodes/" + done, "");
+    const std::string running = call("POST", "/v1/episodes", create)["episode_id"];
+    server::HttpOptions http;
+    http.port = 0;
+    http.handle_signals = false;
+    server::HttpServer transport(http, service);
+    std::thread thread([&] { transport.run(); });
+    const std::string d =
+        browse("http://127.0.0.1:" + std::to_string(transport.port()) + "/ui?pick=exports:0",
+               "--virtual-time-budget=5000 --screenshot=" +
+                   shot(ui ? "viewer_serve_lists.png" : "viewer_serve_lists_off.png") + " --dump-dom");
+    transport.request_stop();
+    thread.join();
+    if (!ui) {
+      EXPECT_EQ(element_attribute(d, "sessions", "state"), "disabled") << d.substr(0, 3000);
+      EXPECT_NE(d.find("crl serve --ui"), std::string::npos);
+      EXPECT_EQ(d.find(running), std::string::npos) << "an episode id reached the page";
+      continue;
+    }
+    ASSERT_EQ(element_attribute(d, "sessions", "state"), "loaded") << d.substr(0, 3000);
+    EXPECT_EQ(element_attribute(d, "sessions", "live-count"), "1");
+    EXPECT_EQ(element_attribute(d, "sessions", "export-count"), "1");
+    EXPECT_NE(d.find("data-episode=\"" + running + "\""), std::string::npos);
+    EXPECT_NE(d.find("data-episode=\"" + done + "\""), std::string::npos);
+    // The click opened the kept export (its episode is gone from the live table).
+    ASSERT_EQ(app_attribute(d, "rendered"), "1") << d.substr(0, 3000);
+    EXPECT_EQ(app_attribute(d, "source"), "export:" + done);
+    EXPECT_EQ(app_attribute(d, "segment-count"), "1");
+    EXPECT_EQ(app_attribute(d, "rollout-id"), "memory_chain/h1/3/0");
+  }
+}
+
 }  // namespace
 }  // namespace crl::ui
