@@ -64,7 +64,10 @@ int serve_command(const std::vector<std::string>& args) {
       "seconds: the largest timeout a request may choose (llm.request_timeout_s, duration parameters); "
       "above it: 400 over_limit")(
       "max-llm-in-flight", po::value(&service.max_llm_in_flight)->default_value(service.max_llm_in_flight),
-      "the largest llm.max_in_flight of POST /v1/rollouts");
+      "the largest llm.max_in_flight of POST /v1/rollouts")(
+      "backend-tag", po::value(&service.backend_tag),
+      "[a-z0-9]{1,16}: put into every episode id (ep-TAG-<hex>) so that HAProxy routes a path naming an "
+      "episode to this server ('crl deploy haproxy', deploy/README.md)");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -91,6 +94,9 @@ int serve_command(const std::vector<std::string>& args) {
     }
     service.env_params[item.substr(0, dot)][item.substr(dot + 1, eq - dot - 1)] = item.substr(eq + 1);
   }
+  if (vm.count("backend-tag") && service.backend_tag.empty())
+    throw Error("option --backend-tag", "", "value must not be empty");
+  server::check_backend_tag(service.backend_tag);
   chat_template_by_name(service.chat_template);  // an unknown name fails here, naming the option
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;

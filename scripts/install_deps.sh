@@ -12,6 +12,7 @@ packages=(
   unicode-data
   bubblewrap libseccomp-dev
   chromium  # headless browser for the trajectory viewer's tests (tests/ui/)
+  haproxy prometheus  # the fleet test (tests/deploy/) and promtool check metrics (tests/server/metrics_test)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -30,6 +30,7 @@
 #include "engine/trajectory.h"
 #include "envs/codec.h"
 #include "proto/server.pb.h"
+#include "server/metrics.h"
 #include "server/session_table.h"
 
 namespace crl::server {
@@ -59,6 +60,9 @@ struct ServiceOptions {
   uint32_t max_llm_in_flight = 256;
   // The chat template of the text view: "chatml" | "plain" (engine/chat_template.h).
   std::string chat_template = "chatml";
+  // `crl serve --backend-tag`: [a-z0-9]{1,16} put into every episode id ("ep-TAG-<32 hex>") so that a load
+  // balancer routes a path naming an episode to this server (deploy/haproxy). Empty: "ep-<32 hex>".
+  std::string backend_tag;
 };
 
 inline constexpr const char* kProtocolVersion = "1";
@@ -66,6 +70,8 @@ inline constexpr const char* kProtocolVersion = "1";
 // Checks ServiceOptions::env_params against the registry (unknown env or parameter, mistyped value): throws
 // crl::Error naming the option. The EpisodeService constructor calls it.
 void check_env_params(const ServiceOptions& options);
+// Checks ServiceOptions::backend_tag ([a-z0-9]{1,16} or empty): throws crl::Error naming --backend-tag.
+void check_backend_tag(const std::string& tag);
 // 2.5 -> "2.5", 600 -> "600" (for messages).
 std::string format_seconds(double seconds);
 
@@ -87,7 +93,13 @@ class EpisodeService {
   // against the LLM server of request.llm (policies/llm), and answers with every rollout's status and export.
   // Blocks the calling thread for the whole run; a failed LLM request fails its episode, not the call.
   proto::RolloutsResponse rollouts(const proto::RolloutsRequest& request);
-  size_t reap_idle() { return sessions_.reap_idle(); }
+  size_t reap_idle() {
+    const size_t reaped = sessions_.reap_idle();
+    metrics_.sessions_reaped->add(reaped);
+    return reaped;
+  }
+  // GET /metrics (server/metrics.h): counted here, in the router and in the HTTP layer.
+  ServerMetrics& metrics() { return metrics_; }
 
   const ServiceOptions& options() const { return options_; }
   SessionTable& sessions() { return sessions_; }
@@ -114,6 +126,7 @@ class EpisodeService {
 
   ServiceOptions options_;
   SessionTable sessions_;
+  ServerMetrics metrics_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const Codec> text_codec_;
   double started_s_ = 0;
