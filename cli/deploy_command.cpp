@@ -10,7 +10,9 @@
 //    steps stay together); without the header HAProxy falls back to round robin, so creates are balanced;
 //  * POST /v1/rollouts goes to backend `crl_rollouts`, `balance leastconn` (a rollout holds a worker for its
 //    whole run);
-//  * health checks: GET /health every 2 s on each server (the rollouts backend tracks those checks);
+//  * health checks: GET /health every 2 s on each server (the rollouts backend tracks those checks); a path
+//    naming an episode of a server marked down gets 503 session_lost naming the episode and the backend
+//    (typed, like crl serve's errors), and HAProxy's own 503 is a typed backend_unavailable;
 //  * a second frontend (`--stats-bind`, default 127.0.0.1:8404) serves HAProxy's Prometheus exporter at
 //    /metrics and the stats page at /stats.
 // Tags: a backend given as TAG=HOST:PORT has that tag; one given as HOST:PORT has tag b<index> (b0, b1,
@@ -90,12 +92,28 @@ std::string haproxy_config(const std::string& bind, const std::string& stats_bin
        "  timeout http-request 30s\n"
        "  timeout http-keep-alive 60s\n"
        "  timeout check 3s\n"
+       "  # HAProxy's own 503 (no server could take the request) as a typed error body, like crl serve's.\n"
+       "  http-error status 503 content-type application/json string "
+       "\"{\\\"code\\\":\\\"backend_unavailable\\\",\\\"message\\\":\\\"no crl serve backend could answer "
+       "(HAProxy)\\\",\\\"field\\\":\\\"\\\",\\\"retry_after\\\":1}\"\n"
        "\n"
        "frontend crl\n"
        "  bind "
     << bind
     << "\n"
-       "  use_backend crl_rollouts if { path /v1/rollouts }\n"
+       "  # A path naming an episode of a backend that is down: a typed error naming the episode and the\n"
+       "  # backend (its sessions are lost unless it comes back), never a silent answer from another "
+       "backend.\n";
+  for (const Backend& b : backends) {
+    o << "  acl ep_" << b.tag << " path_beg /v1/episodes/ep-" << b.tag << "-\n"
+      << "  http-request return status 503 content-type application/json lf-string "
+         "\"{\\\"code\\\":\\\"session_lost\\\",\\\"message\\\":\\\"episode %[path,field(4,/)] lives on "
+         "backend "
+      << b.tag << " (" << b.host << ":" << b.port
+      << "), which is down\\\",\\\"field\\\":\\\"episode_id\\\",\\\"retry_after\\\":0}\" if ep_" << b.tag
+      << " !{ srv_is_up(crl_sessions/" << b.tag << ") }\n";
+  }
+  o << "  use_backend crl_rollouts if { path /v1/rollouts }\n"
        "  default_backend crl_sessions\n"
        "\n"
        "backend crl_sessions\n"

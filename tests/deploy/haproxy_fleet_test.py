@@ -5,7 +5,9 @@ Checks: the generated configuration passes `haproxy -c`; episodes created throug
 X-Crl-Session header are spread over the backends and every follow-up (step, state, export) reaches the one
 that holds the episode (200, never 404); episodes created with the header all land on one backend and a
 batch step with that header reaches it; the exports are byte-identical (episode ids aside) to the same
-episodes played on one server; HAProxy's Prometheus exporter answers.
+episodes played on one server; HAProxy's Prometheus exporter answers; after a SIGKILL of one backend, a
+request for one of its episodes gets 503 session_lost naming the episode and the backend, and new episodes
+go to the survivors.
 
 Needs CRL_BIN (build/crl). Exits 77 (ctest SKIP_RETURN_CODE) with a message where haproxy is absent.
 Every wait is bounded; every process started here is killed at the end, also on failure.
@@ -172,6 +174,36 @@ def main():
         status, body = call(stats, "GET", "/metrics")
         if status != 200 or b"haproxy_server_status{" not in body:
             fail("HAProxy's Prometheus exporter: %d" % status)
+        # SIGKILL one backend: a request for one of its episodes gets the typed session_lost naming the
+        # episode and the backend (once HAProxy's checks mark it down), and new episodes go to the survivors.
+        victim = None
+        for seed in range(12):
+            status, body = call(bind, "POST", "/v1/episodes", create_body(900 + seed))
+            if status == 200 and json.loads(body)["episode_id"].startswith("ep-b1-"):
+                victim = json.loads(body)["episode_id"]
+                break
+        if victim is None:
+            fail("round robin never created an episode on b1")
+        serve_b1 = procs[1]
+        serve_b1.kill()
+        serve_b1.wait(timeout=10)
+        lost = {}
+
+        def session_lost():
+            status, body = call(bind, "GET", "/v1/episodes/" + victim)
+            lost["answer"] = (status, body)
+            return status == 503 and json.loads(body).get("code") == "session_lost"
+        try:
+            wait_until(session_lost, 20, "HAProxy to mark b1 down")
+        except AssertionError as e:
+            fail("%s; the last answer for %s: %r" % (e, victim, lost.get("answer")))
+        message = json.loads(lost["answer"][1])["message"]
+        if victim not in message or "b1" not in message:
+            fail("session_lost does not name the episode and the backend: %s" % message)
+        for seed in range(6):
+            status, body = call(bind, "POST", "/v1/episodes", create_body(950 + seed))
+            if status != 200 or json.loads(body)["episode_id"].split("-")[1] == "b1":
+                fail("a create after b1 died: %d %s" % (status, body[:200]))
         print("ok: %d episodes through HAProxy, byte-identical exports; spread %s; header-pinned %s"
               % (n, sorted(no_header), sorted(with_header)))
         return 0
