@@ -108,7 +108,25 @@ def play(port, seed, headers):
     return eid, export.replace(eid.encode(), b"EPISODE_ID")
 
 
+def bad_input_is_refused():
+    """The generator refuses bad options with a message naming the option (no haproxy needed)."""
+    for args, words in [([], "--backend"),
+                        (["--backend", "127.0.0.1"], "HOST:PORT"),
+                        (["--backend", "127.0.0.1:70000"], "65535"),
+                        (["--backend", "B_1=127.0.0.1:7401"], "[a-z0-9]"),
+                        (["--backend", "a=127.0.0.1:1", "--backend", "a=127.0.0.1:2"], "twice"),
+                        (["--backend", "127.0.0.1:1", "--bind", "x y:1"], "--bind")]:
+        r = subprocess.run([CRL, "deploy", "haproxy"] + args, capture_output=True, text=True, timeout=30)
+        if r.returncode == 0 or words not in r.stderr or r.stdout:
+            fail("crl deploy haproxy %s: rc %d, stderr %r, stdout %d bytes"
+                 % (" ".join(args), r.returncode, r.stderr, len(r.stdout)))
+    r = subprocess.run([CRL, "serve", "--backend-tag", "Bad-Tag"], capture_output=True, text=True, timeout=30)
+    if r.returncode == 0 or "--backend-tag" not in r.stderr:
+        fail("crl serve --backend-tag Bad-Tag: rc %d, %r" % (r.returncode, r.stderr))
+
+
 def main():
+    bad_input_is_refused()
     if HAPROXY is None:
         print("SKIP: haproxy is absent (apt-get install haproxy): the fleet test did not run")
         return 77
