@@ -4,31 +4,35 @@
 //
 // Threads. `threads` I/O threads run one io_context: they accept, read, parse and write, and never run
 // environment code. Each connection is a strand (its requests are handled in order; a connection reads its
-// next request only after answering the previous one). Every routed request except GET /health and GET
-// /metrics runs on a separate worker pool of `workers` threads (steps, batches, creates, deletes, exports,
-// info, rollouts, and the idle reaper), and its answer is posted back to the connection's strand. A step that
-// blocks (a shell command, a remote environment, a silent LLM behind POST /v1/rollouts) therefore holds one
-// worker, never an I/O thread: /health is answered on the I/O thread at any load. A rollout holds its worker
-// for its whole run; requests beyond the pool's size wait in its queue, which is bounded by max_connections
-// (one request in flight per connection). Connections: at most max_connections at once; one beyond gets 503
-// too_many_connections with Retry-After: 1 at once (before its request is read) and is closed after at most 1
-// s of lingering (at most 64 such refusals at once; beyond, a connection is closed without an answer), so an
-// fd limit is not the only protection. Request reading (server/http_request.h): RFC 9112 framing checks
-// (Transfer-Encoding only as a single `chunked`, else 501; Transfer-Encoding with Content-Length, several
-// Content-Length fields, obs-fold, bare CR/LF or control bytes in the head: 400), then every refusal closes
-// the connection. Limits and timeouts: a request (headers and body) must arrive within request_timeout_s of
-// the previous answer, else the connection is closed (408 when part of a request had arrived); a body over
-// max_body_bytes gets 413 and the connection is closed; a head over 16 KiB, or a chunk header or trailer
-// section over 32 KiB, gets 431. A client that half-closes (shutdown of its write side) is answered for what
-// it sent, then closed. After a refusal the connection is half-closed and drained for at most 1 s before it
-// is closed, so that the client can read the answer. Shutdown (SIGTERM, SIGINT or request_stop()): stop
-// accepting, close idle connections, answer every request already being read or handled (its answer says
-// Connection: close). The drain deadline is hard: after drain_timeout_s every request still running gets 503
-// drain_deadline (Connection: close; it may or may not have been applied), what is still being read is
-// closed, and run() returns at most about 1 s later (the time given to write those answers), even if
-// environment code is still blocked on a worker. unfinished() then says how many requests never returned:
-// `crl serve` exits at once without waiting for them (sandboxed children die with the process), while the
-// destructor of HttpServer waits for them.
+// next request only after answering the previous one). Every routed request except GET /health runs on a
+// separate worker pool of `workers` threads (steps, batches, creates, deletes, exports, info, rollouts, and
+// the idle reaper), and its answer is posted back to the connection's strand. A step that blocks (a shell
+// command, a remote environment, a silent LLM behind POST /v1/rollouts) therefore holds one worker, never
+// an I/O thread: /health is answered on the I/O thread at any load. A rollout holds its worker for its
+// whole run; requests beyond the pool's size wait in its queue, which is bounded by max_connections (one
+// request in flight per connection).
+// Connections: at most max_connections at once; one beyond gets 503 too_many_connections with Retry-After: 1
+// at once (before its request is read) and is closed after at most 1 s of lingering (at most 64 such
+// refusals at once; beyond, a connection is closed without an answer), so an fd limit is not the only
+// protection.
+// Request reading (server/http_request.h): RFC 9112 framing checks (Transfer-Encoding only as a single
+// `chunked`, else 501; Transfer-Encoding with Content-Length, several Content-Length fields, obs-fold, bare
+// CR/LF or control bytes in the head: 400), then every refusal closes the connection.
+// Limits and timeouts: a request (headers and body) must arrive within request_timeout_s of the previous
+// answer, else the connection is closed (408 when part of a request had arrived); a body over max_body_bytes
+// gets 413 and the connection is closed; a head over 16 KiB, or a chunk header or trailer section over
+// 32 KiB, gets 431. A client that half-closes (shutdown of its write side) is answered for what it sent, then
+// closed. After a refusal the connection is half-closed and drained for at most 1 s before it is closed, so
+// that the client can read the answer.
+// Shutdown (SIGTERM, SIGINT or request_stop()): stop accepting, close idle connections, answer every request
+// already being read or handled (its answer says Connection: close). The drain deadline is hard: after
+// drain_timeout_s every request still running gets 503 drain_deadline (Connection: close; it may or may not
+// have been applied), what is still being read is closed, and run() returns at most about 1 s later (the
+// time given to write those answers), even if environment code is still blocked on a worker. unfinished()
+// then says how many requests never returned: `crl serve` exits at once without waiting for them
+// (sandboxed children die with the process), while the destructor of HttpServer waits for them.
+// GET /metrics (server/metrics.h) is answered on the I/O thread too, like GET /health: it reads counters
+// only.
 #include <atomic>
 #include <cstdint>
 #include <memory>
