@@ -71,7 +71,11 @@ int serve_command(const std::vector<std::string>& args) {
       "operator lists for the viewer at /ui: GET /v1/episodes (every live episode) and GET /v1/exports (the "
       "last --keep-exports finished ones); off by default, since they name every client's episodes")(
       "keep-exports", po::value(&service.keep_exports)->default_value(service.keep_exports),
-      "with --ui: finished episodes whose export is kept for /ui after DELETE or the reaper (0: none)");
+      "with --ui: finished episodes whose export is kept for /ui after DELETE or the reaper (0: none)")(
+
+      "backend-tag", po::value(&service.backend_tag),
+      "[a-z0-9]{1,16}: put into every episode id (ep-TAG-<hex>) so that HAProxy routes a path naming an "
+      "episode to this server ('crl deploy haproxy', deploy/README.md)");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -103,6 +107,9 @@ int serve_command(const std::vector<std::string>& args) {
     }
     service.env_params[item.substr(0, dot)][item.substr(dot + 1, eq - dot - 1)] = item.substr(eq + 1);
   }
+  if (vm.count("backend-tag") && service.backend_tag.empty())
+    throw Error("option --backend-tag", "", "value must not be empty");
+  server::check_backend_tag(service.backend_tag);
   chat_template_by_name(service.chat_template);  // an unknown name fails here, naming the option
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;

@@ -14,6 +14,7 @@ packages=(
   bubblewrap libseccomp-dev
   chromium  # headless browser for the trajectory viewer's tests (tests/ui/)
   slurm-wlm  # the local Slurm check of sharded sweeps (scripts/slurm_check.sh, ctest slurm_check)
+  haproxy prometheus  # the fleet test (tests/deploy/) and promtool check metrics (tests/server/metrics_test)
 )
 missing=()
 for p in "${packages[@]}"; do

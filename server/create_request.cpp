@@ -278,6 +278,8 @@ proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& re
   proto::StepResponse out = describe(*session, /*full_prompt=*/true, {});
   out.set_prompt_rebuilt(true);
   after_request(*session);
+  metrics_.sessions_created->add();
+  metrics_.prompt_tokens->add(static_cast<uint64_t>(out.prompt_ids_size()));
   return out;
 }
 

@@ -64,12 +64,25 @@ std::shared_ptr<Session> locked_open(const std::shared_ptr<Session>& session) {
 
 EpisodeService::EpisodeService(ServiceOptions options)
     : options_(options),
-      sessions_(options.max_sessions, options.idle_timeout_s),
+      sessions_(options.max_sessions, options.idle_timeout_s, options.backend_tag),
       exports_(options.ui ? options.keep_exports : 0, options.keep_exports_bytes),
       tokenizer_(make_tokenizer(options.tokenizer)),
       text_codec_(make_text_codec(tokenizer_, {}, chat_template_by_name(options.chat_template))),
       started_s_(now_s()) {
   check_env_params(options_);
+  check_backend_tag(options_.backend_tag);
+  metrics_.registry.gauge("crl_sessions_open", "Episodes open now.",
+                          [this] { return static_cast<double>(sessions_.size()); });
+}
+
+void check_backend_tag(const std::string& tag) {
+  const bool plain = std::all_of(tag.begin(), tag.end(),
+                                 [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
+  if (!plain || tag.size() > 16) {
+    throw Error("option --backend-tag", "",
+                "value \"" + (is_valid_utf8(tag) ? tag : valid_utf8(tag)) +
+                    "\" must be 1 to 16 characters of [a-z0-9] (it goes into episode ids: ep-TAG-<hex>)");
+  }
 }
 
 proto::HealthResponse EpisodeService::health(bool draining) const {
@@ -273,6 +286,7 @@ proto::StepResponse EpisodeService::step(const std::string& episode_id, const pr
                    "finish_reason \"" + decision.finish_reason + "\" is not one of stop, length, abort",
                    "action.finish_reason");
   }
+  const int compactions_before = e.context().compactions();
   try {
     e.submit(decision);
   } catch (const Error& error) {
@@ -289,6 +303,10 @@ proto::StepResponse EpisodeService::step(const std::string& episode_id, const pr
   s.last_response = out;
   after_request(s);
   s.touch();
+  metrics_.compactions->add(
+      static_cast<uint64_t>(std::max(0, e.context().compactions() - compactions_before)));
+  metrics_.action_tokens->add(decision.tokens.size());
+  metrics_.prompt_tokens->add(static_cast<uint64_t>(out.append_ids_size() + out.prompt_ids_size()));
   return out;
 }
 
@@ -452,6 +470,7 @@ proto::DeleteResponse EpisodeService::remove(const std::string& episode_id) {
     throw ApiError(404, "unknown_episode", "no episode \"" + episode_id + "\"", "episode_id");
   }
   out.set_deleted(true);
+  metrics_.sessions_deleted->add();
   return out;
 }
 

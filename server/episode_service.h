@@ -31,6 +31,7 @@
 #include "envs/codec.h"
 #include "proto/server.pb.h"
 #include "server/export_ring.h"
+#include "server/metrics.h"
 #include "server/session_table.h"
 
 namespace crl::server {
@@ -66,6 +67,9 @@ struct ServiceOptions {
   bool ui = false;
   size_t keep_exports = 32;
   size_t keep_exports_bytes = size_t{256} << 20;  // the ring's bound on the bytes of the exports it holds
+  // `crl serve --backend-tag`: [a-z0-9]{1,16} put into every episode id ("ep-TAG-<32 hex>") so that a load
+  // balancer routes a path naming an episode to this server (deploy/haproxy). Empty: "ep-<32 hex>".
+  std::string backend_tag;
 };
 
 inline constexpr const char* kProtocolVersion = "1";
@@ -73,6 +77,8 @@ inline constexpr const char* kProtocolVersion = "1";
 // Checks ServiceOptions::env_params against the registry (unknown env or parameter, mistyped value): throws
 // crl::Error naming the option. The EpisodeService constructor calls it.
 void check_env_params(const ServiceOptions& options);
+// Checks ServiceOptions::backend_tag ([a-z0-9]{1,16} or empty): throws crl::Error naming --backend-tag.
+void check_backend_tag(const std::string& tag);
 // 2.5 -> "2.5", 600 -> "600" (for messages).
 std::string format_seconds(double seconds);
 
@@ -94,7 +100,13 @@ class EpisodeService {
   // against the LLM server of request.llm (policies/llm), and answers with every rollout's status and export.
   // Blocks the calling thread for the whole run; a failed LLM request fails its episode, not the call.
   proto::RolloutsResponse rollouts(const proto::RolloutsRequest& request);
-  size_t reap_idle() { return sessions_.reap_idle(); }
+  size_t reap_idle() {
+    const size_t reaped = sessions_.reap_idle();
+    metrics_.sessions_reaped->add(reaped);
+    return reaped;
+  }
+  // GET /metrics (server/metrics.h): counted here, in the router and in the HTTP layer.
+  ServerMetrics& metrics() { return metrics_; }
   // The operator's lists (options().ui; the caller checks it): live episodes newest first, the ring of
   // finished exports, one export of the ring (ApiError 404 unknown_export when it is not, or no longer,
   // held).
@@ -134,6 +146,7 @@ class EpisodeService {
   ServiceOptions options_;
   SessionTable sessions_;
   ExportRing exports_;
+  ServerMetrics metrics_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const Codec> text_codec_;
   double started_s_ = 0;

@@ -306,8 +306,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     OwnedCall call{std::string(request.method_string()), std::string(request.target()), content_type_,
                    accept_, std::move(request.body())};
     const std::string_view path = std::string_view(call.target).substr(0, call.target.find('?'));
-    if (path == "/health" && call.method == "GET") {
-      // Never behind environment work: answered here, on the I/O thread.
+    if ((path == "/health" || path == "/metrics") && call.method == "GET") {
+      // Never behind environment work: answered here, on the I/O thread (both read counters only).
       return answer(route(server_.service, call.view(server_.draining)), keep_alive_);
     }
     phase_ = Phase::kWorking;
@@ -322,6 +322,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void answer(HttpAnswer answer, bool keep_alive) {
     busy_ = true;
+    server_.service.metrics().count_response(answer.status);
     const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
     response_.emplace(static_cast<http::status>(answer.status), version == 10 ? 10 : 11);
     response_->set(http::field::server, "crl/" CRL_VERSION);

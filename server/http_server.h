@@ -31,6 +31,8 @@
 // time given to write those answers), even if environment code is still blocked on a worker. unfinished()
 // then says how many requests never returned: `crl serve` exits at once without waiting for them
 // (sandboxed children die with the process), while the destructor of HttpServer waits for them.
+// GET /metrics (server/metrics.h) is answered on the I/O thread too, like GET /health: it reads counters
+// only.
 #include <atomic>
 #include <cstdint>
 #include <memory>

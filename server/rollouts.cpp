@@ -104,6 +104,15 @@ proto::RolloutsResponse EpisodeService::rollouts(const proto::RolloutsRequest& r
   llm::LlmDriver driver(llm);
   const llm::DriveStats stats = driver.run(pointers);
   const llm::CallSummary calls = llm::summarize(stats);
+  for (const llm::CallRecord& c : stats.calls) {
+    metrics_.llm_call_seconds->observe(c.seconds);
+    metrics_.llm_cached_tokens->add(static_cast<uint64_t>(std::max<int64_t>(0, c.cached_tokens)));
+  }
+  metrics_.llm_calls->add(calls.calls);
+  metrics_.llm_failed_calls->add(calls.failed);
+  metrics_.llm_tokens_sent->add(calls.tokens_sent);
+  metrics_.llm_tokens_received->add(calls.tokens_received);
+  metrics_.rollout_episodes->add(episodes.size());
 
   proto::RolloutsResponse out;
   for (auto& episode : episodes) {
@@ -115,6 +124,7 @@ proto::RolloutsResponse EpisodeService::rollouts(const proto::RolloutsRequest& r
     r->set_reason(is_valid_utf8(t.reason) ? t.reason : valid_utf8(t.reason));
     r->set_reward(t.reward);
     r->set_compactions(t.compactions);
+    metrics_.compactions->add(static_cast<uint64_t>(std::max(0, t.compactions)));
     r->set_turns(episode->turn());
     r->set_state_hash(episode->state_hash());
     r->set_group_index(t.group_index);

@@ -1,5 +1,7 @@
 #include "server/router.h"
 
+#include <chrono>
+
 #include "engine/error.h"
 #include "server/ui_page.h"
 #include "server/ui_routes.h"
@@ -51,6 +53,19 @@ void require_method(std::string_view method, std::string_view allowed, std::stri
   }
 }
 
+// Observes the seconds from construction to destruction (a failed call is timed too).
+class Timed {
+ public:
+  explicit Timed(Histogram* histogram) : histogram_(histogram), start_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    histogram_->observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+
+ private:
+  Histogram* histogram_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 }  // namespace
 
 HttpAnswer error_answer(int status, const std::string& code, const std::string& message,
@@ -74,6 +89,10 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
       require_method(call.method, "GET", path);
       return encoded(service.health(call.draining), answer_format);
     }
+    if (parts.size() == 1 && parts[0] == "metrics") {
+      require_method(call.method, "GET", path);
+      return HttpAnswer{200, kMetricsContentType, service.metrics().render(), 0};
+    }
     if (parts.size() == 1 && parts[0] == "ui") {
       require_method(call.method, "GET", path);
       return ui_page_answer();
@@ -87,16 +106,19 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
       if (parts.size() == 2 && parts[1] == "episodes") {
         require_method(call.method, "POST", path);
         proto::CreateEpisodeRequest request;
+        const Timed timed(service.metrics().create_seconds);
         return encoded(service.create(body_as(request)), answer_format);
       }
       if (parts.size() == 2 && parts[1] == "rollouts") {
         require_method(call.method, "POST", path);
         proto::RolloutsRequest request;
+        const Timed timed(service.metrics().rollout_seconds);
         return encoded(service.rollouts(body_as(request)), answer_format);
       }
       if (parts.size() == 3 && parts[1] == "batch" && parts[2] == "step") {
         require_method(call.method, "POST", path);
         proto::BatchStepRequest request;
+        const Timed timed(service.metrics().batch_step_seconds);
         return encoded(service.batch_step(body_as(request)), answer_format);
       }
       if (parts.size() >= 3 && parts[1] == "episodes") {
@@ -109,6 +131,7 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
         if (parts.size() == 4 && parts[3] == "step") {
           require_method(call.method, "POST", path);
           proto::StepRequest request;
+          const Timed timed(service.metrics().step_seconds);
           return encoded(service.step(id, body_as(request)), answer_format);
         }
         if (parts.size() == 4 && parts[3] == "export") {
@@ -117,11 +140,12 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
         }
       }
     }
-    throw ApiError(404, "not_found",
-                   "no endpoint " + path +
-                       " (see GET /v1/info; endpoints: /health, /v1/info, /v1/episodes, /v1/episodes/{id}, "
-                       "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step, /v1/rollouts, /ui)",
-                   "");
+    throw ApiError(
+        404, "not_found",
+        "no endpoint " + path +
+            " (see GET /v1/info; endpoints: /health, /metrics, /v1/info, /v1/episodes, /v1/episodes/{id}, "
+            "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step, /v1/rollouts, /ui)",
+        "");
   } catch (const ApiError& e) {
     return from_error(e, answer_format);
   } catch (const Error& e) {

@@ -4,6 +4,7 @@
 // ErrorBody; nothing escapes route().
 //
 //   GET    /health                      HealthResponse
+//   GET    /metrics                     Prometheus text exposition (server/metrics.h)
 //   GET    /v1/info                     InfoResponse
 //   POST   /v1/episodes                 CreateEpisodeRequest -> StepResponse
 //   POST   /v1/episodes/{id}/step       StepRequest -> StepResponse

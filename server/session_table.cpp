@@ -12,7 +12,7 @@ namespace crl::server {
 
 using namespace wire;  // the codec, typed API errors and UTF-8 checks shared with envs/remote
 
-std::string random_episode_id() {
+std::string random_episode_id(const std::string& tag) {
   // 128 bits from the kernel's CSPRNG (getrandom(2), the /dev/urandom pool), never from the engine's
   // seeded streams: nothing that shapes a trajectory reads an episode id, and nobody can guess one.
   unsigned char bytes[16];
@@ -23,7 +23,7 @@ std::string random_episode_id() {
     CRL_CHECK(n > 0, "getrandom failed (errno " << errno << ")");
     filled += static_cast<size_t>(n);
   }
-  std::string id = "ep-";
+  std::string id = tag.empty() ? "ep-" : "ep-" + tag + "-";
   static const char* const kHex = "0123456789abcdef";
   for (unsigned char b : bytes) {
     id += kHex[b >> 4];
@@ -32,8 +32,8 @@ std::string random_episode_id() {
   return id;
 }
 
-SessionTable::SessionTable(size_t max_sessions, double idle_timeout_s)
-    : max_sessions_(max_sessions), idle_timeout_s_(idle_timeout_s) {}
+SessionTable::SessionTable(size_t max_sessions, double idle_timeout_s, std::string id_tag)
+    : max_sessions_(max_sessions), idle_timeout_s_(idle_timeout_s), id_tag_(std::move(id_tag)) {}
 
 void SessionTable::reserve() {
   std::lock_guard lock(mutex_);
@@ -55,10 +55,11 @@ void SessionTable::unreserve() {
 }
 
 std::string SessionTable::insert(std::shared_ptr<Session> session) {
-  std::string id = random_episode_id();
+  std::string id = random_episode_id(id_tag_);
   std::lock_guard lock(mutex_);
   --reserved_;
-  while (sessions_.count(id) != 0) id = random_episode_id();  // 2^-128 per pair: never, but never reuse
+  while (sessions_.count(id) != 0)
+    id = random_episode_id(id_tag_);  // 2^-128 per pair: never, but never reuse
   session->id = id;
   session->touch();
   sessions_.emplace(id, std::move(session));

@@ -1,6 +1,8 @@
 #pragma once
 // The table of live episodes (sessions): ids, the session limit (429 with retry_after beyond it) and the
-// idle reaper. Episode ids are "ep-" + 32 hex digits, 128 random bits from the kernel's CSPRNG: a client
+// idle reaper. Episode ids are "ep-" + 32 hex digits, 128 random bits from the kernel's CSPRNG (with a
+// backend tag, `crl serve --backend-tag TAG`: "ep-TAG-" + 32 hex digits, so that a load balancer in front of
+// several servers routes a path naming the episode to the server that holds it; deploy/README.md): a client
 // (or an agent inside a sandbox that reaches the API) cannot guess another trainer's episode, and ids of an
 // earlier server process are never reused.
 //
@@ -58,7 +60,8 @@ struct Session {
 
 class SessionTable {
  public:
-  SessionTable(size_t max_sessions, double idle_timeout_s);
+  // `id_tag`: empty, or the backend tag put into every id (checked by the caller: [a-z0-9]{1,16}).
+  SessionTable(size_t max_sessions, double idle_timeout_s, std::string id_tag = "");
 
   // Holds one of the max_sessions places while an episode is built. Throws ApiError 429 (too_many_sessions,
   // with retry_after) when every place is taken. Release it with insert() or unreserve().
@@ -82,12 +85,13 @@ class SessionTable {
  private:
   const size_t max_sessions_;
   const double idle_timeout_s_;
+  const std::string id_tag_;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
   size_t reserved_ = 0;
 };
 
-// A fresh episode id: "ep-" + 32 lowercase hex digits from getrandom(2).
-std::string random_episode_id();
+// A fresh episode id: "ep-" + 32 lowercase hex digits from getrandom(2); with a tag "ep-TAG-" + 32 digits.
+std::string random_episode_id(const std::string& tag = "");
 
 }  // namespace crl::server

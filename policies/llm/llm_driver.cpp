@@ -79,6 +79,7 @@ asio::awaitable<void> drive_one(size_t index, Episode& episode, HttpClient& clie
     record.error = error;
     record.output_tokens = static_cast<int64_t>(decision.tokens.size());
     record.attempts = response.attempts;
+    record.cached_tokens = parsed.cached_tokens;
     record.seconds = response.seconds;
     try {
       episode.submit(decision);

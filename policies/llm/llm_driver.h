@@ -48,6 +48,7 @@ struct CallRecord {
   bool ok = false;
   int64_t prompt_tokens = 0;  // sent
   int64_t output_tokens = 0;  // received
+  int64_t cached_tokens = 0;  // the server's usage cached_tokens (prefix cache hits), 0 when not reported
   int attempts = 0;
   double seconds = 0;         // wall time of the HTTP exchange, retries included
   double client_seconds = 0;  // engine time around it: request encoding, answer parsing, episode step

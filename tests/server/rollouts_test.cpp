@@ -5,6 +5,8 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include "wire/api_error.h"
 #include "server/episode_service.h"
 #include "server/router.h"
@@ -67,6 +69,30 @@ TEST(Rollouts, RunWholeEpisodesAgainstTheLlmServer) {
     EXPECT_EQ(second.rollouts(i).state_hash(), out.rollouts(i).state_hash());
     EXPECT_TRUE(MessageDifferencer::Equals(second.rollouts(i), out.rollouts(i)));
   }
+}
+
+// GET /metrics (issue 19 item 4): rollout mode counts its LLM calls, tokens, latencies and compactions.
+TEST(Rollouts, CountedInTheMetrics) {
+  crl::testing::ScriptedLlmServer llm;
+  EpisodeService service(ServiceOptions{});
+  const proto::RolloutsResponse out = service.rollouts(synthetic_rollouts(llm.url(), 3));
+  ASSERT_EQ(out.rollouts_size(), 3);
+  const ServerMetrics& m = service.metrics();
+  EXPECT_EQ(m.rollout_episodes->value(), 3u);
+  EXPECT_EQ(m.llm_calls->value(), out.requests());
+  EXPECT_EQ(m.llm_failed_calls->value(), 0u);
+  EXPECT_EQ(m.llm_tokens_sent->value(), out.tokens_sent());
+  EXPECT_EQ(m.llm_tokens_received->value(), out.tokens_received());
+  uint64_t compactions = 0;
+  for (const auto& r : out.rollouts()) compactions += static_cast<uint64_t>(r.compactions());
+  EXPECT_GT(compactions, 0u);
+  EXPECT_EQ(m.compactions->value(), compactions);
+  const std::vector<uint64_t> buckets = m.llm_call_seconds->bucket_counts();
+  EXPECT_EQ(std::accumulate(buckets.begin(), buckets.end(), uint64_t{0}), out.requests());
+  // The scripted server reports half of each prompt as cached (SGLang meta_info.cached_tokens).
+  EXPECT_GT(m.llm_cached_tokens->value(), 0u);
+  EXPECT_LE(m.llm_cached_tokens->value(), out.tokens_sent() / 2);
+  EXPECT_GE(m.llm_cached_tokens->value(), (out.tokens_sent() - out.requests()) / 2);
 }
 
 TEST(Rollouts, JsonAndProtobufOverTheRouterGiveTheSameAnswer) {

@@ -302,7 +302,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
                {"finish_reason", reason},
                {"prompt_tokens", call.prompt.size()},
                {"completion_tokens", output.size()},
-               {"cached_tokens", 0},
+               {"cached_tokens", call.prompt.size() / 2},  // a prefix cache hit to report (metrics)
                {"output_token_logprobs", logprobs},
                {"e2e_latency", 0.0},
                {"weight_version", "default"}}}};
