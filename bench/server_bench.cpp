@@ -34,8 +34,8 @@
 
 #include "proto/server.pb.h"
 #include "server/router.h"
-#include "wire/wire_codec.h"
 #include "tests/server/http_client.h"
+#include "wire/wire_codec.h"
 
 namespace {
 

@@ -19,8 +19,8 @@
 #include "envs/codec.h"
 #include "envs/episode.h"
 #include "server/episode_service.h"
-#include "wire/api_error.h"
 #include "tests/temp_dir.h"
+#include "wire/api_error.h"
 
 namespace crl {
 namespace {

@@ -7,11 +7,11 @@
 
 #include <numeric>
 
-#include "wire/api_error.h"
 #include "server/episode_service.h"
 #include "server/router.h"
-#include "wire/wire_codec.h"
 #include "tests/policies/llm/scripted_llm_server.h"
+#include "wire/api_error.h"
+#include "wire/wire_codec.h"
 
 namespace crl::server {
 

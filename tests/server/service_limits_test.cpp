@@ -119,11 +119,11 @@ TEST(ServiceLimits, ServerOnlyParametersAreRefusedPerRequest) {
   const proto::InfoResponse info = service.info();
   for (const proto::EnvInfo& env : info.environments()) {
     for (const proto::ParamInfo& p : env.params()) {
-      EXPECT_EQ(p.server_only(), p.name() == "namespaces" || p.name() == "tasks_dir" ||
-                                     p.name() == "scratch_root" || p.name() == "data_dir" ||
-                                     p.name() == "command" || p.name() == "host" || p.name() == "port" ||
-                                     p.name() == "cpu_seconds" || p.name() == "memory_mb" ||
-                                     p.name() == "file_mb" || p.name() == "processes" || p.name() == "disk_mb")
+      EXPECT_EQ(p.server_only(),
+                p.name() == "namespaces" || p.name() == "tasks_dir" || p.name() == "scratch_root" ||
+                    p.name() == "data_dir" || p.name() == "command" || p.name() == "host" ||
+                    p.name() == "port" || p.name() == "cpu_seconds" || p.name() == "memory_mb" ||
+                    p.name() == "file_mb" || p.name() == "processes" || p.name() == "disk_mb")
           << env.name() << "." << p.name();
     }
   }

@@ -11,8 +11,8 @@
 #include "engine/error.h"
 #include "engine/tokenizer.h"
 #include "envs/registry.h"
-#include "wire/api_error.h"
 #include "server/episode_service.h"
+#include "wire/api_error.h"
 #include "wire/wire_codec.h"
 
 namespace crl::server {
