@@ -9,6 +9,7 @@
 #include "server/http_server.h"
 #include "tests/fuzz/corpus_replay.h"
 #include "tests/server/http_client.h"
+#include "tests/server/test_server.h"
 #include "wire/wire_codec.h"
 
 namespace crl::server {
@@ -19,23 +20,7 @@ namespace {
 using testing::HttpClient;
 using testing::raw_exchange;
 using testing::Reply;
-
-struct TestServer {
-  TestServer() : service(ServiceOptions{}), server(options(), service), thread([this] { server.run(); }) {}
-  ~TestServer() {
-    server.request_stop();
-    thread.join();
-  }
-  static HttpOptions options() {
-    HttpOptions o;
-    o.port = 0;
-    o.handle_signals = false;
-    return o;
-  }
-  EpisodeService service;
-  HttpServer server;
-  std::thread thread;
-};
+using testing::TestServer;
 
 const std::string kCreate =
     R"({"env":"memory_chain","task_id":"f1","params":{"length":"4","reset_points":""}})";

@@ -12,6 +12,7 @@
 #include "envs/registry.h"
 #include "server/http_server.h"
 #include "tests/server/http_client.h"
+#include "tests/server/test_server.h"
 #include "wire/wire_codec.h"
 
 namespace crl::server {
@@ -20,6 +21,7 @@ namespace {
 using testing::HttpClient;
 using testing::raw_exchange;
 using testing::Reply;
+using testing::TestServer;
 using namespace std::chrono_literals;
 
 // Steps of `test_gate` episodes block until the gate opens.
@@ -96,25 +98,6 @@ const EnvRegistrar kGateEnv({"test_gate",
                              [](const Params&) -> std::unique_ptr<Env> {
                                return std::make_unique<GateEnv>();
                              }});
-
-HttpOptions test_options(HttpOptions o = {}) {
-  o.port = 0;
-  o.handle_signals = false;
-  return o;
-}
-
-struct TestServer {
-  explicit TestServer(HttpOptions http = {})
-      : service(ServiceOptions{}), server(test_options(http), service), thread([this] { server.run(); }) {}
-  ~TestServer() {
-    server.request_stop();
-    thread.join();
-  }
-  uint16_t port() const { return server.port(); }
-  EpisodeService service;
-  HttpServer server;
-  std::thread thread;
-};
 
 std::string create_gate_episode(uint16_t port, const std::string& task) {
   HttpClient client(port);
@@ -195,7 +178,7 @@ TEST(HttpLoad, DrainDeadlineIsHardWithStuckWork) {
   HttpOptions http;
   http.drain_timeout_s = 1.0;
   EpisodeService service(ServiceOptions{});
-  HttpServer server(test_options(http), service);
+  HttpServer server(TestServer::with_port0(http), service);
   GateOpener opener;  // after the server: the gate opens before the server is destroyed
   auto running = std::async(std::launch::async, [&] { server.run(); });
   const std::string id = create_gate_episode(server.port(), "stuck");
@@ -221,7 +204,7 @@ TEST(HttpLoad, DrainWaitsForWorkThatFinishesInTime) {
   HttpOptions http;
   http.drain_timeout_s = 600;  // never reached: the test releases the gate
   EpisodeService service(ServiceOptions{});
-  HttpServer server(test_options(http), service);
+  HttpServer server(TestServer::with_port0(http), service);
   GateOpener opener;
   auto running = std::async(std::launch::async, [&] { server.run(); });
   const std::string id = create_gate_episode(server.port(), "finishes");

@@ -9,6 +9,7 @@
 #include "envs/registry.h"
 #include "server/http_server.h"
 #include "tests/server/http_client.h"
+#include "tests/server/test_server.h"
 #include "wire/wire_codec.h"
 
 namespace crl::server {
@@ -19,25 +20,7 @@ namespace {
 using testing::HttpClient;
 using testing::raw_exchange;
 using testing::Reply;
-
-struct TestServer {
-  explicit TestServer(HttpOptions http = {}, ServiceOptions service_options = {})
-      : service(service_options), server(with_port0(http), service), thread([this] { server.run(); }) {}
-  ~TestServer() {
-    server.request_stop();
-    thread.join();
-  }
-  static HttpOptions with_port0(HttpOptions o) {
-    o.port = 0;
-    o.handle_signals = false;
-    return o;
-  }
-  uint16_t port() const { return server.port(); }
-
-  EpisodeService service;
-  HttpServer server;
-  std::thread thread;
-};
+using testing::TestServer;
 
 template <typename M>
 M parse(const Reply& reply) {

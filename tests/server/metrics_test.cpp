@@ -16,6 +16,7 @@
 
 #include "server/http_server.h"
 #include "tests/server/http_client.h"
+#include "tests/server/test_server.h"
 #include "tests/temp_dir.h"
 #include "wire/wire_codec.h"
 
@@ -24,23 +25,7 @@ namespace {
 
 using testing::HttpClient;
 using testing::Reply;
-
-struct TestServer {
-  TestServer() : service(ServiceOptions{}), server(options(), service), thread([this] { server.run(); }) {}
-  ~TestServer() {
-    server.request_stop();
-    thread.join();
-  }
-  static HttpOptions options() {
-    HttpOptions o;
-    o.port = 0;
-    o.handle_signals = false;
-    return o;
-  }
-  EpisodeService service;
-  HttpServer server;
-  std::thread thread;
-};
+using testing::TestServer;
 
 // Checks the text exposition format line by line (HELP/TYPE before samples, names and labels well formed,
 // values numbers, histograms cumulative with +Inf last and _count equal to it). Returns "" or the first

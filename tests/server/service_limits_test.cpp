@@ -14,6 +14,7 @@
 #include "envs/synthetic/synthetic_env.h"
 #include "server/episode_service.h"
 #include "server/session_table.h"
+#include "tests/server/expect_api_error.h"
 #include "wire/api_error.h"
 
 namespace crl::server {
@@ -21,18 +22,7 @@ namespace crl::server {
 using namespace wire;
 namespace {
 
-template <typename Fn>
-ApiError expect_error(Fn&& fn, int status, const std::string& code) {
-  try {
-    fn();
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.http_status(), status) << e.what();
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e;
-  }
-  ADD_FAILURE() << "no ApiError " << code;
-  return ApiError(0, "", "");
-}
+using testing::expect_error;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -264,7 +254,9 @@ TEST(ServiceLimits, DefaultBudgetRunsASyntheticTextEpisodeWithCompactions) {
   EXPECT_GE(summaries, 1);
   const proto::InfoResponse info = service.info();
   for (const proto::EnvInfo& env : info.environments()) {
-    if (env.name() == "synthetic") EXPECT_EQ(env.text_budget().capacity(), 3072);
+    if (env.name() == "synthetic") {
+      EXPECT_EQ(env.text_budget().capacity(), 3072);
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "engine/tokenizer.h"
 #include "envs/registry.h"
 #include "server/episode_service.h"
+#include "tests/server/expect_api_error.h"
 #include "wire/api_error.h"
 #include "wire/wire_codec.h"
 
@@ -38,19 +39,7 @@ proto::StepRequest action(uint32_t turn, const std::string& kind, const std::str
   return r;
 }
 
-// Expects `fn` to throw ApiError with this status and code; returns it.
-template <typename Fn>
-ApiError expect_error(Fn&& fn, int status, const std::string& code) {
-  try {
-    fn();
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.http_status(), status) << e.what();
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e;
-  }
-  ADD_FAILURE() << "no ApiError " << code;
-  return ApiError(0, "", "");
-}
+using testing::expect_error;
 
 // Plays one memory-chain episode as an oracle client that keeps its own copy of the context (prompt +
 // action ids + append_ids) and checks it against every prompt the server sends. Returns the state hashes.
