@@ -18,6 +18,9 @@ Rollout mode (the server drives the LLM itself, token in / token out):
                         {"base_url": "http://127.0.0.1:30000", "api": "sglang"})
     segments = answer["rollouts"][0]["segments"]
 
+Behind a fleet (HAProxy, `crl deploy haproxy`), ``Session(url, session_key="group-7")`` sends the key as the
+``X-Crl-Session`` header on every request, so a GRPO group's creates and batch steps stay on one backend.
+
 A Session holds one keep-alive connection and is not thread-safe: use one per thread. Episode.step carries the
 turn_id the server announced, so a step retried after a lost answer returns the stored answer and applies
 nothing twice.
@@ -66,8 +69,13 @@ _REQUEST_TYPES = {"episodes": "CreateEpisodeRequest", "step": "StepRequest", "ba
 class Session:
     """One connection to a server; creates episodes and sends batched steps."""
 
-    def __init__(self, base_url="http://127.0.0.1:7411", binary=False, timeout=30.0, retries=3, proto_path=None):
+    def __init__(self, base_url="http://127.0.0.1:7411", binary=False, timeout=30.0, retries=3, proto_path=None,
+                 session_key=None):
         url = urllib.parse.urlsplit(base_url)
+        # The fleet's affinity key (HAProxy hashes on X-Crl-Session); a header value must be one printable line.
+        if session_key is not None and (not str(session_key) or not str(session_key).isprintable()):
+            raise ValueError(f"session_key must be a non-empty printable string, got {session_key!r}")
+        self.session_key = None if session_key is None else str(session_key)
         self.host = url.hostname or "127.0.0.1"
         self.port = url.port or 80
         self.timeout = timeout
@@ -120,6 +128,8 @@ class Session:
         """Sends one request; returns the decoded answer or raises CrlError. Connection failures are retried
         (every endpoint is safe to retry: steps carry their turn_id)."""
         payload, headers = self._encode(body, request_type)
+        if self.session_key is not None:
+            headers["X-Crl-Session"] = self.session_key
         if self.pb is not None:
             headers["Accept"] = PROTOBUF
         attempts = self.retries + 1 if retry else 1

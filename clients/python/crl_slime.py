@@ -26,6 +26,15 @@ Configuration, from `args` (attributes are optional):
                         (step mode; used when no LLM server is configured)
 Per sample, `sample.metadata` may give env, task_id (or split + index), seed, params, budget, view.
 
+Fleet routing: every request of a prompt group carries the session key `group-<group_index>` (header
+X-Crl-Session, so `crl deploy haproxy` keeps a GRPO group on one backend) and each Sample gets it as
+`session_id` (slime's key for the SGLang router's consistent hashing). Partial rollouts: `abort()` (call it
+where slime aborts its SGLang engines) stops every in-flight episode of this process: step-mode episodes stop
+before their next call and are deleted on the server, rollout-mode calls are cut (their connection is closed);
+each comes back as the input sample with status ABORTED, so slime puts it back in its buffer. `rollout_id` is a
+RolloutId: the export's string id, which also converts to a stable int (`int(s.rollout_id)`). Samples carry
+`weight_versions` from the export's segment metadata when the LLM server reported them.
+
 The sampling function: `sample_fn(prompt_ids, max_new_tokens, role, sampling_params)` (plain or async)
 returning a dict {"token_ids": [...], "logprobs": [...], "finish_reason": "stop" | "length" | "abort"}; `role`
 is "execute" or "summarize". Use make_generate(sample_fn, ...) to build a generate function around one.
@@ -36,8 +45,11 @@ import importlib
 import inspect
 import math
 import os
+import socket
+import threading
 
 from crl_client import CrlError, Session
+from crl_segments import RolloutId, weight_versions
 
 
 def _sample_class():
@@ -71,15 +83,74 @@ async def _call(fn, *a):
     return result
 
 
-def _run_episode_blocking(session, create_kwargs, sample_fn, sampling_params, loop):
+class Aborted(Exception):
+    """An in-flight episode stopped by abort()."""
+
+
+class _Flight:
+    """One in-flight generate call, so that abort() can reach it from any thread."""
+
+    def __init__(self, session):
+        self.session = session
+        self.aborted = threading.Event()
+
+    def abort(self):
+        self.aborted.set()
+        # Cut a long call (rollout mode) where it waits: closing the socket makes its read fail at once.
+        conn = self.session._conn
+        sock = getattr(conn, "sock", None) if conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def check(self):
+        if self.aborted.is_set():
+            raise Aborted("aborted by crl_slime.abort()")
+
+
+_inflight_lock = threading.Lock()
+_inflight = set()
+
+
+def _start_flight(session):
+    flight = _Flight(session)
+    with _inflight_lock:
+        _inflight.add(flight)
+    return flight
+
+
+def _end_flight(flight):
+    with _inflight_lock:
+        _inflight.discard(flight)
+
+
+def abort():
+    """Stops every generate call of this process that is in flight (slime's partial-rollout abort); returns how
+    many were reached. Each returns its input sample with status ABORTED."""
+    with _inflight_lock:
+        flights = list(_inflight)
+    for flight in flights:
+        flight.abort()
+    return len(flights)
+
+
+def _run_episode_blocking(session, create_kwargs, sample_fn, sampling_params, loop, flight=None):
     """Runs the episode on a worker thread; sampling (possibly async) is sent back to the trainer's loop."""
+    if flight is not None:
+        flight.check()
     episode = session.create(**create_kwargs, wait_for_place=60.0)
     try:
         while not episode.done:
+            if flight is not None:
+                flight.check()
             params = dict(sampling_params or {})
             params["max_new_tokens"] = episode.max_new_tokens
             coroutine = _call(sample_fn, list(episode.prompt_ids), episode.max_new_tokens, episode.role, params)
             out = asyncio.run_coroutine_threadsafe(coroutine, loop).result() if loop else asyncio.run(coroutine)
+            if flight is not None:
+                flight.check()
             episode.step(token_ids=out["token_ids"], logprobs=out.get("logprobs") or None,
                          finish_reason=out.get("finish_reason", "stop"))
         return episode.export()
@@ -93,6 +164,7 @@ def _run_episode_blocking(session, create_kwargs, sample_fn, sampling_params, lo
 def segments_to_samples(segments, sample, sample_cls=None):
     """Export records -> Sample-shaped objects (one per segment), copying the prompt sample's identity."""
     sample_cls = sample_cls or type(sample)
+    versions = weight_versions(segments)
     out = []
     for seg in segments:
         prompt_ids = [int(t) for t in seg.get("prompt_ids", [])]
@@ -114,9 +186,21 @@ def segments_to_samples(segments, sample, sample_cls=None):
         s.reward = float(seg.get("reward", 0.0))
         s.status = _status(sample_cls, seg.get("status", "completed"))
         s.metadata = metadata
-        s.rollout_id = seg.get("rollout_id")
+        s.rollout_id = RolloutId(seg.get("rollout_id") or "")
+        s.session_id = session_key(sample)
+        s.weight_versions = list(versions)
         out.append(s)
     return out
+
+
+def session_key(sample):
+    """The fleet and router affinity key of a prompt group: every sample of a group shares it."""
+    return f"group-{int(getattr(sample, 'group_index', 0) or 0)}"
+
+
+def _aborted(sample):
+    sample.status = _status(type(sample), "aborted")
+    return sample
 
 
 def _server_url(args, server_url=None):
@@ -177,12 +261,17 @@ def make_rollout_generate(llm_url=None, api=None, server_url=None, env=None, bud
         for key in ("temperature", "top_p", "top_k"):
             if params.get(key) is not None:
                 llm[key] = params[key]
-        session = Session(_server_url(args, server_url), binary=binary)
+        session = Session(_server_url(args, server_url), binary=binary, session_key=session_key(sample))
+        flight = _start_flight(session)
         try:
+            flight.check()
             answer = await asyncio.to_thread(session.rollouts, [create], llm, timeout)
+        except Aborted:
+            return _aborted(sample)
         except (CrlError, OSError) as error:
-            return _failed(sample, error)
+            return _aborted(sample) if flight.aborted.is_set() else _failed(sample, error)
         finally:
+            _end_flight(flight)
             session.close()
         rollout = answer["rollouts"][0]
         if not rollout.get("segments"):
@@ -200,14 +289,18 @@ def make_generate(sample_fn, server_url=None, env=None, budget=None, binary=Fals
         url = _server_url(args, server_url)
         create = _create_kwargs(args, sample, env, budget)
         loop = asyncio.get_running_loop()
-        session = Session(url, binary=binary)
+        session = Session(url, binary=binary, session_key=session_key(sample))
+        flight = _start_flight(session)
         try:
             segments = await asyncio.to_thread(_run_episode_blocking, session, create, sample_fn, sampling_params,
-                                               loop)
+                                               loop, flight)
+        except Aborted:
+            return _aborted(sample)
         except (CrlError, OSError) as error:
             # A failed episode is a failed sample, never a crashed run.
-            return _failed(sample, error)
+            return _aborted(sample) if flight.aborted.is_set() else _failed(sample, error)
         finally:
+            _end_flight(flight)
             session.close()
         return segments_to_samples(segments, sample)
 

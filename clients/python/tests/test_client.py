@@ -207,9 +207,11 @@ class StandInSample:
     label: str = None
     reward: float = None
     loss_mask: list = None
+    weight_versions: list = dataclasses.field(default_factory=list)
     rollout_log_probs: list = None
     status: Status = Status.PENDING
     metadata: dict = dataclasses.field(default_factory=dict)
+    session_id: str = None
 
 
 class SlimeAdapterTest(unittest.TestCase):

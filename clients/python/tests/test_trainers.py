@@ -1,0 +1,275 @@
+"""Tests of the trainer adapters (crl_skyrl, crl_rllm, the slime adapter's routing, abort and ids) against a
+real `crl serve` and the scripted LLM server on loopback, with stand-in classes carrying the real field names
+(SkyRL's TrajectoryID and GeneratorOutput, rLLM's Episode / Trajectory / Step, slime's Sample)."""
+
+import asyncio
+import http.server
+import json
+import os
+import sys
+import threading
+import time
+import types
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import crl_rllm  # noqa: E402
+import crl_segments  # noqa: E402
+import crl_skyrl  # noqa: E402
+import crl_slime  # noqa: E402
+import test_client as tc  # noqa: E402
+from crl_client import Session  # noqa: E402
+
+
+def synthetic_episodes(n, seed=7):
+    return [{"env": "synthetic", "split": "dev", "index": i, "seed": seed, "group_index": i, "sample_index": 0,
+             "budget": tc.SYNTHETIC_BUDGET} for i in range(n)]
+
+
+class RealServerTest(unittest.TestCase):
+    """Adapters on the answers of a real server that compacts (the scripted LLM writes the summaries)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.llm = tc.LlmServer()
+        cls.server = tc.Server()
+        cls.llm_block = {"base_url": cls.llm.url, "api": "sglang"}
+        with Session(cls.server.url) as s:
+            cls.answer = s.rollouts(synthetic_episodes(4), cls.llm_block)
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+        cls.llm.stop()
+
+    def test_answers_compact(self):
+        for r in self.answer["rollouts"]:
+            self.assertEqual(r["status"], "completed")
+            self.assertGreater(int(r["compactions"]), 0)
+
+    def test_skyrl_generator_output_is_step_wise_and_exact(self):
+        TrajectoryID = crl_skyrl._trajectory_id_class()
+        tids = [TrajectoryID(instance_id=f"dev-{i}", repetition_id=0) for i in range(4)]
+        generator = crl_skyrl.CrlGenerator(self.server.url, self.llm_block, env="synthetic",
+                                           budget=tc.SYNTHETIC_BUDGET, seed=7)
+        batch = {"prompts": [[{"role": "user", "content": "task"}]] * 4, "env_classes": ["crl"] * 4,
+                 "env_extras": [{"crl": {"split": "dev", "index": i, "group_index": i}} for i in range(4)],
+                 "sampling_params": None, "trajectory_ids": tids}
+        out = asyncio.run(generator.generate(batch))
+        keys = {"prompt_token_ids", "response_ids", "rewards", "loss_masks", "stop_reasons", "rollout_logprobs",
+                "trajectory_ids", "is_last_step", "rollout_metrics"}
+        self.assertEqual(set(out), keys)
+        # The same episodes (same seeds) in one direct call give the same tokens: one entry per segment.
+        segments = [seg for r in self.answer["rollouts"] for seg in r["segments"]]
+        self.assertEqual(len(out["response_ids"]), len(segments))
+        for i, seg in enumerate(segments):
+            self.assertEqual(out["prompt_token_ids"][i], [int(t) for t in seg["prompt_ids"]])
+            self.assertEqual(out["response_ids"][i], [int(t) for t in seg["response_ids"]])
+            self.assertEqual(out["loss_masks"][i], [int(m) for m in seg["loss_mask"]])
+            self.assertEqual(len(out["rollout_logprobs"][i]), len(out["response_ids"][i]))
+            self.assertEqual(len(out["rewards"][i]), len(out["response_ids"][i]))
+        # One last step per trajectory, at its end; the reward only there.
+        for tid in tids:
+            idx = [i for i, t in enumerate(out["trajectory_ids"]) if t == tid]
+            self.assertEqual([out["is_last_step"][i] for i in idx], [False] * (len(idx) - 1) + [True])
+            self.assertEqual(sum(sum(out["rewards"][i]) for i in idx), 1.0)
+            self.assertEqual(out["rewards"][idx[-1]][-1], 1.0)
+        self.assertEqual(out["rollout_metrics"]["crl/rollouts"], 4.0)
+        self.assertGreater(out["rollout_metrics"]["crl/compactions_per_rollout"], 0)
+
+    def test_skyrl_skips_a_rollout_without_segments(self):
+        rollouts = [{"status": "failed", "reason": "llm down", "segments": []}] + self.answer["rollouts"][:1]
+        out = crl_skyrl.rollouts_to_generator_output(rollouts)
+        self.assertEqual(out["rollout_metrics"]["crl/failed_rollouts"], 1.0)
+        self.assertEqual(len(out["response_ids"]), len(self.answer["rollouts"][0]["segments"]))
+
+    def test_rllm_episode_steps_rebuild_every_segment(self):
+        rollout = self.answer["rollouts"][0]
+        episode = crl_rllm.rollout_to_episode(rollout)
+        segments = rollout["segments"]
+        self.assertEqual(len(episode.trajectories), len(segments))
+        self.assertTrue(episode.is_correct)
+        self.assertEqual(episode.id, f"{segments[0]['task_id']}:0")
+        for traj, seg in zip(episode.trajectories, segments):
+            self.assertEqual(traj.name, seg["kind"])
+            self.assertEqual(traj.reward, 1.0)
+            full = [int(t) for t in seg["prompt_ids"]] + [int(t) for t in seg["response_ids"]]
+            sampled = 0
+            for step in traj.steps:
+                # Each step's prompt + response is a prefix of the window; the response is sampled tokens only.
+                n = len(step.prompt_ids) + len(step.response_ids)
+                self.assertEqual(step.prompt_ids + step.response_ids, full[:n])
+                self.assertEqual(len(step.logprobs), len(step.response_ids))
+                sampled += len(step.response_ids)
+            self.assertEqual(sampled, int(seg["n_sampled"]))
+            # Cumulative: every step's prompt extends the previous step's prompt + response.
+            for a, b in zip(traj.steps, traj.steps[1:]):
+                self.assertEqual(b.prompt_ids[:len(a.prompt_ids) + len(a.response_ids)], a.prompt_ids + a.response_ids)
+        done = [s.done for t in episode.trajectories for s in t.steps]
+        self.assertEqual(done, [False] * (len(done) - 1) + [True])
+
+    def test_rllm_workflow_runs_a_task(self):
+        workflow = crl_rllm.CrlWorkflow(self.server.url, self.llm_block, env="synthetic", budget=tc.SYNTHETIC_BUDGET,
+                                        seed=7)
+        episode = asyncio.run(workflow.run({"split": "dev", "index": 2}, uid="dev-2:3"))
+        self.assertEqual(episode.id, "dev-2:3")
+        self.assertEqual(episode.info["rollout_id"], "dev-2:3")
+        self.assertGreater(len(episode.trajectories), 2)
+
+    def test_slime_sample_ids_and_session(self):
+        args = types.SimpleNamespace(seed=7, crl_server_url=self.server.url, crl_llm_url=self.llm.url,
+                                     crl_budget=tc.SYNTHETIC_BUDGET)
+        sample = tc.StandInSample(group_index=5, index=0, metadata={"env": "synthetic", "split": "dev", "index": 1})
+        samples = asyncio.run(crl_slime.generate(args, sample, {}))
+        ids = {s.rollout_id for s in samples}
+        self.assertEqual(len(ids), 1)
+        rollout_id = ids.pop()
+        self.assertEqual(int(rollout_id), crl_segments.rollout_int_id(str(rollout_id)))
+        self.assertTrue(all(s.session_id == "group-5" for s in samples))
+        self.assertTrue(all(s.weight_versions == [] for s in samples))  # the scripted server reports none
+
+
+class SegmentRulesTest(unittest.TestCase):
+    def test_model_calls_are_the_runs_of_sampled_tokens(self):
+        seg = {"prompt_ids": [1, 2], "response_ids": [3, 4, 5, 6, 7, 8, 9], "loss_mask": [0, 1, 1, 0, 0, 1, 0],
+               "rollout_log_probs": [0, -0.5, -0.25, 0, 0, -1.0, 0]}
+        self.assertEqual(crl_segments.model_calls(seg), [(1, 3), (5, 6)])
+        self.assertEqual(crl_segments.call_fields(seg, 5, 6),
+                         {"prompt_ids": [1, 2, 3, 4, 5, 6, 7], "response_ids": [8], "logprobs": [-1.0]})
+        self.assertEqual(crl_segments.model_calls({"loss_mask": [1, 1]}), [(0, 2)])
+        self.assertEqual(crl_segments.model_calls({"loss_mask": []}), [])
+
+    def test_malformed_rollouts_are_refused_with_the_field(self):
+        good = {"rollout_id": "r", "segment_index": 0, "response_ids": [1, 2], "loss_mask": [1, 1],
+                "rollout_log_probs": [-1.0, -1.0]}
+        crl_segments.check_rollout([good])
+        cases = [
+            ([], "no segment"),
+            ([good, dict(good, rollout_id="other", segment_index=1)], "segments[1].rollout_id"),
+            ([dict(good, segment_index=1)], "segments[0].segment_index"),
+            ([dict(good, loss_mask=[1])], "segments[0].loss_mask"),
+            ([dict(good, rollout_log_probs=[])], "segments[0].rollout_log_probs"),
+        ]
+        for segments, message in cases:
+            with self.assertRaises(ValueError) as err:
+                crl_segments.check_rollout(segments)
+            self.assertIn(message, str(err.exception))
+        with self.assertRaises(ValueError):
+            crl_skyrl.rollouts_to_generator_output([{"segments": [dict(good, loss_mask=[1])]}])
+        with self.assertRaises(ValueError):
+            crl_rllm.rollout_to_episode({"segments": [dict(good, loss_mask=[1])]})
+
+    def test_rollout_int_ids_are_stable_and_distinct(self):
+        a = crl_segments.RolloutId("synthetic/dev-1/7/0")
+        self.assertEqual(a, "synthetic/dev-1/7/0")
+        self.assertEqual(hash(a), hash("synthetic/dev-1/7/0"))
+        self.assertEqual(int(a), int(crl_segments.RolloutId("synthetic/dev-1/7/0")))
+        self.assertNotEqual(int(a), int(crl_segments.RolloutId("synthetic/dev-1/7/1")))
+        self.assertTrue(0 <= int(a) < 2 ** 63)
+        self.assertEqual(range(2 ** 63)[a], int(a))  # usable where an int index is expected
+
+    def test_weight_versions_in_order_of_first_use(self):
+        segs = [{"metadata": {"weight_version": "3"}}, {"metadata": {}}, {"metadata": {"weight_version": "4"}},
+                {"metadata": {"weight_version": "3"}}]
+        self.assertEqual(crl_segments.weight_versions(segs), ["3", "4"])
+        sample = tc.StandInSample(group_index=2, index=1)
+        segments = [{"rollout_id": "r", "prompt_ids": [1], "response_ids": [2], "loss_mask": [1],
+                     "rollout_log_probs": [-1.0], "metadata": {"weight_version": "7"}}]
+        out = crl_slime.segments_to_samples(segments, sample)
+        self.assertEqual(out[0].weight_versions, ["7"])
+        self.assertEqual(out[0].session_id, "group-2")
+
+
+class _StandInServer:
+    """A loopback HTTP server that records request headers; /v1/rollouts waits until released (to test abort)."""
+
+    def __init__(self):
+        self.headers = []
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                outer.headers.append(dict(self.headers))
+                self.answer({"status": "ok"})
+
+            def do_POST(self):
+                outer.headers.append(dict(self.headers))
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.entered.set()
+                outer.release.wait(30)
+                self.answer({"rollouts": [{"status": "completed", "segments": []}]})
+
+            def answer(self, body):
+                data = json.dumps(body).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class RoutingAndAbortTest(unittest.TestCase):
+    def setUp(self):
+        self.stand_in = _StandInServer()
+
+    def tearDown(self):
+        self.stand_in.stop()
+
+    def test_session_key_header(self):
+        with Session(self.stand_in.url, session_key="group-3") as s:
+            s.health()
+        with Session(self.stand_in.url) as s:
+            s.health()
+        self.assertEqual(self.stand_in.headers[0].get("X-Crl-Session"), "group-3")
+        self.assertNotIn("X-Crl-Session", self.stand_in.headers[1])
+        for bad in ("", "a\nb", "tab\there"):
+            with self.assertRaises(ValueError):
+                Session(self.stand_in.url, session_key=bad)
+
+    def test_abort_stops_an_in_flight_rollout(self):
+        args = types.SimpleNamespace(seed=7, crl_server_url=self.stand_in.url, crl_llm_url="http://127.0.0.1:9")
+        sample = tc.StandInSample(group_index=4, index=0, metadata={"env": "synthetic", "split": "dev", "index": 0})
+
+        async def run():
+            task = asyncio.ensure_future(crl_slime.generate(args, sample, {}))
+            while not self.stand_in.entered.is_set():
+                await asyncio.sleep(0.01)
+            reached = crl_slime.abort()
+            started = time.monotonic()
+            result = await task
+            return reached, result, time.monotonic() - started
+
+        reached, result, seconds = asyncio.run(run())
+        self.assertEqual(reached, 1)
+        self.assertIs(result, sample)
+        self.assertEqual(result.status, tc.StandInSample.Status.ABORTED)
+        self.assertLess(seconds, 20)  # cut, not waited out (the stand-in holds the answer for 30 s)
+        self.assertEqual(self.stand_in.headers[0].get("X-Crl-Session"), "group-4")
+        self.assertEqual(crl_slime.abort(), 0)  # nothing left in flight
+
+
+if __name__ == "__main__":
+    unittest.main()
