@@ -17,6 +17,7 @@
 #include "cli/options.h"
 #include "engine/chat_template.h"
 #include "engine/error.h"
+#include "envs/registry.h"
 #include "server/episode_service.h"
 #include "server/http_server.h"
 
@@ -75,7 +76,9 @@ int serve_command(const std::vector<std::string>& args) {
 
       "backend-tag", po::value(&service.backend_tag),
       "[a-z0-9]{1,16}: put into every episode id (ep-TAG-<hex>) so that HAProxy routes a path naming an "
-      "episode to this server ('crl deploy haproxy', deploy/README.md)");
+      "episode to this server ('crl deploy haproxy', deploy/README.md)")(
+      "openenv-env", po::value(&http.openenv_env),
+      "OpenEnv sessions (WebSocket GET /ws): the environment of a reset whose data names no 'env'");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -107,6 +110,7 @@ int serve_command(const std::vector<std::string>& args) {
     }
     service.env_params[item.substr(0, dot)][item.substr(dot + 1, eq - dot - 1)] = item.substr(eq + 1);
   }
+  if (!http.openenv_env.empty()) env_registry().entry(http.openenv_env, "option --openenv-env");
   if (vm.count("backend-tag") && service.backend_tag.empty())
     throw Error("option --backend-tag", "", "value must not be empty");
   server::check_backend_tag(service.backend_tag);

@@ -35,6 +35,9 @@ struct Decision {
   std::string finish_reason = "stop";  // stop | length | abort
   bool failed = false;  // the call failed (e.g. a remote server error): the episode is marked failed
   std::string error;
+  // The policy weights that sampled it, when the server says (SGLang's meta_info.weight_version): recorded in
+  // the export's metadata ("weight_versions") for off-policy bookkeeping; never part of the state hash.
+  std::string weight_version;
 };
 
 }  // namespace crl

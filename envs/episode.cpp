@@ -142,6 +142,10 @@ void Episode::submit(const Decision& decision) {
   }
   running_hash_.add(static_cast<uint64_t>(request_.role) + 1);
   running_hash_.add_tokens(decision.tokens);
+  if (!decision.weight_version.empty() && std::find(weight_versions_.begin(), weight_versions_.end(),
+                                                    decision.weight_version) == weight_versions_.end()) {
+    weight_versions_.push_back(decision.weight_version);
+  }
   if (decision.failed) {
     end(EpisodeStatus::kFailed, decision.error.empty() ? "the policy call failed" : decision.error);
     return;
@@ -234,6 +238,11 @@ Trajectory Episode::finish() {
   header.metadata["codec_fingerprint"] = codec_->fingerprint();
   header.metadata["state_hash"] = state_hash();
   header.metadata["turns"] = std::to_string(turn_);
+  if (!weight_versions_.empty()) {
+    std::string joined;
+    for (const std::string& v : weight_versions_) joined += (joined.empty() ? "" : ",") + v;
+    header.metadata["weight_versions"] = joined;
+  }
   return recorder_.finish(std::move(header));
 }
 

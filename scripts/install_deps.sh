@@ -15,6 +15,7 @@ packages=(
   chromium  # headless browser for the trajectory viewer's tests (tests/ui/)
   slurm-wlm  # the local Slurm check of sharded sweeps (scripts/slurm_check.sh, ctest slurm_check)
   haproxy prometheus  # the fleet test (tests/deploy/) and promtool check metrics (tests/server/metrics_test)
+  python3-websockets  # the OpenEnv WebSocket client of tests/server/openenv_ws_test.py
 )
 missing=()
 for p in "${packages[@]}"; do

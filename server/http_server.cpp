@@ -10,8 +10,10 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <cmath>
 #include <csignal>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -21,6 +23,7 @@
 #include "engine/error.h"
 #include "server/connection_refusal.h"
 #include "server/http_request.h"
+#include "server/openenv_session.h"
 #include "server/router.h"
 #include "server/ui_page.h"
 
@@ -28,6 +31,7 @@ namespace crl::server {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
@@ -76,6 +80,9 @@ struct HttpServer::Impl {
   void on_drain_deadline();   // on `strand`
   void maybe_finish_drain();  // on `strand`
   void submit(std::shared_ptr<Connection> connection, OwnedCall call);
+  // Runs `work` on the worker pool, counted in in_flight like a routed request (the drain waits for it);
+  // not run at all once the drain deadline has passed.
+  void run_on_pool(std::function<void()> work);
   std::vector<std::shared_ptr<Connection>> live();
   void add(uint64_t id, std::weak_ptr<Connection> connection) {
     std::lock_guard lock(mutex);
@@ -159,6 +166,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // The server drains: close at once if no request is under way; otherwise the answer closes it.
   void drain() {
+    if (phase_ == Phase::kUpgraded) return ws_close(websocket::close_code::going_away);
     if (busy_ || request_started()) return;
     close();
   }
@@ -166,6 +174,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The drain deadline passed: a request still being handled is answered 503 now (its handler's answer, if
   // it ever comes, is dropped); one still being read is cut off.
   void drain_deadline() {
+    if (phase_ == Phase::kUpgraded) return close();
     if (phase_ == Phase::kWorking) {
       return answer(error_answer(503, "drain_deadline",
                                  "the server shut down before this request finished (drain timeout of " +
@@ -303,6 +312,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     busy_ = true;
     set_reading(false);
     auto& request = parser_->get();
+    if (request.method() == http::verb::get &&
+        request.target().substr(0, request.target().find('?')) == "/ws" && websocket::is_upgrade(request)) {
+      return upgrade();
+    }
     OwnedCall call{std::string(request.method_string()), std::string(request.target()), content_type_,
                    accept_, std::move(request.body())};
     const std::string_view path = std::string_view(call.target).substr(0, call.target.find('?'));
@@ -369,6 +382,88 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                      });
   }
 
+  // OpenEnv's WebSocket session (server/openenv_session.h): the connection stays this session until it
+  // closes. One message at a time: the next is read only after the answer to the previous one is written, and
+  // every message is handled on the worker pool (it runs environment code), never on this I/O thread.
+  void upgrade() {
+    phase_ = Phase::kUpgraded;
+    openenv_ = std::make_unique<OpenEnvSession>(server_.service, server_.options.openenv_env);
+    ws_ = std::make_unique<websocket::stream<beast::tcp_stream&>>(stream_);
+    websocket::stream_base::timeout timeouts{};
+    timeouts.handshake_timeout = seconds(server_.options.request_timeout_s);
+    // A silent client is pinged at half the idle timeout and dropped at it (its episode is then deleted).
+    timeouts.idle_timeout = seconds(std::max(1.0, server_.service.options().idle_timeout_s));
+    timeouts.keep_alive_pings = true;
+    ws_->set_option(timeouts);
+    ws_->set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& r) { r.set(http::field::server, "crl/" CRL_VERSION); }));
+    ws_->read_message_max(server_.options.max_body_bytes);
+    ws_->async_accept(parser_->get(), [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return self->ws_finish();
+      self->ws_open_ = true;
+      self->ws_read();
+    });
+  }
+
+  void ws_read() {
+    ws_busy_ = false;
+    if (server_.draining) return ws_close(websocket::close_code::going_away);
+    ws_in_.clear();
+    ws_->async_read(ws_in_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->ws_finish();  // closed, reset, idle, or a message over the body limit
+      self->ws_busy_ = true;
+      const bool text = self->ws_->got_text();
+      std::string message = beast::buffers_to_string(self->ws_in_.data());
+      self->server_.run_on_pool([self, text, message = std::move(message)] {
+        OpenEnvReply reply = text ? self->openenv_->handle(message)
+                                  : OpenEnvReply{R"({"type":"error","data":{"message":"messages are JSON )"
+                                                 R"(text frames, not binary","code":"INVALID_JSON"}})",
+                                                 false};
+        net::post(self->executor(),
+                  [self, reply = std::move(reply)]() mutable { self->ws_write(std::move(reply)); });
+      });
+    });
+  }
+
+  void ws_write(OpenEnvReply reply) {
+    if (ws_done_) return;
+    if (reply.text.empty()) {
+      if (!reply.close) return ws_read();
+      ws_busy_ = false;
+      return ws_close(websocket::close_code::normal);
+    }
+    ws_out_ = std::move(reply.text);
+    ws_->text(true);
+    ws_->async_write(net::buffer(ws_out_),
+                     [self = shared_from_this(), close = reply.close](beast::error_code ec, size_t) {
+                       if (ec) return self->ws_finish();
+                       if (close) {
+                         self->ws_busy_ = false;
+                         return self->ws_close(websocket::close_code::normal);
+                       }
+                       self->ws_read();
+                     });
+  }
+
+  // Starts the closing handshake. Allowed while a read is pending (an idle client); while a message is being
+  // handled or answered (ws_busy_), or before the opening handshake is done, it waits: ws_read() sees the
+  // drain and closes then.
+  void ws_close(websocket::close_code code) {
+    if (ws_done_ || ws_closing_ || !ws_open_ || ws_busy_) return;
+    ws_closing_ = true;
+    ws_->async_close(code, [self = shared_from_this()](beast::error_code) { self->ws_finish(); });
+  }
+
+  // The session is over: its episode is deleted on the pool (environment code), then the socket closes.
+  void ws_finish() {
+    if (ws_done_) return;
+    ws_done_ = true;
+    server_.run_on_pool([self = shared_from_this()] {
+      self->openenv_->end();
+      net::post(self->executor(), [self] { self->close(); });
+    });
+  }
+
   void close() {
     beast::error_code ignored;
     phase_ = Phase::kClosed;
@@ -387,7 +482,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<http::response<http::string_body>> response_;
   std::string accept_, content_type_;
   bool keep_alive_ = false;
-  enum class Phase { kIdle, kReading, kWorking, kWriting, kLingering, kClosed };
+  enum class Phase { kIdle, kReading, kWorking, kWriting, kLingering, kUpgraded, kClosed };
+  // OpenEnv's WebSocket session, once upgraded.
+  std::unique_ptr<websocket::stream<beast::tcp_stream&>> ws_;
+  std::unique_ptr<OpenEnvSession> openenv_;
+  beast::flat_buffer ws_in_;
+  std::string ws_out_;
+  bool ws_open_ = false, ws_busy_ = false, ws_closing_ = false, ws_done_ = false;
   Phase phase_ = Phase::kIdle;
   Clock::time_point deadline_;
   bool busy_ = false;
@@ -412,6 +513,14 @@ void HttpServer::Impl::submit(std::shared_ptr<Connection> connection, OwnedCall 
         connection->on_handled(std::move(handled));
       });
     }
+  });
+}
+
+void HttpServer::Impl::run_on_pool(std::function<void()> work) {
+  ++in_flight;
+  net::post(pool, [this, work = std::move(work), guard = net::make_work_guard(ioc)] {
+    if (!deadline_passed) work();
+    if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
   });
 }
 

@@ -52,6 +52,7 @@ struct HttpOptions {
   double request_timeout_s = 30.0;
   double drain_timeout_s = 10.0;
   bool handle_signals = true;  // SIGTERM and SIGINT start the drain
+  std::string openenv_env;     // OpenEnv sessions (GET /ws): the environment of a reset that names none
 };
 
 class HttpServer {

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "engine/error.h"
+#include "server/openenv_session.h"
 #include "server/ui_page.h"
 #include "server/ui_routes.h"
 #include "wire/api_error.h"
@@ -97,6 +98,17 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
       require_method(call.method, "GET", path);
       return ui_page_answer();
     }
+    // OpenEnv's discovery routes (server/openenv_session.h); its sessions are WebSocket upgrades of GET /ws,
+    // which the transport takes before routing: a plain GET /ws gets 426.
+    if (parts.size() == 1 && (parts[0] == "schema" || parts[0] == "metadata")) {
+      require_method(call.method, "GET", path);
+      return HttpAnswer{200, std::string(kJsonContentType),
+                        parts[0] == "schema" ? openenv_schema_json() : openenv_metadata_json(service), 0};
+    }
+    if (parts.size() == 1 && parts[0] == "ws") {
+      throw ApiError(426, "upgrade_required",
+                     "/ws is OpenEnv's WebSocket session: send GET /ws with Upgrade: websocket", "");
+    }
     if (auto lists = route_ui_lists(service, call, parts, answer_format)) return *lists;  // crl serve --ui
     if (parts.size() >= 2 && parts[0] == "v1") {
       if (parts.size() == 2 && parts[1] == "info") {
@@ -144,7 +156,8 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
         404, "not_found",
         "no endpoint " + path +
             " (see GET /v1/info; endpoints: /health, /metrics, /v1/info, /v1/episodes, /v1/episodes/{id}, "
-            "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step, /v1/rollouts, /ui)",
+            "/v1/episodes/{id}/step, /v1/episodes/{id}/export, /v1/batch/step, /v1/rollouts, /ui, /schema, "
+            "/metadata, /ws)",
         "");
   } catch (const ApiError& e) {
     return from_error(e, answer_format);

@@ -16,6 +16,8 @@
 //   GET    /ui                          the trajectory viewer's page (server/ui_page.h)
 //   GET    /v1/episodes, /v1/exports, /v1/exports/{id}: the viewer's lists, `crl serve --ui` only
 //                                       (server/ui_routes.h; 404 ui_disabled otherwise)
+//   GET    /schema, /metadata           OpenEnv's discovery routes (server/openenv_session.h); GET /ws with
+//                                       Upgrade: websocket is an OpenEnv session (taken by the transport)
 #include <string>
 #include <string_view>
 

@@ -83,11 +83,14 @@ def call_fields(segment, start, end):
 
 
 def weight_versions(segments):
-    """The distinct policy weight versions that sampled the rollout, in order of first use (segment metadata
-    `weight_version`, written when the LLM server reports one), for off-policy bookkeeping."""
+    """The distinct policy weight versions that sampled the rollout, in order of first use, for off-policy
+    bookkeeping: the export's metadata `weight_versions` (comma-separated, written when the LLM server reports
+    SGLang's meta_info.weight_version) or a single `weight_version`."""
     seen = []
     for seg in segments:
-        version = (seg.get("metadata") or {}).get("weight_version")
-        if version and version not in seen:
-            seen.append(version)
+        meta = seg.get("metadata") or {}
+        listed = [v for v in str(meta.get("weight_versions", "")).split(",") if v]
+        for version in listed or ([meta["weight_version"]] if meta.get("weight_version") else []):
+            if version not in seen:
+                seen.append(version)
     return seen

@@ -91,6 +91,21 @@ int64_t read_count(const json& object, const char* key) {
   return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
+// SGLang reports the weights that served a request (meta_info.weight_version, a string; some versions send a
+// number). Kept only when it is short printable ASCII without commas (the export joins versions with commas);
+// anything else is dropped, since it is bookkeeping, never part of what is trained.
+std::string read_weight_version(const json& meta) {
+  const auto it = meta.find("weight_version");
+  if (it == meta.end()) return {};
+  if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
+  if (!it->is_string()) return {};
+  const std::string value = it->get<std::string>();
+  if (value.empty() || value.size() > 64) return {};
+  for (unsigned char c : value)
+    if (c < 0x21 || c > 0x7e || c == ',') return {};
+  return value;
+}
+
 GenerateResult fail(std::string why) {
   GenerateResult out;
   out.error = std::move(why);
@@ -143,6 +158,7 @@ GenerateResult parse_sglang(const json& body, int vocab_size) {
   out.prompt_tokens = read_count(*meta, "prompt_tokens");
   out.completion_tokens = read_count(*meta, "completion_tokens");
   out.cached_tokens = read_count(*meta, "cached_tokens");
+  out.weight_version = read_weight_version(*meta);
   out.ok = true;
   return out;
 }

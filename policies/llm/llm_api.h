@@ -49,6 +49,7 @@ struct GenerateResult {
   std::vector<float> logprobs;
   std::string finish_reason;  // stop | length | abort
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  std::string weight_version;  // SGLang's meta_info.weight_version (string or number); empty when absent
 };
 
 // Appends the request body to `out` (cleared first). Ids are written directly, without a JSON library.

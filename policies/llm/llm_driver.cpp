@@ -42,6 +42,7 @@ Decision to_decision(const HttpResponse& response, const GenerateResult* parsed,
   decision.tokens = parsed->ids;
   decision.logprobs = parsed->logprobs;
   decision.finish_reason = parsed->finish_reason;
+  decision.weight_version = parsed->weight_version;
   return decision;
 }
 

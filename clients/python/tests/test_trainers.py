@@ -129,7 +129,8 @@ class RealServerTest(unittest.TestCase):
         rollout_id = ids.pop()
         self.assertEqual(int(rollout_id), crl_segments.rollout_int_id(str(rollout_id)))
         self.assertTrue(all(s.session_id == "group-5" for s in samples))
-        self.assertTrue(all(s.weight_versions == [] for s in samples))  # the scripted server reports none
+        # The scripted server answers SGLang's meta_info.weight_version "default"; the export carries it.
+        self.assertTrue(all(s.weight_versions == ["default"] for s in samples))
 
 
 class SegmentRulesTest(unittest.TestCase):
@@ -172,9 +173,9 @@ class SegmentRulesTest(unittest.TestCase):
         self.assertEqual(range(2 ** 63)[a], int(a))  # usable where an int index is expected
 
     def test_weight_versions_in_order_of_first_use(self):
-        segs = [{"metadata": {"weight_version": "3"}}, {"metadata": {}}, {"metadata": {"weight_version": "4"}},
+        segs = [{"metadata": {"weight_version": "3"}}, {"metadata": {}}, {"metadata": {"weight_versions": "4,5"}},
                 {"metadata": {"weight_version": "3"}}]
-        self.assertEqual(crl_segments.weight_versions(segs), ["3", "4"])
+        self.assertEqual(crl_segments.weight_versions(segs), ["3", "4", "5"])
         sample = tc.StandInSample(group_index=2, index=1)
         segments = [{"rollout_id": "r", "prompt_ids": [1], "response_ids": [2], "loss_mask": [1],
                      "rollout_log_probs": [-1.0], "metadata": {"weight_version": "7"}}]

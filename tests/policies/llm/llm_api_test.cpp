@@ -77,8 +77,28 @@ TEST(LlmApi, ReadsSglangAnswersExactly) {
   EXPECT_EQ(r.prompt_tokens, 321);
   EXPECT_EQ(r.completion_tokens, 5);
   EXPECT_EQ(r.cached_tokens, 300);
+  EXPECT_EQ(r.weight_version, "default");
   // The vocabulary check.
   EXPECT_FALSE(parse_response(ApiKind::kSglang, kSglangAnswer, 1000).ok);
+}
+
+TEST(LlmApi, KeepsOnlyAWellFormedWeightVersion) {
+  const auto version = [](const std::string& value) {
+    const std::string body = R"({"output_ids":[1],"meta_info":{"finish_reason":{"type":"stop"},)"
+                             R"("output_token_logprobs":[[-1.0,1,null]],"weight_version":)" +
+                             value + "}}";
+    const GenerateResult r = parse_response(ApiKind::kSglang, body, 0);
+    EXPECT_TRUE(r.ok) << r.error;  // a strange version never fails the call: it is bookkeeping
+    return r.weight_version;
+  };
+  EXPECT_EQ(version("\"v12\""), "v12");
+  EXPECT_EQ(version("17"), "17");
+  EXPECT_EQ(version("\"a,b\""), "");  // the export joins versions with commas
+  EXPECT_EQ(version("\"two words\""), "");
+  EXPECT_EQ(version("\"\\n\""), "");
+  EXPECT_EQ(version("\"" + std::string(65, 'x') + "\""), "");
+  EXPECT_EQ(version("null"), "");
+  EXPECT_EQ(version("[1]"), "");
 }
 
 TEST(LlmApi, ReadsSglangFinishReasons) {
