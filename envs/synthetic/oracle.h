@@ -1,7 +1,7 @@
 #pragma once
 // A scripted oracle for the synthetic suite (tests, benchmarks, smoke runs). It reads the task, so it is not
 // a policy that could be trained: it shows what perfect play and perfect summaries look like.
-//   act():     `next` until END and the question have been shown (17 turns), then `submit <answer>`.
+//   act():     `next` until END and the question have been shown (records + 1 turns), then `submit <answer>`.
 //   summary_*: names exactly the milestones observed so far, each once (recall 1, no invention/repetition).
 #include <string>
 #include <vector>
@@ -19,7 +19,7 @@ class Oracle {
 
   Action act() {
     Action action;
-    const bool read_all = calls_++ > kRecordsPerTask;  // 16 records + END
+    const bool read_all = calls_++ > static_cast<int>(task_->records.size());  // the records + END
     if (symbolic_) {
       action.symbols = read_all ? symbolic_submit(task_->type, task_->answer)
                                 : std::vector<TokenId>{Vocabulary::get().next};

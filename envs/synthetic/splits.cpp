@@ -15,7 +15,8 @@ namespace crl::envs::synthetic {
 namespace {
 
 const std::vector<NamespaceLayout>& layouts() {
-  static const std::vector<NamespaceLayout> kLayouts = {{"default", 80, 20, 20}, {"phase3", 480, 60, 60}};
+  static const std::vector<NamespaceLayout> kLayouts = {
+      {"default", 80, 20, 20}, {"phase3", 480, 60, 60}, {std::string(kHardNamespace), 80, 20, 20}};
   return kLayouts;
 }
 
@@ -47,6 +48,15 @@ std::string min_mean_max(const std::vector<int>& values) {
   }
   return "min " + std::to_string(lo) + " mean " + format_fixed(sum / values.size()) + " max " +
          std::to_string(hi);
+}
+
+// "1-4/5-8/9-12/13-16" for 16 records.
+std::string quarter_names(int records) {
+  std::string out;
+  for (int q = 0; q < 4; ++q) {
+    out += (q ? "/" : "") + std::to_string(q * records / 4 + 1) + "-" + std::to_string((q + 1) * records / 4);
+  }
+  return out;
 }
 
 }  // namespace
@@ -279,12 +289,14 @@ std::string balance_report(std::string_view split, const std::vector<SyntheticTa
     // Where the last answer-bearing record sits, by quarter of the episode: tells whether the answer can
     // usually be read from the recent tail.
     int quarter[4] = {0, 0, 0, 0};
+    int records_per = list.empty() ? kRecordsPerTask : static_cast<int>(list.front()->records.size());
     for (const SyntheticTask* t : list) {
       ++answers[t->answer];
       milestones.push_back(static_cast<int>(t->milestones.size()));
-      quarter[t->milestones.back() / 4]++;
+      const int n = static_cast<int>(t->records.size());
+      quarter[std::min(3, t->milestones.back() * 4 / n)]++;
       int d = 0;
-      for (int i = 0; i < kRecordsPerTask; ++i) {
+      for (int i = 0; i < n; ++i) {
         const Record& r = t->records[i];
         const bool is_milestone =
             std::find(t->milestones.begin(), t->milestones.end(), i) != t->milestones.end();
@@ -296,9 +308,9 @@ std::string balance_report(std::string_view split, const std::vector<SyntheticTa
     for (const auto& [a, n] : answers) most = std::max(most, n);
     out << "  " << task_type_name(type) << ": answers " << answers.size() << " distinct of " << list.size()
         << " (most frequent x" << most << "); answer records per task " << min_mean_max(milestones)
-        << "; distractors " << min_mean_max(distractors)
-        << "; last answer record in records 1-4/5-8/9-12/13-16: " << quarter[0] << "/" << quarter[1] << "/"
-        << quarter[2] << "/" << quarter[3] << "\n";
+        << "; distractors " << min_mean_max(distractors) << "; last answer record in records "
+        << quarter_names(records_per) << ": " << quarter[0] << "/" << quarter[1] << "/" << quarter[2] << "/"
+        << quarter[3] << "\n";
   }
   return out.str();
 }

@@ -48,6 +48,15 @@ Vocabulary::Vocabulary() {
     for (std::string_view v : pool) add("val:" + std::string(v));
   }
   end_value_ = static_cast<TokenId>(names_.size());
+  // The hard namespace's 48 records: appended after everything above.
+  base_size_ = static_cast<TokenId>(names_.size());
+  for (int i = kRecordsPerTask; i < kMaxRecordsPerTask; ++i) rec_[i] = add("rec:" + two_digits(i + 1));
+  for (int i = kRecordsPerTask; i < kMaxRecordsPerTask; ++i) keep_[i] = add("keep:" + two_digits(i + 1));
+}
+
+std::vector<std::string> Vocabulary::names_for(int records) const {
+  if (records > kRecordsPerTask) return names_;
+  return std::vector<std::string>(names_.begin(), names_.begin() + base_size_);
 }
 
 TokenId Vocabulary::add(std::string name) {
@@ -74,12 +83,22 @@ TokenId Vocabulary::id(std::string_view name) const {
   return *found;
 }
 
+namespace {
+// Index of `id` in a table of ids (two contiguous runs: 1-16 in the base vocabulary, 17-48 appended).
+int index_in(const TokenId (&table)[kMaxRecordsPerTask], TokenId id) {
+  if (id >= table[0] && id < table[0] + kRecordsPerTask) return id - table[0];
+  const TokenId extra = table[kRecordsPerTask];
+  if (id >= extra && id < extra + (kMaxRecordsPerTask - kRecordsPerTask)) return kRecordsPerTask + id - extra;
+  return -1;
+}
+}  // namespace
+
 int Vocabulary::keep_index(TokenId id) const {
-  return id >= first_keep_ && id < first_keep_ + kRecordsPerTask ? id - first_keep_ : -1;
+  return index_in(keep_, id);
 }
 
 int Vocabulary::rec_index(TokenId id) const {
-  return id >= first_rec_ && id < first_rec_ + kRecordsPerTask ? id - first_rec_ : -1;
+  return index_in(rec_, id);
 }
 
 std::string_view Vocabulary::value_of(TokenId id) const {

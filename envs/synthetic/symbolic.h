@@ -31,15 +31,21 @@ class Vocabulary {
  public:
   static const Vocabulary& get();  // built once; ids never change within a build
 
+  // Every symbol: the 205 of the 16-record namespaces, then rec:17..48 and keep:17..48 (the hard namespace),
+  // appended so that no id of the first 205 moved.
   const std::vector<std::string>& names() const { return names_; }
   int size() const { return static_cast<int>(names_.size()); }
+  // The vocabulary an env of `records` records per task declares (EnvSpec::symbols): the first 205 names
+  // for 16 records, all of them for 48. A policy sized by its env's vocabulary (the neural featurizer) is
+  // therefore unchanged in the 16-record namespaces.
+  std::vector<std::string> names_for(int records) const;
   std::optional<TokenId> find(std::string_view name) const;
   TokenId id(std::string_view name) const;  // CRL_CHECKs that the name exists
   const std::string& name(TokenId id) const { return names_.at(id); }
 
   TokenId type(TaskType t) const { return type_[static_cast<int>(t)]; }
-  TokenId rec(int index) const { return rec_[index]; }    // 0-based record index
-  TokenId keep(int index) const { return keep_[index]; }  // 0-based record index
+  TokenId rec(int index) const { return rec_[index]; }    // 0-based record index, < kMaxRecordsPerTask
+  TokenId keep(int index) const { return keep_[index]; }  // 0-based record index, < kMaxRecordsPerTask
   // keep:<i> -> i (0-based); -1 for any other id.
   int keep_index(TokenId id) const;
   // rec:<i> -> i (0-based); -1 for any other id.
@@ -58,8 +64,9 @@ class Vocabulary {
   std::vector<std::string> names_;
   std::unordered_map<std::string, TokenId> ids_;
   TokenId type_[3];
-  TokenId rec_[kRecordsPerTask];
-  TokenId keep_[kRecordsPerTask];
+  TokenId rec_[kMaxRecordsPerTask];
+  TokenId keep_[kMaxRecordsPerTask];
+  TokenId base_size_ = 0;  // names of the 16-record vocabulary
   TokenId first_value_ = 0, end_value_ = 0;
   TokenId first_keep_ = 0;
   TokenId first_rec_ = 0, first_kind_ = 0, end_kind_ = 0;

@@ -28,7 +28,8 @@ std::vector<ParamSpec> make_params() {
   return {
       {"split", ParamType::kString, "dev", "train | dev | test"},
       {"namespace", ParamType::kString, "default",
-       "task namespace: default (240/60/60) or phase3 (1440/180/180)"},
+       "task namespace: default (240/60/60), phase3 (1440/180/180) or hard (240/60/60, 48 records per task, "
+       "its own default budgets)"},
       {"source", ParamType::kString, "generate",
        "generate (the generator, on the fly) | files (the JSONL split files in data_dir)"},
       {"data_dir", ParamType::kString, "",
@@ -64,11 +65,33 @@ const EnvSpec& synthetic_env_spec() {
     // Text view (byte tokens; a record is 150-190 tokens): 1-2 compactions per episode, and a summary
     // request fits C - summary_cap without cutting observations. The summary cap is the spec's 256.
     spec.text_budget = Budget{3072, 1024, 2, 64, 256, 3};
-    spec.symbols = Vocabulary::get().names();
+    spec.symbols = Vocabulary::get().names_for(kRecordsPerTask);
     spec.symbolic_template = symbolic_template();
     return spec;
   }();
   return kSpec;
+}
+
+const EnvSpec& synthetic_env_spec(std::string_view name_space) {
+  if (name_space != kHardNamespace) return synthetic_env_spec();
+  static const EnvSpec kHardSpec = [] {
+    EnvSpec spec = synthetic_env_spec();
+    spec.description =
+        "synthetic memory suite, hard namespace: read 48 records with `next` (many distractors of the "
+        "answer's kind and key), answer an early_fact / latest_update / ordered_plan question with `submit`";
+    spec.symbols = Vocabulary::get().names_for(kHardRecordsPerTask);
+    // The namespace's default budgets (README "Hard namespace"): every episode compacts at least 6 times,
+    // and a summary holds at most 4 slots (KEEP_TASK + 3 records), fewer than keeping every record of the
+    // answer's kind or key would need. max_compactions leaves room for all of them.
+    spec.text_budget = Budget{3072, 1024, 2, 64, 256, kHardMaxCompactions};
+    spec.symbolic_budget = hard_symbolic_budget();
+    return spec;
+  }();
+  return kHardSpec;
+}
+
+Budget hard_symbolic_budget() {
+  return Budget{kHardCapacity, kHardReserve, 2, 4, kHardSummaryCap, kHardMaxCompactions};
 }
 
 std::shared_ptr<const TaskSet> shared_task_set(const std::string& source, const std::string& dir,
@@ -91,7 +114,8 @@ std::shared_ptr<const TaskSet> shared_task_set(const std::string& source, const 
     const SyntheticTask& t = set->tasks[i];
     set->by_id.emplace(t.task_id, static_cast<int>(i));
     TaskViews views{"END\n" + t.question, symbolic_user(t), {}, symbolic_end(t)};
-    for (int r = 0; r < kRecordsPerTask; ++r) views.records.push_back(symbolic_record(t, r));
+    for (int r = 0; r < static_cast<int>(t.records.size()); ++r)
+      views.records.push_back(symbolic_record(t, r));
     set->views.push_back(std::move(views));
   }
   cache.emplace(key, set);
@@ -120,6 +144,7 @@ SyntheticEnv::SyntheticEnv(const Params& params)
   const std::string& name_space = params.get_string("namespace");
   namespace_layout(name_space);  // an unknown namespace fails here, naming the known ones
   tasks_ = shared_task_set(params.get_string("source"), params.get_string("data_dir"), name_space, split);
+  spec_ = &synthetic_env_spec(name_space);
   split_ = split;
   name_space_ = name_space;
 }
@@ -201,7 +226,7 @@ StepResult SyntheticEnv::do_step(const Action& action) {
   std::string answer;
   switch (parse(action, answer)) {
     case Command::kNext:
-      if (records_seen_ < kRecordsPerTask) {
+      if (records_seen_ < static_cast<int>(task_->records.size())) {
         set_observation(result.observation, task_->records[records_seen_].text,
                         views_->records[records_seen_]);
         ++records_seen_;

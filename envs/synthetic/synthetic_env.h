@@ -43,13 +43,24 @@ struct TaskSet {
 std::shared_ptr<const TaskSet> shared_task_set(const std::string& source, const std::string& dir,
                                                const std::string& name_space, const std::string& split);
 
+// The registered spec (the 16-record namespaces). The hard namespace's spec differs in its vocabulary (48
+// records) and its default budgets; an env returns the spec of its namespace.
 const EnvSpec& synthetic_env_spec();
+const EnvSpec& synthetic_env_spec(std::string_view name_space);
+// The hard namespace's default symbolic budget: C = 64, T_comp = 16, tail 2, per-turn cap 4, summary cap 4,
+// at most 16 compactions. Measured with the oracle (tests/envs/synthetic_hard_test.cpp): every dev episode
+// compacts at least 6 times.
+inline constexpr int64_t kHardCapacity = 64;
+inline constexpr int64_t kHardReserve = 16;
+inline constexpr int64_t kHardSummaryCap = 4;
+inline constexpr int kHardMaxCompactions = 16;
+Budget hard_symbolic_budget();
 extern const char* const kSystemPrompt;
 
 class SyntheticEnv final : public Env {
  public:
   explicit SyntheticEnv(const Params& params);
-  const EnvSpec& spec() const override { return synthetic_env_spec(); }
+  const EnvSpec& spec() const override { return *spec_; }
 
   // The task source of this env and the episode's task (valid after reset()).
   const TaskSet& tasks() const { return *tasks_; }
@@ -74,6 +85,7 @@ class SyntheticEnv final : public Env {
   void set_observation(Observation& out, const std::string& text, const std::vector<TokenId>& symbols) const;
 
   std::shared_ptr<const TaskSet> tasks_;
+  const EnvSpec* spec_ = nullptr;  // synthetic_env_spec(namespace)
   std::string split_, name_space_;
   View view_ = View::kText;
   int turn_limit_ = 64;

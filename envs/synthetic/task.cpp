@@ -9,6 +9,7 @@
 #include "engine/json_reader.h"
 #include "engine/sha256.h"
 #include "engine/splitmix.h"
+#include "envs/synthetic/hard_task.h"
 
 namespace crl::envs::synthetic {
 
@@ -58,9 +59,9 @@ bool contains(std::span<const std::string_view> pool, std::string_view value) {
 
 // "#05/16 ref k7q2x9 | UPDATE region=cobalt | <filler>." The reference id alternates letters and digits so it
 // can never equal a word or a four-digit code; the filler pads to a drawn target of 32-46 tokens.
-std::string render_record(SplitMix64& rng, int position, const Record& r) {
+std::string render_record(SplitMix64& rng, int position, int records, const Record& r) {
   char header[32];
-  std::snprintf(header, sizeof header, "#%02d/%02d ref ", position + 1, kRecordsPerTask);
+  std::snprintf(header, sizeof header, "#%02d/%02d ref ", position + 1, records);
   std::string text = header;
   for (int i = 0; i < 3; ++i) {
     text += kLetters[rng.below32(26)];
@@ -264,6 +265,16 @@ ValueDomain value_domain(std::string_view value) {
   return ValueDomain::kNone;
 }
 
+int records_per_task(std::string_view name_space) {
+  return name_space == kHardNamespace ? kHardRecordsPerTask : kRecordsPerTask;
+}
+
+std::string_view task_namespace(std::string_view task_id) {
+  if (!task_id.starts_with("syn-")) return {};
+  const std::string_view rest = task_id.substr(4);
+  return rest.substr(0, std::min(rest.find('-'), rest.size()));
+}
+
 std::string make_task_id(std::string_view name_space, TaskType type, int index) {
   char number[16];
   std::snprintf(number, sizeof number, "%04d", index);
@@ -297,23 +308,23 @@ SyntheticTask generate_task(std::string_view name_space, TaskType type, int inde
   t.seed = task_seed(t.task_id);
   SplitMix64 rng(t.seed);
   // Every record starts as noise; the layout overwrites the ones that matter.
-  t.records.assign(kRecordsPerTask, Record{});
+  const bool hard = name_space == kHardNamespace;
+  const int records = records_per_task(name_space);
+  t.records.assign(records, Record{});
   for (Record& r : t.records)
     r = {"LOG", "status", std::string(kStatusWords[rng.below32(std::size(kStatusWords))]), ""};
-  switch (type) {
-    case TaskType::kEarlyFact:
-      layout_early_fact(rng, t);
-      break;
-    case TaskType::kLatestUpdate:
-      layout_latest_update(rng, t);
-      break;
-    case TaskType::kOrderedPlan:
-      layout_ordered_plan(rng, t);
-      break;
+  if (hard) {
+    layout_hard_task(rng, t);
+  } else if (type == TaskType::kEarlyFact) {
+    layout_early_fact(rng, t);
+  } else if (type == TaskType::kLatestUpdate) {
+    layout_latest_update(rng, t);
+  } else {
+    layout_ordered_plan(rng, t);
   }
-  for (int i = 0; i < kRecordsPerTask; ++i) t.records[i].text = render_record(rng, i, t.records[i]);
-  t.instruction = instruction_for(type, t.target);
-  t.question = question_for(type, t.target);
+  for (int i = 0; i < records; ++i) t.records[i].text = render_record(rng, i, records, t.records[i]);
+  t.instruction = hard ? hard_instruction(type, t.target) : instruction_for(type, t.target);
+  t.question = hard ? hard_question(type, t.target) : question_for(type, t.target);
   const auto problem = derive_answer(t, t.answer, t.milestones);
   CRL_CHECK(!problem, "generated task " << t.task_id << " is inconsistent: " << *problem);
   return t;
@@ -323,7 +334,12 @@ std::optional<std::string> derive_answer(const SyntheticTask& task, std::string&
                                          std::vector<int>& milestones) {
   milestones.clear();
   answer.clear();
-  if (task.records.size() != static_cast<size_t>(kRecordsPerTask)) return "a task has 16 records";
+  const std::string_view name_space = task_namespace(task.task_id);
+  const int records = records_per_task(name_space);
+  if (task.records.size() != static_cast<size_t>(records))
+    return "a task of namespace " + quote(name_space) + " has " + std::to_string(records) + " records";
+  if (name_space == kHardNamespace && task.type == TaskType::kEarlyFact)
+    return derive_hard_answer(task, answer, milestones);
   switch (task.type) {
     case TaskType::kEarlyFact: {
       const Record& first = task.records[0];
@@ -339,7 +355,7 @@ std::optional<std::string> derive_answer(const SyntheticTask& task, std::string&
       return std::nullopt;
     }
     case TaskType::kLatestUpdate: {
-      for (int i = 0; i < kRecordsPerTask; ++i) {
+      for (int i = 0; i < records; ++i) {
         const Record& r = task.records[i];
         if (r.kind == "UPDATE" && r.key == task.target) milestones.push_back(i);
       }
@@ -349,7 +365,7 @@ std::optional<std::string> derive_answer(const SyntheticTask& task, std::string&
     }
     case TaskType::kOrderedPlan: {
       std::vector<std::string> steps;
-      for (int i = 0; i < kRecordsPerTask; ++i) {
+      for (int i = 0; i < records; ++i) {
         if (task.records[i].kind == "MILESTONE") {
           milestones.push_back(i);
           steps.push_back(task.records[i].value);
@@ -466,8 +482,11 @@ SyntheticTask task_from_json(std::string_view line, const std::string& where) {
   t.target = string_field(j, "target", where);
   t.instruction = string_field(j, "instruction", where);
   const json& records = field(j, "records", json::value_t::array, where);
-  if (records.size() != static_cast<size_t>(kRecordsPerTask)) {
-    throw Error(where, "records", "has " + std::to_string(records.size()) + " records, expected 16");
+  const int expected_records = records_per_task(task_namespace(t.task_id));
+  if (records.size() != static_cast<size_t>(expected_records)) {
+    throw Error(
+        where, "records",
+        "has " + std::to_string(records.size()) + " records, expected " + std::to_string(expected_records));
   }
   for (size_t i = 0; i < records.size(); ++i) {
     const json& r = records[i];
@@ -489,7 +508,9 @@ SyntheticTask task_from_json(std::string_view line, const std::string& where) {
   const json& milestones = field(j, "milestones", json::value_t::array, where);
   std::vector<int> stored;
   for (const json& m : milestones) {
-    if (!m.is_number_unsigned()) throw Error(where, "milestones", "expected record numbers (1-16)");
+    if (!m.is_number_unsigned())
+      throw Error(where, "milestones",
+                  "expected record numbers (1-" + std::to_string(expected_records) + ")");
     stored.push_back(m.get<int>() - 1);
   }
   std::string answer;

@@ -22,7 +22,14 @@ inline constexpr std::array<TaskType, 3> kTaskTypes = {TaskType::kEarlyFact, Tas
 std::string_view task_type_name(TaskType type);
 std::optional<TaskType> parse_task_type(std::string_view name);
 
-inline constexpr int kRecordsPerTask = 16;
+inline constexpr int kRecordsPerTask = 16;      // the default and phase3 namespaces
+inline constexpr int kHardRecordsPerTask = 48;  // the hard namespace (hard_task.h)
+inline constexpr int kMaxRecordsPerTask = kHardRecordsPerTask;
+inline constexpr std::string_view kHardNamespace = "hard";
+// Records per task of a namespace (48 for `hard`, 16 otherwise).
+int records_per_task(std::string_view name_space);
+// The namespace a task id "syn-<namespace>-<type>-<index>" names (empty when the id has no such part).
+std::string_view task_namespace(std::string_view task_id);
 inline constexpr int kPlanLength = 3;
 
 // One record: a structured triple (the symbolic view) and its text rendering (the text view). The text
@@ -41,7 +48,7 @@ struct SyntheticTask {
   uint64_t seed = 0;   // task_seed(task_id)
   std::string target;  // the key the question asks about (code, the tracked key, step)
   std::string instruction;
-  std::vector<Record> records;
+  std::vector<Record> records;  // records_per_task(namespace of the id)
   std::string question;
   std::string answer;
   // 0-based indices of the records the answer is built from, in order: the FACT record, the target key's

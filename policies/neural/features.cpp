@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "engine/error.h"
+#include "policies/neural/raw_features.h"
 
 namespace crl::neural {
 
@@ -86,6 +87,12 @@ Featurizer::Featurizer(const std::vector<std::string>& symbols) {
   f_task_kept_ = at++;
   f_bias_ = at++;
   inputs_ = at;
+}
+
+Featurizer::Featurizer(const std::vector<std::string>& symbols, std::shared_ptr<const RawFeaturizer> raw)
+    : Featurizer(symbols) {
+  raw_ = std::move(raw);
+  if (raw_) inputs_ = raw_->inputs();
 }
 
 ParsedContext Featurizer::parse(std::span<const TokenId> t) const {
@@ -180,6 +187,7 @@ void Featurizer::fill_row(const ParsedContext& context, const Candidate& c, int 
 
 void Featurizer::summary_slot(const ParsedContext& context, int slot, const Chosen& chosen,
                               std::vector<Candidate>& candidates, RowMatrix& rows) const {
+  if (raw_) return raw_->summary_slot(context, slot, chosen, candidates, rows);
   candidates.clear();
   for (int i = 0; i < records_; ++i) {
     if (!context.records[i].present) continue;
@@ -196,6 +204,7 @@ void Featurizer::summary_slot(const ParsedContext& context, int slot, const Chos
 
 void Featurizer::answer_slot(const ParsedContext& context, int slot, const Chosen& chosen,
                              std::vector<Candidate>& candidates, RowMatrix& rows) const {
+  if (raw_) return raw_->answer_slot(context, slot, chosen, candidates, rows);
   candidates.clear();
   // An answer is read in order of appearance: each slot points after the previous slot's record.
   int last = -1;

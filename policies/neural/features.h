@@ -20,6 +20,7 @@
 // kind and key (one-hot), its index (one-hot and i/15), key == the task's key, latest record of its key,
 // latest of its kind, after the last record chosen in this decision sequence; the task type (one-hot, or
 // unknown), the slot (one-hot), how many records were chosen (one-hot, 0..4+), task kept, and a constant 1.
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,11 +58,16 @@ struct Chosen {
   bool task = false;
 };
 
+class RawFeaturizer;  // raw_features.h
+
 class Featurizer {
  public:
   // Reads the vocabulary of the synthetic suite's symbolic view. Throws crl::Error naming the first missing
   // symbol when `symbols` is another vocabulary.
   explicit Featurizer(const std::vector<std::string>& symbols);
+  // The shortcut-free view (`features: raw`, raw_features.h): the same parse and choose, its candidates and
+  // rows. make_featurizer() (raw_features.h) picks the view by name.
+  Featurizer(const std::vector<std::string>& symbols, std::shared_ptr<const RawFeaturizer> raw);
   int inputs() const { return inputs_; }
 
   ParsedContext parse(std::span<const TokenId> tokens) const;
@@ -83,6 +89,7 @@ class Featurizer {
  private:
   void fill_row(const ParsedContext& context, const Candidate& c, int slot, const Chosen& chosen,
                 RowMatrix& rows, int r) const;
+  std::shared_ptr<const RawFeaturizer> raw_;  // set: the raw view fills the slots
   // Per-id lookups (-1 when the id is not of that class).
   std::vector<int> rec_of_, keep_of_, kind_of_, key_of_, type_of_;
   std::vector<TokenId> keep_token_;  // record index -> keep:<i>

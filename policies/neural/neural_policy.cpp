@@ -4,6 +4,7 @@
 
 #include "engine/error.h"
 #include "policies/neural/cuda/network_cuda.h"
+#include "policies/neural/raw_features.h"
 
 namespace crl::neural {
 
@@ -42,7 +43,9 @@ struct RoleBuilder {
 }  // namespace
 
 NeuralPolicy::NeuralPolicy(const PolicyTarget& target, NeuralConfig config)
-    : config_(config), featurizer_(target.env != nullptr ? target.env->symbols : std::vector<std::string>{}) {
+    : config_(config),
+      featurizer_(make_featurizer(config.features,  // issue 15: default | raw (raw_features.h)
+                                  target.env != nullptr ? target.env->symbols : std::vector<std::string>{})) {
   if (target.env == nullptr || target.codec == nullptr || target.codec->view_name() != "symbolic") {
     throw Error("policy \"neural\"", "view", "needs the symbolic view (view: \"symbolic\")");
   }
@@ -95,6 +98,9 @@ Decision NeuralPolicy::decide(const Request& request) const {
     return candidates[k].token;
   };
   Chosen chosen;
+  // Issue 15: the `summary: rule | none` baselines summarize without the network (rule_summarizer.h).
+  if (request.role == Role::kSummarize && config_.fixed_summary)
+    return config_.fixed_summary->decide(context, request.max_new_tokens);
   if (request.role == Role::kSummarize) {
     for (int slot = 0; slot < request.max_new_tokens; ++slot) {
       f.summary_slot(context, slot, chosen, candidates, rows);
@@ -309,12 +315,21 @@ const PolicyRegistrar kRegistrar(
      {{"hidden", ParamType::kInt, "64", "hidden units of each role's network"},
       {"frozen_summary", ParamType::kBool, "false",
        "never update the summary network's actor (it stays uniform over its candidates: the control arm)"},
-      {"backend", ParamType::kString, "cpu", "cpu | cuda: where training runs forward and backward"}},
+      {"backend", ParamType::kString, "cpu", "cpu | cuda: where training runs forward and backward"},
+      {"features", ParamType::kString, "default",
+       "default | raw: raw gives the network only record and question fields (raw_features.h)"},
+      {"summary", ParamType::kString, "learned",
+       "learned | frozen | rule | none: who writes summaries (rule_summarizer.h; frozen = frozen_summary)"}},
      [](const Params& params, const PolicyTarget& target) -> std::unique_ptr<Policy> {
        NeuralConfig config;
        config.hidden = static_cast<int>(params.get_int("hidden"));
        config.frozen_summary = params.get_bool("frozen_summary");
        config.backend = learners::parse_backend(params.get_string("backend"), "policy \"neural\"", "backend");
+       // Issue 15: the feature view and the summary baselines; fixed summaries never train the summary actor.
+       config.features = params.get_string("features");
+       const SummaryMode summary = parse_summary_mode(params.get_string("summary"));
+       if (summary != SummaryMode::kLearned) config.frozen_summary = true;
+       if (target.env != nullptr) config.fixed_summary = make_fixed_summarizer(summary, target.env->symbols);
        return std::make_unique<NeuralPolicy>(target, config);
      }});
 }  // namespace

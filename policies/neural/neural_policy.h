@@ -32,6 +32,7 @@
 
 #include "policies/neural/features.h"
 #include "policies/neural/network.h"
+#include "policies/neural/rule_summarizer.h"
 #include "policies/policy.h"
 #include "policies/trainable.h"
 
@@ -41,6 +42,10 @@ struct NeuralConfig {
   int hidden = 64;
   bool frozen_summary = false;
   learners::Backend backend = learners::Backend::kCpu;  // where train() runs forward and backward
+  // Issue 15 (hard suite): the feature view (default | raw, raw_features.h) and a fixed summarizer for the
+  // `summary: rule | none` baselines (rule_summarizer.h; null: the network summarizes).
+  std::string features = "default";
+  std::shared_ptr<const RuleSummarizer> fixed_summary;
 };
 
 // One batch of decisions of one head, rebuilt from trajectories, with the token each decision answers.
