@@ -30,8 +30,16 @@
 
 namespace crl {
 
+// How a decision draws its random number (see the header comment and policies/tabular/README.md).
+enum class TabularExploration {
+  kPerVisit,    // a fresh draw at every decision (stream ordinal = the engine's turn or compaction index)
+  kPerEpisode,  // one draw per (episode, role, memory state): every visit to a state repeats its choice
+};
+
 struct TabularConfig {
   bool frozen_summary = false;
+  TabularExploration exploration = TabularExploration::kPerVisit;
+  double entropy = 0.0;  // entropy bonus coefficient beta (>= 0) of every actor update
 };
 
 // The table cell behind one trainable token: which role decided, in which memory state, and what it chose
@@ -67,6 +75,10 @@ class TabularPolicy final : public Policy, public Trainable {
   // One SGD step on -A log pi(action | memory): logits += lr * A * (onehot(action) - pi). A no-op for the
   // summary role in frozen-summary mode.
   void actor_step(const TabularCell& cell, double advantage, double lr);
+  // One SGD step on -beta H(pi(. | memory)) with beta = config().entropy: logits += lr * beta * dH/dlogits,
+  // dH/dlogit_j = -pi_j (log pi_j + H). A no-op when beta is 0 and for the summary role in frozen-summary
+  // mode.
+  void entropy_step(const TabularCell& cell, double lr);
   // One SGD step on (V - G)^2 / 2: V += lr * (G - V).
   void critic_step(const TabularCell& cell, double target, double lr);
 
