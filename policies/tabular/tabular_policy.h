@@ -11,14 +11,22 @@
 //
 // act() reads the request's prompt symbols only. An execution request whose prompt does not end with the
 // QUERY symbol gets the forced CONTINUE action (Decision.forced, never trained); otherwise it samples the
-// answer, and a summary request samples m', each with Rng(request.stream) and a categorical draw from the
-// logits. Each sampled token carries its log-probability and the critic value V(role, m).
+// answer, and a summary request samples m', each with a categorical draw from the logits. Exploration
+// per_visit (default) draws from Rng(request.stream); per_episode replaces the stream's ordinal (the turn or
+// compaction index) by the memory state, so one episode makes one choice per (role, m) however often it
+// visits m. Each sampled token carries its log-probability (the marginal pi(a | m) either way) and the
+// critic value V(role, m).
 //
 // Learning happens between batches, never inside act(): the scenario runner computes the learner's
 // advantages and returns for a batch of trajectories and then calls train() (policies/trainable.h), which
-// calls actor_step() / critic_step() for each trainable token in index order (plain SGD on the logits and
-// values). In frozen-summary mode the summary logits never change, so pi_S stays uniform (the control arm of
-// spec 2); the critic still learns. The checkpointed state is the four tables (doubles, exact bits).
+// calls actor_step() (then entropy_step()) / critic_step() for each trainable token in index order (plain
+// SGD on the logits and values). With per_episode exploration the actor pass takes one step per distinct
+// (role, m, choice) of each trajectory, with the mean advantage of its visits, because the episode's
+// log-likelihood counts that choice once. Why per_episode exists: with a fresh draw at each of 11 summaries
+// the learning signal at the uniform start is an order-11 saddle and two of three seeds collapse to a wrong
+// map (measured numbers in policies/tabular/README.md). In frozen-summary mode the summary logits never
+// change, so pi_S stays uniform (the control arm of spec 2); the critic still learns. The checkpointed state
+// is the four tables (doubles, exact bits).
 #include <memory>
 #include <span>
 #include <string>
