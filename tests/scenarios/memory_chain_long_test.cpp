@@ -44,7 +44,7 @@ ScenarioSpec reduced(int64_t episodes, int64_t eval, const std::vector<std::stri
 
 TEST(MemoryChainLong, SeedsThatNeverLearnedWithPerVisitDrawsLearn) {
   // Seeds 17 and 29 are the two of 7/17/29 where the per-visit policy collapses to a non-injective summary
-  // map within 100 episodes and stays at chance (50.5 / 48.9 % after 3,000 episodes, 50.8 / 49.1 % after
+  // map within 100 episodes and stays at chance (50.5 / 48.9 % after 3,000 episodes, 50.6 / 48.9 % after
   // 12,000). With per-episode draws and the entropy bonus both pass 90 % within 500 episodes.
   RunOptions options;
   options.threads = 2;
