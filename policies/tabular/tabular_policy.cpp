@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "engine/error.h"
 
@@ -28,6 +30,10 @@ double log_softmax_at(const double* logits, int n, int i) {
   return logits[i] - max_logit - std::log(total);
 }
 
+// Per-episode exploration keys a decision's stream by its memory state instead of the engine's ordinal (the
+// turn or compaction index). The high bit keeps these ordinals apart from the engine's small ones.
+constexpr uint64_t kPerEpisodeOrdinal = uint64_t{1} << 63;
+
 }  // namespace
 
 TabularPolicy::TabularPolicy(const PolicyTarget& target, TabularConfig config) : config_(config) {
@@ -48,6 +54,10 @@ TabularPolicy::TabularPolicy(const PolicyTarget& target, TabularConfig config) :
     ++arity_;
   }
   if (arity_ < 2) throw Error("policy \"tabular\"", "env", "needs at least two values V0, V1");
+  if (!std::isfinite(config_.entropy) || config_.entropy < 0.0) {
+    throw Error("policy \"tabular\"", "entropy",
+                "value " + std::to_string(config_.entropy) + " is not a finite number >= 0");
+  }
   for (Role role : {Role::kExecute, Role::kSummarize}) {
     logits_[role_index(role)].assign(static_cast<size_t>(memory_states() * actions(role)), 0.0);
     values_[role_index(role)].assign(static_cast<size_t>(memory_states()), 0.0);
@@ -94,7 +104,9 @@ Decision TabularPolicy::sample(Role role, int memory, const StreamKey& stream) c
   if (greedy_) {
     for (int a = 1; a < actions(role); ++a) action = row[a] > row[action] ? a : action;
   } else {
-    Rng rng(stream);
+    StreamKey key = stream;
+    if (config_.exploration == TabularExploration::kPerEpisode) key.ordinal = kPerEpisodeOrdinal + memory;
+    Rng rng(key);
     action = rng.categorical(row, actions(role));
   }
   Decision decision;
@@ -154,6 +166,17 @@ void TabularPolicy::actor_step(const TabularCell& c, double advantage, double lr
   for (int j = 0; j < actions(c.role); ++j) row[j] += lr * advantage * ((j == c.action ? 1.0 : 0.0) - p[j]);
 }
 
+void TabularPolicy::entropy_step(const TabularCell& c, double lr) {
+  if (config_.entropy == 0.0 || (c.role == Role::kSummarize && config_.frozen_summary)) return;
+  const std::vector<double> p = probabilities(c.role, c.memory);
+  double entropy = 0.0;
+  for (double q : p) entropy -= q > 0.0 ? q * std::log(q) : 0.0;
+  double* row = logits(c.role, c.memory);
+  for (int j = 0; j < actions(c.role); ++j) {
+    if (p[j] > 0.0) row[j] -= lr * config_.entropy * p[j] * (std::log(p[j]) + entropy);
+  }
+}
+
 void TabularPolicy::critic_step(const TabularCell& c, double target, double lr) {
   double& v = values_[role_index(c.role)][c.memory];
   v += lr * (target - v);
@@ -169,16 +192,39 @@ void TabularPolicy::initialize(uint64_t /*seed: the tables start at zero*/) {
 void TabularPolicy::train(const TrainStep& step) {
   size_t token = 0;
   const bool actor_pass = step.kind == learners::UpdateKind::kActor;
+  const bool per_episode = config_.exploration == TabularExploration::kPerEpisode;
+  // Per-episode exploration: a trajectory made each (role, memory, action) choice once, however often it
+  // visited the state, so its log-likelihood counts that choice once; the actor step uses the mean of the
+  // visits' advantages (all equal when lambda = 1). Cells are updated in the order of their first visit.
+  std::vector<TabularCell> order;
+  std::map<std::tuple<int, int, int>, std::pair<double, int>> visits;
   for (const Trajectory& t : *step.trajectories) {
+    order.clear();
+    visits.clear();
     for (const Segment& seg : t.segments) {
       for (size_t i = 0; i < seg.response_ids.size(); ++i, ++token) {
         const bool actor = seg.actor_mask[i] != 0, critic = seg.critic_mask[i] != 0;
         if (actor_pass && actor) {
-          actor_step(cell(seg, i), step.targets->advantages[token], step.actor_lr);
+          const TabularCell c = cell(seg, i);
+          const double advantage = step.targets->advantages[token];
+          if (!per_episode) {
+            actor_step(c, advantage, step.actor_lr);
+            entropy_step(c, step.actor_lr);
+            continue;
+          }
+          auto [it, fresh] = visits.try_emplace({role_index(c.role), c.memory, c.action}, 0.0, 0);
+          if (fresh) order.push_back(c);
+          it->second.first += advantage;
+          ++it->second.second;
         } else if (!actor_pass && critic) {
           critic_step(cell(seg, i), step.targets->returns[token], step.critic_lr);
         }
       }
+    }
+    for (const TabularCell& c : order) {
+      const auto& [sum, count] = visits.at({role_index(c.role), c.memory, c.action});
+      actor_step(c, sum / count, step.actor_lr);
+      entropy_step(c, step.actor_lr);
     }
   }
 }
@@ -224,9 +270,23 @@ namespace {
 const PolicyRegistrar kRegistrar(
     {"tabular",
      "tabular softmax actor-critic keyed by the memory symbol (memory chain, symbolic view)",
-     {{"frozen_summary", ParamType::kBool, "false", "keep the summary policy uniform (the control arm)"}},
+     {{"frozen_summary", ParamType::kBool, "false", "keep the summary policy uniform (the control arm)"},
+      {"exploration", ParamType::kString, "per_visit",
+       "per_visit: a fresh draw at every decision; per_episode: one draw per (episode, role, memory state), "
+       "each such choice trained once per episode (long chains, see policies/tabular/README.md)"},
+      {"entropy", ParamType::kDouble, "0", "entropy bonus coefficient (>= 0) of every actor update"}},
      [](const Params& params, const PolicyTarget& target) -> std::unique_ptr<Policy> {
-       return std::make_unique<TabularPolicy>(target, TabularConfig{params.get_bool("frozen_summary")});
+       TabularConfig config;
+       config.frozen_summary = params.get_bool("frozen_summary");
+       const std::string& exploration = params.get_string("exploration");
+       if (exploration == "per_episode") {
+         config.exploration = TabularExploration::kPerEpisode;
+       } else if (exploration != "per_visit") {
+         throw Error("policy \"tabular\"", "exploration",
+                     "value " + quote(exploration) + " is not one of per_visit, per_episode");
+       }
+       config.entropy = params.get_double("entropy");
+       return std::make_unique<TabularPolicy>(target, config);
      }});
 }  // namespace
 

@@ -11,14 +11,22 @@
 //
 // act() reads the request's prompt symbols only. An execution request whose prompt does not end with the
 // QUERY symbol gets the forced CONTINUE action (Decision.forced, never trained); otherwise it samples the
-// answer, and a summary request samples m', each with Rng(request.stream) and a categorical draw from the
-// logits. Each sampled token carries its log-probability and the critic value V(role, m).
+// answer, and a summary request samples m', each with a categorical draw from the logits. Exploration
+// per_visit (default) draws from Rng(request.stream); per_episode replaces the stream's ordinal (the turn or
+// compaction index) by the memory state, so one episode makes one choice per (role, m) however often it
+// visits m. Each sampled token carries its log-probability (the marginal pi(a | m) either way) and the
+// critic value V(role, m).
 //
 // Learning happens between batches, never inside act(): the scenario runner computes the learner's
 // advantages and returns for a batch of trajectories and then calls train() (policies/trainable.h), which
-// calls actor_step() / critic_step() for each trainable token in index order (plain SGD on the logits and
-// values). In frozen-summary mode the summary logits never change, so pi_S stays uniform (the control arm of
-// spec 2); the critic still learns. The checkpointed state is the four tables (doubles, exact bits).
+// calls actor_step() (then entropy_step()) / critic_step() for each trainable token in index order (plain
+// SGD on the logits and values). With per_episode exploration the actor pass takes one step per distinct
+// (role, m, choice) of each trajectory, with the mean advantage of its visits, because the episode's
+// log-likelihood counts that choice once. Why per_episode exists: with a fresh draw at each of 11 summaries
+// the learning signal at the uniform start is an order-11 saddle and two of three seeds collapse to a wrong
+// map (measured numbers in policies/tabular/README.md). In frozen-summary mode the summary logits never
+// change, so pi_S stays uniform (the control arm of spec 2); the critic still learns. The checkpointed state
+// is the four tables (doubles, exact bits).
 #include <memory>
 #include <span>
 #include <string>
@@ -30,8 +38,16 @@
 
 namespace crl {
 
+// How a decision draws its random number (see the header comment and policies/tabular/README.md).
+enum class TabularExploration {
+  kPerVisit,    // a fresh draw at every decision (stream ordinal = the engine's turn or compaction index)
+  kPerEpisode,  // one draw per (episode, role, memory state): every visit to a state repeats its choice
+};
+
 struct TabularConfig {
   bool frozen_summary = false;
+  TabularExploration exploration = TabularExploration::kPerVisit;
+  double entropy = 0.0;  // entropy bonus coefficient beta (>= 0) of every actor update
 };
 
 // The table cell behind one trainable token: which role decided, in which memory state, and what it chose
@@ -67,6 +83,10 @@ class TabularPolicy final : public Policy, public Trainable {
   // One SGD step on -A log pi(action | memory): logits += lr * A * (onehot(action) - pi). A no-op for the
   // summary role in frozen-summary mode.
   void actor_step(const TabularCell& cell, double advantage, double lr);
+  // One SGD step on -beta H(pi(. | memory)) with beta = config().entropy: logits += lr * beta * dH/dlogits,
+  // dH/dlogit_j = -pi_j (log pi_j + H). A no-op when beta is 0 and for the summary role in frozen-summary
+  // mode.
+  void entropy_step(const TabularCell& cell, double lr);
   // One SGD step on (V - G)^2 / 2: V += lr * (G - V).
   void critic_step(const TabularCell& cell, double target, double lr);
 

@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "engine/error.h"
 #include "engine/runner.h"
 #include "envs/memory_chain/memory_chain.h"
 #include "envs/registry.h"
+#include "learners/batch.h"
+#include "learners/learner.h"
 #include "policies/rollout.h"
 
 namespace crl {
@@ -189,6 +193,117 @@ TEST(TabularPolicy, CellsOfARecordedEpisodeNameTheMemoryAndTheChoice) {
   EXPECT_THROW(policy.cell(t.segments[3], 0), Error);  // a forced CONTINUE is no decision of the policy
 }
 
+// One episode of the 96-step chain with a reset every 8 steps (11 summaries), played by `policy`.
+Trajectory eleven_summaries(const Fixture& f, const Policy& policy, uint64_t seed, const std::string& task) {
+  EpisodeConfig config;
+  config.budget = memory_chain_symbolic_budget();
+  config.budget.tail_k = 2;
+  config.budget.max_compactions = 11;
+  config.seed = seed;
+  Episode episode(make_env("memory_chain", {{"reset_period", "8"}}), f.codec, config);
+  episode.start(Task{task, 0, ""});
+  Episode* episodes[] = {&episode};
+  drive(episodes, policy);
+  return episode.finish();
+}
+
+// The memory each summary saw and the choice it made, in order.
+std::vector<std::pair<int, int>> summary_choices(const TabularPolicy& policy, const Trajectory& t) {
+  std::vector<std::pair<int, int>> out;
+  for (const Segment& seg : t.segments) {
+    if (seg.kind != SegmentKind::kSummary) continue;
+    const TabularCell c = policy.cell(seg, 0);
+    out.emplace_back(c.memory, c.action);
+  }
+  return out;
+}
+
+TEST(TabularPolicy, PerEpisodeExplorationRepeatsTheChoiceOfEachState) {
+  // Per-visit draws give a state different choices within one episode; per-episode draws never do, and a
+  // state's choice still follows pi (uniform here: all three actions appear over many episodes).
+  Fixture f;
+  TabularConfig per_episode;
+  per_episode.exploration = TabularExploration::kPerEpisode;
+  const TabularPolicy consistent(f.target, per_episode), fresh(f.target, {});
+  int fresh_repeats_broken = 0;
+  std::set<int> actions_of_v0;
+  for (int e = 0; e < 40; ++e) {
+    const std::string task = "t" + std::to_string(e);
+    for (const auto* policy : {&consistent, &fresh}) {
+      const Trajectory t = eleven_summaries(f, *policy, 7, task);
+      const auto choices = summary_choices(*policy, t);
+      ASSERT_EQ(choices.size(), 11u);
+      std::map<int, int> choice_of;
+      bool broken = false;
+      for (const auto& [memory, action] : choices) {
+        const auto [it, fresh_state] = choice_of.try_emplace(memory, action);
+        broken |= !fresh_state && it->second != action;
+      }
+      if (policy == &consistent) {
+        EXPECT_FALSE(broken) << task;
+        if (choice_of.count(0)) actions_of_v0.insert(choice_of[0]);
+      } else {
+        fresh_repeats_broken += broken ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(fresh_repeats_broken, 20);
+  EXPECT_EQ(actions_of_v0.size(), 3u);
+  // Same stream, same memory: the same decision whatever the ordinal.
+  PromptRequest a(Role::kSummarize, {kMcSystem, kMcResume, kMcValue0 + 1, kMcSummarize}, 3);
+  PromptRequest b(Role::kSummarize, {kMcSystem, kMcResume, kMcValue0 + 1, kMcSummarize}, 9);
+  EXPECT_EQ(act_one(consistent, a.request).tokens, act_one(consistent, b.request).tokens);
+}
+
+TEST(TabularPolicy, PerEpisodeTrainingCountsEachChoiceOncePerEpisode) {
+  // An episode that visits a state 11 times made one choice there: one actor step with the mean advantage,
+  // not 11 (per-visit training takes one step per token).
+  Fixture f;
+  TabularConfig per_episode;
+  per_episode.exploration = TabularExploration::kPerEpisode;
+  TabularPolicy consistent(f.target, per_episode), fresh(f.target, {}), reference(f.target, {});
+  std::vector<Trajectory> batch;
+  for (int e = 0; batch.empty(); ++e) {  // an episode whose summaries all see the same memory
+    Trajectory t = eleven_summaries(f, consistent, 17, "same-" + std::to_string(e));
+    const auto choices = summary_choices(consistent, t);
+    if (choices.front().first == choices.front().second) batch.push_back(std::move(t));
+  }
+  const auto [memory, action] = summary_choices(consistent, batch[0]).front();
+  const learners::Batch flat = learners::make_batch(batch);
+  learners::Advantages targets;
+  targets.advantages.assign(flat.actor_mask.size(), 0.5);
+  targets.returns.assign(flat.actor_mask.size(), 1.0);
+  const TrainStep step{&batch, &flat, &targets, nullptr, learners::UpdateKind::kActor, 0.5, 0.2};
+  consistent.train(step);
+  fresh.train(step);
+  reference.actor_step({Role::kSummarize, memory, action}, 0.5, 0.5);
+  for (int a = 0; a < 3; ++a) {
+    EXPECT_NEAR(consistent.probabilities(Role::kSummarize, memory)[a],
+                reference.probabilities(Role::kSummarize, memory)[a], 1e-12);
+  }
+  EXPECT_GT(fresh.probabilities(Role::kSummarize, memory)[action],
+            consistent.probabilities(Role::kSummarize, memory)[action] + 0.1);
+}
+
+TEST(TabularPolicy, EntropyStepPullsTowardsUniform) {
+  Fixture f;
+  TabularConfig with_entropy;
+  with_entropy.entropy = 0.1;
+  TabularPolicy policy(f.target, with_entropy), none(f.target, {});
+  for (TabularPolicy* p : {&policy, &none}) p->actor_step({Role::kSummarize, 0, 0}, 4.0, 0.5);
+  const double before = policy.probabilities(Role::kSummarize, 0)[0];
+  policy.entropy_step({Role::kSummarize, 0, 0}, 0.5);
+  none.entropy_step({Role::kSummarize, 0, 0}, 0.5);
+  const std::vector<double> p = policy.probabilities(Role::kSummarize, 0);
+  EXPECT_LT(p[0], before);
+  EXPECT_NEAR(p[0] + p[1] + p[2], 1.0, 1e-12);
+  EXPECT_NEAR(p[1], p[2], 1e-12);
+  EXPECT_EQ(none.probabilities(Role::kSummarize, 0)[0], before);  // beta 0: no change
+  // At uniform the entropy gradient is zero.
+  policy.entropy_step({Role::kSummarize, 1, 0}, 0.5);
+  EXPECT_NEAR(policy.probabilities(Role::kSummarize, 1)[0], 1.0 / 3, 1e-15);
+}
+
 TEST(TabularPolicy, TablesFollowTheFactArity) {
   const auto env = make_env("memory_chain", {{"fact_arity", "3"}});
   const auto codec = make_codec("symbolic", env->spec());
@@ -214,6 +329,20 @@ TEST(TabularPolicy, NeedsTheSymbolicMemoryChainVocabulary) {
   EXPECT_THROW(TabularPolicy(PolicyTarget{&other, make_symbolic_codec(other)}, {}), Error);
   EXPECT_THROW(make_policy("tabular", {{"frozen", "true"}}, f.target), Error);
   EXPECT_NO_THROW(make_policy("tabular", {{"frozen_summary", "true"}}, f.target));
+  EXPECT_NO_THROW(make_policy("tabular", {{"exploration", "per_episode"}, {"entropy", "0.05"}}, f.target));
+  auto message = [&](const std::map<std::string, std::string>& params) {
+    try {
+      make_policy("tabular", params, f.target);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(
+      message({{"exploration", "sometimes"}}).find("\"sometimes\" is not one of per_visit, per_episode"),
+      std::string::npos);
+  EXPECT_NE(message({{"entropy", "-0.5"}}).find("entropy"), std::string::npos);
+  EXPECT_NE(message({{"entropy", "nan"}}).find("entropy"), std::string::npos);
 }
 
 }  // namespace
