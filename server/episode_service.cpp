@@ -235,7 +235,7 @@ proto::StepResponse EpisodeService::apply_step(Session& s, const proto::StepRequ
     }
     return s.last_response;
   }
-  if (s.restored && request.turn_id() > s.next_turn_id) {
+  if (s.restored && s.next_turn_id == s.restored_from_turn && request.turn_id() > s.next_turn_id) {
     // Acknowledged turns after the last snapshot died with the backend that held the episode: say so, and
     // where to resume, rather than a bare bad_turn_id.
     throw ApiError(409, "steps_lost",

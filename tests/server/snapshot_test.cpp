@@ -154,9 +154,15 @@ TEST(Snapshot, KilledBackendLosesOnlyTheStepsAfterItsLastPeriodicSnapshotAndSays
   EXPECT_EQ(state.restored_from_turn(), 4u);
   EXPECT_EQ(state.current().next_turn_id(), 4u);
   EXPECT_EQ(state.current().state_hash(), ref.hashes[4]);
-  // Resumed from turn 4, the episode is the uninterrupted one.
+  // Resumed from turn 4, the episode is the uninterrupted one (and a turn_id off later is a plain
+  // bad_turn_id: nothing was lost since).
   r = answers[4];
-  size_t turn = 4;
+  r = b.step(id, next_step(r, fact));
+  proto::StepRequest far = next_step(r, fact);
+  far.set_turn_id(far.turn_id() + 3);
+  expect_error([&] { b.step(id, far); }, 409, "bad_turn_id");
+  size_t turn = 5;
+  ASSERT_EQ(r.state_hash(), ref.hashes[5]);
   while (r.kind() != "done") {
     r = b.step(id, next_step(r, fact));
     ASSERT_EQ(r.state_hash(), ref.hashes[++turn]);
