@@ -3,6 +3,9 @@
 // scripts and tests read it there). SIGTERM or SIGINT drains the requests in flight and exits 0; at the
 // --drain-timeout deadline, requests still running are answered 503 drain_deadline and the process exits 0
 // at once, without waiting for the environment code still blocked in them (server/http_server.h).
+// --snapshot-dir DIR: sessions are snapshotted to DIR (every --snapshot-every steps, and all of them once the
+// drain is over, before the process exits) and restored from there by any backend sharing DIR
+// (server/snapshot_store.h, server/session_restore.cpp).
 // --ui turns on the viewer's lists of live episodes and recent exports (server/ui_routes.h says why
 // they are opt-in).
 #include <malloc.h>
@@ -74,6 +77,13 @@ int serve_command(const std::vector<std::string>& args) {
       "keep-exports", po::value(&service.keep_exports)->default_value(service.keep_exports),
       "with --ui: finished episodes whose export is kept for /ui after DELETE or the reaper (0: none)")(
 
+      "snapshot-dir", po::value(&service.snapshot_dir),
+      "DIR shared by the backends of a fleet: sessions are snapshotted there (every --snapshot-every steps "
+      "and "
+      "all at SIGTERM) and a request for an episode this server does not hold restores it from there "
+      "(deploy/README.md)")(
+      "snapshot-every", po::value(&service.snapshot_every)->default_value(service.snapshot_every),
+      "with --snapshot-dir: snapshot a session after every N-th step (0: only when draining at SIGTERM)")(
       "backend-tag", po::value(&service.backend_tag),
       "[a-z0-9]{1,16}: put into every episode id (ep-TAG-<hex>) so that HAProxy routes a path naming an "
       "episode to this server ('crl deploy haproxy', deploy/README.md)")(
@@ -114,6 +124,10 @@ int serve_command(const std::vector<std::string>& args) {
   if (vm.count("backend-tag") && service.backend_tag.empty())
     throw Error("option --backend-tag", "", "value must not be empty");
   server::check_backend_tag(service.backend_tag);
+  if (vm.count("snapshot-dir") && service.snapshot_dir.empty())
+    throw Error("option --snapshot-dir", "", "value must not be empty");
+  if (!vm["snapshot-every"].defaulted() && service.snapshot_dir.empty())
+    throw Error("option --snapshot-every", "", "needs --snapshot-dir");
   chat_template_by_name(service.chat_template);  // an unknown name fails here, naming the option
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;
@@ -138,8 +152,15 @@ int serve_command(const std::vector<std::string>& args) {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   mallopt(M_TOP_PAD, 16 << 20);
   server::HttpServer server(http, episodes);
+  episodes.set_snapshot_address(http.host + ":" + std::to_string(server.port()));
   std::cout << "listening on " << http.host << ":" << server.port() << std::endl;
   server.run();
+  if (!service.snapshot_dir.empty()) {
+    // The drain's last act: every session's snapshot, before the process (and its liveness lock) goes, so
+    // that the backend that next receives a request for one restores it with nothing lost.
+    const size_t written = episodes.snapshot_all();
+    std::cerr << "crl serve: wrote " << written << " snapshot(s) to " << service.snapshot_dir << std::endl;
+  }
   if (const size_t unfinished = server.unfinished(); unfinished > 0) {
     // Blocked environment code cannot be waited for (that is what the deadline is for), nor can the service
     // be destroyed under it: leave now. Sandboxed children die with the process (PDEATHSIG).

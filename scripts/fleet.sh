@@ -5,6 +5,8 @@
 #   scripts/fleet.sh status   lists them
 # Environment: CRL_BIN (default build/crl), FLEET_DIR (default .fleet: pids, logs, haproxy.cfg), FLEET_PORT
 # (default 7400: HAProxy; backends on 7401 ..), FLEET_STATS_PORT (default 8404: HAProxy's /metrics, /stats).
+# CRL_SNAPSHOT_DIR: a folder shared by the backends (crl serve --snapshot-dir, with --snapshot-every
+# $CRL_SNAPSHOT_EVERY, default 8) and HAProxy configured with --snapshots (failover by restore; deploy/README.md).
 # Loopback only. Waits are bounded (10 s per process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,12 @@ crl=${CRL_BIN:-build/crl}
 dir=${FLEET_DIR:-.fleet}
 base=${FLEET_PORT:-7400}
 stats=${FLEET_STATS_PORT:-8404}
+snapshots=()
+deploy_snapshots=()
+if [ -n "${CRL_SNAPSHOT_DIR:-}" ]; then
+  snapshots=(--snapshot-dir "$CRL_SNAPSHOT_DIR" --snapshot-every "${CRL_SNAPSHOT_EVERY:-8}")
+  deploy_snapshots=(--snapshots)
+fi
 
 wait_http() {  # URL: waits up to 10 s for a 200
   for _ in $(seq 100); do
@@ -50,12 +58,12 @@ up() {
   local backends=()
   for ((i = 0; i < n; i++)); do
     local port=$((base + 1 + i))
-    "$crl" serve --host 127.0.0.1 --port "$port" --backend-tag "b$i" >"$dir/b$i.log" 2>&1 &
+    "$crl" serve --host 127.0.0.1 --port "$port" --backend-tag "b$i" "${snapshots[@]}" >"$dir/b$i.log" 2>&1 &
     echo $! >"$dir/b$i.pid"
     backends+=(--backend "b$i=127.0.0.1:$port")
   done
   for ((i = 0; i < n; i++)); do wait_http "http://127.0.0.1:$((base + 1 + i))/health" || { down; exit 1; }; done
-  "$crl" deploy haproxy --bind "127.0.0.1:$base" --stats-bind "127.0.0.1:$stats" "${backends[@]}" >"$dir/haproxy.cfg"
+  "$crl" deploy haproxy --bind "127.0.0.1:$base" --stats-bind "127.0.0.1:$stats" "${backends[@]}" "${deploy_snapshots[@]}" >"$dir/haproxy.cfg"
   haproxy -c -q -f "$dir/haproxy.cfg"
   haproxy -db -f "$dir/haproxy.cfg" >"$dir/haproxy.log" 2>&1 &
   echo $! >"$dir/haproxy.pid"

@@ -265,7 +265,8 @@ proto::StepResponse EpisodeService::create(const proto::CreateEpisodeRequest& re
   session->task_id = built.task.id;
   session->created_unix_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  sessions_.reserve();  // 429 when full
+  if (store_) session->create = request;  // --snapshot-dir: the first half of what rebuilds it
+  sessions_.reserve();                    // 429 when full
   try {
     start_episode(built);
     session->episode = std::move(built.episode);

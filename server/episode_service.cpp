@@ -71,6 +71,10 @@ EpisodeService::EpisodeService(ServiceOptions options)
       started_s_(now_s()) {
   check_env_params(options_);
   check_backend_tag(options_.backend_tag);
+  if (!options_.snapshot_dir.empty()) {
+    store_ = std::make_unique<SnapshotStore>(options_.snapshot_dir, options_.backend_tag,
+                                             options_.snapshot_address);
+  }
   metrics_.registry.gauge("crl_sessions_open", "Episodes open now.",
                           [this] { return static_cast<double>(sessions_.size()); });
 }
@@ -202,10 +206,21 @@ proto::StepResponse EpisodeService::step(const std::string& episode_id, const pr
                        "\" in the path",
                    "episode_id");
   }
-  const std::shared_ptr<Session> session = sessions_.find(episode_id);
+  const std::shared_ptr<Session> session = find_session(episode_id);
   std::lock_guard lock(session->mutex);
   Session& s = *locked_open(session);
   s.touch();
+  const uint32_t turn_before = s.next_turn_id;
+  proto::StepResponse out = apply_step(s, request, /*replay=*/false);
+  if (store_ && s.next_turn_id != turn_before) {
+    s.snapshot_current = false;
+    if (options_.snapshot_every > 0 && s.next_turn_id % options_.snapshot_every == 0) write_snapshot(s);
+  }
+  s.touch();
+  return out;
+}
+
+proto::StepResponse EpisodeService::apply_step(Session& s, const proto::StepRequest& request, bool replay) {
   const proto::Action& action = request.action();
   const std::string action_bytes = action.SerializeAsString();
 
@@ -219,6 +234,18 @@ proto::StepResponse EpisodeService::step(const std::string& episode_id, const pr
                      "turn_id");
     }
     return s.last_response;
+  }
+  if (s.restored && s.next_turn_id == s.restored_from_turn && request.turn_id() > s.next_turn_id) {
+    // Acknowledged turns after the last snapshot died with the backend that held the episode: say so, and
+    // where to resume, rather than a bare bad_turn_id.
+    throw ApiError(409, "steps_lost",
+                   "episode " + s.id + " was restored from a snapshot holding " +
+                       std::to_string(s.restored_from_turn) + " turns (its backend went away); turn_id " +
+                       std::to_string(request.turn_id()) + " is past it: turns " +
+                       std::to_string(s.next_turn_id) + " .. " + std::to_string(request.turn_id() - 1) +
+                       " were lost; resume with turn_id " + std::to_string(s.next_turn_id) +
+                       " (GET /v1/episodes/" + s.id + " gives the prompt)",
+                   "turn_id");
   }
   if (request.turn_id() != s.next_turn_id) {
     throw ApiError(409, "bad_turn_id",
@@ -301,8 +328,25 @@ proto::StepResponse EpisodeService::step(const std::string& episode_id, const pr
   s.has_last = true;
   s.last_action = action_bytes;
   s.last_response = out;
+  if (store_) {
+    // The action log of the snapshot: this request as SessionSnapshot.steps entry (field 15, length-
+    // delimited), appended to the bytes kept so far.
+    proto::StepRequest logged;
+    logged.set_turn_id(request.turn_id());
+    *logged.mutable_action() = action;
+    const std::string bytes = logged.SerializeAsString();
+    s.step_log += static_cast<char>((15 << 3) | 2);
+    for (uint64_t n = bytes.size();; n >>= 7) {
+      if (n < 0x80) {
+        s.step_log += static_cast<char>(n);
+        break;
+      }
+      s.step_log += static_cast<char>((n & 0x7f) | 0x80);
+    }
+    s.step_log += bytes;
+  }
+  if (replay) return out;
   after_request(s);
-  s.touch();
   metrics_.compactions->add(
       static_cast<uint64_t>(std::max(0, e.context().compactions() - compactions_before)));
   metrics_.action_tokens->add(decision.tokens.size());
@@ -334,6 +378,14 @@ void EpisodeService::after_request(Session& s) {
   proto::ExportResponse data = make_export(s);
   summary.set_segments(static_cast<uint32_t>(data.segments_size()));
   exports_.add(std::move(summary), std::move(data));
+}
+
+size_t EpisodeService::reap_idle() {
+  std::vector<std::string> reaped;
+  sessions_.reap_idle(&reaped);
+  for (const std::string& id : reaped) forget_snapshot(id);
+  metrics_.sessions_reaped->add(reaped.size());
+  return reaped.size();
 }
 
 proto::EpisodeList EpisodeService::list_episodes(size_t offset, size_t limit) {
@@ -400,7 +452,7 @@ proto::BatchStepResponse EpisodeService::batch_step(const proto::BatchStepReques
 }
 
 proto::EpisodeState EpisodeService::state(const std::string& episode_id) {
-  const std::shared_ptr<Session> session = sessions_.find(episode_id);
+  const std::shared_ptr<Session> session = find_session(episode_id);
   std::lock_guard lock(session->mutex);
   Session& s = *locked_open(session);
   s.touch();
@@ -421,11 +473,13 @@ proto::EpisodeState EpisodeService::state(const std::string& episode_id) {
   out.set_seed(s.episode->config().seed);
   out.set_group_index(s.episode->config().group_index);
   out.set_sample_index(s.episode->config().sample_index);
+  out.set_restored(s.restored);
+  out.set_restored_from_turn(s.restored_from_turn);
   return out;
 }
 
 proto::ExportResponse EpisodeService::export_segments(const std::string& episode_id) {
-  const std::shared_ptr<Session> session = sessions_.find(episode_id);
+  const std::shared_ptr<Session> session = find_session(episode_id);
   std::lock_guard lock(session->mutex);
   Session& s = *locked_open(session);
   s.touch();
@@ -466,9 +520,11 @@ proto::Segment EpisodeService::export_segment(const Trajectory& trajectory, size
 proto::DeleteResponse EpisodeService::remove(const std::string& episode_id) {
   proto::DeleteResponse out;
   out.set_episode_id(episode_id);
+  if (store_) find_session(episode_id);  // an episode held elsewhere or lost is not "deleted"
   if (!sessions_.erase(episode_id)) {
     throw ApiError(404, "unknown_episode", "no episode \"" + episode_id + "\"", "episode_id");
   }
+  forget_snapshot(episode_id);
   out.set_deleted(true);
   metrics_.sessions_deleted->add();
   return out;

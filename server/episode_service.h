@@ -25,6 +25,7 @@
 // mode), prompt_delta.h (append_ids), this file's .cpp (the step protocol).
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "engine/trajectory.h"
@@ -33,6 +34,7 @@
 #include "server/export_ring.h"
 #include "server/metrics.h"
 #include "server/session_table.h"
+#include "server/snapshot_store.h"
 
 namespace crl::server {
 
@@ -70,6 +72,14 @@ struct ServiceOptions {
   // `crl serve --backend-tag`: [a-z0-9]{1,16} put into every episode id ("ep-TAG-<32 hex>") so that a load
   // balancer routes a path naming an episode to this server (deploy/haproxy). Empty: "ep-<32 hex>".
   std::string backend_tag;
+  // `crl serve --snapshot-dir DIR --snapshot-every N` (server/snapshot_store.h; deploy/README.md): every
+  // session is snapshotted (creation request + action log + state hash) to DIR after every N-th applied step
+  // (0: only at the drain, snapshot_all()), and a request naming an episode this server does not hold is
+  // answered by restoring it from DIR by replay (the replay must reach the snapshot's state hash). Empty:
+  // off.
+  std::string snapshot_dir;
+  uint32_t snapshot_every = 0;
+  std::string snapshot_address;  // HOST:PORT of this server, written into ownership markers (messages only)
 };
 
 inline constexpr const char* kProtocolVersion = "1";
@@ -100,10 +110,14 @@ class EpisodeService {
   // against the LLM server of request.llm (policies/llm), and answers with every rollout's status and export.
   // Blocks the calling thread for the whole run; a failed LLM request fails its episode, not the call.
   proto::RolloutsResponse rollouts(const proto::RolloutsRequest& request);
-  size_t reap_idle() {
-    const size_t reaped = sessions_.reap_idle();
-    metrics_.sessions_reaped->add(reaped);
-    return reaped;
+  size_t reap_idle();
+  // The drain (`crl serve` after SIGTERM, once no request runs): writes the snapshot of every session whose
+  // snapshot is not current. Returns how many were written; failures are counted and reported on stderr.
+  // Without snapshot_dir: nothing.
+  size_t snapshot_all();
+  // HOST:PORT of this server for snapshot ownership markers (after binding; nothing without snapshot_dir).
+  void set_snapshot_address(const std::string& address) {
+    if (store_) store_->set_address(address);
   }
   // GET /metrics (server/metrics.h): counted here, in the router and in the HTTP layer.
   ServerMetrics& metrics() { return metrics_; }
@@ -137,6 +151,20 @@ class EpisodeService {
   // The answer describing what the trainer must do next; `full_prompt` always includes prompt_ids.
   proto::StepResponse describe(Session& session, bool full_prompt, std::span<const TokenId> action) const;
 
+  // The step protocol on a locked, open session: validates and applies one step (or answers a retry).
+  // `replay`: rebuilding from a snapshot (no metrics, no snapshot write).
+  proto::StepResponse apply_step(Session& s, const proto::StepRequest& request, bool replay);
+  // session_restore.cpp: the session named `id`, held here or restored from snapshot_dir (ApiError 404
+  // unknown_episode, 503 session_lost / session_held_elsewhere, 500 bad_snapshot / snapshot_mismatch).
+  std::shared_ptr<Session> find_session(const std::string& id);
+  std::shared_ptr<Session> restore(const std::string& id);
+  // Rebuilds the session of a snapshot read from `path` (checked against this server's configuration).
+  std::shared_ptr<Session> replay(const proto::SessionSnapshot& snapshot, const std::string& path);
+  // Writes the snapshot of a session (`s.mutex` held); false (counted, reported) when it fails.
+  bool write_snapshot(Session& s);
+  // Removes a session's snapshot files (DELETE, the reaper).
+  void forget_snapshot(const std::string& id);
+
   // The export of a finished episode (builds its trajectory once); `s.mutex` held.
   proto::ExportResponse make_export(Session& s) const;
   // Updates the list's counters after a request; with options_.ui, puts a newly finished episode's export in
@@ -147,6 +175,8 @@ class EpisodeService {
   SessionTable sessions_;
   ExportRing exports_;
   ServerMetrics metrics_;
+  std::unique_ptr<SnapshotStore> store_;  // with options_.snapshot_dir
+  std::mutex restore_mutex_;              // one restore at a time (two requests for one id restore it once)
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const Codec> text_codec_;
   double started_s_ = 0;

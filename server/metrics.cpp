@@ -152,6 +152,20 @@ ServerMetrics::ServerMetrics() {
                                  "Prompt tokens the LLM server reported as cached (usage cached_tokens).");
   llm_call_seconds = &r.histogram("crl_llm_call_duration_seconds",
                                   "Latency of one LLM request, retries included.", latency_buckets());
+  snapshot_writes = &r.counter("crl_snapshot_writes_total", "Session snapshots written (--snapshot-dir).");
+  snapshot_write_failures =
+      &r.counter("crl_snapshot_write_failures_total", "Session snapshots that could not be written.");
+  snapshot_write_seconds = &r.histogram(
+      "crl_snapshot_write_duration_seconds",
+      "Latency of one snapshot write (serialize, write, fsync, rename).",
+      {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5});
+  snapshot_restores = &r.counter("crl_snapshot_restores_total",
+                                 "Sessions restored from a snapshot by replay on this server.");
+  snapshot_restore_failures = &r.counter(
+      "crl_snapshot_restore_failures_total",
+      "Restores that failed: unreadable, foreign or corrupt snapshot files, replays off the state hash.");
+  snapshot_restore_seconds = &r.histogram("crl_snapshot_restore_duration_seconds",
+                                          "Latency of one restore (read, claim, replay).", latency_buckets());
 }
 
 void ServerMetrics::count_response(int status) {

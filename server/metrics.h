@@ -98,6 +98,13 @@ struct ServerMetrics {
   Counter* llm_tokens_received = nullptr;
   Counter* llm_cached_tokens = nullptr;  // the upstream's cached_tokens (prefix cache hits)
   Histogram* llm_call_seconds = nullptr;
+  // crl serve --snapshot-dir (server/snapshot_store.h).
+  Counter* snapshot_writes = nullptr;
+  Counter* snapshot_write_failures = nullptr;
+  Histogram* snapshot_write_seconds = nullptr;
+  Counter* snapshot_restores = nullptr;
+  Counter* snapshot_restore_failures = nullptr;
+  Histogram* snapshot_restore_seconds = nullptr;
 
   // One answer with this HTTP status (crl_http_responses_total{code,class}).
   void count_response(int status);

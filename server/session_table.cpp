@@ -66,12 +66,24 @@ std::string SessionTable::insert(std::shared_ptr<Session> session) {
   return id;
 }
 
+bool SessionTable::insert_restored(const std::string& id, std::shared_ptr<Session> session) {
+  std::lock_guard lock(mutex_);
+  --reserved_;
+  if (sessions_.count(id) != 0) return false;
+  session->id = id;
+  session->touch();
+  sessions_.emplace(id, std::move(session));
+  return true;
+}
+
+std::shared_ptr<Session> SessionTable::try_find(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
 std::shared_ptr<Session> SessionTable::find(const std::string& id) const {
-  {
-    std::lock_guard lock(mutex_);
-    auto it = sessions_.find(id);
-    if (it != sessions_.end()) return it->second;
-  }
+  if (std::shared_ptr<Session> found = try_find(id)) return found;
   throw ApiError(404, "unknown_episode",
                  "no episode \"" + id + "\" (never created, deleted, or reaped when idle)", "episode_id");
 }
@@ -90,7 +102,7 @@ bool SessionTable::erase(const std::string& id) {
   return true;
 }
 
-size_t SessionTable::reap_idle() {
+size_t SessionTable::reap_idle(std::vector<std::string>* reaped_ids) {
   std::vector<std::shared_ptr<Session>> reaped;
   {
     std::lock_guard lock(mutex_);
@@ -99,6 +111,7 @@ size_t SessionTable::reap_idle() {
       if (s.idle_seconds() > idle_timeout_s_ && s.mutex.try_lock()) {
         s.closed = true;
         s.mutex.unlock();
+        if (reaped_ids != nullptr) reaped_ids->push_back(it->first);
         reaped.push_back(std::move(it->second));
         it = sessions_.erase(it);
       } else {

@@ -49,6 +49,13 @@ struct Session {
   proto::StepResponse last_response;     // its answer, returned again for a retry
   std::optional<Trajectory> trajectory;  // built once the episode is done and exported
   bool closed = false;
+  // With --snapshot-dir (server/snapshot_store.h): what rebuilds the episode by replay. Guarded by `mutex`.
+  proto::CreateEpisodeRequest create;  // as the client sent it
+  std::string step_log;                // the applied steps, serialized as SessionSnapshot.steps entries
+  bool snapshot_current = false;       // the snapshot file holds every applied step
+  bool snapshot_owner = false;         // this process holds the session's ownership marker
+  bool restored = false;               // rebuilt from a snapshot by this process
+  uint32_t restored_from_turn = 0;     // the turns that snapshot held
   // Steady-clock time of the last request's end (nanoseconds), read by the reaper without the mutex.
   std::atomic<int64_t> last_used_ns{0};
 
@@ -69,12 +76,18 @@ class SessionTable {
   void unreserve();
   // Adds a built session under a fresh random id (and consumes the reservation); returns the id.
   std::string insert(std::shared_ptr<Session> session);
+  // Adds a session rebuilt from a snapshot under its original id (and consumes the reservation). False when
+  // the id is taken (the caller then drops its copy and uses the one held).
+  bool insert_restored(const std::string& id, std::shared_ptr<Session> session);
   // The session, or ApiError 404 unknown_episode.
   std::shared_ptr<Session> find(const std::string& id) const;
+  // The session, or nullptr.
+  std::shared_ptr<Session> try_find(const std::string& id) const;
   // Removes a session (waiting for a request in flight to finish). Returns false for an unknown id.
   bool erase(const std::string& id);
-  // Removes sessions idle for longer than the timeout and not in use; returns how many.
-  size_t reap_idle();
+  // Removes sessions idle for longer than the timeout and not in use; returns how many (their ids are
+  // appended to `reaped_ids` when given).
+  size_t reap_idle(std::vector<std::string>* reaped_ids = nullptr);
 
   size_t size() const;
   // Every live session (for the operator's list, GET /v1/episodes with `crl serve --ui`).

@@ -9,6 +9,15 @@ episodes played on one server; HAProxy's Prometheus exporter answers; after a SI
 request for one of its episodes gets 503 session_lost naming the episode and the backend, and new episodes
 go to the survivors.
 
+Then a fleet with snapshots (issue 19 item 2): 3 backends sharing --snapshot-dir (--snapshot-every 5) behind
+`crl deploy haproxy --snapshots`. 64 episodes are played in lock step; one backend gets SIGTERM mid-run (it
+drains and snapshots its sessions): every episode completes, its export byte-identical to the same episode
+on one server (retrying only the typed, retryable 503s backend_unavailable and session_held_elsewhere). Then
+16 new episodes, each stepped 0 .. 7 times, and SIGKILL of another backend: its episodes with no snapshot
+(fewer than 5 steps) answer 503 session_lost naming the episode, the one at exactly 5 steps continues, those
+past 5 answer 409 steps_lost and resume from turn 5 (restored_from_turn 5 in their state) to byte-identical
+exports; none is silently different; new episodes land on the survivor.
+
 Needs CRL_BIN (build/crl). Exits 77 (ctest SKIP_RETURN_CODE) with a message where haproxy is absent.
 Every wait is bounded; every process started here is killed at the end, also on failure.
 """
@@ -17,6 +26,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -38,10 +48,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_serve(tag):
+def start_serve(tag, extra=()):
     args = [CRL, "serve", "--host", "127.0.0.1", "--port", "0", "--threads", "1", "--workers", "2"]
     if tag:
         args += ["--backend-tag", tag]
+    args += list(extra)
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     procs.append(p)
     ready, _, _ = select.select([p.stdout], [], [], 20)
@@ -53,16 +64,28 @@ def start_serve(tag):
     return int(line.strip().rsplit(":", 1)[1])
 
 
+connections = {}
+
+
 def call(port, method, path, body=None, headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        h = {"Content-Type": "application/json"}
-        h.update(headers or {})
-        conn.request(method, path, body=body, headers=h)
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+    """One request on a keep-alive connection per port (a new one after any connection error)."""
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    for attempt in range(2):
+        conn = connections.pop(port, None) or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request(method, path, body=body, headers=h)
+            r = conn.getresponse()
+            answer = r.status, r.read()
+            if r.getheader("Connection", "").lower() != "close":
+                connections[port] = conn
+            else:
+                conn.close()
+            return answer
+        except (http.client.HTTPException, ConnectionError):
+            conn.close()
+            if attempt == 1:  # a reused connection the other side had closed: once on a fresh one
+                raise
 
 
 def wait_until(predicate, seconds, what):
@@ -125,30 +148,206 @@ def bad_input_is_refused():
         fail("crl serve --backend-tag Bad-Tag: rc %d, %r" % (r.returncode, r.stderr))
 
 
+def start_haproxy(tmp, name, ports, extra=()):
+    """Generates, checks and starts a configuration for {tag: port}; returns the client port."""
+    bind, stats = free_port(), free_port()
+    cfg = os.path.join(tmp, name)
+    args = [CRL, "deploy", "haproxy", "--bind", "127.0.0.1:%d" % bind, "--stats-bind", "127.0.0.1:%d" % stats]
+    for t, port in ports.items():
+        args += ["--backend", "%s=127.0.0.1:%d" % (t, port)]
+    with open(cfg, "w") as f:
+        subprocess.run(args + list(extra), stdout=f, check=True, timeout=30)
+    check = subprocess.run([HAPROXY, "-c", "-f", cfg], capture_output=True, text=True, timeout=30)
+    if check.returncode != 0:
+        fail("haproxy -c rejected %s:\n%s%s" % (name, check.stdout, check.stderr))
+    procs.append(subprocess.Popen([HAPROXY, "-db", "-f", cfg], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL))
+    wait_until(lambda: call(bind, "GET", "/health")[0] == 200, 15, "HAProxy to answer /health")
+    return bind, stats
+
+
+RETRYABLE = ("backend_unavailable", "session_held_elsewhere")
+
+
+def call_retrying(port, method, path, body=None, seconds=30):
+    """call(), retrying the typed retryable 503s (a backend draining, or not yet marked down)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        status, answer = call(port, method, path, body)
+        code = None
+        if status == 503:
+            try:
+                code = json.loads(answer).get("code")
+            except ValueError:
+                pass
+        if code not in RETRYABLE or time.monotonic() > deadline:
+            return status, answer
+        time.sleep(0.1)
+
+
+class Episode:
+    """One memory-chain episode played by a scripted client that keeps every answer."""
+
+    def __init__(self, seed):
+        self.seed = seed
+        self.id = None
+        self.answers = []
+
+    def create(self, port):
+        status, body = call(port, "POST", "/v1/episodes", chain_body(self.seed))
+        if status != 200:
+            fail("create seed %d: %d %s" % (self.seed, status, body[:200]))
+        self.answers = [json.loads(body)]
+        self.id = self.answers[0]["episode_id"]
+
+    def running(self):
+        return self.answers[-1].get("status") == "running"
+
+    def step_body(self):
+        last, i = self.answers[-1], len(self.answers) - 1
+        kind = "summary" if last.get("kind") == "compaction_request" else "assistant"
+        return json.dumps({"turn_id": last.get("next_turn_id", 0),
+                           "action": {"kind": kind, "text": "a%d-%d" % (self.seed, i)}})
+
+    def step(self, port):
+        """One step; returns (status, body) and keeps the answer when it is a 200."""
+        status, body = call_retrying(port, "POST", "/v1/episodes/%s/step" % self.id, self.step_body())
+        if status == 200:
+            self.answers.append(json.loads(body))
+        return status, body
+
+    def finish(self, port):
+        while self.running():
+            status, body = self.step(port)
+            if status != 200:
+                fail("step %d of %s: %d %s" % (len(self.answers) - 1, self.id, status, body[:300]))
+        status, export = call_retrying(port, "GET", "/v1/episodes/%s/export" % self.id)
+        if status != 200:
+            fail("export of %s: %d %s" % (self.id, status, export[:200]))
+        return export.replace(self.id.encode(), b"EPISODE_ID")
+
+
+def chain_body(seed):
+    return json.dumps({"env": "memory_chain", "task_id": "s%d" % (seed % 7), "seed": seed,
+                       "params": {"length": "9", "reset_points": "5"}})
+
+
+def reference_exports(port, seeds):
+    out = {}
+    for seed in seeds:
+        e = Episode(seed)
+        e.create(port)
+        out[seed] = e.finish(port)
+    return out
+
+
+def snapshot_fleet(tmp, single):
+    """SIGTERM and SIGKILL of backends of a fleet with --snapshot-dir (see the module's docstring)."""
+    started = time.monotonic()
+    snapdir = os.path.join(tmp, "snapshots")
+    tags = ["s0", "s1", "s2"]
+    extra = ["--snapshot-dir", snapdir, "--snapshot-every", "5"]
+    ports = {}
+    serve = {}
+    for t in tags:
+        ports[t] = start_serve(t, extra)
+        serve[t] = procs[-1]
+    bind, _ = start_haproxy(tmp, "snapshots.cfg", ports, ["--snapshots"])
+
+    # 64 episodes in lock step; SIGTERM s1 after 3 rounds (every episode is mid-run).
+    episodes = [Episode(2000 + k) for k in range(64)]
+    for e in episodes:
+        e.create(bind)
+    on_s1 = [e for e in episodes if e.id.startswith("ep-s1-")]
+    if not on_s1:
+        fail("no episode was created on s1")
+    for round_ in range(8):
+        if round_ == 3:
+            serve["s1"].send_signal(signal.SIGTERM)
+        for e in episodes:
+            if e.running():
+                status, body = e.step(bind)
+                if status != 200:
+                    fail("round %d, step of %s: %d %s" % (round_, e.id, status, body[:300]))
+    if serve["s1"].wait(timeout=20) != 0:
+        fail("s1 did not drain cleanly")
+    reference = reference_exports(single, [e.seed for e in episodes])
+    for e in episodes:
+        if e.finish(bind) != reference[e.seed]:
+            fail("export of %s (seed %d) after the SIGTERM differs from one server's" % (e.id, e.seed))
+    for e in on_s1:
+        status, body = call(bind, "GET", "/v1/episodes/" + e.id)
+        if status != 200 or not json.loads(body).get("restored"):
+            fail("%s of the drained s1 is not reported restored: %d %s" % (e.id, status, body[:200]))
+    print("ok: 64 episodes, SIGTERM of s1 mid-run: %d restored, every export byte-identical (%.1f s)"
+          % (len(on_s1), time.monotonic() - started))
+    started = time.monotonic()
+
+    # SIGKILL: 16 new episodes on s0 and s2 (s1 is gone), episode k stepped k % 8 times.
+    fresh = [Episode(3000 + k) for k in range(16)]
+    for k, e in enumerate(fresh):
+        e.create(bind)
+        for _ in range(k % 8):
+            status, body = e.step(bind)
+            if status != 200:
+                fail("step of %s before the SIGKILL: %d %s" % (e.id, status, body[:200]))
+    victims = [e for e in fresh if e.id.startswith("ep-s2-")]
+    if not victims:
+        fail("no new episode was created on s2")
+    serve["s2"].kill()
+    serve["s2"].wait(timeout=10)
+    reference = reference_exports(single, [e.seed for e in fresh])
+    outcomes = {}
+    for e in fresh:
+        steps = len(e.answers) - 1
+        if not e.running():
+            continue
+        status, body = e.step(bind)
+        answer = json.loads(body)
+        on_victim = e in victims
+        if not on_victim or steps == 5:
+            expected = (200, None)
+        elif steps < 5:
+            expected = (503, "session_lost")
+        else:
+            expected = (409, "steps_lost")
+        got = (status, None if status == 200 else answer.get("code"))
+        outcomes[got] = outcomes.get(got, 0) + 1
+        if got != expected:
+            fail("%s after %d steps (backend %s): %r, expected %r: %s"
+                 % (e.id, steps, "s2 killed" if on_victim else "s0", got, expected, body[:300]))
+        if got[1] == "session_lost":
+            if e.id not in answer["message"] or "s2" not in answer["message"]:
+                fail("session_lost does not name the episode and the backend: %s" % answer["message"])
+            continue
+        if got[1] == "steps_lost":
+            status, body = call(bind, "GET", "/v1/episodes/" + e.id)
+            state = json.loads(body)
+            if status != 200 or not state.get("restored") or state.get("restored_from_turn") != 5:
+                fail("state of %s after steps_lost: %d %s" % (e.id, status, body[:300]))
+            e.answers = e.answers[:6]  # resume from turn 5, what the snapshot held
+        if e.finish(bind) != reference[e.seed]:
+            fail("export of %s after the SIGKILL differs from one server's" % e.id)
+    for seed in range(6):
+        status, body = call(bind, "POST", "/v1/episodes", chain_body(4000 + seed))
+        if status != 200 or not json.loads(body)["episode_id"].startswith("ep-s0-"):
+            fail("a create after s2 died: %d %s" % (status, body[:200]))
+    print("ok: SIGKILL of s2: outcomes %s, new episodes on s0 (%.1f s)"
+          % (sorted(outcomes.items(), key=str), time.monotonic() - started))
+
+
 def main():
     bad_input_is_refused()
     if HAPROXY is None:
         print("SKIP: haproxy is absent (apt-get install haproxy): the fleet test did not run")
         return 77
+    started = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="crl_haproxy_fleet_")
     try:
         tags = ["b0", "b1", "b2"]
         ports = {tag: start_serve(tag) for tag in tags}
         single = start_serve("")
-        bind, stats = free_port(), free_port()
-        cfg = os.path.join(tmp, "haproxy.cfg")
-        args = [CRL, "deploy", "haproxy", "--bind", "127.0.0.1:%d" % bind,
-                "--stats-bind", "127.0.0.1:%d" % stats]
-        for t in tags:
-            args += ["--backend", "%s=127.0.0.1:%d" % (t, ports[t])]
-        with open(cfg, "w") as f:
-            subprocess.run(args, stdout=f, check=True, timeout=30)
-        check = subprocess.run([HAPROXY, "-c", "-f", cfg], capture_output=True, text=True, timeout=30)
-        if check.returncode != 0:
-            fail("haproxy -c rejected the generated configuration:\n" + check.stdout + check.stderr)
-        hp = subprocess.Popen([HAPROXY, "-db", "-f", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(hp)
-        wait_until(lambda: call(bind, "GET", "/health")[0] == 200, 15, "HAProxy to answer /health")
+        bind, stats = start_haproxy(tmp, "haproxy.cfg", ports)
 
         n = 12
         where = {}
@@ -222,8 +421,9 @@ def main():
             status, body = call(bind, "POST", "/v1/episodes", create_body(950 + seed))
             if status != 200 or json.loads(body)["episode_id"].split("-")[1] == "b1":
                 fail("a create after b1 died: %d %s" % (status, body[:200]))
-        print("ok: %d episodes through HAProxy, byte-identical exports; spread %s; header-pinned %s"
-              % (n, sorted(no_header), sorted(with_header)))
+        print("ok: %d episodes through HAProxy, byte-identical exports; spread %s; header-pinned %s (%.1f s)"
+              % (n, sorted(no_header), sorted(with_header), time.monotonic() - started))
+        snapshot_fleet(tmp, single)
         return 0
     finally:
         for p in procs:
