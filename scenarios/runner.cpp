@@ -9,6 +9,7 @@
 #include "envs/registry.h"
 #include "envs/synthetic/metrics.h"
 #include "envs/synthetic/synthetic_env.h"
+#include "envs/synthetic/task_mix.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
 #include "learners/schedule.h"
@@ -331,8 +332,11 @@ std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vec
   std::vector<TypeResult> out;
   if (setup.env != "synthetic" || setup.codec->view_name() != "symbolic") return out;
   const Params p = Params::resolve(env_registry().entry("synthetic").params, setup.params, "evaluation");
-  const auto tasks = envs::synthetic::shared_task_set(p.get_string("source"), p.get_string("data_dir"),
-                                                      p.get_string("namespace"), p.get_string("split"));
+  // The tasks the environment cycles through, restricted like the environment's (`types`).
+  const auto tasks = envs::synthetic::restrict_task_types(
+      envs::synthetic::shared_task_set(p.get_string("source"), p.get_string("data_dir"),
+                                       p.get_string("namespace"), p.get_string("split")),
+      p.get_string("types"));
   envs::synthetic::MetricsTable table;
   for (const Trajectory& t : eval) {
     const auto& task = tasks->tasks[static_cast<size_t>(t.group_index) % tasks->tasks.size()];

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "envs/registry.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
 #include "tests/temp_dir.h"
@@ -133,6 +134,55 @@ TEST(Pretrain, BadPretrainingsNameTheField) {
   }
   scripted.replace(scripted.find("policy_params { key: \"frozen_summary\" value: \"false\" }"), 54, "");
   fails(scripted, "cannot be pretrained");
+}
+
+}  // namespace
+}  // namespace crl::scenarios
+
+namespace crl::scenarios {
+namespace {
+
+// The synthetic suite's `types` parameter (envs/synthetic/task_mix.h): the task mix a frozen summarizer
+// is pretrained on, and the per-type breakdown of an evaluation restricted to some types.
+TEST(PretrainTaskMix, TheSyntheticTypesParameterRestrictsTheTaskMix) {
+  auto env = make_env("synthetic", {{"split", "train"}, {"types", "early_fact,latest_update"}});
+  const auto list = env->task_list();
+  ASSERT_TRUE(list.has_value());
+  auto all = make_env("synthetic", {{"split", "train"}});
+  EXPECT_LT(list->size, all->task_list()->size);
+  EXPECT_GT(list->size, 0u);
+  EXPECT_THROW(make_env("synthetic", {{"types", "early_fact,nope"}}), Error);
+  EXPECT_THROW(make_env("synthetic", {{"types", "early_fact,early_fact"}}), Error);
+}
+
+TEST(PretrainTaskMix, ANeuralSummarizerPretrainedOnOtherTypesThenFrozenRunsAndIsBrokenDownPerType) {
+  const std::string text = R"(name: "mix"
+base {
+  env { name: "synthetic" params { key: "view" value: "symbolic" } params { key: "split" value: "train" } }
+  view: "symbolic"
+  budget { capacity: 64 reserve: 16 tail_k: 2 per_turn_cap: 4 summary_cap: 6 max_compactions: 8 }
+  policy { name: "neural" params { key: "hidden" value: "16" } }
+  learner { actor_lr: 0.02 critic_lr: 0.02 }
+  training { episodes: 32 batch_size: 16 eval_episodes: 30 eval_interval: 32
+             eval_env_params { key: "split" value: "dev" } eval_env_params { key: "types" value: "ordered_plan" } }
+}
+seeds: [7]
+arm {
+  name: "competent_frozen"
+  set {
+    policy { params { key: "frozen_summary" value: "true" } }
+    pretrain { episodes: 32 env_params { key: "types" value: "early_fact,latest_update" }
+               policy_params { key: "frozen_summary" value: "false" } }
+  }
+}
+)";
+  const ScenarioSpec spec = parse_scenario(text, "mix.pbtxt");
+  const ScenarioResult one = run_scenario(spec, threads(1));
+  const ScenarioResult two = run_scenario(spec, threads(2));
+  EXPECT_EQ(one.arms[0].seeds[0].accuracy, two.arms[0].seeds[0].accuracy);
+  // Evaluated on ordered_plan only: every evaluation episode is counted under that type.
+  for (const TypeResult& t : one.arms[0].types)
+    EXPECT_EQ(t.episodes, t.type == "ordered_plan" ? 30 : 0) << t.type;
 }
 
 }  // namespace
