@@ -107,8 +107,6 @@ std::string format_ablation_table(const ScenarioSpec& spec, const ScenarioResult
   auto heading = [](const std::string& column) { return column.empty() ? std::string("overall") : column; };
 
   std::ostringstream out;
-  size_t seeds = 0;
-  for (const ArmResult& a : result.arms) seeds = std::max(seeds, a.seeds.size());
   out << "\n## Ablation table (the paper's Table 4 layout)\n\n"
       << "Held-out " << (types.empty() ? "accuracy" : "exact match per task type and overall accuracy")
       << ", in %: the mean over seeds and its 95% percentile-bootstrap interval [lo, hi] over seeds ("
@@ -126,7 +124,6 @@ std::string format_ablation_table(const ScenarioSpec& spec, const ScenarioResult
     }
     out << " " << arm.seeds.size() << " |\n";
   }
-  (void)seeds;
 
   // The ablations: the listed ones, else every other arm.
   std::vector<std::string> ablations(spec.table.ablation_arms().begin(), spec.table.ablation_arms().end());
