@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -151,6 +152,12 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
   // --progress), so that a resumed run, with any thread count, writes the bytes of an uninterrupted one.
   const std::string command = report_command("crl run", args, {"--threads"}, {"--resume"});
   scenarios::write_results(out_dir, spec, result, command);
+  // The run's wall time and threads: the one output that differs run to run, so it stays out of report.md
+  // (which says where to find it) and out of the result set.
+  char runtime[256];
+  std::snprintf(runtime, sizeof(runtime), "wall_seconds %.1f\nthreads %d\nresumed %s\n", seconds, threads,
+                resume ? "true" : "false");
+  write_file_atomic((std::filesystem::path(out_dir) / "runtime.txt").string(), runtime);
   scenarios::remove_stale_temporaries(out_dir);
 
   const std::vector<scenarios::GateResult> gates = scenarios::evaluate_gates(spec, result);
@@ -158,8 +165,8 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
     std::printf("%s: mean accuracy %.2f%%\n", arm.name.c_str(), 100.0 * arm.mean_accuracy);
   }
   if (!gates.empty()) std::printf("gates: %s\n", scenarios::all_pass(gates) ? "PASS" : "FAIL");
-  std::printf("wrote %s/{summary.json,curves.csv,curves.svg,report.md} in %.1f s\n", out_dir.c_str(),
-              seconds);
+  std::printf("wrote %s/{summary.json,curves.csv,curves.svg,report.md,runtime.txt} in %.1f s\n",
+              out_dir.c_str(), seconds);
   return 0;
 }
 

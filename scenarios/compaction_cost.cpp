@@ -17,6 +17,7 @@
 #include "envs/episode.h"
 #include "envs/registry.h"
 #include "policies/policy.h"
+#include "scenarios/compaction_cost_retention.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
 
@@ -226,7 +227,16 @@ StrategyResult measure(const sim::ScheduleResult& run, size_t stragglers) {
     prompts += static_cast<double>(x.prompt_tokens);
     r.preemptions += x.preemptions;
   }
-  for (const sim::BatchRecord& b : run.batches) batches.push_back(static_cast<double>(b.wall_ns()) * 1e-9);
+  double inference_ns = 0, trainer_ns = 0;
+  for (const sim::BatchRecord& b : run.batches) {
+    batches.push_back(static_cast<double>(b.wall_ns()) * 1e-9);
+    inference_ns += static_cast<double>(b.rollouts_ready - b.started);
+    trainer_ns += static_cast<double>(b.trained - b.rollouts_ready);
+  }
+  if (!run.batches.empty()) {
+    r.batch_inference_seconds = inference_ns * 1e-9 / static_cast<double>(run.batches.size());
+    r.batch_trainer_seconds = trainer_ns * 1e-9 / static_cast<double>(run.batches.size());
+  }
   const double n = static_cast<double>(std::max<int64_t>(r.trained_rollouts, 1));
   r.success = reward / n;
   r.compactions = compactions / n;
@@ -259,21 +269,37 @@ CostResult run_compaction_cost(const CostSpec& spec, const CostRunOptions& optio
   CostResult result;
   result.name = spec.name;
   result.summarizers = spec.summarizers;
-  // Keep rates of summarizers read from a trained scenario: train it once per file, take the arm's
-  // held-out accuracy.
+  // Keep rates measured on trained policies' own summaries (compaction_cost_retention.h): from a results
+  // folder, or from a scenario trained now (once per file).
   std::map<std::string, ScenarioResult> trained;
+  auto describe = [](const Retention& r) {
+    return std::to_string(static_cast<int64_t>(std::llround(r.summaries))) + " summaries, " +
+           std::to_string(r.seeds) + " seeds";
+  };
   for (SummarizerSpec& m : result.summarizers) {
-    if (m.trained_scenario.empty()) continue;
-    if (!trained.count(m.trained_scenario)) {
-      RunOptions run;
-      run.threads = options.threads;
-      trained[m.trained_scenario] = run_scenario(load_scenario(m.trained_scenario), run);
-    }
-    for (const ArmResult& arm : trained[m.trained_scenario].arms) {
-      if (arm.name != m.trained_arm) continue;
-      m.keep_rate = arm.mean_accuracy;
-      m.keep_rate_source = "held-out accuracy of arm `" + m.trained_arm + "` after training `" +
-                           m.trained_scenario + "` (" + std::to_string(arm.seeds.size()) + " seeds)";
+    try {
+      if (!m.retention_results.empty()) {
+        const Retention r = read_retention(m.retention_results, m.trained_arm);
+        m.keep_rate = r.keep_rate;
+        m.keep_rate_source = "measured: mean recall of the needed facts per summary of arm `" +
+                             m.trained_arm + "` in `" + m.retention_results + "/summary.json` (" +
+                             describe(r) + ")";
+      } else if (!m.trained_scenario.empty()) {
+        if (!trained.count(m.trained_scenario)) {
+          RunOptions run;
+          run.threads = options.threads;
+          trained[m.trained_scenario] = run_scenario(load_scenario(m.trained_scenario), run);
+        }
+        const Retention r = retention_of_arm(trained[m.trained_scenario], m.trained_arm, m.trained_scenario);
+        m.keep_rate = r.keep_rate;
+        m.keep_rate_source = "measured: mean recall of the needed facts per summary of arm `" +
+                             m.trained_arm + "` after training `" + m.trained_scenario + "` now (" +
+                             describe(r) + ")";
+      }
+    } catch (const Error& e) {
+      // Name the study's field too: the file and the field that pointed at the source.
+      throw Error(m.source_where, "summarizer " + quote(m.name),
+                  std::string("cannot measure its keep rate: ") + e.what());
     }
   }
 

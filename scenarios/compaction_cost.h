@@ -16,9 +16,11 @@
 //  3. Metrics over the trained rollouts: success, wall-clock per rollout and per batch (p50/p99),
 //     GPU-seconds per trajectory, the share of tokens spent on summaries and on re-prefill after a
 //     compaction, the prefix-cache hit rate, and the stragglers.
-// The learned summarizer's keep rate comes from a trained scenario (trained_scenario/trained_arm: the
-// arm's held-out accuracy after training it now, with the runner of scenarios/runner.h) or is given.
-// Everything is a pure function of the file and its seed: the same file gives the same report bytes.
+// The learned and frozen summarizers' keep rates are given, or measured on a trained policy's own summaries
+// (the recall of the needed facts per compaction, scenarios/compaction_cost_retention.h), read from a `crl
+// run` results folder or from a scenario trained now; the report separates inference time from trainer time
+// in every learned-vs-frozen statement. Everything is a pure function of the file and its seed: the same file
+// gives the same report bytes.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -39,9 +41,13 @@ struct SummarizerSpec {
   SummarizerKind kind = SummarizerKind::kOracle;
   double keep_rate = 1.0;        // resolved (given, or read from the trained scenario)
   std::string keep_rate_source;  // how keep_rate was obtained, for the report
-  std::string trained_scenario;  // non-empty: keep_rate = this scenario's arm accuracy, trained at run time
+  // keep_rate measured as the retention of arm trained_arm (scenarios/compaction_cost_retention.h), read at
+  // run time from one of these (non-empty):
+  std::string trained_scenario;   // a training scenario, trained now
+  std::string retention_results;  // a `crl run` results folder (its summary.json)
   std::string trained_arm;
-  int64_t capacity = 0;  // kNone: the large context
+  std::string source_where;  // "file:line:column" of the source field, for errors at run time
+  int64_t capacity = 0;      // kNone: the large context
 };
 
 // One measured configuration: a summarizer with the base setup or one swept field changed.
@@ -91,6 +97,9 @@ struct StrategyResult {
   double success = 0.0;                   // mean reward of the trained rollouts
   double compactions = 0.0, turns = 0.0;  // means per trained rollout
   Quantiles rollout_seconds, batch_seconds;
+  // Each batch's wall time split at the moment its last rollout was ready: waiting for the inference server
+  // (rollouts) and the trainer's step; means over the batches (inference + trainer = batch_seconds.mean).
+  double batch_inference_seconds = 0.0, batch_trainer_seconds = 0.0;
   double gpu_seconds_per_trajectory = 0.0;  // generation: the server's GPU time of the trained rollouts
   double seconds_per_success = 0.0;  // all batches' wall-clock / successful trained rollouts (inf: none)
   double train_gpu_seconds_per_step = 0.0;       // trainer time per training step

@@ -24,8 +24,13 @@ std::string sec(double v) {
   return format_fixed(v * 1000.0, 1) + " ms";
 }
 
-std::string per_success(const StrategyResult& r) {
-  return std::isfinite(r.seconds_per_success) ? sec(r.seconds_per_success) : std::string("no task solved");
+// Training wall-clock per successful trained rollout, split into inference and trainer time.
+std::string per_success_split(const StrategyResult& r) {
+  if (!std::isfinite(r.seconds_per_success)) return "no task solved";
+  const double total = r.batch_inference_seconds + r.batch_trainer_seconds;
+  const double share = total > 0 ? r.batch_inference_seconds / total : 0.0;
+  return sec(r.seconds_per_success) + " = " + sec(r.seconds_per_success * share) + " inference + " +
+         sec(r.seconds_per_success * (1.0 - share)) + " trainer";
 }
 
 const StrategyResult* base_of_kind(const CostSpec& spec, const CostResult& result, SummarizerKind kind) {
@@ -100,20 +105,43 @@ std::string format_cost_report(const CostSpec& spec, const CostResult& result, c
     out << ".\n";
   }
   if (learned != nullptr && frozen != nullptr) {
-    const double saved = frozen->batch_seconds.p50 - learned->batch_seconds.p50;
+    // Every learned-vs-frozen number apart: time waiting for rollouts (the inference server) and the
+    // trainer's step, per training step (means over the steps: inference + trainer = the mean batch time).
+    const double li = learned->batch_inference_seconds, lt = learned->batch_trainer_seconds;
+    const double fi = frozen->batch_inference_seconds, ft = frozen->batch_trainer_seconds;
+    const double saved = (fi + ft) - (li + lt);
+    auto change = [&](double frozen_s, double learned_s) {
+      const double d = frozen_s - learned_s;
+      return std::string(d >= 0 ? "saves " : "costs ") + sec(std::fabs(d)) + " (" +
+             format_fixed(std::fabs(100.0 * ratio(d, frozen_s)), 1) + "% of the frozen one's)";
+    };
+    auto keep = [&](const StrategyResult& r) {
+      for (const SummarizerSpec& m : result.summarizers) {
+        if (m.name == r.strategy->summarizer) return format_fixed(m.keep_rate, 4);
+      }
+      return std::string("?");
+    };
     out << "- **Does a learned summarizer save wall-clock time over a frozen one?** "
-        << (saved > 0 ? "Yes" : "No") << ": the learned summarizer's median training batch takes "
-        << sec(learned->batch_seconds.p50) << " against " << sec(frozen->batch_seconds.p50)
-        << " for the frozen "
-        << "one (" << (saved >= 0 ? "" : "+")
-        << format_fixed(std::fabs(100.0 * ratio(saved, frozen->batch_seconds.p50)), 1) << "% "
-        << (saved >= 0 ? "less" : "more") << "; p99 rollout " << sec(learned->rollout_seconds.p99) << " vs "
-        << sec(frozen->rollout_seconds.p99) << "), with " << format_fixed(learned->turns, 1) << " vs "
-        << format_fixed(frozen->turns, 1) << " turns and " << format_fixed(learned->compactions, 2) << " vs "
-        << format_fixed(frozen->compactions, 2) << " compactions per rollout, and it succeeds on "
-        << pct(learned->success) << " of rollouts against " << pct(frozen->success)
-        << ". Per solved task (training wall-clock / successful rollouts): " << per_success(*learned)
-        << " vs " << per_success(*frozen) << ".\n";
+        << (saved > 0 ? "Yes" : "No") << ", with keep rates " << keep(*learned) << " (learned) and "
+        << keep(*frozen) << " (frozen) per fact line (table below). Per training step (mean), the learned "
+        << "summarizer's step takes " << sec(li + lt) << " = " << sec(li) << " waiting for rollouts on the "
+        << "inference server + " << sec(lt) << " of trainer time, against " << sec(fi + ft) << " = "
+        << sec(fi) << " + " << sec(ft) << " for the frozen one: in inference time the learned summarizer "
+        << change(fi, li) << ", in trainer time it " << change(ft, lt) << "; overall it "
+        << change(fi + ft, li + lt) << ". Inference GPU-seconds per trained trajectory "
+        << format_fixed(learned->gpu_seconds_per_trajectory, 3) << " vs "
+        << format_fixed(frozen->gpu_seconds_per_trajectory, 3) << "; trainer GPU-seconds per step "
+        << format_fixed(learned->train_gpu_seconds_per_step, 2) << " vs "
+        << format_fixed(frozen->train_gpu_seconds_per_step, 2)
+        << " (the trainer's time grows with the trained "
+        << "tokens: more turns and summaries cost training too). Rollouts: "
+        << format_fixed(learned->turns, 1) << " vs " << format_fixed(frozen->turns, 1) << " turns, "
+        << format_fixed(learned->compactions, 2) << " vs " << format_fixed(frozen->compactions, 2)
+        << " compactions, p99 rollout " << sec(learned->rollout_seconds.p99) << " vs "
+        << sec(frozen->rollout_seconds.p99) << " (inference), "
+        << "success " << pct(learned->success) << " vs " << pct(frozen->success)
+        << ". Per solved task: " << per_success_split(*learned) << " (learned) vs "
+        << per_success_split(*frozen) << " (frozen).\n";
   } else {
     out << "- **Learned vs frozen:** not measured (the file does not have both a learned and a frozen "
            "summarizer).\n";
@@ -216,9 +244,10 @@ std::string format_cost_report(const CostSpec& spec, const CostResult& result, c
          "longer "
          "than a BPE tokenizer would); the executor and summarizers are scripted stubs, so the learned and "
          "frozen "
-         "summarizers differ only by how many fact lines they keep (the rate comes from the trained scenario "
-         "or "
-         "the file), not by what a neural model would write; the scripted executor's turns are short "
+         "summarizers differ only by how many fact lines they keep (the rate is given in the file or "
+         "measured as the retention of a trained policy's own summaries: the recall of the needed facts per "
+         "summary, scenarios/compaction_cost_retention.h), not by what a neural model would write; the "
+         "scripted executor's turns are short "
          "commands "
          "(tens of tokens) while its summaries run to hundreds, so summary decoding weighs more here than "
          "with an "
@@ -266,6 +295,8 @@ std::string format_cost_json(const CostResult& result) {
                                    : nlohmann::ordered_json(nullptr);
     s["generation_gpu_seconds_per_step"] = r.generation_gpu_seconds_per_step;
     s["train_gpu_seconds_per_step"] = r.train_gpu_seconds_per_step;
+    s["batch_inference_seconds_mean"] = r.batch_inference_seconds;
+    s["batch_trainer_seconds_mean"] = r.batch_trainer_seconds;
     s["summary_token_share"] = r.summary_token_share;
     s["reprefill_token_share"] = r.reprefill_token_share;
     s["cache_hit_rate"] = r.cache_hit_rate;

@@ -225,9 +225,12 @@ CostSpec parse_compaction_cost(const std::string& text, const std::string& path)
       return p;
     };
     if (out.kind == SummarizerKind::kFrozen || out.kind == SummarizerKind::kLearned) {
-      if (m.has_keep_rate() == !m.trained_scenario().empty()) {
+      const int sources = (m.has_keep_rate() ? 1 : 0) + (m.trained_scenario().empty() ? 0 : 1) +
+                          (m.retention_results().empty() ? 0 : 1);
+      if (sources != 1) {
         at.fail(here, std::string(summarizer_kind_name(out.kind)) +
-                          " summarizer needs exactly one of keep_rate or trained_scenario (+ trained_arm)");
+                          " summarizer needs exactly one of keep_rate, retention_results (+ trained_arm) or "
+                          "trained_scenario (+ trained_arm)");
       }
       if (m.has_keep_rate()) {
         if (!(m.keep_rate() >= 0.0 && m.keep_rate() <= 1.0)) {
@@ -236,25 +239,42 @@ CostSpec parse_compaction_cost(const std::string& text, const std::string& path)
         out.keep_rate = m.keep_rate();
         out.keep_rate_source = "given in the file";
       } else {
-        out.trained_scenario = m.trained_scenario();
         out.trained_arm = m.trained_arm();
-        if (out.trained_arm.empty()) at.fail(sub("trained_arm"), "name the arm of the trained scenario");
+        if (out.trained_arm.empty()) at.fail(sub("trained_arm"), "name the arm whose summaries are measured");
+      }
+      if (!m.retention_results().empty()) {
+        // Read at run time (the folder may be written after this file): errors then name this field.
+        out.retention_results = m.retention_results();
+        out.source_where = at.where(sub("retention_results"));
+      } else if (!m.trained_scenario().empty()) {
+        out.trained_scenario = m.trained_scenario();
+        out.source_where = at.where(sub("trained_scenario"));
         ScenarioSpec trained;
         try {
           trained = load_scenario(out.trained_scenario);
         } catch (const Error& e) {
           at.fail(sub("trained_scenario"), std::string("cannot use it: ") + e.what());
         }
-        const bool has_arm = std::any_of(trained.arms.begin(), trained.arms.end(),
-                                         [&](const ArmSpec& a) { return a.name == out.trained_arm; });
-        if (!has_arm) {
+        const auto arm = std::find_if(trained.arms.begin(), trained.arms.end(),
+                                      [&](const ArmSpec& a) { return a.name == out.trained_arm; });
+        if (arm == trained.arms.end()) {
           at.fail(sub("trained_arm"),
                   "arm " + quote(out.trained_arm) + " is not in " + quote(out.trained_scenario));
         }
+        // Retention is measured by the synthetic suite's summary metrics (runner.h type_breakdown).
+        if (arm->setup.env().name() != "synthetic" || arm->setup.view() != "symbolic") {
+          at.fail(sub("trained_arm"),
+                  "arm " + quote(out.trained_arm) + " of " + quote(out.trained_scenario) + " runs " +
+                      quote(arm->setup.env().name()) + " in the " + arm->setup.view() +
+                      " view, which measures no summary retention (only the synthetic suite in the symbolic "
+                      "view does; an accuracy is not a retention)");
+        }
       }
-    } else if (m.has_keep_rate() || !m.trained_scenario().empty()) {
-      at.fail(sub(m.has_keep_rate() ? "keep_rate" : "trained_scenario"),
-              std::string("a ") + summarizer_kind_name(out.kind) + " summarizer takes no keep rate");
+    } else if (m.has_keep_rate() || !m.trained_scenario().empty() || !m.retention_results().empty()) {
+      at.fail(
+          sub(m.has_keep_rate() ? "keep_rate"
+                                : (m.trained_scenario().empty() ? "retention_results" : "trained_scenario")),
+          std::string("a ") + summarizer_kind_name(out.kind) + " summarizer takes no keep rate");
     }
     if (out.kind == SummarizerKind::kNone) {
       out.capacity = m.capacity();

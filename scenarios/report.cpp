@@ -8,7 +8,9 @@
 
 #include "engine/trace.h"
 #include "envs/registry.h"
+#include "scenarios/ablation_table.h"
 #include "scenarios/output_set.h"
+#include "scenarios/statistics.h"
 
 namespace crl::scenarios {
 
@@ -194,11 +196,27 @@ std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioR
     } else {
       for (const TypeResult& t : main->types) {
         const TypeResult* r = type_of(reference, t.type);
-        const double ref = r != nullptr ? r->exact_match : NAN;
-        const double ratio = ref > 0.0 ? t.exact_match / ref : (t.exact_match >= 0.0 ? 1.0 : 0.0);
-        gates.push_back(
-            GateResult{base + " on " + t.type, ratio, r != nullptr && ratio >= g.min_type_ratio(),
-                       percent(t.exact_match) + " vs " + percent(ref) + " (ratio " + fixed(ratio, 3) + ")"});
+        if (r == nullptr) {
+          gates.push_back(GateResult{
+              base + " on " + t.type, 0.0, false,
+              "type " + quote(t.type) + " is missing from arm " + quote(g.reference_arm()) + "'s results"});
+          continue;
+        }
+        // A ratio against a reference that scores 0 says nothing (the old code passed it as ratio 1): the
+        // gate fails and says why.
+        if (!(r->exact_match > 0.0)) {
+          gates.push_back(
+              GateResult{base + " on " + t.type, 0.0, false,
+                         percent(t.exact_match) + " vs " + percent(r->exact_match) + ": the reference arm " +
+                             quote(g.reference_arm()) +
+                             " scores 0, so the ratio is undefined (a ratio gate needs a reference "
+                             "that solves the type)"});
+          continue;
+        }
+        const double ratio = t.exact_match / r->exact_match;
+        gates.push_back(GateResult{
+            base + " on " + t.type, ratio, ratio >= g.min_type_ratio(),
+            percent(t.exact_match) + " vs " + percent(r->exact_match) + " (ratio " + fixed(ratio, 3) + ")"});
       }
     }
   }
@@ -293,7 +311,7 @@ std::string format_curves_svg(const ScenarioResult& result) {
   auto y = [&](double accuracy) { return P::y(accuracy); };
 
   std::ostringstream out;
-  P::open(out, result.name + ": held-out accuracy (mean and min-max over seeds)");
+  P::open(out, result.name + ": held-out accuracy (mean over seeds, 95% bootstrap band)");
   for (int i = 0; i <= 5; ++i) {
     const double e = max_episode * i / 5.0;
     out << "<line x1=\"" << x(e) << "\" y1=\"" << P::kTop + P::kPlotHeight << "\" x2=\"" << x(e) << "\" y2=\""
@@ -316,14 +334,17 @@ std::string format_curves_svg(const ScenarioResult& result) {
     if (arm.seeds.empty()) continue;
     size_t points = arm.seeds.front().curve.size();
     for (const SeedResult& s : arm.seeds) points = std::min(points, s.curve.size());
+    // The band: the 95% percentile-bootstrap interval of the mean over seeds at each point
+    // (scenarios/statistics.h; one seed gives a band of width 0).
     std::vector<double> lo(points, 1.0), hi(points, 0.0), mean(points, 0.0), episode(points, 0.0);
     for (size_t i = 0; i < points; ++i) {
       episode[i] = static_cast<double>(arm.seeds.front().curve[i].episode);
-      for (const SeedResult& s : arm.seeds) {
-        lo[i] = std::min(lo[i], s.curve[i].eval_accuracy);
-        hi[i] = std::max(hi[i], s.curve[i].eval_accuracy);
-        mean[i] += s.curve[i].eval_accuracy / static_cast<double>(arm.seeds.size());
-      }
+      std::vector<double> values;
+      for (const SeedResult& s : arm.seeds) values.push_back(s.curve[i].eval_accuracy);
+      const Interval ci = bootstrap_mean_ci(values);
+      lo[i] = ci.lo;
+      hi[i] = ci.hi;
+      mean[i] = ci.mean;
     }
     out << "<polygon fill=\"" << color << "\" fill-opacity=\"0.18\" stroke=\"none\" points=\"";
     for (size_t i = 0; i < points; ++i) out << fixed(x(episode[i]), 2) << "," << fixed(y(hi[i]), 2) << " ";
@@ -361,7 +382,7 @@ std::string format_curves_svg(const ScenarioResult& result) {
     ly += 20;
   }
   out << "<text x=\"" << lx << "\" y=\"" << ly + 6 << "\" fill=\"#555555\">line: mean over seeds</text>\n";
-  out << "<text x=\"" << lx << "\" y=\"" << ly + 22 << "\" fill=\"#555555\">band: min-max</text>\n";
+  out << "<text x=\"" << lx << "\" y=\"" << ly + 22 << "\" fill=\"#555555\">band: 95% bootstrap CI</text>\n";
   out << "</g>\n</svg>\n";
   return out.str();
 }
@@ -423,7 +444,12 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
   }
   out << "\n\"Episodes to 90%\": the first curve point where the mean held-out accuracy over seeds reaches "
          "90%. "
-         "Curves: `curves.csv`, `curves.svg`.\n";
+         "Curves: `curves.csv`, `curves.svg` (bands: 95% bootstrap intervals of the mean over seeds). The "
+         "wall "
+         "time and thread count of the run are in `runtime.txt` beside this file when `crl run` wrote it "
+         "(kept out of this report, so that the report is the same bytes for any thread count, after a "
+         "resume "
+         "and after `crl merge`).\n";
 
   // Per task type, for environments with typed tasks (final evaluation, mean over seeds).
   if (std::any_of(result.arms.begin(), result.arms.end(),
@@ -444,6 +470,8 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
            "seen yet); repetition = a milestone named twice; length in symbols up to and including STOP. "
            "Arms without compaction write no summary.\n";
   }
+
+  out << format_ablation_table(spec, result);
 
   const std::vector<GateResult> gates = evaluate_gates(spec, result);
   if (!gates.empty()) {

@@ -2,11 +2,15 @@
 // The outputs of a scenario run, each a pure function of the results (so they are byte-identical whenever the
 // results are), and the pass/fail gates.
 //
-//   summary.json  {"scenario", "arms": [{"name", "mean_accuracy", "seeds": [{"seed", "accuracy",
-//   "episodes"}]}]} curves.csv    arm,seed,episode,train_reward,eval_accuracy,eval_episodes (one row per
-//   curve point) curves.svg    held-out accuracy against training episodes: per arm the mean over seeds and
-//   the min-max band report.md     setup, the arms x seeds table, the gates with PASS/FAIL, notes, one traced
-//   episode
+//  * summary.json: {"scenario", "arms": [{"name", "mean_accuracy", "seeds": [{"seed", "accuracy",
+//    "episodes", ...}], "types"}]}
+//  * curves.csv: arm,seed,episode,train_reward,eval_accuracy,eval_episodes (one row per curve point)
+//  * curves.svg: held-out accuracy against training episodes: per arm the mean over seeds and its 95%
+//    bootstrap band (scenarios/statistics.h)
+//  * report.md: setup, the arms x seeds table, per-type metrics, the ablation table when the scenario
+//  declares
+//    one (scenarios/ablation_table.h), the gates with PASS/FAIL, notes, one traced episode.
+// The run's wall time is not in these files (it differs run to run): `crl run` writes it to runtime.txt.
 #include <ostream>
 #include <string>
 #include <vector>

@@ -9,6 +9,7 @@
 #include "envs/registry.h"
 #include "envs/synthetic/metrics.h"
 #include "envs/synthetic/synthetic_env.h"
+#include "envs/synthetic/task_mix.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
 #include "learners/schedule.h"
@@ -126,6 +127,45 @@ bool restore(const std::string& folder, const std::string& scenario, const ArmCo
   return true;
 }
 
+// The pretraining stage (proto PretrainConfig): a policy built with the pretraining's parameters trains on
+// `episodes` episodes "pretrain-<i>" of the environment with the pretraining's parameters (same learner,
+// schedule from batch 0, batch size), then its whole state (parameters and optimizer) moves into `target`,
+// the arm's own policy. Runs on the runner's threads like training; a pure function of the seed.
+void pretrain(const ArmContext& c, uint64_t seed, Trainable& target, const learners::Learner& learner,
+              const learners::Schedule& schedule, const Runner& runner,
+              const std::function<void(size_t)>& episodes_done) {
+  const Setup& s = c.arm->setup;
+  const auto& p = s.pretrain();
+  EpisodeSetup setup = c.train;
+  for (const auto& [k, v] : p.env_params()) setup.params[k] = v;
+  const std::string where = "arm " + quote(c.arm->name) + " pretrain";
+  const std::unique_ptr<Env> env = make_env(setup.env, setup.params, where);
+  std::map<std::string, std::string> params = policy_params(s);
+  for (const auto& [k, v] : p.policy_params()) params[k] = v;
+  const std::unique_ptr<Policy> policy =
+      make_policy(s.policy().name(), params, PolicyTarget{&env->spec(), setup.codec}, where);
+  Trainable* trainable = dynamic_cast<Trainable*>(policy.get());
+  CRL_CHECK(trainable != nullptr, "pretraining a policy that does not learn (checked by parse_scenario)");
+  trainable->initialize(seed);
+  const LearnerConfig& l = s.learner();
+  int64_t done = 0, batches = 0;
+  while (done < p.episodes()) {
+    const int64_t count = std::min(s.training().batch_size(), p.episodes() - done);
+    const std::vector<Trajectory> batch =
+        collect_episodes(setup, *policy, seed, "pretrain-", done, count, runner, episodes_done);
+    const learners::Batch flat = learners::make_batch(batch);
+    const learners::Advantages targets = learner.advantages(flat);
+    for (const learners::UpdateKind kind : schedule.updates(batches, flat)) {
+      trainable->train(TrainStep{&batch, &flat, &targets, &learner, kind, l.actor_lr(), l.critic_lr()});
+    }
+    done += count;
+    ++batches;
+  }
+  proto::checkpoint::PolicyState state;
+  trainable->save(state);
+  target.load(state, where);
+}
+
 SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t seed, const RunOptions& options,
                    const Runner& runner) {
   const Setup& s = c.arm->setup;
@@ -183,7 +223,7 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   int64_t next_checkpoint = every > 0 ? (loop.done / every + 1) * every : std::numeric_limits<int64_t>::max();
 
   if (resumed && options.episodes_done) {  // what the checkpoint holds counts as done
-    int64_t skipped = loop.done;
+    int64_t skipped = loop.done + s.pretrain().episodes();
     for (const CurvePoint& p : result.curve) skipped += p.eval_episodes;
     if (loop.done == total && total > 0) skipped -= training.eval_episodes();  // evaluated again below
     options.episodes_done(skipped);
@@ -191,6 +231,9 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   std::vector<Trajectory> final_eval;
   bool have_final_eval = false;
   if (!resumed) {
+    if (trainable != nullptr && s.pretrain().episodes() > 0) {
+      pretrain(c, seed, *trainable, learner, schedule, runner, episodes_done);
+    }
     CurvePoint start;
     start.episode = 0;
     start.eval_episodes = total == 0 ? training.eval_episodes() : curve_eval;
@@ -269,7 +312,7 @@ std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy
   spec.count = static_cast<size_t>(count);
   // Groups only decide which thread drives which episodes; results do not depend on them.
   spec.group_size = std::max<size_t>(8, (spec.count + runner.threads() - 1) / runner.threads());
-  const std::string split = prefix == "train-" ? "train" : "test";
+  const std::string split = prefix == "train-" || prefix == "pretrain-" ? "train" : "test";
   spec.make_episode = [&](size_t i) {
     EpisodeConfig config;
     config.budget = setup.budget;
@@ -289,8 +332,11 @@ std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vec
   std::vector<TypeResult> out;
   if (setup.env != "synthetic" || setup.codec->view_name() != "symbolic") return out;
   const Params p = Params::resolve(env_registry().entry("synthetic").params, setup.params, "evaluation");
-  const auto tasks = envs::synthetic::shared_task_set(p.get_string("source"), p.get_string("data_dir"),
-                                                      p.get_string("namespace"), p.get_string("split"));
+  // The tasks the environment cycles through, restricted like the environment's (`types`).
+  const auto tasks = envs::synthetic::restrict_task_types(
+      envs::synthetic::shared_task_set(p.get_string("source"), p.get_string("data_dir"),
+                                       p.get_string("namespace"), p.get_string("split")),
+      p.get_string("types"));
   envs::synthetic::MetricsTable table;
   for (const Trajectory& t : eval) {
     const auto& task = tasks->tasks[static_cast<size_t>(t.group_index) % tasks->tasks.size()];
@@ -447,6 +493,7 @@ int64_t planned_episodes(const ScenarioSpec& spec, const RunOptions& options,
     const int64_t curve_eval = t.curve_eval_episodes() > 0 ? t.curve_eval_episodes() : t.eval_episodes();
     // As run_one: the start point, one point per multiple of eval_interval below the total, the final point.
     int64_t n = total == 0 ? t.eval_episodes() : curve_eval + total + t.eval_episodes();
+    n += spec.arms[a].setup.pretrain().episodes();
     if (total > 0 && t.eval_interval() > 0) n += ((total - 1) / t.eval_interval()) * curve_eval;
     // Jobs are numbered arm x seeds + seed, as in run_jobs (a shard selects some of them).
     for (size_t s = 0; s < seeds; ++s) {

@@ -21,10 +21,11 @@
 // nothing else shapes the later episodes and a resumed run continues bit for bit. The final evaluation's
 // episodes are evaluated again when a run resumes from its final checkpoint (a pure function of the policy
 // and the seed). Environment parameters of evaluation episodes may differ (training.eval_env_params, e.g.
-// split: dev). For the synthetic suite in the symbolic view the final evaluation is also broken down per task
-// type (exact match and summary metrics, envs/synthetic/metrics.h). Why the result cannot depend on the
-// thread count: episodes only read their own streams and the policy snapshot; the updates run on one thread
-// in index order.
+// split: dev). An arm may pretrain first (setup.pretrain, proto/scenario.proto: another task mix, other
+// policy parameters, tasks "pretrain-<i>"), inside the same job, so shards stay independent. For the
+// synthetic suite in the symbolic view the final evaluation is also broken down per task type (exact match
+// and summary metrics, envs/synthetic/metrics.h). Why the result cannot depend on the thread count: episodes
+// only read their own streams and the policy snapshot; the updates run on one thread in index order.
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -143,9 +144,9 @@ ScenarioResult assemble_result(const ScenarioSpec& spec, const std::vector<uint6
                                std::vector<JobResult> jobs);
 
 // The episodes of a run, shared by the runner and `crl eval` (so that both evaluate the same episodes):
-// episode i of collect_episodes is task "<prefix><first + i>" (split "train" for the prefix "train-", else
-// "test"), group index first + i, its random streams keyed by `seed`; the trajectories in index order, the
-// same for any thread count. A run trains on "train-<i>" and evaluates on "eval-<i>" from 0.
+// episode i of collect_episodes is task "<prefix><first + i>" (split "train" for the prefixes "train-" and
+// "pretrain-", else "test"), group index first + i, its random streams keyed by `seed`; the trajectories in
+// index order, the same for any thread count. A run trains on "train-<i>" and evaluates on "eval-<i>" from 0.
 struct EpisodeSetup {
   std::string env;                            // a registered environment
   std::map<std::string, std::string> params;  // its parameters

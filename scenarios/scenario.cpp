@@ -11,6 +11,7 @@
 #include "envs/registry.h"
 #include "learners/options.h"
 #include "policies/policy.h"
+#include "policies/trainable.h"
 #include "scenarios/runner.h"
 #include "scenarios/text_location.h"
 
@@ -83,6 +84,47 @@ class Locator {
 template <typename Map>
 std::map<std::string, std::string> sorted(const Map& map) {
   return std::map<std::string, std::string>(map.begin(), map.end());
+}
+
+// The pretraining stage (proto PretrainConfig): its environment and policy parameters build, the policy is
+// trainable, and the pretrained state fits the arm's policy (same type and shape).
+void check_pretrain(const Setup& s, int arm, const Locator& at, const EnvSpec& env_spec,
+                    const std::shared_ptr<const Codec>& codec) {
+  const auto& p = s.pretrain();
+  if (p.episodes() < 0) at.fail(arm, {"pretrain", "episodes"}, "must be >= 0");
+  if (p.episodes() == 0) return;
+  std::map<std::string, std::string> env = sorted(s.env().params());
+  for (const auto& [k, v] : p.env_params()) env[k] = v;
+  std::unique_ptr<Env> pre_env;
+  try {
+    pre_env = make_env(s.env().name(), env, "environment " + quote(s.env().name()));
+  } catch (const Error& e) {
+    at.fail(arm, {"pretrain", "env_params"},
+            "environment " + quote(s.env().name()) + ": parameter " + quote(e.field()) + ": " + e.message());
+  }
+  std::map<std::string, std::string> params = sorted(s.policy().params());
+  for (const auto& [k, v] : p.policy_params()) params[k] = v;
+  std::unique_ptr<Policy> pre, own;
+  try {
+    pre = make_policy(s.policy().name(), params, PolicyTarget{&pre_env->spec(), codec},
+                      "policy " + quote(s.policy().name()));
+  } catch (const Error& e) {
+    at.fail(arm, {"pretrain", "policy_params"},
+            "policy " + quote(s.policy().name()) + ": parameter " + quote(e.field()) + ": " + e.message());
+  }
+  own = make_policy(s.policy().name(), sorted(s.policy().params()), PolicyTarget{&env_spec, codec},
+                    "policy " + quote(s.policy().name()));
+  const auto* a = dynamic_cast<const Trainable*>(pre.get());
+  const auto* b = dynamic_cast<const Trainable*>(own.get());
+  if (a == nullptr || b == nullptr) {
+    at.fail(arm, {"pretrain", "episodes"},
+            "policy " + quote(s.policy().name()) + " does not learn, so it cannot be pretrained");
+  }
+  if (a->shape() != b->shape()) {
+    at.fail(arm, {"pretrain", "policy_params"},
+            "the pretrained policy's shape " + quote(a->shape()) + " differs from the arm's " +
+                quote(b->shape()) + " (only parameters that keep the shape may differ)");
+  }
 }
 
 // Checks one arm's merged setup by building what the runner will build: the environment, the codec, the
@@ -172,6 +214,35 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   if (t.eval_interval() < 1) at.fail(arm, {"training", "eval_interval"}, "must be >= 1");
   if (t.curve_eval_episodes() < 0) at.fail(arm, {"training", "curve_eval_episodes"}, "must be >= 0");
   if (t.checkpoint_every() < 0) at.fail(arm, {"training", "checkpoint_every"}, "must be >= 0");
+  check_pretrain(s, arm, at, env->spec(), codec);
+}
+
+// The ablation table names arms of the file: the reference, and ablations other than it, each once.
+void check_table(const Scenario& file, ScenarioSpec& spec, const Locator& at) {
+  spec.has_table = true;
+  spec.table = file.table();
+  auto known = [&](const std::string& name) {
+    for (const ArmSpec& a : spec.arms) {
+      if (a.name == name) return true;
+    }
+    return false;
+  };
+  std::string arms;
+  for (const ArmSpec& a : spec.arms) arms += (arms.empty() ? "" : ", ") + quote(a.name);
+  const auto& t = file.table();
+  if (t.reference_arm().empty()) at.fail({{"table", -1}}, "an ablation table needs a reference_arm");
+  if (!known(t.reference_arm())) {
+    at.fail({{"table", -1}, {"reference_arm", -1}},
+            "arm " + quote(t.reference_arm()) + " is not in the file (arms: " + arms + ")");
+  }
+  std::set<std::string> seen;
+  for (int i = 0; i < t.ablation_arms_size(); ++i) {
+    const std::string& name = t.ablation_arms(i);
+    const FieldPath where = {{"table", -1}, {"ablation_arms", i}};
+    if (!known(name)) at.fail(where, "arm " + quote(name) + " is not in the file (arms: " + arms + ")");
+    if (name == t.reference_arm()) at.fail(where, "the reference arm cannot be its own ablation");
+    if (!seen.insert(name).second) at.fail(where, "arm " + quote(name) + " appears twice");
+  }
 }
 
 }  // namespace
@@ -229,6 +300,7 @@ ScenarioSpec parse_scenario(const std::string& text, const std::string& path) {
     check_setup(arm.setup, i, at);
     spec.arms.push_back(std::move(arm));
   }
+  if (file.has_table()) check_table(file, spec, at);
   return spec;
 }
 

@@ -32,6 +32,8 @@ struct ScenarioSpec {
   std::vector<uint64_t> seeds;
   std::vector<ArmSpec> arms;
   proto::scenario::GatesConfig gates;
+  bool has_table = false;  // the file declares an ablation table (report.md, scenarios/ablation_table.h)
+  proto::scenario::TableConfig table;
 };
 
 // The context budget of a setup (checked by parse_scenario).

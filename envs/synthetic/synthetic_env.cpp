@@ -6,6 +6,7 @@
 #include "envs/registry.h"
 #include "envs/synthetic/splits.h"
 #include "envs/synthetic/symbolic.h"
+#include "envs/synthetic/task_mix.h"
 #include "envs/synthetic/verifier.h"
 
 namespace crl::envs::synthetic {
@@ -38,6 +39,9 @@ std::vector<ParamSpec> make_params() {
        true},
       {"turn_limit", ParamType::kInt, "64", "turns before the episode is truncated (R = 0)"},
       {"invalid_limit", ParamType::kInt, "8", "invalid commands before the episode is truncated (R = 0)"},
+      {"types", ParamType::kString, "",
+       "comma-separated task types to keep (early_fact, latest_update, ordered_plan; empty: all), e.g. "
+       "another task mix to pretrain on (envs/synthetic/task_mix.h)"},
       {"view", ParamType::kString, "both",
        "text | symbolic | both: which observation renderings to fill (both: the codec picks; an action is "
        "read from its symbols when it has any, else from its text)"},
@@ -145,6 +149,7 @@ SyntheticEnv::SyntheticEnv(const Params& params)
   namespace_layout(name_space);  // an unknown namespace fails here, naming the known ones
   tasks_ = shared_task_set(params.get_string("source"), params.get_string("data_dir"), name_space, split);
   spec_ = &synthetic_env_spec(name_space);
+  tasks_ = restrict_task_types(tasks_, params.get_string("types"));
   split_ = split;
   name_space_ = name_space;
 }
