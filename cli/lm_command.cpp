@@ -16,6 +16,8 @@
 
 namespace crl::cli {
 
+int run_lm_train(const std::vector<std::string>& args);  // cli/lm_train.cpp
+
 std::unique_ptr<lm::LmService> load_lm_service(const std::string& checkpoint, const std::string& tokenizer,
                                                const std::string& name) {
   lm::LmCheckpoint state = lm::load_lm_state(scenarios::read_checkpoint(checkpoint).policy(), checkpoint);
@@ -121,7 +123,9 @@ int run_serve(const std::vector<std::string>& args) {
 }
 
 int run_lm(const std::vector<std::string>& args) {
-  const std::string usage = "usage: crl lm init --out FILE [...] | crl lm serve --checkpoint FILE [...]";
+  const std::string usage =
+      "usage: crl lm init --out FILE [...] | crl lm train --tokenizer T --out FILE [...] | crl lm serve "
+      "--checkpoint FILE [...]";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << usage << "\n";
     return args.empty() ? 2 : 0;
@@ -129,6 +133,7 @@ int run_lm(const std::vector<std::string>& args) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "init") return run_init(rest);
   if (args[0] == "serve") return run_serve(rest);
+  if (args[0] == "train") return run_lm_train(rest);
   std::cerr << "crl lm: unknown subcommand " << quote(args[0]) << "\n" << usage << "\n";
   return 2;
 }
