@@ -27,11 +27,12 @@ namespace {
 
 // Varied enough that 512 tokens are learned (numbers, words, punctuation, non-ASCII, special tokens).
 std::vector<std::string> sample_corpus() {
-  static const char* words[] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
-                                "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"};
+  static const char* words[] = {"alpha", "bravo",  "charlie", "delta", "echo", "foxtrot",  "golf",  "hotel",
+                                "india", "juliet", "kilo",    "lima",  "mike", "november", "oscar", "papa"};
   std::vector<std::string> docs;
   for (int i = 0; i < 120; ++i) {
-    std::string doc = "record " + std::to_string(i) + ": NOTE key=code-" + std::to_string((i * 7919) % 10000) +
+    std::string doc = "record " + std::to_string(i) + ": NOTE key=code-" +
+                      std::to_string((i * 7919) % 10000) +
                       " value is the latest update; next\nsubmit answer " + std::to_string(i % 7) +
                       " <|im_end|>\n  héllo wörld — ünïcödé 日本語 tabs\tand\r\nnewlines";
     for (int k = 0; k < 6; ++k) doc += std::string(" ") + words[(i * 5 + k * 3) % 16] + words[(i + k) % 16];
