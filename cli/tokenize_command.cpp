@@ -1,6 +1,7 @@
 // `crl tokenize`: shows how a tokenizer (`--tokenizer`, the spec every LLM command takes, see
 // engine/README.md) encodes a text, optionally rendered as one chat turn, or decodes ids. For checking a
-// tokenizer file and a chat template by hand before a run.
+// tokenizer file and a chat template by hand before a run. With --train it learns a byte-level BPE tokenizer
+// instead (cli/tokenize_train.h).
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/options.h"
+#include "cli/tokenize_train.h"
 #include "engine/chat_template.h"
 #include "engine/error.h"
 #include "engine/tokenizer.h"
@@ -28,6 +30,9 @@ int run_tokenize(const std::vector<std::string>& args) {
   std::string spec, file, chat, role;
   std::vector<std::string> words;
   bool decode = false;
+  std::string train, out;
+  BpeTrainOptions train_options;
+  std::vector<std::string> specials;
   options.add_options()("tokenizer", po::value(&spec)->default_value("byte"),
                         "byte | PATH/tokenizer.json | PATH/NAME.tiktoken[#PATTERN]")(
       "file", po::value(&file), "encode this file's bytes instead of TEXT")(
@@ -35,16 +40,29 @@ int run_tokenize(const std::vector<std::string>& args) {
       "render the text as one turn first (its special-token strings stay text): chatml | plain")(
       "role", po::value(&role)->default_value("user"), "the turn's role: system | user | assistant | tool")(
       "decode", po::bool_switch(&decode), "the arguments are token ids: print their text")(
-      "text", po::value(&words)->multitoken(), "the text (the words are joined by spaces)");
+      "text", po::value(&words)->multitoken(), "the text (the words are joined by spaces)")(
+      "train", po::value(&train),
+      "learn a byte-level BPE tokenizer from CORPUS (a text file or synthetic:SPLIT)")(
+      "vocab", po::value(&train_options.vocab_size)->default_value(512),
+      "--train: vocabulary size (256 bytes + merges + special tokens)")(
+      "min-frequency", po::value(&train_options.min_frequency)->default_value(2),
+      "--train: stop when the best pair occurs fewer times")(
+      "special", po::value(&specials)->multitoken(),
+      "--train: special tokens (default <|endoftext|> <|im_start|> <|im_end|>)")(
+      "out", po::value(&out), "--train: where to write the tokenizer.json");
   po::positional_options_description positional;
   positional.add("text", -1);
   po::variables_map vm;
   int exit_code = 0;
   if (!parse_options("tokenize",
                      "[--tokenizer SPEC] [--chat-template NAME [--role ROLE]] TEXT... | --file PATH "
-                     "| --decode ID...",
+                     "| --decode ID... | --train CORPUS --vocab N --out tokenizer.json",
                      options, positional, args, vm, exit_code)) {
     return exit_code;
+  }
+  if (!train.empty()) {
+    if (vm.count("special")) train_options.special_tokens = specials;
+    return train_tokenizer(train, train_options, out);
   }
   const auto tokenizer = make_tokenizer(spec);
   std::cout << "tokenizer: " << tokenizer->name() << " (vocabulary " << tokenizer->vocab_size()

@@ -505,7 +505,8 @@ void HttpServer::Impl::submit(std::shared_ptr<Connection> connection, OwnedCall 
                    guard = net::make_work_guard(ioc)]() mutable {
     // Started after the drain deadline: its connection has had its 503 and the server is going away.
     std::optional<HttpAnswer> handled;
-    if (!deadline_passed) handled = route(service, call.view(draining));
+    if (!deadline_passed && options.routes) handled = options.routes(call.view(draining));
+    if (!deadline_passed && !handled) handled = route(service, call.view(draining));
     // Counted out before the answer is posted: a client that has its answer sees the handler finished.
     if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
     if (handled) {

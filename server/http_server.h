@@ -35,10 +35,13 @@
 // only.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/episode_service.h"
+#include "server/router.h"
 
 namespace crl::server {
 
@@ -49,6 +52,9 @@ struct HttpOptions {
   int workers = 32;      // worker pool for routed requests (blocking environment code, rollouts)
   uint32_t max_connections = 1024;
   uint32_t max_body_bytes = 8u << 20;
+  // Routes answered before the engine's own, on the worker pool (`crl lm serve`): an answer, or nullopt to
+  // fall through to route(). Must not throw. Empty: none.
+  std::function<std::optional<HttpAnswer>(const HttpCall&)> routes;
   double request_timeout_s = 30.0;
   double drain_timeout_s = 10.0;
   bool handle_signals = true;  // SIGTERM and SIGINT start the drain

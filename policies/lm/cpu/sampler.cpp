@@ -88,6 +88,22 @@ int32_t pick_token(const RowVector& logits, const SamplingParams& p, Rng& rng) {
   return order[0];
 }
 
+namespace {
+
+// The k most likely tokens of a logits row with their log-probs, best first, the lower id first on ties.
+std::vector<std::pair<int32_t, float>> top_tokens(const RowVector& logits, float lse, int k) {
+  std::vector<int32_t> order(static_cast<size_t>(logits.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<std::pair<int32_t, float>> out;
+  for (int i = 0; i < k; ++i) out.emplace_back(order[i], logits[order[i]] - lse);
+  return out;
+}
+
+}  // namespace
+
 std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleRequest> requests,
                                  const SamplingParams& p) {
   const LmConfig& c = model.config();
@@ -99,6 +115,15 @@ std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleReq
   if (p.max_new_tokens < 0)
     throw std::invalid_argument("lm sampling: max_new_tokens must be >= 0, got " +
                                 std::to_string(p.max_new_tokens));
+  if (!p.stop_strings.empty() && p.tokenizer == nullptr)
+    throw std::invalid_argument("lm sampling: stop_strings need a tokenizer");
+  for (const std::string& s : p.stop_strings)
+    if (s.empty()) throw std::invalid_argument("lm sampling: a stop string is empty");
+  if (p.top_logprobs < 0 || p.top_logprobs > c.vocab)
+    throw std::invalid_argument("lm sampling: top_logprobs must be in 0.." + std::to_string(c.vocab) +
+                                ", got " + std::to_string(p.top_logprobs));
+  size_t longest_stop = 0;
+  for (const std::string& s : p.stop_strings) longest_stop = std::max(longest_stop, s.size());
   for (size_t r = 0; r < requests.size(); ++r) {
     const auto& prompt = requests[r].prompt;
     if (prompt.empty() || static_cast<int>(prompt.size()) > c.max_positions)
@@ -129,10 +154,33 @@ std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleReq
       Live& s = live[r];
       if (s.done) continue;
       const int32_t token = pick_token(s.logits, p, s.rng);
-      out[r].tokens.push_back(token);
-      out[r].logprobs.push_back(s.logits[token] - log_sum_exp(s.logits));
+      SampleResult& o = out[r];
+      o.tokens.push_back(token);
+      const float lse = log_sum_exp(s.logits);
+      o.logprobs.push_back(s.logits[token] - lse);
+      if (p.top_logprobs > 0) o.top.push_back(top_tokens(s.logits, lse, p.top_logprobs));
+      if (p.tokenizer != nullptr) {
+        // A stop string ending in this token starts at most longest_stop - 1 bytes before the new bytes.
+        const size_t before = o.text.size();
+        o.text += p.tokenizer->decode(std::span<const int32_t>(&token, 1));
+        const size_t from = before >= longest_stop ? before - longest_stop + 1 : 0;
+        size_t first = std::string::npos;
+        for (size_t k = 0; k < p.stop_strings.size(); ++k) {
+          const size_t at = o.text.find(p.stop_strings[k], from);
+          if (at < first) {  // the earliest match; the lower index among matches at one offset
+            first = at;
+            o.stop_string = static_cast<int>(k);
+          }
+        }
+        if (first != std::string::npos) o.stop_offset = static_cast<int64_t>(first);
+      }
       if (std::find(p.stop_ids.begin(), p.stop_ids.end(), token) != p.stop_ids.end()) {
-        out[r].finish = FinishReason::kStop;
+        o.finish = FinishReason::kStop;
+        o.stop_string = -1;
+        o.stop_offset = -1;
+        s.done = true;
+      } else if (o.stop_string >= 0) {
+        o.finish = FinishReason::kStop;
         s.done = true;
       } else if (step + 1 < p.max_new_tokens) {
         if (s.cache.length() >= c.max_positions) {

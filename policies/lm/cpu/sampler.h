@@ -17,9 +17,12 @@
 // reaches top_p (at least one token; ties broken by lower id), then samples among them.
 #include <cstdint>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/rng.h"
+#include "engine/tokenizer.h"
 #include "policies/lm/cpu/model.h"
 
 namespace crl::lm {
@@ -44,6 +47,13 @@ struct SamplingParams {
   float top_p = 1.0f;             // (0, 1]
   int max_new_tokens = 64;        // >= 0
   std::vector<int32_t> stop_ids;  // sampling ends after one of these (it is included in the output)
+  // Sampling ends after the token with which the decoded new text first contains one of these strings
+  // (however many tokens the string spans; the tokens are all kept, SampleResult says where the string
+  // starts). Needs `tokenizer`, which decodes the new tokens one by one (byte-level tokenizers decode a
+  // sequence as the concatenation of its tokens). Checked after the stop ids.
+  std::vector<std::string> stop_strings;
+  const Tokenizer* tokenizer = nullptr;
+  int top_logprobs = 0;  // >= 0: also return the this many most likely tokens of each step (model log-probs)
 };
 
 struct SampleRequest {
@@ -57,6 +67,12 @@ struct SampleResult {
   std::vector<int32_t> tokens;  // the new tokens only
   std::vector<float> logprobs;  // the model's log-prob of each new token
   FinishReason finish = FinishReason::kLength;
+  // kStop by a stop string: its index in stop_strings and where it starts in `text`; -1 otherwise.
+  int stop_string = -1;
+  int64_t stop_offset = -1;
+  std::string text;  // the decoded new tokens (only with a tokenizer)
+  // top_logprobs > 0: per new token, the most likely (id, log-prob) pairs, best first (lower id on ties).
+  std::vector<std::vector<std::pair<int32_t, float>>> top;
 };
 
 // Throws std::invalid_argument naming the field for bad parameters or prompts.

@@ -2,6 +2,7 @@
 // top-p and temperature edge cases, stop ids and limits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "lm_test_util.h"
@@ -160,6 +161,70 @@ TEST(LmSampler, StopIdsAndLimits) {
   const SampleResult ctx = sample(m, r, p)[0];
   EXPECT_EQ(ctx.finish, FinishReason::kContext);
   EXPECT_EQ(ctx.tokens.size(), 16u - 3u + 1u);
+}
+
+// A stop string that spans several tokens ends sampling at the token that completes its first occurrence,
+// at temperature 0 and when sampling (the stopped run is a prefix of the free run: same stream).
+TEST(LmSampler, MultiTokenStopStrings) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  const ByteTokenizer bytes;  // id i < 256 decodes to the byte i
+  for (float temperature : {0.0f, 1.0f}) {
+    std::vector<SampleRequest> r = make_requests(c, 1);
+    SamplingParams p;
+    p.temperature = temperature;
+    p.max_new_tokens = 12;
+    p.tokenizer = &bytes;
+    const SampleResult free = sample(m, r, p)[0];
+    ASSERT_EQ(free.tokens.size(), 12u);
+    ASSERT_EQ(free.text.size(), 12u);
+    const std::string stop = free.text.substr(4, 3);  // tokens 4, 5, 6
+    const size_t at = free.text.find(stop);
+    p.stop_strings = {"\x7f\x7f never", stop};
+    const SampleResult stopped = sample(m, r, p)[0];
+    EXPECT_EQ(stopped.finish, FinishReason::kStop);
+    EXPECT_EQ(stopped.stop_string, 1);
+    EXPECT_EQ(stopped.stop_offset, static_cast<int64_t>(at));
+    EXPECT_EQ(stopped.tokens, std::vector<int32_t>(free.tokens.begin(), free.tokens.begin() + at + 3));
+    EXPECT_EQ(stopped.logprobs, std::vector<float>(free.logprobs.begin(), free.logprobs.begin() + at + 3));
+    // Of two stop strings the one that occurs first wins, whatever their order.
+    p.stop_strings = {stop, free.text.substr(1, 2)};
+    const SampleResult earlier = sample(m, r, p)[0];
+    EXPECT_EQ(earlier.stop_string, 1);
+    EXPECT_LE(earlier.tokens.size(), 3u);
+    // A stop id wins over a stop string completed by the same token.
+    p.stop_strings = {free.text.substr(0, 1)};
+    p.stop_ids = {free.tokens[0]};
+    const SampleResult by_id = sample(m, r, p)[0];
+    EXPECT_EQ(by_id.tokens.size(), 1u);
+    EXPECT_EQ(by_id.stop_string, -1);
+  }
+  SamplingParams no_tokenizer;
+  no_tokenizer.stop_strings = {"x"};
+  EXPECT_THROW(sample(m, make_requests(c, 1), no_tokenizer), std::invalid_argument);
+  no_tokenizer.tokenizer = &bytes;
+  no_tokenizer.stop_strings = {""};
+  EXPECT_THROW(sample(m, make_requests(c, 1), no_tokenizer), std::invalid_argument);
+}
+
+TEST(LmSampler, TopLogprobsAreTheModelsBestTokens) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_new_tokens = 5;
+  p.top_logprobs = 3;
+  const SampleResult r = sample(m, make_requests(c, 1), p)[0];
+  ASSERT_EQ(r.top.size(), 5u);
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    ASSERT_EQ(r.top[i].size(), 3u);
+    EXPECT_EQ(r.top[i][0].first, r.tokens[i]);  // greedy picks the best
+    EXPECT_EQ(r.top[i][0].second, r.logprobs[i]);
+    EXPECT_GE(r.top[i][0].second, r.top[i][1].second);
+    EXPECT_GE(r.top[i][1].second, r.top[i][2].second);
+  }
+  p.top_logprobs = -1;
+  EXPECT_THROW(sample(m, make_requests(c, 1), p), std::invalid_argument);
 }
 
 TEST(LmSampler, BadParametersAndPromptsAreRejected) {

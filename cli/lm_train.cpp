@@ -1,0 +1,149 @@
+// `crl lm train --tokenizer T --out FILE [--init FILE | sizes] [--split train --tasks N] [--steps --batch
+// --lr --seed]`: SFT of the language model on oracle demonstrations (policies/lm/sft.h); writes the
+// checkpoint (weights, Adam, tokenizer fingerprint) and prints the loss and teacher-forced accuracy on the
+// training episodes and on dev episodes before and after.
+#include "cli/lm_train.h"
+
+#include <iomanip>
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/options.h"
+#include "engine/chat_template.h"
+#include "engine/error.h"
+#include "envs/codec.h"
+#include "envs/episode.h"
+#include "envs/registry.h"
+#include "envs/synthetic/oracle.h"
+#include "envs/synthetic/synthetic_env.h"
+#include "policies/lm/checkpoint.h"
+#include "policies/lm/sft.h"
+#include "scenarios/checkpoint.h"
+
+namespace crl::cli {
+
+std::vector<Trajectory> oracle_trajectories(const std::string& split, int first, int count,
+                                            std::shared_ptr<const Tokenizer> tokenizer,
+                                            const Budget& budget) {
+  const auto codec = make_text_codec(std::move(tokenizer), {}, chatml_template());
+  std::vector<Trajectory> out;
+  for (int i = first; i < first + count; ++i) {
+    auto env = make_env("synthetic", {{"split", split}, {"view", "text"}}, "crl lm train");
+    const auto& synthetic = dynamic_cast<const envs::synthetic::SyntheticEnv&>(*env);
+    const auto& tasks = synthetic.tasks().tasks;
+    if (i < 0 || i >= static_cast<int>(tasks.size())) {
+      throw Error("--tasks", "tasks",
+                  task_index_message(static_cast<uint64_t>(i), TaskList{split, tasks.size()}));
+    }
+    const auto& task = tasks[static_cast<size_t>(i)];
+    EpisodeConfig config;
+    config.budget = budget;
+    config.group_index = i;
+    Episode episode(std::move(env), codec, config);
+    episode.start(Task{task.task_id, static_cast<uint64_t>(i), split});
+    envs::synthetic::Oracle oracle(task, /*symbolic=*/false);
+    while (!episode.done()) {
+      Decision decision;
+      decision.tokens = episode.request().role == Role::kSummarize
+                            ? codec->encode_action(oracle.summary_text(synthetic.records_seen()))
+                            : codec->encode_action(oracle.act().text);
+      episode.submit(decision);
+    }
+    out.push_back(episode.finish());
+  }
+  return out;
+}
+
+namespace {
+
+int run_train(const std::vector<std::string>& args) {
+  po::options_description options;
+  std::string tokenizer_spec, out, init, split = "train";
+  lm::LmConfig c;
+  c.max_positions = 1024;
+  uint64_t seed = 0;
+  int tasks = 240, eval_tasks = 20;
+  lm::SftOptions sft;
+  Budget budget;
+  budget.summary_cap = 128;
+  options.add_options()("tokenizer", po::value(&tokenizer_spec), "the tokenizer (crl tokenize --train)")(
+      "out", po::value(&out), "the checkpoint to write")("init", po::value(&init),
+                                                         "start from this checkpoint (else a fresh model)")(
+      "split", po::value(&split)->default_value(split), "demonstrations: synthetic split")(
+      "tasks", po::value(&tasks)->default_value(tasks), "demonstrations: tasks 0 .. N-1 of the split")(
+      "eval-tasks", po::value(&eval_tasks)->default_value(eval_tasks),
+      "dev tasks evaluated before and after")("steps", po::value(&sft.steps)->default_value(sft.steps),
+                                              "Adam steps")(
+      "batch", po::value(&sft.batch)->default_value(sft.batch), "segments per step")(
+      "lr", po::value(&sft.lr)->default_value(sft.lr), "learning rate")(
+      "seed", po::value(&seed)->default_value(0), "initialisation and minibatch seed")(
+      "d-model", po::value(&c.d_model)->default_value(c.d_model), "fresh model: width")(
+      "heads", po::value(&c.heads)->default_value(c.heads), "fresh model: heads")(
+      "layers", po::value(&c.layers)->default_value(c.layers), "fresh model: blocks")(
+      "d-ff", po::value(&c.d_ff)->default_value(c.d_ff), "fresh model: MLP width")(
+      "capacity", po::value(&budget.capacity)->default_value(budget.capacity), "episode context C")(
+      "reserve", po::value(&budget.reserve)->default_value(budget.reserve), "compaction reserve T_comp")(
+      "summary-cap", po::value(&budget.summary_cap)->default_value(budget.summary_cap), "summary cap");
+  po::positional_options_description positional;
+  po::variables_map vm;
+  int exit_code = 0;
+  if (!parse_options("lm train", "--tokenizer T --out FILE [--init FILE] [--steps N ...]", options,
+                     positional, args, vm, exit_code)) {
+    return exit_code;
+  }
+  if (tokenizer_spec.empty()) throw Error("--tokenizer", "tokenizer", "missing");
+  if (out.empty()) throw Error("--out", "out", "missing: the checkpoint to write");
+  if (sft.steps < 0 || sft.batch < 1 || !(sft.lr > 0))
+    throw Error("--steps/--batch/--lr", "", "out of range");
+  budget.validate("--capacity/--reserve/--summary-cap");
+  const auto tokenizer = make_tokenizer(tokenizer_spec);
+  lm::LmCheckpoint state;
+  if (!init.empty()) {
+    state = lm::load_lm_state(scenarios::read_checkpoint(init).policy(), init);
+  } else {
+    c.vocab = tokenizer->vocab_size();
+    c.max_positions = static_cast<int>(budget.capacity);
+    try {
+      c.validate();
+    } catch (const std::invalid_argument& e) {
+      throw Error("crl lm train", "", e.what());
+    }
+    state.model = lm::LmModel(c);
+    state.model.initialize(seed);
+    state.optimizer = lm::LmOptimizer(state.model.layout());
+  }
+  if (tokenizer->vocab_size() > state.model.config().vocab)
+    throw Error(tokenizer_spec, "--tokenizer", "more tokens than the model's vocabulary");
+  sft.seed = seed;
+  const int max_positions = state.model.config().max_positions;
+  int skipped = 0;
+  const auto train =
+      lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget), max_positions, &skipped);
+  const auto dev =
+      lm::sft_examples(oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget), max_positions);
+  auto report = [&](const char* when) {
+    const lm::SftEval d = lm::evaluate_sft(state.model, dev);
+    std::cout << std::fixed << std::setprecision(4) << when << ": dev loss " << d.loss << ", token accuracy "
+              << d.token_accuracy << ", exact spans " << d.span_exact << " (" << d.spans << ")\n";
+  };
+  std::cout << train.size() << " training segments (" << skipped << " longer than " << max_positions
+            << " skipped), " << dev.size() << " dev segments\n";
+  report("before");
+  const auto losses = lm::train_sft(state.model, state.optimizer, train, sft);
+  if (!losses.empty()) std::cout << "train loss " << losses.front() << " -> " << losses.back() << "\n";
+  report("after");
+  proto::checkpoint::Checkpoint ckpt;
+  ckpt.set_seed(seed);
+  lm::save_lm_state(state.model, state.optimizer, tokenizer->fingerprint(), *ckpt.mutable_policy());
+  scenarios::write_checkpoint(out, ckpt);
+  std::cout << "wrote " << out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int run_lm_train(const std::vector<std::string>& args) {
+  return run_train(args);
+}
+
+}  // namespace crl::cli

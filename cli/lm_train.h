@@ -1,0 +1,21 @@
+#pragma once
+// `crl lm train`: supervised fine-tuning on the synthetic suite's oracle demonstrations (text view) rendered
+// by the engine's own episodes (cli/lm_train.cpp).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/budget.h"
+#include "engine/tokenizer.h"
+#include "engine/trajectory.h"
+
+namespace crl::cli {
+
+// Oracle episodes of tasks [first, first + count) of a synthetic split in the text view with the chatml
+// template and `tokenizer`: the oracle's actions and summaries (envs/synthetic/oracle.h) are submitted as
+// the policy's tokens, so the trajectories hold exactly the contexts, rebuilds and actor masks a model would
+// be trained on.
+std::vector<Trajectory> oracle_trajectories(const std::string& split, int first, int count,
+                                            std::shared_ptr<const Tokenizer> tokenizer, const Budget& budget);
+
+}  // namespace crl::cli

@@ -1,0 +1,67 @@
+#pragma once
+// The language model over the two inference APIs the engine's LLM policy speaks (policies/llm/llm_api.h), so
+// `crl rollout`, POST /v1/rollouts, external trainers and other tools run against a model trained here
+// (`crl lm serve`, cli/lm_command.cpp, puts this behind the engine's HTTP server). Transport-free: tests call
+// handle() directly.
+//
+//   POST /v1/completions  OpenAI / vLLM: prompt (text, token ids, or a list of either), max_tokens (16),
+//                         temperature (1), top_p (1), n (1..16), seed (0), stop (string or up to 16 strings),
+//                         stop_token_ids, logprobs (0..20: token_logprobs, tokens, text_offset,
+//                         top_logprobs), include_stop_str_in_output (false), return_token_ids (adds
+//                         prompt_token_ids; the sampled `token_ids` of each choice are always returned, as
+//                         vLLM does with it), echo (false only), stream (false only), top_k (<= 0 only: off),
+//                         and model, user, skip_special_tokens, ignored. Answer: {id, object
+//                         "text_completion", created 0, model, choices [{index, text, logprobs, finish_reason
+//                         stop|length, stop_reason, token_ids}], usage}. Errors: OpenAI's {"error": {message,
+//                         type "invalid_request_error", param, code}} with status 400 (404 for another path).
+//   POST /generate        SGLang: input_ids (ids or a list of id lists) or text (string or list),
+//                         sampling_params {max_new_tokens (128), temperature, top_p, top_k (<= 0), stop,
+//                         stop_token_ids, no_stop_trim (false), sampling_seed (0), skip_special_tokens,
+//                         ignore_eos, ignored}, return_logprob, top_logprobs_num, return_text_in_logprobs,
+//                         rid. Answer (a list for a list input): {text, output_ids, meta_info {id,
+//                         finish_reason {type "stop", matched: string|id} | {type "length", length},
+//                         prompt_tokens, completion_tokens, cached_tokens 0, output_token_logprobs [[logprob,
+//                         id, text|null]], output_top_logprobs}}. Errors: SGLang's {"error": {"message"}}
+//                         with status 400.
+//   GET /v1/models, GET /get_model_info.
+// Sampling is policies/lm/cpu/sampler.h: log-probs are the model's own (temperature 1, no top-p), i.e. what
+// forward() recomputes; a request with the same seed gives the same bytes (choice i of a request draws from
+// StreamKey{seed, 0, i, kExecute, 0}; item i of an SGLang batch likewise). Omitting the seed means seed 0.
+// The model has no end-of-sequence token of its own: sampling stops at a stop id, a stop string, the token
+// limit, or the context (max_positions; finish_reason "length"). A prompt longer than max_positions is a 400.
+// `created` is 0 and the id is "cmpl-<seed>" so that answers are reproducible byte for byte.
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/tokenizer.h"
+#include "policies/lm/cpu/model.h"
+
+namespace crl::lm {
+
+struct ServeAnswer {
+  int status = 200;
+  std::string body;  // JSON
+};
+
+class LmService {
+ public:
+  // Throws crl::Error when the tokenizer's vocabulary is larger than the model's.
+  LmService(LmModel model, std::shared_ptr<const Tokenizer> tokenizer, std::string model_name);
+  // The answer for a request; nullopt for a path this service does not serve. Never throws.
+  std::optional<ServeAnswer> handle(std::string_view method, std::string_view path,
+                                    std::string_view body) const;
+
+  const LmModel& model() const { return model_; }
+
+ private:
+  ServeAnswer completions(std::string_view body) const;
+  ServeAnswer generate(std::string_view body) const;
+
+  LmModel model_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::string name_;
+};
+
+}  // namespace crl::lm

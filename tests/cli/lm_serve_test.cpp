@@ -1,0 +1,360 @@
+// `crl lm serve` (policies/lm/serve.h behind the engine's HTTP server): `crl rollout` against it on loopback
+// with both APIs, the sampled ids' log-probs equal to the model's forward pass, the APIs' answer and error
+// shapes, determinism with a seed, stop strings, and typed errors for a bad checkpoint or tokenizer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cli/lm_command.h"
+#include "cli/tokenize_train.h"
+#include "engine/bpe_trainer.h"
+#include "engine/error.h"
+#include "engine/file_io.h"
+#include "engine/tokenizer.h"
+#include "engine/trajectory_io.h"
+#include "policies/lm/checkpoint.h"
+#include "scenarios/checkpoint.h"
+#include "tests/crl_cli.h"
+#include "tests/server/http_client.h"
+#include "tests/server/test_server.h"
+#include "tests/temp_dir.h"
+
+namespace crl {
+namespace {
+
+using json = nlohmann::json;
+
+// A tokenizer trained on the synthetic suite and a small random model, written once per process.
+struct Fixture {
+  crl::test::TempDir dir{"lm_serve"};
+  std::string tokenizer, checkpoint;
+  lm::LmConfig config;
+  Fixture() {
+    tokenizer = dir.file("tokenizer.json");
+    write_file_atomic(tokenizer,
+                      bpe_tokenizer_json(train_bpe(cli::synthetic_corpus("dev"), BpeTrainOptions{})));
+    config.vocab = 512;
+    config.d_model = 32;
+    config.heads = 2;
+    config.layers = 2;
+    config.d_ff = 64;
+    config.max_positions = 1024;
+    lm::LmModel model(config);
+    model.initialize(5);
+    proto::checkpoint::Checkpoint ckpt;
+    lm::save_lm_state(model, lm::LmOptimizer(model.layout()), make_tokenizer(tokenizer)->fingerprint(),
+                      *ckpt.mutable_policy());
+    checkpoint = dir.file("lm.ckpt");
+    scenarios::write_checkpoint(checkpoint, ckpt);
+  }
+};
+
+const Fixture& fixture() {
+  static const Fixture f;
+  return f;
+}
+
+// The in-process server: the service's routes in front of the engine's HTTP server.
+struct LmTestServer {
+  std::unique_ptr<lm::LmService> service =
+      cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  std::unique_ptr<server::testing::TestServer> http;
+  LmTestServer() {
+    server::HttpOptions options;
+    options.workers = 4;
+    cli::serve_lm_routes(*service, options);
+    http = std::make_unique<server::testing::TestServer>(options);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(http->port()); }
+};
+
+// Every sampled token's behaviour log-prob equals log softmax of the model's forward pass over the segment's
+// context (prompt + response), at that position.
+void expect_logprobs_match_forward(const lm::LmModel& model, const std::vector<Trajectory>& trajectories) {
+  int64_t checked = 0;
+  for (const Trajectory& t : trajectories) {
+    for (const Segment& s : t.segments) {
+      std::vector<int32_t> seq(s.prompt_ids.begin(), s.prompt_ids.end());
+      seq.insert(seq.end(), s.response_ids.begin(), s.response_ids.end());
+      ASSERT_LE(static_cast<int>(seq.size()), model.config().max_positions);
+      lm::PackedBatch batch;
+      batch.add_sequence(seq);
+      const lm::ForwardResult f = model.forward(batch);
+      for (size_t k = 0; k < s.response_ids.size(); ++k) {
+        if (!s.actor_mask[k]) continue;
+        const size_t at = s.prompt_ids.size() + k - 1;  // the position that predicts response token k
+        EXPECT_NEAR(s.logprobs[k], f.logp[at], 2e-4f) << t.task_id << " token " << k;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
+}
+
+TEST(LmServe, RolloutAgainstTheServerWithBothApisMatchesTheForwardPass) {
+  LmTestServer server;
+  std::vector<std::vector<Trajectory>> runs;
+  for (const std::string api : {"sglang", "openai"}) {
+    const std::string out = fixture().dir.file("rollout-" + api + ".jsonl");
+    const auto r = test::crl({"rollout",
+                              "--env",
+                              "synthetic",
+                              "--split",
+                              "dev",
+                              "--tasks",
+                              "2",
+                              "--llm",
+                              server.url(),
+                              "--api",
+                              api,
+                              "--tokenizer",
+                              fixture().tokenizer,
+                              "--out",
+                              out,
+                              "--seed",
+                              "7",
+                              "--capacity",
+                              "1024",
+                              "--reserve",
+                              "256",
+                              "--summary-cap",
+                              "64",
+                              "--per-turn-cap",
+                              "24"});
+    ASSERT_EQ(r.code, 0) << r.err << r.out;
+    EXPECT_NE(r.out.find("(0 failed)"), std::string::npos) << r.out;
+    runs.push_back(read_trajectories(out));
+    ASSERT_EQ(runs.back().size(), 2u);
+    for (const Trajectory& t : runs.back()) EXPECT_NE(t.status, EpisodeStatus::kFailed) << t.reason;
+    expect_logprobs_match_forward(server.service->model(), runs.back());
+  }
+  // Both APIs map the request's seed to the same stream: the same tokens and log-probs either way.
+  for (size_t e = 0; e < 2; ++e) {
+    ASSERT_EQ(runs[0][e].segments.size(), runs[1][e].segments.size());
+    for (size_t s = 0; s < runs[0][e].segments.size(); ++s) {
+      EXPECT_EQ(runs[0][e].segments[s].response_ids, runs[1][e].segments[s].response_ids);
+      EXPECT_EQ(runs[0][e].segments[s].logprobs, runs[1][e].segments[s].logprobs);
+    }
+  }
+}
+
+json call(const lm::LmService& service, const std::string& path, const json& body, int status = 200) {
+  const auto answer = service.handle("POST", path, body.dump());
+  EXPECT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, status) << answer->body;
+  return json::parse(answer->body);
+}
+
+TEST(LmServe, CompletionsShapeSeedsStopStringsAndLogprobs) {
+  const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  const json req = {{"prompt", "Task: early_fact"},
+                    {"max_tokens", 12},
+                    {"seed", 3},
+                    {"logprobs", 2},
+                    {"return_token_ids", true},
+                    {"n", 2}};
+  const json a = call(*service, "/v1/completions", req);
+  EXPECT_EQ(a["object"], "text_completion");
+  EXPECT_EQ(a["model"], "tiny");
+  ASSERT_EQ(a["choices"].size(), 2u);
+  const json& c0 = a["choices"][0];
+  EXPECT_EQ(c0["token_ids"].size(), 12u);
+  EXPECT_EQ(c0["finish_reason"], "length");
+  EXPECT_EQ(c0["logprobs"]["token_logprobs"].size(), 12u);
+  EXPECT_EQ(c0["logprobs"]["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(c0["prompt_token_ids"], json(make_tokenizer(fixture().tokenizer)->encode("Task: early_fact")));
+  EXPECT_NE(a["choices"][1]["token_ids"], c0["token_ids"]);  // choice i draws from its own stream
+  EXPECT_EQ(a["usage"]["completion_tokens"], 24);
+  // Same seed, same bytes; another seed, other tokens.
+  EXPECT_EQ(service->handle("POST", "/v1/completions", req.dump())->body,
+            service->handle("POST", "/v1/completions", req.dump())->body);
+  json other = req;
+  other["seed"] = 4;
+  EXPECT_NE(call(*service, "/v1/completions", other)["choices"][0]["token_ids"], c0["token_ids"]);
+
+  // A stop string spanning several tokens: the text is cut before it, the tokens end at the one completing
+  // it, and stop_reason names it; include_stop_str_in_output keeps it. The random model writes arbitrary
+  // bytes: look (deterministically) for a sample with three printable ASCII bytes across a token border.
+  const auto tok = make_tokenizer(fixture().tokenizer);
+  auto as_json_text = [](const std::string& raw) {  // what the answer's JSON makes of raw bytes
+    return json::parse(json(raw).dump(-1, ' ', false, json::error_handler_t::replace));
+  };
+  json stopped_req = req;
+  stopped_req["n"] = 1;
+  std::string text, stop;
+  std::vector<TokenId> ids;
+  for (int seed = 0; seed < 200 && stop.empty(); ++seed) {
+    stopped_req["seed"] = seed;
+    ids =
+        call(*service, "/v1/completions", stopped_req)["choices"][0]["token_ids"].get<std::vector<TokenId>>();
+    text = tok->decode(ids);
+    for (size_t j = 1; j + 1 < ids.size() && stop.empty(); ++j) {
+      const size_t border = tok->decode(std::vector<TokenId>(ids.begin(), ids.begin() + j)).size();
+      if (border < 1 || border + 2 > text.size()) continue;
+      const std::string candidate = text.substr(border - 1, 3);
+      bool printable = true;
+      for (char ch : candidate) printable = printable && ch >= 0x20 && ch < 0x7f;
+      if (printable) stop = candidate;
+    }
+  }
+  ASSERT_FALSE(stop.empty());
+  stopped_req["stop"] = stop;
+  const json stopped = call(*service, "/v1/completions", stopped_req)["choices"][0];
+  EXPECT_EQ(stopped["finish_reason"], "stop");
+  EXPECT_EQ(stopped["stop_reason"], stop);
+  const size_t at = text.find(stop);
+  EXPECT_EQ(stopped["text"], as_json_text(text.substr(0, at)));
+  EXPECT_LT(stopped["token_ids"].size(), ids.size());
+  EXPECT_GE(stopped["token_ids"].size(), 2u);
+  EXPECT_EQ(tok->decode(stopped["token_ids"].get<std::vector<TokenId>>()).find(stop), at);  // it completes it
+  stopped_req["include_stop_str_in_output"] = true;
+  EXPECT_EQ(call(*service, "/v1/completions", stopped_req)["choices"][0]["text"],
+            as_json_text(text.substr(0, at + 3)));
+  // Stop token ids.
+  json by_id = req;
+  by_id["n"] = 1;
+  by_id["seed"] = stopped_req["seed"];
+  by_id["stop_token_ids"] = {ids[3]};
+  const json s = call(*service, "/v1/completions", by_id)["choices"][0];
+  EXPECT_EQ(s["finish_reason"], "stop");
+  EXPECT_EQ(s["stop_reason"], ids[3]);
+  EXPECT_EQ(s["token_ids"].back(), ids[3]);
+}
+
+TEST(LmServe, GenerateHasSglangsShape) {
+  const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  const json req = {{"input_ids", {1, 2, 3}},
+                    {"sampling_params", {{"max_new_tokens", 5}, {"temperature", 0}}},
+                    {"return_logprob", true},
+                    {"top_logprobs_num", 2},
+                    {"rid", "r1"}};
+  const json a = call(*service, "/generate", req);
+  EXPECT_EQ(a["output_ids"].size(), 5u);
+  EXPECT_EQ(a["meta_info"]["id"], "r1");
+  EXPECT_EQ(a["meta_info"]["finish_reason"], json({{"type", "length"}, {"length", 5}}));
+  EXPECT_EQ(a["meta_info"]["prompt_tokens"], 3);
+  EXPECT_EQ(a["meta_info"]["completion_tokens"], 5);
+  const json& lp = a["meta_info"]["output_token_logprobs"];
+  ASSERT_EQ(lp.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(lp[i].size(), 3u);
+    EXPECT_EQ(lp[i][1], a["output_ids"][i]);
+    EXPECT_TRUE(lp[i][2].is_null());
+    EXPECT_EQ(a["meta_info"]["output_top_logprobs"][i][0][1], a["output_ids"][i]);  // greedy = the best
+  }
+  // A batch answers a list; a stop id is SGLang's {type: stop, matched: id}.
+  json batch = req;
+  batch.erase("rid");
+  batch["input_ids"] = {{1, 2, 3}, {4, 5}};
+  batch["sampling_params"]["stop_token_ids"] = {a["output_ids"][1]};
+  const json b = call(*service, "/generate", batch);
+  ASSERT_TRUE(b.is_array());
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0]["meta_info"]["finish_reason"], json({{"type", "stop"}, {"matched", a["output_ids"][1]}}));
+  const auto first = a["output_ids"].get<std::vector<int>>();
+  EXPECT_EQ(b[0]["output_ids"].size(),
+            static_cast<size_t>(std::find(first.begin(), first.end(), first[1]) - first.begin()) + 1);
+  // Text input and a stop string (trimmed unless no_stop_trim).
+  const json t = call(*service, "/generate",
+                      {{"text", "next"}, {"sampling_params", {{"max_new_tokens", 8}, {"sampling_seed", 1}}}});
+  EXPECT_EQ(t["output_ids"].size(), 8u);
+}
+
+TEST(LmServe, BadRequestsGetTheApisOwnErrorShapes) {
+  const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  struct Case {
+    json body;
+    std::string param, message;
+  };
+  const std::vector<Case> openai = {
+      {json::object(), "prompt", "prompt is missing"},
+      {{{"prompt", {1, 99999}}}, "prompt", "must be a token id in [0, 511]"},
+      {{{"prompt", json::array()}}, "prompt", "must be a string"},
+      {{{"prompt", "x"}, {"max_tokens", -1}}, "max_tokens", "max_tokens must be an integer"},
+      {{{"prompt", "x"}, {"temperature", "hot"}}, "temperature", "must be a number"},
+      {{{"prompt", "x"}, {"top_p", 0}}, "top_p", "top_p must be in"},
+      {{{"prompt", "x"}, {"n", 100}}, "n", "n must be"},
+      {{{"prompt", "x"}, {"logprobs", 50}}, "logprobs", "logprobs must be"},
+      {{{"prompt", "x"}, {"stop", {1}}}, "stop", "stop must be"},
+      {{{"prompt", "x"}, {"stop", ""}}, "stop", "empty"},
+      {{{"prompt", "x"}, {"stream", true}}, "stream", "not supported"},
+      {{{"prompt", "x"}, {"echo", true}}, "echo", "not supported"},
+      {{{"prompt", "x"}, {"top_k", 5}}, "top_k", "not supported"},
+      {{{"prompt", std::vector<int>(1025, 1)}}, "prompt", "maximum context length is 1024"},
+  };
+  for (const Case& c : openai) {
+    const json e = call(*service, "/v1/completions", c.body, 400);
+    ASSERT_TRUE(e.contains("error")) << e;
+    EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(e["error"]["param"], c.param) << e;
+    EXPECT_NE(e["error"]["message"].get<std::string>().find(c.message), std::string::npos) << e;
+    EXPECT_TRUE(e["error"].contains("code"));
+  }
+  const auto bad_json = service->handle("POST", "/v1/completions", "{\"prompt\": ");
+  EXPECT_EQ(bad_json->status, 400);
+  EXPECT_NE(bad_json->body.find("not accepted JSON"), std::string::npos);
+  const std::vector<json> sglang = {
+      json::object(),
+      {{"input_ids", {1}}, {"text", "x"}},
+      {{"input_ids", {-1}}},
+      {{"input_ids", {1}}, {"sampling_params", 3}},
+      {{"input_ids", {1}}, {"sampling_params", {{"max_new_tokens", "x"}}}},
+      {{"input_ids", {1}}, {"sampling_params", {{"stop_token_ids", {600}}}}},
+      {{"input_ids", {{1}, {2}}}, {"rid", "one"}},
+  };
+  for (const json& body : sglang) {
+    const json e = call(*service, "/generate", body, 400);
+    ASSERT_TRUE(e.contains("error") && e["error"].contains("message")) << body << " -> " << e;
+    EXPECT_EQ(e["error"].size(), 1u);  // SGLang's {"error": {"message": ...}}
+  }
+  EXPECT_EQ(service->handle("GET", "/v1/completions", "")->status, 405);
+  EXPECT_EQ(service->handle("POST", "/v1/episodes", "{}")->status, 404);  // not the episode server
+  EXPECT_FALSE(service->handle("GET", "/health", "").has_value());        // the transport answers it
+  // Over HTTP: the same shapes, /health from the engine's server.
+  LmTestServer server;
+  server::testing::HttpClient client(server.http->port());
+  const auto reply = client.call("POST", "/v1/completions", "[1, 2");
+  EXPECT_EQ(reply.status, 400);
+  EXPECT_NE(reply.body.find("\"invalid_request_error\""), std::string::npos) << reply.body;
+  EXPECT_EQ(client.call("GET", "/health").status, 200);
+  EXPECT_EQ(client.call("POST", "/v1/episodes", "{\"env\":\"synthetic\"}").status, 404);
+  EXPECT_EQ(json::parse(client.call("GET", "/v1/models").body)["data"][0]["id"], "tiny");
+}
+
+TEST(LmServe, BadCheckpointOrTokenizerIsATypedError) {
+  auto error_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  // Another tokenizer than the one the checkpoint records.
+  EXPECT_NE(error_of([] { cli::load_lm_service(fixture().checkpoint, "byte", "x"); }).find("fingerprint"),
+            std::string::npos);
+  const crl::test::TempDir dir;
+  const std::string cut = dir.write("cut.ckpt", read_file(fixture().checkpoint).substr(0, 100));
+  EXPECT_NE(error_of([&] { cli::load_lm_service(cut, fixture().tokenizer, "x"); }).find("cut.ckpt"),
+            std::string::npos);
+  // A tokenizer larger than the model: refused at start, not at the first out-of-range id.
+  const auto r = test::crl(
+      {"lm", "init", "--out", dir.file("small.ckpt"), "--vocab", "300", "--tokenizer", fixture().tokenizer});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("more than --vocab 300"), std::string::npos) << r.err;
+  ASSERT_EQ(test::crl({"lm", "init", "--out", dir.file("small.ckpt"), "--vocab", "300", "--d-model", "16",
+                       "--heads", "2", "--layers", "1", "--d-ff", "16", "--max-positions", "64"})
+                .code,
+            0);
+  EXPECT_NE(error_of([&] {
+              cli::load_lm_service(dir.file("small.ckpt"), fixture().tokenizer, "x");
+            }).find("more than the model's vocabulary of 300"),
+            std::string::npos);
+  EXPECT_EQ(test::crl({"lm", "serve"}).code, 1);
+  EXPECT_EQ(test::crl({"lm", "bogus"}).code, 2);
+}
+
+}  // namespace
+}  // namespace crl

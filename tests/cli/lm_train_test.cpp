@@ -1,0 +1,123 @@
+// SFT of the language model on the synthetic suite's oracle demonstrations (policies/lm/sft.h, `crl lm
+// train`): the demonstrations come from the engine's episodes with the right masks, SFT lowers the loss
+// on training and held-out episodes and raises the teacher-forced exact match of the actions, and the
+// written checkpoint serves.
+#include "cli/lm_train.h"
+
+#include <gtest/gtest.h>
+
+#include "cli/lm_command.h"
+#include "cli/tokenize_train.h"
+#include "engine/bpe_trainer.h"
+#include "engine/file_io.h"
+#include "policies/lm/sft.h"
+#include "tests/crl_cli.h"
+#include "tests/temp_dir.h"
+
+namespace crl {
+namespace {
+
+struct Setup {
+  crl::test::TempDir dir{"lm_train"};
+  std::string tokenizer_path;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  Budget budget;
+  Setup() {
+    tokenizer_path = dir.file("tokenizer.json");
+    write_file_atomic(tokenizer_path,
+                      bpe_tokenizer_json(train_bpe(cli::synthetic_corpus("train"), BpeTrainOptions{})));
+    tokenizer = make_tokenizer(tokenizer_path);
+    budget.summary_cap = 128;
+  }
+};
+
+const Setup& setup() {
+  static const Setup s;
+  return s;
+}
+
+TEST(LmTrain, OracleDemonstrationsHaveTheEnginesMasks) {
+  const auto trajectories = cli::oracle_trajectories("dev", 0, 3, setup().tokenizer, setup().budget);
+  ASSERT_EQ(trajectories.size(), 3u);
+  int summaries = 0;
+  for (const Trajectory& t : trajectories) {
+    EXPECT_EQ(t.reward, 1.0) << t.task_id;  // the oracle wins, through the compaction rebuilds
+    EXPECT_GT(t.compactions, 0);
+    for (const Segment& s : t.segments) summaries += s.kind == SegmentKind::kSummary;
+  }
+  EXPECT_GT(summaries, 0);
+  int skipped = -1;
+  const auto examples = lm::sft_examples(trajectories, 1024, &skipped);
+  EXPECT_EQ(skipped, 0);
+  ASSERT_FALSE(examples.empty());
+  const TokenId end = *setup().tokenizer->special_token("<|im_end|>");
+  for (const auto& e : examples) {
+    ASSERT_EQ(e.mask.size(), e.tokens.size());
+    ASSERT_FALSE(e.spans.empty());
+    for (int start : e.spans) {  // every trained span (an action or a summary) ends with <|im_end|>
+      size_t t = static_cast<size_t>(start);
+      while (t < e.tokens.size() && e.mask[t - 1] != 0.0f) ++t;
+      EXPECT_EQ(e.tokens[t - 1], end);
+    }
+  }
+}
+
+TEST(LmTrain, SftLowersTheLossAndRaisesExactMatch) {
+  const auto train =
+      lm::sft_examples(cli::oracle_trajectories("train", 0, 6, setup().tokenizer, setup().budget), 1024);
+  const auto dev =
+      lm::sft_examples(cli::oracle_trajectories("dev", 0, 3, setup().tokenizer, setup().budget), 1024);
+  lm::LmConfig c;
+  c.vocab = 512;
+  c.d_model = 16;  // small enough to learn the actions in seconds on one core
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 32;
+  c.max_positions = 1024;
+  lm::LmModel model(c);
+  model.initialize(1);
+  lm::LmOptimizer opt(model.layout());
+  const lm::SftEval before = lm::evaluate_sft(model, dev);
+  lm::SftOptions o;
+  o.steps = 80;
+  o.batch = 1;
+  o.lr = 2e-2;
+  const auto losses = lm::train_sft(model, opt, train, o);
+  const lm::SftEval after = lm::evaluate_sft(model, dev);
+  ASSERT_EQ(losses.size(), 80u);
+  // Measured: dev loss 6.23 -> 2.92, token accuracy 0 -> 0.33, exact actions 0 -> 0.85 (mostly `next`).
+  EXPECT_LT(after.loss, 0.6 * before.loss) << before.loss << " -> " << after.loss;
+  EXPECT_GT(after.token_accuracy, before.token_accuracy + 0.2)
+      << before.token_accuracy << " -> " << after.token_accuracy;
+  EXPECT_GT(after.span_exact, before.span_exact + 0.5) << before.span_exact << " -> " << after.span_exact;
+  // Deterministic: the same steps again give the same weights.
+  o.steps = 3;
+  lm::LmModel a(c), b(c);
+  a.initialize(1);
+  b.initialize(1);
+  lm::LmOptimizer opt_a(a.layout()), opt_b(b.layout());
+  lm::train_sft(a, opt_a, train, o);
+  lm::train_sft(b, opt_b, train, o);
+  EXPECT_EQ(a.parameters(), b.parameters());
+  EXPECT_NE(a.parameters(), model.parameters());
+}
+
+TEST(LmTrain, CommandWritesACheckpointThatServes) {
+  const std::string out = setup().dir.file("sft.ckpt");
+  const auto r = test::crl({"lm",           "train", "--tokenizer", setup().tokenizer_path,
+                            "--out",        out,     "--tasks",     "2",
+                            "--eval-tasks", "1",     "--steps",     "3",
+                            "--d-model",    "16",    "--heads",     "2",
+                            "--layers",     "1",     "--d-ff",      "16"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("after: dev loss"), std::string::npos) << r.out;
+  const auto service = cli::load_lm_service(out, setup().tokenizer_path, "sft");
+  EXPECT_EQ(
+      service->handle("POST", "/generate", R"({"text": "next", "sampling_params": {"max_new_tokens": 2}})")
+          ->status,
+      200);
+  EXPECT_EQ(test::crl({"lm", "train", "--out", out}).code, 1);  // no tokenizer
+}
+
+}  // namespace
+}  // namespace crl
