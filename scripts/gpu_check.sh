@@ -37,6 +37,8 @@ if echo "$OUT" | grep -q "SKIPPED"; then
   echo "gpu_check: LmCuda tests were skipped: no usable device" >&2
   exit 1
 fi
+cmake --build "$BUILD" -j "$JOBS" --target bench_lm
+"$BUILD"/bench/bench_lm --benchmark_filter='LmCuda|LmTrainForward' --benchmark_counters_tabular=true
 
 # GPU benchmarks beside the CPU rows of the same binary (the NumPy baseline is slow at 10M tokens: it is
 # left out here; run bench_learner without a filter for the full table).
