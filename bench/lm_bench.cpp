@@ -1,6 +1,7 @@
 // Language-model policy throughput (policies/lm, issue 17), default size (~1M parameters), one core.
 //   BM_LmTrainForwardBackward      forward + backward of the SFT loss over 4 sequences x 128 tokens;
 //                                  items = tokens; counter GFLOPs = the matrix products' rate
+//   BM_LmCudaTrainForwardBackward  the same step with the CUDA twin (skipped without a device)
 //   BM_LmSampleCached              8 prompts of 16 tokens, 64 new tokens each with the KV cache
 //                                  (temperature 1); items = new tokens
 //   BM_LmGemm/M/K/N                Eigen sgemm (row-major, as the model) at the model's shapes: the ceiling
@@ -16,6 +17,7 @@
 #include "engine/rng.h"
 #include "policies/lm/cpu/model.h"
 #include "policies/lm/cpu/sampler.h"
+#include "policies/lm/cuda/lm_cuda.h"
 
 namespace crl::lm {
 namespace {
@@ -118,6 +120,27 @@ void torch_baseline(benchmark::State& state, const std::string& mode) {
   state.counters["torch_tokens_per_second"] = rate;
 }
 
+// The same training step on the CUDA twin (policies/lm/cuda; includes uploads and the backward's recomputed
+// forward); skipped where no device is usable.
+void BM_LmCudaTrainForwardBackward(benchmark::State& state) {
+  std::string why;
+  if (!lm_cuda_available(&why)) {
+    state.SkipWithError(("CUDA not measured: " + why).c_str());
+    return;
+  }
+  LmModel m;
+  m.initialize(1);
+  const PackedBatch b = make_batch(m.config(), kSeqs, kLen);
+  const std::vector<float> mask(b.size(), 1.0f), dvalue(b.size(), 0.01f);
+  std::vector<float> dlogp;
+  for (auto _ : state) {
+    const ForwardResult f = cuda_forward(m, b);
+    sft_loss(b, f, mask, dlogp);
+    benchmark::DoNotOptimize(cuda_backward(m, b, dlogp, dvalue));
+  }
+  state.SetItemsProcessed(state.iterations() * b.size());
+}
+
 void BM_LmTorchTrainForwardBackward(benchmark::State& state) {
   torch_baseline(state, "train");
 }
@@ -127,6 +150,7 @@ void BM_LmTorchSampleCached(benchmark::State& state) {
 
 BENCHMARK(BM_LmTrainForwardBackward)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_LmSampleCached)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK(BM_LmCudaTrainForwardBackward)->Unit(benchmark::kMillisecond);
 // Training's shapes: (tokens x d)(d x 3d), (tokens x d)(d x d_ff), (tokens x d)(d x vocab).
 BENCHMARK(BM_LmGemm)
     ->Args({512, 128, 384})

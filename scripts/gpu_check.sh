@@ -26,6 +26,20 @@ if echo "$OUT" | grep -q "SKIPPED"; then
 fi
 "$BUILD"/tests/learners/learner_tests
 
+# The language model's CUDA twin against the CPU (policies/lm/cuda): a skip is a failure here too.
+cmake --build "$BUILD" -j "$JOBS" --target lm_cuda_tests
+OUT="$("$BUILD"/tests/policies/lm_cuda_tests --gtest_filter='LmCuda.*' 2>&1)" || {
+  echo "$OUT"
+  exit 1
+}
+echo "$OUT" | tail -n 10
+if echo "$OUT" | grep -q "SKIPPED"; then
+  echo "gpu_check: LmCuda tests were skipped: no usable device" >&2
+  exit 1
+fi
+cmake --build "$BUILD" -j "$JOBS" --target bench_lm
+"$BUILD"/bench/bench_lm --benchmark_filter='LmCuda|LmTrainForward' --benchmark_counters_tabular=true
+
 # GPU benchmarks beside the CPU rows of the same binary (the NumPy baseline is slow at 10M tokens: it is
 # left out here; run bench_learner without a filter for the full table).
 "$BUILD"/bench/bench_learner --benchmark_filter='Cuda|Cpu' --benchmark_counters_tabular=true
