@@ -86,7 +86,7 @@ class Parser {
     while (true) {
       const Token& t = cur();
       if (t.type == T::kEnd) {
-        if (!ends.empty()) fail("missing {% " + ends.front() + " %}: the template ended");
+        if (!ends.empty()) fail("missing {% " + ends.back() + " %}: the template ended");
         return body;
       }
       if (t.type == T::kText) {
@@ -560,6 +560,11 @@ class Parser {
       } else if (is_op("[")) {
         advance();
         node = parse_subscript(std::move(node), line);
+      } else if (is_op("(")) {  // calls follow getattr and getitem too: x.split('a')[-1]
+        auto e = expr(Expr::Kind::kCall, line);
+        e->args.push_back(std::move(node));
+        parse_call_args(*e);
+        node = std::move(e);
       } else {
         return node;
       }
