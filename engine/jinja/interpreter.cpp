@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "engine/jinja/builtins.h"
 
@@ -46,7 +47,16 @@ std::string Interpreter::render(const Body& body, const Dict& variables) {
   line_ = 1;
   call_depth_ = 0;
   iterations_ = 0;
-  const Flow flow = exec_body(body);
+  Flow flow;
+  try {
+    flow = exec_body(body);
+  } catch (const std::length_error& e) {  // repr / == / tojson of a value nested too deep (value.h)
+    scope_.reset();
+    fail(ErrorKind::kLimit, e.what());
+  } catch (...) {
+    scope_.reset();  // macros hold their scope: break the cycle
+    throw;
+  }
   if (flow != Flow::kNormal) fail(ErrorKind::kSyntax, "break or continue outside a for loop");
   std::string out = std::move(outputs_.back());
   outputs_.clear();
@@ -307,6 +317,15 @@ CallArgs Interpreter::eval_args(const Expr& e, size_t first) {
 }
 
 Value Interpreter::eval(const Expr& e) {
+  Value v = eval_node(e);
+  // Nesting is bounded where values are built, so that printing or freeing one never runs out of stack.
+  if (v.depth() > static_cast<uint32_t>(kMaxValueDepth))
+    fail(ErrorKind::kLimit,
+         "a list or dict nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+  return v;
+}
+
+Value Interpreter::eval_node(const Expr& e) {
   line_ = e.line;
   switch (e.kind) {
     case Expr::Kind::kLiteral:

@@ -59,6 +59,7 @@ class Interpreter {
   void exec_for(const Node& node);
   void exec_set(const Node& node);
   Value eval(const Expr& e);
+  Value eval_node(const Expr& e);
   Value eval_binary(const Expr& e);
   Value eval_compare(const Expr& e);
   Value eval_filter(const Expr& e);

@@ -48,12 +48,22 @@ Value::Value(bool b) : kind_(Kind::kBool), b_(b) {}
 Value::Value(int64_t i) : kind_(Kind::kInt), i_(i) {}
 Value::Value(double f) : kind_(Kind::kFloat), f_(f) {}
 Value::Value(std::string s) : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {}
-Value::Value(List list) : kind_(Kind::kList), l_(std::make_shared<const List>(std::move(list))) {}
-Value::Value(Dict dict) : kind_(Kind::kDict), d_(std::make_shared<Dict>(std::move(dict))) {}
+Value::Value(List list) : kind_(Kind::kList) {
+  for (const Value& v : list) depth_ = std::max(depth_, v.depth_ + 1);
+  depth_ = std::max<uint32_t>(depth_, 1);
+  l_ = std::make_shared<const List>(std::move(list));
+}
+
+Value::Value(Dict dict) : kind_(Kind::kDict) {
+  for (const auto& [k, v] : dict.items) depth_ = std::max(depth_, v.depth_ + 1);
+  depth_ = std::max<uint32_t>(depth_, 1);
+  d_ = std::make_shared<Dict>(std::move(dict));
+}
 
 Value Value::make_namespace(Dict attributes) {
   Value v(std::move(attributes));
   v.kind_ = Kind::kNamespace;
+  v.depth_ = 1;
   return v;
 }
 
@@ -167,7 +177,21 @@ std::string Value::str() const {
   }
 }
 
+namespace {
+thread_local int repr_depth = 0;
+struct ReprDepth {
+  ReprDepth() {
+    if (++repr_depth > kMaxValueDepth) {
+      repr_depth = 0;
+      throw std::length_error("a value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
+    }
+  }
+  ~ReprDepth() { repr_depth = std::max(0, repr_depth - 1); }
+};
+}  // namespace
+
 std::string Value::repr() const {
+  const ReprDepth guard;
   switch (kind_) {
     case Kind::kUndefined:
       return "Undefined";
@@ -229,6 +253,7 @@ std::string Value::type_name() const {
 }
 
 bool equal(const Value& a, const Value& b) {
+  const ReprDepth guard;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
@@ -342,6 +367,8 @@ void json_string(const std::string& s, std::string& out) {
 }
 
 void json_value(const Value& v, int indent, int depth, std::string& out) {
+  if (depth > kMaxValueDepth)
+    throw std::length_error("a value nested deeper than " + std::to_string(kMaxValueDepth) + " levels");
   const auto newline = [&](int level) {
     out += '\n';
     out.append(static_cast<size_t>(indent) * static_cast<size_t>(level), ' ');

@@ -94,6 +94,9 @@ class Value {
   Dict& namespace_attributes() const { return *d_; }  // mutable: set ns.x = ...
   const Callable& as_callable() const { return *c_; }
 
+  // Lists and dicts nested in this value (0 for a scalar; a namespace counts 1: it can change later).
+  uint32_t depth() const { return depth_; }
+
   // Python's bool(): empty strings, lists and dicts, zero, None and undefined are false.
   bool truthy() const;
   // Python's str() (jinja2's {{ value }}): None -> "None", True -> "True", 1.0 -> "1.0", lists and dicts as
@@ -106,6 +109,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  uint32_t depth_ = 0;
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0;
@@ -114,6 +118,10 @@ class Value {
   std::shared_ptr<Dict> d_;
   std::shared_ptr<const Callable> c_;
 };
+
+// repr(), str(), ==, to_json recurse into values: past this many levels (a namespace holding itself) they
+// throw std::length_error, which the interpreter reports as a kLimit error.
+constexpr int kMaxValueDepth = 256;
 
 // Python's ==: 1 == 1.0 == True, lists element-wise, dicts regardless of order, undefined == undefined.
 bool equal(const Value& a, const Value& b);

@@ -162,6 +162,15 @@ TEST(Jinja, HostileTemplatesHitTypedLimits) {
   for (int k = 0; k < 1000; ++k) nested_ifs += "{% if true %}";
   expect_error(nested_ifs, ErrorKind::kLimit, 1, "nesting deeper");
   expect_error("{{ 2 ** 64 }}", ErrorKind::kType, 1, "overflow");
+  // Deep values: built by a loop, or a namespace that holds itself (printing would recurse forever).
+  expect_error(
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+      "{{ ns.x|tojson }}",
+      ErrorKind::kLimit, 1, "nested deeper");
+  expect_error("{% set ns = namespace() %}{% set ns.me = ns %}\n{{ ns }}", ErrorKind::kLimit, 2,
+               "nested deeper");
+  expect_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me|tojson }}", ErrorKind::kType, 1,
+               "not JSON serializable");
 }
 
 }  // namespace
