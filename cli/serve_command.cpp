@@ -61,7 +61,8 @@ int serve_command(const std::vector<std::string>& args) {
       "must have the chat template's special tokens")(
       "chat-template", po::value(&service.chat_template)->default_value(service.chat_template),
       "how the text view renders prompts: chatml (needs <|im_start|>, <|im_end|>) | plain (needs "
-      "<|endoftext|>; for tokenizers without ChatML tokens)")(
+      "<|endoftext|>; for tokenizers without ChatML tokens) | PATH.jinja | PATH/tokenizer_config.json (the "
+      "model's own Jinja template)")(
       "env-param", po::value(&env_params)->composing(),
       "ENV.KEY=VALUE (repeatable): an environment parameter for every episode of ENV, e.g. "
       "shell.tasks_dir=/srv/tasks; the only way to set server-only ones ('crl inspect --envs')")(
@@ -128,7 +129,7 @@ int serve_command(const std::vector<std::string>& args) {
     throw Error("option --snapshot-dir", "", "value must not be empty");
   if (!vm["snapshot-every"].defaulted() && service.snapshot_dir.empty())
     throw Error("option --snapshot-every", "", "needs --snapshot-dir");
-  chat_template_by_name(service.chat_template);  // an unknown name fails here, naming the option
+  load_turn_template(service.chat_template);  // a bad name or file fails here, naming the option
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;
   service.request_timeout_s = http.request_timeout_s;
