@@ -42,6 +42,10 @@
 
 namespace crl::server {
 
+namespace gateway {
+class Gateway;
+}
+
 struct HttpOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7411;  // 0: an ephemeral port (read it back with port())
@@ -52,6 +56,8 @@ struct HttpOptions {
   double request_timeout_s = 30.0;
   double drain_timeout_s = 10.0;
   bool handle_signals = true;  // SIGTERM and SIGINT start the drain
+  // The compaction gateway's routes (`crl serve --llm`, server/gateway/gateway.h); null: off. Not owned.
+  gateway::Gateway* gateway = nullptr;
 };
 
 class HttpServer {

@@ -16,12 +16,18 @@
 //   GET    /ui                          the trajectory viewer's page (server/ui_page.h)
 //   GET    /v1/episodes, /v1/exports, /v1/exports/{id}: the viewer's lists, `crl serve --ui` only
 //                                       (server/ui_routes.h; 404 ui_disabled otherwise)
+//   /v1/sessions..., /v1/chat/completions: the compaction gateway, `crl serve --llm` only
+//                                       (server/gateway/gateway.h; 404 gateway_disabled otherwise)
 #include <string>
 #include <string_view>
 
 #include "server/episode_service.h"
 
 namespace crl::server {
+
+namespace gateway {
+class Gateway;
+}
 
 struct HttpCall {
   std::string_view method;  // "GET", "POST", ...
@@ -30,6 +36,11 @@ struct HttpCall {
   std::string_view accept;
   std::string_view body;
   bool draining = false;  // the server is shutting down (health says so)
+  // For the gateway: its routes (null: `crl serve` without --llm), the Authorization header (a session id
+  // as a Bearer token) and X-SMG-Routing-Key (forwarded upstream).
+  gateway::Gateway* gateway = nullptr;
+  std::string_view authorization;
+  std::string_view routing_key;
 };
 
 struct HttpAnswer {
