@@ -16,7 +16,7 @@
 //   GET    /ui                          the trajectory viewer's page (server/ui_page.h)
 //   GET    /v1/episodes, /v1/exports, /v1/exports/{id}: the viewer's lists, `crl serve --ui` only
 //                                       (server/ui_routes.h; 404 ui_disabled otherwise)
-//   /v1/sessions..., /v1/chat/completions: the compaction gateway, `crl serve --llm` only
+//   /v1/sessions..., /v1/chat/completions, /v1/messages: the compaction gateway, `crl serve --llm` only
 //                                       (server/gateway/gateway.h; 404 gateway_disabled otherwise)
 #include <string>
 #include <string_view>
@@ -37,10 +37,12 @@ struct HttpCall {
   std::string_view body;
   bool draining = false;  // the server is shutting down (health says so)
   // For the gateway: its routes (null: `crl serve` without --llm), the Authorization header (a session id
-  // as a Bearer token) and X-SMG-Routing-Key (forwarded upstream).
+  // as a Bearer token), x-api-key (the same for Anthropic clients) and X-SMG-Routing-Key (forwarded
+  // upstream).
   gateway::Gateway* gateway = nullptr;
   std::string_view authorization;
   std::string_view routing_key;
+  std::string_view api_key;
 };
 
 struct HttpAnswer {

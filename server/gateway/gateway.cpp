@@ -1,9 +1,12 @@
 #include "server/gateway/gateway.h"
 
+#include <algorithm>
+
 #include "engine/error.h"
 #include "engine/json_reader.h"
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
+#include "server/gateway/anthropic_codec.h"
 #include "server/gateway/openai_codec.h"
 #include "server/gateway/sse.h"
 #include "server/session_table.h"
@@ -20,8 +23,8 @@ HttpAnswer json_answer(int status, std::string body) {
   return HttpAnswer{status, std::string(wire::kJsonContentType), std::move(body), 0};
 }
 
-HttpAnswer error_answer(const GatewayError& e) {
-  HttpAnswer answer = json_answer(e.status(), openai_error_json(e));
+HttpAnswer error_answer(const GatewayError& e, bool anthropic) {
+  HttpAnswer answer = json_answer(e.status(), anthropic ? anthropic_error_json(e) : openai_error_json(e));
   answer.retry_after = e.retry_after();
   return answer;
 }
@@ -210,6 +213,30 @@ HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
   return json_answer(200, chat_completion_json(completion, model));
 }
 
+HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
+  require_method(call, "POST");
+  MessagesRequest request = parse_messages_request(call.body, false);
+  request.turn.routing_key = std::string(call.routing_key);
+  const std::shared_ptr<GatewaySession> session = find_or_create(id);
+  Completion completion;
+  {
+    std::lock_guard lock(session->mutex);
+    completion = session->chat(request.turn);
+  }
+  const std::string& model = request.model.empty() ? options_.model : request.model;
+  if (request.stream) return HttpAnswer{200, kSseContentType, anthropic_message_sse(completion, model), 0};
+  return json_answer(200, anthropic_message_json(completion, model));
+}
+
+HttpAnswer Gateway::count_tokens(const HttpCall& call) {
+  require_method(call, "POST");
+  const MessagesRequest request = parse_messages_request(call.body, true);
+  std::vector<TokenId> system, rest;
+  shared_.renderer->first_prompt(request.turn.messages, request.turn.tools, system, rest);
+  const size_t header = shared_.codec->context_template().turn_header.size();
+  return json_answer(200, json{{"input_tokens", system.size() + rest.size() + header}}.dump());
+}
+
 HttpAnswer Gateway::reward(const HttpCall& call, const std::string& id) {
   require_method(call, "POST");
   const json body = parse_body(call.body);
@@ -256,7 +283,22 @@ HttpAnswer Gateway::export_session(const std::string& id) {
 }
 
 HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_view>& parts) {
+  // Anthropic paths answer errors in Anthropic's shape.
+  const bool anthropic = std::find(parts.begin(), parts.end(), "messages") != parts.end();
   try {
+    // POST /v1/messages[/count_tokens]: the session is the Bearer token or the x-api-key.
+    if (parts.size() >= 2 && parts[1] == "messages") {
+      if (parts.size() == 3 && parts[2] == "count_tokens") return count_tokens(call);
+      std::string id = bearer(call.authorization);
+      if (id.empty()) id = std::string(call.api_key);
+      if (parts.size() != 2 || id.empty()) {
+        throw GatewayError(parts.size() != 2 ? 404 : 401, "invalid_request_error",
+                           parts.size() != 2 ? "not_found" : "missing_session",
+                           "no session: use /v1/sessions/{id}/v1/messages or send the session id as "
+                           "Authorization: Bearer <session id> or x-api-key");
+      }
+      return messages(call, id);
+    }
     // POST /v1/chat/completions: the session is the Bearer token.
     if (parts.size() == 3 && parts[1] == "chat" && parts[2] == "completions") {
       const std::string id = bearer(call.authorization);
@@ -292,17 +334,20 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
       }
       if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "chat" && parts[5] == "completions")
         return chat(call, id);
+      if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "messages") return messages(call, id);
+      if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "messages" && parts[5] == "count_tokens")
+        return count_tokens(call);
     }
     throw GatewayError(404, "not_found_error", "not_found",
                        "no gateway endpoint " + std::string(call.target.substr(0, call.target.find('?'))) +
                            " (see server/gateway/gateway.h)");
   } catch (const GatewayError& e) {
-    return error_answer(e);
+    return error_answer(e, anthropic);
   } catch (const Error& e) {
-    return error_answer(bad_request("bad_request", e.what(), e.field()));
+    return error_answer(bad_request("bad_request", e.what(), e.field()), anthropic);
   } catch (const std::exception& e) {
     return error_answer(
-        GatewayError(500, "server_error", "internal", std::string("internal error: ") + e.what()));
+        GatewayError(500, "server_error", "internal", std::string("internal error: ") + e.what()), anthropic);
   }
 }
 

@@ -11,6 +11,10 @@
 //   GET    /v1/sessions/{id}/export                  the section 1 export (ExportResponse, as for episodes)
 //   POST   /v1/sessions/{id}/v1/chat/completions     OpenAI chat completions (stream: true for SSE)
 //   POST   /v1/chat/completions                      the same, the session id from Authorization: Bearer
+//   POST   /v1/sessions/{id}/v1/messages             the Anthropic Messages API (anthropic_codec.h)
+//   POST   /v1/messages                              the same, the session id from Authorization: Bearer
+//                                                    or x-api-key
+//   POST   [/v1/sessions/{id}]/v1/messages/count_tokens  {"input_tokens": N} of the rendered prompt
 // The first chat call on an unknown id creates the session with the server's defaults. Session ids are
 // the client's (a trainer's sample id): 1-128 of [A-Za-z0-9._:-]. Every error is OpenAI-shaped.
 #include <map>
@@ -49,6 +53,8 @@ class Gateway {
   std::shared_ptr<GatewaySession> find_or_create(const std::string& id);
   HttpAnswer create(const HttpCall& call);
   HttpAnswer chat(const HttpCall& call, const std::string& id);
+  HttpAnswer messages(const HttpCall& call, const std::string& id);
+  HttpAnswer count_tokens(const HttpCall& call);
   HttpAnswer reward(const HttpCall& call, const std::string& id);
   HttpAnswer export_session(const std::string& id);
 
