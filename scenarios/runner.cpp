@@ -318,15 +318,39 @@ std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vec
 learners::LearnerOptions learner_options(const LearnerConfig& l) {
   learners::LearnerOptions o;
   o.gamma = l.gamma();
-  o.lambda_mode = l.lambda_mode() == LearnerConfig::ADAPTIVE ? learners::LambdaMode::kAdaptive
-                                                             : learners::LambdaMode::kFixed;
+  switch (l.lambda_mode()) {
+    case LearnerConfig::ADAPTIVE:
+      o.lambda_mode = learners::LambdaMode::kAdaptive;
+      break;
+    case LearnerConfig::TOKENWISE:
+      o.lambda_mode = learners::LambdaMode::kTokenwise;
+      break;
+    default:
+      o.lambda_mode = learners::LambdaMode::kFixed;
+  }
   o.lambda = l.lambda();
   o.lambda_alpha = l.lambda_alpha();
   o.correction = l.correction();
-  o.critic_target = l.critic_target() == LearnerConfig::CORRECTED ? learners::CriticTarget::kCorrected
-                                                                  : learners::CriticTarget::kLocal;
+  switch (l.critic_target()) {
+    case LearnerConfig::CORRECTED:
+      o.critic_target = learners::CriticTarget::kCorrected;
+      break;
+    case LearnerConfig::STITCHED:
+      o.critic_target = learners::CriticTarget::kStitched;
+      break;
+    default:
+      o.critic_target = learners::CriticTarget::kLocal;
+  }
   o.summary_loss_masked = l.summary_loss_masked();
+  o.token_level_normalization = l.token_level_normalization();
+  o.whiten_advantages = l.whiten_advantages();
+  o.whiten_epsilon = l.whiten_epsilon();
+  o.positive_only = l.positive_only();
   o.clip_epsilon = l.clip_epsilon();
+  o.value_clip = l.value_clip();
+  o.kl_coef = l.kl_coef();
+  o.ppo_epochs = l.ppo_epochs();
+  o.minibatches = l.minibatches();
   return o;
 }
 
@@ -334,6 +358,9 @@ learners::ScheduleOptions schedule_options(const LearnerConfig& l) {
   learners::ScheduleOptions o;
   o.warmup_batches = l.warmup_batches();
   o.critic_per_actor = l.critic_per_actor();
+  o.actor_gate = l.actor_gate();
+  o.gate_threshold = l.gate_threshold();
+  o.positive_only = l.positive_only();
   return o;
 }
 
