@@ -68,7 +68,7 @@ void BM_NeuralForwardPerDecision(benchmark::State& state) {
   float value = 0.0f;
   for (auto _ : state) {
     for (const RowMatrix& r : rows) {
-      net.score(r, scores, value);
+      net.score(r, 0, scores, value);
       benchmark::DoNotOptimize(value);
     }
   }
