@@ -133,6 +133,7 @@ int serve_command(const std::vector<std::string>& args) {
   if (!(http.drain_timeout_s >= 0)) throw Error("option --drain-timeout", "", "value must be >= 0");
   if (max_sessions < 1) throw Error("option --max-sessions", "", "value must be >= 1");
   if (!(service.idle_timeout_s > 0)) throw Error("option --idle-timeout", "", "value must be > 0");
+  gw.idle_timeout_s = service.idle_timeout_s;  // gateway sessions are reaped like episodes
   if (!(http.request_timeout_s > 0)) throw Error("option --request-timeout", "", "value must be > 0");
   if (max_body < 1024) throw Error("option --max-body-bytes", "", "value must be >= 1024");
   if (!(service.max_client_timeout_s > 0))
