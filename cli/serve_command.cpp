@@ -48,7 +48,7 @@ int serve_command(const std::vector<std::string>& args) {
       "max-sessions", po::value(&max_sessions)->default_value(max_sessions),
       "live episodes at most; beyond it POST /v1/episodes answers 429 with retry_after")(
       "idle-timeout", po::value(&service.idle_timeout_s)->default_value(service.idle_timeout_s),
-      "seconds after which an untouched episode is reaped")(
+      "seconds after which an untouched episode or gateway session is reaped")(
       "request-timeout", po::value(&http.request_timeout_s)->default_value(http.request_timeout_s),
       "seconds a client has to send a whole request (and to read the answer)")(
       "max-body-bytes", po::value(&max_body)->default_value(max_body), "largest request body (413 beyond)")(
