@@ -48,7 +48,7 @@ int serve_command(const std::vector<std::string>& args) {
       "max-sessions", po::value(&max_sessions)->default_value(max_sessions),
       "live episodes at most; beyond it POST /v1/episodes answers 429 with retry_after")(
       "idle-timeout", po::value(&service.idle_timeout_s)->default_value(service.idle_timeout_s),
-      "seconds after which an untouched episode is reaped")(
+      "seconds after which an untouched episode or gateway session is reaped")(
       "request-timeout", po::value(&http.request_timeout_s)->default_value(http.request_timeout_s),
       "seconds a client has to send a whole request (and to read the answer)")(
       "max-body-bytes", po::value(&max_body)->default_value(max_body), "largest request body (413 beyond)")(
@@ -133,6 +133,7 @@ int serve_command(const std::vector<std::string>& args) {
   if (!(http.drain_timeout_s >= 0)) throw Error("option --drain-timeout", "", "value must be >= 0");
   if (max_sessions < 1) throw Error("option --max-sessions", "", "value must be >= 1");
   if (!(service.idle_timeout_s > 0)) throw Error("option --idle-timeout", "", "value must be > 0");
+  gw.idle_timeout_s = service.idle_timeout_s;  // gateway sessions are reaped like episodes
   if (!(http.request_timeout_s > 0)) throw Error("option --request-timeout", "", "value must be > 0");
   if (max_body < 1024) throw Error("option --max-body-bytes", "", "value must be >= 1024");
   if (!(service.max_client_timeout_s > 0))

@@ -22,6 +22,7 @@
 
 #include "engine/error.h"
 #include "server/connection_refusal.h"
+#include "server/gateway/gateway.h"
 #include "server/http_request.h"
 #include "server/openenv_session.h"
 #include "server/router.h"
@@ -597,6 +598,7 @@ void HttpServer::Impl::schedule_reap() {
     if (!reaping.exchange(true)) {
       net::post(pool, [this] {
         service.reap_idle();
+        if (options.gateway != nullptr) options.gateway->reap_idle();  // gateway sessions, same timeout
         reaping = false;
       });
     }

@@ -3,8 +3,8 @@
 #include <chrono>
 
 #include "engine/error.h"
-#include "server/openenv_session.h"
 #include "server/gateway/gateway.h"
+#include "server/openenv_session.h"
 #include "server/ui_page.h"
 #include "server/ui_routes.h"
 #include "wire/api_error.h"
@@ -112,7 +112,8 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
     }
     if (auto lists = route_ui_lists(service, call, parts, answer_format)) return *lists;  // crl serve --ui
     if (parts.size() >= 2 && parts[0] == "v1" &&
-        (parts[1] == "sessions" || (parts[1] == "chat" && parts.size() == 3) || parts[1] == "messages")) {
+        (parts[1] == "sessions" || (parts[1] == "chat" && parts.size() == 3) || parts[1] == "messages" ||
+         (parts[1] == "completions" && parts.size() == 2))) {
       if (call.gateway == nullptr) {
         throw ApiError(404, "gateway_disabled",
                        "the compaction gateway is off: start crl serve with --llm URL --api sglang|openai",

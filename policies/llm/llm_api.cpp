@@ -223,6 +223,7 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
     append_int(out, sampling.top_k);
     out += ",\"stop_token_ids\":";
     append_id_list(out, sampling.stop_token_ids);
+    if (!sampling.stop.empty()) out += ",\"stop\":" + json(sampling.stop).dump();
     out += ",\"no_stop_trim\":true,\"skip_special_tokens\":false,\"sampling_seed\":";
     append_int(out, static_cast<int64_t>(call.sampling_seed));
     out += "},\"return_logprob\":true,\"logprob_start_len\":-1,\"rid\":";
@@ -246,6 +247,7 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
   append_int(out, static_cast<int64_t>(call.sampling_seed));
   out += ",\"stop_token_ids\":";
   append_id_list(out, sampling.stop_token_ids);
+  if (!sampling.stop.empty()) out += ",\"stop\":" + json(sampling.stop).dump();
   out += ",\"skip_special_tokens\":false,\"include_stop_str_in_output\":true,\"user\":";
   out += json(call.rid).dump();
   out += '}';

@@ -32,6 +32,10 @@ struct SamplingParams {
   double top_p = 1.0;
   int top_k = -1;  // -1: off
   std::vector<TokenId> stop_token_ids;
+  // Stop strings (SGLang sampling_params.stop, OpenAI stop); omitted from the request when empty. Both
+  // requests keep the matched string in the answer (no_stop_trim, include_stop_str_in_output), so the
+  // returned ids are everything sampled.
+  std::vector<std::string> stop;
   std::string model;  // the OpenAI API's `model` (omitted when empty)
 };
 

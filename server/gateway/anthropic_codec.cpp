@@ -1,6 +1,7 @@
 #include "server/gateway/anthropic_codec.h"
 
 #include "engine/json_reader.h"
+#include "server/gateway/openai_codec.h"
 #include "server/gateway/sse.h"
 
 namespace crl::server::gateway {
@@ -94,9 +95,14 @@ void add_turn(const json& message, const std::string& where, std::vector<Message
 }
 
 const char* stop_reason(const Completion& c) {
+  if (!c.stop_sequence.empty()) return "stop_sequence";
   if (c.finish_reason == "length") return "max_tokens";
   if (c.finish_reason == "tool_calls") return "tool_use";
   return "end_turn";
+}
+
+json stop_sequence(const Completion& c) {
+  return c.stop_sequence.empty() ? json(nullptr) : json(c.stop_sequence);
 }
 
 json content_blocks(const Completion& c) {
@@ -152,14 +158,8 @@ MessagesRequest parse_messages_request(std::string_view body, bool count_only) {
       throw bad_request("bad_field", "max_tokens is required: an integer >= 1", "max_tokens");
     out.turn.max_tokens = max_tokens->get<int64_t>();
   }
-  if (const auto stop = request.find("stop_sequences");
-      stop != request.end() && stop->is_array() && !stop->empty()) {
-    throw bad_request(
-        "unsupported_field",
-        "stop_sequences are not supported yet: the gateway forwards token ids and stops at the end "
-        "of turn",
-        "stop_sequences");
-  }
+  if (const auto stop = request.find("stop_sequences"); stop != request.end())
+    out.turn.stop = parse_stop(*stop, "stop_sequences", false);
   for (const char* key : {"temperature", "top_p"}) {
     const auto it = request.find(key);
     if (it == request.end() || it->is_null()) continue;
@@ -182,7 +182,7 @@ std::string anthropic_message_json(const Completion& c, const std::string& model
                {"model", model},
                {"content", content_blocks(c)},
                {"stop_reason", stop_reason(c)},
-               {"stop_sequence", nullptr},
+               {"stop_sequence", stop_sequence(c)},
                {"usage",
                 {{"input_tokens", c.prompt_tokens},
                  {"output_tokens", c.completion_tokens},
@@ -224,7 +224,7 @@ std::string anthropic_message_sse(const Completion& c, const std::string& model)
   }
   append_sse_event(out, "message_delta",
                    dump({{"type", "message_delta"},
-                         {"delta", {{"stop_reason", stop_reason(c)}, {"stop_sequence", nullptr}}},
+                         {"delta", {{"stop_reason", stop_reason(c)}, {"stop_sequence", stop_sequence(c)}}},
                          {"usage", {{"output_tokens", c.completion_tokens}}}}));
   append_sse_event(out, "message_stop", dump({{"type", "message_stop"}}));
   return out;

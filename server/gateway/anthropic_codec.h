@@ -4,8 +4,8 @@
 //   |
 //                                      assistant; content a string or blocks: text, tool_use, tool_result),
 //                                      tools [{name, description, input_schema}], temperature, top_p, top_k,
-//                                      stream}; stop_sequences are refused (400) until the upstream
-//                                      request carries stop strings
+//                                      stream, stop_sequences (passed upstream; an answer that ended on
+//                                      one has stop_reason "stop_sequence" and stop_sequence set)
 //   POST .../v1/messages/count_tokens  {"input_tokens": N}: the rendered prompt of those messages
 // Blocks map onto the session's messages: a user turn's tool_result blocks become tool messages and its text
 // a user message (in block order); an assistant turn's text is its content and its tool_use blocks its tool

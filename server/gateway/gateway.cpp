@@ -88,6 +88,14 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
   const ChatTemplate chat = chat_template_by_name(options_.chat_template);
   shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat);
   shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat));
+  // Plain completions: the window is the harness's text with no turn text around it; the summary instruction
+  // and resume preface are plain paragraphs; the end-of-turn token still stops a summary.
+  ChatTemplate text_only;
+  text_only.name = chat.name + "/completion";
+  text_only.user_prefix = "\n\n";
+  text_only.user_suffix = "\n\n";
+  text_only.end_of_turn = chat.end_of_turn;
+  shared_.completion_codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, text_only));
   if (options_.upstream.vocab_size == 0) options_.upstream.vocab_size = tokenizer->vocab_size();
   if (options_.sampling.stop_token_ids.empty())
     options_.sampling.stop_token_ids = {shared_.renderer->end_of_turn()};
@@ -102,6 +110,44 @@ size_t Gateway::sessions() const {
   std::lock_guard lock(mutex_);
   return sessions_.size();
 }
+
+size_t Gateway::reap_idle() {
+  std::vector<std::shared_ptr<GatewaySession>> reaped;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      GatewaySession& s = *it->second;
+      if (s.idle_seconds() > options_.idle_timeout_s && s.mutex.try_lock()) {
+        s.reaped = true;
+        s.mutex.unlock();
+        reaped.push_back(std::move(it->second));
+        it = sessions_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return reaped.size();  // destroyed here, outside the table's lock
+}
+
+namespace {
+// Locks a session for one call; a session the reaper removed meanwhile is a 404, and the call's end counts
+// as its last use.
+class SessionLock {
+ public:
+  explicit SessionLock(GatewaySession& session) : session_(session), lock_(session.mutex) {
+    if (session_.reaped) {
+      throw GatewayError(404, "not_found_error", "unknown_session",
+                         "session " + quote(session_.id()) + " was removed by the idle reaper", "session_id");
+    }
+  }
+  ~SessionLock() { session_.touch(); }
+
+ private:
+  GatewaySession& session_;
+  std::lock_guard<std::mutex> lock_;
+};
+}  // namespace
 
 std::shared_ptr<GatewaySession> Gateway::find(const std::string& id) const {
   check_id(id);
@@ -204,13 +250,29 @@ HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
   const std::shared_ptr<GatewaySession> session = find_or_create(id);
   Completion completion;
   {
-    std::lock_guard lock(session->mutex);
+    SessionLock lock(*session);
     completion = session->chat(request.turn);
   }
   const std::string& model = request.model.empty() ? options_.model : request.model;
   if (request.stream)
     return HttpAnswer{200, kSseContentType, chat_completion_sse(completion, model, request.include_usage), 0};
   return json_answer(200, chat_completion_json(completion, model));
+}
+
+HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
+  require_method(call, "POST");
+  ChatRequest request = parse_completion_request(call.body);
+  request.turn.routing_key = std::string(call.routing_key);
+  const std::shared_ptr<GatewaySession> session = find_or_create(id);
+  Completion completion;
+  {
+    SessionLock lock(*session);
+    completion = session->chat(request.turn);
+  }
+  const std::string& model = request.model.empty() ? options_.model : request.model;
+  if (request.stream)
+    return HttpAnswer{200, kSseContentType, text_completion_sse(completion, model, request.include_usage), 0};
+  return json_answer(200, text_completion_json(completion, model));
 }
 
 HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
@@ -220,7 +282,7 @@ HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
   const std::shared_ptr<GatewaySession> session = find_or_create(id);
   Completion completion;
   {
-    std::lock_guard lock(session->mutex);
+    SessionLock lock(*session);
     completion = session->chat(request.turn);
   }
   const std::string& model = request.model.empty() ? options_.model : request.model;
@@ -248,14 +310,14 @@ HttpAnswer Gateway::reward(const HttpCall& call, const std::string& id) {
     status = s->get<std::string>();
   }
   const std::shared_ptr<GatewaySession> session = find(id);
-  std::lock_guard lock(session->mutex);
+  SessionLock lock(*session);
   session->reward(r->get<double>(), status);
   return json_answer(200, session->state().dump());
 }
 
 HttpAnswer Gateway::export_session(const std::string& id) {
   const std::shared_ptr<GatewaySession> session = find(id);
-  std::lock_guard lock(session->mutex);
+  SessionLock lock(*session);
   if (!session->ended()) {
     throw GatewayError(409, "invalid_request_error", "session_running",
                        "session " + quote(id) + " is still running: post its reward before exporting",
@@ -299,15 +361,17 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
       }
       return messages(call, id);
     }
-    // POST /v1/chat/completions: the session is the Bearer token.
-    if (parts.size() == 3 && parts[1] == "chat" && parts[2] == "completions") {
+    // POST /v1/chat/completions, /v1/completions: the session is the Bearer token.
+    const bool chat_path = parts.size() == 3 && parts[1] == "chat" && parts[2] == "completions";
+    if (chat_path || (parts.size() == 2 && parts[1] == "completions")) {
       const std::string id = bearer(call.authorization);
       if (id.empty()) {
         throw GatewayError(401, "invalid_request_error", "missing_session",
-                           "no session: use /v1/sessions/{id}/v1/chat/completions or send the session id as "
-                           "Authorization: Bearer <session id>");
+                           std::string("no session: use /v1/sessions/{id}/v1/") +
+                               (chat_path ? "chat/completions" : "completions") +
+                               " or send the session id as Authorization: Bearer <session id>");
       }
-      return chat(call, id);
+      return chat_path ? chat(call, id) : completions(call, id);
     }
     if (parts.size() >= 2 && parts[1] == "sessions") {
       if (parts.size() == 2) {
@@ -324,7 +388,7 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
         }
         require_method(call, "GET");
         const auto session = find(id);
-        std::lock_guard lock(session->mutex);
+        SessionLock lock(*session);
         return json_answer(200, session->state().dump());
       }
       if (parts.size() == 4 && parts[3] == "reward") return reward(call, id);
@@ -334,6 +398,7 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
       }
       if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "chat" && parts[5] == "completions")
         return chat(call, id);
+      if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "completions") return completions(call, id);
       if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "messages") return messages(call, id);
       if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "messages" && parts[5] == "count_tokens")
         return count_tokens(call);

@@ -11,12 +11,15 @@
 //   GET    /v1/sessions/{id}/export                  the section 1 export (ExportResponse, as for episodes)
 //   POST   /v1/sessions/{id}/v1/chat/completions     OpenAI chat completions (stream: true for SSE)
 //   POST   /v1/chat/completions                      the same, the session id from Authorization: Bearer
+//   POST   /v1/sessions/{id}/v1/completions          OpenAI plain completions (prompt = the whole text so
+//   POST   /v1/completions                           far; gateway_session.h), or with the Bearer session
 //   POST   /v1/sessions/{id}/v1/messages             the Anthropic Messages API (anthropic_codec.h)
 //   POST   /v1/messages                              the same, the session id from Authorization: Bearer
 //                                                    or x-api-key
 //   POST   [/v1/sessions/{id}]/v1/messages/count_tokens  {"input_tokens": N} of the rendered prompt
-// The first chat call on an unknown id creates the session with the server's defaults. Session ids are
-// the client's (a trainer's sample id): 1-128 of [A-Za-z0-9._:-]. Every error is OpenAI-shaped.
+// Sessions idle past --idle-timeout are reaped (reap_idle). The first chat call on an unknown id creates the
+// session with the server's defaults. Session ids are the client's (a trainer's sample id): 1-128 of
+// [A-Za-z0-9._:-]. Every error is OpenAI-shaped.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -36,6 +39,9 @@ struct GatewayOptions {
   llm::SamplingParams sampling;
   size_t max_sessions = 4096;         // live sessions at most (429 with retry-after beyond)
   std::string model = "crl-gateway";  // answered as `model` when the request names none
+  // A session no call has touched for this long is removed by reap_idle() (crl serve: --idle-timeout, the
+  // episodes' reaper timer calls it), ended or not, like an idle episode.
+  double idle_timeout_s = 600.0;
 };
 
 class Gateway {
@@ -47,12 +53,16 @@ class Gateway {
   // The answer to a gateway path (`parts` is the split path, parts[0] == "v1"); never throws.
   HttpAnswer route(const HttpCall& call, const std::vector<std::string_view>& parts);
   size_t sessions() const;
+  // Removes the sessions idle past options.idle_timeout_s (a session inside a call is never removed; a call
+  // that found one just before it was removed answers 404). Returns how many. Thread-safe.
+  size_t reap_idle();
 
  private:
   std::shared_ptr<GatewaySession> find(const std::string& id) const;
   std::shared_ptr<GatewaySession> find_or_create(const std::string& id);
   HttpAnswer create(const HttpCall& call);
   HttpAnswer chat(const HttpCall& call, const std::string& id);
+  HttpAnswer completions(const HttpCall& call, const std::string& id);
   HttpAnswer messages(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);
   HttpAnswer reward(const HttpCall& call, const std::string& id);

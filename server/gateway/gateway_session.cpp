@@ -48,9 +48,20 @@ Trajectory merge(std::vector<Trajectory> parts) {
 GatewaySession::GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config)
     : id_(std::move(id)), shared_(shared), config_(std::move(config)) {
   if (config_.rollout_id.empty()) config_.rollout_id = id_;
+  touch();
 }
 
-void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys) {
+void GatewaySession::touch() {
+  last_used_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+double GatewaySession::idle_seconds() const {
+  return static_cast<double>(std::chrono::steady_clock::now().time_since_epoch().count() -
+                             last_used_ns.load(std::memory_order_relaxed)) *
+         1e-9;
+}
+
+void GatewaySession::make_episode(std::vector<TokenId> system, std::vector<TokenId> rest) {
   auto env = std::make_unique<HarnessEnv>();
   env_ = env.get();
   EpisodeConfig episode;
@@ -59,16 +70,25 @@ void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys
   episode.group_index = config_.group_index;
   episode.sample_index = config_.sample_index;
   episode.rollout_id = config_.rollout_id;
-  episode_ = std::make_unique<Episode>(std::move(env), shared_.codec, episode);
-  std::vector<TokenId> system, rest;
-  shared_.renderer->first_prompt(turn.messages, turn.tools, system, rest);
+  episode_ = std::make_unique<Episode>(std::move(env), codec(), episode);
   env_->stage_start(std::move(system), std::move(rest));
   Task task;
   task.id = "gateway/" + id_;
   episode_->start(task);
+  held_.reset();
+}
+
+void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys) {
+  std::vector<TokenId> system, rest;
+  shared_.renderer->first_prompt(turn.messages, turn.tools, system, rest);
+  make_episode(std::move(system), std::move(rest));
   known_ = std::move(keys);
   tools_key_ = tools_key(turn.tools);
-  held_.reset();
+}
+
+void GatewaySession::start_text_part(const std::string& prompt) {
+  make_episode({}, shared_.renderer->text(prompt));
+  known_text_ = prompt;
 }
 
 void GatewaySession::close_part(const std::string& why) {
@@ -99,12 +119,57 @@ void GatewaySession::throw_done() const {
                      "messages");
 }
 
-Completion GatewaySession::chat(const ChatTurn& turn) {
+void GatewaySession::check_open(bool plain) {
   if (ended_) {
     throw GatewayError(409, "invalid_request_error", "session_ended",
                        "session " + quote(id_) + " has ended (its reward was posted); use a new session id",
                        "session_id");
   }
+  if (plain_ && *plain_ != plain) {
+    throw bad_request("mixed_apis",
+                      "session " + quote(id_) + " speaks " + (*plain_ ? "plain completions" : "chat") +
+                          "; one session cannot mix chat and plain completions",
+                      "session_id");
+  }
+  plain_ = plain;
+}
+
+Completion GatewaySession::complete(const ChatTurn& turn) {
+  check_open(true);
+  const std::string& prompt = *turn.prompt;
+  if (prompt.empty()) throw bad_request("empty_prompt", "prompt is empty: give the text so far", "prompt");
+  if (!episode_) {
+    start_text_part(prompt);
+    return drive(turn);
+  }
+  if (episode_->done()) throw_done();
+  if (held_ && prompt == known_text_) {
+    ++retries_;
+    return held_->completion;  // a retry: the stored answer, nothing sampled twice
+  }
+  if (held_) {
+    const std::string& answer = held_->completion.reply.content;
+    if (prompt.size() >= known_text_.size() + answer.size() && prompt.starts_with(known_text_) &&
+        prompt.compare(known_text_.size(), answer.size(), answer) == 0) {
+      const std::string_view fresh = std::string_view(prompt).substr(known_text_.size() + answer.size());
+      env_->stage_step(shared_.renderer->text(fresh), 0.0, false, false);
+      const Decision decision = std::move(held_->decision);
+      held_.reset();
+      episode_->submit(decision);
+      known_text_ = prompt;
+      return drive(turn);
+    }
+  }
+  if (!held_ && prompt == known_text_) return drive(turn);  // after a failed upstream call: send it again
+  close_part("the harness rewrote its history");
+  ++history_edits_;
+  start_text_part(prompt);
+  return drive(turn);
+}
+
+Completion GatewaySession::chat(const ChatTurn& turn) {
+  if (turn.prompt) return complete(turn);
+  check_open(false);
   if (turn.messages.empty())
     throw bad_request("empty_messages", "messages is empty: give at least one", "messages");
   std::vector<uint64_t> keys(turn.messages.size());
@@ -151,6 +216,7 @@ UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatT
   if (turn.temperature) call.sampling.temperature = *turn.temperature;
   if (turn.top_p) call.sampling.top_p = *turn.top_p;
   if (turn.top_k) call.sampling.top_k = *turn.top_k;
+  if (request.role == Role::kExecute) call.sampling.stop = turn.stop;  // a summary is never cut short
   ++calls_;
   UpstreamResult result = shared_.upstream->generate(call);
   if (ServerMetrics* m = shared_.metrics) {
@@ -198,14 +264,27 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
       turn.max_tokens > 0 ? std::min(turn.max_tokens, request.max_new_tokens) : request.max_new_tokens;
   UpstreamResult result = call_upstream(request, turn, max_new);
   if (!result.ok) fail_call(result);
-  const std::string text = shared_.codec->decode(shared_.codec->summary_body(result.answer.ids));
+  std::string text = codec()->decode(codec()->summary_body(result.answer.ids));
   Completion completion;
-  completion.id =
-      "chatcmpl-" + id_ + "-" + std::to_string(request.turn) + "-" + std::to_string(parts_.size());
+  // The harness's text ends before a matched stop string (the APIs' convention); the ids keep it.
+  if (result.answer.finish_reason == "stop") {
+    for (const std::string& stop : turn.stop) {
+      if (!stop.empty() && text.ends_with(stop)) {
+        completion.stop_sequence = stop;
+        text.resize(text.size() - stop.size());
+        break;
+      }
+    }
+  }
+  completion.id = std::string(*plain_ ? "cmpl-" : "chatcmpl-") + id_ + "-" + std::to_string(request.turn) +
+                  "-" + std::to_string(parts_.size());
   completion.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  completion.reply = parse_reply(text, std::to_string(request.turn) + "_" + std::to_string(parts_.size()));
+  if (*plain_)
+    completion.reply.content = std::move(text);
+  else
+    completion.reply = parse_reply(text, std::to_string(request.turn) + "_" + std::to_string(parts_.size()));
   completion.finish_reason = result.answer.finish_reason == "length" ? "length"
                              : completion.reply.tool_calls.empty()   ? "stop"
                                                                      : "tool_calls";

@@ -17,10 +17,18 @@
 //  * anything else (a harness that rewrote or dropped earlier messages, changed its tools): the current
 //    window is closed (its held answer kept) and a new execution segment starts from the messages as given,
 //    counted in the export's metadata (history_edits); never an error.
+// Plain completions (ChatTurn::prompt) map the same way on text: the prompt is the whole text so far; a
+// prompt that is the last one plus our answer's text plus a suffix submits the answer with the suffix
+// (ordinary text, environment tokens) as its observation; the same prompt again is a retry; anything else
+// is a history edit. Such a session's window has no chat turns (completion_codec: no headers; the summary
+// instruction and resume preface are written as plain text), and one session speaks one of the two APIs.
+// Stop strings (ChatTurn::stop) go upstream; the recorded ids are the upstream's, the matched string
+// included, and the text answered to the harness ends before it (Completion::stop_sequence names it).
 // Everything forwarded is the episode's own request: the prompt ids sent upstream are the ids the export's
 // segments hold, and the recorded response ids and log-probs are the upstream's, never re-tokenized.
 //
 // Not thread-safe: the gateway holds `mutex` around every call.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -43,7 +51,8 @@ namespace crl::server::gateway {
 // What every session of a gateway shares.
 struct GatewayShared {
   std::unique_ptr<MessageRenderer> renderer;
-  std::shared_ptr<const Codec> codec;  // make_harness_codec over the text codec
+  std::shared_ptr<const Codec> codec;             // make_harness_codec over the text codec
+  std::shared_ptr<const Codec> completion_codec;  // the same over a template with no turn text
   std::unique_ptr<Upstream> upstream;
   ServerMetrics* metrics = nullptr;  // may be null (tests)
   std::string model = "crl-gateway";
@@ -65,7 +74,9 @@ struct ChatTurn {
   int64_t max_tokens = 0;  // 0: the budget decides alone
   std::optional<double> temperature, top_p;
   std::optional<int> top_k;
-  std::string routing_key;  // X-SMG-Routing-Key from the harness, else the session id
+  std::string routing_key;            // X-SMG-Routing-Key from the harness, else the session id
+  std::vector<std::string> stop;      // stop strings, passed upstream
+  std::optional<std::string> prompt;  // a plain completion: the whole text so far (messages unused)
 };
 
 struct Completion {
@@ -73,6 +84,7 @@ struct Completion {
   int64_t created = 0;
   AssistantReply reply;
   std::string finish_reason;  // stop | length | tool_calls
+  std::string stop_sequence;  // the stop string the sampled text ended with (cut from reply.content)
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
 };
 
@@ -92,6 +104,12 @@ class GatewaySession {
   const std::string& id() const { return id_; }
 
   std::mutex mutex;
+  // Set (under `mutex`) when the idle reaper removed the session: a call that still holds it answers 404.
+  bool reaped = false;
+  // Steady-clock nanoseconds of the last call's end, read by the reaper without `mutex`.
+  std::atomic<int64_t> last_used_ns{0};
+  void touch();
+  double idle_seconds() const;
 
  private:
   struct Held {
@@ -99,7 +117,15 @@ class GatewaySession {
     uint64_t key = 0;  // reply_key of what the harness will copy back
     Completion completion;
   };
+  // Throws for an ended session or one that speaks the other API; then fixes the session's API.
+  void check_open(bool plain);
+  const std::shared_ptr<const Codec>& codec() const {
+    return plain_.value_or(false) ? shared_.completion_codec : shared_.codec;
+  }
   void start_part(const ChatTurn& turn, std::vector<uint64_t> keys);
+  void start_text_part(const std::string& prompt);
+  Completion complete(const ChatTurn& turn);
+  void make_episode(std::vector<TokenId> system, std::vector<TokenId> rest);
   // Ends the current part (the held answer submitted as its last turn) and keeps its trajectory.
   void close_part(const std::string& why);
   Completion drive(const ChatTurn& turn);
@@ -113,6 +139,8 @@ class GatewaySession {
   std::unique_ptr<Episode> episode_;
   HarnessEnv* env_ = nullptr;  // owned by episode_
   std::vector<uint64_t> known_;
+  std::optional<bool> plain_;  // which API the session speaks (set by its first call)
+  std::string known_text_;     // plain completions: the last prompt
   uint64_t tools_key_ = 0;
   std::optional<Held> held_;
   std::vector<Trajectory> parts_;

@@ -91,7 +91,33 @@ Message parse_openai_message(const json& message, const std::string& where) {
   return out;
 }
 
-ChatRequest parse_chat_request(std::string_view body) {
+std::vector<std::string> parse_stop(const json& value, const std::string& field, bool allow_string) {
+  std::vector<std::string> out;
+  if (value.is_null()) return out;
+  if (allow_string && value.is_string()) {
+    out.push_back(value.get<std::string>());
+  } else if (value.is_array()) {
+    for (const json& item : value) {
+      if (!item.is_string()) throw bad_request("bad_stop", field + " must hold strings", field);
+      out.push_back(item.get<std::string>());
+    }
+  } else {
+    throw bad_request(
+        "bad_stop",
+        field + (allow_string ? " must be a string or a list of strings" : " must be a list of strings"),
+        field);
+  }
+  if (out.size() > 16) throw bad_request("bad_stop", field + " holds more than 16 strings", field);
+  for (const std::string& s : out) {
+    if (s.empty() || s.size() > 1024)
+      throw bad_request("bad_stop", field + " must hold non-empty strings of at most 1024 bytes", field);
+  }
+  return out;
+}
+
+namespace {
+
+json read_request(std::string_view body) {
   json request;
   try {
     request = read_json(body, "the request body");
@@ -99,17 +125,11 @@ ChatRequest parse_chat_request(std::string_view body) {
     throw bad_request(std::string(e.code()), e.what(), e.field());
   }
   if (!request.is_object()) throw bad_request("bad_json", "the request body must be a JSON object");
-  ChatRequest out;
-  const auto messages = request.find("messages");
-  if (messages == request.end() || !messages->is_array())
-    throw bad_request("bad_messages", "messages must be a list of messages", "messages");
-  out.turn.messages.reserve(messages->size());
-  for (size_t i = 0; i < messages->size(); ++i)
-    out.turn.messages.push_back(parse_openai_message((*messages)[i], "messages[" + std::to_string(i) + "]"));
-  if (const auto tools = request.find("tools"); tools != request.end() && !tools->is_null()) {
-    if (!tools->is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
-    out.turn.tools = *tools;
-  }
+  return request;
+}
+
+// The fields chat and plain completions share.
+void read_common(const json& request, ChatRequest& out) {
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
     const auto it = request.find(key);
     if (it == request.end() || it->is_null()) continue;
@@ -131,6 +151,48 @@ ChatRequest parse_chat_request(std::string_view body) {
     out.include_usage = options->value("include_usage", false);
   if (const auto model = request.find("model"); model != request.end() && model->is_string())
     out.model = model->get<std::string>();
+  if (const auto stop = request.find("stop"); stop != request.end())
+    out.turn.stop = parse_stop(*stop, "stop", true);
+}
+
+}  // namespace
+
+ChatRequest parse_completion_request(std::string_view body) {
+  const json request = read_request(body);
+  ChatRequest out;
+  const auto prompt = request.find("prompt");
+  if (prompt == request.end() || !prompt->is_string()) {
+    throw bad_request(
+        "bad_prompt",
+        "prompt must be one string (the whole text so far; a list of prompts or token ids is not "
+        "accepted: a session samples one answer per call)",
+        "prompt");
+  }
+  out.turn.prompt = prompt->get<std::string>();
+  if (request.value("echo", false) == true)
+    throw bad_request("unsupported_field", "echo is not supported", "echo");
+  if (const auto suffix = request.find("suffix"); suffix != request.end() && !suffix->is_null())
+    throw bad_request("unsupported_field", "suffix (insertion) is not supported", "suffix");
+  if (const auto best_of = number(request, "best_of"); best_of && *best_of != 1)
+    throw bad_request("bad_field", "best_of must be 1", "best_of");
+  read_common(request, out);
+  return out;
+}
+
+ChatRequest parse_chat_request(std::string_view body) {
+  const json request = read_request(body);
+  ChatRequest out;
+  const auto messages = request.find("messages");
+  if (messages == request.end() || !messages->is_array())
+    throw bad_request("bad_messages", "messages must be a list of messages", "messages");
+  out.turn.messages.reserve(messages->size());
+  for (size_t i = 0; i < messages->size(); ++i)
+    out.turn.messages.push_back(parse_openai_message((*messages)[i], "messages[" + std::to_string(i) + "]"));
+  if (const auto tools = request.find("tools"); tools != request.end() && !tools->is_null()) {
+    if (!tools->is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
+    out.turn.tools = *tools;
+  }
+  read_common(request, out);
   return out;
 }
 
@@ -205,6 +267,43 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
   if (include_usage) {
     const json usage = {{"id", c.id},     {"object", "chat.completion.chunk"}, {"created", c.created},
                         {"model", model}, {"choices", json::array()},          {"usage", usage_json(c)}};
+    append_sse_data(out, dump(usage));
+  }
+  append_sse_data(out, "[DONE]");
+  return out;
+}
+
+std::string text_completion_json(const Completion& c, const std::string& model) {
+  const json out = {{"id", c.id},
+                    {"object", "text_completion"},
+                    {"created", c.created},
+                    {"model", model},
+                    {"choices", json::array({{{"index", 0},
+                                              {"text", c.reply.content},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", c.finish_reason}}})},
+                    {"usage", usage_json(c)}};
+  return dump(out);
+}
+
+std::string text_completion_sse(const Completion& c, const std::string& model, bool include_usage) {
+  std::string out;
+  const auto chunk = [&](const std::string& text, const json& finish) {
+    json item = {
+        {"id", c.id},
+        {"object", "text_completion"},
+        {"created", c.created},
+        {"model", model},
+        {"choices",
+         json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+    if (include_usage) item["usage"] = nullptr;
+    append_sse_data(out, dump(item));
+  };
+  if (!c.reply.content.empty()) chunk(c.reply.content, nullptr);
+  chunk("", c.finish_reason);
+  if (include_usage) {
+    const json usage = {{"id", c.id},     {"object", "text_completion"}, {"created", c.created},
+                        {"model", model}, {"choices", json::array()},    {"usage", usage_json(c)}};
     append_sse_data(out, dump(usage));
   }
   append_sse_data(out, "[DONE]");

@@ -7,8 +7,11 @@
 // null, or a list of {"type": "text", "text"} parts; tool_calls; tool_call_id), max_tokens /
 // max_completion_tokens, temperature, top_p, top_k, stream, stream_options.include_usage, tools (passed into
 // the chat template), model, n (1 only), and the fields harnesses send that change nothing here (seed:
-// sampling seeds come from the session's stream keys; tool_choice, user, logprobs, stop, ...). Anything
-// malformed is a 400 naming the field.
+// sampling seeds come from the session's stream keys; tool_choice, user, logprobs, ...), stop (a string or
+// a list, passed upstream). Plain completions (POST .../v1/completions): prompt (one string: the whole text
+// so far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1); answered as
+// `text_completion` objects or, streaming, as `text_completion` chunks ended by `data: [DONE]`; echo,
+// suffix, best_of > 1 and a list of prompts are refused. Anything malformed is a 400 naming the field.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -27,6 +30,11 @@ struct ChatRequest {
 
 // Throws GatewayError 400 naming the field.
 ChatRequest parse_chat_request(std::string_view body);
+// A plain completion request (turn.prompt set). Throws GatewayError 400 naming the field.
+ChatRequest parse_completion_request(std::string_view body);
+// Stop strings: a list of 1..16 non-empty strings of at most 1024 bytes (OpenAI's `stop` may also be one
+// string; null or absent: none). Throws GatewayError 400 naming `field`.
+std::vector<std::string> parse_stop(const nlohmann::json& value, const std::string& field, bool allow_string);
 // One message of a chat request (also used for the Anthropic codec's conversions); `where` is its path.
 Message parse_openai_message(const nlohmann::json& message, const std::string& where);
 
@@ -34,6 +42,10 @@ std::string chat_completion_json(const Completion& completion, const std::string
 // The same answer as server-sent events: a role chunk, a content chunk, one chunk per tool call, the finish
 // chunk, the usage chunk when asked, then `data: [DONE]`.
 std::string chat_completion_sse(const Completion& completion, const std::string& model, bool include_usage);
+// A plain completion: a `text_completion` object, or its stream (one text chunk, the finish chunk, the usage
+// chunk when asked, `data: [DONE]`).
+std::string text_completion_json(const Completion& completion, const std::string& model);
+std::string text_completion_sse(const Completion& completion, const std::string& model, bool include_usage);
 std::string openai_error_json(const GatewayError& error);
 
 }  // namespace crl::server::gateway

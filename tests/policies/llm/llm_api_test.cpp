@@ -61,6 +61,25 @@ TEST(LlmApi, OpenAiRequestUsesATokenIdPrompt) {
   EXPECT_EQ(j["seed"], 42);
 }
 
+// Stop strings go upstream in each API's own field, only when given (the ids answered keep the matched
+// string: no_stop_trim / include_stop_str_in_output).
+TEST(LlmApi, StopStringsAreSentInBothApisOnlyWhenGiven) {
+  Prompt prompt({1, 2, 3});
+  GenerateCall call{&prompt.view, 16, 42, "x"};
+  SamplingParams sampling;
+  std::string body;
+  write_request(ApiKind::kSglang, call, sampling, body);
+  EXPECT_FALSE(json::parse(body)["sampling_params"].contains("stop"));
+  write_request(ApiKind::kOpenAi, call, sampling, body);
+  EXPECT_FALSE(json::parse(body).contains("stop"));
+  sampling.stop = {"\nObservation:", "END \"q\""};
+  write_request(ApiKind::kSglang, call, sampling, body);
+  EXPECT_EQ(json::parse(body)["sampling_params"]["stop"], json({"\nObservation:", "END \"q\""}));
+  write_request(ApiKind::kOpenAi, call, sampling, body);
+  EXPECT_EQ(json::parse(body)["stop"], json({"\nObservation:", "END \"q\""}));
+  EXPECT_EQ(json::parse(body)["include_stop_str_in_output"], true);
+}
+
 // An answer of SGLang's /generate as the server writes it (meta_info abridged to the fields we read and a
 // few we ignore).
 constexpr const char* kSglangAnswer = R"({"text":"next","output_ids":[110,101,120,116,151645],

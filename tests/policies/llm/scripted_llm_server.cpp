@@ -250,6 +250,13 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       call.prompt.push_back(id.get<TokenId>());
     }
     if (call.max_new_tokens < 1) return bad_request("max_new_tokens must be >= 1");
+    if (const auto stop = params->find("stop"); stop != params->end()) {
+      if (!stop->is_array()) return bad_request("stop must be a list of strings");
+      for (const json& s : *stop) {
+        if (!s.is_string() || s.get<std::string>().empty()) return bad_request("stop must hold strings");
+        call.stop.push_back(s.get<std::string>());
+      }
+    }
 
     const FaultOptions& f = options.faults;
     std::string sticky;
@@ -265,12 +272,24 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
     if (sticky == "hang") answer.delay_s = f.hang_s;
 
     const Tokenizer& tokenizer = *options.tokenizer;
-    const std::string text =
+    std::string text =
         options.script ? options.script(tokenizer.decode(call.prompt), call.sampling_seed)
                        : scripted_answer(tokenizer.decode(call.prompt), options.summary, call.sampling_seed);
+    // A stop string ends the text where it first matches and is kept (no_stop_trim,
+    // include_stop_str_in_output), with no end-of-turn token after it.
+    bool stopped_on_string = false;
+    size_t cut = std::string::npos;
+    for (const std::string& s : call.stop) {
+      const size_t at = text.find(s);
+      if (at != std::string::npos && (cut == std::string::npos || at + s.size() < cut)) cut = at + s.size();
+    }
+    if (cut != std::string::npos) {
+      text.resize(cut);
+      stopped_on_string = true;
+    }
     std::vector<TokenId> output = tokenizer.encode(text);
     const auto im_end = tokenizer.special_token("<|im_end|>");
-    if (im_end) output.push_back(*im_end);
+    if (im_end && !stopped_on_string) output.push_back(*im_end);
     std::string finish = "stop";
     if (static_cast<int64_t>(output.size()) > call.max_new_tokens) {
       output.resize(static_cast<size_t>(call.max_new_tokens));
@@ -294,7 +313,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       for (size_t i = 0; i < output.size(); ++i)
         logprobs.push_back(json::array({call.logprobs[i], output[i], nullptr}));
       json reason = {{"type", finish}};
-      if (finish == "stop" && im_end) reason["matched"] = *im_end;
+      if (finish == "stop" && im_end && !stopped_on_string) reason["matched"] = *im_end;
       if (finish == "length") reason["length"] = output.size();
       if (finish == "abort") reason["message"] = "aborted on purpose";
       out = {{"text", out_text},
@@ -318,17 +337,18 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
         offsets.push_back(offset);
         offset += piece.size();
       }
-      json choice = {{"index", 0},
-                     {"text", out_text},
-                     {"logprobs",
-                      {{"text_offset", offsets},
-                       {"token_logprobs", call.logprobs},
-                       {"tokens", tokens},
-                       {"top_logprobs", top}}},
-                     {"finish_reason", finish},
-                     {"stop_reason", finish == "stop" && im_end ? json(*im_end) : json(nullptr)},
-                     {"prompt_token_ids", nullptr},
-                     {"token_ids", output}};
+      json choice = {
+          {"index", 0},
+          {"text", out_text},
+          {"logprobs",
+           {{"text_offset", offsets},
+            {"token_logprobs", call.logprobs},
+            {"tokens", tokens},
+            {"top_logprobs", top}}},
+          {"finish_reason", finish},
+          {"stop_reason", finish == "stop" && im_end && !stopped_on_string ? json(*im_end) : json(nullptr)},
+          {"prompt_token_ids", nullptr},
+          {"token_ids", output}};
       out = {{"id", "cmpl-" + std::to_string(id)},
              {"object", "text_completion"},
              {"created", 0},

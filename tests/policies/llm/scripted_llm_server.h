@@ -63,7 +63,8 @@ struct LoggedCall {
   std::vector<float> logprobs;
   std::string finish_reason;
   std::string rid;
-  std::string routing_key;  // the X-SMG-Routing-Key header
+  std::string routing_key;        // the X-SMG-Routing-Key header
+  std::vector<std::string> stop;  // stop strings asked for (SGLang sampling_params.stop, OpenAI stop)
 };
 
 // The scripted model on decoded prompt text (exposed for unit tests).

@@ -110,7 +110,7 @@ TEST(GatewayAnthropic, ErrorsAreAnthropicShaped) {
   check(c.post({{"max_tokens", 5}, {"messages", {{{"role", "user"}, {"content", {{{"type", "image"}}}}}}}}),
         400, "invalid_request_error");
   check(c.post({{"max_tokens", 5},
-                {"stop_sequences", {"END"}},
+                {"stop_sequences", json::array({""})},  // an empty stop sequence
                 {"messages", {{{"role", "user"}, {"content", "x"}}}}}),
         400, "invalid_request_error");
   check(c.client.call("POST", "/v1/messages", R"({"max_tokens": 5, "messages": []})"), 401,

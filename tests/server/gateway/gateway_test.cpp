@@ -11,64 +11,6 @@
 namespace crl::server::gateway::testing {
 namespace {
 
-// Every upstream call of one session matched against its export: an execution call's prompt is the
-// segment's prompt plus the response so far, and what it sampled follows with loss mask 1 and the
-// upstream's log-probs; a summary segment is exactly its call, fully trainable. Returns the calls matched.
-size_t check_exact(const json& exported, const std::vector<crl::testing::LoggedCall>& calls) {
-  size_t c = 0;
-  int64_t sampled_calls = 0, masked = 0;
-  for (const json& segment : exported["segments"]) {
-    const std::vector<TokenId> prompt = ids_of(segment["prompt_ids"]);
-    const std::vector<TokenId> response = ids_of(segment["response_ids"]);
-    const std::vector<TokenId> mask = ids_of(segment["loss_mask"]);
-    for (TokenId m : mask) masked += m;
-    if (segment["kind"] == "summary") {
-      EXPECT_LT(c, calls.size());
-      if (c >= calls.size()) return c;
-      EXPECT_NE(calls[c].rid.find("/summarize/"), std::string::npos);
-      EXPECT_EQ(calls[c].prompt, prompt);
-      EXPECT_EQ(calls[c].output, response);
-      for (TokenId m : mask) EXPECT_EQ(m, 1);
-      sampled_calls += static_cast<int64_t>(calls[c].output.size());
-      ++c;
-      continue;
-    }
-    std::vector<TokenId> full = prompt;
-    full.insert(full.end(), response.begin(), response.end());
-    bool first = true;
-    while (c < calls.size() && calls[c].rid.find("/execute/") != std::string::npos &&
-           calls[c].prompt.size() <= full.size() &&
-           std::equal(calls[c].prompt.begin(), calls[c].prompt.end(), full.begin())) {
-      if (first) EXPECT_EQ(calls[c].prompt, prompt) << "a window opens with the prompt the export says";
-      first = false;
-      const size_t at = calls[c].prompt.size() - prompt.size();
-      EXPECT_LE(at + calls[c].output.size(), response.size());
-      for (size_t i = 0; i < calls[c].output.size() && at + i < response.size(); ++i) {
-        EXPECT_EQ(response[at + i], calls[c].output[i]);
-        EXPECT_EQ(mask[at + i], 1);
-        EXPECT_EQ(segment["rollout_log_probs"][at + i].get<float>(), calls[c].logprobs[i]);
-      }
-      sampled_calls += static_cast<int64_t>(calls[c].output.size());
-      ++c;
-    }
-    EXPECT_FALSE(first) << "an execution segment with no upstream call";
-  }
-  EXPECT_EQ(c, calls.size()) << "every upstream call is in the export";
-  EXPECT_EQ(masked, sampled_calls) << "trainable tokens are exactly the sampled ones";
-  return c;
-}
-
-// Provenance 0 prompt, 1 environment, 2 sampled, 3 copied summary, 4 copied tail: only sampled is trainable.
-void check_masks(const json& exported) {
-  for (const json& segment : exported["segments"]) {
-    const auto& provenance = segment["response_provenance"];
-    for (size_t i = 0; i < provenance.size(); ++i) {
-      const bool sampled = provenance[i] == "SAMPLED";
-      EXPECT_EQ(segment["loss_mask"][i].get<int>(), sampled ? 1 : 0) << provenance[i];
-    }
-  }
-}
-
 TEST(Gateway, OneTurnIsForwardedAndExportedTokenExact) {
   Bench bench;
   Harness h(bench.port(), "one-turn");

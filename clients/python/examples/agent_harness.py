@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""A small agent harness that trains through the compaction gateway (server/gateway, PROTOCOL.md section 5).
+
+Standard library only. The harness is what people train: an OpenAI-style chat loop with one shell-like tool.
+The tool here is one of crl's own environments (default `synthetic`), driven through crl_client's step API;
+the model calls go to the gateway's OpenAI route (`{server}/v1/sessions/{id}/v1/chat/completions`), which
+compacts the growing message list with the policy's own summaries and records training-ready segments. Per
+episode the harness posts the environment's reward to the gateway and fetches the export.
+
+    python3 clients/python/examples/agent_harness.py --server http://127.0.0.1:7411 --episodes 4 --out runs/
+
+The model may answer with a Qwen-style tool call (`run` with {"command": ...}) or with plain text; either is
+the command sent to the environment, and the observation goes back as the tool result (or a user message).
+See README.md next to this file for the servers to start.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import crl_client  # noqa: E402
+
+TOOLS = [{"type": "function",
+          "function": {"name": "run", "description": "Send one command to the environment; returns what it prints.",
+                       "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
+                                      "required": ["command"]}}}]
+
+_TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>", re.S)
+
+
+def turns_of(text):
+    """The (role, content) turns of an environment's ChatML text (its prompt or an appended observation)."""
+    return [(m.group(1), m.group(2)) for m in _TURN.finditer(text)]
+
+
+def post_json(url, body, timeout=120.0):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        raise GatewayError(url, e.code, e.read().decode(errors="replace")) from None
+
+
+class GatewayError(RuntimeError):
+    def __init__(self, url, status, body):
+        super().__init__(f"POST {url}: {status} {body}")
+        try:
+            self.code = json.loads(body)["error"]["code"]
+        except (ValueError, KeyError, TypeError):
+            self.code = ""
+
+
+def get_json(url, timeout=60.0):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+class ChatModel:
+    """An OpenAI-compatible chat client pointed at the gateway: base_url = {server}/v1/sessions/{id}/v1."""
+
+    def __init__(self, base_url, model, max_tokens):
+        self.base_url, self.model, self.max_tokens = base_url.rstrip("/"), model, max_tokens
+
+    def complete(self, messages, tools):
+        body = {"model": self.model, "messages": messages, "tools": tools, "max_tokens": self.max_tokens}
+        return post_json(self.base_url + "/chat/completions", body)["choices"][0]
+
+
+def run_episode(args, session, index):
+    """One episode: returns (session id, reward, export)."""
+    sid = f"{args.prefix}-{index}"
+    env = session.create(args.env, split=args.split, index=index, seed=args.seed,
+                         budget={"capacity": 65536, "reserve": 1024})
+    messages = []
+    for role, content in turns_of(env.prompt_text):
+        messages.append({"role": "system" if role == "system" else "user", "content": content})
+    if not messages:
+        messages.append({"role": "user", "content": env.prompt_text})
+    messages[0]["content"] += "\nUse the run tool (or answer with the command alone) to act."
+    model = ChatModel(f"{args.server}/v1/sessions/{sid}/v1", args.model, args.max_tokens)
+    for _ in range(args.max_turns):
+        if env.done:
+            break
+        try:
+            choice = model.complete(messages, TOOLS)
+        except GatewayError as e:
+            if e.code != "context_length_exceeded":
+                raise
+            break  # the gateway's budget is spent (max compactions): the rollout is truncated
+        reply = choice["message"]
+        messages.append(reply)  # the harness's copy of the answer, as every agent keeps it
+        calls = reply.get("tool_calls") or []
+        command = reply.get("content") or ""
+        if calls:
+            try:
+                command = json.loads(calls[0]["function"]["arguments"]).get("command", "")
+            except (ValueError, AttributeError):
+                command = calls[0]["function"]["arguments"]
+        answer = env.step(text=command.strip())
+        while answer.get("kind") == "compaction_request":  # the environment's own window: not used here
+            answer = env.step(text="(none)", kind="summary")
+        observation = "\n".join(c for _, c in turns_of(answer.get("append_text", ""))) or answer.get("append_text", "")
+        if calls:
+            messages.append({"role": "tool", "tool_call_id": calls[0].get("id", ""), "content": observation})
+        else:
+            messages.append({"role": "user", "content": observation})
+    reward = env.reward if env.done else 0.0
+    status = "completed" if env.done else "truncated"
+    post_json(f"{args.server}/v1/sessions/{sid}/reward", {"reward": reward, "status": status})
+    exported = get_json(f"{args.server}/v1/sessions/{sid}/export")
+    env.delete()
+    return sid, reward, exported
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--server", default="http://127.0.0.1:7411", help="crl serve --llm ... (env and gateway)")
+    parser.add_argument("--env", default="synthetic")
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--episodes", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-turns", type=int, default=200)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--model", default="policy")
+    parser.add_argument("--prefix", default="harness", help="session ids are PREFIX-N")
+    parser.add_argument("--out", default="", help="directory for the exports (PREFIX-N.json)")
+    args = parser.parse_args(argv)
+    session = crl_client.Session(args.server)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+    for i in range(args.episodes):
+        sid, reward, exported = run_episode(args, session, i)
+        segments = exported.get("segments", [])
+        kinds = [s.get("kind", "execution") for s in segments]
+        print(json.dumps({"session": sid, "reward": reward, "segments": len(segments),
+                          "summaries": kinds.count("summary")}), flush=True)
+        if args.out:
+            path = os.path.join(args.out, sid + ".json")
+            with open(path + ".tmp", "w") as f:
+                json.dump(exported, f)
+            os.replace(path + ".tmp", path)
+    session.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""End-to-end check of agent_harness.py (ctest gateway_example): `crl serve --llm` against the scripted LLM
+server, 2 episodes of the synthetic environment through the gateway's OpenAI route, then the exports:
+segments present, loss masks 1 exactly on sampled tokens, at least one compaction (summary segment)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CRL_BIN = os.environ.get("CRL_BIN", "build/crl")
+LLM_BIN = os.environ.get("CRL_LLM_SERVER_BIN", "build/crl_scripted_llm_server")
+
+
+def first_line(proc, what):
+    line = proc.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise RuntimeError(f"{what}: unexpected first line {line!r}: {proc.stderr.read()}")
+    return line[len("listening on "):]
+
+
+def main():
+    llm = subprocess.Popen([LLM_BIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    server = None
+    try:
+        llm_port = first_line(llm, "crl_scripted_llm_server")
+        server = subprocess.Popen([CRL_BIN, "serve", "--port", "0", "--threads", "2", "--llm",
+                                   f"http://127.0.0.1:{llm_port}", "--capacity", "3072", "--reserve", "768",
+                                   "--summary-cap", "256", "--per-turn-cap", "64"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        address = first_line(server, "crl serve")
+        with tempfile.TemporaryDirectory() as out:
+            run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
+                                  "http://" + address, "--episodes", "2", "--out", out],
+                                 capture_output=True, text=True, timeout=25)
+            print(run.stdout, run.stderr)
+            assert run.returncode == 0, "the harness failed"
+            summaries = 0
+            for i in range(2):
+                with open(os.path.join(out, f"harness-{i}.json")) as f:
+                    exported = json.load(f)
+                segments = exported["segments"]
+                assert segments, f"episode {i}: no segments"
+                for s in segments:
+                    kind = s.get("kind", "execution")
+                    summaries += kind == "summary"
+                    masks, provenance = s["loss_mask"], s["response_provenance"]
+                    assert len(masks) == len(s["response_ids"]) == len(provenance)
+                    for m, p in zip(masks, provenance):
+                        assert m == (1 if p == "SAMPLED" else 0), (kind, m, p)
+                    assert any(masks), f"episode {i}: a segment with nothing trainable"
+                    if kind == "summary":
+                        assert all(m == 1 for m in masks), "a summary segment is fully trainable"
+                assert "reward" in segments[-1], segments[-1].keys()
+            assert summaries >= 1, "no compaction happened"
+            print(f"ok: 2 episodes, {summaries} summaries")
+    finally:
+        if server is not None and server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=10)
+        llm.stdin.close()
+        llm.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
