@@ -7,6 +7,10 @@
 //                                  and answers), items = policy decisions
 //   BM_NeuralTrainStep/N           one actor update on a batch of N episodes: rebuild the decisions, forward,
 //                                  learner losses and gradients, backward, Adam; items = trainable tokens
+//   BM_NeuralPpoUpdate/E/M         one clipped-PPO actor update on 32 episodes with E epochs of M shuffled
+//                                  minibatches (issue 15); /1/1 is the one-pass baseline in the same run;
+//                                  items = updates, counter episodes/s = episodes trained per second
+//   BM_NeuralEpisodes/N            act() driving N synthetic episodes; items = episodes
 //   BM_NeuralCudaForwardBackward/N the CUDA twin of BM_NeuralForwardBackward (skipped without a device)
 #include <benchmark/benchmark.h>
 
@@ -64,7 +68,7 @@ void BM_NeuralForwardPerDecision(benchmark::State& state) {
   float value = 0.0f;
   for (auto _ : state) {
     for (const RowMatrix& r : rows) {
-      net.score(r, scores, value);
+      net.score(r, 0, scores, value);
       benchmark::DoNotOptimize(value);
     }
   }
@@ -153,12 +157,43 @@ void BM_NeuralTrainStep(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * trainable);
 }
 
+void BM_NeuralPpoUpdate(benchmark::State& state) {
+  Setup s;
+  std::vector<Trajectory> ts = s.run(32);
+  for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 2 ? 1.0 : 0.0;
+  learners::LearnerOptions o;
+  o.lambda_mode = learners::LambdaMode::kFixed;
+  o.lambda = 1.0;
+  o.ppo_epochs = static_cast<int>(state.range(0));
+  o.minibatches = static_cast<int>(state.range(1));
+  const learners::Learner learner(o);
+  const learners::Batch batch = learners::make_batch(ts);
+  const learners::Advantages targets = learner.advantages(batch);
+  learners::UpdateStats stats;
+  for (auto _ : state) {
+    s.policy.train(
+        TrainStep{&ts, &batch, &targets, &learner, learners::UpdateKind::kActor, 1e-3, 1e-3, &stats});
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["episodes/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * ts.size()), benchmark::Counter::kIsRate);
+  state.counters["clip_fraction"] = stats.clip_fraction;
+}
+
+void BM_NeuralEpisodes(benchmark::State& state) {
+  const Setup s;
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(static_cast<size_t>(state.range(0))));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
 BENCHMARK(BM_NeuralForwardPerDecision)->Arg(64)->Arg(1024);
 BENCHMARK(BM_NeuralForwardBatched)->Arg(64)->Arg(1024)->Arg(16384);
 BENCHMARK(BM_NeuralForwardBackward)->Arg(64)->Arg(1024)->Arg(16384);
 BENCHMARK(BM_NeuralCudaForwardBackward)->Arg(1024)->Arg(16384);
 BENCHMARK(BM_NeuralActEpisodes)->Arg(32)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NeuralTrainStep)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NeuralPpoUpdate)->Args({1, 1})->Args({4, 1})->Args({4, 4})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NeuralEpisodes)->Arg(32)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace crl::neural

@@ -84,8 +84,8 @@ int rollout_command(const std::vector<std::string>& args) {
       "the policy's tokenizer: byte | PATH/tokenizer.json | PATH/NAME.tiktoken[#PATTERN]")(
       "chat-template", po::value(&chat_name)->default_value(chat_name),
       "how prompts are rendered: chatml (needs <|im_start|>, <|im_end|>) | plain (needs <|endoftext|>; for "
-      "tokenizers without ChatML tokens, e.g. o200k_base, GPT-2)")("model", po::value(&llm.sampling.model),
-                                                                   "model name sent with the openai API")(
+      "tokenizers without ChatML tokens, e.g. o200k_base, GPT-2) | PATH.jinja | PATH/tokenizer_config.json")(
+      "model", po::value(&llm.sampling.model), "model name sent with the openai API")(
       "temperature", po::value(&llm.sampling.temperature)->default_value(llm.sampling.temperature),
       "sampling temperature")("top-p", po::value(&llm.sampling.top_p)->default_value(llm.sampling.top_p),
                               "nucleus sampling")(
@@ -103,7 +103,7 @@ int rollout_command(const std::vector<std::string>& args) {
   if (!parse_options(
           "rollout",
           "--llm http://HOST:PORT --out trajectories.jsonl [--env synthetic --split dev --tasks N "
-          "--api sglang|openai --tokenizer byte --chat-template chatml|plain --concurrency N --seed S]",
+          "--api sglang|openai --tokenizer byte --chat-template chatml|plain|PATH --concurrency N --seed S]",
           options, positional, args, vm, exit_code))
     return exit_code;
   if (url.empty()) throw Error("option --llm", "", "is required (the LLM server, http://HOST:PORT)");
@@ -138,7 +138,7 @@ int rollout_command(const std::vector<std::string>& args) {
                 "tasks " + std::to_string(first_task) + " .. " + std::to_string(last_task) + ": " +
                     task_index_message(last_task, *list));
   }
-  const ChatTemplate chat = chat_template_by_name(chat_name);  // throws naming --chat-template
+  const ChatTemplate chat = load_turn_template(chat_name);  // throws naming --chat-template
   const auto tokenizer = rollout_tokenizer(tokenizer_spec);
   const auto codec = make_text_codec(tokenizer, {}, chat);
   llm.vocab_size = tokenizer->vocab_size();

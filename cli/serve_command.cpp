@@ -22,6 +22,7 @@
 #include "engine/error.h"
 #include "envs/registry.h"
 #include "server/episode_service.h"
+#include "server/gateway/gateway.h"
 #include "server/http_server.h"
 
 namespace crl::cli {
@@ -61,7 +62,8 @@ int serve_command(const std::vector<std::string>& args) {
       "must have the chat template's special tokens")(
       "chat-template", po::value(&service.chat_template)->default_value(service.chat_template),
       "how the text view renders prompts: chatml (needs <|im_start|>, <|im_end|>) | plain (needs "
-      "<|endoftext|>; for tokenizers without ChatML tokens)")(
+      "<|endoftext|>; for tokenizers without ChatML tokens) | PATH.jinja | PATH/tokenizer_config.json (the "
+      "model's own Jinja template)")(
       "env-param", po::value(&env_params)->composing(),
       "ENV.KEY=VALUE (repeatable): an environment parameter for every episode of ENV, e.g. "
       "shell.tasks_dir=/srv/tasks; the only way to set server-only ones ('crl inspect --envs')")(
@@ -89,6 +91,34 @@ int serve_command(const std::vector<std::string>& args) {
       "episode to this server ('crl deploy haproxy', deploy/README.md)")(
       "openenv-env", po::value(&http.openenv_env),
       "OpenEnv sessions (WebSocket GET /ws): the environment of a reset whose data names no 'env'");
+  // The compaction gateway (server/gateway/gateway.h): on with --llm.
+  server::gateway::GatewayOptions gw;
+  gw.budget = Budget{32768, 8192, 2, 4096, 4096, 8};
+  std::string llm_url, llm_api = "sglang";
+  options.add_options()(
+      "llm", po::value(&llm_url),
+      "http://HOST:PORT of an LLM server: turns on the compaction gateway for agent harnesses "
+      "(/v1/sessions/{id}/v1/chat/completions, PROTOCOL.md section 5)")(
+      "api", po::value(&llm_api)->default_value(llm_api),
+      "the LLM server's API: sglang (/generate) | openai "
+      "(/v1/completions with token ids)")(
+      "llm-timeout", po::value(&gw.upstream.request_timeout_s)->default_value(gw.upstream.request_timeout_s),
+      "seconds one upstream call may take, retries included (then 504 to the harness)")(
+      "llm-retries", po::value(&gw.upstream.max_retries)->default_value(gw.upstream.max_retries),
+      "retries of an upstream call on connection errors and 5xx")(
+      "llm-model", po::value(&gw.sampling.model), "the `model` sent to an OpenAI-compatible upstream")(
+      "capacity", po::value(&gw.budget.capacity)->default_value(gw.budget.capacity), "gateway sessions: C")(
+      "reserve", po::value(&gw.budget.reserve)->default_value(gw.budget.reserve), "gateway sessions: T_comp")(
+      "tail-k", po::value(&gw.budget.tail_k)->default_value(gw.budget.tail_k),
+      "gateway sessions: newest atomic steps kept after a summary")(
+      "per-turn-cap", po::value(&gw.budget.per_turn_cap)->default_value(gw.budget.per_turn_cap),
+      "gateway sessions: most tokens of one answer")(
+      "summary-cap", po::value(&gw.budget.summary_cap)->default_value(gw.budget.summary_cap),
+      "gateway sessions: most tokens of one summary")(
+      "max-compactions", po::value(&gw.budget.max_compactions)->default_value(gw.budget.max_compactions),
+      "gateway sessions: compactions before a session is truncated")(
+      "max-gateway-sessions", po::value(&gw.max_sessions)->default_value(gw.max_sessions),
+      "live gateway sessions at most (429 beyond)");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -128,7 +158,7 @@ int serve_command(const std::vector<std::string>& args) {
     throw Error("option --snapshot-dir", "", "value must not be empty");
   if (!vm["snapshot-every"].defaulted() && service.snapshot_dir.empty())
     throw Error("option --snapshot-every", "", "needs --snapshot-dir");
-  chat_template_by_name(service.chat_template);  // an unknown name fails here, naming the option
+  load_turn_template(service.chat_template);  // a bad name or file fails here, naming the option
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;
   service.request_timeout_s = http.request_timeout_s;
@@ -151,6 +181,15 @@ int serve_command(const std::vector<std::string>& args) {
   // flush per request (11% of the CPU of a JSON step in a profile). Keep up to 256 MiB of freed memory.
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   mallopt(M_TOP_PAD, 16 << 20);
+  std::unique_ptr<server::gateway::Gateway> gateway;
+  if (!llm_url.empty()) {
+    gw.upstream.base_url = llm_url;
+    gw.upstream.api = llm::parse_api_kind(llm_api, "option --api");
+    gw.tokenizer = service.tokenizer;
+    gw.chat_template = service.chat_template;
+    gateway = std::make_unique<server::gateway::Gateway>(gw, &episodes.metrics());
+    http.gateway = gateway.get();
+  }
   server::HttpServer server(http, episodes);
   episodes.set_snapshot_address(http.host + ":" + std::to_string(server.port()));
   std::cout << "listening on " << http.host << ":" << server.port() << std::endl;

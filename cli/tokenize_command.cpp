@@ -1,7 +1,10 @@
 // `crl tokenize`: shows how a tokenizer (`--tokenizer`, the spec every LLM command takes, see
-// engine/README.md) encodes a text, optionally rendered as one chat turn, or decodes ids. For checking a
-// tokenizer file and a chat template by hand before a run. With --train it learns a byte-level BPE tokenizer
-// instead (cli/tokenize_train.h).
+// engine/README.md) encodes a text, optionally rendered as one chat turn, or decodes ids. With --messages, a
+// whole conversation (a JSON file: a list of messages, or {"messages", "tools", "add_generation_prompt",
+// "extra"}) is rendered by the chat template (a model's Jinja template: --chat-template
+// PATH/tokenizer_config.json) and the text and its ids are printed. For checking a tokenizer file and a chat
+// template by hand before a run. With --train it learns a byte-level BPE tokenizer instead
+// (cli/tokenize_train.h).
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,6 +15,8 @@
 #include "cli/tokenize_train.h"
 #include "engine/chat_template.h"
 #include "engine/error.h"
+#include "engine/file_io.h"
+#include "engine/json_reader.h"
 #include "engine/tokenizer.h"
 
 namespace crl::cli {
@@ -27,7 +32,7 @@ ChatRole role_from_name(const std::string& name) {
 
 int run_tokenize(const std::vector<std::string>& args) {
   po::options_description options;
-  std::string spec, file, chat, role;
+  std::string spec, file, chat, role, messages_file;
   std::vector<std::string> words;
   bool decode = false;
   std::string train, out;
@@ -37,8 +42,13 @@ int run_tokenize(const std::vector<std::string>& args) {
                         "byte | PATH/tokenizer.json | PATH/NAME.tiktoken[#PATTERN]")(
       "file", po::value(&file), "encode this file's bytes instead of TEXT")(
       "chat-template", po::value(&chat),
-      "render the text as one turn first (its special-token strings stay text): chatml | plain")(
-      "role", po::value(&role)->default_value("user"), "the turn's role: system | user | assistant | tool")(
+      "render the text as one turn first (its special-token strings stay text): chatml | plain | PATH.jinja "
+      "| "
+      "PATH/tokenizer_config.json")(
+      "messages", po::value(&messages_file),
+      "render this conversation (JSON: [messages] or {messages, tools, add_generation_prompt, extra}) with "
+      "--chat-template and encode it")("role", po::value(&role)->default_value("user"),
+                                       "the turn's role: system | user | assistant | tool")(
       "decode", po::bool_switch(&decode), "the arguments are token ids: print their text")(
       "text", po::value(&words)->multitoken(), "the text (the words are joined by spaces)")(
       "train", po::value(&train),
@@ -55,8 +65,9 @@ int run_tokenize(const std::vector<std::string>& args) {
   po::variables_map vm;
   int exit_code = 0;
   if (!parse_options("tokenize",
-                     "[--tokenizer SPEC] [--chat-template NAME [--role ROLE]] TEXT... | --file PATH "
-                     "| --decode ID... | --train CORPUS --vocab N --out tokenizer.json",
+                     "[--tokenizer SPEC] [--chat-template NAME|PATH [--role ROLE]] TEXT... | --file PATH "
+                     "| --chat-template NAME|PATH --messages FILE.json | --decode ID... "
+                     "| --train CORPUS --vocab N --out tokenizer.json",
                      options, positional, args, vm, exit_code)) {
     return exit_code;
   }
@@ -96,10 +107,35 @@ int run_tokenize(const std::vector<std::string>& args) {
   // Alone, the text is read as a template would be (special-token strings become their ids); rendered as a
   // turn, it is content, encoded as the text codec encodes an observation: ordinary text (issue 14 item 7).
   std::vector<TokenId> ids;
-  if (chat.empty()) {
+  if (!messages_file.empty()) {
+    // The rendered conversation is read as a prompt is: special-token strings become their ids.
+    const ChatTemplate chat_template = load_chat_template(chat.empty() ? "chatml" : chat);
+    const nlohmann::json doc = read_json(read_file(messages_file), messages_file);
+    ChatRenderRequest request;
+    if (doc.is_array()) {
+      request.messages = doc;
+    } else if (doc.is_object()) {
+      if (doc.contains("messages")) request.messages = doc["messages"];
+      if (doc.contains("tools")) request.tools = doc["tools"];
+      if (doc.contains("extra")) request.extra = doc["extra"];
+      if (doc.contains("add_generation_prompt")) {
+        if (!doc["add_generation_prompt"].is_boolean())
+          throw Error(messages_file, "add_generation_prompt", "must be true or false");
+        request.add_generation_prompt = doc["add_generation_prompt"].get<bool>();
+      }
+    } else {
+      throw Error(messages_file, "", "must be a list of messages or an object with \"messages\"");
+    }
+    const std::string rendered = chat_template.render(request);
+    std::cout << "text: "
+              << nlohmann::json(rendered).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+    ids = tokenizer->encode(rendered);
+  } else if (chat.empty()) {
     ids = tokenizer->encode(text);
   } else {
-    const ChatTemplate chat_template = chat_template_by_name(chat);
+    const ChatTemplate chat_template = load_chat_template(chat);
+    chat_template.require_turns("option --chat-template");
     ids = tokenizer->encode_pieces(chat_template.turn_pieces(role_from_name(role), text));
   }
   std::cout << "tokens: " << ids.size() << "\nids:";

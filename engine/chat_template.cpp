@@ -4,6 +4,10 @@
 
 namespace crl {
 
+// chat_template_file.cpp: the Jinja side.
+std::string jinja_chat_definition(const JinjaChatSource& source);
+std::string render_with_jinja(const JinjaChatSource& source, const ChatRenderRequest& request);
+
 std::string_view chat_role_name(ChatRole role) {
   switch (role) {
     case ChatRole::kSystem:
@@ -56,7 +60,51 @@ std::string ChatTemplate::definition() const {
         &assistant_prefix, &end_of_turn, &after_end_of_turn}) {
     out += "|" + std::to_string(field->size()) + ":" + *field;
   }
+  if (jinja)
+    out += jinja_chat_definition(*jinja);  // the built-ins have none: their definitions are unchanged
   return out;
+}
+
+void ChatTemplate::require_turns(const std::string& option) const {
+  if (!turns_error.empty())
+    throw Error(option + " " + quote(name), "chat template",
+                "cannot be cut into turns for episodes: " + turns_error);
+}
+
+std::string ChatTemplate::render(const ChatRenderRequest& request) const {
+  if (jinja) return render_with_jinja(*jinja, request);
+  if (!request.tools.is_null())
+    throw Error("chat request", "tools", "the " + name + " template renders no tools");
+  if (!request.messages.is_array())
+    throw Error("chat request", "messages", "must be an array of message objects");
+  std::string text;
+  for (size_t k = 0; k < request.messages.size(); ++k) {
+    const auto& m = request.messages[k];
+    const std::string field = "messages[" + std::to_string(k) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      throw Error("chat request", field + ".role", "must be a string");
+    if (m.contains("tool_calls"))
+      throw Error("chat request", field + ".tool_calls", "the " + name + " template renders no tool calls");
+    const std::string role = m["role"].get<std::string>();
+    ChatRole r;
+    if (role == "system")
+      r = ChatRole::kSystem;
+    else if (role == "user")
+      r = ChatRole::kUser;
+    else if (role == "assistant")
+      r = ChatRole::kAssistant;
+    else if (role == "tool")
+      r = ChatRole::kTool;
+    else
+      throw Error("chat request", field + ".role",
+                  "unknown role " + quote(role) + " (system, user, assistant, tool)");
+    const auto content = m.find("content");
+    if (content != m.end() && !content->is_string() && !content->is_null())
+      throw Error("chat request", field + ".content", "must be a string for the " + name + " template");
+    text += turn(r, content != m.end() && content->is_string() ? content->get<std::string>() : "");
+  }
+  if (request.add_generation_prompt) text += assistant_prefix;
+  return text;
 }
 
 ChatTemplate chatml_template() {

@@ -8,7 +8,20 @@
 // The end-of-turn string must be a special token of the tokenizer: policies end a turn by sampling it.
 // Only the template's own strings produce special-token ids: a turn is encoded as pieces (turn_pieces,
 // Tokenizer::encode_pieces) in which the content is ordinary text, whatever special-token strings it holds.
+//
+// Real models' templates (load_chat_template): the Jinja `chat_template` of a tokenizer_config.json (a
+// string, or a list of named templates: "default", and "tool_use" when tools are given), or a .jinja file,
+// rendered by engine/jinja/ with Hugging Face's settings and variables (messages, tools,
+// add_generation_prompt, bos_token, eos_token, and extra variables such as enable_thinking). render() renders
+// whole conversations (the gateway). The per-turn strings above, which the text codec of `rollout` and
+// `serve` episodes needs, are derived from the Jinja template by rendering a probe conversation and cutting
+// it at the probe texts (turns_error says why when a template cannot be cut into turns, e.g. Gemma's system
+// text folded into the first user turn). See engine/README.md.
 #include <array>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +38,19 @@ struct ChatMessage {
   std::string content;
 };
 
+// A conversation to render with a template's Jinja source: OpenAI-style messages ({role, content,
+// tool_calls, ...}), tools (null: none), and extra template variables (an object or null).
+struct ChatRenderRequest {
+  nlohmann::json messages = nlohmann::json::array();
+  nlohmann::json tools;
+  bool add_generation_prompt = true;
+  nlohmann::json extra;
+  std::optional<int64_t> now_unix;  // what strftime_now() formats (UTC); absent: the wall clock
+};
+
+// A Jinja chat template as loaded from a file (the engine/jinja/ template, the named variants, bos/eos).
+class JinjaChatSource;
+
 struct ChatTemplate {
   std::string name;
   std::string system_prefix, system_suffix;
@@ -38,15 +64,36 @@ struct ChatTemplate {
   std::string turn(ChatRole role, std::string_view content) const;
   // The same turn as template text, content, template text (views into this template and `content`).
   std::array<TextPiece, 4> turn_pieces(ChatRole role, std::string_view content) const;
-  // Everything that defines the template, for fingerprints.
+  // Everything that defines the template, for fingerprints (with the Jinja source when there is one).
   std::string definition() const;
   bool operator==(const ChatTemplate&) const = default;
+
+  // Loaded from a file: the Jinja template (null for the built-ins chatml and plain).
+  std::shared_ptr<const JinjaChatSource> jinja;
+  // Non-empty when the per-turn strings could not be derived from the Jinja template: why.
+  std::string turns_error;
+
+  // The whole conversation as text: the Jinja template when there is one (with HF's semantics), otherwise the
+  // turns (content only; tools and tool_calls are refused). Throws crl::Error (jinja::TemplateError for
+  // template errors and raise_exception, naming the template and line; bad messages naming the field).
+  std::string render(const ChatRenderRequest& request) const;
+  // Throws crl::Error naming `option` with turns_error when the per-turn strings are not available.
+  void require_turns(const std::string& option) const;
 };
 
 ChatTemplate chatml_template();
 ChatTemplate plain_template();
 // "chatml" | "plain"; throws crl::Error for another name.
 ChatTemplate chat_template_by_name(std::string_view name);
+// What every --chat-template option takes: "chatml" | "plain" | PATH.jinja | PATH/tokenizer_config.json (any
+// .json: its chat_template, bos_token, eos_token). Throws crl::Error naming the file and field.
+ChatTemplate load_chat_template(std::string_view spec);
+// load_chat_template for the text codec of episodes (rollout, serve): also requires the per-turn strings.
+// Errors name `option`.
+ChatTemplate load_turn_template(std::string_view spec, const std::string& option = "--chat-template");
+// A Jinja template from its text (`name` is used in error messages); bos/eos may be empty.
+ChatTemplate chat_template_from_jinja(const std::string& source, const std::string& name,
+                                      const std::string& bos_token = "", const std::string& eos_token = "");
 
 // The turns in order; with add_generation_prompt, the assistant header follows (the model writes next).
 std::string render_chat(const ChatTemplate& chat, std::span<const ChatMessage> messages,

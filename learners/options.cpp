@@ -65,7 +65,12 @@ void validate_options(const LearnerOptions& o, const std::string& where) {
                 "is " + quote(o.value_clip) + ", expected a finite number >= 0 (0 = off)");
   if (!(o.kl_coef >= 0.0 && std::isfinite(o.kl_coef)))
     throw Error(where, "kl_coef", "is " + quote(o.kl_coef) + ", expected a finite number >= 0 (0 = off)");
-  if (!(o.whiten_epsilon > 0.0)) throw Error(where, "whiten_epsilon", "expected a number > 0");
+  if (!(o.whiten_epsilon > 0.0 && std::isfinite(o.whiten_epsilon)))
+    throw Error(where, "whiten_epsilon", "is " + quote(o.whiten_epsilon) + ", expected a finite number > 0");
+  if (o.ppo_epochs < 1)
+    throw Error(where, "ppo_epochs", "is " + std::to_string(o.ppo_epochs) + ", expected an integer >= 1");
+  if (o.minibatches < 1)
+    throw Error(where, "minibatches", "is " + std::to_string(o.minibatches) + ", expected an integer >= 1");
 }
 
 }  // namespace crl::learners

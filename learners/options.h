@@ -37,6 +37,12 @@ struct LearnerOptions {
   double value_clip = 0.0;                // 0 = off; else V is clipped to V_old +- value_clip
   double kl_coef = 0.0;                   // k3 KL to the reference policy; 0 = off
   double whiten_epsilon = 1e-8;
+  // PPO passes of one update (spec 1.5 says one epoch; several epochs make the ratio move and the clip bind):
+  // a trainer (policies/neural) runs `ppo_epochs` passes over the batch, each over `minibatches` shuffled
+  // groups of whole rollouts, one optimizer step per minibatch, every minibatch weighted by the batch's ONE
+  // global token denominator (LossNormalizer), so the minibatch gradients of one pass sum to the batch's.
+  int ppo_epochs = 1;
+  int minibatches = 1;
 };
 
 std::string_view lambda_mode_name(LambdaMode mode);

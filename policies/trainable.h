@@ -16,6 +16,7 @@
 #include "learners/batch.h"
 #include "learners/learner.h"
 #include "learners/schedule.h"
+#include "learners/update_stats.h"
 #include "proto/checkpoint.pb.h"
 
 namespace crl {
@@ -28,6 +29,9 @@ struct TrainStep {
   learners::UpdateKind kind = learners::UpdateKind::kActor;
   double actor_lr = 0.0;
   double critic_lr = 0.0;
+  // Optional: where a trainer writes what the update did (PPO ratio, clip fraction, KL, entropy); null: not
+  // measured. Trainers that do not measure leave it untouched.
+  learners::UpdateStats* stats = nullptr;
 };
 
 class Trainable {

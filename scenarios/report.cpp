@@ -284,12 +284,16 @@ std::string format_summary_json(const ScenarioResult& result) {
 
 std::string format_curves_csv(const ScenarioResult& result) {
   std::ostringstream out;
-  out << "arm,seed,episode,train_reward,eval_accuracy,eval_episodes\n";
+  // The PPO columns: the actor updates since the previous point and their measurements (runner.h).
+  out << "arm,seed,episode,train_reward,eval_accuracy,eval_episodes,ppo_updates,mean_abs_ratio,max_ratio,"
+         "clip_fraction,approx_kl,entropy\n";
   for (const ArmResult& arm : result.arms) {
     for (const SeedResult& s : arm.seeds) {
       for (const CurvePoint& p : s.curve) {
         out << arm.name << ',' << s.seed << ',' << p.episode << ',' << fixed(p.train_reward, 6) << ','
-            << fixed(p.eval_accuracy, 6) << ',' << p.eval_episodes << '\n';
+            << fixed(p.eval_accuracy, 6) << ',' << p.eval_episodes << ',' << p.ppo_updates << ','
+            << fixed(p.mean_abs_ratio, 6) << ',' << fixed(p.max_ratio, 6) << ',' << fixed(p.clip_fraction, 6)
+            << ',' << fixed(p.approx_kl, 8) << ',' << fixed(p.entropy, 6) << '\n';
       }
     }
   }

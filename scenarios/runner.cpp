@@ -48,7 +48,29 @@ struct LoopState {
   int64_t next_point = 0;  // the next curve point
   double window_reward = 0.0;
   int64_t window_episodes = 0;
+  CurvePoint
+      window_ppo;  // PPO measurements of the actor updates since the previous point: sums (max_ratio a max)
 };
+
+// The PPO window: sums over the actor updates, then their means at the curve point.
+void add_ppo(CurvePoint& window, const learners::UpdateStats& s) {
+  ++window.ppo_updates;
+  window.mean_abs_ratio += s.mean_abs_ratio;
+  window.max_ratio = std::max(window.max_ratio, s.max_ratio);
+  window.clip_fraction += s.clip_fraction;
+  window.approx_kl += s.approx_kl;
+  window.entropy += s.entropy;
+}
+void close_ppo(const CurvePoint& window, CurvePoint& point) {
+  point.ppo_updates = window.ppo_updates;
+  if (window.ppo_updates == 0) return;
+  const double n = static_cast<double>(window.ppo_updates);
+  point.mean_abs_ratio = window.mean_abs_ratio / n;
+  point.max_ratio = window.max_ratio;
+  point.clip_fraction = window.clip_fraction / n;
+  point.approx_kl = window.approx_kl / n;
+  point.entropy = window.entropy / n;
+}
 
 proto::checkpoint::Checkpoint make_checkpoint(const std::string& scenario, const ArmContext& c, uint64_t seed,
                                               const Trainable& trainable, const LoopState& loop,
@@ -66,12 +88,14 @@ proto::checkpoint::Checkpoint make_checkpoint(const std::string& scenario, const
   run->set_window_reward(loop.window_reward);
   run->set_window_episodes(loop.window_episodes);
   run->set_episodes_total(total);
+  ppo_to_proto(loop.window_ppo, run->mutable_window_ppo());
   for (const CurvePoint& p : curve) {
     auto* point = run->add_curve();
     point->set_episode(p.episode);
     point->set_train_reward(p.train_reward);
     point->set_eval_accuracy(p.eval_accuracy);
     point->set_eval_episodes(p.eval_episodes);
+    ppo_to_proto(p, point);
   }
   return out;
 }
@@ -120,9 +144,11 @@ bool restore(const std::string& folder, const std::string& scenario, const ArmCo
   loop.next_point = run.next_point();
   loop.window_reward = run.window_reward();
   loop.window_episodes = run.window_episodes();
+  ppo_from_proto(run.window_ppo(), loop.window_ppo);
   curve.clear();
   for (const auto& p : run.curve()) {
     curve.push_back(CurvePoint{p.episode(), p.train_reward(), p.eval_accuracy(), p.eval_episodes()});
+    ppo_from_proto(p, curve.back());
   }
   return true;
 }
@@ -255,7 +281,10 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
       const learners::Batch flat = learners::make_batch(batch);
       const learners::Advantages targets = learner.advantages(flat);
       for (const learners::UpdateKind kind : schedule.updates(loop.batches, flat)) {
-        trainable->train(TrainStep{&batch, &flat, &targets, &learner, kind, l.actor_lr(), l.critic_lr()});
+        learners::UpdateStats stats;
+        trainable->train(
+            TrainStep{&batch, &flat, &targets, &learner, kind, l.actor_lr(), l.critic_lr(), &stats});
+        if (kind == learners::UpdateKind::kActor && stats.steps > 0) add_ppo(loop.window_ppo, stats);
       }
     }
     loop.done += count;
@@ -272,6 +301,8 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
       const bool final_point = loop.done == total;
       point.eval_episodes = final_point ? training.eval_episodes() : curve_eval;
       point.eval_accuracy = evaluate(point.eval_episodes, final_point ? &final_eval : nullptr);
+      close_ppo(loop.window_ppo, point);
+      loop.window_ppo = CurvePoint{};
       have_final_eval = final_point;
       result.curve.push_back(point);
       loop.window_reward = 0.0;
@@ -364,15 +395,39 @@ std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vec
 learners::LearnerOptions learner_options(const LearnerConfig& l) {
   learners::LearnerOptions o;
   o.gamma = l.gamma();
-  o.lambda_mode = l.lambda_mode() == LearnerConfig::ADAPTIVE ? learners::LambdaMode::kAdaptive
-                                                             : learners::LambdaMode::kFixed;
+  switch (l.lambda_mode()) {
+    case LearnerConfig::ADAPTIVE:
+      o.lambda_mode = learners::LambdaMode::kAdaptive;
+      break;
+    case LearnerConfig::TOKENWISE:
+      o.lambda_mode = learners::LambdaMode::kTokenwise;
+      break;
+    default:
+      o.lambda_mode = learners::LambdaMode::kFixed;
+  }
   o.lambda = l.lambda();
   o.lambda_alpha = l.lambda_alpha();
   o.correction = l.correction();
-  o.critic_target = l.critic_target() == LearnerConfig::CORRECTED ? learners::CriticTarget::kCorrected
-                                                                  : learners::CriticTarget::kLocal;
+  switch (l.critic_target()) {
+    case LearnerConfig::CORRECTED:
+      o.critic_target = learners::CriticTarget::kCorrected;
+      break;
+    case LearnerConfig::STITCHED:
+      o.critic_target = learners::CriticTarget::kStitched;
+      break;
+    default:
+      o.critic_target = learners::CriticTarget::kLocal;
+  }
   o.summary_loss_masked = l.summary_loss_masked();
+  o.token_level_normalization = l.token_level_normalization();
+  o.whiten_advantages = l.whiten_advantages();
+  o.whiten_epsilon = l.whiten_epsilon();
+  o.positive_only = l.positive_only();
   o.clip_epsilon = l.clip_epsilon();
+  o.value_clip = l.value_clip();
+  o.kl_coef = l.kl_coef();
+  o.ppo_epochs = l.ppo_epochs();
+  o.minibatches = l.minibatches();
   return o;
 }
 
@@ -380,6 +435,9 @@ learners::ScheduleOptions schedule_options(const LearnerConfig& l) {
   learners::ScheduleOptions o;
   o.warmup_batches = l.warmup_batches();
   o.critic_per_actor = l.critic_per_actor();
+  o.actor_gate = l.actor_gate();
+  o.gate_threshold = l.gate_threshold();
+  o.positive_only = l.positive_only();
   return o;
 }
 

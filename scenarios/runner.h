@@ -44,12 +44,26 @@
 
 namespace crl::scenarios {
 
+struct CurvePoint;
+// Copies the PPO measurements of a curve point to and from a message with the same field names (the
+// checkpoint's CurvePoint, the shard record's Point).
+template <typename Message>
+void ppo_to_proto(const CurvePoint& p, Message* m);
+template <typename Message>
+void ppo_from_proto(const Message& m, CurvePoint& p);
+
 struct CurvePoint {
   int64_t episode = 0;  // training episodes done
   // Mean training reward over the episodes since the previous point (NaN at episode 0).
   double train_reward = std::numeric_limits<double>::quiet_NaN();
   double eval_accuracy = 0.0;
   int64_t eval_episodes = 0;
+  // The PPO updates since the previous point (learners/update_stats.h), so that a report can show whether
+  // the ratio moved and the clip bound: the number of actor updates of a trainer that measures them (the
+  // neural policy), the mean over them of mean |rho - 1|, clip fraction, approximate KL and entropy, and the
+  // max ratio. All 0 without such updates.
+  int64_t ppo_updates = 0;
+  double mean_abs_ratio = 0.0, max_ratio = 0.0, clip_fraction = 0.0, approx_kl = 0.0, entropy = 0.0;
 };
 
 // Final-evaluation metrics of one task type (environments with typed tasks: the synthetic suite).
@@ -119,6 +133,25 @@ struct RunOptions {
   // it has none). The results are the bytes an uninterrupted run gives.
   bool resume = false;
 };
+
+template <typename Message>
+void ppo_to_proto(const CurvePoint& p, Message* m) {
+  m->set_ppo_updates(p.ppo_updates);
+  m->set_mean_abs_ratio(p.mean_abs_ratio);
+  m->set_max_ratio(p.max_ratio);
+  m->set_clip_fraction(p.clip_fraction);
+  m->set_approx_kl(p.approx_kl);
+  m->set_entropy(p.entropy);
+}
+template <typename Message>
+void ppo_from_proto(const Message& m, CurvePoint& p) {
+  p.ppo_updates = m.ppo_updates();
+  p.mean_abs_ratio = m.mean_abs_ratio();
+  p.max_ratio = m.max_ratio();
+  p.clip_fraction = m.clip_fraction();
+  p.approx_kl = m.approx_kl();
+  p.entropy = m.entropy();
+}
 
 ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options);
 // The episodes (training and evaluation) run_scenario runs for `spec` and the seeds of `options`; with

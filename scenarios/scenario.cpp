@@ -201,11 +201,14 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   }
   if (l.warmup_batches() < 0) at.fail(arm, {"learner", "warmup_batches"}, "must be >= 0");
   if (l.critic_per_actor() < 0) at.fail(arm, {"learner", "critic_per_actor"}, "must be >= 0");
-  if (!(l.actor_lr() >= 0.0 && std::isfinite(l.actor_lr())))
+  if (!(l.actor_lr() >= 0.0 && std::isfinite(l.actor_lr()))) {
     at.fail(arm, {"learner", "actor_lr"}, "must be >= 0");
+  }
   if (!(l.critic_lr() >= 0.0 && std::isfinite(l.critic_lr()))) {
     at.fail(arm, {"learner", "critic_lr"}, "must be >= 0");
   }
+  if (!std::isfinite(l.gate_threshold()))
+    at.fail(arm, {"learner", "gate_threshold"}, "must be a finite number");
   // Training.
   const auto& t = s.training();
   if (t.episodes() < 0) at.fail(arm, {"training", "episodes"}, "must be >= 0");

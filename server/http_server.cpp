@@ -52,8 +52,11 @@ using Clock = std::chrono::steady_clock;
 // A request, owned, for the worker pool.
 struct OwnedCall {
   std::string method, target, content_type, accept, body;
+  std::string authorization, routing_key, api_key;  // for the gateway (server/gateway)
+  server::gateway::Gateway* gateway = nullptr;
   HttpCall view(bool draining) const {
-    return HttpCall{method, target, content_type, accept, body, draining};
+    return HttpCall{method,   target,  content_type,  accept,      body,
+                    draining, gateway, authorization, routing_key, api_key};
   }
 };
 }  // namespace
@@ -318,6 +321,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     OwnedCall call{std::string(request.method_string()), std::string(request.target()), content_type_,
                    accept_, std::move(request.body())};
+    if (server_.options.gateway != nullptr) {
+      call.gateway = server_.options.gateway;
+      call.authorization = std::string(request[http::field::authorization]);
+      call.routing_key = std::string(request["X-SMG-Routing-Key"]);
+      call.api_key = std::string(request["x-api-key"]);
+    }
     const std::string_view path = std::string_view(call.target).substr(0, call.target.find('?'));
     if ((path == "/health" || path == "/metrics") && call.method == "GET") {
       // Never behind environment work: answered here, on the I/O thread (both read counters only).

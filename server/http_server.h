@@ -45,6 +45,10 @@
 
 namespace crl::server {
 
+namespace gateway {
+class Gateway;
+}
+
 struct HttpOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7411;  // 0: an ephemeral port (read it back with port())
@@ -59,6 +63,8 @@ struct HttpOptions {
   double drain_timeout_s = 10.0;
   bool handle_signals = true;  // SIGTERM and SIGINT start the drain
   std::string openenv_env;     // OpenEnv sessions (GET /ws): the environment of a reset that names none
+  // The compaction gateway's routes (`crl serve --llm`, server/gateway/gateway.h); null: off. Not owned.
+  gateway::Gateway* gateway = nullptr;
 };
 
 class HttpServer {

@@ -4,6 +4,7 @@
 
 #include "engine/error.h"
 #include "server/openenv_session.h"
+#include "server/gateway/gateway.h"
 #include "server/ui_page.h"
 #include "server/ui_routes.h"
 #include "wire/api_error.h"
@@ -110,6 +111,15 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
                      "/ws is OpenEnv's WebSocket session: send GET /ws with Upgrade: websocket", "");
     }
     if (auto lists = route_ui_lists(service, call, parts, answer_format)) return *lists;  // crl serve --ui
+    if (parts.size() >= 2 && parts[0] == "v1" &&
+        (parts[1] == "sessions" || (parts[1] == "chat" && parts.size() == 3) || parts[1] == "messages")) {
+      if (call.gateway == nullptr) {
+        throw ApiError(404, "gateway_disabled",
+                       "the compaction gateway is off: start crl serve with --llm URL --api sglang|openai",
+                       "");
+      }
+      return call.gateway->route(call, parts);
+    }
     if (parts.size() >= 2 && parts[0] == "v1") {
       if (parts.size() == 2 && parts[1] == "info") {
         require_method(call.method, "GET", path);

@@ -18,12 +18,18 @@
 //                                       (server/ui_routes.h; 404 ui_disabled otherwise)
 //   GET    /schema, /metadata           OpenEnv's discovery routes (server/openenv_session.h); GET /ws with
 //                                       Upgrade: websocket is an OpenEnv session (taken by the transport)
+//   /v1/sessions..., /v1/chat/completions, /v1/messages: the compaction gateway, `crl serve --llm` only
+//                                       (server/gateway/gateway.h; 404 gateway_disabled otherwise)
 #include <string>
 #include <string_view>
 
 #include "server/episode_service.h"
 
 namespace crl::server {
+
+namespace gateway {
+class Gateway;
+}
 
 struct HttpCall {
   std::string_view method;  // "GET", "POST", ...
@@ -32,6 +38,13 @@ struct HttpCall {
   std::string_view accept;
   std::string_view body;
   bool draining = false;  // the server is shutting down (health says so)
+  // For the gateway: its routes (null: `crl serve` without --llm), the Authorization header (a session id
+  // as a Bearer token), x-api-key (the same for Anthropic clients) and X-SMG-Routing-Key (forwarded
+  // upstream).
+  gateway::Gateway* gateway = nullptr;
+  std::string_view authorization;
+  std::string_view routing_key;
+  std::string_view api_key;
 };
 
 struct HttpAnswer {

@@ -120,7 +120,8 @@ void HttpClient::release_slot() {
   next->timer.cancel();
 }
 
-asio::awaitable<HttpResponse> HttpClient::post(std::string path, std::string body) {
+asio::awaitable<HttpResponse> HttpClient::post(std::string path, std::string body,
+                                               std::vector<std::pair<std::string, std::string>> headers) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(options_.request_timeout_s));
@@ -145,6 +146,7 @@ asio::awaitable<HttpResponse> HttpClient::post(std::string path, std::string bod
   request.set(http::field::host, options_.endpoint.host + ":" + std::to_string(options_.endpoint.port));
   request.set(http::field::content_type, "application/json");
   request.set(http::field::accept, "application/json");
+  for (const auto& [name, value] : headers) request.set(name, value);
   request.keep_alive(true);
   request.body() = std::move(body);
   request.prepare_payload();

@@ -81,8 +81,10 @@ class HttpClient {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // POSTs `body` (application/json) to base_path + `path`.
-  boost::asio::awaitable<HttpResponse> post(std::string path, std::string body);
+  // POSTs `body` (application/json) to base_path + `path`, with `headers` added (e.g. the gateway's
+  // X-SMG-Routing-Key, which keeps a session on one replica of an SGLang router).
+  boost::asio::awaitable<HttpResponse> post(std::string path, std::string body,
+                                            std::vector<std::pair<std::string, std::string>> headers = {});
   // Thread-safe and idempotent (posted onto the io_context).
   void cancel();
   bool cancelled() const { return cancelled_; }

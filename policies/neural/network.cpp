@@ -14,7 +14,8 @@ using RowVecMap = Eigen::Map<const Eigen::RowVectorXf>;
 }  // namespace
 
 Network::Network(NetworkShape shape) : shape_(shape), params_(static_cast<size_t>(shape.size()), 0.0f) {
-  CRL_CHECK(shape.inputs > 0 && shape.hidden > 0, "network shape " << shape.inputs << "x" << shape.hidden);
+  CRL_CHECK(shape.inputs > 0 && shape.hidden > 0 && shape.heads > 0,
+            "network shape " << shape.inputs << "x" << shape.hidden << "x" << shape.heads);
 }
 
 void Network::initialize(uint64_t seed, uint32_t tag) {
@@ -23,6 +24,10 @@ void Network::initialize(uint64_t seed, uint32_t tag) {
   const float scale = std::sqrt(6.0f / static_cast<float>(shape_.inputs));
   Rng rng(StreamKey{seed, 0, tag, StreamRole::kLearner, 0});
   for (int64_t i = 0; i < shape_.b1(); ++i) params_[i] = (2.0f * rng.uniform_float() - 1.0f) * scale;
+  // The heads' weights: small (kHeadInitScale of a unit-variance readout), from the same stream after W1.
+  const float head_scale = kHeadInitScale * std::sqrt(3.0f / static_cast<float>(shape_.hidden));
+  for (int64_t i = shape_.w(0); i < shape_.b(0); ++i)
+    params_[i] = (2.0f * rng.uniform_float() - 1.0f) * head_scale;
 }
 
 ForwardResult Network::forward(const DecisionBatch& batch) const {
@@ -32,33 +37,40 @@ ForwardResult Network::forward(const DecisionBatch& batch) const {
   CRL_CHECK(
       static_cast<int>(batch.offsets.size()) == batch.groups() + 1 && batch.offsets.back() == batch.x.rows(),
       "group offsets do not cover the rows");
+  CRL_CHECK(batch.head.empty() || static_cast<int>(batch.head.size()) == batch.groups(), "group heads");
   const float* p = params_.data();
   const ColMap w1(p + s.w1(), s.inputs, s.hidden);
   const RowVecMap b1(p + s.b1(), s.hidden);
-  const VecMap w2(p + s.w2(), s.hidden);
   const VecMap wv(p + s.wv(), s.hidden);
   ForwardResult f;
   f.hidden.noalias() = batch.x * w1;
   f.hidden.rowwise() += b1;
   f.hidden = f.hidden.cwiseMax(0.0f);
   const int rows = static_cast<int>(batch.x.rows()), groups = batch.groups();
-  Eigen::VectorXf scores = f.hidden * w2;
+  const Eigen::MatrixXf all = f.hidden * ColMap(p + s.w(0), s.hidden, s.heads);  // rows x heads
   f.scores.resize(rows);
   f.probs.resize(rows);
-  for (int r = 0; r < rows; ++r) f.scores[r] = scores[r] + p[s.b2()];
   f.logp.resize(groups);
+  f.entropy.resize(groups);
   f.values.resize(groups);
   f.pooled.resize(groups, s.hidden);
   for (int g = 0; g < groups; ++g) {
-    const int begin = batch.offsets[g], end = batch.offsets[g + 1];
+    const int begin = batch.offsets[g], end = batch.offsets[g + 1], k = batch.head_of(g);
     CRL_CHECK(end > begin && batch.chosen[g] >= 0 && batch.chosen[g] < end - begin, "group " << g);
+    CRL_CHECK(k >= 0 && k < s.heads, "group " << g << ": head " << k << " of " << s.heads);
+    for (int r = begin; r < end; ++r) f.scores[r] = all(r, k) + p[s.b(k)];
     float max_score = -INFINITY;
     for (int r = begin; r < end; ++r) max_score = std::max(max_score, f.scores[r]);
     float total = 0.0f;
     for (int r = begin; r < end; ++r) total += std::exp(f.scores[r] - max_score);
     const float log_total = std::log(total) + max_score;
-    for (int r = begin; r < end; ++r) f.probs[r] = std::exp(f.scores[r] - log_total);
+    float expected_score = 0.0f;
+    for (int r = begin; r < end; ++r) {
+      f.probs[r] = std::exp(f.scores[r] - log_total);
+      expected_score += f.probs[r] * f.scores[r];
+    }
     f.logp[g] = f.scores[begin + batch.chosen[g]] - log_total;
+    f.entropy[g] = std::max(0.0f, log_total - expected_score);  // -sum p log p
     f.pooled.row(g) =
         f.hidden.middleRows(begin, end - begin).colwise().sum() / static_cast<float>(end - begin);
     f.values[g] = f.pooled.row(g).dot(wv.transpose()) + p[s.bv()];
@@ -74,17 +86,18 @@ std::vector<float> Network::backward(const DecisionBatch& batch, const ForwardRe
             "gradient sizes");
   std::vector<float> grad(static_cast<size_t>(s.size()), 0.0f);
   const float* p = params_.data();
-  const VecMap w2(p + s.w2(), s.hidden);
-  // d logp_g / d s_r = 1[r = c_g] - p_r inside group g.
-  Eigen::VectorXf ds(rows);
+  // d logp_g / d s_r = 1[r = c_g] - p_r inside group g, placed in the column of g's head (rows x heads).
+  Eigen::MatrixXf ds = Eigen::MatrixXf::Zero(rows, s.heads);
   for (int g = 0; g < groups; ++g) {
+    const int k = batch.head_of(g);
     for (int r = batch.offsets[g]; r < batch.offsets[g + 1]; ++r) {
-      ds[r] = dlogp[g] * ((r - batch.offsets[g] == batch.chosen[g] ? 1.0f : 0.0f) - f.probs[r]);
+      ds(r, k) = dlogp[g] * ((r - batch.offsets[g] == batch.chosen[g] ? 1.0f : 0.0f) - f.probs[r]);
     }
   }
-  Eigen::Map<Eigen::VectorXf>(grad.data() + s.w2(), s.hidden).noalias() = f.hidden.transpose() * ds;
-  grad[s.b2()] = ds.sum();
-  RowMatrix dh = ds * w2.transpose();
+  // s_r = H_r . w_k + b_k: w_k and b_k collect their head's rows; the trunk collects every row.
+  Eigen::Map<Eigen::MatrixXf>(grad.data() + s.w(0), s.hidden, s.heads).noalias() = f.hidden.transpose() * ds;
+  Eigen::Map<Eigen::RowVectorXf>(grad.data() + s.b(0), s.heads) = ds.colwise().sum();
+  RowMatrix dh = ds * ColMap(p + s.w(0), s.hidden, s.heads).transpose();
   dh = (f.hidden.array() > 0.0f).select(dh, 0.0f);
   Eigen::Map<Eigen::MatrixXf>(grad.data() + s.w1(), s.inputs, s.hidden).noalias() = batch.x.transpose() * dh;
   Eigen::Map<Eigen::RowVectorXf>(grad.data() + s.b1(), s.hidden) = dh.colwise().sum();
@@ -94,19 +107,20 @@ std::vector<float> Network::backward(const DecisionBatch& batch, const ForwardRe
   return grad;
 }
 
-void Network::score(const RowMatrix& rows, std::vector<double>& scores, float& value) const {
+void Network::score(const RowMatrix& rows, int head, std::vector<double>& scores, float& value) const {
   const NetworkShape& s = shape_;
+  CRL_CHECK(head >= 0 && head < s.heads, "head " << head << " of " << s.heads);
   const float* p = params_.data();
   const ColMap w1(p + s.w1(), s.inputs, s.hidden);
   const RowVecMap b1(p + s.b1(), s.hidden);
-  const VecMap w2(p + s.w2(), s.hidden);
+  const VecMap wk(p + s.w(head), s.hidden);
   const VecMap wv(p + s.wv(), s.hidden);
   RowMatrix h = rows * w1;
   h.rowwise() += b1;
   h = h.cwiseMax(0.0f);
-  const Eigen::VectorXf out = h * w2;
+  const Eigen::VectorXf out = h * wk;
   scores.resize(rows.rows());
-  for (Eigen::Index r = 0; r < rows.rows(); ++r) scores[r] = static_cast<double>(out[r] + p[s.b2()]);
+  for (Eigen::Index r = 0; r < rows.rows(); ++r) scores[r] = static_cast<double>(out[r] + p[s.b(head)]);
   const Eigen::RowVectorXf pooled = h.colwise().sum() / static_cast<float>(rows.rows());
   value = pooled.dot(wv.transpose()) + p[s.bv()];
 }

@@ -1,9 +1,9 @@
 #include "policies/neural/neural_policy.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/error.h"
-#include "policies/neural/cuda/network_cuda.h"
 #include "policies/neural/raw_features.h"
 
 namespace crl::neural {
@@ -18,27 +18,160 @@ double log_sum_exp(const std::vector<double>& scores) {
   return top + std::log(total);
 }
 
-// Rows of one role's decisions, gathered before they become one matrix.
-struct RoleBuilder {
+// Rows of every decision, gathered before they become one matrix.
+struct DecisionBuilder {
   std::vector<float> data;
   std::vector<int> offsets{0};
-  std::vector<int> chosen;
+  std::vector<int> chosen, head, rollout;
   std::vector<int64_t> token;
-  void add(const RowMatrix& rows, int choice, int64_t at) {
+  void add(const RowMatrix& rows, int choice, int h, int64_t at, int r) {
     data.insert(data.end(), rows.data(), rows.data() + rows.size());
     offsets.push_back(offsets.back() + static_cast<int>(rows.rows()));
     chosen.push_back(choice);
+    head.push_back(h);
     token.push_back(at);
+    rollout.push_back(r);
   }
-  RoleDecisions build(int inputs) && {
-    RoleDecisions out;
-    out.batch.x = Eigen::Map<const RowMatrix>(data.data(), offsets.back(), inputs);
-    out.batch.offsets = std::move(offsets);
-    out.batch.chosen = std::move(chosen);
-    out.token = std::move(token);
-    return out;
+  int groups() const { return static_cast<int>(chosen.size()); }
+};
+
+// Token range of each rollout of a batch (its segments are consecutive).
+std::vector<learners::TokenRange> rollout_ranges(const learners::Batch& b) {
+  std::vector<learners::TokenRange> out(static_cast<size_t>(b.num_rollouts()));
+  for (int64_t r = 0; r < b.num_rollouts(); ++r) {
+    out[r] = {b.segment_offsets[b.rollout_offsets[r]], b.segment_offsets[b.rollout_offsets[r + 1]]};
+  }
+  return out;
+}
+
+// Everything one PPO update shares across its minibatch steps.
+struct UpdateContext {
+  const TrainingDecisions& d;
+  const learners::Advantages& targets;
+  const learners::Learner& learner;  // the loss options (a frozen summarizer's tokens masked)
+  learners::LossNormalizer normalizer;
+  std::vector<learners::TokenRange> ranges;  // per rollout
+  std::vector<int> group_begin;              // per rollout + 1: its decisions are [begin_r, begin_{r+1})
+  std::vector<std::vector<int>> extras;      // per group: indices into d.extra
+  learners::Batch batch;                     // new log-probs and values written per minibatch
+  learners::Gradients gradients;
+
+  UpdateContext(const TrainingDecisions& decisions, const learners::Batch& b, const learners::Advantages& a,
+                const learners::Learner& l)
+      : d(decisions), targets(a), learner(l), batch(b) {
+    const int64_t tokens = batch.num_tokens();
+    if (batch.old_logprobs.empty()) batch.old_logprobs.assign(tokens, 0.0);
+    batch.new_logprobs = batch.old_logprobs;
+    batch.new_values = batch.values;
+    normalizer = learner.normalizer(batch);  // the ONE global denominator of the batch (spec 1.5)
+    ranges = rollout_ranges(batch);
+    group_begin.assign(ranges.size() + 1, 0);
+    for (int g = 0; g < d.batch.groups(); ++g) {
+      CRL_CHECK(d.token[g] < tokens && d.rollout[g] < static_cast<int>(ranges.size()),
+                "decision outside the batch");
+      ++group_begin[d.rollout[g] + 1];
+    }
+    for (size_t r = 0; r < ranges.size(); ++r) group_begin[r + 1] += group_begin[r];
+    extras.resize(d.batch.groups());
+    for (size_t e = 0; e < d.extra.size(); ++e) extras[d.extra[e].group].push_back(static_cast<int>(e));
+    gradients.resize(tokens);
   }
 };
+
+// Sums of the measured quantities of one update (learners::UpdateStats), turned into means at the end.
+struct StatSums {
+  int64_t steps = 0, tokens = 0, groups = 0;
+  double abs_ratio = 0.0, max_ratio = 0.0, clipped = 0.0, kl = 0.0, entropy = 0.0, policy = 0.0, value = 0.0;
+  learners::UpdateStats means() const {
+    learners::UpdateStats s;
+    const double n = tokens > 0 ? static_cast<double>(tokens) : 1.0;
+    s.steps = steps;
+    s.token_evals = tokens;
+    s.mean_abs_ratio = abs_ratio / n;
+    s.max_ratio = max_ratio;
+    s.clip_fraction = clipped / n;
+    s.approx_kl = kl / n;
+    s.entropy = groups > 0 ? entropy / static_cast<double>(groups) : 0.0;
+    s.policy_loss = policy;
+    s.value_loss = value;
+    return s;
+  }
+};
+
+// One minibatch (the decisions of `rollouts`, sorted) at the network's current parameters: forward, the
+// learner's losses and gradients of the rollouts' tokens under the global denominator, the measurements,
+// and backward. Returns the gradient of the pass's kind (actor: the log-prob terms; critic: the values).
+std::vector<float> minibatch_gradient(const Network& net, UpdateContext& c, const std::vector<int>& rollouts,
+                                      bool actor, StatSums* sums, bool first_epoch) {
+  const TrainingDecisions& d = c.d;
+  const int inputs = static_cast<int>(d.batch.x.cols());
+  DecisionBatch sub;
+  std::vector<int> global;  // sub group -> decision index
+  int rows = 0;
+  for (int r : rollouts) rows += d.batch.offsets[c.group_begin[r + 1]] - d.batch.offsets[c.group_begin[r]];
+  sub.x.resize(rows, inputs);
+  for (int r : rollouts) {
+    const int gb = c.group_begin[r], ge = c.group_begin[r + 1];
+    if (ge == gb) continue;
+    const int rb = d.batch.offsets[gb], re = d.batch.offsets[ge];
+    sub.x.middleRows(sub.offsets.back(), re - rb) = d.batch.x.middleRows(rb, re - rb);
+    for (int g = gb; g < ge; ++g) {
+      sub.offsets.push_back(sub.offsets.back() + d.batch.offsets[g + 1] - d.batch.offsets[g]);
+      sub.chosen.push_back(d.batch.chosen[g]);
+      sub.head.push_back(d.batch.head_of(g));
+      global.push_back(g);
+    }
+  }
+  const int groups = sub.groups();
+  ForwardResult f;
+  if (groups > 0) f = net.forward(sub);
+  for (int j = 0; j < groups; ++j) {
+    const int g = global[j];
+    c.batch.new_logprobs[d.token[g]] = f.logp[j];
+    c.batch.new_values[d.token[g]] = f.values[j];
+    for (int e : c.extras[g]) c.batch.new_values[d.extra[e].token] = f.values[j];
+  }
+  learners::LossResult loss;
+  for (int r : rollouts)
+    loss += c.learner.losses(c.batch, c.targets, c.normalizer, c.ranges[r], &c.gradients);
+  if (sums != nullptr) {
+    const learners::LearnerOptions& o = c.learner.options();
+    ++sums->steps;
+    if (first_epoch) {
+      sums->policy += loss.policy_loss;
+      sums->value += loss.value_loss;
+    }
+    for (int r : rollouts) {
+      for (int64_t t = c.ranges[r].begin; t < c.ranges[r].end; ++t) {
+        if (!learners::effective_actor(c.batch, t, o)) continue;
+        const double log_ratio = c.batch.new_logprobs[t] - c.batch.old_logprobs[t];
+        const double rho = std::exp(log_ratio), a = c.targets.advantages[t];
+        ++sums->tokens;
+        sums->abs_ratio += std::fabs(rho - 1.0);
+        sums->max_ratio = std::max(sums->max_ratio, rho);
+        sums->clipped += (a > 0.0 && rho > 1.0 + o.clip_epsilon) || (a < 0.0 && rho < 1.0 - o.clip_epsilon);
+        sums->kl += (rho - 1.0) - log_ratio;
+      }
+    }
+    for (int j = 0; j < groups; ++j) {
+      if (!learners::effective_actor(c.batch, d.token[global[j]], o)) continue;
+      ++sums->groups;
+      sums->entropy += f.entropy[j];
+    }
+  }
+  if (groups == 0) return std::vector<float>(static_cast<size_t>(net.shape().size()), 0.0f);
+  std::vector<float> dlogp(groups, 0.0f), dvalue(groups, 0.0f);
+  for (int j = 0; j < groups; ++j) {
+    const int g = global[j];
+    if (actor) {
+      dlogp[j] = static_cast<float>(c.gradients.logprobs[d.token[g]]);
+    } else {
+      dvalue[j] = static_cast<float>(c.gradients.values[d.token[g]]);
+      for (int e : c.extras[g]) dvalue[j] += static_cast<float>(c.gradients.values[d.extra[e].token]);
+    }
+  }
+  return net.backward(sub, f, dlogp, dvalue);
+}
 
 }  // namespace
 
@@ -53,24 +186,26 @@ NeuralPolicy::NeuralPolicy(const PolicyTarget& target, NeuralConfig config)
     throw Error("policy \"neural\"", "hidden", "value " + std::to_string(config_.hidden) + " must be >= 1");
   }
   if (config_.backend == learners::Backend::kCuda) {
-    std::string why;
-    if (!network_cuda_available(&why)) throw Error("policy \"neural\"", "backend", "cuda: " + why);
+    // The CUDA twin (cuda/network_cuda.h) implements the single-head network; rather than train this one
+    // with other numbers than the CPU's, refuse it.
+    throw Error("policy \"neural\"", "backend",
+                "cuda: the shared-trunk network (one trunk, " + std::to_string(kHeads) +
+                    " heads) has no CUDA twin yet; use backend: cpu");
   }
-  const NetworkShape shape{featurizer_.inputs(), config_.hidden};
-  for (int r = 0; r < kHeads; ++r) {
-    networks_[r] = Network(shape);
-    actor_adam_[r] = Adam(0, shape.actor_size());
-    critic_adam_[r] = Adam(shape.actor_size(), shape.size());
-  }
+  const NetworkShape shape{featurizer_.inputs(), config_.hidden, kHeads};
+  network_ = Network(shape);
+  frozen_ = network_;
+  actor_adam_ = Adam(0, shape.actor_size());
+  critic_adam_ = Adam(shape.actor_size(), shape.size());
   initialize(0);
 }
 
 void NeuralPolicy::initialize(uint64_t seed) {
-  for (int r = 0; r < kHeads; ++r) {
-    networks_[r].initialize(seed, static_cast<uint32_t>(r));
-    actor_adam_[r].reset();
-    critic_adam_[r].reset();
-  }
+  seed_ = seed;
+  network_.initialize(seed, 0);
+  freeze_summary();
+  actor_adam_.reset();
+  critic_adam_.reset();
 }
 
 Decision NeuralPolicy::decide(const Request& request) const {
@@ -84,8 +219,12 @@ Decision NeuralPolicy::decide(const Request& request) const {
   RowMatrix rows;
   std::vector<double> scores;
   float value = 0.0f;
-  auto sample = [&](const Network& net) {
-    net.score(rows, scores, value);
+  auto sample = [&](const Network& net, int head) {
+    net.score(rows, head, scores, value);
+    if (&net != &network_) {  // a frozen summarizer: the live critic still values the decision
+      std::vector<double> unused;
+      network_.score(rows, head, unused, value);
+    }
     int k = 0;
     if (greedy_) {
       for (size_t j = 1; j < scores.size(); ++j) k = scores[j] > scores[k] ? static_cast<int>(j) : k;
@@ -104,7 +243,7 @@ Decision NeuralPolicy::decide(const Request& request) const {
   if (request.role == Role::kSummarize) {
     for (int slot = 0; slot < request.max_new_tokens; ++slot) {
       f.summary_slot(context, slot, chosen, candidates, rows);
-      const TokenId token = sample(networks_[kSummaryHead]);
+      const TokenId token = sample(summary_network(), kSummaryHead);
       if (token == f.stop) break;
       f.choose(context, token, chosen);
     }
@@ -122,7 +261,7 @@ Decision NeuralPolicy::decide(const Request& request) const {
   for (int slot = 0; slot < slots; ++slot) {
     f.answer_slot(context, slot, chosen, candidates, rows);
     if (candidates.empty()) break;
-    f.choose(context, sample(networks_[answer_head(context)]), chosen);
+    f.choose(context, sample(network_, answer_head(context)), chosen);
   }
   if (d.tokens.size() == 1) {  // nothing to answer from: a forced, rejected answer
     Decision forced;
@@ -142,18 +281,21 @@ void NeuralPolicy::act(std::span<const Request* const> requests, std::span<Decis
 
 TrainingDecisions NeuralPolicy::decisions(const std::vector<Trajectory>& trajectories) const {
   const Featurizer& f = featurizer_;
-  std::array<RoleBuilder, kHeads> builders;
+  DecisionBuilder builder;
   TrainingDecisions out;
   std::vector<Candidate> candidates;
   RowMatrix rows;
   std::vector<TokenId> context_ids;
   int64_t token = 0;
-  auto add = [&](int role, TokenId sampled, int64_t at, const std::string& where) {
-    const int k = Featurizer::find(candidates, sampled);
-    CRL_CHECK(k >= 0, where << ": the sampled token " << sampled << " is not a candidate of its decision");
-    builders[role].add(rows, k, at);
-  };
-  for (const Trajectory& t : trajectories) {
+  for (size_t ti = 0; ti < trajectories.size(); ++ti) {
+    const Trajectory& t = trajectories[ti];
+    const int rollout = static_cast<int>(ti);
+    auto add = [&](int head, TokenId sampled, int64_t at) {
+      const int k = Featurizer::find(candidates, sampled);
+      CRL_CHECK(k >= 0,
+                t.rollout_id << ": the sampled token " << sampled << " is not a candidate of its decision");
+      builder.add(rows, k, head, at, rollout);
+    };
     for (const Segment& seg : t.segments) {
       const size_t n = seg.response_ids.size();
       if (seg.kind == SegmentKind::kSummary) {
@@ -162,7 +304,7 @@ TrainingDecisions NeuralPolicy::decisions(const std::vector<Trajectory>& traject
         for (size_t i = 0; i < n; ++i) {
           if (seg.actor_mask[i] || seg.critic_mask[i]) {
             f.summary_slot(context, static_cast<int>(i), chosen, candidates, rows);
-            add(kSummaryHead, seg.response_ids[i], token + static_cast<int64_t>(i), t.rollout_id);
+            add(kSummaryHead, seg.response_ids[i], token + static_cast<int64_t>(i));
           }
           f.choose(context, seg.response_ids[i], chosen);
         }
@@ -174,88 +316,87 @@ TrainingDecisions NeuralPolicy::decisions(const std::vector<Trajectory>& traject
           const ParsedContext context = f.parse(context_ids);
           Chosen chosen;
           const int head = answer_head(context);
-          const int first_group = static_cast<int>(builders[head].chosen.size());
+          const int first_group = builder.groups();
           for (size_t j = i + 1; j < n && seg.actor_mask[j]; ++j) {
             f.answer_slot(context, static_cast<int>(j - i - 1), chosen, candidates, rows);
-            add(head, seg.response_ids[j], token + static_cast<int64_t>(j), t.rollout_id);
+            add(head, seg.response_ids[j], token + static_cast<int64_t>(j));
             f.choose(context, seg.response_ids[j], chosen);
           }
-          if (static_cast<int>(builders[head].chosen.size()) > first_group) {
-            out.extra.push_back({token + static_cast<int64_t>(i), head, first_group});
-          }
+          if (builder.groups() > first_group)
+            out.extra.push_back({token + static_cast<int64_t>(i), first_group});
         }
       }
       token += static_cast<int64_t>(n);
     }
   }
-  for (int r = 0; r < kHeads; ++r) out.heads[r] = std::move(builders[r]).build(f.inputs());
+  out.batch.x = Eigen::Map<const RowMatrix>(builder.data.data(), builder.offsets.back(), f.inputs());
+  out.batch.offsets = std::move(builder.offsets);
+  out.batch.chosen = std::move(builder.chosen);
+  out.batch.head = std::move(builder.head);
+  out.token = std::move(builder.token);
+  out.rollout = std::move(builder.rollout);
   return out;
+}
+
+learners::LearnerOptions NeuralPolicy::loss_options(const TrainStep& step) const {
+  learners::LearnerOptions o = step.learner->options();
+  if (config_.frozen_summary) o.summary_loss_masked = true;  // the frozen copy's tokens train nothing
+  return o;
 }
 
 void NeuralPolicy::train(const TrainStep& step) {
   CRL_CHECK(step.trajectories && step.batch && step.targets && step.learner, "train(): incomplete step");
   const TrainingDecisions d = decisions(*step.trajectories);
-  learners::Batch batch = *step.batch;
-  const int64_t tokens = batch.num_tokens();
-  if (batch.old_logprobs.empty()) batch.old_logprobs.assign(tokens, 0.0);
-  batch.new_logprobs = batch.old_logprobs;
-  batch.new_values = batch.values;
-  std::array<ForwardResult, kHeads> forward;
-  const bool cuda = config_.backend == learners::Backend::kCuda;
-  for (int r = 0; r < kHeads; ++r) {
-    const RoleDecisions& role = d.heads[r];
-    if (role.batch.groups() == 0) continue;
-    forward[r] = cuda ? cuda_forward(networks_[r], role.batch) : networks_[r].forward(role.batch);
-    for (int g = 0; g < role.batch.groups(); ++g) {
-      CRL_CHECK(role.token[g] < tokens, "decision token outside the batch");
-      batch.new_logprobs[role.token[g]] = forward[r].logp[g];
-      batch.new_values[role.token[g]] = forward[r].values[g];
-    }
-  }
-  for (const auto& e : d.extra) batch.new_values[e.token] = forward[e.head].values[e.group];
-
-  // With the CUDA back-end the learner's losses and gradients run on the device too (same options).
-  learners::Gradients gradients;
-  if (cuda) {
-    learners::Learner(step.learner->options(), learners::Backend::kCuda)
-        .losses(batch, *step.targets, &gradients);
-  } else {
-    step.learner->losses(batch, *step.targets, &gradients);
-  }
+  const learners::Learner learner(loss_options(step), learners::Backend::kCpu);
+  UpdateContext c(d, *step.batch, *step.targets, learner);
   const bool actor = step.kind == learners::UpdateKind::kActor;
-  for (int r = 0; r < kHeads; ++r) {
-    const RoleDecisions& role = d.heads[r];
-    const int groups = role.batch.groups();
-    if (groups == 0) continue;
-    if (actor && r == kSummaryHead && config_.frozen_summary) continue;
-    std::vector<float> dlogp(groups, 0.0f), dvalue(groups, 0.0f);
-    for (int g = 0; g < groups; ++g) {
+  const int rollouts = static_cast<int>(c.ranges.size());
+  const int epochs = learner.options().ppo_epochs;
+  const int minibatches = std::max(1, std::min(learner.options().minibatches, rollouts));
+  // The shuffle's stream: the run's seed and how many optimizer steps came before (checkpointed with Adam),
+  // so the same run shuffles the same way however it was interrupted.
+  const uint64_t position = static_cast<uint64_t>(actor_adam_.steps() + critic_adam_.steps());
+  StatSums sums;
+  std::vector<int> order(static_cast<size_t>(rollouts));
+  std::vector<int> part;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (int r = 0; r < rollouts; ++r) order[r] = r;
+    if (minibatches > 1) {  // Fisher-Yates; one minibatch keeps index order (the full-batch update)
+      Rng rng(StreamKey{seed_, position, static_cast<uint32_t>(epoch), StreamRole::kLearner, 17});
+      for (int i = rollouts - 1; i > 0; --i) std::swap(order[i], order[rng.uniform_int(i + 1)]);
+    }
+    for (int m = 0; m < minibatches; ++m) {
+      const int begin = static_cast<int>(static_cast<int64_t>(rollouts) * m / minibatches);
+      const int end = static_cast<int>(static_cast<int64_t>(rollouts) * (m + 1) / minibatches);
+      part.assign(order.begin() + begin, order.begin() + end);
+      std::sort(part.begin(), part.end());
+      const std::vector<float> grad = minibatch_gradient(network_, c, part, actor, &sums, epoch == 0);
       if (actor) {
-        dlogp[g] = static_cast<float>(gradients.logprobs[role.token[g]]);
+        actor_adam_.step(network_.parameters(), grad, step.actor_lr);
       } else {
-        dvalue[g] = static_cast<float>(gradients.values[role.token[g]]);
+        critic_adam_.step(network_.parameters(), grad, step.critic_lr);
       }
-    }
-    if (!actor) {
-      for (const auto& e : d.extra) {
-        if (e.head == r) dvalue[e.group] += static_cast<float>(gradients.values[e.token]);
-      }
-    }
-    const std::vector<float> grad = cuda ? cuda_backward(networks_[r], role.batch, forward[r], dlogp, dvalue)
-                                         : networks_[r].backward(role.batch, forward[r], dlogp, dvalue);
-    if (actor) {
-      actor_adam_[r].step(networks_[r].parameters(), grad, step.actor_lr);
-    } else {
-      critic_adam_[r].step(networks_[r].parameters(), grad, step.critic_lr);
     }
   }
+  if (step.stats != nullptr) *step.stats = sums.means();
+}
+
+std::vector<float> NeuralPolicy::gradient(const TrainStep& step, const std::vector<int>& rollouts) const {
+  const TrainingDecisions d = decisions(*step.trajectories);
+  const learners::Learner learner(loss_options(step), learners::Backend::kCpu);
+  UpdateContext c(d, *step.batch, *step.targets, learner);
+  std::vector<int> sorted = rollouts;
+  std::sort(sorted.begin(), sorted.end());
+  return minibatch_gradient(network_, c, sorted, step.kind == learners::UpdateKind::kActor, nullptr, false);
 }
 
 std::string NeuralPolicy::shape() const {
-  return std::to_string(kHeads) + " heads, " + std::to_string(featurizer_.inputs()) + " inputs, " +
-         std::to_string(config_.hidden) + " hidden";
+  return "shared trunk, " + std::to_string(kHeads) + " heads, " + std::to_string(featurizer_.inputs()) +
+         " inputs, " + std::to_string(config_.hidden) + " hidden";
 }
 
+// Saved as two NeuralHead entries: [0] the network with both Adam states, [1] the frozen copy (parameters
+// only), so that a resumed frozen arm keeps the summarizer it had.
 void NeuralPolicy::do_save(proto::checkpoint::PolicyState& out) const {
   auto* n = out.mutable_neural();
   n->set_inputs(featurizer_.inputs());
@@ -265,13 +406,12 @@ void NeuralPolicy::do_save(proto::checkpoint::PolicyState& out) const {
     a->mutable_m()->Add(adam.first_moment().begin(), adam.first_moment().end());
     a->mutable_v()->Add(adam.second_moment().begin(), adam.second_moment().end());
   };
-  for (int r = 0; r < kHeads; ++r) {
-    auto* head = n->add_head();
-    const std::vector<float>& p = networks_[r].parameters();
-    head->mutable_parameters()->Add(p.begin(), p.end());
-    save_adam(actor_adam_[r], head->mutable_actor_adam());
-    save_adam(critic_adam_[r], head->mutable_critic_adam());
-  }
+  auto* live = n->add_head();
+  live->mutable_parameters()->Add(network_.parameters().begin(), network_.parameters().end());
+  save_adam(actor_adam_, live->mutable_actor_adam());
+  save_adam(critic_adam_, live->mutable_critic_adam());
+  auto* frozen = n->add_head();
+  frozen->mutable_parameters()->Add(frozen_.parameters().begin(), frozen_.parameters().end());
 }
 
 void NeuralPolicy::do_load(const proto::checkpoint::PolicyState& state, const std::string& where) {
@@ -279,43 +419,42 @@ void NeuralPolicy::do_load(const proto::checkpoint::PolicyState& state, const st
   auto fail = [&](const std::string& field, const std::string& what) {
     throw Error(where, "policy.neural." + field, what);
   };
-  if (!state.has_neural() || n.head_size() != kHeads) {
-    fail("head", std::to_string(n.head_size()) + " heads, expected " + std::to_string(kHeads));
+  if (!state.has_neural() || n.head_size() != 2) {
+    fail("head", std::to_string(n.head_size()) + " entries, expected 2 (the network and its frozen copy)");
   }
   auto check = [&](int64_t got, int64_t expected, const std::string& field) {
     if (got != expected) fail(field, std::to_string(got) + " values, expected " + std::to_string(expected));
   };
   // Check everything first, so that a bad file leaves the policy as it was.
-  for (int r = 0; r < kHeads; ++r) {
-    const auto& h = n.head(r);
-    const std::string at = "head[" + std::to_string(r) + "].";
-    check(h.parameters_size(), networks_[r].shape().size(), at + "parameters");
-    check(h.actor_adam().m_size(), actor_adam_[r].size(), at + "actor_adam.m");
-    check(h.actor_adam().v_size(), actor_adam_[r].size(), at + "actor_adam.v");
-    check(h.critic_adam().m_size(), critic_adam_[r].size(), at + "critic_adam.m");
-    check(h.critic_adam().v_size(), critic_adam_[r].size(), at + "critic_adam.v");
-  }
+  const auto& live = n.head(0);
+  const int64_t size = network_.shape().size();
+  check(live.parameters_size(), size, "head[0].parameters");
+  check(live.actor_adam().m_size(), actor_adam_.size(), "head[0].actor_adam.m");
+  check(live.actor_adam().v_size(), actor_adam_.size(), "head[0].actor_adam.v");
+  check(live.critic_adam().m_size(), critic_adam_.size(), "head[0].critic_adam.m");
+  check(live.critic_adam().v_size(), critic_adam_.size(), "head[0].critic_adam.v");
+  check(n.head(1).parameters_size(), size, "head[1].parameters");
   auto load_adam = [](const proto::checkpoint::AdamState& a, Adam& adam) {
     adam.restore(a.steps(), std::vector<float>(a.m().begin(), a.m().end()),
                  std::vector<float>(a.v().begin(), a.v().end()));
   };
-  for (int r = 0; r < kHeads; ++r) {
-    const auto& h = n.head(r);
-    networks_[r].parameters().assign(h.parameters().begin(), h.parameters().end());
-    load_adam(h.actor_adam(), actor_adam_[r]);
-    load_adam(h.critic_adam(), critic_adam_[r]);
-  }
+  network_.parameters().assign(live.parameters().begin(), live.parameters().end());
+  frozen_.parameters().assign(n.head(1).parameters().begin(), n.head(1).parameters().end());
+  load_adam(live.actor_adam(), actor_adam_);
+  load_adam(live.critic_adam(), critic_adam_);
 }
 
 namespace {
 const PolicyRegistrar kRegistrar(
     {"neural",
-     "pointer MLP over records and memory slots with a zero-initialised value head (synthetic suite, "
-     "symbolic view); trained by the scenario runner with the CompactionRL learner, Adam",
-     {{"hidden", ParamType::kInt, "64", "hidden units of each role's network"},
+     "one pointer MLP (shared trunk, answer and summary heads, zero-initialised value head) over records and "
+     "memory slots (synthetic suite, symbolic view); trained by the scenario runner with clipped PPO, Adam",
+     {{"hidden", ParamType::kInt, "64", "hidden units of the shared trunk"},
       {"frozen_summary", ParamType::kBool, "false",
-       "never update the summary network's actor (it stays uniform over its candidates: the control arm)"},
-      {"backend", ParamType::kString, "cpu", "cpu | cuda: where training runs forward and backward"},
+       "summaries come from a frozen copy of the network taken at initialisation (the control arm); the live "
+       "network learns to answer"},
+      {"backend", ParamType::kString, "cpu",
+       "cpu (cuda is refused: the shared-trunk network has no CUDA twin yet)"},
       {"features", ParamType::kString, "default",
        "default | raw: raw gives the network only record and question fields (raw_features.h)"},
       {"summary", ParamType::kString, "learned",

@@ -208,7 +208,7 @@ TEST(CheckpointRoundTrip, OtherTypesAndShapesAreRefusedWithBothNamed) {
   std::string message = load_error(all[1], tabular);
   EXPECT_NE(message.find("other.ckpt"), std::string::npos) << message;
   EXPECT_NE(message.find("\"tabular\" policy of shape \"arity 2"), std::string::npos) << message;
-  EXPECT_NE(message.find("is \"neural\" of shape \"4 heads"), std::string::npos) << message;
+  EXPECT_NE(message.find("is \"neural\" of shape \"shared trunk, 4 heads"), std::string::npos) << message;
 
   // Another shape: hidden units.
   Case wider = all[1];
@@ -226,9 +226,9 @@ TEST(CheckpointRoundTrip, OtherTypesAndShapesAreRefusedWithBothNamed) {
 
   // Right type and shape, inconsistent contents (a hand-made file): the field is named.
   PolicyState cut = neural;
-  cut.mutable_neural()->mutable_head(2)->mutable_parameters()->RemoveLast();
+  cut.mutable_neural()->mutable_head(1)->mutable_parameters()->RemoveLast();  // the frozen copy
   message = load_error(all[1], cut);
-  EXPECT_NE(message.find("policy.neural.head[2].parameters"), std::string::npos) << message;
+  EXPECT_NE(message.find("policy.neural.head[1].parameters"), std::string::npos) << message;
   PolicyState short_table = tabular;
   short_table.mutable_tabular()->mutable_summarize_values()->RemoveLast();
   message = load_error(all[0], short_table);

@@ -123,7 +123,7 @@ TEST(NeuralFeatures, OtherVocabulariesAreRejected) {
   EXPECT_THROW(NeuralPolicy(PolicyTarget{&text->spec(), make_codec("text", text->spec())}, {}), Error);
 }
 
-DecisionBatch random_batch(int inputs, uint64_t seed) {
+DecisionBatch random_batch(int inputs, uint64_t seed, int heads = 1) {
   Rng rng(StreamKey{seed, 0, 0, StreamRole::kLearner, 9});
   DecisionBatch b;
   const int groups = 7;
@@ -131,6 +131,7 @@ DecisionBatch random_batch(int inputs, uint64_t seed) {
     const int n = 1 + static_cast<int>(rng.uniform_int(5));
     b.offsets.push_back(b.offsets.back() + n);
     b.chosen.push_back(static_cast<int>(rng.uniform_int(n)));
+    b.head.push_back(g % heads);
   }
   b.x.resize(b.offsets.back(), inputs);
   for (Eigen::Index i = 0; i < b.x.size(); ++i)
@@ -138,17 +139,18 @@ DecisionBatch random_batch(int inputs, uint64_t seed) {
   return b;
 }
 
-// The actor's gradient (through W1, b1, w2, b2) against central differences of sum_g dlogp_g logp_g; the
-// value head's (wv, bv) against those of sum_g dvalue_g v_g. The value head reads the trunk without passing
-// gradient into it (network.h), so W1 and b1 get no gradient from the values.
+// The actor's gradient (through W1, b1 and every head's w_k, b_k) against central differences of
+// sum_g dlogp_g logp_g, with the groups spread over three heads; the value head's (wv, bv) against those of
+// sum_g dvalue_g v_g. The value head reads the trunk without passing gradient into it (network.h), so W1
+// and b1 get no gradient from the values.
 TEST(NeuralNetwork, BackwardMatchesFiniteDifferences) {
-  Network net(NetworkShape{11, 6});
+  Network net(NetworkShape{11, 6, 3});
   net.initialize(3, 0);
   // Non-zero heads, so every parameter has a gradient.
   Rng rng(StreamKey{5, 0, 0, StreamRole::kLearner, 1});
   for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i)
     net.parameters()[i] = rng.uniform_float() - 0.5f;
-  const DecisionBatch b = random_batch(11, 1);
+  const DecisionBatch b = random_batch(11, 1, 3);
   std::vector<float> dlogp(b.groups()), dvalue(b.groups()), zero(b.groups(), 0.0f);
   for (int g = 0; g < b.groups(); ++g) {
     dlogp[g] = rng.uniform_float() - 0.5f;
@@ -224,45 +226,56 @@ TEST(NeuralPolicy, SameSeedSameTrajectoriesForAnyThreadCount) {
   EXPECT_GT(differ, 0);
 }
 
+// Random, non-zero heads so log-probs are not uniform and values are not zero.
+void randomize_heads(Network& net, uint64_t seed) {
+  Rng rng(StreamKey{seed, 0, 0, StreamRole::kLearner, 2});
+  for (int64_t i = net.shape().w(0); i < net.shape().size(); ++i)
+    net.parameters()[i] = rng.uniform_float() - 0.5f;
+}
+
 // The decisions rebuilt from trajectories give back the behaviour log-probs and values (same network).
 TEST(NeuralPolicy, RebuiltDecisionsReproduceBehaviourLogProbs) {
   Fixture f;
   NeuralPolicy policy(f.target, {});
   policy.initialize(5);
-  // Random, non-zero heads so log-probs are not uniform and values are not zero.
-  for (int head = 0; head < NeuralPolicy::kHeads; ++head) {
-    Network& net = policy.network(head);
-    Rng rng(StreamKey{1, 0, static_cast<uint32_t>(head), StreamRole::kLearner, 2});
-    for (int64_t i = net.shape().b1(); i < net.shape().size(); ++i)
-      net.parameters()[i] = rng.uniform_float() - 0.5f;
-  }
+  randomize_heads(policy.network(), 1);
   const auto ts = rollouts(f, policy, 8, 9);
   const learners::Batch batch = learners::make_batch(ts);
   const TrainingDecisions d = policy.decisions(ts);
   int64_t compared = 0;
-  for (int r = 0; r < NeuralPolicy::kHeads; ++r) {
-    if (d.heads[r].batch.groups() == 0) continue;
-    const ForwardResult fw = policy.network(r).forward(d.heads[r].batch);
-    for (int g = 0; g < d.heads[r].batch.groups(); ++g) {
-      const int64_t t = d.heads[r].token[g];
-      EXPECT_NEAR(fw.logp[g], batch.old_logprobs[t], 1e-4);
-      EXPECT_NEAR(fw.values[g], batch.values[t], 1e-4);
-      ++compared;
-    }
+  int heads[NeuralPolicy::kHeads] = {};
+  const ForwardResult fw = policy.network().forward(d.batch);
+  for (int g = 0; g < d.batch.groups(); ++g) {
+    const int64_t t = d.token[g];
+    EXPECT_NEAR(fw.logp[g], batch.old_logprobs[t], 1e-4);
+    EXPECT_NEAR(fw.values[g], batch.values[t], 1e-4);
+    ++heads[d.batch.head_of(g)];
+    ++compared;
   }
+  EXPECT_GT(heads[NeuralPolicy::kSummaryHead], 0);
+  EXPECT_GT(heads[0] + heads[1] + heads[2], 0);
   // Every actor token is a decision, except `submit` (log-prob 0 by the grammar).
   int64_t actor = 0;
   for (int64_t t = 0; t < batch.num_tokens(); ++t) actor += batch.actor_mask[t];
   EXPECT_EQ(compared + static_cast<int64_t>(d.extra.size()), actor);
 }
 
-// The parameters of the three answer heads, one after the other.
-std::vector<float> answers(const NeuralPolicy& policy) {
-  std::vector<float> out;
-  for (int head = 0; head < NeuralPolicy::kSummaryHead; ++head) {
-    const auto& p = policy.network(head).parameters();
-    out.insert(out.end(), p.begin(), p.end());
-  }
+// The actor's parameters (trunk and every head) and the value head's, of the live network.
+std::vector<float> actor_part(const Network& net) {
+  const auto& p = net.parameters();
+  return std::vector<float>(p.begin(), p.begin() + net.shape().actor_size());
+}
+std::vector<float> critic_part(const Network& net) {
+  const auto& p = net.parameters();
+  return std::vector<float>(p.begin() + net.shape().actor_size(), p.end());
+}
+// The summary head's own output parameters (w_k, b_k of the summary head).
+std::vector<float> summary_head(const Network& net) {
+  const NetworkShape& s = net.shape();
+  const auto& p = net.parameters();
+  std::vector<float> out(p.begin() + s.w(NeuralPolicy::kSummaryHead),
+                         p.begin() + s.w(NeuralPolicy::kSummaryHead) + s.hidden);
+  out.push_back(p[s.b(NeuralPolicy::kSummaryHead)]);
   return out;
 }
 
@@ -287,58 +300,95 @@ TEST(NeuralPolicy, ZeroRewardReplayLeavesEverythingAtZero) {
   std::vector<Trajectory> ts = rollouts(f, policy, 6, 2);
   for (Trajectory& t : ts) t.reward = 0.0;
   const learners::Learner learner(options_lambda1());
-  const std::vector<float> before = policy.network(NeuralPolicy::kSummaryHead).parameters();
-  const std::vector<float> before_exec = answers(policy);
+  const std::vector<float> before = policy.network().parameters();
   train_once(policy, ts, learner, learners::UpdateKind::kCritic);
   train_once(policy, ts, learner, learners::UpdateKind::kActor);
-  EXPECT_EQ(policy.network(NeuralPolicy::kSummaryHead).parameters(), before);
-  EXPECT_EQ(answers(policy), before_exec);
+  EXPECT_EQ(policy.network().parameters(), before);
 }
 
-TEST(NeuralPolicy, FrozenSummaryNeverChangesTheSummaryActor) {
+// The summary policy's log-probs of every summary decision of `ts` under `policy` (its summary network).
+std::vector<float> summary_logprobs(const NeuralPolicy& policy, const std::vector<Trajectory>& ts) {
+  const TrainingDecisions d = policy.decisions(ts);
+  const ForwardResult fw = policy.summary_network().forward(d.batch);
+  std::vector<float> out;
+  for (int g = 0; g < d.batch.groups(); ++g) {
+    if (d.batch.head_of(g) == NeuralPolicy::kSummaryHead) out.push_back(fw.logp[g]);
+  }
+  return out;
+}
+
+// A batch with a learning signal (every other episode rewarded).
+std::vector<Trajectory> rewarded(const Fixture& f, const Policy& policy, size_t count, uint64_t seed) {
+  std::vector<Trajectory> ts = rollouts(f, policy, count, seed);
+  for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 2 == 0 ? 1.0 : 0.0;
+  return ts;
+}
+
+// frozen_summary: summaries come from a frozen copy; the live network (trunk and answer heads) and its
+// critic learn, and the summary behaviour is exactly the initial one.
+TEST(NeuralPolicy, FrozenSummaryNeverChangesTheSummaryPolicy) {
   Fixture f;
   NeuralConfig frozen;
   frozen.frozen_summary = true;
   NeuralPolicy policy(f.target, frozen);
-  NeuralPolicy joint(f.target, {});
   policy.initialize(4);
-  joint.initialize(4);
-  std::vector<Trajectory> ts = rollouts(f, policy, 10, 4);
-  for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 2 == 0 ? 1.0 : 0.0;  // a learning signal
+  const std::vector<Trajectory> ts = rewarded(f, policy, 10, 4);
   const learners::Learner learner(options_lambda1());
-  const int64_t actor = policy.network(NeuralPolicy::kSummaryHead).shape().actor_size();
-  const std::vector<float> start = policy.network(NeuralPolicy::kSummaryHead).parameters();
-  const std::vector<float> exec_start = answers(policy);
+  const std::vector<float> start = policy.network().parameters();
+  const std::vector<float> behaviour = summary_logprobs(policy, ts);
+  ASSERT_FALSE(behaviour.empty());
   for (int k = 0; k < 2; ++k) {
     train_once(policy, ts, learner, learners::UpdateKind::kCritic);
     train_once(policy, ts, learner, learners::UpdateKind::kActor);
-    train_once(joint, ts, learner, learners::UpdateKind::kCritic);
-    train_once(joint, ts, learner, learners::UpdateKind::kActor);
   }
-  const std::vector<float>& after = policy.network(NeuralPolicy::kSummaryHead).parameters();
-  EXPECT_TRUE(std::equal(start.begin(), start.begin() + actor, after.begin()));
-  EXPECT_FALSE(std::equal(start.begin() + actor, start.end(), after.begin() + actor));  // its critic learns
-  const std::vector<float>& joint_after = joint.network(NeuralPolicy::kSummaryHead).parameters();
-  EXPECT_FALSE(std::equal(start.begin(), start.begin() + actor, joint_after.begin()));
-  EXPECT_NE(answers(policy), exec_start);
+  EXPECT_EQ(policy.summary_network().parameters(), start);
+  EXPECT_EQ(summary_logprobs(policy, ts), behaviour);
+  EXPECT_NE(actor_part(policy.network()), actor_part(policy.summary_network()));    // the live actor learns
+  EXPECT_NE(critic_part(policy.network()), critic_part(policy.summary_network()));  // its critic learns
 }
 
-TEST(NeuralPolicy, SummaryLossMaskedAblationLeavesTheSummaryActorAlone) {
+// Item (a) of issue 15: one network acts and summarizes. With the summary loss masked ("w/o sum.") the
+// summary head's own parameters get no gradient, yet the summary policy moves, through the shared trunk and
+// readout the answers train, so it is no longer the frozen arm; and the joint arm's summary gradient changes
+// what the shared weights (hence the answers) learn. With separate networks per role (the old code) the
+// masked arm's summary policy stayed exactly uniform, i.e. equal to the frozen arm's, and the joint and
+// masked arms' answer networks took the same steps.
+TEST(NeuralPolicy, SharedTrunkSummaryMaskedMovesTheSummaryPolicyUnlikeFrozen) {
   Fixture f;
-  NeuralPolicy policy(f.target, {});
-  policy.initialize(6);
-  std::vector<Trajectory> ts = rollouts(f, policy, 10, 6);
-  for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 3 == 0 ? 1.0 : 0.0;
+  NeuralPolicy masked(f.target, {}), joint(f.target, {});
+  NeuralConfig frozen_config;
+  frozen_config.frozen_summary = true;
+  NeuralPolicy frozen(f.target, frozen_config);
+  for (NeuralPolicy* p : {&masked, &joint, &frozen}) p->initialize(6);
+  const std::vector<Trajectory> ts = rewarded(f, masked, 12, 6);
   learners::LearnerOptions o = options_lambda1();
+  const learners::Learner joint_learner(o);
   o.summary_loss_masked = true;
-  const learners::Learner learner(o);
-  const int64_t actor = policy.network(NeuralPolicy::kSummaryHead).shape().actor_size();
-  const std::vector<float> start = policy.network(NeuralPolicy::kSummaryHead).parameters();
-  const std::vector<float> exec_start = answers(policy);
-  train_once(policy, ts, learner, learners::UpdateKind::kActor);
-  const std::vector<float>& after = policy.network(NeuralPolicy::kSummaryHead).parameters();
-  EXPECT_TRUE(std::equal(start.begin(), start.begin() + actor, after.begin()));
-  EXPECT_NE(answers(policy), exec_start);
+  const learners::Learner masked_learner(o);
+  const std::vector<float> uniform = summary_logprobs(masked, ts);
+  const std::vector<float> head_start = summary_head(masked.network());
+  for (int k = 0; k < 3; ++k) {
+    train_once(masked, ts, masked_learner, learners::UpdateKind::kActor);
+    train_once(frozen, ts, joint_learner, learners::UpdateKind::kActor);
+    train_once(joint, ts, joint_learner, learners::UpdateKind::kActor);
+  }
+  // Masked: the summary head's own weights never move, its behaviour does.
+  EXPECT_EQ(summary_head(masked.network()), head_start);
+  const std::vector<float> moved = summary_logprobs(masked, ts);
+  ASSERT_EQ(moved.size(), uniform.size());
+  double masked_change = 0.0;
+  for (size_t i = 0; i < moved.size(); ++i)
+    masked_change = std::max(masked_change, double(std::fabs(moved[i] - uniform[i])));
+  EXPECT_GT(masked_change, 1e-3);
+  // Frozen: exactly the initial summary behaviour.
+  EXPECT_EQ(summary_logprobs(frozen, ts), uniform);
+  // Joint vs masked: the summary gradient reaches the shared trunk, so the answer heads' inputs differ.
+  const auto& a = joint.network().parameters();
+  const auto& b = masked.network().parameters();
+  double trunk_change = 0.0;
+  for (int64_t i = 0; i < joint.network().shape().trunk_size(); ++i)
+    trunk_change = std::max(trunk_change, double(std::fabs(a[i] - b[i])));
+  EXPECT_GT(trunk_change, 1e-4);
 }
 
 }  // namespace

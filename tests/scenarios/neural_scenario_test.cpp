@@ -73,6 +73,29 @@ TEST(NeuralScenario, DeterministicForAnyThreadCountAndLearns) {
   EXPECT_NE(report.find("joint >= 90% of full_context exact match on early_fact"), std::string::npos);
 }
 
+// Issue 15 item 2: with several PPO epochs of shuffled minibatches the run is still byte-identical for any
+// thread count, and the curve reports the measured ratio and clip fraction of its actor updates (curves.csv).
+TEST(NeuralScenario, PpoEpochsAreDeterministicAndTheCurveShowsTheClip) {
+  ScenarioSpec spec = reduced(320, {"joint"});
+  auto* l = spec.arms.at(0).setup.mutable_learner();
+  l->set_ppo_epochs(3);
+  l->set_minibatches(4);
+  const ScenarioResult one = run_scenario(spec, threads_and_seeds(1, {7}));
+  const ScenarioResult two = run_scenario(spec, threads_and_seeds(2, {7}));
+  EXPECT_EQ(format_summary_json(one), format_summary_json(two));
+  EXPECT_EQ(format_curves_csv(one), format_curves_csv(two));
+  const std::vector<CurvePoint>& curve = one.arms.at(0).seeds.at(0).curve;
+  ASSERT_EQ(curve.size(), 2u);
+  EXPECT_EQ(curve.front().ppo_updates, 0);
+  EXPECT_EQ(curve.back().ppo_updates, 10);  // 320 episodes in batches of 32, one actor update each
+  EXPECT_GT(curve.back().mean_abs_ratio, 0.01);
+  EXPECT_GT(curve.back().max_ratio, 1.0 + l->clip_epsilon());
+  EXPECT_GT(curve.back().clip_fraction, 0.0);
+  EXPECT_GT(curve.back().approx_kl, 0.0);
+  EXPECT_GT(curve.back().entropy, 0.0);
+  EXPECT_NE(format_curves_csv(one).find(",clip_fraction,"), std::string::npos);
+}
+
 TEST(NeuralScenario, EvaluationParametersAreCheckedAgainstTheEnvironment) {
   const std::string text = R"(name: "t"
 seeds: [1]

@@ -170,7 +170,9 @@ TEST(ScenarioRun, OutputFilesHaveTheirStructure) {
   }
 
   const std::string csv = read_file(dir + "/out/curves.csv");
-  EXPECT_EQ(csv.substr(0, csv.find('\n')), "arm,seed,episode,train_reward,eval_accuracy,eval_episodes");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "arm,seed,episode,train_reward,eval_accuracy,eval_episodes,ppo_updates,mean_abs_ratio,"
+            "max_ratio,clip_fraction,approx_kl,entropy");
   // 2 arms x 2 seeds x points at 0, 80, 160.
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2 * 3);
   EXPECT_NE(csv.find("\njoint,17,160,"), std::string::npos);

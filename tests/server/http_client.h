@@ -13,6 +13,8 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace crl::server::testing {
 
@@ -41,9 +43,11 @@ class HttpClient {
   }
 
   Reply call(const std::string& method, const std::string& target, const std::string& body = "",
-             const std::string& content_type = "application/json", const std::string& accept = "") {
+             const std::string& content_type = "application/json", const std::string& accept = "",
+             const std::vector<std::pair<std::string, std::string>>& headers = {}) {
     http::request<http::string_body> request(http::string_to_verb(method), target, 11);
     request.set(http::field::host, "127.0.0.1");
+    for (const auto& [name, value] : headers) request.set(name, value);
     if (!body.empty() || method == "POST") request.set(http::field::content_type, content_type);
     if (!accept.empty()) request.set(http::field::accept, accept);
     request.keep_alive(true);

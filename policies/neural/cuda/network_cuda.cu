@@ -45,6 +45,7 @@ struct Device {
   Device(const T* host, size_t n) : Device(n) {
     if (n > 0) CRL_CUDA_CHECK(cudaMemcpy(data, host, n * sizeof(T), cudaMemcpyHostToDevice));
   }
+  explicit Device(const std::vector<T>& host) : Device(host.data(), host.size()) {}
   ~Device() {
     if (data) cudaFree(data);
   }
@@ -174,8 +175,8 @@ void run_forward(const Handle& handle, const Network& net, const DecisionBatch& 
   bias_relu<<<blocks(static_cast<int64_t>(rows) * s.hidden), kThreads>>>(d.h.data, d.params.data + s.b1(),
                                                                          rows, s.hidden);
   CRL_CUBLAS_CHECK(cublasSgemv(handle.h, CUBLAS_OP_T, s.hidden, rows, &one, d.h.data, s.hidden,
-                               d.params.data + s.w2(), 1, &zero, d.scores.data, 1));
-  const float b2 = net.parameters()[s.b2()], bv = net.parameters()[s.bv()];
+                               d.params.data + s.w(0), 1, &zero, d.scores.data, 1));
+  const float b2 = net.parameters()[s.b(0)], bv = net.parameters()[s.bv()];
   group_softmax<<<blocks(groups), kThreads>>>(d.scores.data, d.probs.data, d.logp.data, d.offsets.data,
                                               d.chosen.data, b2, groups);
   group_pool<<<blocks(static_cast<int64_t>(groups) * s.hidden), kThreads>>>(d.h.data, d.pooled.data,
@@ -190,6 +191,12 @@ void check_batch(const Network& net, const DecisionBatch& b) {
             "rows of " << b.x.cols() << " features, network has " << net.shape().inputs);
   CRL_CHECK(static_cast<int>(b.offsets.size()) == b.groups() + 1 && b.offsets.back() == b.x.rows(),
             "group offsets do not cover the rows");
+  // The kernels implement one output head; the policy's shared-trunk network has several (neural_policy.h).
+  if (net.shape().heads != 1 || !b.head.empty()) {
+    throw Error("policy \"neural\"", "backend",
+                "cuda: the CUDA twin implements a single-head network, this one has " +
+                    std::to_string(net.shape().heads) + " heads");
+  }
   std::string why;
   if (!network_cuda_available(&why)) throw Error("policy \"neural\"", "backend", "cuda: " + why);
 }
@@ -219,6 +226,12 @@ ForwardResult cuda_forward(const Network& net, const DecisionBatch& b) {
   d.logp.to_host(f.logp.data(), groups);
   d.values.to_host(f.values.data(), groups);
   d.pooled.to_host(f.pooled.data(), static_cast<size_t>(f.pooled.size()));
+  f.entropy.assign(groups, 0.0f);  // -sum p log p per group, from the probabilities (host)
+  for (int g = 0; g < groups; ++g) {
+    for (int r = b.offsets[g]; r < b.offsets[g + 1]; ++r) {
+      if (f.probs[r] > 0.0f) f.entropy[g] -= f.probs[r] * std::log(f.probs[r]);
+    }
+  }
   return f;
 }
 
@@ -244,10 +257,10 @@ std::vector<float> cuda_backward(const Network& net, const DecisionBatch& b, con
   const float one = 1.0f, zero = 0.0f;
   score_grad<<<blocks(groups), kThreads>>>(probs.data, dl.data, offsets.data, chosen.data, ds.data, groups);
   CRL_CUBLAS_CHECK(cublasSgemv(handle.h, CUBLAS_OP_N, s.hidden, rows, &one, h.data, s.hidden, ds.data, 1,
-                               &zero, grad.data + s.w2(), 1));
-  column_sums<<<1, 1>>>(ds.data, grad.data + s.b2(), rows, 1);
+                               &zero, grad.data + s.w(0), 1));
+  column_sums<<<1, 1>>>(ds.data, grad.data + s.b(0), rows, 1);
   hidden_grad<<<blocks(static_cast<int64_t>(rows) * s.hidden), kThreads>>>(
-      h.data, ds.data, params.data + s.w2(), dh.data, rows, s.hidden);
+      h.data, ds.data, params.data + s.w(0), dh.data, rows, s.hidden);
   CRL_CUBLAS_CHECK(cublasSgemm(handle.h, CUBLAS_OP_N, CUBLAS_OP_T, s.inputs, s.hidden, rows, &one, x.data,
                                s.inputs, dh.data, s.hidden, &zero, grad.data + s.w1(), s.inputs));
   column_sums<<<blocks(s.hidden), kThreads>>>(dh.data, grad.data + s.b1(), rows, s.hidden);

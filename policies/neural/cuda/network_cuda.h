@@ -1,6 +1,8 @@
 #pragma once
 // The neural policy's network on a CUDA device (cuBLAS GEMMs plus small kernels): the same forward and
-// backward as Network::forward / Network::backward (network.h), float, every reduction in a fixed order so
+// backward as Network::forward / Network::backward (network.h) for a SINGLE-HEAD network (one output head;
+// a multi-head network or a batch with group heads is refused with a typed error, so the shared-trunk
+// policy refuses backend: cuda), float, every reduction in a fixed order so
 // repeated calls give the same bits. The CPU is the reference; tests/policies/neural_cuda_test.cpp compares
 // them (skipped with a message where no device is present). In a build without nvcc the entry points report
 // that CUDA was not built (network_cuda_stub.cpp).

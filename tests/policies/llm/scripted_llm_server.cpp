@@ -195,7 +195,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
                   json{{"error", {{"message", why}, {"type", "BadRequestError"}, {"code", 400}}}}.dump()};
   }
 
-  Answer handle(const std::string& target, const std::string& body) {
+  Answer handle(const std::string& target, const std::string& body, const std::string& routing_key = "") {
     const bool sglang = target == "/generate", openai = target == "/v1/completions";
     if (!sglang && !openai) return Answer{404, R"({"detail":"Not Found"})"};
     Answer answer;
@@ -218,6 +218,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
     if (request.is_discarded() || !request.is_object()) return bad_request("the body is not a JSON object");
     LoggedCall call;
     call.api = sglang ? "sglang" : "openai";
+    call.routing_key = routing_key;
     const json* ids = nullptr;
     const json* params = &request;
     if (sglang) {
@@ -265,7 +266,8 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
 
     const Tokenizer& tokenizer = *options.tokenizer;
     const std::string text =
-        scripted_answer(tokenizer.decode(call.prompt), options.summary, call.sampling_seed);
+        options.script ? options.script(tokenizer.decode(call.prompt), call.sampling_seed)
+                       : scripted_answer(tokenizer.decode(call.prompt), options.summary, call.sampling_seed);
     std::vector<TokenId> output = tokenizer.encode(text);
     const auto im_end = tokenizer.special_token("<|im_end|>");
     if (im_end) output.push_back(*im_end);
@@ -355,7 +357,8 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       co_await http::async_read(stream, buffer, request, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
       ++owner->attempts_;
-      Answer answer = handle(std::string(request.target()), request.body());
+      Answer answer =
+          handle(std::string(request.target()), request.body(), std::string(request["X-SMG-Routing-Key"]));
       if (answer.delay_s > 0) {
         asio::steady_timer timer(io, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                          std::chrono::duration<double>(answer.delay_s)));

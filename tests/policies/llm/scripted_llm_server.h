@@ -18,6 +18,7 @@
 // 400, or an abort finish reason).
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,9 @@ struct ScriptedLlmOptions {
   SummaryMode summary = SummaryMode::kKeep;
   std::shared_ptr<const Tokenizer> tokenizer;  // default: ByteTokenizer
   bool log_calls = true;                       // keep every answered call (tests); benchmarks turn it off
+  // Replaces the scripted model (the gateway's tests script their own harness): the answer text for the
+  // decoded prompt; <|im_end|> is appended and the answer cut at max_new_tokens as for the scripted model.
+  std::function<std::string(std::string_view prompt_text, uint64_t seed)> script;
 };
 
 // One answered call, as the server saw and answered it.
@@ -59,6 +63,7 @@ struct LoggedCall {
   std::vector<float> logprobs;
   std::string finish_reason;
   std::string rid;
+  std::string routing_key;  // the X-SMG-Routing-Key header
 };
 
 // The scripted model on decoded prompt text (exposed for unit tests).

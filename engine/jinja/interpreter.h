@@ -1,0 +1,89 @@
+#pragma once
+// The evaluator: runs a parsed template over a set of variables and returns the text, with jinja2's
+// semantics as Hugging Face configures it (an ImmutableSandboxedEnvironment with loopcontrols):
+//  * scopes: a for-loop iteration and a macro call have their own scope (a `set` there does not leak out;
+//    a read falls back to the enclosing scope); `if` has none; namespace() objects are shared, so
+//    `set ns.x = ...` is how a template carries state out of a loop;
+//  * undefined values: printing gives "", iterating gives nothing, `is defined` is false, `length` is 0;
+//    attribute access, subscripts, calls, arithmetic and tojson on an undefined value are errors
+//    (kUndefined);
+//  * sandbox: list methods that mutate (append, pop, ...) do not exist.
+// Limits make hostile templates fail with a typed error (kLimit) naming the line, never crash or hang.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/jinja/ast.h"
+#include "engine/jinja/template_error.h"
+#include "engine/jinja/value.h"
+
+namespace crl::jinja {
+
+struct Limits {
+  size_t max_output_bytes = 16u << 20;  // the rendered text, and any one string or list a template builds
+  int max_call_depth = 100;             // nested macro calls (recursion)
+  uint64_t max_loop_iterations = 1'000'000;  // for-loop iterations (and range() items) in one render
+  int max_nesting = 200;                     // nested blocks and expressions in the source
+};
+
+class Interpreter {
+ public:
+  // `now_unix` is the time strftime_now() formats (UTC).
+  Interpreter(const std::string& template_name, const Limits& limits, int64_t now_unix);
+
+  // Renders `body` with `variables` (messages, tools, add_generation_prompt, bos_token, ...).
+  std::string render(const Body& body, const Dict& variables);
+
+  // For the builtins: raise a typed error at the line being evaluated.
+  [[noreturn]] void fail(ErrorKind kind, const std::string& message) const;
+  // Checks the size of a string or list a template builds (kLimit when over max_output_bytes).
+  void check_size(size_t size, const char* what) const;
+  // Counts items produced by a loop or range() against max_loop_iterations.
+  void count_iterations(uint64_t n);
+  const Limits& limits() const { return limits_; }
+  int64_t now_unix() const { return now_unix_; }
+  // Calls a callable value (a macro, a global, a method) with already evaluated arguments.
+  Value call(const Value& callee, const CallArgs& args);
+  // Renders a macro body in a fresh scope (used by the macro values this interpreter creates).
+  struct Scope;
+  Value call_macro(const Node& macro, const std::shared_ptr<Scope>& closure, const CallArgs& args,
+                   const Value& caller);
+
+  enum class Flow { kNormal, kBreak, kContinue };
+
+ private:
+  Flow exec_body(const Body& body);
+  Flow exec(const Node& node);
+  void exec_for(const Node& node);
+  void exec_set(const Node& node);
+  Value eval(const Expr& e);
+  Value eval_node(const Expr& e);
+  Value eval_binary(const Expr& e);
+  Value eval_compare(const Expr& e);
+  Value eval_filter(const Expr& e);
+  bool eval_test(const Expr& e);
+  CallArgs eval_args(const Expr& e, size_t first);
+  Value lookup(const std::string& name) const;
+  void assign(const std::string& name, Value value);
+  void write(const std::string& text);
+
+  const std::string& name_;
+  Limits limits_;
+  int64_t now_unix_;
+  std::shared_ptr<Scope> scope_;
+  const Dict* variables_ = nullptr;
+  Dict globals_;
+  std::vector<std::string> outputs_;  // a stack: macros and block sets capture their output
+  int line_ = 1;
+  int call_depth_ = 0;
+  uint64_t iterations_ = 0;
+};
+
+struct Interpreter::Scope {
+  std::unordered_map<std::string, Value> vars;
+  std::shared_ptr<Scope> parent;
+};
+
+}  // namespace crl::jinja

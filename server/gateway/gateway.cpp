@@ -1,0 +1,354 @@
+#include "server/gateway/gateway.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+#include "engine/json_reader.h"
+#include "engine/tokenizer.h"
+#include "engine/trajectory_io.h"
+#include "server/gateway/anthropic_codec.h"
+#include "server/gateway/openai_codec.h"
+#include "server/gateway/sse.h"
+#include "server/session_table.h"
+#include "wire/utf8.h"
+#include "wire/wire_codec.h"
+
+namespace crl::server::gateway {
+
+using json = nlohmann::json;
+
+namespace {
+
+HttpAnswer json_answer(int status, std::string body) {
+  return HttpAnswer{status, std::string(wire::kJsonContentType), std::move(body), 0};
+}
+
+HttpAnswer error_answer(const GatewayError& e, bool anthropic) {
+  HttpAnswer answer = json_answer(e.status(), anthropic ? anthropic_error_json(e) : openai_error_json(e));
+  answer.retry_after = e.retry_after();
+  return answer;
+}
+
+json parse_body(std::string_view body) {
+  json out;
+  try {
+    out = read_json(body, "the request body");
+  } catch (const JsonError& e) {
+    throw bad_request(std::string(e.code()), e.what(), e.field());
+  }
+  if (!out.is_object()) throw bad_request("bad_json", "the request body must be a JSON object");
+  return out;
+}
+
+// The Bearer token of an Authorization header ("" when there is none).
+std::string bearer(std::string_view authorization) {
+  static constexpr std::string_view kPrefix = "Bearer ";
+  if (authorization.size() <= kPrefix.size() || authorization.substr(0, kPrefix.size()) != kPrefix) return "";
+  return std::string(authorization.substr(kPrefix.size()));
+}
+
+void require_method(const HttpCall& call, std::string_view method) {
+  if (call.method != method) {
+    throw GatewayError(405, "invalid_request_error", "method_not_allowed",
+                       std::string(call.method) + " is not allowed here (use " + std::string(method) + ")");
+  }
+}
+
+void check_id(std::string_view id) {
+  if (!valid_session_id(id)) {
+    throw bad_request("bad_session_id",
+                      "session id " + quote(text_prefix(id)) + " is not 1-128 characters of [A-Za-z0-9._:-]",
+                      "session_id");
+  }
+}
+
+int64_t integer_field(const json& object, const char* key, int64_t fallback, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer())
+    throw bad_request("bad_field", where + key + " must be an integer", where + key);
+  return it->get<int64_t>();
+}
+
+}  // namespace
+
+bool valid_session_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (const char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std::move(options)) {
+  options_.budget.validate("crl serve budget options");
+  std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(options_.tokenizer);
+  const ChatTemplate chat = chat_template_by_name(options_.chat_template);
+  shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat);
+  shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat));
+  if (options_.upstream.vocab_size == 0) options_.upstream.vocab_size = tokenizer->vocab_size();
+  if (options_.sampling.stop_token_ids.empty())
+    options_.sampling.stop_token_ids = {shared_.renderer->end_of_turn()};
+  shared_.upstream = std::make_unique<Upstream>(options_.upstream);
+  shared_.metrics = metrics;
+  shared_.model = options_.model;
+}
+
+Gateway::~Gateway() = default;
+
+size_t Gateway::sessions() const {
+  std::lock_guard lock(mutex_);
+  return sessions_.size();
+}
+
+std::shared_ptr<GatewaySession> Gateway::find(const std::string& id) const {
+  check_id(id);
+  std::lock_guard lock(mutex_);
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end())
+    throw GatewayError(404, "not_found_error", "unknown_session", "no session " + quote(id), "session_id");
+  return it->second;
+}
+
+std::shared_ptr<GatewaySession> Gateway::find_or_create(const std::string& id) {
+  check_id(id);
+  std::lock_guard lock(mutex_);
+  auto& slot = sessions_[id];
+  if (!slot) {
+    if (sessions_.size() > options_.max_sessions) {
+      sessions_.erase(id);
+      throw GatewayError(429, "rate_limit_error", "too_many_sessions",
+                         "the gateway holds its limit of " + std::to_string(options_.max_sessions) +
+                             " sessions; end some (reward, DELETE) or retry later")
+          .with_retry_after(1);
+    }
+    SessionConfig config;
+    config.budget = options_.budget;
+    config.sampling = options_.sampling;
+    slot = std::make_shared<GatewaySession>(id, shared_, config);
+  }
+  return slot;
+}
+
+HttpAnswer Gateway::create(const HttpCall& call) {
+  const json body = parse_body(call.body);
+  SessionConfig config;
+  config.budget = options_.budget;
+  config.sampling = options_.sampling;
+  std::string id;
+  if (const auto it = body.find("session_id"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) throw bad_request("bad_field", "session_id must be a string", "session_id");
+    id = it->get<std::string>();
+  } else {
+    id = "gw-" + random_episode_id().substr(3);  // 128 bits from getrandom(2)
+  }
+  check_id(id);
+  if (const auto b = body.find("budget"); b != body.end() && !b->is_null()) {
+    if (!b->is_object()) throw bad_request("bad_budget", "budget must be an object", "budget");
+    Budget& budget = config.budget;
+    budget.capacity = integer_field(*b, "capacity", budget.capacity, "budget.");
+    budget.reserve = integer_field(*b, "reserve", budget.reserve, "budget.");
+    budget.tail_k = static_cast<int>(integer_field(*b, "tail_k", budget.tail_k, "budget."));
+    budget.per_turn_cap = integer_field(*b, "per_turn_cap", budget.per_turn_cap, "budget.");
+    budget.summary_cap = integer_field(*b, "summary_cap", budget.summary_cap, "budget.");
+    budget.max_compactions =
+        static_cast<int>(integer_field(*b, "max_compactions", budget.max_compactions, "budget."));
+    try {
+      budget.validate("budget");
+    } catch (const Error& e) {
+      throw bad_request("bad_budget", e.what(), "budget");
+    }
+  }
+  if (const auto s = body.find("sampling"); s != body.end() && s->is_object()) {
+    if (s->contains("temperature") && (*s)["temperature"].is_number())
+      config.sampling.temperature = (*s)["temperature"].get<double>();
+    if (s->contains("top_p") && (*s)["top_p"].is_number())
+      config.sampling.top_p = (*s)["top_p"].get<double>();
+    if (s->contains("top_k") && (*s)["top_k"].is_number_integer())
+      config.sampling.top_k = (*s)["top_k"].get<int>();
+  }
+  config.seed = static_cast<uint64_t>(integer_field(body, "seed", 0, ""));
+  config.group_index = integer_field(body, "group_index", 0, "");
+  config.sample_index = integer_field(body, "sample_index", 0, "");
+  if (const auto r = body.find("rollout_id"); r != body.end() && r->is_string())
+    config.rollout_id = r->get<std::string>();
+  if (const auto m = body.find("metadata"); m != body.end() && !m->is_null()) {
+    if (!m->is_object()) throw bad_request("bad_field", "metadata must be an object of strings", "metadata");
+    for (const auto& [key, value] : m->items()) {
+      if (!value.is_string())
+        throw bad_request("bad_field", "metadata." + key + " must be a string", "metadata." + key);
+      config.metadata[key] = value.get<std::string>();
+    }
+  }
+  std::lock_guard lock(mutex_);
+  if (sessions_.count(id))
+    throw GatewayError(409, "invalid_request_error", "session_exists", "session " + quote(id) + " exists",
+                       "session_id");
+  if (sessions_.size() >= options_.max_sessions) {
+    throw GatewayError(
+        429, "rate_limit_error", "too_many_sessions",
+        "the gateway holds its limit of " + std::to_string(options_.max_sessions) + " sessions")
+        .with_retry_after(1);
+  }
+  auto session = std::make_shared<GatewaySession>(id, shared_, config);
+  sessions_[id] = session;
+  return json_answer(200, session->state().dump());
+}
+
+HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
+  require_method(call, "POST");
+  ChatRequest request = parse_chat_request(call.body);
+  request.turn.routing_key = std::string(call.routing_key);
+  const std::shared_ptr<GatewaySession> session = find_or_create(id);
+  Completion completion;
+  {
+    std::lock_guard lock(session->mutex);
+    completion = session->chat(request.turn);
+  }
+  const std::string& model = request.model.empty() ? options_.model : request.model;
+  if (request.stream)
+    return HttpAnswer{200, kSseContentType, chat_completion_sse(completion, model, request.include_usage), 0};
+  return json_answer(200, chat_completion_json(completion, model));
+}
+
+HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
+  require_method(call, "POST");
+  MessagesRequest request = parse_messages_request(call.body, false);
+  request.turn.routing_key = std::string(call.routing_key);
+  const std::shared_ptr<GatewaySession> session = find_or_create(id);
+  Completion completion;
+  {
+    std::lock_guard lock(session->mutex);
+    completion = session->chat(request.turn);
+  }
+  const std::string& model = request.model.empty() ? options_.model : request.model;
+  if (request.stream) return HttpAnswer{200, kSseContentType, anthropic_message_sse(completion, model), 0};
+  return json_answer(200, anthropic_message_json(completion, model));
+}
+
+HttpAnswer Gateway::count_tokens(const HttpCall& call) {
+  require_method(call, "POST");
+  const MessagesRequest request = parse_messages_request(call.body, true);
+  std::vector<TokenId> system, rest;
+  shared_.renderer->first_prompt(request.turn.messages, request.turn.tools, system, rest);
+  const size_t header = shared_.codec->context_template().turn_header.size();
+  return json_answer(200, json{{"input_tokens", system.size() + rest.size() + header}}.dump());
+}
+
+HttpAnswer Gateway::reward(const HttpCall& call, const std::string& id) {
+  require_method(call, "POST");
+  const json body = parse_body(call.body);
+  const auto r = body.find("reward");
+  if (r == body.end() || !r->is_number()) throw bad_request("bad_field", "reward must be a number", "reward");
+  std::string status = "completed";
+  if (const auto s = body.find("status"); s != body.end() && !s->is_null()) {
+    if (!s->is_string()) throw bad_request("bad_status", "status must be a string", "status");
+    status = s->get<std::string>();
+  }
+  const std::shared_ptr<GatewaySession> session = find(id);
+  std::lock_guard lock(session->mutex);
+  session->reward(r->get<double>(), status);
+  return json_answer(200, session->state().dump());
+}
+
+HttpAnswer Gateway::export_session(const std::string& id) {
+  const std::shared_ptr<GatewaySession> session = find(id);
+  std::lock_guard lock(session->mutex);
+  if (!session->ended()) {
+    throw GatewayError(409, "invalid_request_error", "session_running",
+                       "session " + quote(id) + " is still running: post its reward before exporting",
+                       "session_id");
+  }
+  const Trajectory& t = session->trajectory();
+  proto::ExportResponse out;
+  out.set_episode_id(id);
+  const Tokenizer& tokenizer = shared_.renderer->tokenizer();
+  for (size_t i = 0; i < t.segments.size(); ++i) {
+    proto::Segment segment = to_proto(t, i);
+    auto& metadata = *segment.mutable_metadata();
+    metadata["episode_id"] = id;
+    metadata["tokenizer"] = tokenizer.name();
+    metadata["tokenizer_fingerprint"] = tokenizer.fingerprint();
+    metadata["finish_reason"] = segment.finish_reason();
+    if (!wire::is_valid_utf8(segment.response_text()))
+      segment.set_response_text(wire::valid_utf8(segment.response_text()));
+    for (auto& [key, value] : metadata) {
+      if (!wire::is_valid_utf8(value)) value = wire::valid_utf8(value);
+    }
+    *out.add_segments() = std::move(segment);
+  }
+  return json_answer(200, wire::encode_message(out, wire::WireFormat::kJson));
+}
+
+HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_view>& parts) {
+  // Anthropic paths answer errors in Anthropic's shape.
+  const bool anthropic = std::find(parts.begin(), parts.end(), "messages") != parts.end();
+  try {
+    // POST /v1/messages[/count_tokens]: the session is the Bearer token or the x-api-key.
+    if (parts.size() >= 2 && parts[1] == "messages") {
+      if (parts.size() == 3 && parts[2] == "count_tokens") return count_tokens(call);
+      std::string id = bearer(call.authorization);
+      if (id.empty()) id = std::string(call.api_key);
+      if (parts.size() != 2 || id.empty()) {
+        throw GatewayError(parts.size() != 2 ? 404 : 401, "invalid_request_error",
+                           parts.size() != 2 ? "not_found" : "missing_session",
+                           "no session: use /v1/sessions/{id}/v1/messages or send the session id as "
+                           "Authorization: Bearer <session id> or x-api-key");
+      }
+      return messages(call, id);
+    }
+    // POST /v1/chat/completions: the session is the Bearer token.
+    if (parts.size() == 3 && parts[1] == "chat" && parts[2] == "completions") {
+      const std::string id = bearer(call.authorization);
+      if (id.empty()) {
+        throw GatewayError(401, "invalid_request_error", "missing_session",
+                           "no session: use /v1/sessions/{id}/v1/chat/completions or send the session id as "
+                           "Authorization: Bearer <session id>");
+      }
+      return chat(call, id);
+    }
+    if (parts.size() >= 2 && parts[1] == "sessions") {
+      if (parts.size() == 2) {
+        require_method(call, "POST");
+        return create(call);
+      }
+      const std::string id(parts[2]);
+      if (parts.size() == 3) {
+        if (call.method == "DELETE") {
+          find(id);
+          std::lock_guard lock(mutex_);
+          sessions_.erase(id);
+          return json_answer(200, json{{"session_id", id}, {"deleted", true}}.dump());
+        }
+        require_method(call, "GET");
+        const auto session = find(id);
+        std::lock_guard lock(session->mutex);
+        return json_answer(200, session->state().dump());
+      }
+      if (parts.size() == 4 && parts[3] == "reward") return reward(call, id);
+      if (parts.size() == 4 && parts[3] == "export") {
+        require_method(call, "GET");
+        return export_session(id);
+      }
+      if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "chat" && parts[5] == "completions")
+        return chat(call, id);
+      if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "messages") return messages(call, id);
+      if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "messages" && parts[5] == "count_tokens")
+        return count_tokens(call);
+    }
+    throw GatewayError(404, "not_found_error", "not_found",
+                       "no gateway endpoint " + std::string(call.target.substr(0, call.target.find('?'))) +
+                           " (see server/gateway/gateway.h)");
+  } catch (const GatewayError& e) {
+    return error_answer(e, anthropic);
+  } catch (const Error& e) {
+    return error_answer(bad_request("bad_request", e.what(), e.field()), anthropic);
+  } catch (const std::exception& e) {
+    return error_answer(
+        GatewayError(500, "server_error", "internal", std::string("internal error: ") + e.what()), anthropic);
+  }
+}
+
+}  // namespace crl::server::gateway

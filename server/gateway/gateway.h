@@ -1,0 +1,70 @@
+#pragma once
+// The compaction gateway (PROTOCOL.md section 5) inside `crl serve --llm URL --api sglang|openai`: an agent
+// harness points its OpenAI base URL at the server and every call goes through a session
+// (gateway_session.h) that keeps the token-exact compacted window, fires the trigger, asks the same model
+// for the summary and records segments exactly as the engine's own episodes do.
+//
+//   POST   /v1/sessions                              explicit create (budget, sampling, ids, metadata)
+//   GET    /v1/sessions/{id}                         state
+//   DELETE /v1/sessions/{id}
+//   POST   /v1/sessions/{id}/reward                  {"reward": r, "status": "completed"} ends the rollout
+//   GET    /v1/sessions/{id}/export                  the section 1 export (ExportResponse, as for episodes)
+//   POST   /v1/sessions/{id}/v1/chat/completions     OpenAI chat completions (stream: true for SSE)
+//   POST   /v1/chat/completions                      the same, the session id from Authorization: Bearer
+//   POST   /v1/sessions/{id}/v1/messages             the Anthropic Messages API (anthropic_codec.h)
+//   POST   /v1/messages                              the same, the session id from Authorization: Bearer
+//                                                    or x-api-key
+//   POST   [/v1/sessions/{id}]/v1/messages/count_tokens  {"input_tokens": N} of the rendered prompt
+// The first chat call on an unknown id creates the session with the server's defaults. Session ids are
+// the client's (a trainer's sample id): 1-128 of [A-Za-z0-9._:-]. Every error is OpenAI-shaped.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/gateway/gateway_session.h"
+#include "server/router.h"
+
+namespace crl::server::gateway {
+
+struct GatewayOptions {
+  UpstreamOptions upstream;
+  std::string tokenizer = "byte";  // engine/tokenizer.h make_tokenizer
+  std::string chat_template = "chatml";
+  Budget budget;  // the default of a session; POST /v1/sessions may give another
+  llm::SamplingParams sampling;
+  size_t max_sessions = 4096;         // live sessions at most (429 with retry-after beyond)
+  std::string model = "crl-gateway";  // answered as `model` when the request names none
+};
+
+class Gateway {
+ public:
+  // Throws crl::Error for a bad budget, tokenizer, template or URL (naming the option).
+  Gateway(GatewayOptions options, ServerMetrics* metrics);
+  ~Gateway();
+
+  // The answer to a gateway path (`parts` is the split path, parts[0] == "v1"); never throws.
+  HttpAnswer route(const HttpCall& call, const std::vector<std::string_view>& parts);
+  size_t sessions() const;
+
+ private:
+  std::shared_ptr<GatewaySession> find(const std::string& id) const;
+  std::shared_ptr<GatewaySession> find_or_create(const std::string& id);
+  HttpAnswer create(const HttpCall& call);
+  HttpAnswer chat(const HttpCall& call, const std::string& id);
+  HttpAnswer messages(const HttpCall& call, const std::string& id);
+  HttpAnswer count_tokens(const HttpCall& call);
+  HttpAnswer reward(const HttpCall& call, const std::string& id);
+  HttpAnswer export_session(const std::string& id);
+
+  GatewayOptions options_;
+  GatewayShared shared_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<GatewaySession>> sessions_;
+};
+
+// Whether `id` is a valid session id (1-128 of [A-Za-z0-9._:-]).
+bool valid_session_id(std::string_view id);
+
+}  // namespace crl::server::gateway

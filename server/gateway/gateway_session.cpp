@@ -1,0 +1,319 @@
+#include "server/gateway/gateway_session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/error.h"
+#include "server/gateway/gateway_error.h"
+
+namespace crl::server::gateway {
+
+namespace {
+
+std::optional<EpisodeStatus> parse_status(const std::string& status) {
+  if (status == "completed") return EpisodeStatus::kCompleted;
+  if (status == "truncated") return EpisodeStatus::kTruncated;
+  if (status == "aborted") return EpisodeStatus::kAborted;
+  if (status == "failed") return EpisodeStatus::kFailed;
+  return std::nullopt;
+}
+
+// The rollout as one trajectory: the parts (windows closed by a history edit) in order, N_after recounted
+// over all of them.
+Trajectory merge(std::vector<Trajectory> parts) {
+  Trajectory out = std::move(parts.back());
+  if (parts.size() > 1) {
+    std::vector<Segment> segments;
+    int compactions = 0, dropped = 0;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      for (Segment& s : parts[i].segments) segments.push_back(std::move(s));
+      compactions += parts[i].compactions;
+      dropped += parts[i].dropped_segments;
+    }
+    for (Segment& s : out.segments) segments.push_back(std::move(s));
+    out.segments = std::move(segments);
+    out.compactions += compactions;
+    out.dropped_segments += dropped;
+  }
+  int64_t after = out.sampled_tokens();
+  for (Segment& s : out.segments) {
+    after -= s.n_sampled;
+    s.n_after = after;
+  }
+  return out;
+}
+
+}  // namespace
+
+GatewaySession::GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config)
+    : id_(std::move(id)), shared_(shared), config_(std::move(config)) {
+  if (config_.rollout_id.empty()) config_.rollout_id = id_;
+}
+
+void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys) {
+  auto env = std::make_unique<HarnessEnv>();
+  env_ = env.get();
+  EpisodeConfig episode;
+  episode.budget = config_.budget;
+  episode.seed = config_.seed;
+  episode.group_index = config_.group_index;
+  episode.sample_index = config_.sample_index;
+  episode.rollout_id = config_.rollout_id;
+  episode_ = std::make_unique<Episode>(std::move(env), shared_.codec, episode);
+  std::vector<TokenId> system, rest;
+  shared_.renderer->first_prompt(turn.messages, turn.tools, system, rest);
+  env_->stage_start(std::move(system), std::move(rest));
+  Task task;
+  task.id = "gateway/" + id_;
+  episode_->start(task);
+  known_ = std::move(keys);
+  tools_key_ = tools_key(turn.tools);
+  held_.reset();
+}
+
+void GatewaySession::close_part(const std::string& why) {
+  if (!episode_->done()) {
+    if (held_) {
+      env_->stage_step({}, 0.0, true, false);
+      episode_->submit(held_->decision);
+    } else {
+      Decision failed;
+      failed.failed = true;
+      failed.error = why;
+      episode_->submit(failed);
+    }
+  }
+  held_.reset();
+  Trajectory part = episode_->finish();
+  part.metadata["part_end"] = why;
+  parts_.push_back(std::move(part));
+  episode_.reset();
+  env_ = nullptr;
+}
+
+void GatewaySession::throw_done() const {
+  throw GatewayError(400, "invalid_request_error", "context_length_exceeded",
+                     "session " + quote(id_) + " has no room left: " + episode_->reason() +
+                         " (the rollout is " + std::string(episode_status_name(episode_->status())) +
+                         "; post its reward to end it)",
+                     "messages");
+}
+
+Completion GatewaySession::chat(const ChatTurn& turn) {
+  if (ended_) {
+    throw GatewayError(409, "invalid_request_error", "session_ended",
+                       "session " + quote(id_) + " has ended (its reward was posted); use a new session id",
+                       "session_id");
+  }
+  if (turn.messages.empty())
+    throw bad_request("empty_messages", "messages is empty: give at least one", "messages");
+  std::vector<uint64_t> keys(turn.messages.size());
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = message_key(turn.messages[i]);
+  if (!episode_) {
+    start_part(turn, std::move(keys));
+    return drive(turn);
+  }
+  if (episode_->done()) throw_done();
+  const size_t n0 = known_.size();
+  const bool same_prefix = tools_key(turn.tools) == tools_key_ && keys.size() >= n0 &&
+                           std::equal(known_.begin(), known_.end(), keys.begin());
+  if (same_prefix) {
+    if (held_ && keys.size() == n0) {
+      ++retries_;
+      return held_->completion;  // a retry: the stored answer, nothing sampled twice
+    }
+    if (held_ && keys[n0] == held_->key) {
+      const std::span<const Message> fresh(turn.messages.data() + n0 + 1, turn.messages.size() - n0 - 1);
+      env_->stage_step(shared_.renderer->observation(held_->decision.tokens, fresh), 0.0, false, false);
+      const Decision decision = std::move(held_->decision);
+      held_.reset();
+      episode_->submit(decision);
+      known_ = std::move(keys);
+      return drive(turn);
+    }
+    if (!held_ && keys.size() == n0) return drive(turn);  // after a failed upstream call: send it again
+  }
+  close_part("the harness rewrote its history");
+  ++history_edits_;
+  start_part(turn, std::move(keys));
+  return drive(turn);
+}
+
+UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatTurn& turn,
+                                             int64_t max_new_tokens) {
+  UpstreamCall call;
+  call.prompt = &request.prompt;
+  call.max_new_tokens = max_new_tokens;
+  call.sampling_seed = llm::sampling_seed(request.stream);
+  call.rid = id_ + "/" + role_name(request.role) + "/" + std::to_string(request.stream.ordinal);
+  call.routing_key = turn.routing_key.empty() ? id_ : turn.routing_key;
+  call.sampling = config_.sampling;
+  if (turn.temperature) call.sampling.temperature = *turn.temperature;
+  if (turn.top_p) call.sampling.top_p = *turn.top_p;
+  if (turn.top_k) call.sampling.top_k = *turn.top_k;
+  ++calls_;
+  UpstreamResult result = shared_.upstream->generate(call);
+  if (ServerMetrics* m = shared_.metrics) {
+    m->llm_calls->add();
+    m->llm_call_seconds->observe(result.seconds);
+    m->llm_tokens_sent->add(static_cast<uint64_t>(request.prompt.size()));
+    if (result.ok) {
+      m->llm_tokens_received->add(result.answer.ids.size());
+      m->llm_cached_tokens->add(static_cast<uint64_t>(std::max<int64_t>(0, result.answer.cached_tokens)));
+    } else {
+      m->llm_failed_calls->add();
+    }
+  }
+  if (result.ok) cached_tokens_.push_back(result.answer.cached_tokens);
+  return result;
+}
+
+void GatewaySession::fail_call(const UpstreamResult& result) {
+  ++failures_;
+  last_failure_ = result.error;
+  GatewayError error(result.status, result.status == 504 ? "timeout_error" : "upstream_error", result.code,
+                     result.error);
+  if (result.retry_after > 0) error.with_retry_after(result.retry_after);
+  throw error;
+}
+
+Completion GatewaySession::drive(const ChatTurn& turn) {
+  // The summary the trigger asked for (window + instruction), from the same upstream; its answer closes a
+  // summary segment and the episode rebuilds the window.
+  while (!episode_->done() && episode_->request().role == Role::kSummarize) {
+    const Request& request = episode_->request();
+    UpstreamResult result = call_upstream(request, turn, request.max_new_tokens);
+    if (!result.ok) fail_call(result);
+    Decision summary;
+    summary.tokens = std::move(result.answer.ids);
+    summary.logprobs = std::move(result.answer.logprobs);
+    summary.finish_reason = result.answer.finish_reason == "abort" ? "length" : result.answer.finish_reason;
+    episode_->submit(summary);
+    if (ServerMetrics* m = shared_.metrics) m->compactions->add();
+  }
+  if (episode_->done()) throw_done();
+  const Request& request = episode_->request();
+  // Clamped to what is left of the budget (the episode's) and to the harness's own limit.
+  const int64_t max_new =
+      turn.max_tokens > 0 ? std::min(turn.max_tokens, request.max_new_tokens) : request.max_new_tokens;
+  UpstreamResult result = call_upstream(request, turn, max_new);
+  if (!result.ok) fail_call(result);
+  const std::string text = shared_.codec->decode(shared_.codec->summary_body(result.answer.ids));
+  Completion completion;
+  completion.id =
+      "chatcmpl-" + id_ + "-" + std::to_string(request.turn) + "-" + std::to_string(parts_.size());
+  completion.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  completion.reply = parse_reply(text, std::to_string(request.turn) + "_" + std::to_string(parts_.size()));
+  completion.finish_reason = result.answer.finish_reason == "length" ? "length"
+                             : completion.reply.tool_calls.empty()   ? "stop"
+                                                                     : "tool_calls";
+  completion.prompt_tokens = request.prompt.size();
+  completion.completion_tokens = static_cast<int64_t>(result.answer.ids.size());
+  completion.cached_tokens = result.answer.cached_tokens;
+  Decision decision;
+  decision.tokens = std::move(result.answer.ids);
+  decision.logprobs = std::move(result.answer.logprobs);
+  decision.finish_reason = result.answer.finish_reason;
+  if (decision.finish_reason == "abort") {
+    episode_->submit(decision);  // recorded; the episode ends as aborted
+    ++failures_;
+    last_failure_ = "the LLM server aborted the generation";
+    throw GatewayError(502, "upstream_error", "upstream_aborted", last_failure_);
+  }
+  held_ = Held{std::move(decision), reply_key(completion.reply), completion};
+  return completion;
+}
+
+void GatewaySession::reward(double reward, const std::string& status) {
+  const std::optional<EpisodeStatus> parsed = parse_status(status);
+  if (!parsed) {
+    throw bad_request("bad_status",
+                      "status " + quote(status) + " is not one of completed, truncated, aborted, failed",
+                      "status");
+  }
+  if (ended_) {
+    throw GatewayError(409, "invalid_request_error", "session_ended",
+                       "session " + quote(id_) + " already has its reward", "session_id");
+  }
+  if (!episode_) {
+    throw GatewayError(409, "invalid_request_error", "session_empty",
+                       "session " + quote(id_) + " has no call yet: nothing to reward", "session_id");
+  }
+  if (!episode_->done()) {
+    if (held_) {
+      const bool truncated = *parsed == EpisodeStatus::kTruncated;
+      env_->stage_step({}, reward, !truncated, truncated);
+      episode_->submit(held_->decision);
+      held_.reset();
+    } else {
+      Decision failed;
+      failed.failed = true;
+      failed.error = "the rollout ended while a request was pending (the last upstream call failed)";
+      episode_->submit(failed);
+    }
+  }
+  parts_.push_back(episode_->finish());
+  Trajectory t = merge(std::move(parts_));
+  parts_.clear();
+  t.reward = reward;
+  if (t.status != *parsed) {
+    t.status = *parsed;
+    if (t.reason.empty()) t.reason = "as reported by the trainer";
+  }
+  t.env = "gateway";
+  t.metadata["gateway_session"] = id_;
+  t.metadata["history_edits"] = std::to_string(history_edits_);
+  t.metadata["upstream_calls"] = std::to_string(calls_);
+  t.metadata["upstream_failures"] = std::to_string(failures_);
+  if (!last_failure_.empty()) t.metadata["upstream_last_failure"] = last_failure_;
+  t.metadata["retries_served"] = std::to_string(retries_);
+  std::string cached;
+  int64_t cached_total = 0;
+  for (size_t i = 0; i < cached_tokens_.size(); ++i) {
+    cached += (i ? "," : "") + std::to_string(cached_tokens_[i]);
+    cached_total += cached_tokens_[i];
+  }
+  t.metadata["upstream_cached_tokens"] = cached;
+  t.metadata["upstream_cached_tokens_total"] = std::to_string(cached_total);
+  for (const auto& [key, value] : config_.metadata) t.metadata[key] = value;
+  t.validate();
+  trajectory_ = std::move(t);
+  episode_.reset();
+  env_ = nullptr;
+  ended_ = true;
+}
+
+nlohmann::json GatewaySession::state() const {
+  nlohmann::json out;
+  out["session_id"] = id_;
+  out["rollout_id"] = config_.rollout_id;
+  out["ended"] = ended_;
+  if (trajectory_) {
+    out["status"] = std::string(episode_status_name(trajectory_->status));
+    out["segments"] = trajectory_->segments.size();
+    out["compactions"] = trajectory_->compactions;
+    out["reward"] = trajectory_->reward;
+  } else if (episode_) {
+    out["status"] = episode_->done() ? std::string(episode_status_name(episode_->status())) : "running";
+    if (!episode_->reason().empty()) out["reason"] = episode_->reason();
+    out["window_tokens"] = episode_->context().tokens();
+    out["compactions"] = episode_->context().compactions();
+    out["turns"] = episode_->turn();
+  } else {
+    out["status"] = "empty";
+  }
+  out["messages"] = known_.size();
+  out["history_edits"] = history_edits_;
+  out["upstream_calls"] = calls_;
+  out["upstream_failures"] = failures_;
+  out["retries_served"] = retries_;
+  out["budget"] = {
+      {"capacity", config_.budget.capacity},       {"reserve", config_.budget.reserve},
+      {"tail_k", config_.budget.tail_k},           {"per_turn_cap", config_.budget.per_turn_cap},
+      {"summary_cap", config_.budget.summary_cap}, {"max_compactions", config_.budget.max_compactions}};
+  return out;
+}
+
+}  // namespace crl::server::gateway

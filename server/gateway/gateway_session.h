@@ -1,0 +1,127 @@
+#pragma once
+// One gateway session: a harness's growing message list mapped onto a compacted window (PROTOCOL.md
+// section 5), on the engine's Episode (harness_env.h says how).
+//
+// Mapping. The session keeps the key of every harness message its window holds (chat_messages.h
+// message_key) and the answer it gave last. A call whose messages are
+//  * the known ones, then the harness's copy of our last answer, then new messages: the answer is submitted
+//    with the new messages as its observation (environment tokens, never trainable); the episode then checks
+//    the trigger on the request to be sent and, when it fires, the summary request (window + instruction)
+//    goes to the same upstream, its segment is recorded (fully trainable) and the window is rebuilt
+//    (system + resume(summary) + newest k atomic steps, k = tail_k -> 0; copied tokens never trainable);
+//    then the execution request is forwarded;
+//  * exactly the known ones while an answer is held: a retry, answered with the stored answer (nothing is
+//    sampled twice);
+//  * exactly the known ones with no answer held (the last upstream call failed): the pending request is
+//    sent again;
+//  * anything else (a harness that rewrote or dropped earlier messages, changed its tools): the current
+//    window is closed (its held answer kept) and a new execution segment starts from the messages as given,
+//    counted in the export's metadata (history_edits); never an error.
+// Everything forwarded is the episode's own request: the prompt ids sent upstream are the ids the export's
+// segments hold, and the recorded response ids and log-probs are the upstream's, never re-tokenized.
+//
+// Not thread-safe: the gateway holds `mutex` around every call.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/budget.h"
+#include "engine/trajectory.h"
+#include "envs/episode.h"
+#include "server/gateway/chat_messages.h"
+#include "server/gateway/harness_env.h"
+#include "server/gateway/message_render.h"
+#include "server/gateway/upstream.h"
+#include "server/metrics.h"
+
+namespace crl::server::gateway {
+
+// What every session of a gateway shares.
+struct GatewayShared {
+  std::unique_ptr<MessageRenderer> renderer;
+  std::shared_ptr<const Codec> codec;  // make_harness_codec over the text codec
+  std::unique_ptr<Upstream> upstream;
+  ServerMetrics* metrics = nullptr;  // may be null (tests)
+  std::string model = "crl-gateway";
+};
+
+struct SessionConfig {
+  Budget budget;
+  uint64_t seed = 0;
+  int64_t group_index = 0, sample_index = 0;
+  std::string rollout_id;  // default: the session id
+  llm::SamplingParams sampling;
+  std::map<std::string, std::string> metadata;  // copied into every exported segment
+};
+
+// One call of a harness, whatever API carried it.
+struct ChatTurn {
+  std::vector<Message> messages;
+  nlohmann::json tools;    // null or the OpenAI tools list
+  int64_t max_tokens = 0;  // 0: the budget decides alone
+  std::optional<double> temperature, top_p;
+  std::optional<int> top_k;
+  std::string routing_key;  // X-SMG-Routing-Key from the harness, else the session id
+};
+
+struct Completion {
+  std::string id;  // chatcmpl-...
+  int64_t created = 0;
+  AssistantReply reply;
+  std::string finish_reason;  // stop | length | tool_calls
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+};
+
+class GatewaySession {
+ public:
+  GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config);
+
+  // Throws GatewayError (OpenAI-shaped) for bad input, an ended session or an upstream failure; a failure
+  // leaves everything recorded as it was.
+  Completion chat(const ChatTurn& turn);
+  // Ends the rollout (`status`: completed | truncated | aborted | failed); the held answer is recorded.
+  void reward(double reward, const std::string& status);
+  bool ended() const { return ended_; }
+  // The finished rollout (after reward()).
+  const Trajectory& trajectory() const { return *trajectory_; }
+  nlohmann::json state() const;
+  const std::string& id() const { return id_; }
+
+  std::mutex mutex;
+
+ private:
+  struct Held {
+    Decision decision;
+    uint64_t key = 0;  // reply_key of what the harness will copy back
+    Completion completion;
+  };
+  void start_part(const ChatTurn& turn, std::vector<uint64_t> keys);
+  // Ends the current part (the held answer submitted as its last turn) and keeps its trajectory.
+  void close_part(const std::string& why);
+  Completion drive(const ChatTurn& turn);
+  UpstreamResult call_upstream(const Request& request, const ChatTurn& turn, int64_t max_new_tokens);
+  [[noreturn]] void fail_call(const UpstreamResult& result);
+  [[noreturn]] void throw_done() const;
+
+  std::string id_;
+  const GatewayShared& shared_;
+  SessionConfig config_;
+  std::unique_ptr<Episode> episode_;
+  HarnessEnv* env_ = nullptr;  // owned by episode_
+  std::vector<uint64_t> known_;
+  uint64_t tools_key_ = 0;
+  std::optional<Held> held_;
+  std::vector<Trajectory> parts_;
+  std::optional<Trajectory> trajectory_;
+  bool ended_ = false;
+  int history_edits_ = 0;
+  uint64_t calls_ = 0, retries_ = 0, failures_ = 0;
+  std::string last_failure_;
+  std::vector<int64_t> cached_tokens_;  // per successful upstream call, in order
+};
+
+}  // namespace crl::server::gateway

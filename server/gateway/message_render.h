@@ -1,0 +1,49 @@
+#pragma once
+// Messages -> token ids with the session's tokenizer and chat template (engine/chat_template.h). Only the
+// template's own strings become special tokens: message text is ordinary text whatever it holds (the same
+// rule as the text codec, envs/codec.cpp), so a harness cannot forge a turn boundary.
+//
+// The window of a session is written in two ways that must agree token for token:
+//  * first_prompt(): the messages of a session's first call (or of a history the harness rewrote), as the
+//    system turn (with the tools block appended, Qwen-style) and everything after it;
+//  * observation(): what follows a sampled assistant action: the close of the assistant turn when the
+//    action did not sample it, then the new messages' turns.
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/tokenizer.h"
+#include "server/gateway/chat_messages.h"
+
+namespace crl::server::gateway {
+
+class MessageRenderer {
+ public:
+  // Throws crl::Error when the tokenizer lacks the template's end-of-turn token.
+  MessageRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat);
+
+  void first_prompt(std::span<const Message> messages, const nlohmann::json& tools,
+                    std::vector<TokenId>& system, std::vector<TokenId>& rest) const;
+  std::vector<TokenId> observation(std::span<const TokenId> action, std::span<const Message> messages) const;
+  // The text of a plain-completion prompt (content only: no special tokens).
+  std::vector<TokenId> text(std::string_view text) const { return tokenizer_->encode_ordinary(text); }
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::shared_ptr<const Tokenizer>& tokenizer_ptr() const { return tokenizer_; }
+  const ChatTemplate& chat() const { return chat_; }
+  TokenId end_of_turn() const { return end_of_turn_; }
+
+ private:
+  // Appends a message's turn to `pieces`; texts made here live in `held`.
+  void add_turn(const Message& message, std::vector<TextPiece>& pieces, std::deque<std::string>& held) const;
+
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  ChatTemplate chat_;
+  TokenId end_of_turn_ = 0;
+};
+
+}  // namespace crl::server::gateway

@@ -1,0 +1,89 @@
+#include "server/gateway/upstream.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_future.hpp>
+
+namespace crl::server::gateway {
+
+namespace asio = boost::asio;
+
+Upstream::Upstream(UpstreamOptions options) : options_(std::move(options)), work_(io_.get_executor()) {
+  llm::HttpClientOptions http;
+  http.endpoint = llm::parse_base_url(options_.base_url, "option --llm");
+  http.max_in_flight = options_.max_in_flight;
+  http.request_timeout_s = options_.request_timeout_s;
+  http.max_retries = options_.max_retries;
+  http.backoff_s = options_.backoff_s;
+  client_ = std::make_unique<llm::HttpClient>(io_, http);
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+Upstream::~Upstream() {
+  client_->cancel();
+  work_.reset();
+  io_.stop();
+  thread_.join();
+}
+
+UpstreamResult Upstream::generate(const UpstreamCall& call) {
+  llm::GenerateCall generate;
+  generate.prompt = call.prompt;
+  generate.max_new_tokens = call.max_new_tokens;
+  generate.sampling_seed = call.sampling_seed;
+  generate.rid = call.rid;
+  std::string body;
+  llm::write_request(options_.api, generate, call.sampling, body);
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (!call.routing_key.empty()) headers.emplace_back("X-SMG-Routing-Key", call.routing_key);
+  // The coroutine runs on the io thread (the client is not thread-safe); this thread waits for its result.
+  std::future<llm::HttpResponse> pending = asio::co_spawn(
+      io_, client_->post(llm::api_path(options_.api), std::move(body), std::move(headers)), asio::use_future);
+  const llm::HttpResponse response = pending.get();
+  UpstreamResult out;
+  out.seconds = response.seconds;
+  switch (response.outcome) {
+    case llm::HttpOutcome::kOk:
+      break;
+    case llm::HttpOutcome::kTimeout:
+      out.status = 504;
+      out.code = "upstream_timeout";
+      out.error = "the LLM server did not answer within " + std::to_string(options_.request_timeout_s) +
+                  " s: " + response.error;
+      out.retry_after = 1;
+      return out;
+    case llm::HttpOutcome::kHttpError: {
+      const bool retry = response.status >= 500 || response.status == 429;
+      out.status = retry ? (response.status == 429 ? 429 : 502) : 502;
+      out.code = response.status == 429 ? "upstream_rate_limited" : "upstream_error";
+      out.error = "the LLM server answered HTTP " + std::to_string(response.status) + ": " +
+                  response.body.substr(0, 300);
+      out.retry_after = retry ? 1 : 0;
+      return out;
+    }
+    case llm::HttpOutcome::kConnectionError:
+    case llm::HttpOutcome::kCancelled:
+      out.status = 503;
+      out.code = "upstream_unavailable";
+      out.error = "the LLM server could not be reached: " + response.error;
+      out.retry_after = 1;
+      return out;
+  }
+  out.answer = llm::parse_response(options_.api, response.body, options_.vocab_size);
+  if (!out.answer.ok) {
+    out.status = 502;
+    out.code = "upstream_malformed";
+    out.error = "the LLM server's answer is malformed: " + out.answer.error;
+    return out;
+  }
+  if (static_cast<int64_t>(out.answer.ids.size()) > call.max_new_tokens) {
+    out.status = 502;
+    out.code = "upstream_malformed";
+    out.error = "the LLM server answered " + std::to_string(out.answer.ids.size()) +
+                " tokens but max_new_tokens was " + std::to_string(call.max_new_tokens);
+    return out;
+  }
+  out.ok = true;
+  return out;
+}
+
+}  // namespace crl::server::gateway

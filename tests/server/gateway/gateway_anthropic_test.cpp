@@ -1,0 +1,122 @@
+// The Anthropic Messages API on the gateway's sessions: system, content blocks, tool_use / tool_result,
+// streaming events, count_tokens, the session from x-api-key or a Bearer token, Anthropic-shaped errors.
+#include "tests/server/gateway/gateway_fixture.h"
+
+namespace crl::server::gateway::testing {
+namespace {
+
+struct Claude {
+  Claude(uint16_t port, std::string id) : client(port), id(std::move(id)) {}
+  server::testing::Reply post(const json& body, const std::string& suffix = "") {
+    return client.call("POST", "/v1/sessions/" + id + "/v1/messages" + suffix, body.dump());
+  }
+  server::testing::HttpClient client;
+  std::string id;
+};
+
+const json kTools = json::array(
+    {{{"name", "shell"}, {"description", "run a command"}, {"input_schema", {{"type", "object"}}}}});
+
+TEST(GatewayAnthropic, MessagesWithToolUseAndToolResultStayInOneWindow) {
+  Bench bench;
+  Claude c(bench.port(), "claude");
+  json messages = json::array(
+      {{{"role", "user"},
+        {"content", json::array({{{"type", "text"}, {"text", "marker=a1 please call the tool"}}})}}});
+  json body = {{"model", "claude-test"},
+               {"max_tokens", 100},
+               {"system", "You are a test agent."},
+               {"tools", kTools},
+               {"messages", messages}};
+  const auto counted = c.post(body, "/count_tokens");
+  const auto first = c.post(body);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json answer = json::parse(first.body);
+  EXPECT_EQ(answer["type"], "message");
+  EXPECT_EQ(answer["stop_reason"], "tool_use");
+  ASSERT_EQ(answer["content"].size(), 1u);
+  EXPECT_EQ(answer["content"][0]["type"], "tool_use");
+  EXPECT_EQ(answer["content"][0]["input"], json({{"cmd", "ls -la"}}));
+  // The harness's copy of the answer plus a tool_result block and text.
+  messages.push_back({{"role", "assistant"}, {"content", answer["content"]}});
+  messages.push_back({{"role", "user"},
+                      {"content", json::array({{{"type", "tool_result"},
+                                                {"tool_use_id", answer["content"][0]["id"]},
+                                                {"content", "a b c"}},
+                                               {{"type", "text"}, {"text", "go on"}}})}});
+  body["messages"] = messages;
+  const auto second = c.post(body);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(json::parse(second.body)["content"][0]["text"], "ack a1 1");
+  EXPECT_EQ(json::parse(second.body)["stop_reason"], "end_turn");
+  EXPECT_EQ(json::parse(c.client.call("GET", "/v1/sessions/claude").body)["history_edits"], 0);
+  const auto tokenizer = make_tokenizer("byte");
+  const std::string prompt = tokenizer->decode(bench.upstream->calls()[1].prompt);
+  EXPECT_NE(prompt.find("<tool_response>\na b c\n</tool_response>"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("<tools>"), std::string::npos);
+  // count_tokens is the size of the prompt that was then sent.
+  ASSERT_EQ(counted.status, 200) << counted.body;
+  EXPECT_EQ(json::parse(counted.body)["input_tokens"].get<size_t>(),
+            bench.upstream->calls()[0].prompt.size());
+}
+
+TEST(GatewayAnthropic, StreamingEventsAndApiKeySessions) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const json body = {
+      {"max_tokens", 50}, {"stream", true}, {"messages", {{{"role", "user"}, {"content", "marker=k1 hi"}}}}};
+  const auto reply = client.call("POST", "/v1/messages", body.dump(), "application/json", "",
+                                 {{"x-api-key", "keyed-session"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.content_type, "text/event-stream");
+  std::vector<std::string> events;
+  std::string text;
+  size_t at = 0;
+  while ((at = reply.body.find("event: ", at)) != std::string::npos) {
+    const size_t eol = reply.body.find('\n', at);
+    events.push_back(reply.body.substr(at + 7, eol - at - 7));
+    const size_t data = reply.body.find("data: ", eol);
+    const json payload = json::parse(reply.body.substr(data + 6, reply.body.find("\n\n", data) - data - 6));
+    EXPECT_EQ(payload["type"], events.back());
+    if (events.back() == "content_block_delta") text += payload["delta"]["text"].get<std::string>();
+    at = data;
+  }
+  const std::vector<std::string> expected = {"message_start",       "content_block_start",
+                                             "content_block_delta", "content_block_stop",
+                                             "message_delta",       "message_stop"};
+  EXPECT_EQ(events, expected);
+  EXPECT_EQ(text, "ack k1 0");
+  EXPECT_EQ(client.call("GET", "/v1/sessions/keyed-session").status, 200);
+  const auto bearer =
+      client.call("POST", "/v1/messages", json{{"max_tokens", 5}, {"messages", body["messages"]}}.dump(),
+                  "application/json", "", {{"Authorization", "Bearer bearer-claude"}});
+  EXPECT_EQ(bearer.status, 200) << bearer.body;
+}
+
+TEST(GatewayAnthropic, ErrorsAreAnthropicShaped) {
+  Bench bench;
+  Claude c(bench.port(), "bad");
+  const auto check = [](const server::testing::Reply& reply, int status, const std::string& type) {
+    EXPECT_EQ(reply.status, status) << reply.body;
+    const json body = json::parse(reply.body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << reply.body;
+    EXPECT_EQ(body["type"], "error");
+    EXPECT_EQ(body["error"]["type"], type);
+  };
+  check(c.post({{"messages", {{{"role", "user"}, {"content", "x"}}}}}), 400,
+        "invalid_request_error");  // no max_tokens
+  check(c.post({{"max_tokens", 5}, {"messages", {{{"role", "system"}, {"content", "x"}}}}}), 400,
+        "invalid_request_error");
+  check(c.post({{"max_tokens", 5}, {"messages", {{{"role", "user"}, {"content", {{{"type", "image"}}}}}}}}),
+        400, "invalid_request_error");
+  check(c.post({{"max_tokens", 5},
+                {"stop_sequences", {"END"}},
+                {"messages", {{{"role", "user"}, {"content", "x"}}}}}),
+        400, "invalid_request_error");
+  check(c.client.call("POST", "/v1/messages", R"({"max_tokens": 5, "messages": []})"), 401,
+        "authentication_error");
+  EXPECT_EQ(bench.upstream->calls().size(), 0u);
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing

@@ -1,0 +1,196 @@
+// Hostile and unlucky input to the gateway: malformed bodies and messages, unknown roles, a session used
+// after its reward, an upstream that is down or too slow, a harness that rewrites its history, a body over
+// the limit. Every answer is an OpenAI-shaped error (or, for an edited history, a recorded new segment),
+// the server stays up, and nothing already recorded is lost.
+#include "tests/server/gateway/gateway_fixture.h"
+
+namespace crl::server::gateway::testing {
+namespace {
+
+void expect_openai_error(const server::testing::Reply& reply, int status, const std::string& code,
+                         const std::string& param = "") {
+  EXPECT_EQ(reply.status, status) << reply.body;
+  const json body = json::parse(reply.body, nullptr, false);
+  ASSERT_TRUE(body.is_object() && body.contains("error")) << reply.body;
+  EXPECT_EQ(body["error"]["code"], code) << reply.body;
+  EXPECT_TRUE(body["error"]["message"].is_string());
+  EXPECT_TRUE(body["error"]["type"].is_string());
+  if (!param.empty()) {
+    EXPECT_EQ(body["error"]["param"], param);
+  }
+}
+
+void expect_alive(uint16_t port) {
+  server::testing::HttpClient client(port);
+  EXPECT_EQ(client.call("GET", "/health").status, 200);
+}
+
+TEST(GatewayBadInput, MalformedBodiesAndMessagesAre400) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const std::string path = "/v1/sessions/bad/v1/chat/completions";
+  expect_openai_error(client.call("POST", path, "{not json"), 400, "bad_json");
+  expect_openai_error(client.call("POST", path, "[1,2]"), 400, "bad_json");
+  expect_openai_error(client.call("POST", path, R"({"messages": 3})"), 400, "bad_messages", "messages");
+  expect_openai_error(client.call("POST", path, R"({"messages": []})"), 400, "empty_messages", "messages");
+  expect_openai_error(client.call("POST", path, R"({"messages": [{"role": "wizard", "content": "x"}]})"), 400,
+                      "bad_role", "messages[0].role");
+  expect_openai_error(client.call("POST", path, R"({"messages": [{"role": "user"}]})"), 400, "bad_content",
+                      "messages[0].content");
+  expect_openai_error(
+      client.call("POST", path, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"),
+      400, "bad_content", "messages[0].content[0]");
+  expect_openai_error(
+      client.call("POST", path, R"({"messages": [{"role": "user", "content": "x"}], "n": 2})"), 400,
+      "bad_field", "n");
+  expect_openai_error(
+      client.call("POST", path, R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1})"), 400,
+      "bad_field", "max_tokens");
+  expect_openai_error(client.call("POST", "/v1/sessions/bad%20id/v1/chat/completions",
+                                  R"({"messages": [{"role": "user", "content": "x"}]})"),
+                      400, "bad_session_id");
+  expect_openai_error(client.call("GET", "/v1/sessions/nobody"), 404, "unknown_session");
+  expect_openai_error(client.call("GET", "/v1/sessions/nobody/export"), 404, "unknown_session");
+  // Nothing was sent upstream for any of them.
+  EXPECT_EQ(bench.upstream->calls().size(), 0u);
+  expect_alive(bench.port());
+}
+
+TEST(GatewayBadInput, ASessionEndsWithItsReward) {
+  Bench bench;
+  Harness h(bench.port(), "ended");
+  h.turn();
+  expect_openai_error(h.client.call("GET", "/v1/sessions/ended/export"), 409, "session_running");
+  ASSERT_EQ(h.reward(1).status, 200);
+  h.add("user", "again");
+  expect_openai_error(h.post({{"messages", h.messages}}), 409, "session_ended");
+  expect_openai_error(h.reward(1), 409, "session_ended");
+  expect_openai_error(h.client.call("POST", "/v1/sessions/ended/reward", R"({"reward": "x"})"), 400,
+                      "bad_field");
+  // The rollout is intact.
+  EXPECT_EQ(h.export_json()["segments"].size(), 1u);
+  expect_alive(bench.port());
+}
+
+TEST(GatewayBadInput, UpstreamDownIsA503WithRetryAfterAndNothingIsLost) {
+  GatewayOptions options;
+  options.upstream.max_retries = 0;
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  Harness h(bench.port(), "down");
+  h.turn();
+  h.add("user", "second");
+  h.turn();
+  const size_t recorded = bench.upstream->calls().size();
+  const std::vector<crl::testing::LoggedCall> before = bench.upstream->calls();
+  // The upstream goes away; the harness's next call fails cleanly.
+  bench.upstream.reset();
+  h.add("user", "third");
+  const auto failed = h.post({{"messages", h.messages}});
+  expect_openai_error(failed, 503, "upstream_unavailable");
+  EXPECT_EQ(failed.retry_after, "1");
+  EXPECT_EQ(h.state()["upstream_failures"], 1);
+  expect_alive(bench.port());
+  // The trainer ends the rollout: both answered turns are in the export, the failure in its metadata.
+  ASSERT_EQ(h.reward(0, "failed").status, 200);
+  const json exported = h.export_json();
+  ASSERT_EQ(exported["segments"].size(), 1u);
+  const json& segment = exported["segments"][0];
+  EXPECT_EQ(segment["status"], "failed");
+  EXPECT_EQ(segment["metadata"]["upstream_failures"], "1");
+  int64_t sampled = 0;
+  for (const json& m : segment["loss_mask"]) sampled += m.get<int>();
+  EXPECT_EQ(static_cast<size_t>(sampled), before[0].output.size() + before[1].output.size());
+  EXPECT_EQ(recorded, 2u);
+}
+
+TEST(GatewayBadInput, AFailedCallIsSentAgainOnTheHarnessRetry) {
+  crl::testing::FaultOptions faults;
+  faults.transient_5xx = 1;  // every distinct request body: one 503 first
+  GatewayOptions options;
+  options.upstream.max_retries = 0;
+  Bench bench(llm::ApiKind::kSglang, faults, options);
+  Harness h(bench.port(), "flaky");
+  const json body = {{"messages", h.messages}};
+  const auto first = h.post(body);
+  expect_openai_error(first, 502, "upstream_error");
+  EXPECT_EQ(first.retry_after, "1");
+  const auto second = h.post(body);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(h.state()["upstream_failures"], 1);
+  EXPECT_EQ(h.state()["history_edits"], 0);
+}
+
+TEST(GatewayBadInput, ASlowUpstreamMeetsTheDeadline) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 5;
+  GatewayOptions options;
+  options.upstream.request_timeout_s = 0.2;
+  options.upstream.max_retries = 0;
+  Bench bench(llm::ApiKind::kSglang, faults, options);
+  Harness h(bench.port(), "slow");
+  const auto reply = h.post({{"messages", h.messages}});
+  expect_openai_error(reply, 504, "upstream_timeout");
+  EXPECT_EQ(reply.retry_after, "1");
+  expect_alive(bench.port());
+}
+
+TEST(GatewayBadInput, AnEditedHistoryIsRecordedAsANewSegment) {
+  Bench bench;
+  Harness h(bench.port(), "edited");
+  h.turn();
+  h.add("user", "second");
+  h.turn();
+  // The harness rewrites the first user message (e.g. a context trimmer of its own).
+  h.messages[1]["content"] = "marker=m0 a different task";
+  h.add("user", "third");
+  const json answer = h.turn();
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], "ack m0 2");
+  EXPECT_EQ(h.state()["history_edits"], 1);
+  ASSERT_EQ(h.reward(1).status, 200);
+  const json exported = h.export_json();
+  ASSERT_EQ(exported["segments"].size(), 2u);
+  EXPECT_EQ(exported["segments"][1]["metadata"]["history_edits"], "1");
+  // The new segment's prompt is the history as given.
+  const auto tokenizer = make_tokenizer("byte");
+  const std::string prompt = tokenizer->decode(ids_of(exported["segments"][1]["prompt_ids"]));
+  EXPECT_NE(prompt.find("a different task"), std::string::npos);
+  EXPECT_NE(prompt.find("third"), std::string::npos);
+  // Both answered turns of the first window are kept (nothing lost), and every call is in the export.
+  int64_t sampled = 0;
+  for (const json& m : exported["segments"][0]["loss_mask"]) sampled += m.get<int>();
+  const auto calls = bench.upstream->calls();
+  EXPECT_EQ(static_cast<size_t>(sampled), calls[0].output.size() + calls[1].output.size());
+  EXPECT_EQ(ids_of(exported["segments"][1]["prompt_ids"]), calls[2].prompt);
+}
+
+TEST(GatewayBadInput, ABodyOverTheLimitIs413AndTheServerStaysUp) {
+  HttpOptions http;
+  http.max_body_bytes = 4096;
+  Bench bench(llm::ApiKind::kSglang, {}, {}, http);
+  Harness h(bench.port(), "big");
+  h.add("user", std::string(8000, 'x'));
+  EXPECT_EQ(h.post({{"messages", h.messages}}).status, 413);
+  expect_alive(bench.port());
+  Harness small(bench.port(), "small");
+  small.turn();
+}
+
+TEST(GatewayBadInput, AHistoryPastTheCapacityIsContextLengthExceeded) {
+  Bench bench;
+  Harness h(bench.port(), "huge");
+  h.add("user", std::string(2000, 'y'));
+  expect_openai_error(h.post({{"messages", h.messages}}), 400, "context_length_exceeded");
+  EXPECT_EQ(bench.upstream->calls().size(), 0u);
+  expect_alive(bench.port());
+}
+
+TEST(GatewayBadInput, GatewayRoutesAre404WhenOff) {
+  server::testing::TestServer server;
+  server::testing::HttpClient client(server.port());
+  const auto reply = client.call("POST", "/v1/sessions/x/v1/chat/completions", "{}");
+  EXPECT_EQ(reply.status, 404);
+  EXPECT_NE(reply.body.find("gateway_disabled"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing

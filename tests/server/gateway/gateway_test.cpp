@@ -1,0 +1,344 @@
+// The compaction gateway (server/gateway, PROTOCOL.md section 5) against the stand-in upstream: the mapping
+// of a growing message list onto the compacted window, token exactness of every forwarded call against the
+// export, retries, streaming, tool calls, long sessions, concurrency, routing.
+#include <atomic>
+#include <thread>
+
+#include "envs/codec.h"
+#include "server/gateway/chat_messages.h"
+#include "tests/server/gateway/gateway_fixture.h"
+
+namespace crl::server::gateway::testing {
+namespace {
+
+// Every upstream call of one session matched against its export: an execution call's prompt is the
+// segment's prompt plus the response so far, and what it sampled follows with loss mask 1 and the
+// upstream's log-probs; a summary segment is exactly its call, fully trainable. Returns the calls matched.
+size_t check_exact(const json& exported, const std::vector<crl::testing::LoggedCall>& calls) {
+  size_t c = 0;
+  int64_t sampled_calls = 0, masked = 0;
+  for (const json& segment : exported["segments"]) {
+    const std::vector<TokenId> prompt = ids_of(segment["prompt_ids"]);
+    const std::vector<TokenId> response = ids_of(segment["response_ids"]);
+    const std::vector<TokenId> mask = ids_of(segment["loss_mask"]);
+    for (TokenId m : mask) masked += m;
+    if (segment["kind"] == "summary") {
+      EXPECT_LT(c, calls.size());
+      if (c >= calls.size()) return c;
+      EXPECT_NE(calls[c].rid.find("/summarize/"), std::string::npos);
+      EXPECT_EQ(calls[c].prompt, prompt);
+      EXPECT_EQ(calls[c].output, response);
+      for (TokenId m : mask) EXPECT_EQ(m, 1);
+      sampled_calls += static_cast<int64_t>(calls[c].output.size());
+      ++c;
+      continue;
+    }
+    std::vector<TokenId> full = prompt;
+    full.insert(full.end(), response.begin(), response.end());
+    bool first = true;
+    while (c < calls.size() && calls[c].rid.find("/execute/") != std::string::npos &&
+           calls[c].prompt.size() <= full.size() &&
+           std::equal(calls[c].prompt.begin(), calls[c].prompt.end(), full.begin())) {
+      if (first) EXPECT_EQ(calls[c].prompt, prompt) << "a window opens with the prompt the export says";
+      first = false;
+      const size_t at = calls[c].prompt.size() - prompt.size();
+      EXPECT_LE(at + calls[c].output.size(), response.size());
+      for (size_t i = 0; i < calls[c].output.size() && at + i < response.size(); ++i) {
+        EXPECT_EQ(response[at + i], calls[c].output[i]);
+        EXPECT_EQ(mask[at + i], 1);
+        EXPECT_EQ(segment["rollout_log_probs"][at + i].get<float>(), calls[c].logprobs[i]);
+      }
+      sampled_calls += static_cast<int64_t>(calls[c].output.size());
+      ++c;
+    }
+    EXPECT_FALSE(first) << "an execution segment with no upstream call";
+  }
+  EXPECT_EQ(c, calls.size()) << "every upstream call is in the export";
+  EXPECT_EQ(masked, sampled_calls) << "trainable tokens are exactly the sampled ones";
+  return c;
+}
+
+// Provenance 0 prompt, 1 environment, 2 sampled, 3 copied summary, 4 copied tail: only sampled is trainable.
+void check_masks(const json& exported) {
+  for (const json& segment : exported["segments"]) {
+    const auto& provenance = segment["response_provenance"];
+    for (size_t i = 0; i < provenance.size(); ++i) {
+      const bool sampled = provenance[i] == "SAMPLED";
+      EXPECT_EQ(segment["loss_mask"][i].get<int>(), sampled ? 1 : 0) << provenance[i];
+    }
+  }
+}
+
+TEST(Gateway, OneTurnIsForwardedAndExportedTokenExact) {
+  Bench bench;
+  Harness h(bench.port(), "one-turn");
+  const json answer = h.turn();
+  EXPECT_EQ(answer["object"], "chat.completion");
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], "ack m0 0");
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "stop");
+  ASSERT_EQ(h.reward(1.0).status, 200);
+  const json exported = h.export_json();
+  ASSERT_EQ(exported["segments"].size(), 1u);
+  const json& segment = exported["segments"][0];
+  EXPECT_EQ(segment["kind"], "execution");
+  EXPECT_EQ(segment["reward"], 1.0);
+  EXPECT_EQ(segment["status"], "completed");
+  // The prompt is the ChatML rendering of the two messages plus the assistant header, byte for byte.
+  const std::string rendered =
+      "<|im_start|>system\nYou are a test agent.<|im_end|>\n<|im_start|>user\nmarker=m0 do the "
+      "task<|im_end|>\n<|im_start|>assistant\n";
+  const auto tokenizer = make_tokenizer("byte");
+  EXPECT_EQ(tokenizer->decode(ids_of(segment["prompt_ids"])), rendered);
+  check_exact(exported, bench.upstream->calls());
+  check_masks(exported);
+}
+
+TEST(Gateway, TriggerFiresOnTheRequestToBeSentAndTheWindowIsRebuilt) {
+  Bench bench;
+  Harness h(bench.port(), "trigger");
+  for (int t = 0; t < 40; ++t) {
+    h.turn();
+    h.add("user", "observation " + std::to_string(t) + ": the build printed 42 lines, all fine.");
+  }
+  ASSERT_EQ(h.reward(0.5).status, 200);
+  const json exported = h.export_json();
+  const auto calls = bench.upstream->calls();
+  check_exact(exported, calls);
+  check_masks(exported);
+
+  const Budget budget = test_budget();
+  const ContextTemplate tmpl = make_text_codec(make_tokenizer("byte"))->context_template();
+  const int64_t instruction = static_cast<int64_t>(tmpl.summary_instruction.size());
+  const int64_t header = static_cast<int64_t>(tmpl.turn_header.size());
+  int summaries = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const int64_t size = static_cast<int64_t>(calls[i].prompt.size());
+    if (calls[i].rid.find("/summarize/") != std::string::npos) {
+      ++summaries;
+      // The trigger fired on the request that would have been sent: window + assistant header.
+      const int64_t h_size = size - instruction + header;
+      EXPECT_LT(budget.capacity - h_size, budget.reserve) << "summary call " << i;
+      // The previous call's request did not trigger.
+      ASSERT_GT(i, 0u);
+      EXPECT_GE(budget.capacity - static_cast<int64_t>(calls[i - 1].prompt.size()), budget.reserve);
+      // The next request is the rebuilt window: system + resume(summary) + newest k steps.
+      ASSERT_LT(i + 1, calls.size());
+      const std::vector<TokenId>& next = calls[i + 1].prompt;
+      const std::vector<TokenId>& first = calls[0].prompt;
+      const size_t system_size =
+          make_tokenizer("byte")->encode("<|im_start|>system\nYou are a test agent.<|im_end|>\n").size();
+      EXPECT_TRUE(std::equal(first.begin(), first.begin() + system_size, next.begin()));
+      EXPECT_TRUE(
+          std::equal(tmpl.resume_prefix.begin(), tmpl.resume_prefix.end(), next.begin() + system_size));
+      std::vector<TokenId> body = calls[i].output;
+      body.pop_back();  // <|im_end|> is not copied
+      EXPECT_TRUE(
+          std::equal(body.begin(), body.end(), next.begin() + system_size + tmpl.resume_prefix.size()));
+      EXPECT_LT(static_cast<int64_t>(next.size()), budget.capacity - budget.reserve);
+    } else {
+      EXPECT_GE(budget.capacity - size, budget.reserve) << "execution call " << i << " over the trigger";
+      EXPECT_LE(calls[i].max_new_tokens, budget.per_turn_cap);
+    }
+  }
+  EXPECT_GE(summaries, 2);
+  // Copied tokens (summary, kept steps) are in the rebuilt windows and never trainable.
+  bool copied = false;
+  for (const json& segment : exported["segments"]) {
+    for (const json& p : segment["prompt_provenance"]) copied = copied || p == "COPIED_SUMMARY";
+  }
+  EXPECT_TRUE(copied);
+  EXPECT_EQ(exported["segments"][0]["metadata"]["history_edits"], "0");
+}
+
+TEST(Gateway, ARetryReturnsTheStoredAnswerWithoutSamplingAgain) {
+  Bench bench;
+  Harness h(bench.port(), "retry");
+  h.turn();
+  h.add("user", "next");
+  const json body = {{"messages", h.messages}};
+  const auto first = h.post(body);
+  ASSERT_EQ(first.status, 200);
+  const size_t calls = bench.upstream->calls().size();
+  const auto again = h.post(body);
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.body, first.body);
+  EXPECT_EQ(bench.upstream->calls().size(), calls);
+  EXPECT_EQ(h.state()["retries_served"], 1);
+}
+
+TEST(Gateway, StreamingSendsOpenAiChunksAndDone) {
+  Bench bench;
+  Harness h(bench.port(), "stream");
+  const auto reply =
+      h.post({{"messages", h.messages}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.content_type, "text/event-stream");
+  ASSERT_GE(reply.body.size(), 14u);
+  EXPECT_EQ(reply.body.substr(reply.body.size() - 14), "data: [DONE]\n\n");
+  std::string content, finish;
+  bool usage = false;
+  size_t at = 0;
+  while ((at = reply.body.find("data: ", at)) != std::string::npos) {
+    const size_t end = reply.body.find("\n\n", at);
+    const std::string payload = reply.body.substr(at + 6, end - at - 6);
+    at = end;
+    if (payload == "[DONE]") break;
+    const json chunk = json::parse(payload);
+    EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+    if (chunk["choices"].empty()) {
+      usage = chunk["usage"]["completion_tokens"].get<int>() > 0;
+      continue;
+    }
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(content, "ack m0 0");
+  EXPECT_EQ(finish, "stop");
+  EXPECT_TRUE(usage);
+}
+
+TEST(Gateway, ToolCallsGoThroughTheTemplateAndComeBackParsed) {
+  Bench bench;
+  Harness h(bench.port(), "tools");
+  const json tools = json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "shell"}, {"description", "run a command"}, {"parameters", {{"type", "object"}}}}}}});
+  h.add("user", "please call the tool");
+  const json answer = h.turn({{"tools", tools}});
+  const json& message = answer["choices"][0]["message"];
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "tool_calls");
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "shell");
+  EXPECT_EQ(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"cmd", "ls -la"}}));
+  EXPECT_TRUE(message["content"].is_null());
+  const auto tokenizer = make_tokenizer("byte");
+  const std::string first_prompt = tokenizer->decode(bench.upstream->calls()[0].prompt);
+  EXPECT_NE(first_prompt.find("<tools>\n{\"function\""), std::string::npos) << first_prompt;
+  // The harness answers the call; the session continues in the same window (no history edit).
+  h.messages.push_back(
+      {{"role", "tool"}, {"tool_call_id", message["tool_calls"][0]["id"]}, {"content", "a b c"}});
+  h.turn({{"tools", tools}});
+  EXPECT_EQ(h.state()["history_edits"], 0);
+  const std::string second = tokenizer->decode(bench.upstream->calls()[1].prompt);
+  EXPECT_NE(second.find("<tool_response>\na b c\n</tool_response>"), std::string::npos) << second;
+  ASSERT_EQ(h.reward(1).status, 200);
+  check_exact(h.export_json(), bench.upstream->calls());
+}
+
+TEST(Gateway, TwoHundredTurnsWithSeveralCompactionsOverOpenAiCompletions) {
+  Bench bench(llm::ApiKind::kOpenAi);
+  Harness h(bench.port(), "long");
+  for (int t = 0; t < 200; ++t) {
+    h.turn();
+    h.add("user", "step " + std::to_string(t) + " output: ok");
+  }
+  const json state = h.state();
+  EXPECT_GE(state["compactions"].get<int>(), 10);
+  EXPECT_EQ(state["history_edits"], 0);
+  ASSERT_EQ(h.reward(1).status, 200);
+  const json exported = h.export_json();
+  EXPECT_EQ(check_exact(exported, bench.upstream->calls()), bench.upstream->calls().size());
+  check_masks(exported);
+  for (const auto& call : bench.upstream->calls()) EXPECT_EQ(call.api, "openai");
+}
+
+TEST(Gateway, SixtyFourConcurrentSessionsDoNotCrossTalk) {
+  Bench bench;
+  constexpr int kSessions = 64, kTurns = 12;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSessions; ++s) {
+    threads.emplace_back([&, s] {
+      Harness h(bench.port(), "conc-" + std::to_string(s), "s" + std::to_string(s));
+      for (int t = 0; t < kTurns; ++t) {
+        const json answer = h.turn();
+        const std::string content = answer["choices"][0]["message"]["content"].get<std::string>();
+        if (content.rfind("ack s" + std::to_string(s) + " ", 0) != 0) ++bad;
+        h.add("user",
+              "session " + std::to_string(s) + " turn " + std::to_string(t) + " padding padding padding");
+      }
+      if (h.reward(s).status != 200) ++bad;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  const auto calls = bench.upstream->calls();
+  for (int s = 0; s < kSessions; ++s) {
+    const std::string id = "conc-" + std::to_string(s);
+    std::vector<crl::testing::LoggedCall> mine;
+    for (const auto& call : calls) {
+      if (call.rid.rfind(id + "/", 0) == 0) mine.push_back(call);
+    }
+    Harness reader(bench.port(), id);
+    const json exported = reader.export_json();
+    EXPECT_EQ(exported["segments"][0]["reward"], static_cast<double>(s));
+    check_exact(exported, mine);
+    for (const auto& call : mine) EXPECT_EQ(call.routing_key, id);
+  }
+}
+
+TEST(Gateway, RoutingKeyRidAndCachedTokensAreForwardedAndRecorded) {
+  Bench bench;
+  Harness h(bench.port(), "route");
+  h.turn();
+  h.add("user", "more");
+  h.turn();
+  const auto calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  for (const auto& call : calls) {
+    EXPECT_EQ(call.routing_key, "route");
+    EXPECT_EQ(call.rid.rfind("route/execute/", 0), 0u) << call.rid;
+  }
+  ASSERT_EQ(h.reward(1).status, 200);
+  const json metadata = h.export_json()["segments"][0]["metadata"];
+  // The stand-in reports half the prompt as cached.
+  EXPECT_EQ(metadata["upstream_cached_tokens"],
+            std::to_string(calls[0].prompt.size() / 2) + "," + std::to_string(calls[1].prompt.size() / 2));
+  EXPECT_EQ(metadata["upstream_calls"], "2");
+}
+
+TEST(Gateway, BearerTokenNamesTheSession) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const json body = {{"messages", {{{"role", "user"}, {"content", "marker=b1 hi"}}}}};
+  const auto reply = client.call("POST", "/v1/chat/completions", body.dump(), "application/json", "",
+                                 {{"Authorization", "Bearer bearer-session"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(json::parse(reply.body)["choices"][0]["message"]["content"], "ack b1 0");
+  EXPECT_EQ(client.call("GET", "/v1/sessions/bearer-session").status, 200);
+  const auto missing = client.call("POST", "/v1/chat/completions", body.dump());
+  EXPECT_EQ(missing.status, 401);
+  EXPECT_EQ(json::parse(missing.body)["error"]["code"], "missing_session");
+}
+
+TEST(Gateway, ExplicitCreateSetsTheBudgetAndDeleteRemoves) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const json create = {{"session_id", "made"},
+                       {"budget", {{"capacity", 2000}, {"reserve", 500}}},
+                       {"group_index", 3},
+                       {"sample_index", 4},
+                       {"metadata", {{"task", "t-1"}}}};
+  const auto created = client.call("POST", "/v1/sessions", create.dump());
+  ASSERT_EQ(created.status, 200) << created.body;
+  EXPECT_EQ(json::parse(created.body)["budget"]["capacity"], 2000);
+  EXPECT_EQ(client.call("POST", "/v1/sessions", create.dump()).status, 409);
+  Harness h(bench.port(), "made");
+  h.turn();
+  ASSERT_EQ(h.reward(1).status, 200);
+  const json segment = h.export_json()["segments"][0];
+  EXPECT_EQ(segment["group_index"], "3");
+  EXPECT_EQ(segment["metadata"]["task"], "t-1");
+  EXPECT_EQ(client.call("DELETE", "/v1/sessions/made").status, 200);
+  EXPECT_EQ(client.call("GET", "/v1/sessions/made").status, 404);
+  const json bad = {{"budget", {{"capacity", 100}, {"reserve", 500}}}};
+  const auto refused = client.call("POST", "/v1/sessions", bad.dump());
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(json::parse(refused.body)["error"]["code"], "bad_budget");
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing
