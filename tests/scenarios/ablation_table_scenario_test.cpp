@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "engine/file_io.h"
+#include "envs/registry.h"
+#include "policies/neural/neural_policy.h"
+#include "proto/checkpoint.pb.h"
 #include "scenarios/ablation_table.h"
 #include "scenarios/report.h"
 #include "scenarios/runner.h"
@@ -53,8 +56,8 @@ TEST(AblationTableScenario, ShippedFileHasTenSeedsThePapersArmsAndATableOfExisti
   EXPECT_GE(spec.seeds.size(), 10u);
   const std::set<uint64_t> distinct(spec.seeds.begin(), spec.seeds.end());
   EXPECT_EQ(distinct.size(), spec.seeds.size());
-  for (const char* name : {"full", "no_cross_gae", "no_summary_loss", "full_context", "no_memory", "rule",
-                           "pretrained_frozen"}) {
+  for (const char* name : {"full", "no_cross_gae", "no_token_loss", "no_summary_loss", "full_context",
+                           "no_memory", "rule", "pretrained_frozen"}) {
     EXPECT_NE(arm_named(spec, name), nullptr) << name;
   }
   // The hard, shortcut-free view for every arm, one training configuration for all.
@@ -76,6 +79,10 @@ TEST(AblationTableScenario, ShippedFileHasTenSeedsThePapersArmsAndATableOfExisti
   EXPECT_EQ(l.critic_per_actor(), 2);
   // Each ablation is its one switch.
   EXPECT_FALSE(arm_named(spec, "no_cross_gae")->setup.learner().correction());
+  EXPECT_TRUE(l.token_level_normalization());
+  EXPECT_GT(l.ppo_epochs(), 1);
+  EXPECT_GT(l.minibatches(), 1);
+  EXPECT_FALSE(arm_named(spec, "no_token_loss")->setup.learner().token_level_normalization());
   EXPECT_TRUE(arm_named(spec, "no_summary_loss")->setup.learner().summary_loss_masked());
   EXPECT_EQ(policy_params(arm_named(spec, "no_memory")->setup).at("summary"), "none");
   EXPECT_EQ(policy_params(arm_named(spec, "rule")->setup).at("summary"), "rule");
@@ -142,6 +149,27 @@ TEST(AblationTableScenario, AReducedRunWritesTheTable4ReportAndItsGateFollowsThe
     if (a.name == "full") a.mean_accuracy = mean_of(result, "no_memory") + 0.10;
   }
   EXPECT_TRUE(gap_gate(better).pass);
+}
+
+// The pretrained_frozen arm: pretrained with learned summaries (frozen_summary false), its state loaded into
+// the arm's frozen_summary policy. The frozen copy must be the TRAINED summarizer; with the shared-trunk
+// network it was the pretraining policy's initialisation (its frozen copy, never used while summaries
+// learn), so the arm was a strawman uniform-like summarizer.
+TEST(AblationTableScenario, APretrainedSummarizerIsFrozenAtItsTrainedParameters) {
+  const std::unique_ptr<Env> env = make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}});
+  const PolicyTarget target{&env->spec(), make_codec("symbolic", env->spec())};
+  neural::NeuralPolicy live(target, neural::NeuralConfig{});
+  live.initialize(7);
+  for (float& p : live.network().parameters()) p += 0.25f;  // as if trained: away from the initialisation
+  proto::checkpoint::PolicyState state;
+  live.save(state);
+  neural::NeuralConfig frozen_config;
+  frozen_config.frozen_summary = true;
+  neural::NeuralPolicy frozen(target, frozen_config);
+  frozen.initialize(17);
+  frozen.load(state, "pretrain");
+  EXPECT_EQ(frozen.summary_network().parameters(), live.network().parameters());
+  EXPECT_EQ(frozen.network().parameters(), live.network().parameters());
 }
 
 }  // namespace
