@@ -410,8 +410,12 @@ void NeuralPolicy::do_save(proto::checkpoint::PolicyState& out) const {
   live->mutable_parameters()->Add(network_.parameters().begin(), network_.parameters().end());
   save_adam(actor_adam_, live->mutable_actor_adam());
   save_adam(critic_adam_, live->mutable_critic_adam());
+  // The copy that writes this policy's summaries: the frozen one, or the live network when summaries learn.
+  // So a policy pretrained with learned summaries and loaded into a frozen_summary policy (the pretrain
+  // stage, scenarios/runner.cpp) is frozen at its trained summarizer, not at its initialisation (issue 15).
   auto* frozen = n->add_head();
-  frozen->mutable_parameters()->Add(frozen_.parameters().begin(), frozen_.parameters().end());
+  const Network& summaries = summary_network();
+  frozen->mutable_parameters()->Add(summaries.parameters().begin(), summaries.parameters().end());
 }
 
 void NeuralPolicy::do_load(const proto::checkpoint::PolicyState& state, const std::string& where) {
