@@ -102,8 +102,9 @@ TEST(Retention, MissingOrMalformedSourcesAreTypedErrors) {
 
 // A small study whose learned and frozen summarizers read their keep rates from a results folder.
 std::string study(const std::string& folder) {
-  std::string text = "name: \"measured\" seed: 3 tasks: 6\n"
-                     "schedule { batch_size: 6 train_steps: 2 concurrency: 6 env_step_s: 0.1 }\n";
+  std::string text =
+      "name: \"measured\" seed: 3 tasks: 6\n"
+      "schedule { batch_size: 6 train_steps: 2 concurrency: 6 env_step_s: 0.1 }\n";
   text += "summarizer { name: \"learned\" kind: LEARNED retention_results: \"" + folder +
           "\" trained_arm: \"joint\" }\n";
   text += "summarizer { name: \"frozen\" kind: FROZEN retention_results: \"" + folder +
