@@ -151,7 +151,9 @@ inline size_t check_exact(const json& exported, const std::vector<crl::testing::
     while (c < calls.size() && calls[c].rid.find("/execute/") != std::string::npos &&
            calls[c].prompt.size() <= full.size() &&
            std::equal(calls[c].prompt.begin(), calls[c].prompt.end(), full.begin())) {
-      if (first) EXPECT_EQ(calls[c].prompt, prompt) << "a window opens with the prompt the export says";
+      if (first) {
+        EXPECT_EQ(calls[c].prompt, prompt) << "a window opens with the prompt the export says";
+      }
       first = false;
       const size_t at = calls[c].prompt.size() - prompt.size();
       EXPECT_LE(at + calls[c].output.size(), response.size());
