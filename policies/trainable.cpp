@@ -4,6 +4,11 @@
 
 namespace crl {
 
+double Trainable::imitate(const std::vector<Trajectory>&, double) {
+  throw Error("policy " + quote(state_type()), "warm_start",
+              "this policy does not learn from demonstrations (the warm start needs one that does: neural)");
+}
+
 void Trainable::save(proto::checkpoint::PolicyState& out) const {
   out.Clear();
   out.set_type(state_type());

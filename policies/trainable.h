@@ -42,6 +42,11 @@ class Trainable {
   // One update of the kind step.kind (critic: the value parameters; actor: the policy parameters).
   virtual void train(const TrainStep& step) = 0;
 
+  // One supervised step on demonstrations (the scenario's warm start, proto WarmStartConfig): raise the
+  // log-likelihood of the demonstrator's answer tokens with the policy's own optimizer settings at `lr`.
+  // Returns the minibatch's mean negative log-likelihood before the step. A policy that cannot learn from
+  // demonstrations throws crl::Error (the default; parse_scenario refuses such a setup first).
+  virtual double imitate(const std::vector<Trajectory>& demonstrations, double lr);
   // The registered policy name a state is saved under ("tabular", "neural").
   virtual std::string state_type() const = 0;
   // A readable description of the parameter shapes, e.g. "4 heads, 37 inputs, 64 hidden"; two states load

@@ -16,6 +16,7 @@
 #include "policies/rollout.h"
 #include "policies/trainable.h"
 #include "scenarios/checkpoint.h"
+#include "scenarios/warm_start.h"
 
 namespace crl::scenarios {
 
@@ -173,6 +174,8 @@ void pretrain(const ArmContext& c, uint64_t seed, Trainable& target, const learn
   Trainable* trainable = dynamic_cast<Trainable*>(policy.get());
   CRL_CHECK(trainable != nullptr, "pretraining a policy that does not learn (checked by parse_scenario)");
   trainable->initialize(seed);
+  // The same base model as the arm's own warm start would give (demonstrations of the arm's environment).
+  warm_start(s.warm_start(), c.train, seed, *trainable, "arm " + quote(c.arm->name) + " warm_start");
   const LearnerConfig& l = s.learner();
   int64_t done = 0, batches = 0;
   while (done < p.episodes()) {
@@ -258,7 +261,9 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   bool have_final_eval = false;
   if (!resumed) {
     if (trainable != nullptr && s.pretrain().episodes() > 0) {
-      pretrain(c, seed, *trainable, learner, schedule, runner, episodes_done);
+      pretrain(c, seed, *trainable, learner, schedule, runner, episodes_done);  // warm-starts its policy
+    } else if (trainable != nullptr) {
+      warm_start(s.warm_start(), c.train, seed, *trainable, "arm " + quote(c.arm->name) + " warm_start");
     }
     CurvePoint start;
     start.episode = 0;

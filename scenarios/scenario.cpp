@@ -127,6 +127,45 @@ void check_pretrain(const Setup& s, int arm, const Locator& at, const EnvSpec& e
   }
 }
 
+// The warm start (proto WarmStartConfig): ranges, an environment with an oracle, and a policy that learns
+// from demonstrations (probed with an empty minibatch, which changes nothing).
+void check_warm_start(const Setup& s, int arm, const Locator& at, const EnvSpec& env_spec,
+                      const std::shared_ptr<const Codec>& codec) {
+  const auto& w = s.warm_start();
+  if (w.episodes() < 0) at.fail(arm, {"warm_start", "episodes"}, "must be >= 0");
+  if (w.episodes() == 0) return;
+  if (w.batch_size() < 1) at.fail(arm, {"warm_start", "batch_size"}, "must be >= 1");
+  if (w.epochs() < 1) at.fail(arm, {"warm_start", "epochs"}, "must be >= 1");
+  if (!(w.lr() > 0.0 && std::isfinite(w.lr()))) at.fail(arm, {"warm_start", "lr"}, "must be > 0");
+  if (w.capacity() < 0) at.fail(arm, {"warm_start", "capacity"}, "must be >= 0 (0: the setup's budget)");
+  if (w.capacity() > 0) {
+    Budget budget = budget_of(s);
+    budget.capacity = w.capacity();
+    try {
+      budget.validate("warm_start");
+    } catch (const Error& e) {
+      at.fail(arm, {"warm_start", "capacity"}, e.message());
+    }
+  }
+  if (s.env().name() != "synthetic") {
+    at.fail(
+        arm, {"warm_start", "episodes"},
+        "environment " + quote(s.env().name()) + " has no oracle to demonstrate (the synthetic suite has)");
+  }
+  const std::unique_ptr<Policy> policy =
+      make_policy(s.policy().name(), sorted(s.policy().params()), PolicyTarget{&env_spec, codec}, "policy");
+  auto* trainable = dynamic_cast<Trainable*>(policy.get());
+  if (trainable == nullptr) {
+    at.fail(arm, {"warm_start", "episodes"},
+            "policy " + quote(s.policy().name()) + " does not learn, so it cannot be warm-started");
+  }
+  try {
+    trainable->imitate({}, w.lr());
+  } catch (const Error& e) {
+    at.fail(arm, {"warm_start", "episodes"}, "policy " + quote(s.policy().name()) + ": " + e.message());
+  }
+}
+
 // Checks one arm's merged setup by building what the runner will build: the environment, the codec, the
 // policy, and the budget; then the learner and training ranges.
 void check_setup(const Setup& s, int arm, const Locator& at) {
@@ -218,6 +257,7 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   if (t.curve_eval_episodes() < 0) at.fail(arm, {"training", "curve_eval_episodes"}, "must be >= 0");
   if (t.checkpoint_every() < 0) at.fail(arm, {"training", "checkpoint_every"}, "must be >= 0");
   check_pretrain(s, arm, at, env->spec(), codec);
+  check_warm_start(s, arm, at, env->spec(), codec);
 }
 
 // The ablation table names arms of the file: the reference, and ablations other than it, each once.

@@ -197,6 +197,7 @@ NeuralPolicy::NeuralPolicy(const PolicyTarget& target, NeuralConfig config)
   frozen_ = network_;
   actor_adam_ = Adam(0, shape.actor_size());
   critic_adam_ = Adam(shape.actor_size(), shape.size());
+  imitation_adam_ = Adam(0, shape.actor_size());
   initialize(0);
 }
 
@@ -206,6 +207,31 @@ void NeuralPolicy::initialize(uint64_t seed) {
   freeze_summary();
   actor_adam_.reset();
   critic_adam_.reset();
+  imitation_adam_.reset();
+}
+
+// The warm start (trainable.h): cross-entropy of the demonstrator's answer slots only (summary decisions of
+// the demonstrations, if any, get no gradient), one Adam step of its own optimizer over the actor part, so
+// that RL then starts with fresh moments. A frozen summarizer is the warm-started network (the paper's frozen
+// arm keeps the base model's summaries), so the frozen copy is retaken after each step.
+double NeuralPolicy::imitate(const std::vector<Trajectory>& demonstrations, double lr) {
+  const TrainingDecisions d = decisions(demonstrations);
+  int answers = 0;
+  for (int g = 0; g < d.batch.groups(); ++g) answers += d.batch.head_of(g) != kSummaryHead;
+  if (answers == 0) return 0.0;
+  const ForwardResult f = network_.forward(d.batch);
+  std::vector<float> dlogp(static_cast<size_t>(d.batch.groups()), 0.0f);
+  std::vector<float> dvalue(dlogp.size(), 0.0f);
+  double loss = 0.0;
+  for (int g = 0; g < d.batch.groups(); ++g) {
+    if (d.batch.head_of(g) == kSummaryHead) continue;
+    dlogp[g] = -1.0f / static_cast<float>(answers);
+    loss -= f.logp[g];
+  }
+  const std::vector<float> grad = network_.backward(d.batch, f, dlogp, dvalue);
+  imitation_adam_.step(network_.parameters(), grad, lr);
+  if (config_.frozen_summary) freeze_summary();
+  return loss / answers;
 }
 
 Decision NeuralPolicy::decide(const Request& request) const {

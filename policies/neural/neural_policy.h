@@ -84,6 +84,7 @@ class NeuralPolicy final : public Policy, public Trainable {
 
   void initialize(uint64_t seed) override;
   void train(const TrainStep& step) override;
+  double imitate(const std::vector<Trajectory>& demonstrations, double lr) override;
   std::string state_type() const override { return "neural"; }
   // "shared trunk, 4 heads, I inputs, H hidden" (the featurizer's inputs depend on the environment's
   // vocabulary).
@@ -127,6 +128,7 @@ class NeuralPolicy final : public Policy, public Trainable {
   Featurizer featurizer_;
   Network network_, frozen_;
   Adam actor_adam_, critic_adam_;
+  Adam imitation_adam_;  // the warm start's own moments (not checkpointed: a warm start never resumes)
 };
 
 }  // namespace crl::neural
