@@ -47,6 +47,10 @@ ScenarioSpec reduced() {
     t->set_curve_eval_episodes(6);
     arm.setup.mutable_learner()->set_warmup_batches(1);
     if (arm.setup.has_pretrain()) arm.setup.mutable_pretrain()->set_episodes(32);
+    if (arm.setup.has_warm_start()) {
+      arm.setup.mutable_warm_start()->set_episodes(64);
+      arm.setup.mutable_warm_start()->set_epochs(1);
+    }
   }
   return spec;
 }
@@ -69,7 +73,12 @@ TEST(AblationTableScenario, ShippedFileHasTenSeedsThePapersArmsAndATableOfExisti
     EXPECT_EQ(arm.setup.training().SerializeAsString(), full->setup.training().SerializeAsString())
         << arm.name;
     EXPECT_EQ(arm.setup.policy().params().at("hidden"), "64") << arm.name;
+    // The same base model for every arm: full-context oracle demonstrations, answers only (warm_start.h).
+    EXPECT_EQ(arm.setup.warm_start().SerializeAsString(), full->setup.warm_start().SerializeAsString())
+        << arm.name;
   }
+  EXPECT_GT(full->setup.warm_start().episodes(), 0);
+  EXPECT_GT(full->setup.warm_start().capacity(), budget_of(full->setup).capacity);
   // The full method is the paper's configuration.
   const auto& l = full->setup.learner();
   EXPECT_EQ(l.lambda_mode(), proto::scenario::LearnerConfig::ADAPTIVE);
