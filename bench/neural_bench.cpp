@@ -12,6 +12,12 @@
 //                                  items = updates, counter episodes/s = episodes trained per second
 //   BM_NeuralEpisodes/N            act() driving N synthetic episodes; items = episodes
 //   BM_NeuralCudaForwardBackward/N the CUDA twin of BM_NeuralForwardBackward (skipped without a device)
+// The hard view of scenarios/ablation_table.pbtxt (namespace hard, 48 records, `features: raw`, its budget):
+//   BM_NeuralHardEpisodes/N        act() driving N hard episodes (8-14 compactions each); items = episodes
+//   BM_NeuralHardPpoUpdate/E/M     one clipped-PPO actor update on 32 hard episodes; /1/1 is the baseline,
+//                                  /2/4 the ablation table's setting; items = updates
+//   BM_NeuralHardWarmStart/N       one warm-start step (NeuralPolicy::imitate) on N full-context oracle
+//                                  demonstrations (scenarios/warm_start.h); items = demonstrations
 #include <benchmark/benchmark.h>
 
 #include "engine/runner.h"
@@ -21,6 +27,7 @@
 #include "policies/neural/cuda/network_cuda.h"
 #include "policies/neural/neural_policy.h"
 #include "policies/rollout.h"
+#include "scenarios/warm_start.h"
 
 namespace crl::neural {
 namespace {
@@ -180,6 +187,81 @@ void BM_NeuralPpoUpdate(benchmark::State& state) {
   state.counters["clip_fraction"] = stats.clip_fraction;
 }
 
+// The ablation table's view and budget (scenarios/ablation_table.pbtxt).
+struct HardSetup {
+  std::map<std::string, std::string> params{{"namespace", "hard"}, {"view", "symbolic"}, {"split", "train"}};
+  std::unique_ptr<Env> env = make_env("synthetic", params);
+  std::shared_ptr<const Codec> codec = make_codec("symbolic", env->spec());
+  NeuralPolicy policy{PolicyTarget{&env->spec(), codec}, hard_config()};
+  HardSetup() { policy.initialize(1); }
+  static NeuralConfig hard_config() {
+    NeuralConfig c;
+    c.features = "raw";
+    return c;
+  }
+  static Budget budget() {
+    Budget b;
+    b.capacity = 64;
+    b.reserve = 16;
+    b.tail_k = 2;
+    b.per_turn_cap = 4;
+    b.summary_cap = 4;
+    b.max_compactions = 16;
+    return b;
+  }
+  std::vector<Trajectory> run(size_t count) const {
+    RolloutSpec spec;
+    spec.count = count;
+    spec.group_size = count;
+    spec.make_episode = [&](size_t i) {
+      EpisodeConfig config;
+      config.budget = budget();
+      config.seed = 5;
+      auto e = std::make_unique<Episode>(make_env("synthetic", params), codec, std::move(config));
+      e->start(Task{"train-" + std::to_string(i), i, "train"});
+      return e;
+    };
+    return run_rollouts(spec, policy, Runner(1));
+  }
+};
+
+void BM_NeuralHardEpisodes(benchmark::State& state) {
+  const HardSetup s;
+  for (auto _ : state) benchmark::DoNotOptimize(s.run(static_cast<size_t>(state.range(0))));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_NeuralHardPpoUpdate(benchmark::State& state) {
+  HardSetup s;
+  std::vector<Trajectory> ts = s.run(32);
+  for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 2 ? 1.0 : 0.0;
+  learners::LearnerOptions o;
+  o.lambda_mode = learners::LambdaMode::kAdaptive;
+  o.ppo_epochs = static_cast<int>(state.range(0));
+  o.minibatches = static_cast<int>(state.range(1));
+  const learners::Learner learner(o);
+  const learners::Batch batch = learners::make_batch(ts);
+  const learners::Advantages targets = learner.advantages(batch);
+  learners::UpdateStats stats;
+  for (auto _ : state) {
+    s.policy.train(
+        TrainStep{&ts, &batch, &targets, &learner, learners::UpdateKind::kActor, 1e-3, 1e-3, &stats});
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["episodes/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * ts.size()), benchmark::Counter::kIsRate);
+}
+
+void BM_NeuralHardWarmStart(benchmark::State& state) {
+  HardSetup s;
+  scenarios::EpisodeSetup setup{"synthetic", s.params, s.codec, HardSetup::budget()};
+  setup.budget.capacity = 512;  // full-context demonstrations, as the ablation table's warm start
+  const std::vector<Trajectory> demos =
+      scenarios::oracle_demonstrations(setup, 7, 0, state.range(0), "bench");
+  for (auto _ : state) benchmark::DoNotOptimize(s.policy.imitate(demos, 1e-3));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
 void BM_NeuralEpisodes(benchmark::State& state) {
   const Setup s;
   for (auto _ : state) benchmark::DoNotOptimize(s.run(static_cast<size_t>(state.range(0))));
@@ -194,6 +276,9 @@ BENCHMARK(BM_NeuralActEpisodes)->Arg(32)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NeuralTrainStep)->Arg(32)->Arg(128)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NeuralPpoUpdate)->Args({1, 1})->Args({4, 1})->Args({4, 4})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NeuralEpisodes)->Arg(32)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NeuralHardEpisodes)->Arg(32)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NeuralHardPpoUpdate)->Args({1, 1})->Args({2, 4})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NeuralHardWarmStart)->Arg(32)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace crl::neural
