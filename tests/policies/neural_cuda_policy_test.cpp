@@ -2,7 +2,9 @@
 // twin (policies/neural/cuda/), so the policy's gradients, PPO update and warm start match the CPU policy's
 // (NeuralCudaPolicy.*, skipped with the reason where no device is usable; scripts/gpu_check.sh fails on a
 // skip). Without a device the policy refuses the param with a typed error naming it (NeuralCudaNoDevice.*).
-// The network-level comparison is tests/policies/neural_cuda_test.cpp.
+// The network-level comparison is tests/policies/neural_cuda_test.cpp. Without a GPU,
+// `tests/policies/neural_cuda_emulation.sh --policy` runs NeuralCudaPolicy.* with the twin's kernels compiled
+// as host code against an emulated runtime.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -10,11 +10,13 @@
 // from the CPU's by float rounding only. The CPU (Network) is the reference:
 // tests/policies/neural_cuda_test.cpp compares them (skipped with a message where no device is present;
 // scripts/gpu_check.sh makes a skip a failure), and tests/policies/neural_cuda_emulation.sh runs that
-// comparison with the kernels compiled as host code. In a build without nvcc the entry points report that
+// comparison (and, with --policy, the policy's backend: cuda test) with the kernels compiled as host code
+// against an emulated runtime. In a build without nvcc the entry points report that
 // CUDA was not built (network_cuda_stub.cpp).
 //
-// Errors: a malformed batch throws the CPU's crl::Error (the same checks, on the host, before any launch);
-// no usable device throws crl::Error with field "backend" ("cuda was asked for, but ...").
+// Errors: a malformed batch fails the CPU's CRL_CHECKs (batch_check.h, on the host before any launch, in
+// every build); no usable device (or a build without CUDA) throws crl::Error with field "backend" ("cuda was
+// asked for, but ...").
 #include <span>
 #include <string>
 #include <vector>
