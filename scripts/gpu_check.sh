@@ -37,6 +37,18 @@ if echo "$OUT" | grep -q "SKIPPED"; then
   echo "gpu_check: LmCuda tests were skipped: no usable device" >&2
   exit 1
 fi
+# The neural policy's shared-trunk network on the device (policies/neural/cuda) against the CPU, and the
+# policy's backend: cuda training against its cpu training: a skip is a failure here too.
+cmake --build "$BUILD" -j "$JOBS" --target policy_tests
+OUT="$("$BUILD"/tests/policies/policy_tests --gtest_filter='NeuralCuda.*:NeuralCudaPolicy.*' 2>&1)" || {
+  echo "$OUT"
+  exit 1
+}
+echo "$OUT" | tail -n 10
+if echo "$OUT" | grep -q "SKIPPED"; then
+  echo "gpu_check: NeuralCuda tests were skipped: no usable device" >&2
+  exit 1
+fi
 cmake --build "$BUILD" -j "$JOBS" --target bench_lm
 "$BUILD"/bench/bench_lm --benchmark_filter='LmCuda|LmTrainForward' --benchmark_counters_tabular=true
 

@@ -27,8 +27,8 @@
 //
 // Parameters are one flat float vector: [W1 (column-major, inputs x hidden) | b1 | w (hidden x heads,
 // column-major: head after head) | b (heads) | wv | bv]; the actor part is everything before wv.
-// backward() writes gradients in the same layout. The CUDA twin (cuda/network_cuda.h) implements one head
-// only; the policy refuses `backend: cuda` (neural_policy.h).
+// backward() writes gradients in the same layout. The CUDA twin (cuda/network_cuda.h) implements this
+// network, every head, in the same layout (the policy's `backend: cuda`, neural_policy.h).
 #include <Eigen/Core>
 #include <cstdint>
 #include <span>

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "policies/neural/cuda/network_cuda.h"
 #include "policies/neural/raw_features.h"
 
 namespace crl::neural {
@@ -42,6 +43,18 @@ std::vector<learners::TokenRange> rollout_ranges(const learners::Batch& b) {
     out[r] = {b.segment_offsets[b.rollout_offsets[r]], b.segment_offsets[b.rollout_offsets[r + 1]]};
   }
   return out;
+}
+
+// The training forward and backward on the policy's backend: `cuda` runs them on the device
+// (cuda/network_cuda.h, the same math and gradient layout as Network), `cpu` on Network (Eigen).
+ForwardResult forward_on(learners::Backend backend, const Network& net, const DecisionBatch& b) {
+  return backend == learners::Backend::kCuda ? cuda_forward(net, b) : net.forward(b);
+}
+std::vector<float> backward_on(learners::Backend backend, const Network& net, const DecisionBatch& b,
+                               const ForwardResult& f, std::span<const float> dlogp,
+                               std::span<const float> dvalue) {
+  return backend == learners::Backend::kCuda ? cuda_backward(net, b, f, dlogp, dvalue)
+                                             : net.backward(b, f, dlogp, dvalue);
 }
 
 // Everything one PPO update shares across its minibatch steps.
@@ -102,7 +115,8 @@ struct StatSums {
 // learner's losses and gradients of the rollouts' tokens under the global denominator, the measurements,
 // and backward. Returns the gradient of the pass's kind (actor: the log-prob terms; critic: the values).
 std::vector<float> minibatch_gradient(const Network& net, UpdateContext& c, const std::vector<int>& rollouts,
-                                      bool actor, StatSums* sums, bool first_epoch) {
+                                      bool actor, StatSums* sums, bool first_epoch,
+                                      learners::Backend backend) {
   const TrainingDecisions& d = c.d;
   const int inputs = static_cast<int>(d.batch.x.cols());
   DecisionBatch sub;
@@ -124,7 +138,7 @@ std::vector<float> minibatch_gradient(const Network& net, UpdateContext& c, cons
   }
   const int groups = sub.groups();
   ForwardResult f;
-  if (groups > 0) f = net.forward(sub);
+  if (groups > 0) f = forward_on(backend, net, sub);
   for (int j = 0; j < groups; ++j) {
     const int g = global[j];
     c.batch.new_logprobs[d.token[g]] = f.logp[j];
@@ -170,7 +184,7 @@ std::vector<float> minibatch_gradient(const Network& net, UpdateContext& c, cons
       for (int e : c.extras[g]) dvalue[j] += static_cast<float>(c.gradients.values[d.extra[e].token]);
     }
   }
-  return net.backward(sub, f, dlogp, dvalue);
+  return backward_on(backend, net, sub, f, dlogp, dvalue);
 }
 
 }  // namespace
@@ -185,12 +199,9 @@ NeuralPolicy::NeuralPolicy(const PolicyTarget& target, NeuralConfig config)
   if (config_.hidden < 1) {
     throw Error("policy \"neural\"", "hidden", "value " + std::to_string(config_.hidden) + " must be >= 1");
   }
-  if (config_.backend == learners::Backend::kCuda) {
-    // The CUDA twin (cuda/network_cuda.h) implements the single-head network; rather than train this one
-    // with other numbers than the CPU's, refuse it.
-    throw Error("policy \"neural\"", "backend",
-                "cuda: the shared-trunk network (one trunk, " + std::to_string(kHeads) +
-                    " heads) has no CUDA twin yet; use backend: cpu");
+  std::string why;  // backend: cuda trains on the device (cuda/network_cuda.h); refused when none is usable
+  if (config_.backend == learners::Backend::kCuda && !network_cuda_available(&why)) {
+    throw Error("policy \"neural\"", "backend", "cuda was asked for, but " + why + "; use backend: cpu");
   }
   const NetworkShape shape{featurizer_.inputs(), config_.hidden, kHeads};
   network_ = Network(shape);
@@ -219,7 +230,7 @@ double NeuralPolicy::imitate(const std::vector<Trajectory>& demonstrations, doub
   int answers = 0;
   for (int g = 0; g < d.batch.groups(); ++g) answers += d.batch.head_of(g) != kSummaryHead;
   if (answers == 0) return 0.0;
-  const ForwardResult f = network_.forward(d.batch);
+  const ForwardResult f = forward_on(config_.backend, network_, d.batch);
   std::vector<float> dlogp(static_cast<size_t>(d.batch.groups()), 0.0f);
   std::vector<float> dvalue(dlogp.size(), 0.0f);
   double loss = 0.0;
@@ -228,7 +239,7 @@ double NeuralPolicy::imitate(const std::vector<Trajectory>& demonstrations, doub
     dlogp[g] = -1.0f / static_cast<float>(answers);
     loss -= f.logp[g];
   }
-  const std::vector<float> grad = network_.backward(d.batch, f, dlogp, dvalue);
+  const std::vector<float> grad = backward_on(config_.backend, network_, d.batch, f, dlogp, dvalue);
   imitation_adam_.step(network_.parameters(), grad, lr);
   if (config_.frozen_summary) freeze_summary();
   return loss / answers;
@@ -396,7 +407,8 @@ void NeuralPolicy::train(const TrainStep& step) {
       const int end = static_cast<int>(static_cast<int64_t>(rollouts) * (m + 1) / minibatches);
       part.assign(order.begin() + begin, order.begin() + end);
       std::sort(part.begin(), part.end());
-      const std::vector<float> grad = minibatch_gradient(network_, c, part, actor, &sums, epoch == 0);
+      const std::vector<float> grad =
+          minibatch_gradient(network_, c, part, actor, &sums, epoch == 0, config_.backend);
       if (actor) {
         actor_adam_.step(network_.parameters(), grad, step.actor_lr);
       } else {
@@ -413,7 +425,8 @@ std::vector<float> NeuralPolicy::gradient(const TrainStep& step, const std::vect
   UpdateContext c(d, *step.batch, *step.targets, learner);
   std::vector<int> sorted = rollouts;
   std::sort(sorted.begin(), sorted.end());
-  return minibatch_gradient(network_, c, sorted, step.kind == learners::UpdateKind::kActor, nullptr, false);
+  return minibatch_gradient(network_, c, sorted, step.kind == learners::UpdateKind::kActor, nullptr, false,
+                            config_.backend);
 }
 
 std::string NeuralPolicy::shape() const {
@@ -484,7 +497,8 @@ const PolicyRegistrar kRegistrar(
        "summaries come from a frozen copy of the network taken at initialisation (the control arm); the live "
        "network learns to answer"},
       {"backend", ParamType::kString, "cpu",
-       "cpu (cuda is refused: the shared-trunk network has no CUDA twin yet)"},
+       "cpu | cuda: cuda runs training's forward and backward on a CUDA device (sampling stays on the CPU); "
+       "refused when no device is usable"},
       {"features", ParamType::kString, "default",
        "default | raw: raw gives the network only record and question fields (raw_features.h)"},
       {"summary", ParamType::kString, "learned",

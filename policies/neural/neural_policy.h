@@ -36,7 +36,11 @@
 // at fixed parameters sum to the whole batch's gradient (tested). The measured ratio, clip fraction, KL and
 // entropy go to TrainStep::stats. Everything runs on one thread in index order.
 //
-// backend: cuda is refused: the CUDA twin (cuda/) implements the earlier single-head network only.
+// backend: cuda runs train()'s (and imitate()'s) batched forward and backward on a CUDA device with the CUDA
+// twin (cuda/network_cuda.h: the same network, math and gradient layout); the learner's losses, Adam and
+// sampling (act(), one small forward per decision) stay on the CPU. Without a usable device (or in a build
+// without nvcc) the constructor throws crl::Error naming the `backend` param. The device's float rounding
+// differs from Eigen's, so a cuda run is reproducible on its device, not bit-identical to a cpu run.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -53,7 +57,7 @@ namespace crl::neural {
 struct NeuralConfig {
   int hidden = 64;
   bool frozen_summary = false;
-  learners::Backend backend = learners::Backend::kCpu;  // only kCpu is accepted (see above)
+  learners::Backend backend = learners::Backend::kCpu;  // kCuda: training on the device (see above)
   // Issue 15 (hard suite): the feature view (default | raw, raw_features.h) and a fixed summarizer for the
   // `summary: rule | none` baselines (rule_summarizer.h; null: the network summarizes).
   std::string features = "default";

@@ -1,12 +1,15 @@
-// The neural policy's network on a CUDA device; see network_cuda.h. Layouts: X is row-major rows x inputs,
-// which cuBLAS (column-major) reads as X^T (inputs x rows); W1 is column-major inputs x hidden; H is kept
-// row-major rows x hidden, i.e. column-major H^T (hidden x rows). So
+// The neural policy's shared-trunk network on a CUDA device; see network_cuda.h. Layouts: X is row-major
+// rows x inputs, which cuBLAS (column-major) reads as X^T (inputs x rows); W1 is column-major inputs x
+// hidden; the heads' weights W = [w_0 .. w_{K-1}] are column-major hidden x heads; H is kept row-major rows x
+// hidden, i.e. column-major H^T (hidden x rows); the all-heads scores A and their gradient dS are row-major
+// rows x heads (column-major heads x rows). So
 //   H^T  = W1^T X^T            gemm(T, N, hidden, rows, inputs)
-//   s    = H w2                gemv(T) over H^T
-//   dW1  = X^T dH              gemm(N, T, inputs, hidden, rows) with dH^T as the second operand
-//   dw2  = H^T ds              gemv(N) over H^T
-// The per-group softmax, the pooling, the value head and every bias gradient are small kernels whose sums run
-// in index order (one thread per output), so the result does not depend on scheduling.
+//   A^T  = W^T H^T             gemm(T, N, heads, rows, hidden)     every head's score of every row (as the
+//   CPU) dW   = H^T dS              gemm(N, T, hidden, heads, rows)     dS is zero outside each row's own
+//   head dW1  = X^T dH              gemm(N, T, inputs, hidden, rows)    dH^T as the second operand
+// Only cuBLAS SGEMM is used (the emulation harness, tests/policies/neural_cuda_emulation.sh, provides just
+// that). The per-group softmax, the pooling, the value head and every bias gradient are small kernels whose
+// sums run in index order (one thread per output, no atomics), so the result does not depend on scheduling.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -15,15 +18,16 @@
 #include <vector>
 
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device.h"
 #include "engine/error.h"
-#include "learners/learner.h"
+#include "policies/neural/cuda/batch_check.h"
 #include "policies/neural/cuda/network_cuda.h"
 
 namespace crl::neural {
 
 namespace {
 
-#define CRL_CUBLAS_CHECK(call)                                                                  \
+#define CRL_NEURAL_CUBLAS_CHECK(call)                                                           \
   do {                                                                                          \
     const cublasStatus_t crl_cublas_status_ = (call);                                           \
     if (crl_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                          \
@@ -59,13 +63,23 @@ struct Device {
 struct Handle {
   cublasHandle_t h = nullptr;
   Handle() {
-    CRL_CUBLAS_CHECK(cublasCreate(&h));
+    CRL_NEURAL_CUBLAS_CHECK(cublasCreate(&h));
     // Full-precision float GEMMs (no TF32), so results match the CPU to float rounding.
-    CRL_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
+    CRL_NEURAL_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
   }
   ~Handle() { cublasDestroy(h); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
 };
 
+// Column-major C (m x n, ldc m) = op(A) op(B), beta 0.
+void gemm(const Handle& handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+          const float* a, int lda, const float* b, int ldb, float* c) {
+  const float one = 1.0f, zero = 0.0f;
+  CRL_NEURAL_CUBLAS_CHECK(cublasSgemm(handle.h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, m));
+}
+
+// H = relu(H + b1), H row-major rows x hidden.
 __global__ void bias_relu(float* h, const float* b1, int rows, int hidden) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(rows) * hidden) return;
@@ -73,22 +87,30 @@ __global__ void bias_relu(float* h, const float* b1, int rows, int hidden) {
   h[i] = z > 0.0f ? z : 0.0f;
 }
 
-// One thread per group: softmax of its scores, the chosen row's log-prob.
-__global__ void group_softmax(float* scores, float* probs, float* logp, const int* offsets, const int* chosen,
-                              float b2, int groups) {
+// One thread per group g with head k: s_r = A[r, k] + b_k over its rows, the softmax, the chosen row's
+// log-prob and the entropy, by network.cpp's formulas in its order (max, log-sum-exp, probabilities and the
+// expected score, entropy = log_total - E[s] clamped at 0).
+__global__ void group_softmax(const float* all, const float* head_bias, const int* offsets, const int* chosen,
+                              const int* head, int heads, float* scores, float* probs, float* logp,
+                              float* entropy, int groups) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
-  const int begin = offsets[g], end = offsets[g + 1];
+  const int begin = offsets[g], end = offsets[g + 1], k = head[g];
   float top = -INFINITY;
   for (int r = begin; r < end; ++r) {
-    scores[r] += b2;
+    scores[r] = all[static_cast<int64_t>(r) * heads + k] + head_bias[k];
     top = fmaxf(top, scores[r]);
   }
   float total = 0.0f;
   for (int r = begin; r < end; ++r) total += expf(scores[r] - top);
   const float log_total = logf(total) + top;
-  for (int r = begin; r < end; ++r) probs[r] = expf(scores[r] - log_total);
+  float expected = 0.0f;
+  for (int r = begin; r < end; ++r) {
+    probs[r] = expf(scores[r] - log_total);
+    expected += probs[r] * scores[r];
+  }
   logp[g] = scores[begin + chosen[g]] - log_total;
+  entropy[g] = fmaxf(0.0f, log_total - expected);
 }
 
 // One thread per (group, unit): the mean of H over the group's rows.
@@ -102,31 +124,39 @@ __global__ void group_pool(const float* h, float* pooled, const int* offsets, in
   pooled[i] = sum / static_cast<float>(end - begin);
 }
 
-__global__ void value_head(const float* pooled, const float* wv, float bv, float* values, int groups,
+// v_g = pooled_g . wv + bv (the one value head, whatever the group's policy head).
+__global__ void value_head(const float* pooled, const float* wv, const float* bv, float* values, int groups,
                            int hidden) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   float v = 0.0f;
   for (int u = 0; u < hidden; ++u) v += pooled[static_cast<int64_t>(g) * hidden + u] * wv[u];
-  values[g] = v + bv;
+  values[g] = v + *bv;
 }
 
-// ds_r = dlogp_g (1[r = chosen_g] - p_r), one thread per group.
+// dS[r, k_g] = dlogp_g (1[r = chosen_g] - p_r) for the rows r of group g, one thread per group; the other
+// heads' columns stay 0 (dS is zeroed first).
 __global__ void score_grad(const float* probs, const float* dlogp, const int* offsets, const int* chosen,
-                           float* ds, int groups) {
+                           const int* head, int heads, float* ds, int groups) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
+  const int k = head[g];
   for (int r = offsets[g]; r < offsets[g + 1]; ++r) {
-    ds[r] = dlogp[g] * ((r - offsets[g] == chosen[g] ? 1.0f : 0.0f) - probs[r]);
+    ds[static_cast<int64_t>(r) * heads + k] =
+        dlogp[g] * ((r - offsets[g] == chosen[g] ? 1.0f : 0.0f) - probs[r]);
   }
 }
 
-// dH = ds w2^T, zero where H = 0 (relu).
-__global__ void hidden_grad(const float* h, const float* ds, const float* w2, float* dh, int rows,
-                            int hidden) {
+// dH = dS W^T, zero where H = 0 (relu): dH[r, u] = sum_k dS[r, k] w_k[u], heads in index order.
+__global__ void hidden_grad(const float* h, const float* ds, const float* w, float* dh, int rows, int hidden,
+                            int heads) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(rows) * hidden) return;
-  dh[i] = h[i] > 0.0f ? ds[i / hidden] * w2[i % hidden] : 0.0f;
+  const int64_t r = i / hidden;
+  const int u = static_cast<int>(i % hidden);
+  float sum = 0.0f;
+  for (int k = 0; k < heads; ++k) sum += ds[r * heads + k] * w[static_cast<int64_t>(k) * hidden + u];
+  dh[i] = h[i] > 0.0f ? sum : 0.0f;
 }
 
 // out[u] = sum_r in[r * width + u] (column sums of a row-major matrix), in row order.
@@ -138,7 +168,7 @@ __global__ void column_sums(const float* in, float* out, int rows, int width) {
   out[u] = sum;
 }
 
-// out[u] = sum_g pooled[g, u] dv[g].
+// out[u] = sum_g pooled[g, u] dv[g], in group order.
 __global__ void weighted_column_sums(const float* pooled, const float* dv, float* out, int groups,
                                      int width) {
   const int u = blockIdx.x * blockDim.x + threadIdx.x;
@@ -148,127 +178,109 @@ __global__ void weighted_column_sums(const float* pooled, const float* dv, float
   out[u] = sum;
 }
 
-// Everything forward() leaves on the device.
-struct DeviceForward {
-  Device<float> x, params, h, scores, probs, logp, pooled, values;
-  Device<int> offsets, chosen;
-  DeviceForward(const Network& net, const DecisionBatch& b)
-      : x(b.x.data(), static_cast<size_t>(b.x.size())),
-        params(net.parameters().data(), net.parameters().size()),
-        h(static_cast<size_t>(b.x.rows()) * net.shape().hidden),
-        scores(static_cast<size_t>(b.x.rows())),
-        probs(static_cast<size_t>(b.x.rows())),
-        logp(static_cast<size_t>(b.groups())),
-        pooled(static_cast<size_t>(b.groups()) * net.shape().hidden),
-        values(static_cast<size_t>(b.groups())),
-        offsets(b.offsets.data(), b.offsets.size()),
-        chosen(b.chosen.data(), b.chosen.size()) {}
-};
-
-void run_forward(const Handle& handle, const Network& net, const DecisionBatch& b, DeviceForward& d) {
-  const NetworkShape& s = net.shape();
-  const int rows = static_cast<int>(b.x.rows()), groups = b.groups();
-  const float one = 1.0f, zero = 0.0f;
-  CRL_CUBLAS_CHECK(cublasSgemm(handle.h, CUBLAS_OP_T, CUBLAS_OP_N, s.hidden, rows, s.inputs, &one,
-                               d.params.data + s.w1(), s.inputs, d.x.data, s.inputs, &zero, d.h.data,
-                               s.hidden));
-  bias_relu<<<blocks(static_cast<int64_t>(rows) * s.hidden), kThreads>>>(d.h.data, d.params.data + s.b1(),
-                                                                         rows, s.hidden);
-  CRL_CUBLAS_CHECK(cublasSgemv(handle.h, CUBLAS_OP_T, s.hidden, rows, &one, d.h.data, s.hidden,
-                               d.params.data + s.w(0), 1, &zero, d.scores.data, 1));
-  const float b2 = net.parameters()[s.b(0)], bv = net.parameters()[s.bv()];
-  group_softmax<<<blocks(groups), kThreads>>>(d.scores.data, d.probs.data, d.logp.data, d.offsets.data,
-                                              d.chosen.data, b2, groups);
-  group_pool<<<blocks(static_cast<int64_t>(groups) * s.hidden), kThreads>>>(d.h.data, d.pooled.data,
-                                                                            d.offsets.data, groups, s.hidden);
-  value_head<<<blocks(groups), kThreads>>>(d.pooled.data, d.params.data + s.wv(), bv, d.values.data, groups,
-                                           s.hidden);
-  CRL_CUDA_CHECK(cudaGetLastError());
+// The group heads as the kernels read them: one per group (an empty DecisionBatch::head means head 0).
+std::vector<int> group_heads(const DecisionBatch& b) {
+  return b.head.empty() ? std::vector<int>(static_cast<size_t>(b.groups()), 0) : b.head;
 }
 
-void check_batch(const Network& net, const DecisionBatch& b) {
-  CRL_CHECK(b.x.cols() == net.shape().inputs,
-            "rows of " << b.x.cols() << " features, network has " << net.shape().inputs);
-  CRL_CHECK(static_cast<int>(b.offsets.size()) == b.groups() + 1 && b.offsets.back() == b.x.rows(),
-            "group offsets do not cover the rows");
-  // The kernels implement one output head; the policy's shared-trunk network has several (neural_policy.h).
-  if (net.shape().heads != 1 || !b.head.empty()) {
-    throw Error("policy \"neural\"", "backend",
-                "cuda: the CUDA twin implements a single-head network, this one has " +
-                    std::to_string(net.shape().heads) + " heads");
-  }
+void require_device() {
   std::string why;
-  if (!network_cuda_available(&why)) throw Error("policy \"neural\"", "backend", "cuda: " + why);
+  if (!network_cuda_available(&why)) {
+    throw Error("policy \"neural\"", "backend", "cuda was asked for, but " + why + "; use backend: cpu");
+  }
 }
 
 }  // namespace
 
 bool network_cuda_available(std::string* why) {
-  return learners::cuda_device_available(why);
+  return crl::cuda::cuda_device_available(why);
 }
 
 ForwardResult cuda_forward(const Network& net, const DecisionBatch& b) {
   check_batch(net, b);
-  const Handle handle;
-  DeviceForward d(net, b);
-  run_forward(handle, net, b, d);
-  const int rows = static_cast<int>(b.x.rows()), groups = b.groups(), hidden = net.shape().hidden;
+  require_device();
+  const NetworkShape& s = net.shape();
+  const int rows = static_cast<int>(b.x.rows()), groups = b.groups(), hidden = s.hidden, heads = s.heads;
   ForwardResult f;
   f.hidden.resize(rows, hidden);
   f.scores.resize(rows);
   f.probs.resize(rows);
   f.logp.resize(groups);
+  f.entropy.resize(groups);
   f.values.resize(groups);
   f.pooled.resize(groups, hidden);
-  d.h.to_host(f.hidden.data(), static_cast<size_t>(f.hidden.size()));
-  d.scores.to_host(f.scores.data(), rows);
-  d.probs.to_host(f.probs.data(), rows);
-  d.logp.to_host(f.logp.data(), groups);
-  d.values.to_host(f.values.data(), groups);
-  d.pooled.to_host(f.pooled.data(), static_cast<size_t>(f.pooled.size()));
-  f.entropy.assign(groups, 0.0f);  // -sum p log p per group, from the probabilities (host)
-  for (int g = 0; g < groups; ++g) {
-    for (int r = b.offsets[g]; r < b.offsets[g + 1]; ++r) {
-      if (f.probs[r] > 0.0f) f.entropy[g] -= f.probs[r] * std::log(f.probs[r]);
-    }
-  }
+  if (rows == 0) return f;  // no group either (offsets cover the rows, groups are not empty)
+  const Handle handle;
+  const std::vector<int> head = group_heads(b);
+  Device<float> x(b.x.data(), static_cast<size_t>(b.x.size()));
+  Device<float> params(net.parameters());
+  Device<int> offsets(b.offsets), chosen(b.chosen), dhead(head);
+  Device<float> h(static_cast<size_t>(rows) * hidden), all(static_cast<size_t>(rows) * heads);
+  Device<float> scores(rows), probs(rows), logp(groups), entropy(groups), values(groups);
+  Device<float> pooled(static_cast<size_t>(groups) * hidden);
+  gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, hidden, rows, s.inputs, params.data + s.w1(), s.inputs, x.data,
+       s.inputs, h.data);
+  bias_relu<<<blocks(static_cast<int64_t>(rows) * hidden), kThreads>>>(h.data, params.data + s.b1(), rows,
+                                                                       hidden);
+  gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, heads, rows, hidden, params.data + s.w(0), hidden, h.data, hidden,
+       all.data);
+  group_softmax<<<blocks(groups), kThreads>>>(all.data, params.data + s.b(0), offsets.data, chosen.data,
+                                              dhead.data, heads, scores.data, probs.data, logp.data,
+                                              entropy.data, groups);
+  group_pool<<<blocks(static_cast<int64_t>(groups) * hidden), kThreads>>>(h.data, pooled.data, offsets.data,
+                                                                          groups, hidden);
+  value_head<<<blocks(groups), kThreads>>>(pooled.data, params.data + s.wv(), params.data + s.bv(),
+                                           values.data, groups, hidden);
+  CRL_CUDA_CHECK(cudaGetLastError());
+  h.to_host(f.hidden.data(), static_cast<size_t>(f.hidden.size()));
+  scores.to_host(f.scores.data(), rows);
+  probs.to_host(f.probs.data(), rows);
+  logp.to_host(f.logp.data(), groups);
+  entropy.to_host(f.entropy.data(), groups);
+  values.to_host(f.values.data(), groups);
+  pooled.to_host(f.pooled.data(), static_cast<size_t>(f.pooled.size()));
   return f;
 }
 
 std::vector<float> cuda_backward(const Network& net, const DecisionBatch& b, const ForwardResult& f,
                                  std::span<const float> dlogp, std::span<const float> dvalue) {
-  check_batch(net, b);
+  // The forward's activations are uploaded from the host copy, so a CPU forward can be differentiated here
+  // too; check_backward checks that they are this batch's.
+  check_backward(net, b, f, dlogp, dvalue);
   const NetworkShape& s = net.shape();
-  const int rows = static_cast<int>(b.x.rows()), groups = b.groups();
-  CRL_CHECK(static_cast<int>(dlogp.size()) == groups && static_cast<int>(dvalue.size()) == groups,
-            "gradient sizes");
+  const int rows = static_cast<int>(b.x.rows()), groups = b.groups(), hidden = s.hidden, heads = s.heads;
+  require_device();
+  std::vector<float> out(static_cast<size_t>(s.size()), 0.0f);
+  if (rows == 0) return out;
   const Handle handle;
-  // The forward's activations come from the host copy, so a CPU forward can be differentiated here too.
+  const std::vector<int> head = group_heads(b);
   Device<float> x(b.x.data(), static_cast<size_t>(b.x.size()));
-  Device<float> params(net.parameters().data(), net.parameters().size());
+  Device<float> params(net.parameters());
   Device<float> h(f.hidden.data(), static_cast<size_t>(f.hidden.size()));
-  Device<float> probs(f.probs.data(), f.probs.size());
+  Device<float> probs(f.probs);
   Device<float> pooled(f.pooled.data(), static_cast<size_t>(f.pooled.size()));
-  Device<int> offsets(b.offsets.data(), b.offsets.size()), chosen(b.chosen.data(), b.chosen.size());
+  Device<int> offsets(b.offsets), chosen(b.chosen), dhead(head);
   Device<float> dl(dlogp.data(), dlogp.size()), dv(dvalue.data(), dvalue.size());
-  Device<float> ds(static_cast<size_t>(rows)), dh(static_cast<size_t>(rows) * s.hidden);
+  Device<float> ds(static_cast<size_t>(rows) * heads), dh(static_cast<size_t>(rows) * hidden);
   Device<float> grad(static_cast<size_t>(s.size()));
-  CRL_CUDA_CHECK(cudaMemset(grad.data, 0, static_cast<size_t>(s.size()) * sizeof(float)));
-  const float one = 1.0f, zero = 0.0f;
-  score_grad<<<blocks(groups), kThreads>>>(probs.data, dl.data, offsets.data, chosen.data, ds.data, groups);
-  CRL_CUBLAS_CHECK(cublasSgemv(handle.h, CUBLAS_OP_N, s.hidden, rows, &one, h.data, s.hidden, ds.data, 1,
-                               &zero, grad.data + s.w(0), 1));
-  column_sums<<<1, 1>>>(ds.data, grad.data + s.b(0), rows, 1);
-  hidden_grad<<<blocks(static_cast<int64_t>(rows) * s.hidden), kThreads>>>(
-      h.data, ds.data, params.data + s.w(0), dh.data, rows, s.hidden);
-  CRL_CUBLAS_CHECK(cublasSgemm(handle.h, CUBLAS_OP_N, CUBLAS_OP_T, s.inputs, s.hidden, rows, &one, x.data,
-                               s.inputs, dh.data, s.hidden, &zero, grad.data + s.w1(), s.inputs));
-  column_sums<<<blocks(s.hidden), kThreads>>>(dh.data, grad.data + s.b1(), rows, s.hidden);
-  weighted_column_sums<<<blocks(s.hidden), kThreads>>>(pooled.data, dv.data, grad.data + s.wv(), groups,
-                                                       s.hidden);
+  CRL_CUDA_CHECK(cudaMemset(ds.data, 0, static_cast<size_t>(rows) * heads * sizeof(float)));
+  score_grad<<<blocks(groups), kThreads>>>(probs.data, dl.data, offsets.data, chosen.data, dhead.data, heads,
+                                           ds.data, groups);
+  // The heads: dW = H^T dS, db_k = column sums of dS.
+  gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, hidden, heads, rows, h.data, hidden, ds.data, heads,
+       grad.data + s.w(0));
+  column_sums<<<blocks(heads), kThreads>>>(ds.data, grad.data + s.b(0), rows, heads);
+  // The trunk, from every row through its own head.
+  hidden_grad<<<blocks(static_cast<int64_t>(rows) * hidden), kThreads>>>(
+      h.data, ds.data, params.data + s.w(0), dh.data, rows, hidden, heads);
+  gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, s.inputs, hidden, rows, x.data, s.inputs, dh.data, hidden,
+       grad.data + s.w1());
+  column_sums<<<blocks(hidden), kThreads>>>(dh.data, grad.data + s.b1(), rows, hidden);
+  // The value head reads the pooled H without passing gradient into the trunk.
+  weighted_column_sums<<<blocks(hidden), kThreads>>>(pooled.data, dv.data, grad.data + s.wv(), groups,
+                                                     hidden);
   column_sums<<<1, 1>>>(dv.data, grad.data + s.bv(), groups, 1);
   CRL_CUDA_CHECK(cudaGetLastError());
-  std::vector<float> out(static_cast<size_t>(s.size()));
   grad.to_host(out.data(), out.size());
   return out;
 }
