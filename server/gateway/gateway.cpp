@@ -83,6 +83,37 @@ bool valid_session_id(std::string_view id) {
   return true;
 }
 
+namespace {
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> parts;
+  size_t at = 0;
+  while (at < path.size()) {
+    const size_t slash = path.find('/', at);
+    const size_t end = slash == std::string_view::npos ? path.size() : slash;
+    if (end > at) parts.push_back(path.substr(at, end - at));
+    at = end + 1;
+  }
+  return parts;
+}
+}  // namespace
+
+bool is_gateway_path(std::string_view path) {
+  // The router's test (server/router.cpp), on the same split.
+  const std::vector<std::string_view> parts = split_path(path);
+  return parts.size() >= 2 && parts[0] == "v1" &&
+         (parts[1] == "sessions" || (parts[1] == "chat" && parts.size() == 3) || parts[1] == "messages" ||
+          (parts[1] == "completions" && parts.size() == 2));
+}
+
+HttpAnswer gateway_refusal(std::string_view path, int status, const std::string& code,
+                           const std::string& message) {
+  const std::vector<std::string_view> parts = split_path(path);
+  const bool anthropic = std::find(parts.begin(), parts.end(), "messages") != parts.end();
+  const char* type =
+      status == 413 || status == 431 || status == 400 ? "invalid_request_error" : "server_error";
+  return error_answer(GatewayError(status, type, code, message), anthropic);
+}
+
 Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std::move(options)) {
   options_.budget.validate("crl serve budget options");
   std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(options_.tokenizer);

@@ -48,6 +48,7 @@ void MessageRenderer::first_prompt(std::span<const Message> messages, const nloh
                                    std::vector<TokenId>& rest) const {
   if (template_) return template_->first(messages, tools, now_unix, system, rest);
   std::deque<std::string> held;
+  std::deque<Message> made;  // the pieces view their text: alive until the ids are encoded
   std::vector<TextPiece> pieces;
   size_t first = 0;
   const std::string block = tools_system_block(tools);
@@ -56,12 +57,13 @@ void MessageRenderer::first_prompt(std::span<const Message> messages, const nloh
     if (block.empty()) {
       add_turn(messages[0], pieces, held);
     } else {
-      Message with_tools = messages[0];
-      with_tools.content += "\n\n" + block;
-      add_turn(with_tools, pieces, held);
+      made.push_back(messages[0]);
+      made.back().content += "\n\n" + block;
+      add_turn(made.back(), pieces, held);
     }
   } else if (!block.empty()) {
-    add_turn(Message{MessageRole::kSystem, block, {}, {}}, pieces, held);
+    made.push_back(Message{MessageRole::kSystem, block, {}, {}});
+    add_turn(made.back(), pieces, held);
   }
   system = tokenizer_->encode_pieces(pieces);
   pieces.clear();

@@ -247,3 +247,32 @@ TEST(GatewayTemplate, ATemplateThatRaisesIsA400) {
 
 }  // namespace
 }  // namespace crl::server::gateway::testing
+
+namespace crl::server::gateway::testing {
+namespace {
+
+// The built-in chatml template with tools: the system turn is the system text and the tools block (the
+// pieces once viewed a copy that was gone before they were encoded: garbage bytes in the prompt).
+TEST(GatewayTemplate, ChatmlSystemTurnWithToolsHoldsTheSystemTextAndTheToolsBlock) {
+  for (const bool with_system : {true, false}) {
+    Bench bench;
+    server::testing::HttpClient client(bench.port());
+    const std::string system = "You are a careful shell agent. " + std::string(200, 's');
+    json messages = json::array();
+    if (with_system) messages.push_back(msg("system", system));
+    messages.push_back(msg("user", "marker=t1 go"));
+    const json body = {{"messages", messages}, {"tools", kTools}};
+    const auto reply = client.call(
+        "POST", "/v1/sessions/tools-" + std::to_string(with_system) + "/v1/chat/completions", body.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const auto calls = bench.upstream->calls();
+    ASSERT_EQ(calls.size(), 1u);
+    const std::string text = ByteTokenizer().decode(calls[0].prompt);
+    const std::string turn_text = (with_system ? system + "\n\n" : "") + tools_system_block(kTools);
+    EXPECT_EQ(text, "<|im_start|>system\n" + turn_text +
+                        "<|im_end|>\n<|im_start|>user\nmarker=t1 go<|im_end|>\n" + "<|im_start|>assistant\n");
+  }
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing
