@@ -276,3 +276,36 @@ TEST(GatewayTemplate, ChatmlSystemTurnWithToolsHoldsTheSystemTextAndTheToolsBloc
 
 }  // namespace
 }  // namespace crl::server::gateway::testing
+
+namespace crl::server::gateway::testing {
+namespace {
+
+// A template whose render of the history changes with every message (it counts them first): the renders
+// never extend each other, so the new turns are written with the per-turn strings; the window keeps what the
+// policy saw (each call's prompt extends the last one's prompt and answer) and the session goes on.
+TEST(GatewayTemplate, ATemplateThatRewritesTheHistoryStillExtendsTheWindow) {
+  crl::test::TempDir dir;
+  const std::string file = (dir.path() / "counting.jinja").string();
+  std::ofstream(file)
+      << "N={{ messages|length }}\n{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+         "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  GatewayOptions options;
+  options.chat_template = file;
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  Harness h(bench.port(), "counting");
+  h.turn();
+  h.add("user", "more");
+  h.turn();
+  const auto calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  std::vector<TokenId> seen = calls[0].prompt;
+  seen.insert(seen.end(), calls[0].output.begin(), calls[0].output.end());
+  ASSERT_GT(calls[1].prompt.size(), seen.size());
+  EXPECT_TRUE(std::equal(seen.begin(), seen.end(), calls[1].prompt.begin()));
+  EXPECT_EQ(ByteTokenizer().decode(std::span(calls[1].prompt).subspan(seen.size())),
+            "\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(ByteTokenizer().decode(calls[0].prompt).substr(0, 4), "N=2\n");
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing
