@@ -4,9 +4,14 @@
 //   BM_DirectUpstream        one SGLang /generate call with the token ids of an 8k-token context, straight to
 //                            the stand-in upstream (tests/policies/llm/scripted_llm_server.h)
 //   BM_GatewayChatTurn       one chat-completions turn through the gateway at an 8k-token context (byte
-//                            tokenizer: the harness sends ~8 KB of history, the gateway forwards 8k ids)
+//                            tokenizer: the harness sends ~8 KB of history, the gateway forwards 8k ids),
+//                            each followed (untimed by the framework) by the same request straight to the
+//                            stand-in: the very ids the gateway forwarded, so both calls cost the stand-in
+//                            the same and run under the same load
 // Counters: p50_us, p99_us per call; for the gateway, added_p50_us / added_p99_us = its percentile minus the
-// direct call's, measured just before in the same process. Items = calls.
+// direct call's of BM_DirectUpstream (run just before), same_p50_us = the p50 of the interleaved direct
+// calls with the gateway's own requests, and pair_added_p50_us / pair_added_p99_us = the percentiles of
+// (gateway call - its direct twin), the overhead with the machine's load drift taken out. Items = calls.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -30,7 +35,7 @@ constexpr size_t kContext = 8000;
 struct Stack {
   Stack() {
     testing::ScriptedLlmOptions llm;
-    llm.log_calls = false;
+    llm.log_calls = true;  // the gateway bench replays each forwarded request directly (cleared per call)
     llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
     upstream = std::make_unique<testing::ScriptedLlmServer>(llm);
     server::gateway::GatewayOptions options;
@@ -97,7 +102,9 @@ void BM_GatewayChatTurn(benchmark::State& state) {
                             {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
   };
   fresh();
-  std::vector<double> seconds;
+  std::vector<double> seconds, twins, pairs;
+  server::testing::HttpClient direct(s.upstream->port());
+  s.upstream->clear_log();
   int turns = 0;
   for (auto _ : state) {
     const std::string body = json{{"messages", messages}}.dump();
@@ -109,6 +116,23 @@ void BM_GatewayChatTurn(benchmark::State& state) {
       break;
     }
     state.PauseTiming();
+    // The twin: what the gateway forwarded, sent straight to the stand-in.
+    const std::vector<testing::LoggedCall> calls = s.upstream->calls();
+    s.upstream->clear_log();
+    if (calls.size() == 1) {
+      const std::string twin = json{
+          {"input_ids", calls[0].prompt},
+          {"sampling_params",
+           {{"max_new_tokens", calls[0].max_new_tokens}, {"temperature", 1.0}, {"stop_token_ids", {258}}}},
+          {"return_logprob", true},
+          {"rid", "bench-twin"}}.dump();
+      const Clock::time_point twin_start = Clock::now();
+      const auto twin_reply = direct.call("POST", "/generate", twin);
+      twins.push_back(std::chrono::duration<double>(Clock::now() - twin_start).count());
+      pairs.push_back(seconds.back() - twins.back());
+      if (twin_reply.status != 200) state.SkipWithError("direct twin call failed");
+      s.upstream->clear_log();
+    }
     messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
     messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
     if (++turns % 32 == 0) fresh();  // stay near 8k tokens
@@ -119,6 +143,9 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   state.counters["p99_us"] = p99 * 1e6;
   state.counters["added_p50_us"] = (p50 - direct_p50) * 1e6;
   state.counters["added_p99_us"] = (p99 - direct_p99) * 1e6;
+  state.counters["same_p50_us"] = percentile(twins, 0.5) * 1e6;
+  state.counters["pair_added_p50_us"] = percentile(pairs, 0.5) * 1e6;
+  state.counters["pair_added_p99_us"] = percentile(pairs, 0.99) * 1e6;
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_GatewayChatTurn)->UseRealTime()->MinTime(1.0);

@@ -340,6 +340,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void refuse(const HttpRefusal& r) {
     set_reading(false);
     refused_ = true;
+    if (server_.options.gateway != nullptr && parser_) {  // the request line is parsed: its target is known
+      // A harness's OpenAI/Anthropic client: the error in the gateway's shape (gateway.h gateway_refusal).
+      const auto raw = parser_->get().target();
+      const std::string_view target(raw.data(), raw.size());
+      const std::string_view path = target.substr(0, target.find('?'));
+      if (gateway::is_gateway_path(path))
+        return answer(gateway::gateway_refusal(path, r.status, r.code, r.message), false);
+    }
     answer(error_answer(r.status, r.code, r.message, accept_), false);
   }
 

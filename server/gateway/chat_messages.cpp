@@ -1,6 +1,8 @@
 #include "server/gateway/chat_messages.h"
 
-#include "engine/sha256.h"
+#include <cstring>
+
+#include "engine/rng.h"
 
 namespace crl::server::gateway {
 
@@ -14,24 +16,46 @@ std::string normalized_arguments(const std::string& arguments) {
   return parsed.is_discarded() ? arguments : parsed.dump();
 }
 
-void add_field(std::string& out, std::string_view field) {
-  out += std::to_string(field.size());
-  out += ':';
-  out += field;
-}
+// The keys only recognise a session's own history (a harness that found a collision could confuse only its
+// own session), so a fast non-cryptographic hash will do: two SplitMix64 lanes over 8-byte words, a few
+// nanoseconds per 8 bytes and no copy of the text (SHA-256 over a canonical copy cost about 50 us for an
+// 8 KB history on every call: bench/RESULTS.md, gateway).
+class KeyHasher {
+ public:
+  void add(uint64_t value) {
+    a_ = splitmix64(a_ ^ value);
+    b_ = splitmix64(b_ + value + 0x632BE59BD9B4E019ull);
+  }
+  void add_field(std::string_view field) {  // length-prefixed: no two field lists hash the same way
+    add(field.size());
+    size_t i = 0;
+    for (; i + 8 <= field.size(); i += 8) {
+      uint64_t word;
+      std::memcpy(&word, field.data() + i, 8);
+      add(word);
+    }
+    uint64_t word = 0;
+    std::memcpy(&word, field.data() + i, field.size() - i);
+    add(word);
+  }
+  uint64_t value() const { return a_ ^ splitmix64(b_); }
+
+ private:
+  uint64_t a_ = 0x243F6A8885A308D3ull, b_ = 0x13198A2E03707344ull;
+};
 
 uint64_t key_of(MessageRole role, std::string_view content, const std::vector<ToolCall>& calls,
                 std::string_view tool_call_id) {
-  std::string canonical;
-  canonical.reserve(content.size() + 64);
-  canonical += static_cast<char>('0' + static_cast<int>(role));
-  add_field(canonical, content);
+  KeyHasher h;
+  h.add(static_cast<uint64_t>(role));
+  h.add_field(content);
+  h.add(calls.size());
   for (const ToolCall& call : calls) {
-    add_field(canonical, call.name);
-    add_field(canonical, normalized_arguments(call.arguments));
+    h.add_field(call.name);
+    h.add_field(normalized_arguments(call.arguments));
   }
-  add_field(canonical, tool_call_id);
-  return sha256_u64(canonical);
+  h.add_field(tool_call_id);
+  return h.value();
 }
 
 std::string_view trim(std::string_view text) {
@@ -52,7 +76,9 @@ uint64_t reply_key(const AssistantReply& reply) {
 
 uint64_t tools_key(const json& tools) {
   if (tools.is_null() || (tools.is_array() && tools.empty())) return 0;
-  return sha256_u64(tools.dump());
+  KeyHasher h;
+  h.add_field(tools.dump());
+  return h.value() | 1;  // never 0 (no tools)
 }
 
 std::string assistant_text(std::string_view content, const std::vector<ToolCall>& calls) {

@@ -1,6 +1,7 @@
 #include "server/gateway/gateway.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "engine/error.h"
 #include "engine/json_reader.h"
@@ -82,10 +83,43 @@ bool valid_session_id(std::string_view id) {
   return true;
 }
 
+namespace {
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> parts;
+  size_t at = 0;
+  while (at < path.size()) {
+    const size_t slash = path.find('/', at);
+    const size_t end = slash == std::string_view::npos ? path.size() : slash;
+    if (end > at) parts.push_back(path.substr(at, end - at));
+    at = end + 1;
+  }
+  return parts;
+}
+}  // namespace
+
+bool is_gateway_path(std::string_view path) {
+  // The router's test (server/router.cpp), on the same split.
+  const std::vector<std::string_view> parts = split_path(path);
+  return parts.size() >= 2 && parts[0] == "v1" &&
+         (parts[1] == "sessions" || (parts[1] == "chat" && parts.size() == 3) || parts[1] == "messages" ||
+          (parts[1] == "completions" && parts.size() == 2));
+}
+
+HttpAnswer gateway_refusal(std::string_view path, int status, const std::string& code,
+                           const std::string& message) {
+  const std::vector<std::string_view> parts = split_path(path);
+  const bool anthropic = std::find(parts.begin(), parts.end(), "messages") != parts.end();
+  const char* type =
+      status == 413 || status == 431 || status == 400 ? "invalid_request_error" : "server_error";
+  return error_answer(GatewayError(status, type, code, message), anthropic);
+}
+
 Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std::move(options)) {
   options_.budget.validate("crl serve budget options");
   std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(options_.tokenizer);
-  const ChatTemplate chat = chat_template_by_name(options_.chat_template);
+  // chatml | plain | PATH.jinja | PATH/tokenizer_config.json: a real model's template renders the prompts
+  // (template_render.h); its per-turn strings write the summary request and the resume turn.
+  const ChatTemplate chat = load_turn_template(options_.chat_template, "--chat-template");
   shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat);
   shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat));
   // Plain completions: the window is the harness's text with no turn text around it; the summary instruction
@@ -294,7 +328,10 @@ HttpAnswer Gateway::count_tokens(const HttpCall& call) {
   require_method(call, "POST");
   const MessagesRequest request = parse_messages_request(call.body, true);
   std::vector<TokenId> system, rest;
-  shared_.renderer->first_prompt(request.turn.messages, request.turn.tools, system, rest);
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  shared_.renderer->first_prompt(request.turn.messages, request.turn.tools, now, system, rest);
   const size_t header = shared_.codec->context_template().turn_header.size();
   return json_answer(200, json{{"input_tokens", system.size() + rest.size() + header}}.dump());
 }

@@ -77,4 +77,12 @@ class Gateway {
 // Whether `id` is a valid session id (1-128 of [A-Za-z0-9._:-]).
 bool valid_session_id(std::string_view id);
 
+// Whether `path` (without its query) is one of the gateway's routes (the router sends it to route()).
+bool is_gateway_path(std::string_view path);
+// A request the transport refused before routing (413 body over --max-body-bytes, 431, 400 framing), on a
+// gateway path: answered in the shape of the gateway's errors (OpenAI's; Anthropic's on .../v1/messages),
+// so a harness's client raises its usual exception instead of failing to parse crl's own error shape.
+HttpAnswer gateway_refusal(std::string_view path, int status, const std::string& code,
+                           const std::string& message);
+
 }  // namespace crl::server::gateway

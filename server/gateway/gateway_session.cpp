@@ -80,7 +80,10 @@ void GatewaySession::make_episode(std::vector<TokenId> system, std::vector<Token
 
 void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys) {
   std::vector<TokenId> system, rest;
-  shared_.renderer->first_prompt(turn.messages, turn.tools, system, rest);
+  render_now_ =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  shared_.renderer->first_prompt(turn.messages, turn.tools, render_now_, system, rest);
   make_episode(std::move(system), std::move(rest));
   known_ = std::move(keys);
   tools_key_ = tools_key(turn.tools);
@@ -188,8 +191,9 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
       return held_->completion;  // a retry: the stored answer, nothing sampled twice
     }
     if (held_ && keys[n0] == held_->key) {
-      const std::span<const Message> fresh(turn.messages.data() + n0 + 1, turn.messages.size() - n0 - 1);
-      env_->stage_step(shared_.renderer->observation(held_->decision.tokens, fresh), 0.0, false, false);
+      env_->stage_step(
+          shared_.renderer->observation(held_->decision.tokens, turn.messages, n0, turn.tools, render_now_),
+          0.0, false, false);
       const Decision decision = std::move(held_->decision);
       held_.reset();
       episode_->submit(decision);

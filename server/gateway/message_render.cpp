@@ -28,6 +28,7 @@ MessageRenderer::MessageRenderer(std::shared_ptr<const Tokenizer> tokenizer, Cha
                 "the " + chat_.name + " template needs the special token " + quote(chat_.end_of_turn));
   }
   end_of_turn_ = *end;
+  if (chat_.jinja) template_ = std::make_unique<TemplateRenderer>(tokenizer_, chat_);
 }
 
 void MessageRenderer::add_turn(const Message& message, std::vector<TextPiece>& pieces,
@@ -43,8 +44,11 @@ void MessageRenderer::add_turn(const Message& message, std::vector<TextPiece>& p
 }
 
 void MessageRenderer::first_prompt(std::span<const Message> messages, const nlohmann::json& tools,
-                                   std::vector<TokenId>& system, std::vector<TokenId>& rest) const {
+                                   int64_t now_unix, std::vector<TokenId>& system,
+                                   std::vector<TokenId>& rest) const {
+  if (template_) return template_->first(messages, tools, now_unix, system, rest);
   std::deque<std::string> held;
+  std::deque<Message> made;  // the pieces view their text: alive until the ids are encoded
   std::vector<TextPiece> pieces;
   size_t first = 0;
   const std::string block = tools_system_block(tools);
@@ -53,12 +57,13 @@ void MessageRenderer::first_prompt(std::span<const Message> messages, const nloh
     if (block.empty()) {
       add_turn(messages[0], pieces, held);
     } else {
-      Message with_tools = messages[0];
-      with_tools.content += "\n\n" + block;
-      add_turn(with_tools, pieces, held);
+      made.push_back(messages[0]);
+      made.back().content += "\n\n" + block;
+      add_turn(made.back(), pieces, held);
     }
   } else if (!block.empty()) {
-    add_turn(Message{MessageRole::kSystem, block, {}, {}}, pieces, held);
+    made.push_back(Message{MessageRole::kSystem, block, {}, {}});
+    add_turn(made.back(), pieces, held);
   }
   system = tokenizer_->encode_pieces(pieces);
   pieces.clear();
@@ -67,13 +72,22 @@ void MessageRenderer::first_prompt(std::span<const Message> messages, const nloh
 }
 
 std::vector<TokenId> MessageRenderer::observation(std::span<const TokenId> action,
-                                                  std::span<const Message> messages) const {
+                                                  std::span<const Message> messages, size_t answer,
+                                                  const nlohmann::json& tools, int64_t now_unix) const {
   std::deque<std::string> held;
   std::vector<TextPiece> pieces;
   const bool closed = !action.empty() && action.back() == end_of_turn_;
   if (!closed) pieces.push_back(TextPiece{chat_.end_of_turn, true});
   if (!chat_.after_end_of_turn.empty()) pieces.push_back(TextPiece{chat_.after_end_of_turn, true});
-  for (const Message& message : messages) add_turn(message, pieces, held);
+  if (template_) {
+    if (auto turns = template_->next(messages, answer, tools, now_unix)) {
+      std::vector<TokenId> out = tokenizer_->encode_pieces(pieces);
+      out.insert(out.end(), turns->begin(), turns->end());
+      return out;
+    }
+    // The template's renders do not extend each other: the new turns with the per-turn strings.
+  }
+  for (const Message& message : messages.subspan(answer + 1)) add_turn(message, pieces, held);
   return tokenizer_->encode_pieces(pieces);
 }
 

@@ -8,6 +8,11 @@
 //    system turn (with the tools block appended, Qwen-style) and everything after it;
 //  * observation(): what follows a sampled assistant action: the close of the assistant turn when the
 //    action did not sample it, then the new messages' turns.
+// With a Jinja template (a real model's, `--chat-template PATH/tokenizer_config.json | PATH.jinja`) both
+// are cut out of the template's own render of the harness's messages and tools (template_render.h), so the
+// forwarded prompt is the template's text; the built-ins (chatml, plain) write the per-turn strings.
+// `now_unix` is the time a template's strftime_now() formats (fixed per window, so renders extend each
+// other).
 #include <deque>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +23,7 @@
 #include "engine/chat_template.h"
 #include "engine/tokenizer.h"
 #include "server/gateway/chat_messages.h"
+#include "server/gateway/template_render.h"
 
 namespace crl::server::gateway {
 
@@ -26,9 +32,12 @@ class MessageRenderer {
   // Throws crl::Error when the tokenizer lacks the template's end-of-turn token.
   MessageRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat);
 
-  void first_prompt(std::span<const Message> messages, const nlohmann::json& tools,
+  // Throws GatewayError (400 template_error) when a Jinja template refuses the messages.
+  void first_prompt(std::span<const Message> messages, const nlohmann::json& tools, int64_t now_unix,
                     std::vector<TokenId>& system, std::vector<TokenId>& rest) const;
-  std::vector<TokenId> observation(std::span<const TokenId> action, std::span<const Message> messages) const;
+  // `messages`: the harness's whole list, messages[answer] its copy of our answer, new messages after it.
+  std::vector<TokenId> observation(std::span<const TokenId> action, std::span<const Message> messages,
+                                   size_t answer, const nlohmann::json& tools, int64_t now_unix) const;
   // The text of a plain-completion prompt (content only: no special tokens).
   std::vector<TokenId> text(std::string_view text) const { return tokenizer_->encode_ordinary(text); }
 
@@ -43,6 +52,7 @@ class MessageRenderer {
 
   std::shared_ptr<const Tokenizer> tokenizer_;
   ChatTemplate chat_;
+  std::unique_ptr<TemplateRenderer> template_;  // a Jinja template: its own render
   TokenId end_of_turn_ = 0;
 };
 

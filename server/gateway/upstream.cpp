@@ -2,27 +2,40 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_future.hpp>
+#include <chrono>
+#include <future>
 
 namespace crl::server::gateway {
 
 namespace asio = boost::asio;
 
-Upstream::Upstream(UpstreamOptions options) : options_(std::move(options)), work_(io_.get_executor()) {
-  llm::HttpClientOptions http;
-  http.endpoint = llm::parse_base_url(options_.base_url, "option --llm");
-  http.max_in_flight = options_.max_in_flight;
-  http.request_timeout_s = options_.request_timeout_s;
-  http.max_retries = options_.max_retries;
-  http.backoff_s = options_.backoff_s;
-  client_ = std::make_unique<llm::HttpClient>(io_, http);
-  thread_ = std::thread([this] { io_.run(); });
+Upstream::Upstream(UpstreamOptions options) : options_(std::move(options)) {
+  http_.endpoint = llm::parse_base_url(options_.base_url, "option --llm");
+  http_.max_in_flight = options_.max_in_flight;
+  http_.request_timeout_s = options_.request_timeout_s;
+  http_.max_retries = options_.max_retries;
+  http_.backoff_s = options_.backoff_s;
 }
 
-Upstream::~Upstream() {
-  client_->cancel();
-  work_.reset();
-  io_.stop();
-  thread_.join();
+Upstream::~Upstream() = default;  // no call is in flight: the server's workers have stopped
+
+std::unique_ptr<Upstream::Lane> Upstream::acquire() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      std::unique_ptr<Lane> lane = std::move(free_.back());
+      free_.pop_back();
+      return lane;
+    }
+  }
+  auto lane = std::make_unique<Lane>();
+  lane->client = std::make_unique<llm::HttpClient>(lane->io, http_);
+  return lane;
+}
+
+void Upstream::release(std::unique_ptr<Lane> lane) {
+  std::lock_guard lock(mutex_);
+  free_.push_back(std::move(lane));
 }
 
 UpstreamResult Upstream::generate(const UpstreamCall& call) {
@@ -35,10 +48,17 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   llm::write_request(options_.api, generate, call.sampling, body);
   std::vector<std::pair<std::string, std::string>> headers;
   if (!call.routing_key.empty()) headers.emplace_back("X-SMG-Routing-Key", call.routing_key);
-  // The coroutine runs on the io thread (the client is not thread-safe); this thread waits for its result.
+  // The coroutine runs here, on this thread's borrowed lane (its client is used by one call at a time).
+  std::unique_ptr<Lane> lane = acquire();
   std::future<llm::HttpResponse> pending = asio::co_spawn(
-      io_, client_->post(llm::api_path(options_.api), std::move(body), std::move(headers)), asio::use_future);
+      lane->io, lane->client->post(llm::api_path(options_.api), std::move(body), std::move(headers)),
+      asio::use_future);
+  lane->io.restart();
+  while (pending.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    if (lane->io.run_one() == 0) lane->io.restart();  // out of work only once the coroutine has finished
+  }
   const llm::HttpResponse response = pending.get();
+  release(std::move(lane));
   UpstreamResult out;
   out.seconds = response.seconds;
   switch (response.outcome) {

@@ -56,6 +56,17 @@ class GatewayError(RuntimeError):
             self.code = ""
 
 
+def delete(url, timeout=60.0):
+    """DELETE url; a session that is not there (404) is fine."""
+    request = urllib.request.Request(url, method="DELETE")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise GatewayError(url, e.code, e.read().decode(errors="replace")) from None
+
+
 def get_json(url, timeout=60.0):
     with urllib.request.urlopen(url, timeout=timeout) as response:
         return json.loads(response.read())
@@ -73,8 +84,13 @@ class ChatModel:
 
 
 def run_episode(args, session, index):
-    """One episode: returns (session id, reward, export)."""
+    """One episode: returns (session id, reward, export). Deterministic per --seed: the gateway session is
+    created with that seed (its sampling streams are keyed by seed, session id and sample index), the
+    environment with it too, and a leftover session of an earlier run with the same id is deleted first."""
     sid = f"{args.prefix}-{index}"
+    delete(f"{args.server}/v1/sessions/{sid}")
+    post_json(f"{args.server}/v1/sessions", {"session_id": sid, "seed": args.seed, "sample_index": index,
+                                             "metadata": {"harness_seed": str(args.seed)}})
     env = session.create(args.env, split=args.split, index=index, seed=args.seed,
                          budget={"capacity": 65536, "reserve": 1024})
     messages = []
@@ -114,6 +130,7 @@ def run_episode(args, session, index):
     status = "completed" if env.done else "truncated"
     post_json(f"{args.server}/v1/sessions/{sid}/reward", {"reward": reward, "status": status})
     exported = get_json(f"{args.server}/v1/sessions/{sid}/export")
+    delete(f"{args.server}/v1/sessions/{sid}")
     env.delete()
     return sid, reward, exported
 

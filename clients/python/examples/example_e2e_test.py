@@ -57,7 +57,23 @@ def main():
                         assert all(m == 1 for m in masks), "a summary segment is fully trainable"
                 assert "reward" in segments[-1], segments[-1].keys()
             assert summaries >= 1, "no compaction happened"
-            print(f"ok: 2 episodes, {summaries} summaries")
+            # Deterministic per seed: the same seed again gives the same exports byte for byte (the harness
+            # deletes its sessions, so the ids are free again); another seed samples other streams.
+            exports = {}
+            for name, seed in (("a", "5"), ("b", "5"), ("c", "6")):
+                path = os.path.join(out, name)
+                run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
+                                      "http://" + address, "--episodes", "1", "--max-turns", "6", "--seed", seed,
+                                      "--out", path], capture_output=True, text=True, timeout=25)
+                assert run.returncode == 0, f"seed {seed}: {run.stdout} {run.stderr}"
+                with open(os.path.join(path, "harness-0.json")) as f:
+                    exports[name] = f.read()
+            a = json.loads(exports["a"])
+            for s in a["segments"]:
+                assert s["metadata"].get("harness_seed") == "5", s["metadata"]
+            assert exports["a"] == exports["b"], "the same seed gave different exports"
+            assert exports["a"] != exports["c"], "another seed gave the same export"
+            print(f"ok: 2 episodes, {summaries} summaries; deterministic per seed")
     finally:
         if server is not None and server.poll() is None:
             server.send_signal(signal.SIGTERM)

@@ -169,7 +169,29 @@ TEST(GatewayBadInput, ABodyOverTheLimitIs413AndTheServerStaysUp) {
   Bench bench(llm::ApiKind::kSglang, {}, {}, http);
   Harness h(bench.port(), "big");
   h.add("user", std::string(8000, 'x'));
-  EXPECT_EQ(h.post({{"messages", h.messages}}).status, 413);
+  const auto reply = h.post({{"messages", h.messages}});
+  // OpenAI's error shape, as on every gateway route (an OpenAI client raises APIStatusError with it).
+  expect_openai_error(reply, 413, "payload_too_large");
+  const json error = json::parse(reply.body)["error"];
+  EXPECT_EQ(error["type"], "invalid_request_error") << reply.body;
+  EXPECT_TRUE(error.contains("param") && error["param"].is_null()) << reply.body;
+  // The Bearer route and plain completions too; the Anthropic route in Anthropic's shape.
+  // (A refused request closes its connection: a new client each time.)
+  const auto call = [&](const std::string& path, const std::string& body) {
+    return server::testing::HttpClient(bench.port()).call("POST", path, body);
+  };
+  const std::string big = json{{"messages", h.messages}}.dump();
+  expect_openai_error(call("/v1/chat/completions", big), 413, "payload_too_large");
+  expect_openai_error(call("/v1/sessions/big2/v1/completions?x=1", big), 413, "payload_too_large");
+  const auto anthropic = call("/v1/sessions/big3/v1/messages", big);
+  EXPECT_EQ(anthropic.status, 413);
+  const json a = json::parse(anthropic.body, nullptr, false);
+  EXPECT_EQ(a.value("type", ""), "error") << anthropic.body;
+  EXPECT_EQ(a["error"]["type"], "invalid_request_error") << anthropic.body;
+  // Other routes keep crl's own shape.
+  const auto episodes = call("/v1/episodes", big);
+  EXPECT_EQ(episodes.status, 413);
+  EXPECT_FALSE(json::parse(episodes.body, nullptr, false)["error"].contains("type")) << episodes.body;
   expect_alive(bench.port());
   Harness small(bench.port(), "small");
   small.turn();

@@ -1,0 +1,238 @@
+#include "server/gateway/template_render.h"
+
+#include <algorithm>
+#include <set>
+
+#include "engine/error.h"
+#include "server/gateway/gateway_error.h"
+
+namespace crl::server::gateway {
+
+using json = nlohmann::json;
+
+namespace {
+
+// U+E000 and U+E001 (private use) in UTF-8: a sentinel is kOpen DIGITS kClose.
+constexpr std::string_view kOpen = "\xEE\x80\x80", kClose = "\xEE\x80\x81";
+// The text of the placeholder user turn of next() (private-use characters: never a harness's text).
+constexpr std::string_view kPlaceholder =
+    "\xEE\x80\x82"
+    "crl-placeholder"
+    "\xEE\x80\x82";
+
+std::string_view role_name(MessageRole role) {
+  switch (role) {
+    case MessageRole::kSystem:
+      return "system";
+    case MessageRole::kUser:
+      return "user";
+    case MessageRole::kAssistant:
+      return "assistant";
+    case MessageRole::kTool:
+      return "tool";
+  }
+  return "user";
+}
+
+// The special-token strings in a template text: "<...>" or "[...]" runs the tokenizer knows as one token.
+void collect_specials(const Tokenizer& tokenizer, std::string_view text, std::set<std::string>& out) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '<' && text[i] != '[') continue;
+    const char close = text[i] == '<' ? '>' : ']';
+    for (size_t j = i + 1; j < text.size() && j < i + 128; ++j) {
+      if (text[j] != close) continue;
+      const std::string_view candidate = text.substr(i, j - i + 1);
+      if (tokenizer.special_token(candidate)) {
+        out.emplace(candidate);
+        break;
+      }
+    }
+  }
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+json slice(const json& list, size_t n) {
+  json out = json::array();
+  for (size_t i = 0; i < n && i < list.size(); ++i) out.push_back(list[i]);
+  return out;
+}
+
+GatewayError template_error(const std::string& message) {
+  return GatewayError(400, "invalid_request_error", "template_error", message, "messages");
+}
+
+}  // namespace
+
+json template_message(const Message& message) {
+  json out = {{"role", role_name(message.role)}, {"content", message.content}};
+  if (!message.tool_calls.empty()) {
+    json calls = json::array();
+    for (const ToolCall& call : message.tool_calls) {
+      json arguments = json::parse(call.arguments, nullptr, false);
+      if (arguments.is_discarded()) arguments = call.arguments;
+      calls.push_back({{"id", call.id},
+                       {"type", "function"},
+                       {"function", {{"name", call.name}, {"arguments", arguments}}}});
+    }
+    out["tool_calls"] = std::move(calls);
+  }
+  if (!message.tool_call_id.empty()) out["tool_call_id"] = message.tool_call_id;
+  return out;
+}
+
+TemplateRenderer::TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat)
+    : tokenizer_(std::move(tokenizer)), chat_(std::move(chat)) {
+  std::set<std::string> specials;
+  for (const std::string* s : {&chat_.system_prefix, &chat_.system_suffix, &chat_.user_prefix,
+                               &chat_.user_suffix, &chat_.tool_prefix, &chat_.tool_suffix,
+                               &chat_.assistant_prefix, &chat_.end_of_turn, &chat_.after_end_of_turn})
+    collect_specials(*tokenizer_, *s, specials);
+  guarded_.assign(specials.begin(), specials.end());
+  // The sentinel's own lead character is guarded too, so message text cannot write a sentinel.
+  guarded_.emplace_back(kOpen);
+}
+
+TemplateRenderer::Protected TemplateRenderer::protect(std::span<const Message> messages,
+                                                      const json& tools) const {
+  Protected p;
+  const auto guard = [&](std::string& text) {
+    std::string out;
+    size_t from = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+      for (const std::string& g : guarded_) {
+        if (text.compare(i, g.size(), g) != 0) continue;
+        out.append(text, from, i - from);
+        out += kOpen;
+        out += std::to_string(p.originals.size());
+        out += kClose;
+        p.originals.push_back(g);
+        i += g.size() - 1;
+        from = i + 1;
+        break;
+      }
+    }
+    if (from == 0) return;  // nothing guarded: unchanged
+    out.append(text, from, std::string::npos);
+    text = std::move(out);
+  };
+  const auto walk = [&](auto&& self, json& value) -> void {
+    if (value.is_string()) {
+      guard(value.get_ref<std::string&>());
+    } else if (value.is_array() || value.is_object()) {
+      for (auto& item : value) self(self, item);
+    }
+  };
+  p.messages = json::array();
+  for (const Message& m : messages) p.messages.push_back(template_message(m));
+  walk(walk, p.messages);
+  if (tools.is_array() && !tools.empty()) {
+    p.tools = tools;
+    walk(walk, p.tools);
+  }
+  return p;
+}
+
+std::string TemplateRenderer::render(const json& messages, const json& tools, bool generation_prompt,
+                                     int64_t now_unix) const {
+  ChatRenderRequest request;
+  request.messages = messages;
+  request.tools = tools;
+  request.add_generation_prompt = generation_prompt;
+  request.now_unix = now_unix;
+  try {
+    return chat_.render(request);
+  } catch (const Error& e) {
+    throw template_error("the chat template " + quote(chat_.name) + " refused the messages: " + e.what());
+  }
+}
+
+std::vector<TokenId> TemplateRenderer::encode(std::string_view text,
+                                              const std::vector<std::string>& originals) const {
+  std::vector<TextPiece> pieces;
+  size_t from = 0;
+  for (size_t at = text.find(kOpen); at != std::string_view::npos; at = text.find(kOpen, at + 1)) {
+    size_t end = at + kOpen.size();
+    size_t index = 0;
+    bool digits = false;
+    while (end < text.size() && text[end] >= '0' && text[end] <= '9' && index < originals.size()) {
+      index = index * 10 + static_cast<size_t>(text[end] - '0');
+      digits = true;
+      ++end;
+    }
+    if (!digits || index >= originals.size() || text.compare(end, kClose.size(), kClose) != 0) continue;
+    if (at > from) pieces.push_back(TextPiece{text.substr(from, at - from), true});
+    pieces.push_back(TextPiece{originals[index], false});
+    from = end + kClose.size();
+    at = from - 1;
+  }
+  if (from < text.size()) pieces.push_back(TextPiece{text.substr(from), true});
+  return tokenizer_->encode_pieces(pieces);
+}
+
+void TemplateRenderer::first(std::span<const Message> messages, const json& tools, int64_t now_unix,
+                             std::vector<TokenId>& system, std::vector<TokenId>& rest) const {
+  const Protected p = protect(messages, tools);
+  const std::string full = render(p.messages, p.tools, true, now_unix);
+  if (!ends_with(full, chat_.assistant_prefix)) {
+    throw template_error("the chat template " + quote(chat_.name) +
+                         " does not end this conversation with its assistant header " +
+                         quote(chat_.assistant_prefix) + " (the gateway's window needs it)");
+  }
+  const std::string_view body = std::string_view(full).substr(0, full.size() - chat_.assistant_prefix.size());
+  // The system part: what the template writes for the leading system message alone (with the tools when
+  // that is how the full render starts), kept by every rebuild.
+  size_t cut = 0;
+  const size_t leading = !messages.empty() && messages[0].role == MessageRole::kSystem ? 1 : 0;
+  for (const bool with_tools : {true, false}) {
+    if (with_tools && p.tools.is_null()) continue;
+    if (!with_tools && leading == 0) continue;
+    std::string s;
+    try {
+      s = render(slice(p.messages, leading), with_tools ? p.tools : json(), false, now_unix);
+    } catch (const GatewayError&) {
+      continue;  // e.g. Llama 3.1 puts the tools into the first user turn: none without one
+    }
+    if (!s.empty() && s.size() < body.size() && body.starts_with(s)) {
+      cut = s.size();
+      break;
+    }
+  }
+  system = encode(body.substr(0, cut), p.originals);
+  rest = encode(body.substr(cut), p.originals);
+}
+
+std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Message> messages, size_t answer,
+                                                           const json& tools, int64_t now_unix) const {
+  const Protected p = protect(messages, tools);
+  const std::string full = render(p.messages, p.tools, true, now_unix);
+  if (!ends_with(full, chat_.assistant_prefix)) return std::nullopt;
+  const std::string_view body = std::string_view(full).substr(0, full.size() - chat_.assistant_prefix.size());
+  const std::string close = chat_.end_of_turn + chat_.after_end_of_turn;
+  // The renders of shorter lists may be refused (a template that wants a user turn last): then no prefix.
+  const auto try_render = [&](const json& list) -> std::optional<std::string> {
+    try {
+      return render(list, p.tools, false, now_unix);
+    } catch (const GatewayError&) {
+      return std::nullopt;
+    }
+  };
+  json known = slice(p.messages, answer + 1);
+  std::string before = try_render(known).value_or(std::string());
+  if (before.empty() || !(ends_with(before, close) && body.starts_with(before))) {
+    known.push_back({{"role", "user"}, {"content", kPlaceholder}});
+    std::optional<std::string> rendered = try_render(known);
+    if (!rendered) return std::nullopt;
+    std::string with_turn = std::move(*rendered);
+    const std::string turn = chat_.user_prefix + std::string(kPlaceholder) + chat_.user_suffix;
+    if (!ends_with(with_turn, turn)) return std::nullopt;
+    with_turn.resize(with_turn.size() - turn.size());
+    if (!(ends_with(with_turn, close) && body.starts_with(with_turn))) return std::nullopt;
+    before = std::move(with_turn);
+  }
+  return encode(body.substr(before.size()), p.originals);
+}
+
+}  // namespace crl::server::gateway

@@ -1,0 +1,79 @@
+#pragma once
+// A harness's conversation rendered by a real model's Jinja chat template (engine/chat_template.h
+// ChatTemplate::render, the `--chat-template PATH/tokenizer_config.json | PATH.jinja` of `crl serve`), so
+// that the prompt the gateway forwards is byte for byte the text the template writes for the same messages
+// and tools (what SGLang or transformers' apply_chat_template would send).
+//
+// Message text is never special. Before rendering, every occurrence in the messages and tools of a
+// special-token string the template itself writes (its turn strings: "<|im_start|>", "<|im_end|>",
+// "<|eot_id|>", ...) is replaced by a private-use sentinel (U+E000 N U+E001, N indexing the original); the
+// rendered text is then encoded as pieces: template text (special) and the originals (ordinary text). The
+// text is unchanged; only a harness can no longer forge a turn boundary. (A template that tests message text
+// for such a string, e.g. Qwen3's `content.startswith('<tool_response>')` on a user turn, sees the sentinel.)
+//
+// Messages are given to the template the way OpenAI servers (SGLang, vLLM) give them: {role, content},
+// assistant turns with `tool_calls: [{id, type: "function", function: {name, arguments}}]` where the
+// arguments are the parsed JSON object when they parse (HF templates `tojson` them), tool results with
+// `tool_call_id`. JSON objects are rendered with sorted keys (the request is parsed into nlohmann::json).
+//
+// The window (gateway_session.h) is written in pieces that must concatenate to the template's render:
+//  * first(): the template's render of the messages with the generation prompt, cut into the system part
+//    (the render of the leading system message alone, with or without the tools, when it is a prefix: kept
+//    by a rebuild), the rest, and the generation prompt, which must be the template's assistant header (the
+//    episode writes it: ContextTemplate::turn_header);
+//  * next(): what follows a sampled answer: the render of the whole list (with the generation prompt) past
+//    the render of the list up to the harness's copy of the answer; when the template rewrites that answer
+//    once more turns follow it (Qwen3 drops an empty <think> block from earlier turns), past the render of
+//    the list up to the answer plus a placeholder user turn, less that turn. When neither is a prefix,
+//    std::nullopt (the caller writes the new messages with the per-turn strings).
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/tokenizer.h"
+#include "server/gateway/chat_messages.h"
+
+namespace crl::server::gateway {
+
+class TemplateRenderer {
+ public:
+  // `chat` must have a Jinja template (chat.jinja) and its per-turn strings.
+  TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat);
+
+  // Throws GatewayError (400 template_error) when the template refuses the messages (raise_exception) or
+  // does not end the render with its assistant header.
+  void first(std::span<const Message> messages, const nlohmann::json& tools, int64_t now_unix,
+             std::vector<TokenId>& system, std::vector<TokenId>& rest) const;
+  // The text after the answer messages[answer] (without its close, which the caller writes) up to the
+  // generation prompt, as ids; std::nullopt when the template's renders do not extend each other.
+  std::optional<std::vector<TokenId>> next(std::span<const Message> messages, size_t answer,
+                                           const nlohmann::json& tools, int64_t now_unix) const;
+
+  // The special-token strings message text is kept from (for tests and the README).
+  const std::vector<std::string>& guarded() const { return guarded_; }
+
+ private:
+  struct Protected {
+    nlohmann::json messages, tools;
+    std::vector<std::string> originals;
+  };
+  Protected protect(std::span<const Message> messages, const nlohmann::json& tools) const;
+  std::string render(const nlohmann::json& messages, const nlohmann::json& tools, bool generation_prompt,
+                     int64_t now_unix) const;
+  // The rendered text as ids: sentinels become their originals as ordinary text.
+  std::vector<TokenId> encode(std::string_view text, const std::vector<std::string>& originals) const;
+
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  ChatTemplate chat_;
+  std::vector<std::string> guarded_;
+};
+
+// A message as OpenAI servers hand it to a chat template.
+nlohmann::json template_message(const Message& message);
+
+}  // namespace crl::server::gateway
