@@ -26,6 +26,9 @@ ScenarioSpec reduced(int64_t episodes, const std::vector<std::string>& arms) {
   std::vector<ArmSpec> kept;
   for (ArmSpec& arm : spec.arms) {
     if (std::find(arms.begin(), arms.end(), arm.name) == arms.end()) continue;
+    // Without the shipped file's warm start (tests/scenarios/warm_start_test.cpp covers it): these tests
+    // check that RL itself learns, from the untrained network.
+    arm.setup.clear_warm_start();
     auto* t = arm.setup.mutable_training();
     t->set_episodes(episodes);
     t->set_eval_episodes(60);
