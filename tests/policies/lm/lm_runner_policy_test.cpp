@@ -80,8 +80,14 @@ TEST(LmRunnerPolicy, RegisteredForTheTextViewOnly) {
 // count; the turn ends at <|im_end|> or the limit.
 TEST(LmRunnerPolicy, DecisionsCarryTheForwardsLogProbsAndValuesAndTheCacheChangesNoBit) {
   Fixture f;
-  LmPolicy policy(f.target(), Fixture::config());
-  policy.initialize(3);
+  // After a little SFT the model ends its turns with <|im_end|> (a fresh one almost never samples it), so
+  // the cache must also hold the turn's last token (the next prompt starts with it).
+  LmPolicyConfig config = Fixture::config();
+  config.sft_steps = 30;
+  config.sft_tasks = 6;
+  config.sft_batch = 4;
+  LmPolicy policy(f.target(), config);
+  policy.initialize(11);  // the SFT test's key: memoised within the binary
   // A value head away from 0, so that values are checked too.
   auto& p = policy.model().parameters();
   const ParamLayout& l = policy.model().layout();
@@ -91,7 +97,7 @@ TEST(LmRunnerPolicy, DecisionsCarryTheForwardsLogProbsAndValuesAndTheCacheChange
   const std::vector<Trajectory> warm = f.episodes(policy, 3);
   ASSERT_EQ(warm.size(), 3u);
   // The same episodes from a cold cache every call (a fresh policy per call is the same as clearing).
-  LmPolicy cold(f.target(), Fixture::config());
+  LmPolicy cold(f.target(), config);
   cold.model().parameters() = policy.model().parameters();
   struct NoCache final : Policy {
     const LmPolicy* inner;
@@ -104,7 +110,7 @@ TEST(LmRunnerPolicy, DecisionsCarryTheForwardsLogProbsAndValuesAndTheCacheChange
   nocache.inner = &cold;
   const std::vector<Trajectory> fresh = f.episodes(nocache, 3, 2);
   int summaries = 0;
-  int64_t sampled = 0;
+  int64_t sampled = 0, stops = 0;
   for (size_t e = 0; e < warm.size(); ++e) {
     ASSERT_EQ(warm[e].segments.size(), fresh[e].segments.size());
     for (size_t s = 0; s < warm[e].segments.size(); ++s) {
@@ -127,12 +133,14 @@ TEST(LmRunnerPolicy, DecisionsCarryTheForwardsLogProbsAndValuesAndTheCacheChange
         EXPECT_EQ(a.critic_mask[k], mine ? 1 : 0);
         if (!mine) continue;
         ++sampled;
+        stops += a.response_ids[k] == *tokenizer()->special_token("<|im_end|>");
         EXPECT_NEAR(a.logprobs[k], fw.logp[P + k - 1], 2e-4) << "segment " << s << " token " << k;
         EXPECT_NEAR(a.values[k], fw.values[P + k - 1], 2e-4) << "segment " << s << " token " << k;
       }
     }
   }
   EXPECT_GT(sampled, 20);
+  EXPECT_GT(stops, 5) << "turns ended by <|im_end|>";
   EXPECT_GT(summaries, 0) << "C = 1024 compacts a text episode of the suite";
 }
 
