@@ -29,6 +29,14 @@ class Policy {
 
 // What a policy is created for: the environment's spec and the codec of the episodes it will act in.
 struct PolicyTarget {
+  // A constructor rather than an aggregate, so that the many PolicyTarget{env, codec} call sites stay
+  // warning-free (-Wmissing-field-initializers) now that the optional fields below exist.
+  PolicyTarget(const EnvSpec* env_spec = nullptr, std::shared_ptr<const Codec> episode_codec = {},
+               std::map<std::string, std::string> params = {}, const Budget* episode_budget = nullptr)
+      : env(env_spec),
+        codec(std::move(episode_codec)),
+        env_params(std::move(params)),
+        budget(episode_budget) {}
   const EnvSpec* env = nullptr;
   std::shared_ptr<const Codec> codec;
   // Where the caller knows them (the scenario runner): the environment's parameters and the episodes'
