@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include "engine/error.h"
 #include "engine/file_io.h"
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
@@ -65,6 +66,35 @@ TEST(TinyLmScenario, ShippedFileHasTheArmsAndOneConfiguration) {
   EXPECT_GT(budget_of(arm_named(spec, "full_context")->setup).capacity, budget_of(joint->setup).capacity);
   ASSERT_TRUE(spec.has_table);
   EXPECT_EQ(spec.table.reference_arm(), "joint");
+}
+
+// Bad setups are refused at parse time with the field named: a tokenizer that does not load, a model whose
+// positions do not cover the budget's capacity, the lm policy on the symbolic view.
+TEST(TinyLmScenario, BadSetupsNameTheField) {
+  const std::string head =
+      "name: \"t\"\nseeds: [1]\nbase { env { name: \"synthetic\" params { key: \"view\" "
+      "value: \"text\" } } budget { capacity: 1024 reserve: 256 per_turn_cap: 48 "
+      "summary_cap: 96 } ";
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_scenario(text, "t.pbtxt");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string tok = "tokenizer: \"" + source("data/tokenizers/synthetic_bpe512.json") + "\" ";
+  std::string e =
+      error_of(head + "view: \"text\" tokenizer: \"missing/tokenizer.json\" policy { name: \"lm\" } }");
+  EXPECT_NE(e.find("tokenizer"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing/tokenizer.json"), std::string::npos) << e;
+  e = error_of(head + "view: \"text\" " + tok +
+               "policy { name: \"lm\" params { key: \"max_positions\" value: \"512\" } } }");
+  EXPECT_NE(e.find("max_positions"), std::string::npos) << e;
+  EXPECT_NE(e.find("1024"), std::string::npos) << e;
+  e = error_of(head + "view: \"symbolic\" policy { name: \"lm\" } }");
+  EXPECT_NE(e.find("text view"), std::string::npos) << e;
+  EXPECT_EQ(error_of(head + "view: \"text\" " + tok + "policy { name: \"lm\" } }"), "no error");
 }
 
 // The shipped file with a tiny model and a few episodes, as scenario text (arms unchanged).
