@@ -26,7 +26,8 @@
 // episodes (demonstrations.h) in the SAME environment parameters, codec and budget as the run's training
 // episodes (tasks 0 .. sft_tasks-1 of its split), then resets Adam for RL. A policy param rather than a
 // scenario stage because it is what this policy's "base model" is, and because the scenario's
-// `pretrain` stage trains with the RL learner, not with demonstrations. SFT is a pure function of
+// `pretrain` stage trains with the RL learner, not with demonstrations (and `warm_start` imitates answers
+// only, for the neural policy; this SFT also imitates the oracle's summaries). SFT is a pure function of
 // (sizes, SFT options, seed, codec, environment parameters, budget); the result is memoised in the process
 // under that key, so arms that share it (every arm of synthetic_tinylm but the full-context one) pay for it
 // once per seed. Needs PolicyTarget::budget (the runner gives it).
