@@ -106,11 +106,12 @@ int eval_command(const std::vector<std::string>& args) {
     }
   }
   const std::unique_ptr<Env> prototype = make_env(env_name, episode.params, "option --env/--split");
-  episode.codec = make_codec(setup.view(), prototype->spec());
+  episode.codec = scenarios::setup_codec(setup, prototype->spec());
   episode.budget = scenarios::budget_of(setup);
   const std::unique_ptr<Policy> policy =
       make_policy(setup.policy().name(), scenarios::policy_params(setup),
-                  PolicyTarget{&prototype->spec(), episode.codec}, checkpoint_path + ": policy");
+                  PolicyTarget{&prototype->spec(), episode.codec, episode.params, &episode.budget},
+                  checkpoint_path + ": policy");
   auto* trainable = dynamic_cast<Trainable*>(policy.get());
   if (trainable == nullptr) {
     throw Error(checkpoint_path, "policy.type", "policy " + quote(policy->name()) + " has no saved state");

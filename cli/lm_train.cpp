@@ -12,11 +12,8 @@
 #include "engine/chat_template.h"
 #include "engine/error.h"
 #include "envs/codec.h"
-#include "envs/episode.h"
-#include "envs/registry.h"
-#include "envs/synthetic/oracle.h"
-#include "envs/synthetic/synthetic_env.h"
 #include "policies/lm/checkpoint.h"
+#include "policies/lm/demonstrations.h"
 #include "policies/lm/sft.h"
 #include "scenarios/checkpoint.h"
 
@@ -26,32 +23,8 @@ std::vector<Trajectory> oracle_trajectories(const std::string& split, int first,
                                             std::shared_ptr<const Tokenizer> tokenizer,
                                             const Budget& budget) {
   const auto codec = make_text_codec(std::move(tokenizer), {}, chatml_template());
-  std::vector<Trajectory> out;
-  for (int i = first; i < first + count; ++i) {
-    auto env = make_env("synthetic", {{"split", split}, {"view", "text"}}, "crl lm train");
-    const auto& synthetic = dynamic_cast<const envs::synthetic::SyntheticEnv&>(*env);
-    const auto& tasks = synthetic.tasks().tasks;
-    if (i < 0 || i >= static_cast<int>(tasks.size())) {
-      throw Error("--tasks", "tasks",
-                  task_index_message(static_cast<uint64_t>(i), TaskList{split, tasks.size()}));
-    }
-    const auto& task = tasks[static_cast<size_t>(i)];
-    EpisodeConfig config;
-    config.budget = budget;
-    config.group_index = i;
-    Episode episode(std::move(env), codec, config);
-    episode.start(Task{task.task_id, static_cast<uint64_t>(i), split});
-    envs::synthetic::Oracle oracle(task, /*symbolic=*/false);
-    while (!episode.done()) {
-      Decision decision;
-      decision.tokens = episode.request().role == Role::kSummarize
-                            ? codec->encode_action(oracle.summary_text(synthetic.records_seen()))
-                            : codec->encode_action(oracle.act().text);
-      episode.submit(decision);
-    }
-    out.push_back(episode.finish());
-  }
-  return out;
+  return lm::oracle_demonstrations({{"split", split}, {"view", "text"}}, codec, budget, first, count,
+                                   "--tasks");
 }
 
 namespace {

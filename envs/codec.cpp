@@ -76,6 +76,7 @@ class TextCodec final : public Codec {
                       prompts_.resume_preface + "|" + prompts_.truncation_marker)
         .substr(0, 16);
   }
+  std::shared_ptr<const Tokenizer> tokenizer() const override { return tokenizer_; }
 
  private:
   std::shared_ptr<const Tokenizer> tokenizer_;

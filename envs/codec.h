@@ -42,6 +42,8 @@ class Codec {
   virtual std::span<const TokenId> summary_body(std::span<const TokenId> summary) const = 0;
   virtual std::string decode(std::span<const TokenId> tokens) const = 0;
   virtual std::string fingerprint() const = 0;
+  // The text view's tokenizer (a policy that writes text samples its ids); null for the symbolic view.
+  virtual std::shared_ptr<const Tokenizer> tokenizer() const { return nullptr; }
 };
 
 struct TextPrompts {

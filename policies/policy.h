@@ -5,10 +5,12 @@
 // the policy's parameters. A policy draws random numbers only from Rng(request.stream), never from shared
 // state, so a decision does not depend on which other requests share the batch, on thread count, or on
 // order. act() may be called concurrently from several threads on the same policy object.
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 
+#include "engine/budget.h"
 #include "engine/registry.h"
 #include "engine/turn.h"
 #include "envs/codec.h"
@@ -27,8 +29,21 @@ class Policy {
 
 // What a policy is created for: the environment's spec and the codec of the episodes it will act in.
 struct PolicyTarget {
+  // A constructor rather than an aggregate, so that the many PolicyTarget{env, codec} call sites stay
+  // warning-free (-Wmissing-field-initializers) now that the optional fields below exist.
+  PolicyTarget(const EnvSpec* env_spec = nullptr, std::shared_ptr<const Codec> episode_codec = {},
+               std::map<std::string, std::string> params = {}, const Budget* episode_budget = nullptr)
+      : env(env_spec),
+        codec(std::move(episode_codec)),
+        env_params(std::move(params)),
+        budget(episode_budget) {}
   const EnvSpec* env = nullptr;
   std::shared_ptr<const Codec> codec;
+  // Where the caller knows them (the scenario runner): the environment's parameters and the episodes'
+  // budget, for a policy that renders its own demonstrations (the language model's SFT, policies/lm).
+  // Other policies ignore them; null/empty when unknown.
+  std::map<std::string, std::string> env_params;
+  const Budget* budget = nullptr;
 };
 
 using PolicyRegistry = Registry<Policy, const PolicyTarget&>;

@@ -169,8 +169,8 @@ void pretrain(const ArmContext& c, uint64_t seed, Trainable& target, const learn
   const std::unique_ptr<Env> env = make_env(setup.env, setup.params, where);
   std::map<std::string, std::string> params = policy_params(s);
   for (const auto& [k, v] : p.policy_params()) params[k] = v;
-  const std::unique_ptr<Policy> policy =
-      make_policy(s.policy().name(), params, PolicyTarget{&env->spec(), setup.codec}, where);
+  const std::unique_ptr<Policy> policy = make_policy(
+      s.policy().name(), params, PolicyTarget{&env->spec(), setup.codec, setup.params, &setup.budget}, where);
   Trainable* trainable = dynamic_cast<Trainable*>(policy.get());
   CRL_CHECK(trainable != nullptr, "pretraining a policy that does not learn (checked by parse_scenario)");
   trainable->initialize(seed);
@@ -200,9 +200,9 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   const Setup& s = c.arm->setup;
   const auto& training = s.training();
   const LearnerConfig& l = s.learner();
-  const std::unique_ptr<Policy> policy =
-      make_policy(s.policy().name(), policy_params(s), PolicyTarget{c.env_spec, c.train.codec},
-                  "arm " + quote(c.arm->name));
+  const std::unique_ptr<Policy> policy = make_policy(
+      s.policy().name(), policy_params(s),
+      PolicyTarget{c.env_spec, c.train.codec, c.train.params, &c.train.budget}, "arm " + quote(c.arm->name));
   // A Trainable policy (tabular, neural) trains itself; any other registered policy is evaluated as it is.
   Trainable* trainable = dynamic_cast<Trainable*>(policy.get());
   if (trainable != nullptr) trainable->initialize(seed);
@@ -366,7 +366,8 @@ std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy
 
 std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& eval) {
   std::vector<TypeResult> out;
-  if (setup.env != "synthetic" || setup.codec->view_name() != "symbolic") return out;
+  if (setup.env != "synthetic") return out;
+  const bool text = setup.codec->view_name() == "text";  // a policy that writes text (policies/lm)
   const Params p = Params::resolve(env_registry().entry("synthetic").params, setup.params, "evaluation");
   // The tasks the environment cycles through, restricted like the environment's (`types`).
   const auto tasks = envs::synthetic::restrict_task_types(
@@ -376,7 +377,8 @@ std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vec
   envs::synthetic::MetricsTable table;
   for (const Trajectory& t : eval) {
     const auto& task = tasks->tasks[static_cast<size_t>(t.group_index) % tasks->tasks.size()];
-    table.add(envs::synthetic::episode_metrics_symbolic(task, t));
+    table.add(text ? envs::synthetic::episode_metrics_text(task, t, *setup.codec)
+                   : envs::synthetic::episode_metrics_symbolic(task, t));
   }
   for (const envs::synthetic::TaskType type : envs::synthetic::kTaskTypes) {
     const auto& totals = table.totals(type);
@@ -455,7 +457,7 @@ void make_context(const ArmSpec& arm, ArmContext& c) {
   c.train.params = env_params(arm.setup);
   c.prototype = make_env(arm.setup.env().name(), c.train.params, "arm " + quote(arm.name));
   c.env_spec = &c.prototype->spec();
-  c.train.codec = make_codec(arm.setup.view(), *c.env_spec);
+  c.train.codec = setup_codec(arm.setup, *c.env_spec);
   c.train.budget = budget_of(arm.setup);
   c.eval = c.train;
   for (const auto& [k, v] : arm.setup.training().eval_env_params()) c.eval.params[k] = v;

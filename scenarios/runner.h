@@ -23,7 +23,7 @@
 // and the seed). Environment parameters of evaluation episodes may differ (training.eval_env_params, e.g.
 // split: dev). An arm may pretrain first (setup.pretrain, proto/scenario.proto: another task mix, other
 // policy parameters, tasks "pretrain-<i>"), inside the same job, so shards stay independent. For the
-// synthetic suite in the symbolic view the final evaluation is also broken down per task type (exact match
+// synthetic suite (symbolic or text view) the final evaluation is also broken down per task type (exact match
 // and summary metrics, envs/synthetic/metrics.h). Why the result cannot depend on the thread count: episodes
 // only read their own streams and the policy snapshot; the updates run on one thread in index order.
 #include <cstdint>
@@ -191,7 +191,8 @@ std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy
                                          const Runner& runner,
                                          const std::function<void(size_t)>& on_done = {});
 // Per task type exact match and summary metrics of evaluation episodes, for environments with typed tasks
-// (the synthetic suite in the symbolic view); empty for the others.
+// (the synthetic suite in the symbolic view, and in the text view with summaries measured on the decoded
+// text: envs/synthetic/metrics.h episode_metrics_text); empty for the others.
 std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& episodes);
 
 // The learner's options and schedule for a scenario's learner block (the learning rates stay with the policy

@@ -17,6 +17,18 @@
 
 namespace crl::scenarios {
 
+std::shared_ptr<const Codec> setup_codec(const proto::scenario::Setup& s, const EnvSpec& env) {
+  if (s.view() != "text" || s.tokenizer() == "byte") return make_codec(s.view(), env);
+  if (!env.has_text) return make_codec(s.view(), env);  // throws: no text view
+  std::shared_ptr<const Tokenizer> tokenizer;
+  try {
+    tokenizer = make_tokenizer(s.tokenizer());
+  } catch (const std::exception& e) {
+    throw Error("", "tokenizer", quote(s.tokenizer()) + ": " + e.what());
+  }
+  return make_text_codec(std::move(tokenizer));
+}
+
 Budget budget_of(const proto::scenario::Setup& s) {
   Budget b;
   b.capacity = s.budget().capacity();
@@ -193,9 +205,9 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   // View.
   std::shared_ptr<const Codec> codec;
   try {
-    codec = make_codec(s.view(), env->spec());
+    codec = setup_codec(s, env->spec());
   } catch (const Error& e) {
-    at.fail(arm, {"view"}, e.message());
+    at.fail(arm, {e.field() == "tokenizer" ? "tokenizer" : "view"}, e.message());
   }
   // Policy and its parameters.
   if (!policy_registry().contains(s.policy().name())) {
@@ -205,8 +217,10 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
       at.fail(arm, {"policy", "name"}, e.message());
     }
   }
+  const Budget episode_budget = budget_of(s);  // a policy may check its sizes against it (lm)
   try {
-    make_policy(s.policy().name(), sorted(s.policy().params()), PolicyTarget{&env->spec(), codec},
+    make_policy(s.policy().name(), sorted(s.policy().params()),
+                PolicyTarget{&env->spec(), codec, sorted(s.env().params()), &episode_budget},
                 "policy " + quote(s.policy().name()));
   } catch (const Error& e) {
     bool is_param = false;

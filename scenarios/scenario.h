@@ -9,10 +9,12 @@
 // A field that was not written in the file (a default) is reported with the file alone.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/budget.h"
+#include "envs/codec.h"
 #include "proto/scenario.pb.h"
 
 namespace crl::scenarios {
@@ -35,6 +37,9 @@ struct ScenarioSpec {
   bool has_table = false;  // the file declares an ablation table (report.md, scenarios/ablation_table.h)
   proto::scenario::TableConfig table;
 };
+
+// The codec of a setup: its view, with the setup's tokenizer for the text view (checked by parse_scenario).
+std::shared_ptr<const Codec> setup_codec(const proto::scenario::Setup& setup, const EnvSpec& env);
 
 // The context budget of a setup (checked by parse_scenario).
 Budget budget_of(const proto::scenario::Setup& setup);

@@ -150,6 +150,49 @@ EpisodeMetrics episode_metrics_symbolic(const SyntheticTask& task, const Traject
   return m;
 }
 
+EpisodeMetrics episode_metrics_text(const SyntheticTask& task, const Trajectory& trajectory,
+                                    const Codec& codec) {
+  EpisodeMetrics m;
+  m.task_id = task.task_id;
+  m.type = task.type;
+  m.exact_match = trajectory.reward > 0.0;
+  m.truncated = trajectory.status != EpisodeStatus::kCompleted;
+  m.compactions = trajectory.compactions;
+  // Records are rendered "#NN/TT ref ..." and shown in order; only observation tokens are read, so nothing
+  // the policy wrote (an action, a summary, a copied summary) can count as seen.
+  auto newest = [](const std::string& text) {
+    int seen = 0;
+    for (size_t at = text.find('#'); at != std::string::npos; at = text.find('#', at + 1)) {
+      size_t end = at + 1;
+      int n = 0;
+      while (end < text.size() && end < at + 4 && std::isdigit(static_cast<unsigned char>(text[end])))
+        n = n * 10 + (text[end++] - '0');
+      if (end > at + 1 && end < text.size() && text[end] == '/') seen = std::max(seen, n);
+    }
+    return seen;
+  };
+  int seen = 0;
+  std::vector<TokenId> observed;
+  for (const Segment& seg : trajectory.segments) {
+    if (seg.kind == SegmentKind::kSummary) {
+      const std::string body = codec.decode(codec.summary_body(seg.response_ids));
+      SummaryMetrics sm = summary_metrics_text(task, seen, body);
+      sm.length = static_cast<int>(seg.response_ids.size());
+      m.summaries.push_back(sm);
+      continue;
+    }
+    observed.clear();
+    for (size_t i = 0; i < seg.response_ids.size(); ++i) {
+      if (i < seg.response_provenance.size() && seg.response_provenance[i] == Provenance::kEnvironment)
+        observed.push_back(seg.response_ids[i]);
+    }
+    seen = std::max(seen, newest(codec.decode(observed)));
+  }
+  m.records_seen = seen;
+  m.submitted = trajectory.status == EpisodeStatus::kCompleted;
+  return m;
+}
+
 void MetricsTable::add(const EpisodeMetrics& e) {
   Totals& t = by_type_[static_cast<int>(e.type)];
   ++t.episodes;

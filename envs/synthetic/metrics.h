@@ -20,6 +20,7 @@
 
 #include "engine/token.h"
 #include "engine/trajectory.h"
+#include "envs/codec.h"
 #include "envs/synthetic/task.h"
 
 namespace crl::envs::synthetic {
@@ -69,6 +70,12 @@ struct EpisodeMetrics {
 // newest observed record [rec:<i>, kind:...] in its prompt (records are shown in order, and the history
 // holds the newest observation). Turns and invalid commands are not recorded in a trajectory and stay 0.
 EpisodeMetrics episode_metrics_symbolic(const SyntheticTask& task, const Trajectory& trajectory);
+// The same for the text view (a policy that writes text, e.g. policies/lm): each summary segment's body is
+// decoded with `codec` and measured by summary_metrics_text, its length in tokens of the codec's tokenizer
+// (as `crl rollout` counts it, the end of turn included); records_seen = the newest "#NN/" record number
+// in the environment's tokens (observations) of the execution segments before it.
+EpisodeMetrics episode_metrics_text(const SyntheticTask& task, const Trajectory& trajectory,
+                                    const Codec& codec);
 
 // Sums episodes per task type; report() prints one line per type and one for all.
 class MetricsTable {

@@ -41,6 +41,17 @@ TEST(tokenize_train, SyntheticEpisodesShrinkAndTheFileLoads) {
   EXPECT_NE(shown.out.find("vocabulary 512"), std::string::npos);
 }
 
+// The committed tokenizer of scenarios/synthetic_tinylm.pbtxt is what the command writes today
+// (data/README.md).
+TEST(tokenize_train, CommittedSyntheticTokenizerRegeneratesByteForByte) {
+  const test::TempDir dir;
+  const std::string out = dir.file("tokenizer.json");
+  const auto r = test::crl({"tokenize", "--train", "synthetic:train", "--vocab", "512", "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_file(out),
+            read_file(std::string(CRL_SOURCE_DIR) + "/data/tokenizers/synthetic_bpe512.json"));
+}
+
 TEST(tokenize_train, TextFileCorpusAndSpecialTokens) {
   const test::TempDir dir;
   std::string text;

@@ -35,6 +35,10 @@ class KvCache {
   // Feeds one token at position length() and returns the logits of the next token (vocab entries).
   // Throws std::invalid_argument when the token is out of range or the cache is full (max_positions).
   const RowVector& push(const LmModel& model, int32_t token);
+  // The final normed hidden state of the last pushed token (what the value head and the logits read).
+  const RowVector& hidden() const { return a_; }
+  // The logits push() last returned (empty before the first push).
+  const RowVector& logits() const { return logits_; }
 
  private:
   std::vector<RowMatrix> keys_, values_;

@@ -1,0 +1,473 @@
+#include "policies/lm/lm_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/error.h"
+#include "engine/sha256.h"
+#include "policies/lm/demonstrations.h"
+#include "policies/lm/sft.h"
+
+namespace crl::lm {
+
+namespace {
+
+const char* const kWhere = "policy \"lm\"";
+// Enough slots for every live episode of a runner's groups; past it the cache starts over (a miss costs a
+// prefill, never a different bit).
+constexpr size_t kMaxCacheSlots = 192;
+
+// SFT results shared by the policies of one process (see the header): key -> parameters after SFT, and the
+// first and last step's loss.
+struct SftMemo {
+  std::vector<float> parameters;
+  float first = 0.0f, last = 0.0f;
+};
+std::mutex& sft_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, SftMemo>& sft_memo() {
+  static std::map<std::string, SftMemo> memo;
+  return memo;
+}
+
+float value_of(const LmModel& model, const RowVector& hidden) {
+  const int d = model.config().d_model;
+  return hidden.dot(model.vector(model.layout().value_w(), d)) + model.parameters()[model.layout().value_b()];
+}
+
+// Token range of each rollout of a batch (its segments are consecutive).
+std::vector<learners::TokenRange> rollout_ranges(const learners::Batch& b) {
+  std::vector<learners::TokenRange> out(static_cast<size_t>(b.num_rollouts()));
+  for (int64_t r = 0; r < b.num_rollouts(); ++r) {
+    out[r] = {b.segment_offsets[b.rollout_offsets[r]], b.segment_offsets[b.rollout_offsets[r + 1]]};
+  }
+  return out;
+}
+
+// One segment of the batch: where its response tokens start in the batch, and its trajectory segment.
+struct SegmentRef {
+  int64_t begin = 0;
+  const Segment* segment = nullptr;
+};
+
+struct StatSums {
+  int64_t steps = 0, tokens = 0;
+  double abs_ratio = 0.0, max_ratio = 0.0, clipped = 0.0, kl = 0.0, entropy = 0.0, policy = 0.0, value = 0.0;
+  learners::UpdateStats means() const {
+    learners::UpdateStats s;
+    const double n = tokens > 0 ? static_cast<double>(tokens) : 1.0;
+    s.steps = steps;
+    s.token_evals = tokens;
+    s.mean_abs_ratio = abs_ratio / n;
+    s.max_ratio = max_ratio;
+    s.clip_fraction = clipped / n;
+    s.approx_kl = kl / n;
+    s.entropy = entropy / n;
+    s.policy_loss = policy;
+    s.value_loss = value;
+    return s;
+  }
+};
+
+}  // namespace
+
+LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
+    : config_(std::move(config)), codec_(target.codec), env_params_(target.env_params) {
+  if (codec_ == nullptr || codec_->view_name() != "text" || codec_->tokenizer() == nullptr) {
+    throw Error(kWhere, "view", "needs the text view (view: \"text\"): it reads and writes tokenizer ids");
+  }
+  config_.model.vocab = static_cast<int>(codec_->tokenizer()->vocab_size());
+  try {
+    config_.model.validate();
+  } catch (const std::invalid_argument& e) {
+    throw Error(kWhere, "d_model", e.what());
+  }
+  if (target.budget != nullptr) {
+    has_budget_ = true;
+    budget_ = *target.budget;
+    if (config_.model.max_positions < budget_.capacity) {
+      throw Error(kWhere, "max_positions",
+                  "value " + std::to_string(config_.model.max_positions) +
+                      " is below the budget's capacity " + std::to_string(budget_.capacity) +
+                      ": every context of the episode must fit the model");
+    }
+  }
+  if (!(config_.temperature >= 0.0f) || !std::isfinite(config_.temperature))
+    throw Error(kWhere, "temperature", "must be finite and >= 0");
+  if (!(config_.top_p > 0.0f && config_.top_p <= 1.0f)) throw Error(kWhere, "top_p", "must be in (0, 1]");
+  if (config_.sft_steps < 0) throw Error(kWhere, "sft_steps", "must be >= 0");
+  if (config_.sft_tasks < 1) throw Error(kWhere, "sft_tasks", "must be >= 1");
+  if (config_.sft_batch < 1) throw Error(kWhere, "sft_batch", "must be >= 1");
+  if (!(config_.sft_lr > 0.0)) throw Error(kWhere, "sft_lr", "must be > 0");
+  const std::vector<TokenId> end = codec_->encode_action("");
+  if (end.size() != 1) throw Error(kWhere, "view", "the chat template's end of turn is not one token");
+  end_of_turn_ = end.front();
+  model_ = LmModel(config_.model);
+  frozen_ = LmModel(config_.model);
+  optimizer_ = LmOptimizer(model_.layout());
+  model_.initialize(0);
+  frozen_.parameters() = model_.parameters();
+}
+
+void LmPolicy::clear_cache() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  cache_.clear();
+}
+
+LmPolicy::CacheSlot LmPolicy::open(const CacheKey& key, const LmModel& model,
+                                   const std::vector<int32_t>& prompt) const {
+  CacheSlot slot;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      const auto& seen = it->second.tokens;
+      if (seen.size() <= prompt.size() && std::equal(seen.begin(), seen.end(), prompt.begin())) {
+        slot = std::move(it->second);
+      }
+      cache_.erase(it);
+    }
+  }
+  if (slot.cache == nullptr) slot.cache = std::make_unique<KvCache>(model.config());
+  // The cache's last logits are those of the prompt's last token once it has seen the whole prompt.
+  for (size_t i = slot.tokens.size(); i < prompt.size(); ++i) slot.cache->push(model, prompt[i]);
+  slot.tokens = prompt;
+  return slot;
+}
+
+void LmPolicy::keep(const CacheKey& key, CacheSlot slot) const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  if (cache_.size() >= kMaxCacheSlots) cache_.clear();
+  cache_[key] = std::move(slot);
+}
+
+Decision LmPolicy::decide(const Request& request) const {
+  Decision d;
+  std::vector<int32_t> prompt;
+  request.prompt.copy_to(prompt);
+  const int max_positions = config_.model.max_positions;
+  if (prompt.empty() || static_cast<int>(prompt.size()) >= max_positions) {
+    d.failed = true;
+    d.finish_reason = "abort";
+    d.error = std::string(kWhere) + ": a prompt of " + std::to_string(prompt.size()) +
+              " tokens does not fit max_positions " + std::to_string(max_positions);
+    return d;
+  }
+  const bool frozen = request.role == Role::kSummarize && config_.frozen_summary;
+  const LmModel& actor = frozen ? frozen_ : model_;
+  const CacheKey live_key{request.stream.seed, request.stream.task, request.stream.sample, 0};
+  const CacheKey frozen_key{request.stream.seed, request.stream.task, request.stream.sample, 1};
+  CacheSlot a = open(frozen ? frozen_key : live_key, actor, prompt);
+  CacheSlot v;  // the live model's cache when the actor is the frozen copy (values only)
+  if (frozen) v = open(live_key, model_, prompt);
+  SamplingParams params;
+  params.temperature = greedy_ ? 0.0f : config_.temperature;
+  params.top_p = config_.top_p;
+  Rng rng(request.stream);
+  const int64_t limit = std::min<int64_t>(request.max_new_tokens, max_positions - prompt.size());
+  d.finish_reason = "length";
+  for (int64_t k = 0; k < limit; ++k) {
+    const RowVector& logits = a.cache->logits();
+    const int32_t token = pick_token(logits, params, rng);
+    d.tokens.push_back(token);
+    d.logprobs.push_back(logits[token] - log_sum_exp(logits));
+    d.values.push_back(value_of(model_, frozen ? v.cache->hidden() : a.cache->hidden()));
+    // Fed at once (also the last token: the next prompt starts with it), while the context has room.
+    if (a.cache->length() < max_positions) {
+      a.cache->push(actor, token);
+      a.tokens.push_back(token);
+      if (frozen) {
+        v.cache->push(model_, token);
+        v.tokens.push_back(token);
+      }
+    }
+    if (token == end_of_turn_) {
+      d.finish_reason = "stop";
+      break;
+    }
+  }
+  keep(frozen ? frozen_key : live_key, std::move(a));
+  if (frozen) keep(live_key, std::move(v));
+  return d;
+}
+
+void LmPolicy::act(std::span<const Request* const> requests, std::span<Decision> decisions) const {
+  CRL_CHECK(requests.size() == decisions.size(),
+            "act(): " << requests.size() << " requests, " << decisions.size() << " decisions");
+  for (size_t i = 0; i < requests.size(); ++i) decisions[i] = decide(*requests[i]);
+}
+
+void LmPolicy::initialize(uint64_t seed) {
+  seed_ = seed;
+  model_.initialize(seed);
+  optimizer_ = LmOptimizer(model_.layout());
+  sft_first_ = sft_last_ = std::numeric_limits<float>::quiet_NaN();
+  if (config_.sft_steps > 0) run_sft(seed);
+  frozen_.parameters() = model_.parameters();
+  clear_cache();
+}
+
+void LmPolicy::run_sft(uint64_t seed) {
+  if (!has_budget_) {
+    throw Error(kWhere, "sft_steps",
+                "SFT renders demonstrations under the episodes' budget, which this caller does not give "
+                "(the scenario runner does)");
+  }
+  // The memo key: everything the SFT result depends on.
+  std::ostringstream key;
+  key << lm_shape(config_.model) << "|" << config_.model.value_grad_to_trunk << "|" << seed << "|"
+      << config_.sft_steps << "|" << config_.sft_tasks << "|" << config_.sft_batch << "|" << config_.sft_lr
+      << "|" << codec_->fingerprint() << "|" << budget_.capacity << "," << budget_.reserve << ","
+      << budget_.tail_k << "," << budget_.per_turn_cap << "," << budget_.summary_cap << ","
+      << budget_.max_compactions;
+  for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
+  const std::string id = sha256_hex(key.str());
+  {
+    std::lock_guard<std::mutex> lock(sft_mutex());
+    const auto it = sft_memo().find(id);
+    if (it != sft_memo().end()) {
+      model_.parameters() = it->second.parameters;
+      sft_first_ = it->second.first;
+      sft_last_ = it->second.last;
+      return;
+    }
+  }
+  const std::vector<Trajectory> demos =
+      oracle_demonstrations(env_params_, codec_, budget_, 0, config_.sft_tasks, std::string(kWhere) + " sft");
+  const std::vector<SftExample> examples = sft_examples(demos, config_.model.max_positions);
+  SftOptions options;
+  options.steps = config_.sft_steps;
+  options.batch = config_.sft_batch;
+  options.lr = config_.sft_lr;
+  options.seed = seed;
+  LmOptimizer sft_optimizer(model_.layout());
+  const std::vector<float> losses = train_sft(model_, sft_optimizer, examples, options);
+  if (!losses.empty()) {
+    sft_first_ = losses.front();
+    sft_last_ = losses.back();
+  }
+  std::lock_guard<std::mutex> lock(sft_mutex());
+  sft_memo()[id] = SftMemo{model_.parameters(), sft_first_, sft_last_};
+}
+
+void LmPolicy::train(const TrainStep& step) {
+  CRL_CHECK(step.trajectories && step.batch && step.targets && step.learner, "train(): incomplete step");
+  learners::LearnerOptions o = step.learner->options();
+  if (config_.frozen_summary) o.summary_loss_masked = true;  // the frozen copy's tokens train nothing
+  const learners::Learner learner(o, learners::Backend::kCpu);
+  learners::Batch b = *step.batch;
+  const int64_t tokens = b.num_tokens();
+  if (b.old_logprobs.empty()) b.old_logprobs.assign(tokens, 0.0);
+  b.new_logprobs = b.old_logprobs;
+  b.new_values = b.values;
+  const learners::LossNormalizer normalizer = learner.normalizer(b);  // the ONE global denominator
+  const std::vector<learners::TokenRange> ranges = rollout_ranges(b);
+  const int rollouts = static_cast<int>(ranges.size());
+  CRL_CHECK(rollouts == static_cast<int>(step.trajectories->size()), "batch and trajectories differ");
+  // The segments of each rollout, in batch order.
+  std::vector<std::vector<SegmentRef>> segments(static_cast<size_t>(rollouts));
+  int64_t at = 0;
+  for (int r = 0; r < rollouts; ++r) {
+    for (const Segment& s : (*step.trajectories)[r].segments) {
+      segments[r].push_back(SegmentRef{at, &s});
+      at += static_cast<int64_t>(s.response_ids.size());
+    }
+  }
+  CRL_CHECK(at == tokens, "trajectories hold " << at << " response tokens, the batch " << tokens);
+
+  const bool actor = step.kind == learners::UpdateKind::kActor;
+  const int epochs = o.ppo_epochs;
+  const int minibatches = std::max(1, std::min(o.minibatches, rollouts));
+  const uint64_t position = static_cast<uint64_t>(optimizer_.actor().steps() + optimizer_.critic().steps());
+  const LmConfig& c = config_.model;
+  const ParamLayout& layout = model_.layout();
+  const int d = c.d_model;
+  learners::Gradients gradients;
+  gradients.resize(tokens);
+  StatSums sums;
+  std::vector<int> order(static_cast<size_t>(rollouts)), part;
+  std::vector<float> grad(static_cast<size_t>(layout.size()));
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (int r = 0; r < rollouts; ++r) order[r] = r;
+    if (minibatches > 1) {  // Fisher-Yates; one minibatch keeps index order (the full-batch update)
+      Rng rng(StreamKey{seed_, position, static_cast<uint32_t>(epoch), StreamRole::kLearner, 17});
+      for (int i = rollouts - 1; i > 0; --i) std::swap(order[i], order[rng.uniform_int(i + 1)]);
+    }
+    for (int m = 0; m < minibatches; ++m) {
+      part.assign(order.begin() + static_cast<int64_t>(rollouts) * m / minibatches,
+                  order.begin() + static_cast<int64_t>(rollouts) * (m + 1) / minibatches);
+      std::sort(part.begin(), part.end());
+      std::fill(grad.begin(), grad.end(), 0.0f);
+      for (int r : part) {
+        for (const SegmentRef& ref : segments[r]) {
+          const Segment& s = *ref.segment;
+          const int64_t n = static_cast<int64_t>(s.response_ids.size());
+          bool wanted = false;
+          for (int64_t k = 0; k < n && !wanted; ++k) {
+            wanted =
+                actor ? learners::effective_actor(b, ref.begin + k, o) : b.critic_mask[ref.begin + k] != 0;
+          }
+          if (!wanted) continue;
+          const int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+          if (p == 0 || p + n > c.max_positions) {
+            throw Error(kWhere, "max_positions",
+                        "a segment of " + std::to_string(p + n) + " tokens (prompt " + std::to_string(p) +
+                            ") of " + (*step.trajectories)[r].rollout_id + " does not fit max_positions " +
+                            std::to_string(c.max_positions));
+          }
+          PackedBatch pb;
+          std::vector<int32_t> seq(s.prompt_ids.begin(), s.prompt_ids.end());
+          seq.insert(seq.end(), s.response_ids.begin(), s.response_ids.end());
+          pb.add_sequence(seq);
+          const ForwardResult f = model_.forward(pb);
+          // Response token k is predicted at position p + k - 1: its log-prob and value live there.
+          for (int64_t k = 0; k < n; ++k) {
+            b.new_logprobs[ref.begin + k] = f.logp[p + k - 1];
+            b.new_values[ref.begin + k] = f.values[p + k - 1];
+          }
+          const learners::LossResult loss =
+              learner.losses(b, *step.targets, normalizer, {ref.begin, ref.begin + n}, &gradients);
+          if (epoch == 0) {
+            sums.policy += loss.policy_loss;
+            sums.value += loss.value_loss;
+          }
+          std::vector<float> dlogp(pb.size(), 0.0f), dvalue(pb.size(), 0.0f);
+          for (int64_t k = 0; k < n; ++k) {
+            const int64_t t = ref.begin + k;
+            dlogp[p + k - 1] = static_cast<float>(gradients.logprobs[t]);
+            dvalue[p + k - 1] = static_cast<float>(gradients.values[t]);
+            if (!actor || !learners::effective_actor(b, t, o)) continue;
+            const double log_ratio = b.new_logprobs[t] - b.old_logprobs[t];
+            const double rho = std::exp(log_ratio), adv = step.targets->advantages[t];
+            ++sums.tokens;
+            sums.abs_ratio += std::fabs(rho - 1.0);
+            sums.max_ratio = std::max(sums.max_ratio, rho);
+            sums.clipped +=
+                (adv > 0.0 && rho > 1.0 + o.clip_epsilon) || (adv < 0.0 && rho < 1.0 - o.clip_epsilon);
+            sums.kl += (rho - 1.0) - log_ratio;
+            const auto row = f.logits.row(p + k - 1);
+            const double lse = f.lse[p + k - 1];
+            double h = 0.0;
+            for (Eigen::Index j = 0; j < row.size(); ++j) {
+              const double lp = row[j] - lse;
+              h -= std::exp(lp) * lp;
+            }
+            sums.entropy += h;
+          }
+          if (actor) {
+            std::fill(dvalue.begin(), dvalue.end(), 0.0f);
+            const std::vector<float> g = model_.backward(pb, f, dlogp, dvalue);
+            for (int64_t i = 0; i < layout.actor_size(); ++i) grad[i] += g[i];
+          } else {
+            // The critic owns the value head: d/dvalue_w = sum dvalue h, d/dvalue_b = sum dvalue.
+            for (int t = 0; t < pb.size(); ++t) {
+              if (dvalue[t] == 0.0f) continue;
+              for (int j = 0; j < d; ++j) grad[layout.value_w() + j] += dvalue[t] * f.hidden(t, j);
+              grad[layout.value_b()] += dvalue[t];
+            }
+          }
+        }
+      }
+      ++sums.steps;
+      if (actor) {
+        optimizer_.step_actor(model_.parameters(), grad, step.actor_lr);
+      } else {
+        optimizer_.step_critic(model_.parameters(), grad, step.critic_lr);
+      }
+    }
+  }
+  clear_cache();
+  if (step.stats != nullptr && actor) *step.stats = sums.means();
+}
+
+void LmPolicy::do_save(proto::checkpoint::PolicyState& out) const {
+  save_lm_state(model_, optimizer_, codec_->tokenizer()->fingerprint(), out);
+  if (config_.frozen_summary) {
+    out.mutable_lm()->mutable_frozen_parameters()->Add(frozen_.parameters().begin(),
+                                                       frozen_.parameters().end());
+  }
+}
+
+void LmPolicy::do_load(const proto::checkpoint::PolicyState& state, const std::string& where) {
+  LmCheckpoint loaded = load_lm_state(state, where);  // checks everything before anything changes
+  const LmConfig& got = loaded.model.config();
+  if (lm_shape(got) != lm_shape(config_.model) ||
+      got.value_grad_to_trunk != config_.model.value_grad_to_trunk) {
+    throw Error(where, "policy.lm.config",
+                "sizes " + lm_shape(got) + ", expected " + lm_shape(config_.model));
+  }
+  if (loaded.tokenizer_fingerprint != codec_->tokenizer()->fingerprint()) {
+    throw Error(where, "policy.lm.tokenizer_fingerprint",
+                quote(loaded.tokenizer_fingerprint) + ", but this run's tokenizer is " +
+                    quote(codec_->tokenizer()->fingerprint()));
+  }
+  // A state without a frozen copy (saved by a policy whose summaries learn) loaded into a frozen_summary
+  // policy freezes the summarizer at the loaded parameters, as policies/neural does.
+  const auto& frozen = state.lm().frozen_parameters();
+  if (!frozen.empty() && frozen.size() != model_.size()) {
+    throw Error(where, "policy.lm.frozen_parameters",
+                std::to_string(frozen.size()) + " values, expected 0 or " + std::to_string(model_.size()));
+  }
+  for (float x : frozen) {
+    if (!std::isfinite(x)) throw Error(where, "policy.lm.frozen_parameters", "a value is not finite");
+  }
+  model_.parameters() = loaded.model.parameters();
+  optimizer_ = loaded.optimizer;
+  if (config_.frozen_summary && !frozen.empty()) {
+    frozen_.parameters().assign(frozen.begin(), frozen.end());
+  } else {
+    frozen_.parameters() = model_.parameters();
+  }
+  clear_cache();
+}
+
+namespace {
+
+const PolicyRegistrar kRegistrar(
+    {"lm",
+     "a small decoder-only transformer with a value head that reads the text view and writes its actions "
+     "and summaries as tokenizer ids (policies/lm); SFT on oracle demonstrations, then CompactionRL "
+     "(token-level clipped PPO through the learner)",
+     {{"d_model", ParamType::kInt, "64", "width"},
+      {"heads", ParamType::kInt, "4", "attention heads (divide d_model)"},
+      {"layers", ParamType::kInt, "2", "transformer blocks"},
+      {"d_ff", ParamType::kInt, "256", "MLP width"},
+      {"max_positions", ParamType::kInt, "1024",
+       "learned positions: the longest context (>= the budget's capacity)"},
+      {"value_grad_to_trunk", ParamType::kBool, "false",
+       "false: the critic owns only the value head (the actor the trunk); true: the value loss reaches the "
+       "trunk too (only the value head is stepped by the critic pass either way)"},
+      {"temperature", ParamType::kDouble, "1", "sampling temperature (0: greedy); 1 keeps PPO on-policy"},
+      {"top_p", ParamType::kDouble, "1", "nucleus sampling mass"},
+      {"frozen_summary", ParamType::kBool, "false",
+       "summaries come from a frozen copy taken after SFT (the control arm); the live model learns to act"},
+      {"sft_steps", ParamType::kInt, "0", "SFT steps on oracle demonstrations before RL (0: none)"},
+      {"sft_tasks", ParamType::kInt, "64", "SFT demonstrations: tasks 0 .. N-1 of the training split"},
+      {"sft_batch", ParamType::kInt, "8", "segments per SFT step"},
+      {"sft_lr", ParamType::kDouble, "0.003", "SFT Adam learning rate (RL starts with a fresh Adam)"}},
+     [](const Params& params, const PolicyTarget& target) -> std::unique_ptr<Policy> {
+       LmPolicyConfig config;
+       config.model.d_model = static_cast<int>(params.get_int("d_model"));
+       config.model.heads = static_cast<int>(params.get_int("heads"));
+       config.model.layers = static_cast<int>(params.get_int("layers"));
+       config.model.d_ff = static_cast<int>(params.get_int("d_ff"));
+       config.model.max_positions = static_cast<int>(params.get_int("max_positions"));
+       config.model.value_grad_to_trunk = params.get_bool("value_grad_to_trunk");
+       config.temperature = static_cast<float>(params.get_double("temperature"));
+       config.top_p = static_cast<float>(params.get_double("top_p"));
+       config.frozen_summary = params.get_bool("frozen_summary");
+       config.sft_steps = static_cast<int>(params.get_int("sft_steps"));
+       config.sft_tasks = static_cast<int>(params.get_int("sft_tasks"));
+       config.sft_batch = static_cast<int>(params.get_int("sft_batch"));
+       config.sft_lr = params.get_double("sft_lr");
+       return std::make_unique<LmPolicy>(target, config);
+     }});
+
+}  // namespace
+
+}  // namespace crl::lm

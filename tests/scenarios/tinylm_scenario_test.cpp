@@ -1,0 +1,189 @@
+// The shipped language-model scenario (scenarios/synthetic_tinylm.pbtxt, issue 17): the file parses with
+// its arms and one configuration for all of them; a reduced run (tiny model, a few episodes, 2 seeds) through
+// `crl run` writes the result files, the same bytes with --threads 1 and 2, and the trained policy's
+// checkpoint evaluates with `crl eval` into trajectories whose sampled text tokens carry ids, log-probs,
+// values and the LLM path's masks.
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "engine/error.h"
+#include "engine/file_io.h"
+#include "engine/tokenizer.h"
+#include "engine/trajectory_io.h"
+#include "proto/scenario.pb.h"
+#include "scenarios/checkpoint.h"
+#include "scenarios/scenario.h"
+#include "tests/crl_cli.h"
+#include "tests/temp_dir.h"
+
+namespace crl::scenarios {
+namespace {
+
+const char* kFile = "scenarios/synthetic_tinylm.pbtxt";
+
+std::string source(const std::string& relative) {
+  return std::string(CRL_SOURCE_DIR) + "/" + relative;
+}
+
+const ArmSpec* arm_named(const ScenarioSpec& spec, const std::string& name) {
+  for (const ArmSpec& arm : spec.arms) {
+    if (arm.name == name) return &arm;
+  }
+  return nullptr;
+}
+
+TEST(TinyLmScenario, ShippedFileHasTheArmsAndOneConfiguration) {
+  const ScenarioSpec spec = load_scenario(source(kFile));
+  EXPECT_GE(spec.seeds.size(), 2u);
+  for (const char* name : {"sft_only", "joint", "frozen_summary", "summary_masked", "no_cross_gae",
+                           "no_token_loss", "full_context"}) {
+    EXPECT_NE(arm_named(spec, name), nullptr) << name;
+  }
+  const ArmSpec* joint = arm_named(spec, "joint");
+  ASSERT_NE(joint, nullptr);
+  for (const ArmSpec& arm : spec.arms) {
+    EXPECT_EQ(arm.setup.view(), "text") << arm.name;
+    EXPECT_EQ(arm.setup.policy().name(), "lm") << arm.name;
+    EXPECT_EQ(arm.setup.tokenizer(), joint->setup.tokenizer()) << arm.name;
+    EXPECT_EQ(policy_params(arm.setup).at("d_model"), policy_params(joint->setup).at("d_model"));
+    EXPECT_EQ(policy_params(arm.setup).at("max_positions"), policy_params(joint->setup).at("max_positions"));
+    EXPECT_EQ(policy_params(arm.setup).at("sft_steps"), policy_params(joint->setup).at("sft_steps"));
+  }
+  const auto& l = joint->setup.learner();
+  EXPECT_EQ(l.lambda_mode(), proto::scenario::LearnerConfig::ADAPTIVE);
+  EXPECT_TRUE(l.correction());
+  EXPECT_TRUE(l.token_level_normalization());
+  EXPECT_GT(l.warmup_batches(), 0);
+  EXPECT_EQ(l.critic_per_actor(), 2);
+  EXPECT_EQ(arm_named(spec, "sft_only")->setup.training().episodes(), 0);
+  EXPECT_EQ(policy_params(arm_named(spec, "frozen_summary")->setup).at("frozen_summary"), "true");
+  EXPECT_TRUE(arm_named(spec, "summary_masked")->setup.learner().summary_loss_masked());
+  EXPECT_FALSE(arm_named(spec, "no_cross_gae")->setup.learner().correction());
+  EXPECT_FALSE(arm_named(spec, "no_token_loss")->setup.learner().token_level_normalization());
+  EXPECT_GT(budget_of(arm_named(spec, "full_context")->setup).capacity, budget_of(joint->setup).capacity);
+  ASSERT_TRUE(spec.has_table);
+  EXPECT_EQ(spec.table.reference_arm(), "joint");
+}
+
+// Bad setups are refused at parse time with the field named: a tokenizer that does not load, a model whose
+// positions do not cover the budget's capacity, the lm policy on the symbolic view.
+TEST(TinyLmScenario, BadSetupsNameTheField) {
+  const std::string head =
+      "name: \"t\"\nseeds: [1]\nbase { env { name: \"synthetic\" params { key: \"view\" "
+      "value: \"text\" } } budget { capacity: 1024 reserve: 256 per_turn_cap: 48 "
+      "summary_cap: 96 } ";
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_scenario(text, "t.pbtxt");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string tok = "tokenizer: \"" + source("data/tokenizers/synthetic_bpe512.json") + "\" ";
+  std::string e =
+      error_of(head + "view: \"text\" tokenizer: \"missing/tokenizer.json\" policy { name: \"lm\" } }");
+  EXPECT_NE(e.find("tokenizer"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing/tokenizer.json"), std::string::npos) << e;
+  e = error_of(head + "view: \"text\" " + tok +
+               "policy { name: \"lm\" params { key: \"max_positions\" value: \"512\" } } }");
+  EXPECT_NE(e.find("max_positions"), std::string::npos) << e;
+  EXPECT_NE(e.find("1024"), std::string::npos) << e;
+  e = error_of(head + "view: \"symbolic\" policy { name: \"lm\" } }");
+  EXPECT_NE(e.find("text view"), std::string::npos) << e;
+  EXPECT_EQ(error_of(head + "view: \"text\" " + tok + "policy { name: \"lm\" } }"), "no error");
+}
+
+// The shipped file with a tiny model and a few episodes, as scenario text (arms unchanged).
+std::string reduced_text() {
+  proto::scenario::Scenario file;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(read_file(source(kFile)), &file));
+  file.clear_seeds();
+  file.add_seeds(7);
+  file.add_seeds(17);
+  auto* base = file.mutable_base();
+  base->set_tokenizer(source("data/tokenizers/synthetic_bpe512.json"));
+  auto& params = *base->mutable_policy()->mutable_params();
+  params["d_model"] = "16";
+  params["heads"] = "2";
+  params["layers"] = "1";
+  params["d_ff"] = "32";
+  params["sft_steps"] = "6";
+  params["sft_tasks"] = "4";
+  params["sft_batch"] = "2";
+  auto* t = base->mutable_training();
+  t->set_episodes(8);
+  t->set_batch_size(4);
+  t->set_eval_interval(8);
+  t->set_eval_episodes(4);
+  t->set_curve_eval_episodes(2);
+  base->mutable_learner()->set_warmup_batches(1);
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(file, &text);
+  return text;
+}
+
+TEST(TinyLmScenario, AReducedRunIsTheSameBytesOnOneAndTwoThreadsAndRecordsTheTextTokens) {
+  const test::TempDir dir("tinylm_scenario_test");
+  const std::string scenario = dir.file("tinylm.pbtxt");
+  write_file_atomic(scenario, reduced_text());
+  const std::string one = dir.file("one"), two = dir.file("two");
+  const auto a = test::crl({"run", scenario, "--out", one, "--threads", "1", "--progress", "never"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto b = test::crl({"run", scenario, "--out", two, "--threads", "2", "--progress", "never"});
+  ASSERT_EQ(b.code, 0) << b.err;
+  for (const char* name : {"summary.json", "curves.csv", "curves.svg", "report.md"}) {
+    ASSERT_TRUE(std::filesystem::exists(one + "/" + name)) << name;
+    std::string a_text = read_file(one + "/" + name), b_text = read_file(two + "/" + name);
+    // The report names the command, whose --out differs; nothing else may.
+    for (size_t at = b_text.find(two); at != std::string::npos; at = b_text.find(two, at + one.size()))
+      b_text.replace(at, two.size(), one);
+    EXPECT_EQ(a_text, b_text) << name;
+  }
+  const std::string report = read_file(one + "/report.md");
+  EXPECT_NE(report.find("| joint (reference) |"), std::string::npos) << report;
+  // Summary metrics on the generated text, per type (the text view's breakdown).
+  const std::string summary = read_file(one + "/summary.json");
+  EXPECT_NE(summary.find("\"recall\""), std::string::npos) << summary;
+
+  // The trained joint policy, evaluated from its final checkpoint: the tokens it sampled are recorded with
+  // log-probs, values and masks, and it wrote summaries as text.
+  const std::string ckpt = checkpoint_path(one, "joint", 7, 8);
+  ASSERT_TRUE(std::filesystem::exists(ckpt)) << ckpt;
+  // Trained in the setup's tokenizer (Setup.tokenizer), not the byte default.
+  EXPECT_EQ(read_checkpoint(ckpt).policy().lm().tokenizer_fingerprint(),
+            make_tokenizer(source("data/tokenizers/synthetic_bpe512.json"))->fingerprint());
+  const std::string traj = dir.file("eval.jsonl");
+  const auto e = test::crl({"eval", "--checkpoint", ckpt, "--episodes", "3", "--sample", "--trajectories",
+                            traj, "--progress", "never"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const std::vector<Trajectory> trajectories = read_trajectories(traj);
+  ASSERT_EQ(trajectories.size(), 3u);
+  int64_t sampled = 0, summary_tokens = 0;
+  for (const Trajectory& tr : trajectories) {
+    for (const Segment& s : tr.segments) {
+      for (size_t k = 0; k < s.response_ids.size(); ++k) {
+        const bool mine = s.response_provenance[k] == Provenance::kSampled;
+        EXPECT_EQ(s.actor_mask[k], mine ? 1 : 0);
+        EXPECT_EQ(s.critic_mask[k], mine ? 1 : 0);
+        if (!mine) {
+          EXPECT_EQ(s.logprobs[k], 0.0f);
+          continue;
+        }
+        ++sampled;
+        EXPECT_LE(s.logprobs[k], 0.0f);
+        EXPECT_GE(s.response_ids[k], 0);
+        EXPECT_LT(s.response_ids[k], 512);
+        summary_tokens += s.kind == SegmentKind::kSummary;
+      }
+    }
+  }
+  EXPECT_GT(sampled, 10);
+  EXPECT_GT(summary_tokens, 0);
+}
+
+}  // namespace
+}  // namespace crl::scenarios
