@@ -109,25 +109,47 @@ void BM_NeuralCudaForwardBackward(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * b.groups());
 }
 
+// A view of the synthetic suite with its budget: the default one (16 records, synthetic_neural.pbtxt) or the
+// hard one (48 records, `features: raw`, scenarios/ablation_table.pbtxt).
+struct View {
+  std::map<std::string, std::string> params;
+  NeuralConfig config;
+  Budget budget;
+  static View standard() {
+    View v{{{"view", "symbolic"}, {"split", "train"}}, {}, {}};
+    v.budget.capacity = 64;
+    v.budget.reserve = 16;
+    v.budget.per_turn_cap = 4;
+    v.budget.summary_cap = 6;
+    v.budget.max_compactions = 8;
+    return v;
+  }
+  static View hard() {
+    View v = standard();
+    v.params["namespace"] = "hard";
+    v.config.features = "raw";
+    v.budget.tail_k = 2;
+    v.budget.summary_cap = 4;
+    v.budget.max_compactions = 16;
+    return v;
+  }
+};
+
 struct Setup {
-  std::unique_ptr<Env> env = make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}});
+  View view;
+  std::unique_ptr<Env> env = make_env("synthetic", view.params);
   std::shared_ptr<const Codec> codec = make_codec("symbolic", env->spec());
-  NeuralPolicy policy{PolicyTarget{&env->spec(), codec}, {}};
-  Setup() { policy.initialize(1); }
+  NeuralPolicy policy{PolicyTarget{&env->spec(), codec}, view.config};
+  explicit Setup(View v = View::standard()) : view(std::move(v)) { policy.initialize(1); }
   std::vector<Trajectory> run(size_t count) const {
     RolloutSpec spec;
     spec.count = count;
     spec.group_size = count;
     spec.make_episode = [&](size_t i) {
       EpisodeConfig config;
-      config.budget.capacity = 64;
-      config.budget.reserve = 16;
-      config.budget.per_turn_cap = 4;
-      config.budget.summary_cap = 6;
-      config.budget.max_compactions = 8;
+      config.budget = view.budget;
       config.seed = 5;
-      auto e = std::make_unique<Episode>(make_env("synthetic", {{"view", "symbolic"}, {"split", "train"}}),
-                                         codec, std::move(config));
+      auto e = std::make_unique<Episode>(make_env("synthetic", view.params), codec, std::move(config));
       e->start(Task{"train-" + std::to_string(i), i, "train"});
       return e;
     };
@@ -164,12 +186,13 @@ void BM_NeuralTrainStep(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * trainable);
 }
 
-void BM_NeuralPpoUpdate(benchmark::State& state) {
-  Setup s;
+// One clipped-PPO actor update on 32 episodes of `view`, E epochs (range 0) of M minibatches (range 1).
+void ppo_update(benchmark::State& state, View view, learners::LambdaMode lambda_mode) {
+  Setup s(std::move(view));
   std::vector<Trajectory> ts = s.run(32);
   for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 2 ? 1.0 : 0.0;
   learners::LearnerOptions o;
-  o.lambda_mode = learners::LambdaMode::kFixed;
+  o.lambda_mode = lambda_mode;
   o.lambda = 1.0;
   o.ppo_epochs = static_cast<int>(state.range(0));
   o.minibatches = static_cast<int>(state.range(1));
@@ -187,74 +210,23 @@ void BM_NeuralPpoUpdate(benchmark::State& state) {
   state.counters["clip_fraction"] = stats.clip_fraction;
 }
 
-// The ablation table's view and budget (scenarios/ablation_table.pbtxt).
-struct HardSetup {
-  std::map<std::string, std::string> params{{"namespace", "hard"}, {"view", "symbolic"}, {"split", "train"}};
-  std::unique_ptr<Env> env = make_env("synthetic", params);
-  std::shared_ptr<const Codec> codec = make_codec("symbolic", env->spec());
-  NeuralPolicy policy{PolicyTarget{&env->spec(), codec}, hard_config()};
-  HardSetup() { policy.initialize(1); }
-  static NeuralConfig hard_config() {
-    NeuralConfig c;
-    c.features = "raw";
-    return c;
-  }
-  static Budget budget() {
-    Budget b;
-    b.capacity = 64;
-    b.reserve = 16;
-    b.tail_k = 2;
-    b.per_turn_cap = 4;
-    b.summary_cap = 4;
-    b.max_compactions = 16;
-    return b;
-  }
-  std::vector<Trajectory> run(size_t count) const {
-    RolloutSpec spec;
-    spec.count = count;
-    spec.group_size = count;
-    spec.make_episode = [&](size_t i) {
-      EpisodeConfig config;
-      config.budget = budget();
-      config.seed = 5;
-      auto e = std::make_unique<Episode>(make_env("synthetic", params), codec, std::move(config));
-      e->start(Task{"train-" + std::to_string(i), i, "train"});
-      return e;
-    };
-    return run_rollouts(spec, policy, Runner(1));
-  }
-};
+void BM_NeuralPpoUpdate(benchmark::State& state) {
+  ppo_update(state, View::standard(), learners::LambdaMode::kFixed);
+}
 
 void BM_NeuralHardEpisodes(benchmark::State& state) {
-  const HardSetup s;
+  const Setup s(View::hard());
   for (auto _ : state) benchmark::DoNotOptimize(s.run(static_cast<size_t>(state.range(0))));
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
 void BM_NeuralHardPpoUpdate(benchmark::State& state) {
-  HardSetup s;
-  std::vector<Trajectory> ts = s.run(32);
-  for (size_t i = 0; i < ts.size(); ++i) ts[i].reward = i % 2 ? 1.0 : 0.0;
-  learners::LearnerOptions o;
-  o.lambda_mode = learners::LambdaMode::kAdaptive;
-  o.ppo_epochs = static_cast<int>(state.range(0));
-  o.minibatches = static_cast<int>(state.range(1));
-  const learners::Learner learner(o);
-  const learners::Batch batch = learners::make_batch(ts);
-  const learners::Advantages targets = learner.advantages(batch);
-  learners::UpdateStats stats;
-  for (auto _ : state) {
-    s.policy.train(
-        TrainStep{&ts, &batch, &targets, &learner, learners::UpdateKind::kActor, 1e-3, 1e-3, &stats});
-  }
-  state.SetItemsProcessed(state.iterations());
-  state.counters["episodes/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * ts.size()), benchmark::Counter::kIsRate);
+  ppo_update(state, View::hard(), learners::LambdaMode::kAdaptive);
 }
 
 void BM_NeuralHardWarmStart(benchmark::State& state) {
-  HardSetup s;
-  scenarios::EpisodeSetup setup{"synthetic", s.params, s.codec, HardSetup::budget()};
+  Setup s(View::hard());
+  scenarios::EpisodeSetup setup{"synthetic", s.view.params, s.codec, s.view.budget};
   setup.budget.capacity = 512;  // full-context demonstrations, as the ablation table's warm start
   const std::vector<Trajectory> demos =
       scenarios::oracle_demonstrations(setup, 7, 0, state.range(0), "bench");

@@ -80,8 +80,12 @@ TEST(synthetic_hard, SplitsAreBalancedPinnedAndReproducible) {
       }
       // early_fact: other FACTs and NOTEs of the label; latest_update: other UPDATEs; ordered_plan: DRAFT
       // and REJECTED steps of the same key (MILESTONE is the answer's kind, as the question says).
-      if (t.type != TaskType::kLatestUpdate) EXPECT_GE(same_key, t.type == TaskType::kOrderedPlan ? 9 : 2);
-      if (t.type != TaskType::kOrderedPlan) EXPECT_GE(same_kind, 3) << t.task_id;
+      if (t.type != TaskType::kLatestUpdate) {
+        EXPECT_GE(same_key, t.type == TaskType::kOrderedPlan ? 9 : 2);
+      }
+      if (t.type != TaskType::kOrderedPlan) {
+        EXPECT_GE(same_kind, 3) << t.task_id;
+      }
       if (t.type == TaskType::kEarlyFact) {
         EXPECT_LT(t.milestones[0], 12);
         int later_notes = 0;
@@ -89,7 +93,9 @@ TEST(synthetic_hard, SplitsAreBalancedPinnedAndReproducible) {
           later_notes += t.records[r].kind == "NOTE" && t.records[r].key == t.target;
         EXPECT_GE(later_notes, 2) << t.task_id << ": the newest record of the key is not the answer";
       }
-      if (t.type == TaskType::kLatestUpdate) EXPECT_LT(t.milestones.back(), 40) << "never in the last 8";
+      if (t.type == TaskType::kLatestUpdate) {
+        EXPECT_LT(t.milestones.back(), 40) << "never in the last 8";
+      }
     }
     for (TaskType type : kTaskTypes) EXPECT_EQ(count[type], n);
   }
