@@ -4,10 +4,8 @@
 
 #include "engine/error.h"
 #include "engine/rng.h"
-#include "envs/episode.h"
 #include "envs/registry.h"
-#include "envs/synthetic/oracle.h"
-#include "envs/synthetic/synthetic_env.h"
+#include "envs/synthetic/oracle_episode.h"
 
 namespace crl::scenarios {
 
@@ -18,37 +16,17 @@ std::vector<Trajectory> oracle_demonstrations(const EpisodeSetup& setup, uint64_
         where, "warm_start",
         "environment " + quote(setup.env) + " has no oracle to demonstrate (the synthetic suite has)");
   }
-  const bool symbolic = setup.codec->view_name() == "symbolic";
   std::vector<Trajectory> out;
   out.reserve(static_cast<size_t>(std::max<int64_t>(count, 0)));
   for (int64_t i = first; i < first + count; ++i) {
-    std::unique_ptr<Env> env = make_env(setup.env, setup.params);
-    const auto& synthetic = dynamic_cast<const envs::synthetic::SyntheticEnv&>(*env);
     EpisodeConfig config;
     config.budget = setup.budget;
     config.seed = seed;
     config.group_index = i;
-    Episode episode(std::move(env), setup.codec, std::move(config));
     const uint64_t index = static_cast<uint64_t>(i);
-    episode.start(Task{"demo-" + std::to_string(index), index, "train", /*cycle=*/true});
-    envs::synthetic::Oracle oracle(synthetic.task(), symbolic);
-    while (!episode.done()) {
-      Decision decision;
-      if (episode.request().role == Role::kSummarize) {
-        decision.tokens = symbolic
-                              ? oracle.summary_symbols(synthetic.records_seen())
-                              : setup.codec->encode_action(oracle.summary_text(synthetic.records_seen()));
-      } else {
-        const Action action = oracle.act();
-        decision.tokens = symbolic ? action.symbols : setup.codec->encode_action(action.text);
-      }
-      // An oracle summary longer than the cap (KEEP_TASK, every milestone, STOP) is cut where any policy's
-      // would be: the engine accepts at most max_new_tokens.
-      const auto cap = static_cast<size_t>(std::max<int64_t>(0, episode.request().max_new_tokens));
-      if (decision.tokens.size() > cap) decision.tokens.resize(cap);
-      episode.submit(decision);
-    }
-    out.push_back(episode.finish());
+    out.push_back(
+        envs::synthetic::play_oracle(make_env(setup.env, setup.params), setup.codec, std::move(config),
+                                     Task{"demo-" + std::to_string(index), index, "train", /*cycle=*/true}));
   }
   return out;
 }

@@ -1,9 +1,8 @@
 #include "policies/lm/demonstrations.h"
 
 #include "engine/error.h"
-#include "envs/episode.h"
 #include "envs/registry.h"
-#include "envs/synthetic/oracle.h"
+#include "envs/synthetic/oracle_episode.h"
 #include "envs/synthetic/synthetic_env.h"
 
 namespace crl::lm {
@@ -27,17 +26,8 @@ std::vector<Trajectory> oracle_demonstrations(const std::map<std::string, std::s
     EpisodeConfig config;
     config.budget = budget;
     config.group_index = i;
-    Episode episode(std::move(env), codec, config);
-    episode.start(Task{task.task_id, static_cast<uint64_t>(i), split});
-    envs::synthetic::Oracle oracle(task, /*symbolic=*/false);
-    while (!episode.done()) {
-      Decision decision;
-      decision.tokens = episode.request().role == Role::kSummarize
-                            ? codec->encode_action(oracle.summary_text(synthetic.records_seen()))
-                            : codec->encode_action(oracle.act().text);
-      episode.submit(decision);
-    }
-    out.push_back(episode.finish());
+    out.push_back(envs::synthetic::play_oracle(std::move(env), codec, std::move(config),
+                                               Task{task.task_id, static_cast<uint64_t>(i), split}));
   }
   return out;
 }
