@@ -53,7 +53,7 @@ using Clock = std::chrono::steady_clock;
 // A request, owned, for the worker pool.
 struct OwnedCall {
   std::string method, target, content_type, accept, body;
-  std::string authorization, routing_key, api_key;  // for the gateway (server/gateway)
+  std::string authorization = {}, routing_key = {}, api_key = {};  // for the gateway (server/gateway)
   server::gateway::Gateway* gateway = nullptr;
   HttpCall view(bool draining) const {
     return HttpCall{method,   target,  content_type,  accept,      body,

@@ -42,9 +42,9 @@ struct HttpCall {
   // as a Bearer token), x-api-key (the same for Anthropic clients) and X-SMG-Routing-Key (forwarded
   // upstream).
   gateway::Gateway* gateway = nullptr;
-  std::string_view authorization;
-  std::string_view routing_key;
-  std::string_view api_key;
+  std::string_view authorization = {};  // (default member initializers: callers without a gateway omit them)
+  std::string_view routing_key = {};
+  std::string_view api_key = {};
 };
 
 struct HttpAnswer {

@@ -54,7 +54,7 @@ TEST(UiLists, OffByDefaultEveryListRouteIsA404SayingHowToEnableIt) {
   EpisodeService service(ServiceOptions{});
   const std::string id = create(service, "h1");
   finish(service, id);
-  for (const std::string target :
+  for (const std::string& target :
        std::vector<std::string>{"/v1/episodes", "/v1/episodes?limit=5", "/v1/exports", "/v1/exports/" + id}) {
     const Answer a = call(service, "GET", target);
     EXPECT_EQ(a.status, 404) << target;
@@ -106,7 +106,7 @@ TEST(UiLists, LiveEpisodesNewestFirstWithStatusStepsAndPaging) {
 
 TEST(UiLists, HostileQueriesAreTyped400s) {
   EpisodeService service(ui_options());
-  for (const std::string q :
+  for (const std::string& q :
        std::vector<std::string>{"limit=0", "limit=1001", "limit=-1", "limit=abc", "limit=", "offset=1e3",
                                 "limit=99999999999999999999999", "offset=-5"}) {
     const Answer a = call(service, "GET", "/v1/episodes?" + q);
