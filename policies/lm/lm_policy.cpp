@@ -55,24 +55,7 @@ struct SegmentRef {
   const Segment* segment = nullptr;
 };
 
-struct StatSums {
-  int64_t steps = 0, tokens = 0;
-  double abs_ratio = 0.0, max_ratio = 0.0, clipped = 0.0, kl = 0.0, entropy = 0.0, policy = 0.0, value = 0.0;
-  learners::UpdateStats means() const {
-    learners::UpdateStats s;
-    const double n = tokens > 0 ? static_cast<double>(tokens) : 1.0;
-    s.steps = steps;
-    s.token_evals = tokens;
-    s.mean_abs_ratio = abs_ratio / n;
-    s.max_ratio = max_ratio;
-    s.clip_fraction = clipped / n;
-    s.approx_kl = kl / n;
-    s.entropy = entropy / n;
-    s.policy_loss = policy;
-    s.value_loss = value;
-    return s;
-  }
-};
+using StatSums = learners::UpdateStatSums;
 
 }  // namespace
 
@@ -342,14 +325,8 @@ void LmPolicy::train(const TrainStep& step) {
             dlogp[p + k - 1] = static_cast<float>(gradients.logprobs[t]);
             dvalue[p + k - 1] = static_cast<float>(gradients.values[t]);
             if (!actor || !learners::effective_actor(b, t, o)) continue;
-            const double log_ratio = b.new_logprobs[t] - b.old_logprobs[t];
-            const double rho = std::exp(log_ratio), adv = step.targets->advantages[t];
-            ++sums.tokens;
-            sums.abs_ratio += std::fabs(rho - 1.0);
-            sums.max_ratio = std::max(sums.max_ratio, rho);
-            sums.clipped +=
-                (adv > 0.0 && rho > 1.0 + o.clip_epsilon) || (adv < 0.0 && rho < 1.0 - o.clip_epsilon);
-            sums.kl += (rho - 1.0) - log_ratio;
+            sums.add_token(b.new_logprobs[t] - b.old_logprobs[t], step.targets->advantages[t],
+                           o.clip_epsilon);
             const auto row = f.logits.row(p + k - 1);
             const double lse = f.lse[p + k - 1];
             double h = 0.0;
@@ -357,7 +334,7 @@ void LmPolicy::train(const TrainStep& step) {
               const double lp = row[j] - lse;
               h -= std::exp(lp) * lp;
             }
-            sums.entropy += h;
+            sums.add_entropy(h);
           }
           if (actor) {
             std::fill(dvalue.begin(), dvalue.end(), 0.0f);

@@ -91,25 +91,7 @@ struct UpdateContext {
   }
 };
 
-// Sums of the measured quantities of one update (learners::UpdateStats), turned into means at the end.
-struct StatSums {
-  int64_t steps = 0, tokens = 0, groups = 0;
-  double abs_ratio = 0.0, max_ratio = 0.0, clipped = 0.0, kl = 0.0, entropy = 0.0, policy = 0.0, value = 0.0;
-  learners::UpdateStats means() const {
-    learners::UpdateStats s;
-    const double n = tokens > 0 ? static_cast<double>(tokens) : 1.0;
-    s.steps = steps;
-    s.token_evals = tokens;
-    s.mean_abs_ratio = abs_ratio / n;
-    s.max_ratio = max_ratio;
-    s.clip_fraction = clipped / n;
-    s.approx_kl = kl / n;
-    s.entropy = groups > 0 ? entropy / static_cast<double>(groups) : 0.0;
-    s.policy_loss = policy;
-    s.value_loss = value;
-    return s;
-  }
-};
+using StatSums = learners::UpdateStatSums;
 
 // One minibatch (the decisions of `rollouts`, sorted) at the network's current parameters: forward, the
 // learner's losses and gradients of the rollouts' tokens under the global denominator, the measurements,
@@ -158,19 +140,13 @@ std::vector<float> minibatch_gradient(const Network& net, UpdateContext& c, cons
     for (int r : rollouts) {
       for (int64_t t = c.ranges[r].begin; t < c.ranges[r].end; ++t) {
         if (!learners::effective_actor(c.batch, t, o)) continue;
-        const double log_ratio = c.batch.new_logprobs[t] - c.batch.old_logprobs[t];
-        const double rho = std::exp(log_ratio), a = c.targets.advantages[t];
-        ++sums->tokens;
-        sums->abs_ratio += std::fabs(rho - 1.0);
-        sums->max_ratio = std::max(sums->max_ratio, rho);
-        sums->clipped += (a > 0.0 && rho > 1.0 + o.clip_epsilon) || (a < 0.0 && rho < 1.0 - o.clip_epsilon);
-        sums->kl += (rho - 1.0) - log_ratio;
+        sums->add_token(c.batch.new_logprobs[t] - c.batch.old_logprobs[t], c.targets.advantages[t],
+                        o.clip_epsilon);
       }
     }
     for (int j = 0; j < groups; ++j) {
       if (!learners::effective_actor(c.batch, d.token[global[j]], o)) continue;
-      ++sums->groups;
-      sums->entropy += f.entropy[j];
+      sums->add_entropy(f.entropy[j]);
     }
   }
   if (groups == 0) return std::vector<float>(static_cast<size_t>(net.shape().size()), 0.0f);
