@@ -471,8 +471,10 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
     }
     out << "\nSummary metrics per summary (envs/synthetic/metrics.h): recall = observed milestones kept; "
            "invention = kept answer-domain values that are not observed milestones (distractors, records not "
-           "seen yet); repetition = a milestone named twice; length in symbols up to and including STOP. "
-           "Arms without compaction write no summary.\n";
+           "seen yet); repetition = a milestone named twice; length in symbols up to and including STOP "
+           "(symbolic "
+           "view) or in tokens of the view's tokenizer, the end of turn included (text view). Arms without "
+           "compaction write no summary.\n";
   }
 
   out << format_ablation_table(spec, result);
