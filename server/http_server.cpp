@@ -27,6 +27,7 @@
 #include "server/openenv_session.h"
 #include "server/router.h"
 #include "server/ui_page.h"
+#include "server/websocket_session.h"
 
 namespace crl::server {
 
@@ -170,7 +171,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // The server drains: close at once if no request is under way; otherwise the answer closes it.
   void drain() {
-    if (phase_ == Phase::kUpgraded) return ws_close(websocket::close_code::going_away);
+    if (phase_ == Phase::kUpgraded) {
+      if (const auto session = ws_.lock()) session->close(websocket::close_code::going_away);
+      return;
+    }
     if (busy_ || request_started()) return;
     close();
   }
@@ -400,86 +404,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                      });
   }
 
-  // OpenEnv's WebSocket session (server/openenv_session.h): the connection stays this session until it
-  // closes. One message at a time: the next is read only after the answer to the previous one is written, and
-  // every message is handled on the worker pool (it runs environment code), never on this I/O thread.
+  // OpenEnv's WebSocket session (server/websocket_session.h). The session keeps this connection (its stream's
+  // owner) alive while it runs and closes it when it ends; the connection only knows it weakly (no cycle).
   void upgrade() {
     phase_ = Phase::kUpgraded;
-    openenv_ = std::make_unique<OpenEnvSession>(server_.service, server_.options.openenv_env);
-    ws_ = std::make_unique<websocket::stream<beast::tcp_stream&>>(stream_);
-    websocket::stream_base::timeout timeouts{};
-    timeouts.handshake_timeout = seconds(server_.options.request_timeout_s);
-    // A silent client is pinged at half the idle timeout and dropped at it (its episode is then deleted).
-    timeouts.idle_timeout = seconds(std::max(1.0, server_.service.options().idle_timeout_s));
-    timeouts.keep_alive_pings = true;
-    ws_->set_option(timeouts);
-    ws_->set_option(websocket::stream_base::decorator(
-        [](websocket::response_type& r) { r.set(http::field::server, "crl/" CRL_VERSION); }));
-    ws_->read_message_max(server_.options.max_body_bytes);
-    ws_->async_accept(parser_->get(), [self = shared_from_this()](beast::error_code ec) {
-      if (ec) return self->ws_finish();
-      self->ws_open_ = true;
-      self->ws_read();
-    });
-  }
-
-  void ws_read() {
-    ws_busy_ = false;
-    if (server_.draining) return ws_close(websocket::close_code::going_away);
-    ws_in_.clear();
-    ws_->async_read(ws_in_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec) return self->ws_finish();  // closed, reset, idle, or a message over the body limit
-      self->ws_busy_ = true;
-      const bool text = self->ws_->got_text();
-      std::string message = beast::buffers_to_string(self->ws_in_.data());
-      self->server_.run_on_pool([self, text, message = std::move(message)] {
-        OpenEnvReply reply = text ? self->openenv_->handle(message)
-                                  : OpenEnvReply{R"({"type":"error","data":{"message":"messages are JSON )"
-                                                 R"(text frames, not binary","code":"INVALID_JSON"}})",
-                                                 false};
-        net::post(self->executor(),
-                  [self, reply = std::move(reply)]() mutable { self->ws_write(std::move(reply)); });
-      });
-    });
-  }
-
-  void ws_write(OpenEnvReply reply) {
-    if (ws_done_) return;
-    if (reply.text.empty()) {
-      if (!reply.close) return ws_read();
-      ws_busy_ = false;
-      return ws_close(websocket::close_code::normal);
-    }
-    ws_out_ = std::move(reply.text);
-    ws_->text(true);
-    ws_->async_write(net::buffer(ws_out_),
-                     [self = shared_from_this(), close = reply.close](beast::error_code ec, size_t) {
-                       if (ec) return self->ws_finish();
-                       if (close) {
-                         self->ws_busy_ = false;
-                         return self->ws_close(websocket::close_code::normal);
-                       }
-                       self->ws_read();
-                     });
-  }
-
-  // Starts the closing handshake. Allowed while a read is pending (an idle client); while a message is being
-  // handled or answered (ws_busy_), or before the opening handshake is done, it waits: ws_read() sees the
-  // drain and closes then.
-  void ws_close(websocket::close_code code) {
-    if (ws_done_ || ws_closing_ || !ws_open_ || ws_busy_) return;
-    ws_closing_ = true;
-    ws_->async_close(code, [self = shared_from_this()](beast::error_code) { self->ws_finish(); });
-  }
-
-  // The session is over: its episode is deleted on the pool (environment code), then the socket closes.
-  void ws_finish() {
-    if (ws_done_) return;
-    ws_done_ = true;
-    server_.run_on_pool([self = shared_from_this()] {
-      self->openenv_->end();
-      net::post(self->executor(), [self] { self->close(); });
-    });
+    WebSocketHost host;
+    host.run_on_pool = [&server = server_](std::function<void()> work) {
+      server.run_on_pool(std::move(work));
+    };
+    host.draining = [&server = server_] { return server.draining.load(); };
+    host.finished = [this] { close(); };  // `owner` keeps this alive until the session is gone
+    host.owner = shared_from_this();
+    host.handshake_timeout_s = server_.options.request_timeout_s;
+    host.idle_timeout_s = server_.service.options().idle_timeout_s;
+    host.max_message_bytes = server_.options.max_body_bytes;
+    auto session = std::make_shared<WebSocketSession>(
+        stream_, std::make_unique<OpenEnvSession>(server_.service, server_.options.openenv_env),
+        std::move(host));
+    ws_ = session;
+    session->accept(parser_->get());
   }
 
   void close() {
@@ -501,12 +444,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string accept_, content_type_;
   bool keep_alive_ = false;
   enum class Phase { kIdle, kReading, kWorking, kWriting, kLingering, kUpgraded, kClosed };
-  // OpenEnv's WebSocket session, once upgraded.
-  std::unique_ptr<websocket::stream<beast::tcp_stream&>> ws_;
-  std::unique_ptr<OpenEnvSession> openenv_;
-  beast::flat_buffer ws_in_;
-  std::string ws_out_;
-  bool ws_open_ = false, ws_busy_ = false, ws_closing_ = false, ws_done_ = false;
+  std::weak_ptr<WebSocketSession> ws_;  // OpenEnv's WebSocket session, once upgraded
   Phase phase_ = Phase::kIdle;
   Clock::time_point deadline_;
   bool busy_ = false;
