@@ -11,6 +11,7 @@
 #include "scenarios/ablation_table.h"
 #include "scenarios/output_set.h"
 #include "scenarios/statistics.h"
+#include "scenarios/summary_curves.h"
 
 namespace crl::scenarios {
 
@@ -88,13 +89,16 @@ std::string format_fixed(double value, int digits) {
 std::string xml_escape(const std::string& text) {
   return xml(text);
 }
-void PercentPlot::open(std::ostream& out, const std::string& title) {
+void PercentPlot::header(std::ostream& out, const std::string& title) {
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
       << "\" viewBox=\"0 0 " << kWidth << " " << kHeight
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   out << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   out << "<text x=\"" << kLeft + kPlotWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
       << xml(title) << "</text>\n";
+}
+void PercentPlot::open(std::ostream& out, const std::string& title) {
+  header(out, title);
   for (int i = 0; i <= 4; ++i) {
     const double a = i / 4.0;
     out << "<line x1=\"" << kLeft << "\" y1=\"" << y(a) << "\" x2=\"" << kLeft + kPlotWidth << "\" y2=\""
@@ -285,15 +289,23 @@ std::string format_summary_json(const ScenarioResult& result) {
 std::string format_curves_csv(const ScenarioResult& result) {
   std::ostringstream out;
   // The PPO columns: the actor updates since the previous point and their measurements (runner.h).
+  // The summary columns: the point's summaries, all task types pooled (runner.h CurvePoint::summaries);
+  // empty where they are not measured.
   out << "arm,seed,episode,train_reward,eval_accuracy,eval_episodes,ppo_updates,mean_abs_ratio,max_ratio,"
-         "clip_fraction,approx_kl,entropy\n";
+         "clip_fraction,approx_kl,entropy,summaries_per_episode,summary_length,summary_recall,"
+         "summary_invention,summary_repetition\n";
   for (const ArmResult& arm : result.arms) {
     for (const SeedResult& s : arm.seeds) {
       for (const CurvePoint& p : s.curve) {
         out << arm.name << ',' << s.seed << ',' << p.episode << ',' << fixed(p.train_reward, 6) << ','
             << fixed(p.eval_accuracy, 6) << ',' << p.eval_episodes << ',' << p.ppo_updates << ','
             << fixed(p.mean_abs_ratio, 6) << ',' << fixed(p.max_ratio, 6) << ',' << fixed(p.clip_fraction, 6)
-            << ',' << fixed(p.approx_kl, 8) << ',' << fixed(p.entropy, 6) << '\n';
+            << ',' << fixed(p.approx_kl, 8) << ',' << fixed(p.entropy, 6);
+        const TypeResult& m = p.summaries;
+        const double measured = m.episodes > 0 ? 1.0 : NAN;
+        out << ',' << fixed(measured * m.summaries_per_episode, 4) << ',' << fixed(measured * m.length, 4)
+            << ',' << fixed(measured * m.recall, 6) << ',' << fixed(measured * m.invention, 6) << ','
+            << fixed(measured * m.repetition, 6) << '\n';
       }
     }
   }
@@ -477,6 +489,7 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
            "compaction write no summary.\n";
   }
 
+  out << format_summaries_section(result);
   out << format_ablation_table(spec, result);
 
   const std::vector<GateResult> gates = evaluate_gates(spec, result);
@@ -586,10 +599,13 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
 void write_results(const std::string& dir, const ScenarioSpec& spec, const ScenarioResult& result,
                    const std::string& command) {
   // One set: a reader never finds a mix of two runs' files without the INCOMPLETE marker (output_set.h).
-  publish_files(dir, {{"summary.json", format_summary_json(result)},
-                      {"curves.csv", format_curves_csv(result)},
-                      {"curves.svg", format_curves_svg(result)},
-                      {"report.md", format_report(spec, result, command)}});
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"summary.json", format_summary_json(result)},
+      {"curves.csv", format_curves_csv(result)},
+      {"curves.svg", format_curves_svg(result)},
+      {"report.md", format_report(spec, result, command)}};
+  if (has_summary_curves(result)) files.emplace_back("summaries.svg", format_summaries_svg(result));
+  publish_files(dir, files);
 }
 
 }  // namespace crl::scenarios

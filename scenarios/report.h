@@ -5,6 +5,7 @@
 //  * summary.json: {"scenario", "arms": [{"name", "mean_accuracy", "seeds": [{"seed", "accuracy",
 //    "episodes", ...}], "types"}]}
 //  * curves.csv: arm,seed,episode,train_reward,eval_accuracy,eval_episodes (one row per curve point)
+//  * summaries.svg (when measured: scenarios/summary_curves.h): summary length over training
 //  * curves.svg: held-out accuracy against training episodes: per arm the mean over seeds and its 95%
 //    bootstrap band (scenarios/statistics.h)
 //  * report.md: setup, the arms x seeds table, per-type metrics, the ablation table when the scenario
@@ -57,6 +58,8 @@ struct PercentPlot {
   // The SVG header, a white background, the title (escaped here) and the grid lines and labels at 0, 25, 50,
   // 75 and 100 %.
   static void open(std::ostream& out, const std::string& title);
+  // Only the SVG header, the white background and the title (plots with their own y axis).
+  static void header(std::ostream& out, const std::string& title);
   // The plot's border and the two axis labels (escaped here).
   static void frame(std::ostream& out, const std::string& x_label, const std::string& y_label);
 };

@@ -89,15 +89,8 @@ proto::checkpoint::Checkpoint make_checkpoint(const std::string& scenario, const
   run->set_window_reward(loop.window_reward);
   run->set_window_episodes(loop.window_episodes);
   run->set_episodes_total(total);
-  ppo_to_proto(loop.window_ppo, run->mutable_window_ppo());
-  for (const CurvePoint& p : curve) {
-    auto* point = run->add_curve();
-    point->set_episode(p.episode);
-    point->set_train_reward(p.train_reward);
-    point->set_eval_accuracy(p.eval_accuracy);
-    point->set_eval_episodes(p.eval_episodes);
-    ppo_to_proto(p, point);
-  }
+  point_to_proto(loop.window_ppo, run->mutable_window_ppo());
+  for (const CurvePoint& p : curve) point_to_proto(p, run->add_curve());
   return out;
 }
 
@@ -145,12 +138,9 @@ bool restore(const std::string& folder, const std::string& scenario, const ArmCo
   loop.next_point = run.next_point();
   loop.window_reward = run.window_reward();
   loop.window_episodes = run.window_episodes();
-  ppo_from_proto(run.window_ppo(), loop.window_ppo);
+  loop.window_ppo = point_from_proto(run.window_ppo());
   curve.clear();
-  for (const auto& p : run.curve()) {
-    curve.push_back(CurvePoint{p.episode(), p.train_reward(), p.eval_accuracy(), p.eval_episodes()});
-    ppo_from_proto(p, curve.back());
-  }
+  for (const auto& p : run.curve()) curve.push_back(point_from_proto(p));
   return true;
 }
 
@@ -220,12 +210,14 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   if (options.episodes_done) {
     episodes_done = [&options](size_t n) { options.episodes_done(static_cast<int64_t>(n)); };
   }
-  auto evaluate = [&](int64_t count, std::vector<Trajectory>* keep) {
+  // Evaluates `count` held-out episodes into `point` (accuracy and the pooled summary metrics).
+  auto evaluate = [&](int64_t count, CurvePoint& point, std::vector<Trajectory>* keep) {
     std::vector<Trajectory> eval =
         collect_episodes(c.eval, *policy, seed, "eval-", 0, count, runner, episodes_done);
-    const double accuracy = mean_reward(eval);
+    point.eval_episodes = count;
+    point.eval_accuracy = mean_reward(eval);
+    point.summaries = pooled_summaries(c.eval, eval);
     if (keep != nullptr) *keep = std::move(eval);
-    return accuracy;
   };
 
   // Checkpoints only for policies with a state; a fresh run first removes the older ones of this run, so
@@ -267,8 +259,7 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
     }
     CurvePoint start;
     start.episode = 0;
-    start.eval_episodes = total == 0 ? training.eval_episodes() : curve_eval;
-    start.eval_accuracy = evaluate(start.eval_episodes, total == 0 ? &final_eval : nullptr);
+    evaluate(total == 0 ? training.eval_episodes() : curve_eval, start, total == 0 ? &final_eval : nullptr);
     have_final_eval = total == 0;
     result.curve.push_back(start);
   }
@@ -304,8 +295,8 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
       point.episode = loop.done;
       point.train_reward = loop.window_reward / static_cast<double>(loop.window_episodes);
       const bool final_point = loop.done == total;
-      point.eval_episodes = final_point ? training.eval_episodes() : curve_eval;
-      point.eval_accuracy = evaluate(point.eval_episodes, final_point ? &final_eval : nullptr);
+      evaluate(final_point ? training.eval_episodes() : curve_eval, point,
+               final_point ? &final_eval : nullptr);
       close_ppo(loop.window_ppo, point);
       loop.window_ppo = CurvePoint{};
       have_final_eval = final_point;
@@ -324,7 +315,10 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   if (!resumed || have_final_eval) save();  // resumed from the final checkpoint: it is already there
   // Resumed from the final checkpoint: the final evaluation is a pure function of the policy and the seed,
   // so running it again gives the episodes the uninterrupted run evaluated.
-  if (!have_final_eval) evaluate(training.eval_episodes(), &final_eval);
+  if (!have_final_eval) {
+    CurvePoint again;
+    evaluate(training.eval_episodes(), again, &final_eval);
+  }
   result.accuracy = result.curve.back().eval_accuracy;
   result.types = type_breakdown(c.eval, final_eval);
   for (const Trajectory& t : final_eval) {
@@ -364,9 +358,13 @@ std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy
   return run_rollouts(spec, policy, runner);
 }
 
-std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& eval) {
-  std::vector<TypeResult> out;
-  if (setup.env != "synthetic") return out;
+namespace {
+
+// The synthetic suite's metrics of evaluation episodes (symbolic view, or the text view with summaries
+// measured on the decoded text); false for other environments.
+bool synthetic_metrics(const EpisodeSetup& setup, const std::vector<Trajectory>& eval,
+                       envs::synthetic::MetricsTable& table) {
+  if (setup.env != "synthetic") return false;
   const bool text = setup.codec->view_name() == "text";  // a policy that writes text (policies/lm)
   const Params p = Params::resolve(env_registry().entry("synthetic").params, setup.params, "evaluation");
   // The tasks the environment cycles through, restricted like the environment's (`types`).
@@ -374,29 +372,46 @@ std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vec
       envs::synthetic::shared_task_set(p.get_string("source"), p.get_string("data_dir"),
                                        p.get_string("namespace"), p.get_string("split")),
       p.get_string("types"));
-  envs::synthetic::MetricsTable table;
   for (const Trajectory& t : eval) {
     const auto& task = tasks->tasks[static_cast<size_t>(t.group_index) % tasks->tasks.size()];
     table.add(text ? envs::synthetic::episode_metrics_text(task, t, *setup.codec)
                    : envs::synthetic::episode_metrics_symbolic(task, t));
   }
+  return true;
+}
+
+TypeResult type_result(std::string name, const envs::synthetic::MetricsTable::Totals& totals) {
+  TypeResult r;
+  r.type = std::move(name);
+  r.episodes = totals.episodes;
+  r.exact_match = totals.episodes > 0 ? static_cast<double>(totals.exact) / totals.episodes : 0.0;
+  const double summaries = totals.summaries > 0 ? totals.summaries : 1.0;
+  r.summaries_per_episode =
+      totals.episodes > 0 ? static_cast<double>(totals.summaries) / totals.episodes : 0.0;
+  r.recall = totals.recall_sum / summaries;
+  r.invention = totals.mentions > 0 ? static_cast<double>(totals.invented) / totals.mentions : 0.0;
+  r.repetition = totals.mentions > 0 ? static_cast<double>(totals.repeated) / totals.mentions : 0.0;
+  r.length = totals.length_sum / summaries;
+  r.f1 = totals.f1_sum / summaries;
+  return r;
+}
+
+}  // namespace
+
+std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& eval) {
+  std::vector<TypeResult> out;
+  envs::synthetic::MetricsTable table;
+  if (!synthetic_metrics(setup, eval, table)) return out;
   for (const envs::synthetic::TaskType type : envs::synthetic::kTaskTypes) {
-    const auto& totals = table.totals(type);
-    TypeResult r;
-    r.type = std::string(envs::synthetic::task_type_name(type));
-    r.episodes = totals.episodes;
-    r.exact_match = totals.episodes > 0 ? static_cast<double>(totals.exact) / totals.episodes : 0.0;
-    const double summaries = totals.summaries > 0 ? totals.summaries : 1.0;
-    r.summaries_per_episode =
-        totals.episodes > 0 ? static_cast<double>(totals.summaries) / totals.episodes : 0.0;
-    r.recall = totals.recall_sum / summaries;
-    r.invention = totals.mentions > 0 ? static_cast<double>(totals.invented) / totals.mentions : 0.0;
-    r.repetition = totals.mentions > 0 ? static_cast<double>(totals.repeated) / totals.mentions : 0.0;
-    r.length = totals.length_sum / summaries;
-    r.f1 = totals.f1_sum / summaries;
-    out.push_back(r);
+    out.push_back(type_result(std::string(envs::synthetic::task_type_name(type)), table.totals(type)));
   }
   return out;
+}
+
+TypeResult pooled_summaries(const EpisodeSetup& setup, const std::vector<Trajectory>& eval) {
+  envs::synthetic::MetricsTable table;
+  if (!synthetic_metrics(setup, eval, table)) return TypeResult{};
+  return type_result("all", table.all());
 }
 
 learners::LearnerOptions learner_options(const LearnerConfig& l) {

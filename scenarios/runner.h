@@ -44,13 +44,19 @@
 
 namespace crl::scenarios {
 
-struct CurvePoint;
-// Copies the PPO measurements of a curve point to and from a message with the same field names (the
-// checkpoint's CurvePoint, the shard record's Point).
-template <typename Message>
-void ppo_to_proto(const CurvePoint& p, Message* m);
-template <typename Message>
-void ppo_from_proto(const Message& m, CurvePoint& p);
+// Exact match and summary metrics of evaluation episodes of one task type, or of all types pooled (type
+// "all"), for environments with typed tasks (the synthetic suite); episodes 0: not measured.
+struct TypeResult {
+  std::string type;
+  int64_t episodes = 0;
+  double exact_match = 0.0;
+  double summaries_per_episode = 0.0;
+  double recall = 0.0;      // mean milestone recall per summary
+  double invention = 0.0;   // invented / mentions
+  double repetition = 0.0;  // repeated / mentions
+  double length = 0.0;      // mean summary length (symbols up to and including STOP; text view: tokens)
+  double f1 = 0.0;          // mean plan-token F1 per summary
+};
 
 struct CurvePoint {
   int64_t episode = 0;  // training episodes done
@@ -64,19 +70,10 @@ struct CurvePoint {
   // max ratio. All 0 without such updates.
   int64_t ppo_updates = 0;
   double mean_abs_ratio = 0.0, max_ratio = 0.0, clip_fraction = 0.0, approx_kl = 0.0, entropy = 0.0;
-};
-
-// Final-evaluation metrics of one task type (environments with typed tasks: the synthetic suite).
-struct TypeResult {
-  std::string type;
-  int64_t episodes = 0;
-  double exact_match = 0.0;
-  double summaries_per_episode = 0.0;
-  double recall = 0.0;      // mean milestone recall per summary
-  double invention = 0.0;   // invented / mentions
-  double repetition = 0.0;  // repeated / mentions
-  double length = 0.0;      // mean summary length (symbols up to and including STOP)
-  double f1 = 0.0;          // mean plan-token F1 per summary
+  // The summaries written in the point's evaluation episodes, all task types pooled (type "all"): the
+  // paper's Fig. 4 (summary length, recall, invention, repetition over training). Synthetic suite only;
+  // episodes 0 elsewhere.
+  TypeResult summaries = {};
 };
 
 struct SeedResult {
@@ -134,23 +131,57 @@ struct RunOptions {
   bool resume = false;
 };
 
+// Copies a TypeResult to and from a message with the same field names (proto/type_metrics.proto).
 template <typename Message>
-void ppo_to_proto(const CurvePoint& p, Message* m) {
+void type_to_proto(const TypeResult& t, Message* m) {
+  m->set_type(t.type);
+  m->set_episodes(t.episodes);
+  m->set_exact_match(t.exact_match);
+  m->set_summaries_per_episode(t.summaries_per_episode);
+  m->set_recall(t.recall);
+  m->set_invention(t.invention);
+  m->set_repetition(t.repetition);
+  m->set_length(t.length);
+  m->set_f1(t.f1);
+}
+template <typename Message>
+TypeResult type_from_proto(const Message& m) {
+  return TypeResult{m.type(),   m.episodes(),  m.exact_match(), m.summaries_per_episode(),
+                    m.recall(), m.invention(), m.repetition(),  m.length(),
+                    m.f1()};
+}
+
+// Copies a curve point to and from a message with the same field names (the checkpoint's CurvePoint, the
+// shard record's Point): every field, so that a resumed or merged run reports the same bytes.
+template <typename Message>
+void point_to_proto(const CurvePoint& p, Message* m) {
+  m->set_episode(p.episode);
+  m->set_train_reward(p.train_reward);
+  m->set_eval_accuracy(p.eval_accuracy);
+  m->set_eval_episodes(p.eval_episodes);
   m->set_ppo_updates(p.ppo_updates);
   m->set_mean_abs_ratio(p.mean_abs_ratio);
   m->set_max_ratio(p.max_ratio);
   m->set_clip_fraction(p.clip_fraction);
   m->set_approx_kl(p.approx_kl);
   m->set_entropy(p.entropy);
+  if (p.summaries.episodes > 0) type_to_proto(p.summaries, m->mutable_summaries());
 }
 template <typename Message>
-void ppo_from_proto(const Message& m, CurvePoint& p) {
+CurvePoint point_from_proto(const Message& m) {
+  CurvePoint p;
+  p.episode = m.episode();
+  p.train_reward = m.train_reward();
+  p.eval_accuracy = m.eval_accuracy();
+  p.eval_episodes = m.eval_episodes();
   p.ppo_updates = m.ppo_updates();
   p.mean_abs_ratio = m.mean_abs_ratio();
   p.max_ratio = m.max_ratio();
   p.clip_fraction = m.clip_fraction();
   p.approx_kl = m.approx_kl();
   p.entropy = m.entropy();
+  if (m.has_summaries()) p.summaries = type_from_proto(m.summaries());
+  return p;
 }
 
 ScenarioResult run_scenario(const ScenarioSpec& spec, const RunOptions& options);
@@ -194,6 +225,9 @@ std::vector<Trajectory> collect_episodes(const EpisodeSetup& setup, const Policy
 // (the synthetic suite in the symbolic view, and in the text view with summaries measured on the decoded
 // text: envs/synthetic/metrics.h episode_metrics_text); empty for the others.
 std::vector<TypeResult> type_breakdown(const EpisodeSetup& setup, const std::vector<Trajectory>& episodes);
+// The same metrics over all task types pooled (type "all"): a curve point's summaries. Episodes 0 for the
+// environments without typed tasks.
+TypeResult pooled_summaries(const EpisodeSetup& setup, const std::vector<Trajectory>& episodes);
 
 // The learner's options and schedule for a scenario's learner block (the learning rates stay with the policy
 // updates).

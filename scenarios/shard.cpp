@@ -40,31 +40,13 @@ JobRecord to_record(uint32_t job, const std::string& arm, const SeedResult& r) {
   out.set_accuracy(r.accuracy);
   out.set_episodes(r.episodes);
   out.set_eval_episodes(r.eval_episodes);
-  for (const CurvePoint& p : r.curve) {
-    auto* point = out.add_curve();
-    point->set_episode(p.episode);
-    point->set_train_reward(p.train_reward);
-    point->set_eval_accuracy(p.eval_accuracy);
-    point->set_eval_episodes(p.eval_episodes);
-    ppo_to_proto(p, point);
-  }
+  for (const CurvePoint& p : r.curve) point_to_proto(p, out.add_curve());
   out.set_has_example(r.has_example);
   if (r.has_example) {
     for (size_t s = 0; s < r.example.segments.size(); ++s) *out.add_example() = to_proto(r.example, s);
   }
   for (double f : r.example_factors) out.add_example_factors(f);
-  for (const TypeResult& t : r.types) {
-    auto* m = out.add_types();
-    m->set_type(t.type);
-    m->set_episodes(t.episodes);
-    m->set_exact_match(t.exact_match);
-    m->set_summaries_per_episode(t.summaries_per_episode);
-    m->set_recall(t.recall);
-    m->set_invention(t.invention);
-    m->set_repetition(t.repetition);
-    m->set_length(t.length);
-    m->set_f1(t.f1);
-  }
+  for (const TypeResult& t : r.types) type_to_proto(t, out.add_types());
   return out;
 }
 
@@ -74,10 +56,7 @@ SeedResult from_record(const JobRecord& in, const std::string& where) {
   r.accuracy = in.accuracy();
   r.episodes = in.episodes();
   r.eval_episodes = in.eval_episodes();
-  for (const auto& p : in.curve()) {
-    r.curve.push_back(CurvePoint{p.episode(), p.train_reward(), p.eval_accuracy(), p.eval_episodes()});
-    ppo_from_proto(p, r.curve.back());
-  }
+  for (const auto& p : in.curve()) r.curve.push_back(point_from_proto(p));
   r.has_example = in.has_example();
   if (r.has_example) {
     const std::vector<proto::Segment> segments(in.example().begin(), in.example().end());
@@ -87,10 +66,7 @@ SeedResult from_record(const JobRecord& in, const std::string& where) {
     r.example = std::move(example.front());
   }
   r.example_factors.assign(in.example_factors().begin(), in.example_factors().end());
-  for (const auto& m : in.types()) {
-    r.types.push_back(TypeResult{m.type(), m.episodes(), m.exact_match(), m.summaries_per_episode(),
-                                 m.recall(), m.invention(), m.repetition(), m.length(), m.f1()});
-  }
+  for (const auto& m : in.types()) r.types.push_back(type_from_proto(m));
   return r;
 }
 

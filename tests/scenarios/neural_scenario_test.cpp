@@ -69,10 +69,24 @@ TEST(NeuralScenario, DeterministicForAnyThreadCountAndLearns) {
   EXPECT_EQ(type(full, "ordered_plan").summaries_per_episode, 0.0);
   const ArmResult& joint = one.arms[0];
   EXPECT_GT(type(joint, "early_fact").summaries_per_episode, 1.5);
+  // Every curve point measures the summaries of its evaluation episodes, all types pooled (Fig. 4): the last
+  // point's are the final evaluation's, i.e. the mean of the per-type values (20 episodes per type).
+  for (const CurvePoint& p : joint.seeds.at(0).curve) EXPECT_EQ(p.summaries.episodes, 60);
+  const TypeResult& last = joint.seeds.at(0).curve.back().summaries;
+  double per_episode = 0.0, length = 0.0;
+  for (const TypeResult& t : joint.seeds.at(0).types) {
+    per_episode += t.summaries_per_episode / 3.0;
+    length += t.length * t.summaries_per_episode;
+  }
+  EXPECT_NEAR(last.summaries_per_episode, per_episode, 1e-12);
+  EXPECT_NEAR(last.length, length / (3.0 * per_episode), 1e-9);
+  EXPECT_GT(last.length, 0.0);
+  EXPECT_EQ(curve.back().summaries.summaries_per_episode, 0.0);  // the control never compacts
   const auto json = nlohmann::json::parse(format_summary_json(one));
   EXPECT_TRUE(json["arms"][0]["types"].contains("ordered_plan"));
   const std::string report = format_report(spec, one, "crl run x");
   EXPECT_NE(report.find("## Per task type"), std::string::npos);
+  EXPECT_NE(report.find("## Summaries over training"), std::string::npos);
   EXPECT_NE(report.find("joint >= 90% of full_context exact match on early_fact"), std::string::npos);
 }
 

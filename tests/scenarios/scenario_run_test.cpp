@@ -172,7 +172,11 @@ TEST(ScenarioRun, OutputFilesHaveTheirStructure) {
   const std::string csv = read_file(dir + "/out/curves.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "arm,seed,episode,train_reward,eval_accuracy,eval_episodes,ppo_updates,mean_abs_ratio,"
-            "max_ratio,clip_fraction,approx_kl,entropy");
+            "max_ratio,clip_fraction,approx_kl,entropy,summaries_per_episode,summary_length,summary_recall,"
+            "summary_invention,summary_repetition");
+  // The memory chain has no typed tasks: its summary columns are empty, and no summaries.svg is written.
+  EXPECT_NE(csv.find(",,,,,\n"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out/summaries.svg"));
   // 2 arms x 2 seeds x points at 0, 80, 160.
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2 * 3);
   EXPECT_NE(csv.find("\njoint,17,160,"), std::string::npos);

@@ -148,6 +148,9 @@ TEST(TinyLmScenario, AReducedRunIsTheSameBytesOnOneAndTwoThreadsAndRecordsTheTex
   // Summary metrics on the generated text, per type (the text view's breakdown).
   const std::string summary = read_file(one + "/summary.json");
   EXPECT_NE(summary.find("\"recall\""), std::string::npos) << summary;
+  // And over training (Fig. 4): every curve point's summaries, measured on the generated text.
+  EXPECT_NE(report.find("## Summaries over training"), std::string::npos) << report;
+  EXPECT_EQ(read_file(one + "/summaries.svg"), read_file(two + "/summaries.svg"));
 
   // The trained joint policy, evaluated from its final checkpoint: the tokens it sampled are recorded with
   // log-probs, values and masks, and it wrote summaries as text.
