@@ -185,18 +185,25 @@ void Featurizer::fill_row(const ParsedContext& context, const Candidate& c, int 
   row[f_bias_] = 1.0f;
 }
 
-void Featurizer::summary_slot(const ParsedContext& context, int slot, const Chosen& chosen,
-                              std::vector<Candidate>& candidates, RowMatrix& rows) const {
-  if (raw_) return raw_->summary_slot(context, slot, chosen, candidates, rows);
+void summary_candidates(const ParsedContext& context, const std::vector<TokenId>& keep_token,
+                        TokenId keep_task, TokenId stop, const Chosen& chosen,
+                        std::vector<Candidate>& candidates) {
   candidates.clear();
-  for (int i = 0; i < records_; ++i) {
+  for (size_t i = 0; i < context.records.size() && i < keep_token.size(); ++i) {
     if (!context.records[i].present) continue;
-    if (std::find(chosen.records.begin(), chosen.records.end(), i) != chosen.records.end()) continue;
-    candidates.push_back(Candidate{keep_token_[i], i});
+    const int record = static_cast<int>(i);
+    if (std::find(chosen.records.begin(), chosen.records.end(), record) != chosen.records.end()) continue;
+    candidates.push_back(Candidate{keep_token[i], record});
   }
   if (context.type >= 0 && context.target >= 0 && !chosen.task)
     candidates.push_back(Candidate{keep_task, -1});
   candidates.push_back(Candidate{stop, -1});
+}
+
+void Featurizer::summary_slot(const ParsedContext& context, int slot, const Chosen& chosen,
+                              std::vector<Candidate>& candidates, RowMatrix& rows) const {
+  if (raw_) return raw_->summary_slot(context, slot, chosen, candidates, rows);
+  summary_candidates(context, keep_token_, keep_task, stop, chosen, candidates);
   rows.resize(static_cast<Eigen::Index>(candidates.size()), inputs_);
   for (size_t r = 0; r < candidates.size(); ++r)
     fill_row(context, candidates[r], slot, chosen, rows, static_cast<int>(r));

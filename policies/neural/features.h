@@ -58,6 +58,13 @@ struct Chosen {
   bool task = false;
 };
 
+// The candidates of a summary slot, shared by both views: every record of the context not chosen yet
+// (keep:<i>), then KEEP_TASK when the context holds the task and it is not kept yet (the env would otherwise
+// restore a task the policy lost), then STOP.
+void summary_candidates(const ParsedContext& context, const std::vector<TokenId>& keep_token,
+                        TokenId keep_task, TokenId stop, const Chosen& chosen,
+                        std::vector<Candidate>& candidates);
+
 class RawFeaturizer;  // raw_features.h
 
 class Featurizer {

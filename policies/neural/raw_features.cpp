@@ -107,16 +107,7 @@ void RawFeaturizer::fill_row(const ParsedContext& context, const Candidate& c, i
 
 void RawFeaturizer::summary_slot(const ParsedContext& context, int slot, const Chosen& chosen,
                                  std::vector<Candidate>& candidates, RowMatrix& rows) const {
-  candidates.clear();
-  for (int i = 0; i < records_; ++i) {
-    if (!context.records[i].present) continue;
-    if (std::find(chosen.records.begin(), chosen.records.end(), i) != chosen.records.end()) continue;
-    candidates.push_back(Candidate{keep_token_[i], i});
-  }
-  // KEEP_TASK only when the context holds the task: the env would otherwise restore a task the policy lost.
-  if (context.type >= 0 && context.target >= 0 && !chosen.task)
-    candidates.push_back(Candidate{keep_task_, -1});
-  candidates.push_back(Candidate{stop_, -1});
+  summary_candidates(context, keep_token_, keep_task_, stop_, chosen, candidates);
   rows.resize(static_cast<Eigen::Index>(candidates.size()), inputs_);
   for (size_t r = 0; r < candidates.size(); ++r)
     fill_row(context, candidates[r], slot, chosen, rows, static_cast<int>(r));
