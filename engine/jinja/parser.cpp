@@ -115,6 +115,14 @@ class Parser {
     }
   }
 
+  // The body of a block up to its closing tag `end` ("endfor", ...), which it consumes with its "%}".
+  Body closed_body(const char* end) {
+    Body body = parse_body({end});
+    advance();
+    expect_block_end();
+    return body;
+  }
+
   NodePtr node(Node::Kind kind) {
     auto n = std::make_unique<Node>();
     n->kind = kind;
@@ -143,9 +151,7 @@ class Parser {
       auto always = std::make_unique<Expr>();
       always->value = Value(true);
       n->conditions.push_back(std::move(always));
-      n->bodies.push_back(parse_body({"endgeneration"}));
-      advance();
-      expect_block_end();
+      n->bodies.push_back(closed_body("endgeneration"));
       return n;
     }
     fail("unsupported statement {% " + keyword +
@@ -163,12 +169,8 @@ class Parser {
       const std::string end = cur().text;
       advance();
       if (end == "elif") continue;
-      if (end == "else") {
-        expect_block_end();
-        n->else_body = parse_body({"endif"});
-        advance();
-      }
       expect_block_end();
+      if (end == "else") n->else_body = closed_body("endif");
       return n;
     }
   }
@@ -203,12 +205,8 @@ class Parser {
     n->body = parse_body({"else", "endfor"});
     const std::string end = cur().text;
     advance();
-    if (end == "else") {
-      expect_block_end();
-      n->else_body = parse_body({"endfor"});
-      advance();
-    }
     expect_block_end();
+    if (end == "else") n->else_body = closed_body("endfor");
     return n;
   }
 
@@ -230,9 +228,7 @@ class Parser {
     if (cur().type == T::kBlockEnd && n->attribute.empty() && n->targets.size() == 1) {
       n->kind = Node::Kind::kSetBlock;
       advance();
-      n->body = parse_body({"endset"});
-      advance();
-      expect_block_end();
+      n->body = closed_body("endset");
       return n;
     }
     expect_op("=");
@@ -263,9 +259,7 @@ class Parser {
     n->text = expect_name();
     parse_params(*n);
     expect_block_end();
-    n->body = parse_body({"endmacro"});
-    advance();
-    expect_block_end();
+    n->body = closed_body("endmacro");
     return n;
   }
 
@@ -276,9 +270,7 @@ class Parser {
     n->expr = parse_expression();
     if (n->expr->kind != Expr::Kind::kCall) fail("{% call %} needs a macro call");
     expect_block_end();
-    n->body = parse_body({"endcall"});
-    advance();
-    expect_block_end();
+    n->body = closed_body("endcall");
     return n;
   }
 
@@ -333,24 +325,26 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (is_name("or")) {
+  // One left-associative level of binary operators: `next (op next)*` while `match` accepts the current
+  // token (jinja2's parse_or, parse_and, parse_math1, parse_concat, parse_math2, parse_pow).
+  template <typename Next, typename Match>
+  ExprPtr left_associative(Next next, Match match) {
+    ExprPtr left = next();
+    while (match()) {
+      const std::string op = cur().text;
       const int line = cur().line;
       advance();
-      left = binary("or", std::move(left), parse_and(), line);
+      left = binary(op, std::move(left), next(), line);
     }
     return left;
   }
 
+  ExprPtr parse_or() {
+    return left_associative([&] { return parse_and(); }, [&] { return is_name("or"); });
+  }
+
   ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (is_name("and")) {
-      const int line = cur().line;
-      advance();
-      left = binary("and", std::move(left), parse_not(), line);
-    }
-    return left;
+    return left_associative([&] { return parse_not(); }, [&] { return is_name("and"); });
   }
 
   ExprPtr parse_not() {
@@ -396,45 +390,20 @@ class Parser {
   }
 
   ExprPtr parse_math1() {
-    ExprPtr left = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const std::string op = cur().text;
-      const int line = cur().line;
-      advance();
-      left = binary(op, std::move(left), parse_concat(), line);
-    }
-    return left;
+    return left_associative([&] { return parse_concat(); }, [&] { return is_op("+") || is_op("-"); });
   }
 
   ExprPtr parse_concat() {
-    ExprPtr left = parse_math2();
-    while (is_op("~")) {
-      const int line = cur().line;
-      advance();
-      left = binary("~", std::move(left), parse_math2(), line);
-    }
-    return left;
+    return left_associative([&] { return parse_math2(); }, [&] { return is_op("~"); });
   }
 
   ExprPtr parse_math2() {
-    ExprPtr left = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const std::string op = cur().text;
-      const int line = cur().line;
-      advance();
-      left = binary(op, std::move(left), parse_pow(), line);
-    }
-    return left;
+    return left_associative([&] { return parse_pow(); },
+                            [&] { return is_op("*") || is_op("/") || is_op("//") || is_op("%"); });
   }
 
   ExprPtr parse_pow() {
-    ExprPtr left = parse_unary(true);
-    while (is_op("**")) {
-      const int line = cur().line;
-      advance();
-      left = binary("**", std::move(left), parse_unary(true), line);
-    }
-    return left;
+    return left_associative([&] { return parse_unary(true); }, [&] { return is_op("**"); });
   }
 
   ExprPtr parse_unary(bool with_filter) {
