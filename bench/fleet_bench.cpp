@@ -15,79 +15,22 @@
 // Counters: steps_per_s, p50_us / p99_us (per step request), failed episodes. Skipped with a message where
 // haproxy is absent. Environment: CRL_BENCH_EPISODES (episodes per session, default 2).
 #include <benchmark/benchmark.h>
-#include <signal.h>
-#include <sys/wait.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <mutex>
-#include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "tests/server/http_client.h"
+#include "bench/server_load.h"
 
 namespace {
 
-using crl::server::testing::HttpClient;
-using crl::server::testing::Reply;
-using nlohmann::json;
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::max(1, std::atoi(v)) : fallback;
-}
-
-// A child process; with `port_from_stdout`, its first stdout line is "listening on HOST:PORT".
-class Child {
- public:
-  Child(std::vector<std::string> argv, bool port_from_stdout) {
-    int out[2];
-    if (pipe(out) != 0) std::abort();
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(out[1]);
-    stdout_ = out[0];
-    if (!port_from_stdout) return;
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    const size_t colon = line.rfind(':');
-    if (line.rfind("listening on ", 0) != 0 || colon == std::string::npos) {
-      std::fprintf(stderr, "%s did not start: %s\n", argv[0].c_str(), line.c_str());
-      std::abort();
-    }
-    port_ = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
-  }
-  ~Child() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    close(stdout_);
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  pid_t pid_ = -1;
-  int stdout_ = -1;
-  uint16_t port_ = 0;
-};
+using namespace crl::bench;
 
 uint16_t free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -108,17 +51,17 @@ std::string haproxy_binary() {
   return "";
 }
 
-std::unique_ptr<Child> crl_serve(std::vector<std::string> extra) {
+std::unique_ptr<ChildProcess> crl_serve(std::vector<std::string> extra) {
   std::vector<std::string> argv = {CRL_BINARY_DIR "/crl", "serve", "--port",         "0",
                                    "--threads",           "1",     "--max-sessions", "1024"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  return std::make_unique<Child>(argv, true);
+  return std::make_unique<ChildProcess>(argv, true);
 }
 
 // N tagged backends and HAProxy in front; port() of the returned fleet is HAProxy's.
 struct Fleet {
-  std::vector<std::unique_ptr<Child>> backends;
-  std::unique_ptr<Child> haproxy;
+  std::vector<std::unique_ptr<ChildProcess>> backends;
+  std::unique_ptr<ChildProcess> haproxy;
   uint16_t port = 0;
   std::string config;
   ~Fleet() {
@@ -158,90 +101,9 @@ std::unique_ptr<Fleet> start_fleet(int n, const std::string& haproxy) {
       " --stats-bind 127.0.0.1:" + std::to_string(free_port()) + args + " > " + fleet->config;
   if (std::system(command.c_str()) != 0) return nullptr;
   fleet->haproxy =
-      std::make_unique<Child>(std::vector<std::string>{haproxy, "-db", "-f", fleet->config}, false);
+      std::make_unique<ChildProcess>(std::vector<std::string>{haproxy, "-db", "-f", fleet->config}, false);
   if (!wait_health(fleet->port)) return nullptr;
   return fleet;
-}
-
-struct Load {
-  std::mutex mutex;
-  std::vector<double> latencies_us;
-  std::atomic<int64_t> steps{0};
-  std::atomic<int> completed{0};
-};
-
-char fact_in(const std::string& text) {
-  static const std::regex fact("FACT ([0-9])");
-  char last = '0';
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), fact); it != std::sregex_iterator(); ++it) {
-    last = (*it)[1].str()[0];
-  }
-  return last;
-}
-
-// One memory-chain episode, one step per request (JSON); true when it completed with reward 1.
-bool play(HttpClient& client, const std::string& task, int seed, std::vector<double>& latencies,
-          int64_t& steps) {
-  Reply reply = client.call("POST", "/v1/episodes",
-                            R"({"env":"memory_chain","task_id":")" + task + R"(","seed":)" +
-                                std::to_string(seed) + R"(,"budget":{"capacity":2560,"reserve":768}})");
-  if (reply.status != 200) return false;
-  json r = json::parse(reply.body);
-  const std::string id = r["episode_id"];
-  const char fact = fact_in(r["prompt_text"]);
-  const std::string path = "/v1/episodes/" + id + "/step";
-  while (r["kind"] != "done") {
-    const bool summary = r["kind"] == "compaction_request";
-    std::string text = "continue";
-    if (summary) {
-      text = std::string("FACT ") + fact;
-    } else if (r["append_text"].get<std::string>().find("QUESTION") != std::string::npos) {
-      text = std::string("answer ") + fact;
-    }
-    const std::string body = R"({"turn_id":)" + std::to_string(r["next_turn_id"].get<int>()) +
-                             R"(,"action":{"kind":")" + (summary ? "summary" : "assistant") +
-                             R"(","text":")" + text + R"("}})";
-    const auto begin = std::chrono::steady_clock::now();
-    reply = client.call("POST", path, body);
-    latencies.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count());
-    if (reply.status != 200) return false;
-    r = json::parse(reply.body);
-    ++steps;
-  }
-  const bool ok = r["status"] == "completed" && r["reward"].get<double>() == 1.0;
-  return client.call("DELETE", "/v1/episodes/" + id).status == 200 && ok;
-}
-
-double run_sessions(uint16_t port, int sessions, int episodes, Load& load) {
-  const auto begin = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int s = 0; s < sessions; ++s) {
-    threads.emplace_back([&, s] {
-      std::vector<double> latencies;
-      int64_t steps = 0;
-      try {
-        HttpClient client(port);
-        for (int e = 0; e < episodes; ++e) {
-          if (play(client, "s" + std::to_string(s) + "-e" + std::to_string(e), 7 + s, latencies, steps))
-            load.completed++;
-        }
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "session %d: %s\n", s, error.what());
-      }
-      load.steps += steps;
-      std::lock_guard lock(load.mutex);
-      load.latencies_us.insert(load.latencies_us.end(), latencies.begin(), latencies.end());
-    });
-  }
-  for (auto& t : threads) t.join();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
 // Warm-up (one episode per session, not counted), then the measured load.
@@ -249,17 +111,12 @@ void measure(benchmark::State& state, uint16_t port, int sessions) {
   const int episodes = env_int("CRL_BENCH_EPISODES", 2);
   {
     Load warmup;
-    run_sessions(port, sessions, 1, warmup);
+    run_sessions(port, sessions, 1, play_crl_json, warmup);
   }
   for (auto _ : state) {
     Load load;
-    const double seconds = run_sessions(port, sessions, episodes, load);
-    state.SetIterationTime(seconds);
-    state.SetItemsProcessed(load.steps);
-    state.counters["steps_per_s"] = static_cast<double>(load.steps) / seconds;
-    state.counters["p50_us"] = percentile(load.latencies_us, 0.50);
-    state.counters["p99_us"] = percentile(load.latencies_us, 0.99);
-    state.counters["failed"] = sessions * episodes - load.completed.load();
+    const double seconds = run_sessions(port, sessions, episodes, play_crl_json, load);
+    report(state, load, seconds, sessions * episodes);
   }
 }
 

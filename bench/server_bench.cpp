@@ -15,174 +15,33 @@
 // server_cpu_us_per_step (the server process's CPU time per step, from /proc: robust to a busy machine).
 // Environment: CRL_BENCH_EPISODES (episodes per session, default 2), CRL_BENCH_SERVER_THREADS (default 2).
 #include <benchmark/benchmark.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
-#include <mutex>
-#include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "bench/server_load.h"
 #include "proto/server.pb.h"
 #include "server/router.h"
-#include "tests/server/http_client.h"
 #include "wire/wire_codec.h"
 
 namespace {
 
-using crl::server::testing::HttpClient;
-using crl::server::testing::Reply;
+using namespace crl::bench;
 using nlohmann::json;
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::max(1, std::atoi(v)) : fallback;
-}
-
-// A child process whose first stdout line is "listening on HOST:PORT".
-class ChildServer {
- public:
-  explicit ChildServer(std::vector<std::string> argv) {
-    int out[2];
-    if (pipe(out) != 0) std::abort();
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(out[1]);
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n') line += c;
-    stdout_ = out[0];
-    const size_t colon = line.rfind(':');
-    if (line.rfind("listening on ", 0) != 0 || colon == std::string::npos) {
-      std::fprintf(stderr, "server %s did not start: %s\n", argv[0].c_str(), line.c_str());
-      std::abort();
-    }
-    port_ = static_cast<uint16_t>(std::stoi(line.substr(colon + 1)));
-  }
-  ~ChildServer() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    close(stdout_);
-  }
-  uint16_t port() const { return port_; }
-  // CPU seconds (user + system, all threads) the server has used so far: the cost of serving, independent of
-  // what else runs on the machine.
-  double cpu_seconds() const {
-    FILE* f = std::fopen(("/proc/" + std::to_string(pid_) + "/stat").c_str(), "r");
-    if (f == nullptr) return 0;
-    char buffer[1024];
-    const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, f);
-    std::fclose(f);
-    buffer[n] = 0;
-    const char* p = std::strrchr(buffer, ')');  // fields after the command name
-    unsigned long utime = 0, stime = 0;
-    if (p == nullptr ||
-        std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2) {
-      return 0;
-    }
-    return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-
- private:
-  pid_t pid_ = -1;
-  int stdout_ = -1;
-  uint16_t port_ = 0;
-};
-
-ChildServer& crl_server() {
-  static ChildServer server({CRL_BINARY_DIR "/crl", "serve", "--port", "0", "--threads",
-                             std::to_string(env_int("CRL_BENCH_SERVER_THREADS", 2)), "--max-sessions",
-                             "1024"});
+ChildProcess& crl_server() {
+  static ChildProcess server(
+      {CRL_BINARY_DIR "/crl", "serve", "--port", "0", "--threads",
+       std::to_string(env_int("CRL_BENCH_SERVER_THREADS", 2)), "--max-sessions", "1024"},
+      true);
   return server;
 }
 
-ChildServer& python_server() {
-  static ChildServer server({"/usr/bin/python3", CRL_SOURCE_DIR "/bench/baselines/python_env_server.py"});
+ChildProcess& python_server() {
+  static ChildProcess server({"/usr/bin/python3", CRL_SOURCE_DIR "/bench/baselines/python_env_server.py"},
+                             true);
   return server;
-}
-
-struct Load {
-  std::mutex mutex;
-  std::vector<double> latencies_us;
-  std::atomic<int64_t> steps{0};
-  std::atomic<int> completed{0}, failed{0};
-};
-
-// Times one request.
-template <typename Fn>
-Reply timed(std::vector<double>& latencies, Fn&& fn) {
-  const auto begin = std::chrono::steady_clock::now();
-  Reply r = fn();
-  latencies.push_back(
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin).count());
-  return r;
-}
-
-char fact_in(const std::string& text) {
-  static const std::regex fact("FACT ([0-9])");
-  char last = '0';
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), fact); it != std::sregex_iterator(); ++it) {
-    last = (*it)[1].str()[0];
-  }
-  return last;
-}
-
-std::string chain_create(const std::string& task, int seed) {
-  return R"({"env":"memory_chain","task_id":")" + task + R"(","seed":)" + std::to_string(seed) +
-         R"(,"budget":{"capacity":2560,"reserve":768}})";
-}
-
-// What the oracle answers to a crl step answer (or to the create answer).
-std::string crl_action(const json& r, char fact) {
-  const std::string kind = r["kind"] == "compaction_request" ? "summary" : "assistant";
-  std::string text = "continue";
-  if (kind == "summary") {
-    text = std::string("FACT ") + fact;
-  } else if (r["append_text"].get<std::string>().find("QUESTION") != std::string::npos) {
-    text = std::string("answer ") + fact;
-  }
-  return R"({"kind":")" + kind + R"(","text":")" + text + R"("})";
-}
-
-// One memory-chain episode against crl serve, one step per request (JSON). Returns true if completed,
-// reward 1.
-bool play_crl_json(HttpClient& client, const std::string& task, int seed, std::vector<double>& latencies,
-                   int64_t& steps) {
-  Reply reply = client.call("POST", "/v1/episodes", chain_create(task, seed));
-  if (reply.status != 200) return false;
-  json r = json::parse(reply.body);
-  const std::string id = r["episode_id"];
-  const char fact = fact_in(r["prompt_text"]);
-  const std::string path = "/v1/episodes/" + id + "/step";
-  while (r["kind"] != "done") {
-    const std::string body = R"({"turn_id":)" + std::to_string(r["next_turn_id"].get<int>()) +
-                             R"(,"action":)" + crl_action(r, fact) + "}";
-    reply = timed(latencies, [&] { return client.call("POST", path, body); });
-    if (reply.status != 200) return false;
-    r = json::parse(reply.body);
-    ++steps;
-  }
-  const bool ok = r["status"] == "completed" && r["reward"].get<double>() == 1.0;
-  return client.call("DELETE", "/v1/episodes/" + id).status == 200 && ok;
 }
 
 // The same episode in binary protobuf.
@@ -280,48 +139,13 @@ bool play_python(HttpClient& client, const std::string& task, int seed, std::vec
   return client.call("DELETE", "/episodes/" + id).status == 200 && ok;
 }
 
-using PlayFn = bool (*)(HttpClient&, const std::string&, int, std::vector<double>&, int64_t&);
-
-// S sessions, each a thread with its own connection, playing `episodes` episodes one after another.
-double run_sessions(uint16_t port, int sessions, int episodes, PlayFn play, Load& load) {
-  const auto begin = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int s = 0; s < sessions; ++s) {
-    threads.emplace_back([&, s] {
-      std::vector<double> latencies;
-      int64_t steps = 0;
-      try {
-        HttpClient client(port);
-        for (int e = 0; e < episodes; ++e) {
-          const bool ok =
-              play(client, "s" + std::to_string(s) + "-e" + std::to_string(e), 7 + s, latencies, steps);
-          (ok ? load.completed : load.failed)++;
-        }
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "session %d: %s\n", s, error.what());
-        load.failed++;
-      }
-      load.steps += steps;
-      std::lock_guard lock(load.mutex);
-      load.latencies_us.insert(load.latencies_us.end(), latencies.begin(), latencies.end());
-    });
-  }
-  for (auto& t : threads) t.join();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-}
-
 // S episodes stepped by 4 client threads in batches: each round, one POST /v1/batch/step per thread holding
 // one step of each of its live episodes.
 double run_batched(uint16_t port, int sessions, int episodes, Load& load) {
   const int client_threads = std::min(4, sessions);
-  const auto begin = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < client_threads; ++t) {
-    threads.emplace_back([&, t] {
-      std::vector<double> latencies;
-      int64_t steps = 0;
-      try {
-        HttpClient client(port);
+  return run_clients(
+      port, client_threads, load,
+      [&](HttpClient& client, int t, std::vector<double>& latencies, int64_t& steps) {
         for (int round = 0; round < episodes; ++round) {
           struct Live {
             std::string id;
@@ -370,17 +194,7 @@ double run_batched(uint16_t port, int sessions, int episodes, Load& load) {
             live = std::move(next);
           }
         }
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "batch client %d: %s\n", t, error.what());
-        load.failed++;
-      }
-      load.steps += steps;
-      std::lock_guard lock(load.mutex);
-      load.latencies_us.insert(load.latencies_us.end(), latencies.begin(), latencies.end());
-    });
-  }
-  for (auto& t : threads) t.join();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      });
 }
 
 // The same batched load in binary protobuf (what a high-throughput trainer client sends): one
@@ -388,14 +202,9 @@ double run_batched(uint16_t port, int sessions, int episodes, Load& load) {
 double run_batched_protobuf(uint16_t port, int sessions, int episodes, Load& load) {
   const int client_threads = std::min(4, sessions);
   const std::string pb = "application/x-protobuf";
-  const auto begin = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < client_threads; ++t) {
-    threads.emplace_back([&, t] {
-      std::vector<double> latencies;
-      int64_t steps = 0;
-      try {
-        HttpClient client(port);
+  return run_clients(
+      port, client_threads, load,
+      [&](HttpClient& client, int t, std::vector<double>& latencies, int64_t& steps) {
         for (int round = 0; round < episodes; ++round) {
           struct Live {
             char fact;
@@ -460,38 +269,10 @@ double run_batched_protobuf(uint16_t port, int sessions, int episodes, Load& loa
             live = std::move(next);
           }
         }
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "batch client %d: %s\n", t, error.what());
-        load.failed++;
-      }
-      load.steps += steps;
-      std::lock_guard lock(load.mutex);
-      load.latencies_us.insert(load.latencies_us.end(), latencies.begin(), latencies.end());
-    });
-  }
-  for (auto& t : threads) t.join();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      });
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
-
-void report(benchmark::State& state, Load& load, double seconds, int expected_episodes, double server_cpu_s) {
-  state.counters["server_cpu_us_per_step"] =
-      server_cpu_s * 1e6 / static_cast<double>(std::max<int64_t>(1, load.steps));
-  state.SetIterationTime(seconds);
-  state.SetItemsProcessed(load.steps);
-  state.counters["steps_per_s"] = static_cast<double>(load.steps) / seconds;
-  state.counters["p50_us"] = percentile(load.latencies_us, 0.50);
-  state.counters["p99_us"] = percentile(load.latencies_us, 0.99);
-  state.counters["episodes"] = load.completed.load();
-  state.counters["failed"] = expected_episodes - load.completed.load();
-}
-
-void single_step(benchmark::State& state, ChildServer& server, PlayFn play) {
+void single_step(benchmark::State& state, ChildProcess& server, PlayFn play) {
   const int sessions = static_cast<int>(state.range(0));
   const int episodes = env_int("CRL_BENCH_EPISODES", 2);
   {
