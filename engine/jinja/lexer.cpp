@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "engine/jinja/template_error.h"
+#include "engine/unicode_data.h"
 
 namespace crl::jinja {
 
@@ -17,24 +18,6 @@ bool is_name_start(char c) {
 }
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
-}
-
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 class Lexer {
@@ -241,7 +224,7 @@ class Lexer {
           const char h = source_[pos_++];
           cp = cp * 16 + static_cast<uint32_t>(is_digit(h) ? h - '0' : (h | 0x20) - 'a' + 10);
         }
-        append_utf8(cp, out);
+        unicode::append_utf8(out, static_cast<char32_t>(cp));
       };
       switch (e) {
         case 'n':
@@ -292,7 +275,7 @@ class Lexer {
             for (int k = 0; k < 2 && pos_ < source_.size() && source_[pos_] >= '0' && source_[pos_] <= '7';
                  ++k)
               cp = cp * 8 + static_cast<uint32_t>(source_[pos_++] - '0');
-            append_utf8(cp, out);
+            unicode::append_utf8(out, static_cast<char32_t>(cp));
           } else {
             out += '\\';
             out += e;
