@@ -58,6 +58,8 @@ TEST(Jinja, ExpressionsAndValues) {
       "yzTrueTrueTrue");
   EXPECT_EQ(render("{{ 'é中🙂'|length }} {{ 'é中🙂'[1] }} {{ 'é中🙂'[::-1] }}"),
             "3 中 🙂中é");
+  // String escapes write UTF-8: \u, \x, \U and octal (python3-jinja2: 'éA🙂A中|1').
+  EXPECT_EQ(render(R"({{ '\u00e9\x41\U0001F642\101\u4e2d' }}|{{ '\u00e9'|length }})"), "éA🙂A中|1");
   EXPECT_EQ(
       render(
           "{{ x ~ 1 ~ none }}|{{ m.get('k', 'd') }}|{{ m.items()|list|length }}|{{ m['items'] is defined }}",
