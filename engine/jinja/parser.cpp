@@ -237,11 +237,20 @@ class Parser {
     return n;
   }
 
+  // Items separated by commas up to the operator `close` (a trailing comma allowed), which it consumes.
+  template <typename Item>
+  void comma_separated(const char* close, Item item) {
+    for (bool first = true; !is_op(close); first = false) {
+      if (!first) expect_op(",");
+      if (is_op(close)) break;
+      item();
+    }
+    advance();
+  }
+
   void parse_params(Node& n) {
     expect_op("(");
-    while (!is_op(")")) {
-      if (!n.targets.empty()) expect_op(",");
-      if (is_op(")")) break;
+    comma_separated(")", [&] {
       n.targets.push_back(expect_name());
       if (is_op("=")) {
         advance();
@@ -249,8 +258,7 @@ class Parser {
       } else {
         n.defaults.push_back(nullptr);
       }
-    }
-    advance();
+    });
   }
 
   NodePtr parse_macro() {
@@ -480,25 +488,17 @@ class Parser {
         if (t.text == "[") {
           advance();
           auto e = expr(Expr::Kind::kList, line);
-          while (!is_op("]")) {
-            if (!e->args.empty()) expect_op(",");
-            if (is_op("]")) break;
-            e->args.push_back(parse_expression());
-          }
-          advance();
+          comma_separated("]", [&] { e->args.push_back(parse_expression()); });
           return e;
         }
         if (t.text == "{") {
           advance();
           auto e = expr(Expr::Kind::kDict, line);
-          while (!is_op("}")) {
-            if (!e->args.empty()) expect_op(",");
-            if (is_op("}")) break;
+          comma_separated("}", [&] {
             e->args.push_back(parse_expression());
             expect_op(":");
             e->args.push_back(parse_expression());
-          }
-          advance();
+          });
           return e;
         }
         break;
@@ -562,9 +562,7 @@ class Parser {
 
   void parse_call_args(Expr& e) {
     expect_op("(");
-    while (!is_op(")")) {
-      if (e.args.size() > 1) expect_op(",");
-      if (is_op(")")) break;
+    comma_separated(")", [&] {
       if (is_op("*") || is_op("**")) fail("*args and **kwargs are not supported");
       if (cur().type == T::kName && peek().type == T::kOperator && peek().text == "=") {
         e.arg_names.push_back(cur().text);
@@ -574,8 +572,7 @@ class Parser {
         e.arg_names.push_back("");
       }
       e.args.push_back(parse_expression());
-    }
-    advance();
+    });
   }
 
   ExprPtr parse_filter_expr(ExprPtr node) {
