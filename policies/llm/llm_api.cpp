@@ -209,10 +209,15 @@ GenerateResult parse_openai(const json& body, int vocab_size) {
 
 void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling, std::string& out) {
   out.clear();
-  out.reserve(static_cast<size_t>(call.prompt->size()) * 4 + 512);
+  out.reserve((call.prompt_ids_json.empty() ? static_cast<size_t>(call.prompt->size()) * 4
+                                            : call.prompt_ids_json.size()) +
+              512);
   if (kind == ApiKind::kSglang) {
     out += "{\"input_ids\":";
-    append_ids(out, *call.prompt);
+    if (call.prompt_ids_json.empty())
+      append_ids(out, *call.prompt);
+    else
+      out += call.prompt_ids_json;
     out += ",\"sampling_params\":{\"max_new_tokens\":";
     append_int(out, call.max_new_tokens);
     out += ",\"temperature\":";
@@ -234,7 +239,10 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
   out += '{';
   if (!sampling.model.empty()) out += "\"model\":" + json(sampling.model).dump() + ",";
   out += "\"prompt\":";
-  append_ids(out, *call.prompt);
+  if (call.prompt_ids_json.empty())
+    append_ids(out, *call.prompt);
+  else
+    out += call.prompt_ids_json;
   out += ",\"max_tokens\":";
   append_int(out, call.max_new_tokens);
   out += ",\"temperature\":";
