@@ -13,6 +13,7 @@
 // calls with the gateway's own requests, and pair_added_p50_us / pair_added_p99_us = the percentiles of
 // (gateway call - its direct twin), the overhead with the machine's load drift taken out. Items = calls.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -186,6 +187,7 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
   };
   fresh();
   std::vector<double> cpu;
+  int64_t faults = 0;
   for (auto _ : state) {
     state.PauseTiming();
     const std::string body = json{{"messages", messages}}.dump();
@@ -194,9 +196,13 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
     call.target = path;
     call.body = body;
     state.ResumeTiming();
+    rusage before{}, after{};
+    getrusage(RUSAGE_THREAD, &before);
     const double start = thread_cpu_seconds();
     const server::HttpAnswer answer = s.gateway->route(call, parts);
     cpu.push_back(thread_cpu_seconds() - start);
+    getrusage(RUSAGE_THREAD, &after);
+    faults += after.ru_minflt - before.ru_minflt;
     state.PauseTiming();
     if (answer.status != 200) {
       state.SkipWithError(("gateway call failed: " + answer.body).c_str());
@@ -214,6 +220,7 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
   state.counters["cpu_us"] = mean * 1e6;
   state.counters["cpu_p50_us"] = percentile(cpu, 0.5) * 1e6;
   state.counters["calls_per_core_s"] = mean > 0 ? 1.0 / mean : 0;
+  state.counters["page_faults"] = cpu.empty() ? 0 : static_cast<double>(faults) / static_cast<double>(cpu.size());
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_GatewayRouteCpu)->UseRealTime()->MinTime(1.0);
