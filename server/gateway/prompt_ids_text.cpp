@@ -23,6 +23,9 @@ std::string_view PromptIdsText::text(const PromptView& prompt, uint64_t generati
     text_.pop_back();  // the closing ']'
   } else {
     text_.clear();
+    // Room for this prompt and what later turns append (ids of up to 6 digits and a comma each), so the
+    // text is not copied again as the window grows.
+    text_.reserve(static_cast<size_t>(prompt.size()) * 8 + 4096);
     text_ += '[';
     ids_ = 0;
     spans_.clear();
