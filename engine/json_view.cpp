@@ -1,5 +1,6 @@
 #include "engine/json_view.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -17,9 +18,10 @@ class JsonParser {
       : text_(text), where_(where), max_depth_(max_depth), doc_(doc) {}
 
   void run() {
+    if (text_.size() >= UINT32_MAX) fail_at(0, "a text shorter than 4 GiB");
     // A UTF-8 byte order mark is skipped (nlohmann does; RFC 8259 allows a reader to ignore it).
     if (text_.size() >= 3 && text_.compare(0, 3, "\xEF\xBB\xBF") == 0) pos_ = 3;
-    doc_.nodes_.reserve(16 + text_.size() / 64);
+    doc_.nodes_.reserve(16 + std::min<size_t>(text_.size() / 64, 4096));
     bool after_value = false;  // false: a value is expected next; true: one was just read
     while (true) {
       skip_space();
@@ -117,6 +119,11 @@ class JsonParser {
     return out;
   }
 
+  static void set_text(JsonDocument::Node& node, std::string_view text) {
+    node.text = text.data();
+    node.text_size = static_cast<uint32_t>(text.size());
+  }
+
   // A new node for the value starting at pos_, as the next child of the open container.
   JsonDocument::Node& add(JsonType type) {
     if (doc_.nodes_.size() >= UINT32_MAX - 1) fail("a document of fewer than 2^32 values");
@@ -126,7 +133,10 @@ class JsonParser {
       Level& level = stack_.back();
       JsonDocument::Node& parent = doc_.nodes_[level.node];
       ++parent.count;
-      if (parent.type == JsonType::kObject) node.key = level.key;
+      if (parent.type == JsonType::kObject) {
+        node.key = level.key.data();
+        node.key_size = static_cast<uint32_t>(level.key.size());
+      }
     }
     doc_.nodes_.push_back(node);
     return doc_.nodes_.back();
@@ -151,7 +161,7 @@ class JsonParser {
     JsonDocument::Node& node = doc_.nodes_[level.node];
     ++pos_;
     node.end = static_cast<uint32_t>(doc_.nodes_.size());
-    node.raw = text_.substr(level.start, pos_ - level.start);
+    set_text(node, text_.substr(level.start, pos_ - level.start));
     stack_.pop_back();
   }
 
@@ -190,8 +200,7 @@ class JsonParser {
     if (c == '"') {
       const std::string_view value = string();
       JsonDocument::Node& node = add(JsonType::kString);
-      node.text = value;
-      node.raw = text_.substr(start, pos_ - start);
+      set_text(node, value);
       node.end = static_cast<uint32_t>(doc_.nodes_.size());
       return;
     }
@@ -206,7 +215,7 @@ class JsonParser {
       JsonDocument::Node& node = add(word == kNull ? JsonType::kNull : JsonType::kBool);
       node.flag = word == kTrue;
       pos_ += word.size();
-      node.raw = text_.substr(start, word.size());
+      set_text(node, text_.substr(start, word.size()));
       node.end = static_cast<uint32_t>(doc_.nodes_.size());
       return;
     }
@@ -248,8 +257,7 @@ class JsonParser {
     }
     const std::string_view written = text_.substr(start, pos_ - start);
     JsonDocument::Node& node = add(JsonType::kNumber);
-    node.text = written;
-    node.raw = written;
+    set_text(node, written);
     node.end = static_cast<uint32_t>(doc_.nodes_.size());
     constexpr uint64_t kMinMagnitude = uint64_t{1} << 63;  // |INT64_MIN|
     if (!is_float && !overflow && (!negative || value <= kMinMagnitude)) {
@@ -452,6 +460,8 @@ class JsonParser {
   std::vector<Keys> keys_;  // by depth, reused
 };
 
+static_assert(sizeof(JsonDocument::Node) == 48, "the node layout the memory bound in json_view.h states");
+
 JsonDocument JsonDocument::parse(std::string_view text, const std::string& where, int max_depth) {
   JsonDocument doc;
   JsonParser(text, where, max_depth, doc).run();
@@ -479,7 +489,7 @@ bool JsonView::boolean() const {
 
 std::string_view JsonView::string() const {
   if (!is_string()) wrong_type("a string");
-  return doc_->nodes()[index_].text;
+  return doc_->nodes()[index_].text_view();
 }
 
 JsonNumberKind JsonView::number_kind() const {
@@ -520,11 +530,11 @@ JsonView JsonView::find(std::string_view key) const {
 }
 
 std::string_view JsonView::key() const {
-  return exists() ? doc_->nodes()[index_].key : std::string_view();
+  return exists() ? doc_->nodes()[index_].key_view() : std::string_view();
 }
 
 std::string_view JsonView::raw() const {
-  return exists() ? doc_->nodes()[index_].raw : std::string_view();
+  return exists() ? doc_->nodes()[index_].text_view() : std::string_view();
 }
 
 JsonView::Iterator& JsonView::Iterator::operator++() {
@@ -555,7 +565,7 @@ nlohmann::json JsonView::to_json() const {
       if (node.kind == JsonNumberKind::kSigned) return json(node.number.i);
       return json(node.number.d);
     case JsonType::kString:
-      return json(std::string(node.text));
+      return json(std::string(node.text_view()));
     case JsonType::kArray: {
       json out = json::array();
       for (const JsonView element : *this) out.push_back(element.to_json());

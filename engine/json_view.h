@@ -66,7 +66,7 @@ class JsonView {
   JsonView find(std::string_view key) const;
   // The key of this value when it is an object member ("" otherwise).
   std::string_view key() const;
-  // The bytes of the text this value was read from (a string with its quotes and escapes).
+  // The bytes of the text this value was read from, for anything but a string (a string: its value).
   std::string_view raw() const;
 
   // Iteration over an array's elements or an object's member values (key() names each).
@@ -115,20 +115,25 @@ class JsonDocument {
 
   JsonView root() const { return JsonView(this, 0); }
 
+  // 48 bytes per value (plus the node array's growth slack): at most 24 times the text before the slack (a
+  // value takes two bytes of text at least, "0,"), the order of nlohmann's DOM of it (16 bytes per value plus
+  // a heap block per string and its vectors' slack).
   struct Node {
-    JsonType type = JsonType::kNull;
-    JsonNumberKind kind = JsonNumberKind::kUnsigned;
-    bool flag = false;      // booleans: the value
-    uint32_t count = 0;     // arrays and objects: elements or members
-    uint32_t end = 0;       // the index one past this value's last descendant (the next sibling's index)
-    std::string_view text;  // strings: the (unescaped) value; numbers: as written
-    std::string_view key;   // object members: the (unescaped) key
-    std::string_view raw;   // the source bytes of the value (filled in at its end for arrays and objects)
+    const char* text = nullptr;  // strings: the (unescaped) value; anything else: its source bytes
+    const char* key = nullptr;   // object members: the (unescaped) key
+    uint32_t text_size = 0, key_size = 0;
     union {
       uint64_t u;
       int64_t i;
       double d;
     } number{0};
+    uint32_t count = 0;  // arrays and objects: elements or members
+    uint32_t end = 0;    // the index one past this value's last descendant (the next sibling's index)
+    JsonType type = JsonType::kNull;
+    JsonNumberKind kind = JsonNumberKind::kUnsigned;
+    bool flag = false;  // booleans: the value
+    std::string_view text_view() const { return {text, text_size}; }
+    std::string_view key_view() const { return {key, key_size}; }
   };
   const std::vector<Node>& nodes() const { return nodes_; }
 
