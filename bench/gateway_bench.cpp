@@ -13,13 +13,18 @@
 // calls with the gateway's own requests, and pair_added_p50_us / pair_added_p99_us = the percentiles of
 // (gateway call - its direct twin), the overhead with the machine's load drift taken out. Items = calls.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "engine/json_reader.h"
+#include "policies/llm/llm_api.h"
 #include "server/gateway/gateway.h"
+#include "server/gateway/openai_codec.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/server/http_client.h"
 #include "tests/server/test_server.h"
@@ -149,5 +154,156 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_GatewayChatTurn)->UseRealTime()->MinTime(1.0);
+
+// CPU seconds this thread has used (the gateway's work on a call runs on the thread that routes it).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The gateway's handler driven in process, without the harness's HTTP connection: Gateway::route on this
+// thread, the upstream call to the stand-in (its own thread) on loopback as in production. The CPU time of
+// this thread per call is the gateway's work per call (request parsing, keys, rendering, Episode::submit,
+// the upstream request's body and its HTTP client, the answer's parsing and the chat.completion's writing);
+// not in it: the server's I/O thread reading the harness's HTTP request and writing the answer.
+// Counters: cpu_us (mean thread CPU per call), cpu_p50_us, calls_per_core_s = 1e6 / cpu_us; user_us and
+// sys_us split the mean into user space and kernel (the kernel part is mostly the loopback TCP of the
+// upstream call: sending the ~40 KB body of 8k ids, which a harness calling the upstream directly pays too);
+// page_faults per call.
+void BM_GatewayRouteCpu(benchmark::State& state) {
+  Stack& s = stack();
+  s.upstream->clear_log();
+  int session = 0, turns = 0;
+  json messages;
+  std::string path;
+  std::vector<std::string_view> parts;
+  const auto fresh = [&] {
+    path = "/v1/sessions/cpu-" + std::to_string(session++) + "/v1/chat/completions";
+    parts.clear();
+    for (size_t at = 1; at < path.size();) {
+      const size_t slash = std::min(path.find('/', at), path.size());
+      parts.push_back(std::string_view(path).substr(at, slash - at));
+      at = slash + 1;
+    }
+    messages = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
+                            {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
+  };
+  fresh();
+  std::vector<double> cpu;
+  int64_t faults = 0;
+  double user_us = 0, sys_us = 0;  // getrusage's split of the same CPU time (microsecond ticks, summed)
+  for (auto _ : state) {
+    state.PauseTiming();
+    const std::string body = json{{"messages", messages}}.dump();
+    server::HttpCall call;
+    call.method = "POST";
+    call.target = path;
+    call.body = body;
+    state.ResumeTiming();
+    rusage before{}, after{};
+    getrusage(RUSAGE_THREAD, &before);
+    const double start = thread_cpu_seconds();
+    const server::HttpAnswer answer = s.gateway->route(call, parts);
+    cpu.push_back(thread_cpu_seconds() - start);
+    getrusage(RUSAGE_THREAD, &after);
+    faults += after.ru_minflt - before.ru_minflt;
+    const auto us = [](const timeval& t) {
+      return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec);
+    };
+    user_us += us(after.ru_utime) - us(before.ru_utime);
+    sys_us += us(after.ru_stime) - us(before.ru_stime);
+    state.PauseTiming();
+    if (answer.status != 200) {
+      state.SkipWithError(("gateway call failed: " + answer.body).c_str());
+      break;
+    }
+    s.upstream->clear_log();
+    messages.push_back(json::parse(answer.body)["choices"][0]["message"]);
+    messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
+    if (++turns % 32 == 0) fresh();
+    state.ResumeTiming();
+  }
+  double total = 0;
+  for (const double c : cpu) total += c;
+  const double mean = cpu.empty() ? 0 : total / static_cast<double>(cpu.size());
+  state.counters["cpu_us"] = mean * 1e6;
+  state.counters["cpu_p50_us"] = percentile(cpu, 0.5) * 1e6;
+  state.counters["cpu_p10_us"] = percentile(cpu, 0.1) * 1e6;  // the least disturbed by other load
+  state.counters["calls_per_core_s"] = mean > 0 ? 1.0 / mean : 0;
+  const double n = std::max<double>(1, static_cast<double>(cpu.size()));
+  state.counters["user_us"] = user_us / n;
+  state.counters["sys_us"] = sys_us / n;
+  state.counters["page_faults"] =
+      cpu.empty() ? 0 : static_cast<double>(faults) / static_cast<double>(cpu.size());
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_GatewayRouteCpu)->UseRealTime()->MinTime(1.0);
+
+// A chat body of an 8k-token context (~8.9 KB, 40 messages), the harness's request.
+std::string chat_body_8k() {
+  json messages = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
+                               {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
+  for (int i = 0; i < 20; ++i) {
+    messages.push_back({{"role", "assistant"}, {"content", "ok, next step"}});
+    messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
+  }
+  return json{{"messages", messages}}.dump();
+}
+
+// Baseline: the shared nlohmann-based reader (engine/json_reader.h) on the body, into a DOM.
+void BM_ChatBodyNlohmannDom(benchmark::State& state) {
+  const std::string body = chat_body_8k();
+  for (auto _ : state) benchmark::DoNotOptimize(read_json(body, "the request body"));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+}
+BENCHMARK(BM_ChatBodyNlohmannDom);
+
+// The gateway's decoding of the same body into its messages (server/gateway/openai_codec.h).
+void BM_ChatBodyDecode(benchmark::State& state) {
+  const std::string body = chat_body_8k();
+  for (auto _ : state) benchmark::DoNotOptimize(server::gateway::parse_chat_request(body));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+}
+BENCHMARK(BM_ChatBodyDecode);
+
+// The stand-in's answer to one turn (14 tokens with their log-probs), as the gateway's upstream call reads
+// it.
+void BM_UpstreamAnswerParse(benchmark::State& state) {
+  json ids = json::array(), logprobs = json::array();
+  for (int i = 0; i < 14; ++i) {
+    ids.push_back(100 + i);
+    logprobs.push_back({-0.25 - i / 1024.0, 100 + i, nullptr});
+  }
+  const std::string body = json{
+      {"text", "ok, next step<|im_end|>"},
+      {"output_ids", ids},
+      {"meta_info",
+       {{"id", "bench"},
+        {"finish_reason", {{"type", "stop"}, {"matched", 258}}},
+        {"prompt_tokens", 8000},
+        {"completion_tokens", 14},
+        {"cached_tokens", 7900},
+        {"output_token_logprobs",
+         logprobs}}}}.dump();
+  for (auto _ : state) benchmark::DoNotOptimize(llm::parse_response(llm::ApiKind::kSglang, body, 0));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_UpstreamAnswerParse);
+
+// The chat.completion answer the harness gets.
+void BM_ChatCompletionWrite(benchmark::State& state) {
+  server::gateway::Completion c;
+  c.id = "chatcmpl-bench-12-0";
+  c.created = 1764650000;
+  c.reply.content = "ok, next step";
+  c.finish_reason = "stop";
+  c.prompt_tokens = 8000;
+  c.completion_tokens = 14;
+  c.cached_tokens = 7900;
+  for (auto _ : state) benchmark::DoNotOptimize(server::gateway::chat_completion_json(c, "crl-gateway"));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ChatCompletionWrite);
 
 }  // namespace

@@ -3,9 +3,11 @@
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "engine/error.h"
 #include "engine/json_reader.h"
+#include "engine/json_view.h"
 #include "engine/sha256.h"
 
 namespace crl::llm {
@@ -71,35 +73,34 @@ void append_id_list(std::string& out, const std::vector<TokenId>& ids) {
 }
 
 // A JSON number as a float; false for anything else.
-bool read_float(const json& value, float& out) {
+bool read_float(JsonView value, float& out) {
   if (!value.is_number()) return false;
-  out = static_cast<float>(value.get<double>());
+  out = static_cast<float>(value.number());
   return true;
 }
 
-bool read_id(const json& value, int vocab_size, TokenId& out) {
-  if (!value.is_number_integer()) return false;
-  const int64_t id = value.get<int64_t>();
+bool read_id(JsonView value, int vocab_size, TokenId& out) {
+  if (!value.is_integer()) return false;
+  const int64_t id = value.integer();
   if (id < 0 || (vocab_size > 0 && id >= vocab_size) || id > INT32_MAX) return false;
   out = static_cast<TokenId>(id);
   return true;
 }
 
-int64_t read_count(const json& object, const char* key) {
-  if (!object.is_object()) return 0;
-  const auto it = object.find(key);
-  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+int64_t read_count(JsonView object, const char* key) {
+  const JsonView it = object.find(key);  // absent unless object is an object
+  return it.is_integer() ? it.integer() : 0;
 }
 
 // SGLang reports the weights that served a request (meta_info.weight_version, a string; some versions send a
 // number). Kept only when it is short printable ASCII without commas (the export joins versions with commas);
 // anything else is dropped, since it is bookkeeping, never part of what is trained.
-std::string read_weight_version(const json& meta) {
-  const auto it = meta.find("weight_version");
-  if (it == meta.end()) return {};
-  if (it->is_number_integer()) return std::to_string(it->get<int64_t>());
-  if (!it->is_string()) return {};
-  const std::string value = it->get<std::string>();
+std::string read_weight_version(JsonView meta) {
+  const JsonView it = meta.find("weight_version");
+  if (!it.exists()) return {};
+  if (it.is_integer()) return std::to_string(it.integer());
+  if (!it.is_string()) return {};
+  const std::string value(it.string());
   if (value.empty() || value.size() > 64) return {};
   for (unsigned char c : value)
     if (c < 0x21 || c > 0x7e || c == ',') return {};
@@ -112,94 +113,101 @@ GenerateResult fail(std::string why) {
   return out;
 }
 
-GenerateResult parse_sglang(const json& body, int vocab_size) {
+GenerateResult parse_sglang(JsonView body, int vocab_size) {
   GenerateResult out;
   // A batch answer (a list) holds one item per prompt; we send one prompt.
-  const json& item = body.is_array() && body.size() == 1 ? body[0] : body;
+  const JsonView item = body.is_array() && body.size() == 1 ? *body.begin() : body;
   if (!item.is_object()) return fail("the answer is not a JSON object");
-  const auto meta = item.find("meta_info");
-  if (meta == item.end() || !meta->is_object()) return fail("meta_info is missing");
-  const auto finish = meta->find("finish_reason");
-  if (finish == meta->end()) return fail("meta_info.finish_reason is missing");
+  const JsonView meta = item.find("meta_info");
+  if (!meta.is_object()) return fail("meta_info is missing");
+  const JsonView finish = meta.find("finish_reason");
+  if (!finish.exists()) return fail("meta_info.finish_reason is missing");
   std::string type;
-  if (finish->is_object() && finish->contains("type") && (*finish)["type"].is_string()) {
-    type = (*finish)["type"].get<std::string>();
-  } else if (finish->is_string()) {
-    type = finish->get<std::string>();
+  if (const JsonView finish_type = finish.find("type"); finish_type.is_string()) {
+    type = finish_type.string();
+  } else if (finish.is_string()) {
+    type = finish.string();
   } else {
     return fail("meta_info.finish_reason has no type");
   }
   out.finish_reason = type;
-  const auto ids = item.find("output_ids");
-  const auto logprobs = meta->find("output_token_logprobs");
-  if (ids == item.end() || !ids->is_array()) return fail("output_ids is missing");
-  if (logprobs == meta->end() || !logprobs->is_array())
+  const JsonView ids = item.find("output_ids");
+  const JsonView logprobs = meta.find("output_token_logprobs");
+  if (!ids.is_array()) return fail("output_ids is missing");
+  if (!logprobs.is_array())
     return fail("meta_info.output_token_logprobs is missing (send return_logprob: true)");
-  if (logprobs->size() != ids->size()) {
-    return fail(std::to_string(logprobs->size()) + " output_token_logprobs for " +
-                std::to_string(ids->size()) + " output_ids");
+  if (logprobs.size() != ids.size()) {
+    return fail(std::to_string(logprobs.size()) + " output_token_logprobs for " + std::to_string(ids.size()) +
+                " output_ids");
   }
-  out.ids.resize(ids->size());
-  out.logprobs.resize(ids->size());
-  for (size_t i = 0; i < ids->size(); ++i) {
-    if (!read_id((*ids)[i], vocab_size, out.ids[i]))
+  out.ids.resize(ids.size());
+  out.logprobs.resize(ids.size());
+  size_t i = 0;
+  JsonView::Iterator entry_it = logprobs.begin();
+  for (const JsonView id : ids) {
+    if (!read_id(id, vocab_size, out.ids[i]))
       return fail("output_ids[" + std::to_string(i) + "] is not a token id of the vocabulary");
-    const json& entry = (*logprobs)[i];
+    const JsonView entry = *entry_it;
+    ++entry_it;
     TokenId echoed = 0;
-    if (!entry.is_array() || entry.size() < 2 || !read_float(entry[0], out.logprobs[i]) ||
-        !read_id(entry[1], 0, echoed)) {
-      return fail("output_token_logprobs[" + std::to_string(i) + "] is not [logprob, token_id, text]");
+    bool well_formed = entry.is_array() && entry.size() >= 2;
+    if (well_formed) {
+      JsonView::Iterator field = entry.begin();
+      const JsonView logprob = *field;
+      ++field;
+      well_formed = read_float(logprob, out.logprobs[i]) && read_id(*field, 0, echoed);
     }
+    if (!well_formed)
+      return fail("output_token_logprobs[" + std::to_string(i) + "] is not [logprob, token_id, text]");
     if (echoed != out.ids[i]) {
       return fail("output_token_logprobs[" + std::to_string(i) + "] names token " + std::to_string(echoed) +
                   " but output_ids has " + std::to_string(out.ids[i]));
     }
+    ++i;
   }
-  out.prompt_tokens = read_count(*meta, "prompt_tokens");
-  out.completion_tokens = read_count(*meta, "completion_tokens");
-  out.cached_tokens = read_count(*meta, "cached_tokens");
-  out.weight_version = read_weight_version(*meta);
+  out.prompt_tokens = read_count(meta, "prompt_tokens");
+  out.completion_tokens = read_count(meta, "completion_tokens");
+  out.cached_tokens = read_count(meta, "cached_tokens");
+  out.weight_version = read_weight_version(meta);
   out.ok = true;
   return out;
 }
 
-GenerateResult parse_openai(const json& body, int vocab_size) {
+GenerateResult parse_openai(JsonView body, int vocab_size) {
   GenerateResult out;
   if (!body.is_object()) return fail("the answer is not a JSON object");
-  const auto choices = body.find("choices");
-  if (choices == body.end() || !choices->is_array() || choices->empty()) return fail("choices is missing");
-  const json& choice = (*choices)[0];
+  const JsonView choices = body.find("choices");
+  if (!choices.is_array() || choices.size() == 0) return fail("choices is missing");
+  const JsonView choice = *choices.begin();
   if (!choice.is_object()) return fail("choices[0] is not an object");
-  const auto finish = choice.find("finish_reason");
-  if (finish == choice.end() || !finish->is_string()) return fail("choices[0].finish_reason is missing");
-  out.finish_reason = finish->get<std::string>();
-  const auto ids = choice.find("token_ids");
-  if (ids == choice.end() || !ids->is_array())
+  const JsonView finish = choice.find("finish_reason");
+  if (!finish.is_string()) return fail("choices[0].finish_reason is missing");
+  out.finish_reason = finish.string();
+  const JsonView ids = choice.find("token_ids");
+  if (!ids.is_array())
     return fail("choices[0].token_ids is missing (the server must support return_token_ids)");
-  const auto logprobs = choice.find("logprobs");
-  if (logprobs == choice.end() || !logprobs->is_object() || !logprobs->contains("token_logprobs") ||
-      !(*logprobs)["token_logprobs"].is_array()) {
-    return fail("choices[0].logprobs.token_logprobs is missing (send logprobs: 1)");
-  }
-  const json& values = (*logprobs)["token_logprobs"];
-  if (values.size() != ids->size()) {
-    return fail(std::to_string(values.size()) + " token_logprobs for " + std::to_string(ids->size()) +
+  const JsonView values = choice.find("logprobs").find("token_logprobs");
+  if (!values.is_array()) return fail("choices[0].logprobs.token_logprobs is missing (send logprobs: 1)");
+  if (values.size() != ids.size()) {
+    return fail(std::to_string(values.size()) + " token_logprobs for " + std::to_string(ids.size()) +
                 " token_ids");
   }
-  out.ids.resize(ids->size());
-  out.logprobs.resize(ids->size());
-  for (size_t i = 0; i < ids->size(); ++i) {
-    if (!read_id((*ids)[i], vocab_size, out.ids[i]))
+  out.ids.resize(ids.size());
+  out.logprobs.resize(ids.size());
+  size_t i = 0;
+  JsonView::Iterator value_it = values.begin();
+  for (const JsonView id : ids) {
+    if (!read_id(id, vocab_size, out.ids[i]))
       return fail("choices[0].token_ids[" + std::to_string(i) + "] is not a token id of the vocabulary");
-    if (!read_float(values[i], out.logprobs[i]))
+    if (!read_float(*value_it, out.logprobs[i]))
       return fail("choices[0].logprobs.token_logprobs[" + std::to_string(i) + "] is not a number");
+    ++value_it;
+    ++i;
   }
-  const auto usage = body.find("usage");
-  if (usage != body.end()) {
-    out.prompt_tokens = read_count(*usage, "prompt_tokens");
-    out.completion_tokens = read_count(*usage, "completion_tokens");
-    if (usage->is_object() && usage->contains("prompt_tokens_details"))
-      out.cached_tokens = read_count((*usage)["prompt_tokens_details"], "cached_tokens");
+  if (const JsonView usage = body.find("usage"); usage.exists()) {
+    out.prompt_tokens = read_count(usage, "prompt_tokens");
+    out.completion_tokens = read_count(usage, "completion_tokens");
+    out.cached_tokens = read_count(usage.find("prompt_tokens_details"), "cached_tokens");
   }
   out.ok = true;
   return out;
@@ -209,10 +217,15 @@ GenerateResult parse_openai(const json& body, int vocab_size) {
 
 void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling, std::string& out) {
   out.clear();
-  out.reserve(static_cast<size_t>(call.prompt->size()) * 4 + 512);
+  out.reserve((call.prompt_ids_json.empty() ? static_cast<size_t>(call.prompt->size()) * 4
+                                            : call.prompt_ids_json.size()) +
+              512);
   if (kind == ApiKind::kSglang) {
     out += "{\"input_ids\":";
-    append_ids(out, *call.prompt);
+    if (call.prompt_ids_json.empty())
+      append_ids(out, *call.prompt);
+    else
+      out += call.prompt_ids_json;
     out += ",\"sampling_params\":{\"max_new_tokens\":";
     append_int(out, call.max_new_tokens);
     out += ",\"temperature\":";
@@ -234,7 +247,10 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
   out += '{';
   if (!sampling.model.empty()) out += "\"model\":" + json(sampling.model).dump() + ",";
   out += "\"prompt\":";
-  append_ids(out, *call.prompt);
+  if (call.prompt_ids_json.empty())
+    append_ids(out, *call.prompt);
+  else
+    out += call.prompt_ids_json;
   out += ",\"max_tokens\":";
   append_int(out, call.max_new_tokens);
   out += ",\"temperature\":";
@@ -256,14 +272,16 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size) {
   // The shared reader: an answer nested past kMaxJsonDepth, with a repeated key or not JSON at all fails
   // the call with a short message (never the answer whole).
-  json parsed;
+  // (engine/json_view.h: read_json's limits, without building nlohmann's DOM of the answer.)
+  std::optional<JsonDocument> parsed;
   try {
-    parsed = read_json(body, "the answer");
+    parsed = JsonDocument::parse(body, "the answer");
   } catch (const JsonError& e) {
     return fail("the answer is not accepted JSON: " + e.message());
   }
+  const JsonView root = parsed->root();
   GenerateResult out =
-      kind == ApiKind::kSglang ? parse_sglang(parsed, vocab_size) : parse_openai(parsed, vocab_size);
+      kind == ApiKind::kSglang ? parse_sglang(root, vocab_size) : parse_openai(root, vocab_size);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
       out.finish_reason != "abort") {
     return fail("finish reason " + quote(text_prefix(out.finish_reason)) +

@@ -44,6 +44,9 @@ struct GenerateCall {
   int64_t max_new_tokens = 0;
   uint64_t sampling_seed = 0;
   std::string rid;  // request id (SGLang `rid`, logged by the server)
+  // When not empty: the JSON text of the prompt's id list ("[1,2,3]"), written instead of encoding `prompt`
+  // again (the gateway keeps it per session and appends only the new ids: server/gateway/prompt_ids_text.h).
+  std::string_view prompt_ids_json;
 };
 
 struct GenerateResult {

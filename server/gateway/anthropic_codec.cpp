@@ -14,57 +14,69 @@ std::string dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// The string value of `key` in `object`, or "" when it is not a string.
+std::string_view string_or_empty(JsonView object, std::string_view key) {
+  const JsonView value = object.find(key);
+  return value.is_string() ? value.string() : std::string_view();
+}
+
 // A string, or a list of text blocks, as text.
-std::string block_text(const json& content, const std::string& where) {
-  if (content.is_string()) return content.get<std::string>();
+std::string block_text(JsonView content, const std::string& where) {
+  if (content.is_string()) return std::string(content.string());
   if (!content.is_array())
     throw bad_request("bad_content", where + " must be a string or a list of blocks", where);
   std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& block = content[i];
-    const std::string at = where + "[" + std::to_string(i) + "]";
-    if (!block.is_object() || block.value("type", "") != "text" || !block.contains("text") ||
-        !block["text"].is_string())
+  size_t i = 0;
+  for (const JsonView block : content) {
+    const JsonView block_text = block.find("text");
+    if (string_or_empty(block, "type") != "text" || !block_text.is_string()) {
+      const std::string at = where + "[" + std::to_string(i) + "]";
       throw bad_request("bad_content", at + " must be a text block {\"type\": \"text\", \"text\"}", at);
-    text += block["text"].get<std::string>();
+    }
+    text += block_text.string();
+    ++i;
   }
   return text;
 }
 
-void add_turn(const json& message, const std::string& where, std::vector<Message>& out) {
-  if (!message.is_object() || !message.contains("role") || !message["role"].is_string())
-    throw bad_request("bad_role", where + ".role is missing", where + ".role");
-  const std::string role = message["role"].get<std::string>();
+void add_turn(JsonView message, const std::string& where, std::vector<Message>& out) {
+  const JsonView role_value = message.find("role");
+  if (!role_value.is_string()) throw bad_request("bad_role", where + ".role is missing", where + ".role");
+  const std::string_view role = role_value.string();
   if (role != "user" && role != "assistant") {
     throw bad_request("bad_role",
                       where + ".role " + quote(text_prefix(role)) + " is not one of user, assistant",
                       where + ".role");
   }
-  const auto content = message.find("content");
-  if (content == message.end())
-    throw bad_request("bad_content", where + ".content is missing", where + ".content");
+  const JsonView content = message.find("content");
+  if (!content.exists()) throw bad_request("bad_content", where + ".content is missing", where + ".content");
   const std::string at = where + ".content";
-  if (content->is_string()) {
-    out.push_back(Message{
-        role == "user" ? MessageRole::kUser : MessageRole::kAssistant, content->get<std::string>(), {}, {}});
+  if (content.is_string()) {
+    out.push_back(Message{role == "user" ? MessageRole::kUser : MessageRole::kAssistant,
+                          std::string(content.string()),
+                          {},
+                          {}});
     return;
   }
-  if (!content->is_array())
-    throw bad_request("bad_content", at + " must be a string or a list of blocks", at);
+  if (!content.is_array()) throw bad_request("bad_content", at + " must be a string or a list of blocks", at);
   if (role == "assistant") {
     Message assistant{MessageRole::kAssistant, "", {}, {}};
-    for (size_t i = 0; i < content->size(); ++i) {
-      const json& block = (*content)[i];
-      const std::string b = at + "[" + std::to_string(i) + "]";
-      const std::string type = block.is_object() ? block.value("type", "") : "";
-      if (type == "text" && block.contains("text") && block["text"].is_string()) {
-        assistant.content += block["text"].get<std::string>();
-      } else if (type == "tool_use" && block.contains("name") && block["name"].is_string()) {
-        assistant.tool_calls.push_back(ToolCall{block.value("id", ""), block["name"].get<std::string>(),
-                                                block.contains("input") ? block["input"].dump() : "{}"});
+    size_t i = 0;
+    for (const JsonView block : content) {
+      const std::string_view type = string_or_empty(block, "type");
+      const JsonView text = block.find("text"), name = block.find("name");
+      if (type == "text" && text.is_string()) {
+        assistant.content += text.string();
+      } else if (type == "tool_use" && name.is_string()) {
+        const JsonView input = block.find("input");
+        assistant.tool_calls.push_back(ToolCall{std::string(string_or_empty(block, "id")),
+                                                std::string(name.string()),
+                                                input.exists() ? input.to_json().dump() : "{}"});
       } else if (type != "thinking" && type != "redacted_thinking") {
+        const std::string b = at + "[" + std::to_string(i) + "]";
         throw bad_request("bad_content", b + " must be a text or tool_use block", b);
       }
+      ++i;
     }
     out.push_back(std::move(assistant));
     return;
@@ -74,17 +86,20 @@ void add_turn(const json& message, const std::string& where, std::vector<Message
     if (!text.empty()) out.push_back(Message{MessageRole::kUser, std::move(text), {}, {}});
     text.clear();
   };
-  for (size_t i = 0; i < content->size(); ++i) {
-    const json& block = (*content)[i];
-    const std::string b = at + "[" + std::to_string(i) + "]";
-    const std::string type = block.is_object() ? block.value("type", "") : "";
-    if (type == "text" && block.contains("text") && block["text"].is_string()) {
-      text += block["text"].get<std::string>();
+  size_t i = 0;
+  for (const JsonView block : content) {
+    const std::string b = at + "[" + std::to_string(i++) + "]";
+    const std::string_view type = string_or_empty(block, "type");
+    const JsonView block_text_value = block.find("text");
+    if (type == "text" && block_text_value.is_string()) {
+      text += block_text_value.string();
     } else if (type == "tool_result") {
       flush();
-      Message result{MessageRole::kTool, "", {}, block.value("tool_use_id", "")};
-      if (block.contains("content")) result.content = block_text(block["content"], b + ".content");
-      if (block.value("is_error", false)) result.content = "Error: " + result.content;
+      Message result{MessageRole::kTool, "", {}, std::string(string_or_empty(block, "tool_use_id"))};
+      if (const JsonView inner = block.find("content"); inner.exists())
+        result.content = block_text(inner, b + ".content");
+      if (const JsonView is_error = block.find("is_error"); is_error.is_bool() && is_error.boolean())
+        result.content = "Error: " + result.content;
       out.push_back(std::move(result));
     } else {
       throw bad_request("bad_content",
@@ -124,54 +139,52 @@ std::string message_id(const Completion& c) {
 }  // namespace
 
 MessagesRequest parse_messages_request(std::string_view body, bool count_only) {
-  json request;
-  try {
-    request = read_json(body, "the request body");
-  } catch (const JsonError& e) {
-    throw bad_request(std::string(e.code()), e.what(), e.field());
-  }
-  if (!request.is_object()) throw bad_request("bad_json", "the request body must be a JSON object");
+  const JsonDocument doc = read_request_body(body);
+  const JsonView request = doc.root();
   MessagesRequest out;
-  if (const auto system = request.find("system"); system != request.end() && !system->is_null())
-    out.turn.messages.push_back(Message{MessageRole::kSystem, block_text(*system, "system"), {}, {}});
-  const auto messages = request.find("messages");
-  if (messages == request.end() || !messages->is_array())
+  if (const JsonView system = request.find("system"); !system.is_none())
+    out.turn.messages.push_back(Message{MessageRole::kSystem, block_text(system, "system"), {}, {}});
+  const JsonView messages = request.find("messages");
+  if (!messages.is_array())
     throw bad_request("bad_messages", "messages must be a list of messages", "messages");
-  for (size_t i = 0; i < messages->size(); ++i)
-    add_turn((*messages)[i], "messages[" + std::to_string(i) + "]", out.turn.messages);
-  if (const auto tools = request.find("tools"); tools != request.end() && !tools->is_null()) {
-    if (!tools->is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
+  size_t i = 0;
+  for (const JsonView message : messages)
+    add_turn(message, "messages[" + std::to_string(i++) + "]", out.turn.messages);
+  if (const JsonView tools = request.find("tools"); !tools.is_none()) {
+    if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
     out.turn.tools = json::array();
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const json& tool = (*tools)[i];
-      if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string())
-        throw bad_request("bad_tools", "tools[" + std::to_string(i) + "] needs a name", "tools");
-      json function = {{"name", tool["name"]}};
-      if (tool.contains("description")) function["description"] = tool["description"];
-      function["parameters"] = tool.value("input_schema", json::object());
+    size_t t = 0;
+    for (const JsonView tool : tools) {
+      const JsonView name = tool.find("name");
+      if (!name.is_string())
+        throw bad_request("bad_tools", "tools[" + std::to_string(t) + "] needs a name", "tools");
+      json function = {{"name", name.to_json()}};
+      if (const JsonView description = tool.find("description"); description.exists())
+        function["description"] = description.to_json();
+      const JsonView schema = tool.find("input_schema");
+      function["parameters"] = schema.exists() ? schema.to_json() : json::object();
       out.turn.tools.push_back({{"type", "function"}, {"function", function}});
+      ++t;
     }
   }
-  const auto max_tokens = request.find("max_tokens");
+  const JsonView max_tokens = request.find("max_tokens");
   if (!count_only) {
-    if (max_tokens == request.end() || !max_tokens->is_number_integer() || max_tokens->get<int64_t>() < 1)
+    if (!max_tokens.is_integer() || max_tokens.integer() < 1)
       throw bad_request("bad_field", "max_tokens is required: an integer >= 1", "max_tokens");
-    out.turn.max_tokens = max_tokens->get<int64_t>();
+    out.turn.max_tokens = max_tokens.integer();
   }
-  if (const auto stop = request.find("stop_sequences"); stop != request.end())
-    out.turn.stop = parse_stop(*stop, "stop_sequences", false);
+  if (const JsonView stop = request.find("stop_sequences"); stop.exists())
+    out.turn.stop = parse_stop(stop, "stop_sequences", false);
   for (const char* key : {"temperature", "top_p"}) {
-    const auto it = request.find(key);
-    if (it == request.end() || it->is_null()) continue;
-    if (!it->is_number()) throw bad_request("bad_field", std::string(key) + " must be a number", key);
-    (std::string(key) == "temperature" ? out.turn.temperature : out.turn.top_p) = it->get<double>();
+    const JsonView it = request.find(key);
+    if (it.is_none()) continue;
+    if (!it.is_number()) throw bad_request("bad_field", std::string(key) + " must be a number", key);
+    (std::string_view(key) == "temperature" ? out.turn.temperature : out.turn.top_p) = it.number();
   }
-  if (const auto top_k = request.find("top_k"); top_k != request.end() && top_k->is_number_integer())
-    out.turn.top_k = top_k->get<int>();
-  if (const auto stream = request.find("stream"); stream != request.end() && stream->is_boolean())
-    out.stream = stream->get<bool>();
-  if (const auto model = request.find("model"); model != request.end() && model->is_string())
-    out.model = model->get<std::string>();
+  if (const JsonView top_k = request.find("top_k"); top_k.is_integer())
+    out.turn.top_k = static_cast<int>(top_k.integer());
+  if (const JsonView stream = request.find("stream"); stream.is_bool()) out.stream = stream.boolean();
+  if (const JsonView model = request.find("model"); model.is_string()) out.model = model.string();
   return out;
 }
 

@@ -1,7 +1,9 @@
 #include "server/gateway/chat_messages.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "engine/json_view.h"
 #include "engine/rng.h"
 
 namespace crl::server::gateway {
@@ -9,12 +11,6 @@ namespace crl::server::gateway {
 using json = nlohmann::json;
 
 namespace {
-
-// Arguments as canonical JSON when they parse (so that {"a":1} and {"a": 1} are the same call).
-std::string normalized_arguments(const std::string& arguments) {
-  const json parsed = json::parse(arguments, nullptr, false);
-  return parsed.is_discarded() ? arguments : parsed.dump();
-}
 
 // The keys only recognise a session's own history (a harness that found a collision could confuse only its
 // own session), so a fast non-cryptographic hash will do: two SplitMix64 lanes over 8-byte words, a few
@@ -39,6 +35,65 @@ class KeyHasher {
     add(word);
   }
   uint64_t value() const { return a_ ^ splitmix64(b_); }
+  // A JSON value by its structure, so that {"a":1} and { "a": 1 } (or keys in another order) are the same
+  // call: object members in key order, integers by value whatever their sign's type, doubles by their bits.
+  // Two texts hash the same exactly when nlohmann's canonical dump of them is the same text (what the
+  // key was computed from before: parsing and dumping every tool call of the history on every call with
+  // nlohmann cost more than the rest of the keys).
+  void add_json(JsonView value) {
+    enum Tag : uint64_t { kNull = 1, kFalse, kTrue, kInt, kUint, kDouble, kString, kArray, kObject };
+    switch (value.type()) {
+      case JsonType::kNull:
+        return add(kNull);
+      case JsonType::kBool:
+        return add(value.boolean() ? kTrue : kFalse);
+      case JsonType::kNumber:
+        if (value.number_kind() == JsonNumberKind::kFloat) {
+          const double d = value.number();
+          uint64_t bits;
+          std::memcpy(&bits, &d, 8);
+          add(kDouble);
+          return add(bits);
+        }
+        if (value.number_kind() == JsonNumberKind::kUnsigned && value.integer() < 0) {
+          add(kUint);  // above INT64_MAX
+        } else {
+          add(kInt);
+        }
+        return add(static_cast<uint64_t>(value.integer()));
+      case JsonType::kString:
+        add(kString);
+        return add_field(value.string());
+      case JsonType::kArray:
+        add(kArray);
+        add(value.size());
+        for (const JsonView element : value) add_json(element);
+        return;
+      case JsonType::kObject: {
+        add(kObject);
+        add(value.size());
+        std::vector<JsonView> members(value.begin(), value.end());
+        std::sort(members.begin(), members.end(),
+                  [](const JsonView& x, const JsonView& y) { return x.key() < y.key(); });
+        for (const JsonView member : members) {
+          add_field(member.key());
+          add_json(member);
+        }
+        return;
+      }
+    }
+  }
+  // Tool-call arguments: by structure when they are JSON, else as text (tagged apart).
+  void add_arguments(const std::string& arguments) {
+    try {
+      const JsonDocument doc = JsonDocument::parse(arguments, "tool call arguments");
+      add(1);
+      add_json(doc.root());
+    } catch (const JsonError&) {
+      add(2);
+      add_field(arguments);
+    }
+  }
 
  private:
   uint64_t a_ = 0x243F6A8885A308D3ull, b_ = 0x13198A2E03707344ull;
@@ -52,7 +107,7 @@ uint64_t key_of(MessageRole role, std::string_view content, const std::vector<To
   h.add(calls.size());
   for (const ToolCall& call : calls) {
     h.add_field(call.name);
-    h.add_field(normalized_arguments(call.arguments));
+    h.add_arguments(call.arguments);
   }
   h.add_field(tool_call_id);
   return h.value();

@@ -71,6 +71,8 @@ void GatewaySession::make_episode(std::vector<TokenId> system, std::vector<Token
   episode.sample_index = config_.sample_index;
   episode.rollout_id = config_.rollout_id;
   episode_ = std::make_unique<Episode>(std::move(env), codec(), episode);
+  ++episode_generation_;
+  ids_text_.invalidate();
   env_->stage_start(std::move(system), std::move(rest));
   Task task;
   task.id = "gateway/" + id_;
@@ -212,6 +214,7 @@ UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatT
                                              int64_t max_new_tokens) {
   UpstreamCall call;
   call.prompt = &request.prompt;
+  call.prompt_ids_json = ids_text_.text(request.prompt, episode_generation_, request.compactions);
   call.max_new_tokens = max_new_tokens;
   call.sampling_seed = llm::sampling_seed(request.stream);
   call.rid = id_ + "/" + role_name(request.role) + "/" + std::to_string(request.stream.ordinal);

@@ -43,6 +43,7 @@
 #include "server/gateway/chat_messages.h"
 #include "server/gateway/harness_env.h"
 #include "server/gateway/message_render.h"
+#include "server/gateway/prompt_ids_text.h"
 #include "server/gateway/upstream.h"
 #include "server/metrics.h"
 
@@ -151,6 +152,8 @@ class GatewaySession {
   uint64_t calls_ = 0, retries_ = 0, failures_ = 0;
   std::string last_failure_;
   std::vector<int64_t> cached_tokens_;  // per successful upstream call, in order
+  PromptIdsText ids_text_;              // the last forwarded prompt's id text (only new ids are written)
+  uint64_t episode_generation_ = 0;     // bumped by make_episode: ids_text_ never outlives its arena
 };
 
 }  // namespace crl::server::gateway

@@ -1,7 +1,12 @@
 #include "server/gateway/openai_codec.h"
 
+#include <charconv>
+#include <optional>
+
+#include "engine/json_escape.h"
 #include "engine/json_reader.h"
 #include "server/gateway/sse.h"
+#include "wire/utf8.h"
 
 namespace crl::server::gateway {
 
@@ -9,40 +14,51 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string content_text(const json& content, const std::string& where) {
+// A message's path for an error ("messages[3].content[1]"), written only when there is an error (writing it
+// for every message of every call cost more than reading the body).
+struct MessagePath {
+  size_t index;
+  const char* base;
+  std::string operator()(const std::string& suffix = "") const {
+    return "messages[" + std::to_string(index) + "]" + base + suffix;
+  }
+};
+
+std::string content_text(JsonView content, const MessagePath& where) {
   if (content.is_null()) return "";
-  if (content.is_string()) return content.get<std::string>();
+  if (content.is_string()) return std::string(content.string());
   if (!content.is_array())
-    throw bad_request("bad_content", where + " must be a string, null or a list of text parts", where);
+    throw bad_request("bad_content", where(" must be a string, null or a list of text parts"), where());
   std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string at = where + "[" + std::to_string(i) + "]";
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string()) {
+  size_t i = 0;
+  for (const JsonView part : content) {
+    const JsonView type = part.find("type"), part_text = part.find("text");
+    if (!part.is_object() || !type.is_string() || type.string() != "text" || !part_text.is_string()) {
+      const std::string at = where("[") + std::to_string(i) + "]";
       throw bad_request("bad_content",
                         at + " must be {\"type\": \"text\", \"text\": STRING} (only text parts)", at);
     }
-    text += part["text"].get<std::string>();
+    text += part_text.string();
+    ++i;
   }
   return text;
 }
 
-std::optional<double> number(const json& body, const char* key) {
-  const auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) throw bad_request("bad_field", std::string(key) + " must be a number", key);
-  return it->get<double>();
+std::optional<double> number(JsonView body, const char* key) {
+  const JsonView it = body.find(key);
+  if (it.is_none()) return std::nullopt;
+  if (!it.is_number()) throw bad_request("bad_field", std::string(key) + " must be a number", key);
+  return it.number();
 }
 
 }  // namespace
 
-Message parse_openai_message(const json& message, const std::string& where) {
-  if (!message.is_object()) throw bad_request("bad_message", where + " must be an object", where);
-  const auto role = message.find("role");
-  if (role == message.end() || !role->is_string())
-    throw bad_request("bad_role", where + ".role is missing", where + ".role");
-  const std::string name = role->get<std::string>();
+Message parse_openai_message(JsonView message, size_t index) {
+  const MessagePath where{index, ""};
+  if (!message.is_object()) throw bad_request("bad_message", where(" must be an object"), where());
+  const JsonView role = message.find("role");
+  if (!role.is_string()) throw bad_request("bad_role", where(".role is missing"), where(".role"));
+  const std::string_view name = role.string();
   Message out;
   if (name == "system" || name == "developer") {
     out.role = MessageRole::kSystem;
@@ -54,52 +70,52 @@ Message parse_openai_message(const json& message, const std::string& where) {
     out.role = MessageRole::kTool;
   } else {
     throw bad_request("bad_role",
-                      where + ".role " + quote(text_prefix(name)) +
+                      where(".role ") + quote(text_prefix(name)) +
                           " is not one of system, developer, user, assistant, tool",
-                      where + ".role");
+                      where(".role"));
   }
-  const auto content = message.find("content");
-  if (content == message.end() && out.role != MessageRole::kAssistant)
-    throw bad_request("bad_content", where + ".content is missing", where + ".content");
-  if (content != message.end()) out.content = content_text(*content, where + ".content");
-  if (const auto calls = message.find("tool_calls"); calls != message.end() && !calls->is_null()) {
-    if (out.role != MessageRole::kAssistant || !calls->is_array())
-      throw bad_request("bad_tool_calls", where + ".tool_calls must be a list on an assistant message",
-                        where + ".tool_calls");
-    for (size_t i = 0; i < calls->size(); ++i) {
-      const json& call = (*calls)[i];
-      const std::string at = where + ".tool_calls[" + std::to_string(i) + "]";
-      const json* function = call.is_object() && call.contains("function") ? &call["function"] : nullptr;
-      if (function == nullptr || !function->is_object() || !function->contains("name") ||
-          !(*function)["name"].is_string()) {
+  const JsonView content = message.find("content");
+  if (!content.exists() && out.role != MessageRole::kAssistant)
+    throw bad_request("bad_content", where(".content is missing"), where(".content"));
+  if (content.exists()) out.content = content_text(content, MessagePath{index, ".content"});
+  if (const JsonView calls = message.find("tool_calls"); !calls.is_none()) {
+    if (out.role != MessageRole::kAssistant || !calls.is_array())
+      throw bad_request("bad_tool_calls", where(".tool_calls must be a list on an assistant message"),
+                        where(".tool_calls"));
+    size_t i = 0;
+    for (const JsonView call : calls) {
+      const JsonView function = call.find("function");
+      const JsonView function_name = function.find("name");
+      if (!function.is_object() || !function_name.is_string()) {
+        const std::string at = where(".tool_calls[") + std::to_string(i) + "]";
         throw bad_request("bad_tool_calls", at + " must be {\"function\": {\"name\", \"arguments\"}}", at);
       }
       ToolCall parsed;
-      parsed.id = call.value("id", "");
-      parsed.name = (*function)["name"].get<std::string>();
-      const auto arguments = function->find("arguments");
-      parsed.arguments = arguments == function->end() || arguments->is_null() ? "{}"
-                         : arguments->is_string()                             ? arguments->get<std::string>()
-                                                                              : arguments->dump();
+      if (const JsonView id = call.find("id"); id.is_string()) parsed.id = id.string();
+      parsed.name = function_name.string();
+      const JsonView arguments = function.find("arguments");
+      parsed.arguments = arguments.is_none()     ? "{}"
+                         : arguments.is_string() ? std::string(arguments.string())
+                                                 : arguments.to_json().dump();
       out.tool_calls.push_back(std::move(parsed));
+      ++i;
     }
   }
   if (out.role == MessageRole::kTool) {
-    const auto id = message.find("tool_call_id");
-    if (id != message.end() && id->is_string()) out.tool_call_id = id->get<std::string>();
+    if (const JsonView id = message.find("tool_call_id"); id.is_string()) out.tool_call_id = id.string();
   }
   return out;
 }
 
-std::vector<std::string> parse_stop(const json& value, const std::string& field, bool allow_string) {
+std::vector<std::string> parse_stop(JsonView value, const std::string& field, bool allow_string) {
   std::vector<std::string> out;
-  if (value.is_null()) return out;
+  if (value.is_none()) return out;
   if (allow_string && value.is_string()) {
-    out.push_back(value.get<std::string>());
+    out.emplace_back(value.string());
   } else if (value.is_array()) {
-    for (const json& item : value) {
+    for (const JsonView item : value) {
       if (!item.is_string()) throw bad_request("bad_stop", field + " must hold strings", field);
-      out.push_back(item.get<std::string>());
+      out.emplace_back(item.string());
     }
   } else {
     throw bad_request(
@@ -115,27 +131,27 @@ std::vector<std::string> parse_stop(const json& value, const std::string& field,
   return out;
 }
 
-namespace {
-
-json read_request(std::string_view body) {
-  json request;
+JsonDocument read_request_body(std::string_view body) {
+  std::optional<JsonDocument> request;
   try {
-    request = read_json(body, "the request body");
+    request = JsonDocument::parse(body, "the request body");
   } catch (const JsonError& e) {
     throw bad_request(std::string(e.code()), e.what(), e.field());
   }
-  if (!request.is_object()) throw bad_request("bad_json", "the request body must be a JSON object");
-  return request;
+  if (!request->root().is_object()) throw bad_request("bad_json", "the request body must be a JSON object");
+  return std::move(*request);
 }
 
+namespace {
+
 // The fields chat and plain completions share.
-void read_common(const json& request, ChatRequest& out) {
+void read_common(JsonView request, ChatRequest& out) {
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
-    const auto it = request.find(key);
-    if (it == request.end() || it->is_null()) continue;
-    if (!it->is_number_integer() || it->get<int64_t>() < 1)
+    const JsonView it = request.find(key);
+    if (it.is_none()) continue;
+    if (!it.is_integer() || it.integer() < 1)
       throw bad_request("bad_field", std::string(key) + " must be an integer >= 1", key);
-    out.turn.max_tokens = it->get<int64_t>();
+    out.turn.max_tokens = it.integer();
     break;
   }
   out.turn.temperature = number(request, "temperature");
@@ -143,35 +159,41 @@ void read_common(const json& request, ChatRequest& out) {
   if (const auto top_k = number(request, "top_k")) out.turn.top_k = static_cast<int>(*top_k);
   if (const auto n = number(request, "n"); n && *n != 1)
     throw bad_request("bad_field", "n must be 1 (a session samples one answer per call)", "n");
-  if (const auto stream = request.find("stream"); stream != request.end() && !stream->is_null()) {
-    if (!stream->is_boolean()) throw bad_request("bad_field", "stream must be true or false", "stream");
-    out.stream = stream->get<bool>();
+  if (const JsonView stream = request.find("stream"); !stream.is_none()) {
+    if (!stream.is_bool()) throw bad_request("bad_field", "stream must be true or false", "stream");
+    out.stream = stream.boolean();
   }
-  if (const auto options = request.find("stream_options"); options != request.end() && options->is_object())
-    out.include_usage = options->value("include_usage", false);
-  if (const auto model = request.find("model"); model != request.end() && model->is_string())
-    out.model = model->get<std::string>();
-  if (const auto stop = request.find("stop"); stop != request.end())
-    out.turn.stop = parse_stop(*stop, "stop", true);
+  if (const JsonView options = request.find("stream_options"); options.is_object()) {
+    const JsonView usage = options.find("include_usage");
+    if (!usage.is_none() && !usage.is_bool()) {
+      throw bad_request("bad_field", "stream_options.include_usage must be true or false",
+                        "stream_options.include_usage");
+    }
+    out.include_usage = usage.is_bool() && usage.boolean();
+  }
+  if (const JsonView model = request.find("model"); model.is_string()) out.model = model.string();
+  if (const JsonView stop = request.find("stop"); stop.exists())
+    out.turn.stop = parse_stop(stop, "stop", true);
 }
 
 }  // namespace
 
 ChatRequest parse_completion_request(std::string_view body) {
-  const json request = read_request(body);
+  const JsonDocument doc = read_request_body(body);
+  const JsonView request = doc.root();
   ChatRequest out;
-  const auto prompt = request.find("prompt");
-  if (prompt == request.end() || !prompt->is_string()) {
+  const JsonView prompt = request.find("prompt");
+  if (!prompt.is_string()) {
     throw bad_request(
         "bad_prompt",
         "prompt must be one string (the whole text so far; a list of prompts or token ids is not "
         "accepted: a session samples one answer per call)",
         "prompt");
   }
-  out.turn.prompt = prompt->get<std::string>();
-  if (request.value("echo", false) == true)
+  out.turn.prompt = std::string(prompt.string());
+  if (const JsonView echo = request.find("echo"); echo.is_bool() && echo.boolean())
     throw bad_request("unsupported_field", "echo is not supported", "echo");
-  if (const auto suffix = request.find("suffix"); suffix != request.end() && !suffix->is_null())
+  if (!request.find("suffix").is_none())
     throw bad_request("unsupported_field", "suffix (insertion) is not supported", "suffix");
   if (const auto best_of = number(request, "best_of"); best_of && *best_of != 1)
     throw bad_request("bad_field", "best_of must be 1", "best_of");
@@ -180,33 +202,24 @@ ChatRequest parse_completion_request(std::string_view body) {
 }
 
 ChatRequest parse_chat_request(std::string_view body) {
-  const json request = read_request(body);
+  const JsonDocument doc = read_request_body(body);
+  const JsonView request = doc.root();
   ChatRequest out;
-  const auto messages = request.find("messages");
-  if (messages == request.end() || !messages->is_array())
+  const JsonView messages = request.find("messages");
+  if (!messages.is_array())
     throw bad_request("bad_messages", "messages must be a list of messages", "messages");
-  out.turn.messages.reserve(messages->size());
-  for (size_t i = 0; i < messages->size(); ++i)
-    out.turn.messages.push_back(parse_openai_message((*messages)[i], "messages[" + std::to_string(i) + "]"));
-  if (const auto tools = request.find("tools"); tools != request.end() && !tools->is_null()) {
-    if (!tools->is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
-    out.turn.tools = *tools;
+  out.turn.messages.reserve(messages.size());
+  size_t i = 0;
+  for (const JsonView message : messages) out.turn.messages.push_back(parse_openai_message(message, i++));
+  if (const JsonView tools = request.find("tools"); !tools.is_none()) {
+    if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
+    out.turn.tools = tools.to_json();
   }
   read_common(request, out);
   return out;
 }
 
 namespace {
-
-json tool_calls_json(const std::vector<ToolCall>& calls) {
-  json out = json::array();
-  for (const ToolCall& call : calls) {
-    out.push_back({{"id", call.id},
-                   {"type", "function"},
-                   {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-  }
-  return out;
-}
 
 json usage_json(const Completion& c) {
   return {{"prompt_tokens", c.prompt_tokens},
@@ -221,22 +234,83 @@ std::string dump(const json& value) {
 
 }  // namespace
 
-std::string chat_completion_json(const Completion& c, const std::string& model) {
-  json message = {{"role", "assistant"}, {"content", c.reply.content}};
-  if (!c.reply.tool_calls.empty()) {
-    message["tool_calls"] = tool_calls_json(c.reply.tool_calls);
-    if (c.reply.content.empty()) message["content"] = nullptr;
+namespace {
+
+// The answers are written by hand, byte for byte what nlohmann's dump of the same object writes (keys in
+// sorted order, its escapes; test GatewayCodec.AnswersAreByteIdenticalToNlohmannsDump): building the
+// object and dumping it cost more than the rest of the answer path.
+void put_string(std::string& out, std::string_view s) {
+  if (wire::is_valid_utf8(s)) {
+    append_json_string(out, s);
+  } else {  // nlohmann's replacement of ill-formed sequences (U+FFFD), as before
+    out += dump(json(std::string(s)));
   }
-  const json out = {{"id", c.id},
-                    {"object", "chat.completion"},
-                    {"created", c.created},
-                    {"model", model},
-                    {"choices", json::array({{{"index", 0},
-                                              {"message", message},
-                                              {"logprobs", nullptr},
-                                              {"finish_reason", c.finish_reason}}})},
-                    {"usage", usage_json(c)}};
-  return dump(out);
+}
+
+void put_int(std::string& out, int64_t value) {
+  char buffer[24];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  out.append(buffer, result.ptr);
+}
+
+void put_usage(std::string& out, const Completion& c) {
+  out += "\"usage\":{\"completion_tokens\":";
+  put_int(out, c.completion_tokens);
+  out += ",\"prompt_tokens\":";
+  put_int(out, c.prompt_tokens);
+  out += ",\"prompt_tokens_details\":{\"cached_tokens\":";
+  put_int(out, c.cached_tokens);
+  out += "},\"total_tokens\":";
+  put_int(out, c.prompt_tokens + c.completion_tokens);
+  out += '}';
+}
+
+// "created":N,"id":ID,"model":MODEL,"object":OBJECT,
+void put_header(std::string& out, const Completion& c, const std::string& model, std::string_view object) {
+  out += "\"created\":";
+  put_int(out, c.created);
+  out += ",\"id\":";
+  put_string(out, c.id);
+  out += ",\"model\":";
+  put_string(out, model);
+  out += ",\"object\":";
+  put_string(out, object);
+  out += ',';
+}
+
+}  // namespace
+
+std::string chat_completion_json(const Completion& c, const std::string& model) {
+  std::string out;
+  out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
+  out += "{\"choices\":[{\"finish_reason\":";
+  put_string(out, c.finish_reason);
+  out += ",\"index\":0,\"logprobs\":null,\"message\":{\"content\":";
+  if (!c.reply.tool_calls.empty() && c.reply.content.empty())
+    out += "null";
+  else
+    put_string(out, c.reply.content);
+  out += ",\"role\":\"assistant\"";
+  if (!c.reply.tool_calls.empty()) {
+    out += ",\"tool_calls\":[";
+    for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
+      const ToolCall& call = c.reply.tool_calls[i];
+      if (i) out += ',';
+      out += "{\"function\":{\"arguments\":";
+      put_string(out, call.arguments);
+      out += ",\"name\":";
+      put_string(out, call.name);
+      out += "},\"id\":";
+      put_string(out, call.id);
+      out += ",\"type\":\"function\"}";
+    }
+    out += ']';
+  }
+  out += "}}],";
+  put_header(out, c, model, "chat.completion");
+  put_usage(out, c);
+  out += '}';
+  return out;
 }
 
 std::string chat_completion_sse(const Completion& c, const std::string& model, bool include_usage) {
@@ -274,16 +348,17 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
 }
 
 std::string text_completion_json(const Completion& c, const std::string& model) {
-  const json out = {{"id", c.id},
-                    {"object", "text_completion"},
-                    {"created", c.created},
-                    {"model", model},
-                    {"choices", json::array({{{"index", 0},
-                                              {"text", c.reply.content},
-                                              {"logprobs", nullptr},
-                                              {"finish_reason", c.finish_reason}}})},
-                    {"usage", usage_json(c)}};
-  return dump(out);
+  std::string out;
+  out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
+  out += "{\"choices\":[{\"finish_reason\":";
+  put_string(out, c.finish_reason);
+  out += ",\"index\":0,\"logprobs\":null,\"text\":";
+  put_string(out, c.reply.content);
+  out += "}],";
+  put_header(out, c, model, "text_completion");
+  put_usage(out, c);
+  out += '}';
+  return out;
 }
 
 std::string text_completion_sse(const Completion& c, const std::string& model, bool include_usage) {

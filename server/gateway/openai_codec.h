@@ -12,10 +12,12 @@
 // so far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1); answered as
 // `text_completion` objects or, streaming, as `text_completion` chunks ended by `data: [DONE]`; echo,
 // suffix, best_of > 1 and a list of prompts are refused. Anything malformed is a 400 naming the field.
+// Bodies are read with engine/json_view.h (strings as views into the body, one pass; read_json's limits).
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
+#include "engine/json_view.h"
 #include "server/gateway/gateway_error.h"
 #include "server/gateway/gateway_session.h"
 
@@ -34,9 +36,12 @@ ChatRequest parse_chat_request(std::string_view body);
 ChatRequest parse_completion_request(std::string_view body);
 // Stop strings: a list of 1..16 non-empty strings of at most 1024 bytes (OpenAI's `stop` may also be one
 // string; null or absent: none). Throws GatewayError 400 naming `field`.
-std::vector<std::string> parse_stop(const nlohmann::json& value, const std::string& field, bool allow_string);
-// One message of a chat request (also used for the Anthropic codec's conversions); `where` is its path.
-Message parse_openai_message(const nlohmann::json& message, const std::string& where);
+std::vector<std::string> parse_stop(JsonView value, const std::string& field, bool allow_string);
+// One message of a chat request, messages[index] (its path in errors).
+Message parse_openai_message(JsonView message, size_t index);
+// A request body read with the fast reader (engine/json_view.h): its views point into `body`. Throws
+// GatewayError 400 (bad_json | json_too_deep | duplicate_key, as read_json's errors) or for a non-object.
+JsonDocument read_request_body(std::string_view body);
 
 std::string chat_completion_json(const Completion& completion, const std::string& model);
 // The same answer as server-sent events: a role chunk, a content chunk, one chunk per tool call, the finish

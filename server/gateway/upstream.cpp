@@ -41,6 +41,7 @@ void Upstream::release(std::unique_ptr<Lane> lane) {
 UpstreamResult Upstream::generate(const UpstreamCall& call) {
   llm::GenerateCall generate;
   generate.prompt = call.prompt;
+  generate.prompt_ids_json = call.prompt_ids_json;
   generate.max_new_tokens = call.max_new_tokens;
   generate.sampling_seed = call.sampling_seed;
   generate.rid = call.rid;

@@ -31,6 +31,7 @@ struct UpstreamOptions {
 
 struct UpstreamCall {
   const PromptView* prompt = nullptr;
+  std::string_view prompt_ids_json;  // when not empty: the text of prompt's ids (prompt_ids_text.h)
   int64_t max_new_tokens = 0;
   uint64_t sampling_seed = 0;
   std::string rid;

@@ -56,6 +56,54 @@ TEST(GatewayBadInput, MalformedBodiesAndMessagesAre400) {
   expect_alive(bench.port());
 }
 
+// The request bodies are read by the fast reader (engine/json_view.h): hostile JSON is a 400 with the
+// byte offset and what was expected, and values of the wrong type where a string or boolean belongs are a
+// 400 naming the field (nlohmann's value() threw a type error there: a 500).
+TEST(GatewayBadInput, HostileJsonBodiesAre400WithTheOffset) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const std::string path = "/v1/sessions/hostile/v1/chat/completions";
+  const std::string anthropic = "/v1/sessions/hostile-a/v1/messages";
+  const auto message_of = [](const server::testing::Reply& reply) {
+    const json body = json::parse(reply.body, nullptr, false);
+    return body.is_object() ? body["error"]["message"].get<std::string>() : std::string();
+  };
+  const auto bad = client.call("POST", path, R"({"messages": [{"role": "user", "content": "x"}] x})");
+  expect_openai_error(bad, 400, "bad_json");
+  EXPECT_NE(message_of(bad).find("byte 48"), std::string::npos) << bad.body;
+  EXPECT_NE(message_of(bad).find("expected ',' or '}'"), std::string::npos) << bad.body;
+  for (const std::string body : {
+           std::string(R"({"messages": [{"role": "user", "content": "\ud800"}]})"),  // lone surrogate
+           std::string(R"({"messages": [{"role": "user", "content": "\udc00x"}]})"),
+           std::string(R"({"messages": [{"role": "user", "content": "a\qb"}]})"),  // bad escape
+           std::string(
+               "{\"messages\": [{\"role\": \"user\", \"content\": \"\xC0\xAF\"}]}"),  // overlong UTF-8
+           std::string("{\"messages\": [{\"role\": \"user\", \"content\": \"a\0b\"}]}", 50),  // raw NUL
+           std::string(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1e999})"),
+           std::string(R"({"messages": [{"role": "user", "content": "x"}]} {"more": 1})"),  // trailing
+           std::string(R"({"messages": [{"role": "user", "content": "x"})"),                // truncated
+       }) {
+    expect_openai_error(client.call("POST", path, body), 400, "bad_json");
+  }
+  expect_openai_error(client.call("POST", path, std::string(100000, '[')), 400, "json_too_deep");
+  expect_openai_error(
+      client.call("POST", path, R"({"messages": [{"role": "user", "content": "x", "content": "y"}]})"), 400,
+      "duplicate_key", "messages[0].content");
+  expect_openai_error(client.call("POST", path,
+                                  R"({"messages": [{"role": "user", "content": "x"}],
+                                      "stream_options": {"include_usage": "yes"}})"),
+                      400, "bad_field", "stream_options.include_usage");
+  expect_openai_error(
+      client.call("POST", path, R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})"),
+      400, "bad_content", "messages[0].content[0]");
+  const auto wrong_block = client.call(
+      "POST", anthropic,
+      R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": ["text"], "text": "x"}]}]})");
+  EXPECT_EQ(wrong_block.status, 400) << wrong_block.body;
+  EXPECT_EQ(bench.upstream->calls().size(), 0u);
+  expect_alive(bench.port());
+}
+
 TEST(GatewayBadInput, ASessionEndsWithItsReward) {
   Bench bench;
   Harness h(bench.port(), "ended");

@@ -1,0 +1,583 @@
+#include "engine/json_view.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_set>
+
+namespace crl {
+
+// The parser: an explicit stack of open arrays and objects (never recursion, so the depth limit is the only
+// bound on nesting), one node per value appended in document order, so a value's descendants are the nodes
+// between it and its `end`.
+class JsonParser {
+ public:
+  JsonParser(std::string_view text, const std::string& where, int max_depth, JsonDocument& doc)
+      : text_(text), where_(where), max_depth_(max_depth), doc_(doc) {}
+
+  void run() {
+    if (text_.size() >= UINT32_MAX) fail_at(0, "a text shorter than 4 GiB");
+    // A UTF-8 byte order mark is skipped (nlohmann does; RFC 8259 allows a reader to ignore it).
+    if (text_.size() >= 3 && text_.compare(0, 3, "\xEF\xBB\xBF") == 0) pos_ = 3;
+    doc_.nodes_.reserve(16 + std::min<size_t>(text_.size() / 64, 4096));
+    bool after_value = false;  // false: a value is expected next; true: one was just read
+    while (true) {
+      skip_space();
+      if (!after_value) {
+        if (pos_ >= text_.size()) fail("expected a value");
+        const char c = text_[pos_];
+        if (c == '{' || c == '[') {
+          open(c == '{' ? JsonType::kObject : JsonType::kArray);
+          skip_space();
+          const char close_char = c == '{' ? '}' : ']';
+          if (pos_ < text_.size() && text_[pos_] == close_char) {
+            close();
+            after_value = true;
+          } else if (c == '{') {
+            read_key();
+          }
+          continue;
+        }
+        scalar();
+        after_value = true;
+        continue;
+      }
+      if (stack_.empty()) {
+        if (pos_ < text_.size()) fail("expected the end of the text after the value");
+        return;
+      }
+      Level& level = stack_.back();
+      const bool object = doc_.nodes_[level.node].type == JsonType::kObject;
+      const char c = pos_ < text_.size() ? text_[pos_] : '\0';
+      if (pos_ < text_.size() && c == ',') {
+        ++pos_;
+        if (object) {
+          skip_space();
+          read_key();
+        }
+        after_value = false;
+      } else if (pos_ < text_.size() && c == (object ? '}' : ']')) {
+        close();
+      } else {
+        fail(object ? "expected ',' or '}' after an object member"
+                    : "expected ',' or ']' after an array element");
+      }
+    }
+  }
+
+ private:
+  struct Level {
+    uint32_t node;
+    size_t start;          // the offset of its opening bracket
+    std::string_view key;  // objects: the key of the member being read
+  };
+
+  [[noreturn]] void fail(const std::string& expected) const { fail_at(pos_, expected); }
+  [[noreturn]] void fail_at(size_t at, const std::string& expected) const {
+    std::string found;
+    if (at >= text_.size()) {
+      found = "the end of the text";
+    } else {
+      const auto c = static_cast<unsigned char>(text_[at]);
+      if (c >= 0x20 && c < 0x7F) {
+        found = std::string("'") + static_cast<char>(c) + "'";
+      } else {
+        static constexpr char kHex[] = "0123456789ABCDEF";
+        found = std::string("byte 0x") + kHex[c >> 4] + kHex[c & 15];
+      }
+    }
+    throw JsonError(JsonErrorKind::kSyntax, where_, "",
+                    "not valid JSON (byte " + std::to_string(at) + "): " + expected + ", found " + found);
+  }
+
+  void skip_space() {
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return;
+      ++pos_;
+    }
+  }
+
+  // The path of the value being read ("messages[3].content"), with `last` as the innermost key when given.
+  std::string path(const std::string_view* last, bool opening) const {
+    std::string out;
+    for (size_t i = 0; i < stack_.size(); ++i) {
+      const JsonDocument::Node& node = doc_.nodes_[stack_[i].node];
+      const bool innermost = i + 1 == stack_.size();
+      if (node.type == JsonType::kArray) {
+        // The element being read is stored already, except the one being opened at the innermost level.
+        const uint32_t index = innermost && opening ? node.count : node.count - 1;
+        out += "[" + std::to_string(index) + "]";
+      } else {
+        const std::string_view key = innermost && last != nullptr ? *last : stack_[i].key;
+        if (!out.empty()) out += '.';
+        out += text_prefix(key, 40);
+      }
+    }
+    return out;
+  }
+
+  static void set_text(JsonDocument::Node& node, std::string_view text) {
+    node.text = text.data();
+    node.text_size = static_cast<uint32_t>(text.size());
+  }
+
+  // A new node for the value starting at pos_, as the next child of the open container.
+  JsonDocument::Node& add(JsonType type) {
+    if (doc_.nodes_.size() >= UINT32_MAX - 1) fail("a document of fewer than 2^32 values");
+    JsonDocument::Node node;
+    node.type = type;
+    if (!stack_.empty()) {
+      Level& level = stack_.back();
+      JsonDocument::Node& parent = doc_.nodes_[level.node];
+      ++parent.count;
+      if (parent.type == JsonType::kObject) {
+        node.key = level.key.data();
+        node.key_size = static_cast<uint32_t>(level.key.size());
+      }
+    }
+    doc_.nodes_.push_back(node);
+    return doc_.nodes_.back();
+  }
+
+  void open(JsonType type) {
+    if (static_cast<int>(stack_.size()) >= max_depth_) {
+      const std::string at = path(nullptr, true);
+      throw JsonError(JsonErrorKind::kTooDeep, where_, at,
+                      "JSON nested deeper than " + std::to_string(max_depth_) +
+                          " levels of arrays and objects (" + std::to_string(max_depth_) + " is the limit)");
+    }
+    add(type);
+    stack_.push_back(Level{static_cast<uint32_t>(doc_.nodes_.size() - 1), pos_, {}});
+    if (keys_.size() < stack_.size()) keys_.resize(stack_.size());
+    keys_[stack_.size() - 1].clear();
+    ++pos_;
+  }
+
+  void close() {
+    const Level& level = stack_.back();
+    JsonDocument::Node& node = doc_.nodes_[level.node];
+    ++pos_;
+    node.end = static_cast<uint32_t>(doc_.nodes_.size());
+    set_text(node, text_.substr(level.start, pos_ - level.start));
+    stack_.pop_back();
+  }
+
+  // A member's key and its ':'; a key already in the object is an error at once (as read_json: before the
+  // rest of the text is read).
+  void read_key() {
+    if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected '\"' to start an object key");
+    const std::string_view key = string();
+    Keys& keys = keys_[stack_.size() - 1];
+    bool repeated = false;
+    if (keys.set) {
+      repeated = !keys.set->insert(key).second;
+    } else {
+      for (const std::string_view& k : keys.list) repeated |= k == key;
+      keys.list.push_back(key);
+      if (keys.list.size() > 16) {  // a large object: a hash set keeps the check linear
+        keys.set = std::make_unique<std::unordered_set<std::string_view>>(keys.list.begin(), keys.list.end());
+      }
+    }
+    if (repeated) {
+      const std::string at = path(&key, false);
+      const std::string shown = text_prefix(key);
+      throw JsonError(JsonErrorKind::kDuplicateKey, where_, at,
+                      "duplicate key \"" + shown + "\"" + (at == shown ? "" : " at " + at) +
+                          " (each key may appear once in an object)");
+    }
+    stack_.back().key = key;
+    skip_space();
+    if (pos_ >= text_.size() || text_[pos_] != ':') fail("expected ':' after an object key");
+    ++pos_;
+  }
+
+  void scalar() {
+    const size_t start = pos_;
+    const char c = text_[pos_];
+    if (c == '"') {
+      const std::string_view value = string();
+      JsonDocument::Node& node = add(JsonType::kString);
+      set_text(node, value);
+      node.end = static_cast<uint32_t>(doc_.nodes_.size());
+      return;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return number();
+    static constexpr std::string_view kTrue = "true", kFalse = "false", kNull = "null";
+    for (const std::string_view word : {kTrue, kFalse, kNull}) {
+      if (c != word[0]) continue;
+      for (size_t i = 1; i < word.size(); ++i) {
+        if (pos_ + i >= text_.size() || text_[pos_ + i] != word[i])
+          fail_at(pos_ + i, "expected the literal " + std::string(word));
+      }
+      JsonDocument::Node& node = add(word == kNull ? JsonType::kNull : JsonType::kBool);
+      node.flag = word == kTrue;
+      pos_ += word.size();
+      set_text(node, text_.substr(start, word.size()));
+      node.end = static_cast<uint32_t>(doc_.nodes_.size());
+      return;
+    }
+    fail("expected a value (an object, array, string, number, true, false or null)");
+  }
+
+  bool digit_at(size_t at) const { return at < text_.size() && text_[at] >= '0' && text_[at] <= '9'; }
+
+  void number() {
+    const size_t start = pos_;
+    const bool negative = text_[pos_] == '-';
+    if (negative) ++pos_;
+    if (!digit_at(pos_)) fail("expected a digit");
+    uint64_t value = 0;
+    bool overflow = false;
+    if (text_[pos_] == '0') {
+      ++pos_;
+    } else {
+      while (digit_at(pos_)) {
+        const auto d = static_cast<uint64_t>(text_[pos_] - '0');
+        overflow |= value > (UINT64_MAX - d) / 10;
+        value = value * 10 + d;
+        ++pos_;
+      }
+    }
+    bool is_float = false;
+    if (pos_ < text_.size() && text_[pos_] == '.') {
+      ++pos_;
+      if (!digit_at(pos_)) fail("expected a digit after the decimal point");
+      while (digit_at(pos_)) ++pos_;
+      is_float = true;
+    }
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
+      if (!digit_at(pos_)) fail("expected a digit in the exponent");
+      while (digit_at(pos_)) ++pos_;
+      is_float = true;
+    }
+    const std::string_view written = text_.substr(start, pos_ - start);
+    JsonDocument::Node& node = add(JsonType::kNumber);
+    set_text(node, written);
+    node.end = static_cast<uint32_t>(doc_.nodes_.size());
+    constexpr uint64_t kMinMagnitude = uint64_t{1} << 63;  // |INT64_MIN|
+    if (!is_float && !overflow && (!negative || value <= kMinMagnitude)) {
+      node.kind = negative ? JsonNumberKind::kSigned : JsonNumberKind::kUnsigned;
+      if (negative)
+        node.number.i = value == kMinMagnitude ? INT64_MIN : -static_cast<int64_t>(value);
+      else
+        node.number.u = value;
+      return;
+    }
+    node.kind = JsonNumberKind::kFloat;
+    double d = 0;
+    const auto [end, error] = std::from_chars(written.data(), written.data() + written.size(), d);
+    if (error != std::errc() || end != written.data() + written.size()) {
+      // Out of range: strtod rounds underflow to the nearest denormal or zero, overflow to infinity.
+      const std::string copy(written);
+      d = std::strtod(copy.c_str(), nullptr);
+    }
+    if (!std::isfinite(d)) {
+      fail_at(start, "a number within the range of a double (number overflow parsing '" +
+                         text_prefix(written, 40) + "')");
+    }
+    node.number.d = d;
+  }
+
+  static bool clean8(const char* p) {  // 8 bytes of printable ASCII other than '"' and '\'
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+    const auto zero_byte = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+    const uint64_t control = (x - kOnes * 0x20) & ~x & kHigh;  // a byte < 0x20 (exact for bytes < 0x80)
+    return ((x & kHigh) | control | zero_byte(x ^ (kOnes * '"')) | zero_byte(x ^ (kOnes * '\\'))) == 0;
+  }
+
+  // The string at pos_ (its opening quote); pos_ moves past the closing quote. A view into the text when it
+  // holds no escape, else into the document's buffer of decoded strings.
+  std::string_view string() {
+    ++pos_;
+    const size_t start = pos_;
+    std::string* out = nullptr;  // set at the first escape
+    size_t out_start = 0, run = start;
+    while (true) {
+      while (pos_ + 8 <= text_.size() && clean8(text_.data() + pos_)) pos_ += 8;
+      if (pos_ >= text_.size()) fail_at(pos_, "expected '\"' to end the string");
+      const auto c = static_cast<unsigned char>(text_[pos_]);
+      if (c == '"') {
+        std::string_view value;
+        if (out == nullptr) {
+          value = text_.substr(start, pos_ - start);
+        } else {
+          out->append(text_.data() + run, pos_ - run);
+          value = std::string_view(out->data() + out_start, out->size() - out_start);
+        }
+        ++pos_;
+        return value;
+      }
+      if (c == '\\') {
+        if (out == nullptr) {
+          if (!doc_.unescaped_) {
+            doc_.unescaped_ = std::make_unique<std::string>();
+            doc_.unescaped_->reserve(text_.size());  // decoded strings are never longer: views stay valid
+          }
+          out = doc_.unescaped_.get();
+          out_start = out->size();
+        }
+        out->append(text_.data() + run, pos_ - run);
+        escape(*out);
+        run = pos_;
+        continue;
+      }
+      if (c < 0x20)
+        fail("expected a character or an escape (control characters must be escaped in a string)");
+      if (c < 0x80) {
+        ++pos_;
+        continue;
+      }
+      utf8();
+    }
+  }
+
+  // One UTF-8 sequence at pos_, strictly well-formed (RFC 3629's table).
+  void utf8() {
+    const auto byte = [&](size_t i) -> unsigned {
+      return pos_ + i < text_.size() ? static_cast<unsigned char>(text_[pos_ + i]) : 0;
+    };
+    const unsigned c = byte(0);
+    size_t length = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      length = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      length = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;  // no encoded surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      length = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+    } else {
+      fail("expected well-formed UTF-8 in a string");
+    }
+    for (size_t i = 1; i < length; ++i) {
+      const unsigned b = byte(i);
+      if (b < (i == 1 ? lo : 0x80) || b > (i == 1 ? hi : 0xBF))
+        fail_at(pos_ + i, "expected well-formed UTF-8 in a string");
+    }
+    pos_ += length;
+  }
+
+  unsigned hex4(size_t at) const {
+    unsigned value = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      const char h = at + i < text_.size() ? text_[at + i] : '\0';
+      unsigned d;
+      if (h >= '0' && h <= '9')
+        d = static_cast<unsigned>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        d = static_cast<unsigned>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        d = static_cast<unsigned>(h - 'A' + 10);
+      else
+        fail_at(at + i, "expected four hexadecimal digits after \\u");
+      value = value * 16 + d;
+    }
+    return value;
+  }
+
+  // The escape at pos_ (its backslash), decoded onto `out`.
+  void escape(std::string& out) {
+    const size_t at = pos_;
+    const char e = pos_ + 1 < text_.size() ? text_[pos_ + 1] : '\0';
+    pos_ += 2;
+    switch (e) {
+      case '"':
+        return void(out += '"');
+      case '\\':
+        return void(out += '\\');
+      case '/':
+        return void(out += '/');
+      case 'b':
+        return void(out += '\b');
+      case 'f':
+        return void(out += '\f');
+      case 'n':
+        return void(out += '\n');
+      case 'r':
+        return void(out += '\r');
+      case 't':
+        return void(out += '\t');
+      case 'u':
+        break;
+      default:
+        fail_at(at + 1, "expected an escape (one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
+    }
+    uint32_t code = hex4(pos_);
+    pos_ += 4;
+    if (code >= 0xDC00 && code <= 0xDFFF)
+      fail_at(at, "a high surrogate (\\uD800-\\uDBFF) before a low one, not a lone low surrogate");
+    if (code >= 0xD800 && code <= 0xDBFF) {
+      if (pos_ + 1 >= text_.size() || text_[pos_] != '\\' || text_[pos_ + 1] != 'u')
+        fail_at(pos_, "expected a low surrogate (\\uDC00-\\uDFFF) after a high one");
+      const uint32_t low = hex4(pos_ + 2);
+      if (low < 0xDC00 || low > 0xDFFF)
+        fail_at(pos_, "expected a low surrogate (\\uDC00-\\uDFFF) after a high one");
+      pos_ += 6;
+      code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+    }
+    if (code < 0x80) {
+      out += static_cast<char>(code);
+    } else if (code < 0x800) {
+      out += static_cast<char>(0xC0 | (code >> 6));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    } else if (code < 0x10000) {
+      out += static_cast<char>(0xE0 | (code >> 12));
+      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (code >> 18));
+      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    }
+  }
+
+  struct Keys {  // the keys of one open object, for the duplicate check
+    std::vector<std::string_view> list;
+    std::unique_ptr<std::unordered_set<std::string_view>> set;
+    void clear() {
+      list.clear();
+      set.reset();
+    }
+  };
+
+  std::string_view text_;
+  const std::string& where_;
+  const int max_depth_;
+  JsonDocument& doc_;
+  size_t pos_ = 0;
+  std::vector<Level> stack_;
+  std::vector<Keys> keys_;  // by depth, reused
+};
+
+static_assert(sizeof(JsonDocument::Node) == 48, "the node layout the memory bound in json_view.h states");
+
+JsonDocument JsonDocument::parse(std::string_view text, const std::string& where, int max_depth) {
+  JsonDocument doc;
+  JsonParser(text, where, max_depth, doc).run();
+  return doc;
+}
+
+namespace {
+[[noreturn]] void wrong_type(const char* wanted) {
+  throw Error("JsonView", "", std::string("the value is not ") + wanted);
+}
+}  // namespace
+
+JsonType JsonView::type() const {
+  return doc_->nodes()[index_].type;
+}
+
+bool JsonView::is_integer() const {
+  return is_number() && doc_->nodes()[index_].kind != JsonNumberKind::kFloat;
+}
+
+bool JsonView::boolean() const {
+  if (!is_bool()) wrong_type("a boolean");
+  return doc_->nodes()[index_].flag;
+}
+
+std::string_view JsonView::string() const {
+  if (!is_string()) wrong_type("a string");
+  return doc_->nodes()[index_].text_view();
+}
+
+JsonNumberKind JsonView::number_kind() const {
+  if (!is_number()) wrong_type("a number");
+  return doc_->nodes()[index_].kind;
+}
+
+double JsonView::number() const {
+  const auto& node = doc_->nodes()[index_];
+  switch (number_kind()) {
+    case JsonNumberKind::kUnsigned:
+      return static_cast<double>(node.number.u);
+    case JsonNumberKind::kSigned:
+      return static_cast<double>(node.number.i);
+    case JsonNumberKind::kFloat:
+      break;
+  }
+  return node.number.d;
+}
+
+int64_t JsonView::integer() const {
+  if (!is_integer()) wrong_type("an integer");
+  const auto& node = doc_->nodes()[index_];
+  return node.kind == JsonNumberKind::kSigned ? node.number.i : static_cast<int64_t>(node.number.u);
+}
+
+size_t JsonView::size() const {
+  if (!is_array() && !is_object()) return 0;
+  return doc_->nodes()[index_].count;
+}
+
+JsonView JsonView::find(std::string_view key) const {
+  if (!is_object()) return {};
+  for (JsonView member : *this) {
+    if (member.key() == key) return member;
+  }
+  return {};
+}
+
+std::string_view JsonView::key() const {
+  return exists() ? doc_->nodes()[index_].key_view() : std::string_view();
+}
+
+std::string_view JsonView::raw() const {
+  return exists() ? doc_->nodes()[index_].text_view() : std::string_view();
+}
+
+JsonView::Iterator& JsonView::Iterator::operator++() {
+  index_ = doc_->nodes()[index_].end;
+  return *this;
+}
+
+JsonView::Iterator JsonView::begin() const {
+  if (size() == 0) return end();
+  return Iterator(doc_, index_ + 1);
+}
+
+JsonView::Iterator JsonView::end() const {
+  return Iterator(doc_, exists() ? doc_->nodes()[index_].end : 0);
+}
+
+nlohmann::json JsonView::to_json() const {
+  using nlohmann::json;
+  if (!exists()) return json();
+  const auto& node = doc_->nodes()[index_];
+  switch (node.type) {
+    case JsonType::kNull:
+      return json(nullptr);
+    case JsonType::kBool:
+      return json(node.flag);
+    case JsonType::kNumber:
+      if (node.kind == JsonNumberKind::kUnsigned) return json(node.number.u);
+      if (node.kind == JsonNumberKind::kSigned) return json(node.number.i);
+      return json(node.number.d);
+    case JsonType::kString:
+      return json(std::string(node.text_view()));
+    case JsonType::kArray: {
+      json out = json::array();
+      for (const JsonView element : *this) out.push_back(element.to_json());
+      return out;
+    }
+    case JsonType::kObject: {
+      json out = json::object();
+      for (const JsonView member : *this) out[std::string(member.key())] = member.to_json();
+      return out;
+    }
+  }
+  return json();
+}
+
+}  // namespace crl

@@ -1,0 +1,147 @@
+#pragma once
+// A fast, strict JSON reader for the hot paths (the gateway's request bodies, the LLM server's answers):
+// one pass over the text into a flat array of nodes, strings as views into the text (unescaped into the
+// document's own buffer only when they hold an escape), no DOM of heap objects. Same acceptance and limits
+// as read_json (json_reader.h), checked by a differential test against it:
+//  * RFC 8259 grammar, nothing but whitespace after the value (a UTF-8 byte order mark before it is skipped,
+//    as nlohmann does); NUL and other control bytes only as escapes inside strings.
+//  * strings: well-formed UTF-8 only (no overlong forms, no encoded surrogates, nothing above U+10FFFF);
+//    \u escapes must pair a high surrogate with a low one.
+//  * numbers: the grammar's exact form; integers are kept exactly (unsigned when >= 0, signed when < 0, as
+//    nlohmann types them), an integer beyond 64 bits becomes a double, a double that overflows is an error
+//    (nlohmann's "number overflow"), doubles are correctly rounded (std::from_chars / strtod).
+//  * nesting deeper than max_depth levels of arrays and objects: JsonErrorKind::kTooDeep, the path named.
+//  * a key repeated in one object: JsonErrorKind::kDuplicateKey, the path named.
+//  * syntax errors name the byte offset and what was expected there ("not valid JSON (byte 17): expected
+//    ',' or '}' after an object member, found 'x'").
+// A JsonView is valid while its JsonDocument and the parsed text live (views point into both).
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/json_reader.h"
+
+namespace crl {
+
+enum class JsonType : uint8_t { kNull, kBool, kNumber, kString, kArray, kObject };
+// How a number was written: a non-negative integer, a negative integer (both within 64 bits) or anything
+// else (a fraction, an exponent or an integer beyond 64 bits), as nlohmann's number_unsigned /
+// number_integer / number_float.
+enum class JsonNumberKind : uint8_t { kUnsigned, kSigned, kFloat };
+
+class JsonDocument;
+
+class JsonView {
+ public:
+  JsonView() = default;  // absent (a member that is not there)
+
+  bool exists() const { return doc_ != nullptr; }
+  JsonType type() const;
+  bool is_null() const { return exists() && type() == JsonType::kNull; }
+  bool is_bool() const { return exists() && type() == JsonType::kBool; }
+  bool is_number() const { return exists() && type() == JsonType::kNumber; }
+  // A number written as an integer that fits 64 bits (nlohmann's is_number_integer).
+  bool is_integer() const;
+  bool is_string() const { return exists() && type() == JsonType::kString; }
+  bool is_array() const { return exists() && type() == JsonType::kArray; }
+  bool is_object() const { return exists() && type() == JsonType::kObject; }
+  // Absent or null.
+  bool is_none() const { return !exists() || type() == JsonType::kNull; }
+
+  // Typed reads; each requires the matching type (checked: crl::Error otherwise).
+  bool boolean() const;
+  std::string_view string() const;
+  double number() const;    // any number, as a double
+  int64_t integer() const;  // is_integer(): the value (an unsigned one above INT64_MAX wraps, as nlohmann)
+  JsonNumberKind number_kind() const;
+
+  // Arrays: elements; objects: members. 0 for anything else.
+  size_t size() const;
+  // An object's member (absent when this is not an object or has no such key).
+  JsonView find(std::string_view key) const;
+  // The key of this value when it is an object member ("" otherwise).
+  std::string_view key() const;
+  // The bytes of the text this value was read from, for anything but a string (a string: its value).
+  std::string_view raw() const;
+
+  // Iteration over an array's elements or an object's member values (key() names each).
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = JsonView;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = JsonView;
+    Iterator() = default;
+    JsonView operator*() const { return JsonView(doc_, index_); }
+    Iterator& operator++();
+    Iterator operator++(int) {
+      Iterator before = *this;
+      ++*this;
+      return before;
+    }
+    bool operator==(const Iterator& other) const { return index_ == other.index_; }
+    bool operator!=(const Iterator& other) const { return index_ != other.index_; }
+
+   private:
+    friend class JsonView;
+    Iterator(const JsonDocument* doc, uint32_t index) : doc_(doc), index_(index) {}
+    const JsonDocument* doc_ = nullptr;
+    uint32_t index_ = 0;
+  };
+  Iterator begin() const;
+  Iterator end() const;
+
+  // The value as nlohmann's DOM (same types and values as read_json gives), for the rare values passed on
+  // whole (tool definitions, tool-call arguments written as objects).
+  nlohmann::json to_json() const;
+
+ private:
+  friend class JsonDocument;
+  JsonView(const JsonDocument* doc, uint32_t index) : doc_(doc), index_(index) {}
+  const JsonDocument* doc_ = nullptr;
+  uint32_t index_ = 0;
+};
+
+class JsonDocument {
+ public:
+  // Parses `text` (which must outlive the document). `where` names the source in errors. Throws JsonError.
+  static JsonDocument parse(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth);
+
+  JsonView root() const { return JsonView(this, 0); }
+
+  // 48 bytes per value (plus the node array's growth slack): at most 24 times the text before the slack (a
+  // value takes two bytes of text at least, "0,"), the order of nlohmann's DOM of it (16 bytes per value plus
+  // a heap block per string and its vectors' slack).
+  struct Node {
+    const char* text = nullptr;  // strings: the (unescaped) value; anything else: its source bytes
+    const char* key = nullptr;   // object members: the (unescaped) key
+    uint32_t text_size = 0, key_size = 0;
+    union {
+      uint64_t u;
+      int64_t i;
+      double d;
+    } number{0};
+    uint32_t count = 0;  // arrays and objects: elements or members
+    uint32_t end = 0;    // the index one past this value's last descendant (the next sibling's index)
+    JsonType type = JsonType::kNull;
+    JsonNumberKind kind = JsonNumberKind::kUnsigned;
+    bool flag = false;  // booleans: the value
+    std::string_view text_view() const { return {text, text_size}; }
+    std::string_view key_view() const { return {key, key_size}; }
+  };
+  const std::vector<Node>& nodes() const { return nodes_; }
+
+ private:
+  friend class JsonParser;
+  std::vector<Node> nodes_;
+  std::unique_ptr<std::string>
+      unescaped_;  // strings with escapes, decoded (capacity fixed: views stay valid)
+};
+
+}  // namespace crl
