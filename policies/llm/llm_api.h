@@ -46,7 +46,7 @@ struct GenerateCall {
   std::string rid;  // request id (SGLang `rid`, logged by the server)
   // When not empty: the JSON text of the prompt's id list ("[1,2,3]"), written instead of encoding `prompt`
   // again (the gateway keeps it per session and appends only the new ids: server/gateway/prompt_ids_text.h).
-  std::string_view prompt_ids_json;
+  std::string_view prompt_ids_json = {};
 };
 
 struct GenerateResult {
