@@ -16,7 +16,7 @@
 #include "engine/chat_template.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
-#include "engine/json_reader.h"
+#include "engine/json_view.h"
 #include "engine/tokenizer.h"
 
 namespace crl::cli {
@@ -110,7 +110,9 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (!messages_file.empty()) {
     // The rendered conversation is read as a prompt is: special-token strings become their ids.
     const ChatTemplate chat_template = load_chat_template(chat.empty() ? "chatml" : chat);
-    const nlohmann::json doc = read_json(read_file(messages_file), messages_file);
+    // Keys in the file's order (tools' `tojson`), as Python's json reads them.
+    const std::string file_text = read_file(messages_file);
+    const nlohmann::ordered_json doc = JsonDocument::parse(file_text, messages_file).root().to_ordered_json();
     ChatRenderRequest request;
     if (doc.is_array()) {
       request.messages = doc;

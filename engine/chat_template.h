@@ -40,11 +40,13 @@ struct ChatMessage {
 
 // A conversation to render with a template's Jinja source: OpenAI-style messages ({role, content,
 // tool_calls, ...}), tools (null: none), and extra template variables (an object or null).
+// The JSON keeps its keys in insertion order (nlohmann::ordered_json), as Python's json does for Hugging Face
+// and SGLang: a template's `tojson` of a tool writes its keys in the order the request wrote them.
 struct ChatRenderRequest {
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;
   bool add_generation_prompt = true;
-  nlohmann::json extra;
+  nlohmann::ordered_json extra;
   std::optional<int64_t> now_unix;  // what strftime_now() formats (UTC); absent: the wall clock
 };
 

@@ -551,8 +551,9 @@ JsonView::Iterator JsonView::end() const {
   return Iterator(doc_, exists() ? doc_->nodes()[index_].end : 0);
 }
 
-nlohmann::json JsonView::to_json() const {
-  using nlohmann::json;
+template <typename Json>
+Json JsonView::as() const {
+  using json = Json;
   if (!exists()) return json();
   const auto& node = doc_->nodes()[index_];
   switch (node.type) {
@@ -568,16 +569,23 @@ nlohmann::json JsonView::to_json() const {
       return json(std::string(node.text_view()));
     case JsonType::kArray: {
       json out = json::array();
-      for (const JsonView element : *this) out.push_back(element.to_json());
+      for (const JsonView element : *this) out.push_back(element.as<Json>());
       return out;
     }
     case JsonType::kObject: {
       json out = json::object();
-      for (const JsonView member : *this) out[std::string(member.key())] = member.to_json();
+      for (const JsonView member : *this) out[std::string(member.key())] = member.as<Json>();
       return out;
     }
   }
   return json();
+}
+
+nlohmann::json JsonView::to_json() const {
+  return as<nlohmann::json>();
+}
+nlohmann::ordered_json JsonView::to_ordered_json() const {
+  return as<nlohmann::ordered_json>();
 }
 
 }  // namespace crl

@@ -100,8 +100,12 @@ class JsonView {
   // The value as nlohmann's DOM (same types and values as read_json gives), for the rare values passed on
   // whole (tool definitions, tool-call arguments written as objects).
   nlohmann::json to_json() const;
+  // The same with the object keys in the order of the text (what a chat template must see: tools).
+  nlohmann::ordered_json to_ordered_json() const;
 
  private:
+  template <typename Json>
+  Json as() const;
   friend class JsonDocument;
   JsonView(const JsonDocument* doc, uint32_t index) : doc_(doc), index_(index) {}
   const JsonDocument* doc_ = nullptr;

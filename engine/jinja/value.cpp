@@ -293,38 +293,51 @@ bool equal(const Value& a, const Value& b) {
   }
 }
 
-Value from_json(const nlohmann::json& j) {
+namespace {
+
+// Both nlohmann types: nlohmann::json (keys sorted) and nlohmann::ordered_json (insertion order).
+template <typename Json>
+Value value_of_json(const Json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null:
+    case Json::value_t::null:
       return Value::none();
-    case nlohmann::json::value_t::boolean:
-      return Value(j.get<bool>());
-    case nlohmann::json::value_t::number_integer:
-      return Value(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: {
-      const uint64_t u = j.get<uint64_t>();
+    case Json::value_t::boolean:
+      return Value(j.template get<bool>());
+    case Json::value_t::number_integer:
+      return Value(j.template get<int64_t>());
+    case Json::value_t::number_unsigned: {
+      const uint64_t u = j.template get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
       return Value(static_cast<int64_t>(u));
     }
-    case nlohmann::json::value_t::number_float:
-      return Value(j.get<double>());
-    case nlohmann::json::value_t::string:
-      return Value(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case Json::value_t::number_float:
+      return Value(j.template get<double>());
+    case Json::value_t::string:
+      return Value(j.template get<std::string>());
+    case Json::value_t::array: {
       List list;
       list.reserve(j.size());
-      for (const auto& e : j) list.push_back(from_json(e));
+      for (const auto& e : j) list.push_back(value_of_json(e));
       return Value(std::move(list));
     }
-    case nlohmann::json::value_t::object: {
+    case Json::value_t::object: {
       Dict dict;
       dict.items.reserve(j.size());
-      for (const auto& [k, v] : j.items()) dict.items.emplace_back(k, from_json(v));
+      for (const auto& [k, v] : j.items()) dict.items.emplace_back(k, value_of_json(v));
       return Value(std::move(dict));
     }
     default:
       return Value::none();
   }
+}
+
+}  // namespace
+
+Value from_json(const nlohmann::json& j) {
+  return value_of_json(j);
+}
+Value from_json(const nlohmann::ordered_json& j) {
+  return value_of_json(j);
 }
 
 namespace {

@@ -131,6 +131,9 @@ std::string python_float_repr(double f);
 
 // A JSON document as template values (objects keep their key order) and back.
 Value from_json(const nlohmann::json& j);
+// The same from a JSON value that keeps its keys in insertion order (what Python's json gives templates):
+// dicts keep that order, so `tojson` and `items()` write the keys as the request wrote them.
+Value from_json(const nlohmann::ordered_json& j);
 
 // Hugging Face's tojson filter: json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=False), so
 // ", " and ": " separators without indent, "," and ": " with one; non-ASCII text stays as it is. Throws

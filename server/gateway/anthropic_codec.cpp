@@ -152,17 +152,17 @@ MessagesRequest parse_messages_request(std::string_view body, bool count_only) {
     add_turn(message, "messages[" + std::to_string(i++) + "]", out.turn.messages);
   if (const JsonView tools = request.find("tools"); !tools.is_none()) {
     if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
-    out.turn.tools = json::array();
+    out.turn.tools = nlohmann::ordered_json::array();
     size_t t = 0;
     for (const JsonView tool : tools) {
       const JsonView name = tool.find("name");
       if (!name.is_string())
         throw bad_request("bad_tools", "tools[" + std::to_string(t) + "] needs a name", "tools");
-      json function = {{"name", name.to_json()}};
+      nlohmann::ordered_json function = {{"name", name.to_ordered_json()}};
       if (const JsonView description = tool.find("description"); description.exists())
-        function["description"] = description.to_json();
+        function["description"] = description.to_ordered_json();
       const JsonView schema = tool.find("input_schema");
-      function["parameters"] = schema.exists() ? schema.to_json() : json::object();
+      function["parameters"] = schema.exists() ? schema.to_ordered_json() : nlohmann::ordered_json::object();
       out.turn.tools.push_back({{"type", "function"}, {"function", function}});
       ++t;
     }

@@ -8,7 +8,7 @@
 
 namespace crl::server::gateway {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // tool calls keep their keys in the order written
 
 namespace {
 
@@ -129,7 +129,7 @@ uint64_t reply_key(const AssistantReply& reply) {
   return key_of(MessageRole::kAssistant, reply.content, reply.tool_calls, "");
 }
 
-uint64_t tools_key(const json& tools) {
+uint64_t tools_key(const nlohmann::ordered_json& tools) {
   if (tools.is_null() || (tools.is_array() && tools.empty())) return 0;
   KeyHasher h;
   h.add_field(tools.dump());
@@ -180,12 +180,12 @@ AssistantReply parse_reply(std::string_view text, const std::string& id_prefix) 
   return reply;
 }
 
-std::string tools_system_block(const json& tools) {
+std::string tools_system_block(const nlohmann::ordered_json& tools) {
   if (!tools.is_array() || tools.empty()) return "";
   std::string out =
       "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
       "function signatures within <tools></tools> XML tags:\n<tools>";
-  for (const json& tool : tools) out += "\n" + tool.dump();
+  for (const auto& tool : tools) out += "\n" + tool.dump();
   out +=
       "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
       "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "

@@ -43,13 +43,13 @@ uint64_t message_key(const Message& message);
 // The key of the harness's copy of an answer we gave.
 uint64_t reply_key(const AssistantReply& reply);
 // The key of the tool definitions (0 when there are none).
-uint64_t tools_key(const nlohmann::json& tools);
+uint64_t tools_key(const nlohmann::ordered_json& tools);
 
 // The text of an assistant turn as the template writes it: content, then one <tool_call> block per call.
 std::string assistant_text(std::string_view content, const std::vector<ToolCall>& calls);
 // Splits sampled text into content and tool calls; ids are "call_<id_prefix>_<i>".
 AssistantReply parse_reply(std::string_view text, const std::string& id_prefix);
 // The tools section the Qwen-style template appends to the system turn (empty for no tools).
-std::string tools_system_block(const nlohmann::json& tools);
+std::string tools_system_block(const nlohmann::ordered_json& tools);
 
 }  // namespace crl::server::gateway

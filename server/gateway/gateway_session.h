@@ -71,8 +71,8 @@ struct SessionConfig {
 // One call of a harness, whatever API carried it.
 struct ChatTurn {
   std::vector<Message> messages;
-  nlohmann::json tools;    // null or the OpenAI tools list
-  int64_t max_tokens = 0;  // 0: the budget decides alone
+  nlohmann::ordered_json tools;  // null or the OpenAI tools list, keys in the request's order
+  int64_t max_tokens = 0;        // 0: the budget decides alone
   std::optional<double> temperature, top_p;
   std::optional<int> top_k;
   std::string routing_key;            // X-SMG-Routing-Key from the harness, else the session id

@@ -43,7 +43,7 @@ void MessageRenderer::add_turn(const Message& message, std::vector<TextPiece>& p
   }
 }
 
-void MessageRenderer::first_prompt(std::span<const Message> messages, const nlohmann::json& tools,
+void MessageRenderer::first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools,
                                    int64_t now_unix, std::vector<TokenId>& system,
                                    std::vector<TokenId>& rest) const {
   if (template_) return template_->first(messages, tools, now_unix, system, rest);
@@ -73,7 +73,8 @@ void MessageRenderer::first_prompt(std::span<const Message> messages, const nloh
 
 std::vector<TokenId> MessageRenderer::observation(std::span<const TokenId> action,
                                                   std::span<const Message> messages, size_t answer,
-                                                  const nlohmann::json& tools, int64_t now_unix) const {
+                                                  const nlohmann::ordered_json& tools,
+                                                  int64_t now_unix) const {
   std::deque<std::string> held;
   std::vector<TextPiece> pieces;
   const bool closed = !action.empty() && action.back() == end_of_turn_;

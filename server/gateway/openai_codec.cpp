@@ -213,7 +213,7 @@ ChatRequest parse_chat_request(std::string_view body) {
   for (const JsonView message : messages) out.turn.messages.push_back(parse_openai_message(message, i++));
   if (const JsonView tools = request.find("tools"); !tools.is_none()) {
     if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
-    out.turn.tools = tools.to_json();
+    out.turn.tools = tools.to_ordered_json();
   }
   read_common(request, out);
   return out;

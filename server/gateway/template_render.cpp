@@ -8,7 +8,7 @@
 
 namespace crl::server::gateway {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // keys in the request's order, as Python's json keeps them
 
 namespace {
 

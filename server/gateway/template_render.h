@@ -14,7 +14,8 @@
 // Messages are given to the template the way OpenAI servers (SGLang, vLLM) give them: {role, content},
 // assistant turns with `tool_calls: [{id, type: "function", function: {name, arguments}}]` where the
 // arguments are the parsed JSON object when they parse (HF templates `tojson` them), tool results with
-// `tool_call_id`. JSON objects are rendered with sorted keys (the request is parsed into nlohmann::json).
+// `tool_call_id`. JSON objects (tools, tool-call arguments) keep the key order the request wrote
+// (nlohmann::ordered_json), as Python's json gives them to Hugging Face and SGLang templates.
 //
 // The window (gateway_session.h) is written in pieces that must concatenate to the template's render:
 //  * first(): the template's render of the messages with the generation prompt, cut into the system part
@@ -47,24 +48,24 @@ class TemplateRenderer {
 
   // Throws GatewayError (400 template_error) when the template refuses the messages (raise_exception) or
   // does not end the render with its assistant header.
-  void first(std::span<const Message> messages, const nlohmann::json& tools, int64_t now_unix,
+  void first(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
              std::vector<TokenId>& system, std::vector<TokenId>& rest) const;
   // The text after the answer messages[answer] (without its close, which the caller writes) up to the
   // generation prompt, as ids; std::nullopt when the template's renders do not extend each other.
   std::optional<std::vector<TokenId>> next(std::span<const Message> messages, size_t answer,
-                                           const nlohmann::json& tools, int64_t now_unix) const;
+                                           const nlohmann::ordered_json& tools, int64_t now_unix) const;
 
   // The special-token strings message text is kept from (for tests and the README).
   const std::vector<std::string>& guarded() const { return guarded_; }
 
  private:
   struct Protected {
-    nlohmann::json messages, tools;
+    nlohmann::ordered_json messages, tools;
     std::vector<std::string> originals;
   };
-  Protected protect(std::span<const Message> messages, const nlohmann::json& tools) const;
-  std::string render(const nlohmann::json& messages, const nlohmann::json& tools, bool generation_prompt,
-                     int64_t now_unix) const;
+  Protected protect(std::span<const Message> messages, const nlohmann::ordered_json& tools) const;
+  std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                     bool generation_prompt, int64_t now_unix) const;
   // The rendered text as ids: sentinels become their originals as ordinary text.
   std::vector<TokenId> encode(std::string_view text, const std::vector<std::string>& originals) const;
 
@@ -74,6 +75,6 @@ class TemplateRenderer {
 };
 
 // A message as OpenAI servers hand it to a chat template.
-nlohmann::json template_message(const Message& message);
+nlohmann::ordered_json template_message(const Message& message);
 
 }  // namespace crl::server::gateway

