@@ -20,12 +20,11 @@
 namespace crl::cli {
 
 std::vector<Trajectory> oracle_trajectories(const std::string& split, int first, int count,
-                                            std::shared_ptr<const Tokenizer> tokenizer,
-                                            const Budget& budget, const std::string& name_space) {
+                                            std::shared_ptr<const Tokenizer> tokenizer, const Budget& budget,
+                                            const std::string& name_space) {
   const auto codec = make_text_codec(std::move(tokenizer), {}, chatml_template());
-  return lm::oracle_demonstrations({{"split", split}, {"view", "text"}, {"namespace", name_space}}, codec, budget,
-                                   first, count,
-                                   "--tasks");
+  return lm::oracle_demonstrations({{"split", split}, {"view", "text"}, {"namespace", name_space}}, codec,
+                                   budget, first, count, "--tasks");
 }
 
 namespace {
@@ -98,8 +97,8 @@ int run_train(const std::vector<std::string>& args) {
   sft.seed = seed;
   const int max_positions = state.model.config().max_positions;
   int skipped = 0;
-  const auto train =
-      lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space), max_positions, &skipped);
+  const auto train = lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space),
+                                      max_positions, &skipped);
   const auto dev =
       lm::sft_examples(oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget), max_positions);
   auto report = [&](const char* when) {
@@ -108,8 +107,8 @@ int run_train(const std::vector<std::string>& args) {
               << d.token_accuracy << ", exact spans " << d.span_exact << " (" << d.spans << ")";
     static const char* const kinds[3] = {"actions", "summaries", "final actions"};
     for (int k = 0; k < 3; ++k) {
-      std::cout << "; " << kinds[k] << " " << d.kind_token_accuracy[k] << " / " << d.kind_span_exact[k] << " ("
-                << d.kind_spans[k] << ")";
+      std::cout << "; " << kinds[k] << " " << d.kind_token_accuracy[k] << " / " << d.kind_span_exact[k]
+                << " (" << d.kind_spans[k] << ")";
     }
     std::cout << std::endl;
   };

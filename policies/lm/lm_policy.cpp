@@ -88,7 +88,8 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
   if (config_.sft_batch < 1) throw Error(kWhere, "sft_batch", "must be >= 1");
   if (!(config_.sft_lr > 0.0)) throw Error(kWhere, "sft_lr", "must be > 0");
   if (config_.sft_warmup < 0) throw Error(kWhere, "sft_warmup", "must be >= 0");
-  if (config_.sft_threads < 1 || config_.sft_threads > 2) throw Error(kWhere, "sft_threads", "must be 1 or 2");
+  if (config_.sft_threads < 1 || config_.sft_threads > 2)
+    throw Error(kWhere, "sft_threads", "must be 1 or 2");
   const std::vector<TokenId> end = codec_->encode_action("");
   if (end.size() != 1) throw Error(kWhere, "view", "the chat template's end of turn is not one token");
   end_of_turn_ = end.front();
@@ -207,9 +208,9 @@ void LmPolicy::run_sft(uint64_t seed) {
   std::ostringstream key;
   key << lm_shape(config_.model) << "|" << config_.model.value_grad_to_trunk << "|" << seed << "|"
       << config_.sft_steps << "|" << config_.sft_tasks << "|" << config_.sft_batch << "|" << config_.sft_lr
-      << "|" << config_.sft_warmup << "|" << config_.sft_cosine << "|" << codec_->fingerprint() << "|" << budget_.capacity << "," << budget_.reserve << ","
-      << budget_.tail_k << "," << budget_.per_turn_cap << "," << budget_.summary_cap << ","
-      << budget_.max_compactions;
+      << "|" << config_.sft_warmup << "|" << config_.sft_cosine << "|" << codec_->fingerprint() << "|"
+      << budget_.capacity << "," << budget_.reserve << "," << budget_.tail_k << "," << budget_.per_turn_cap
+      << "," << budget_.summary_cap << "," << budget_.max_compactions;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
   {
@@ -433,7 +434,8 @@ const PolicyRegistrar kRegistrar(
       {"sft_batch", ParamType::kInt, "8", "segments per SFT step"},
       {"sft_lr", ParamType::kDouble, "0.003", "SFT Adam learning rate (RL starts with a fresh Adam)"},
       {"sft_warmup", ParamType::kInt, "0", "SFT: linear warm-up of the rate over this many steps"},
-      {"sft_cosine", ParamType::kBool, "false", "SFT: cosine decay of the rate to sft_lr/10 at the last step"},
+      {"sft_cosine", ParamType::kBool, "false",
+       "SFT: cosine decay of the rate to sft_lr/10 at the last step"},
       {"sft_threads", ParamType::kInt, "1",
        "SFT: threads for each step's two halves (1 or 2; the same bits either way)"},
       {"rope", ParamType::kBool, "false",

@@ -31,7 +31,8 @@ std::vector<SftExample> sft_examples(const std::vector<Trajectory>& trajectories
         e.mask[target - 1] = 1.0f;
         if (k == 0 || !s.actor_mask[k - 1]) {
           e.spans.push_back(static_cast<int>(target));
-          e.span_kinds.push_back(s.kind == SegmentKind::kSummary ? SftExample::kSummary : SftExample::kAction);
+          e.span_kinds.push_back(s.kind == SegmentKind::kSummary ? SftExample::kSummary
+                                                                 : SftExample::kAction);
         }
       }
       if (si + 1 == t.segments.size() && s.kind != SegmentKind::kSummary && !e.span_kinds.empty())
@@ -156,8 +157,10 @@ SftEval evaluate_sft(const LmModel& model, const std::vector<SftExample>& exampl
   }
   if (out.spans > 0) out.span_exact = static_cast<double>(exact) / static_cast<double>(out.spans);
   for (int k = 0; k < 3; ++k) {
-    if (out.kind_tokens[k] > 0) out.kind_token_accuracy[k] = static_cast<double>(kind_correct[k]) / out.kind_tokens[k];
-    if (out.kind_spans[k] > 0) out.kind_span_exact[k] = static_cast<double>(kind_exact[k]) / out.kind_spans[k];
+    if (out.kind_tokens[k] > 0)
+      out.kind_token_accuracy[k] = static_cast<double>(kind_correct[k]) / out.kind_tokens[k];
+    if (out.kind_spans[k] > 0)
+      out.kind_span_exact[k] = static_cast<double>(kind_exact[k]) / out.kind_spans[k];
   }
   return out;
 }

@@ -153,7 +153,7 @@ TEST(LmTrain, LearningRateWarmsUpThenDecays) {
   EXPECT_DOUBLE_EQ(lm::sft_learning_rate(o, 3), 1.0);
   EXPECT_DOUBLE_EQ(lm::sft_learning_rate(o, 9), 1.0);
   o.cosine = true;
-  EXPECT_DOUBLE_EQ(lm::sft_learning_rate(o, 4), 1.0);  // the peak right after the warm-up
+  EXPECT_DOUBLE_EQ(lm::sft_learning_rate(o, 4), 1.0);     // the peak right after the warm-up
   EXPECT_NEAR(lm::sft_learning_rate(o, 7), 0.55, 1e-12);  // half way: (1 + 0.1) / 2
   EXPECT_NEAR(lm::sft_learning_rate(o, 10), 0.1, 1e-12);  // min_lr_ratio at the last step
 }
