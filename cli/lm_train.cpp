@@ -54,6 +54,8 @@ int run_train(const std::vector<std::string>& args) {
       "warmup", po::value(&sft.warmup)->default_value(0), "linear warm-up steps")(
       "cosine", po::bool_switch(&sft.cosine), "cosine decay to lr/10 at the last step")(
       "threads", po::value(&sft.threads)->default_value(1), "1 or 2 (the same bits)")(
+      "observation-weight", po::value(&sft.observation_weight)->default_value(0.0),
+      "weight of the context tokens' next-token loss (0: only the policy's tokens)")(
       "eval-every", po::value(&eval_every)->default_value(0), "also evaluate on dev every N steps (0: no)")(
       "seed", po::value(&seed)->default_value(0), "initialisation and minibatch seed")(
       "d-model", po::value(&c.d_model)->default_value(c.d_model), "fresh model: width")(

@@ -81,7 +81,8 @@ std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::
                                                     {chosen.begin() + cut, chosen.end()}};
     double count = 0.0;
     for (const SftExample* e : chosen) {
-      for (size_t t = 0; t + 1 < e->tokens.size(); ++t) count += e->mask[t] != 0.0f;
+      for (size_t t = 0; t + 1 < e->tokens.size(); ++t)
+        count += e->mask[t] != 0.0f ? 1.0 : options.observation_weight;
     }
     double total[2] = {0.0, 0.0};
     std::vector<float> grad[2];
@@ -92,9 +93,10 @@ std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::
       const ForwardResult f = model.forward(batch);
       std::vector<float> dlogp(batch.size(), 0.0f);
       for (int t = 0; t < batch.size(); ++t) {
-        if (mask[t] == 0.0f || batch.targets[t] < 0) continue;
-        total[h] -= f.logp[t];
-        dlogp[t] = static_cast<float>(-1.0 / count);
+        const double w = mask[t] != 0.0f ? 1.0 : options.observation_weight;
+        if (w == 0.0 || batch.targets[t] < 0) continue;
+        total[h] -= w * f.logp[t];
+        dlogp[t] = static_cast<float>(-w / count);
       }
       const std::vector<float> dvalue(batch.size(), 0.0f);
       grad[h] = model.backward(batch, f, dlogp, dvalue);

@@ -43,6 +43,10 @@ struct SftOptions {
   // backward passes are independent and whose gradients are added in that order; threads 2 runs the second
   // half on its own thread. The result is the same bits for 1 and 2 threads.
   int threads = 1;
+  // Weight of every other token's next-token loss (observations, templates, copied text) beside the
+  // trained tokens' 1: an auxiliary language-modelling loss on the context (0: the policy's tokens only).
+  // The step's loss is then the weighted mean.
+  double observation_weight = 0.0;
   // Called after each step with the number of steps done (e.g. to evaluate); may be empty.
   std::function<void(int)> after_step;
 };

@@ -142,6 +142,45 @@ TEST(LmTrain, SftGivesTheSameBitsOnOneAndTwoThreads) {
   EXPECT_NEAR(losses[0][0], lm::evaluate_sft(fresh, first).loss, 1e-4);
 }
 
+// observation_weight w: every context token's next-token loss joins with weight w (the step's loss is the
+// weighted mean); w = 1 is plain language modelling over the whole sequence.
+TEST(LmTrain, ObservationWeightAddsTheContextsLoss) {
+  const auto train =
+      lm::sft_examples(cli::oracle_trajectories("train", 0, 2, setup().tokenizer, setup().budget), 1024);
+  lm::LmConfig c;
+  c.vocab = 512;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 16;
+  c.max_positions = 1024;
+  for (double w : {0.0, 0.25, 1.0}) {
+    lm::LmModel m(c);
+    m.initialize(5);
+    const lm::LmModel fresh = m;
+    lm::LmOptimizer opt(m.layout());
+    lm::SftOptions o;
+    o.steps = 1;
+    o.batch = 2;
+    o.observation_weight = w;
+    const float loss = lm::train_sft(m, opt, train, o).at(0);
+    Rng rng(StreamKey{0, 0, 0, StreamRole::kLearner, 0});
+    double total = 0, count = 0;
+    for (int i = 0; i < 2; ++i) {
+      const lm::SftExample& e = train[rng.uniform_int(train.size())];
+      lm::PackedBatch b;
+      b.add_sequence(e.tokens);
+      const lm::ForwardResult f = fresh.forward(b);
+      for (size_t t = 0; t + 1 < e.tokens.size(); ++t) {
+        const double weight = e.mask[t] != 0.0f ? 1.0 : w;
+        total -= weight * f.logp[t];
+        count += weight;
+      }
+    }
+    EXPECT_NEAR(loss, total / count, 1e-4 * std::abs(total / count)) << "weight " << w;
+  }
+}
+
 TEST(LmTrain, LearningRateWarmsUpThenDecays) {
   lm::SftOptions o;
   o.steps = 11;
