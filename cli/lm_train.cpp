@@ -20,22 +20,22 @@
 namespace crl::cli {
 
 std::vector<Trajectory> oracle_trajectories(const std::string& split, int first, int count,
-                                            std::shared_ptr<const Tokenizer> tokenizer,
-                                            const Budget& budget) {
+                                            std::shared_ptr<const Tokenizer> tokenizer, const Budget& budget,
+                                            const std::string& name_space) {
   const auto codec = make_text_codec(std::move(tokenizer), {}, chatml_template());
-  return lm::oracle_demonstrations({{"split", split}, {"view", "text"}}, codec, budget, first, count,
-                                   "--tasks");
+  return lm::oracle_demonstrations({{"split", split}, {"view", "text"}, {"namespace", name_space}}, codec,
+                                   budget, first, count, "--tasks");
 }
 
 namespace {
 
 int run_train(const std::vector<std::string>& args) {
   po::options_description options;
-  std::string tokenizer_spec, out, init, split = "train";
+  std::string tokenizer_spec, out, init, split = "train", name_space = "default";
   lm::LmConfig c;
   c.max_positions = 1024;
   uint64_t seed = 0;
-  int tasks = 240, eval_tasks = 20;
+  int tasks = 240, eval_tasks = 20, eval_every = 0;
   lm::SftOptions sft;
   Budget budget;
   budget.summary_cap = 128;
@@ -43,17 +43,26 @@ int run_train(const std::vector<std::string>& args) {
       "out", po::value(&out), "the checkpoint to write")("init", po::value(&init),
                                                          "start from this checkpoint (else a fresh model)")(
       "split", po::value(&split)->default_value(split), "demonstrations: synthetic split")(
+      "namespace", po::value(&name_space)->default_value(name_space),
+      "demonstrations: synthetic namespace (dev evaluation: always the default namespace)")(
       "tasks", po::value(&tasks)->default_value(tasks), "demonstrations: tasks 0 .. N-1 of the split")(
       "eval-tasks", po::value(&eval_tasks)->default_value(eval_tasks),
       "dev tasks evaluated before and after")("steps", po::value(&sft.steps)->default_value(sft.steps),
                                               "Adam steps")(
       "batch", po::value(&sft.batch)->default_value(sft.batch), "segments per step")(
-      "lr", po::value(&sft.lr)->default_value(sft.lr), "learning rate")(
+      "lr", po::value(&sft.lr)->default_value(sft.lr), "learning rate (the peak with a schedule)")(
+      "warmup", po::value(&sft.warmup)->default_value(0), "linear warm-up steps")(
+      "cosine", po::bool_switch(&sft.cosine), "cosine decay to lr/10 at the last step")(
+      "threads", po::value(&sft.threads)->default_value(1), "1 or 2 (the same bits)")(
+      "observation-weight", po::value(&sft.observation_weight)->default_value(0.0),
+      "weight of the context tokens' next-token loss (0: only the policy's tokens)")(
+      "eval-every", po::value(&eval_every)->default_value(0), "also evaluate on dev every N steps (0: no)")(
       "seed", po::value(&seed)->default_value(0), "initialisation and minibatch seed")(
       "d-model", po::value(&c.d_model)->default_value(c.d_model), "fresh model: width")(
       "heads", po::value(&c.heads)->default_value(c.heads), "fresh model: heads")(
       "layers", po::value(&c.layers)->default_value(c.layers), "fresh model: blocks")(
       "d-ff", po::value(&c.d_ff)->default_value(c.d_ff), "fresh model: MLP width")(
+      "rope", po::bool_switch(&c.rope), "fresh model: rotary positions instead of learned ones")(
       "capacity", po::value(&budget.capacity)->default_value(budget.capacity), "episode context C")(
       "reserve", po::value(&budget.reserve)->default_value(budget.reserve), "compaction reserve T_comp")(
       "summary-cap", po::value(&budget.summary_cap)->default_value(budget.summary_cap), "summary cap");
@@ -66,8 +75,8 @@ int run_train(const std::vector<std::string>& args) {
   }
   if (tokenizer_spec.empty()) throw Error("--tokenizer", "tokenizer", "missing");
   if (out.empty()) throw Error("--out", "out", "missing: the checkpoint to write");
-  if (sft.steps < 0 || sft.batch < 1 || !(sft.lr > 0))
-    throw Error("--steps/--batch/--lr", "", "out of range");
+  if (sft.steps < 0 || sft.batch < 1 || !(sft.lr > 0) || sft.warmup < 0 || eval_every < 0)
+    throw Error("--steps/--batch/--lr/--warmup/--eval-every", "", "out of range");
   budget.validate("--capacity/--reserve/--summary-cap");
   const auto tokenizer = make_tokenizer(tokenizer_spec);
   lm::LmCheckpoint state;
@@ -90,18 +99,29 @@ int run_train(const std::vector<std::string>& args) {
   sft.seed = seed;
   const int max_positions = state.model.config().max_positions;
   int skipped = 0;
-  const auto train =
-      lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget), max_positions, &skipped);
+  const auto train = lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space),
+                                      max_positions, &skipped);
   const auto dev =
       lm::sft_examples(oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget), max_positions);
   auto report = [&](const char* when) {
     const lm::SftEval d = lm::evaluate_sft(state.model, dev);
     std::cout << std::fixed << std::setprecision(4) << when << ": dev loss " << d.loss << ", token accuracy "
-              << d.token_accuracy << ", exact spans " << d.span_exact << " (" << d.spans << ")\n";
+              << d.token_accuracy << ", exact spans " << d.span_exact << " (" << d.spans << ")";
+    static const char* const kinds[3] = {"actions", "summaries", "final actions"};
+    for (int k = 0; k < 3; ++k) {
+      std::cout << "; " << kinds[k] << " " << d.kind_token_accuracy[k] << " / " << d.kind_span_exact[k]
+                << " (" << d.kind_spans[k] << ")";
+    }
+    std::cout << std::endl;
   };
   std::cout << train.size() << " training segments (" << skipped << " longer than " << max_positions
             << " skipped), " << dev.size() << " dev segments\n";
   report("before");
+  if (eval_every > 0) {
+    sft.after_step = [&](int done) {
+      if (done % eval_every == 0 && done < sft.steps) report(("step " + std::to_string(done)).c_str());
+    };
+  }
   const auto losses = lm::train_sft(state.model, state.optimizer, train, sft);
   if (!losses.empty()) std::cout << "train loss " << losses.front() << " -> " << losses.back() << "\n";
   report("after");

@@ -15,7 +15,9 @@ namespace crl::cli {
 // template and `tokenizer`: the oracle's actions and summaries (envs/synthetic/oracle.h) are submitted as
 // the policy's tokens, so the trajectories hold exactly the contexts, rebuilds and actor masks a model would
 // be trained on.
+// `name_space`: the synthetic namespace (default; phase3 has 1,440 training tasks of the same kinds).
 std::vector<Trajectory> oracle_trajectories(const std::string& split, int first, int count,
-                                            std::shared_ptr<const Tokenizer> tokenizer, const Budget& budget);
+                                            std::shared_ptr<const Tokenizer> tokenizer, const Budget& budget,
+                                            const std::string& name_space = "default");
 
 }  // namespace crl::cli

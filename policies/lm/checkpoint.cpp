@@ -10,7 +10,8 @@ namespace crl::lm {
 std::string lm_shape(const LmConfig& c) {
   return "vocab " + std::to_string(c.vocab) + ", d_model " + std::to_string(c.d_model) + ", heads " +
          std::to_string(c.heads) + ", layers " + std::to_string(c.layers) + ", d_ff " +
-         std::to_string(c.d_ff) + ", max_positions " + std::to_string(c.max_positions);
+         std::to_string(c.d_ff) + ", max_positions " + std::to_string(c.max_positions) +
+         (c.rope ? ", rope" : "");
 }
 
 void save_lm_state(const LmModel& model, const LmOptimizer& optimizer,
@@ -28,6 +29,7 @@ void save_lm_state(const LmModel& model, const LmOptimizer& optimizer,
   cfg->set_max_positions(c.max_positions);
   cfg->set_norm_eps(c.norm_eps);
   cfg->set_value_grad_to_trunk(c.value_grad_to_trunk);
+  cfg->set_rope(c.rope);
   lm->mutable_parameters()->Add(model.parameters().begin(), model.parameters().end());
   auto save_adam = [](const neural::Adam& adam, proto::checkpoint::AdamState* a) {
     a->set_steps(adam.steps());
@@ -58,6 +60,7 @@ LmCheckpoint load_lm_state(const proto::checkpoint::PolicyState& state, const st
   c.max_positions = cfg.max_positions();
   c.norm_eps = cfg.has_norm_eps() ? cfg.norm_eps() : c.norm_eps;
   c.value_grad_to_trunk = cfg.value_grad_to_trunk();
+  c.rope = cfg.rope();
   try {
     c.validate();
     // Bound the allocation a hostile file can ask for (1 G floats = 4 GB).

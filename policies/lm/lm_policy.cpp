@@ -87,6 +87,9 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
   if (config_.sft_tasks < 1) throw Error(kWhere, "sft_tasks", "must be >= 1");
   if (config_.sft_batch < 1) throw Error(kWhere, "sft_batch", "must be >= 1");
   if (!(config_.sft_lr > 0.0)) throw Error(kWhere, "sft_lr", "must be > 0");
+  if (config_.sft_warmup < 0) throw Error(kWhere, "sft_warmup", "must be >= 0");
+  if (config_.sft_threads < 1 || config_.sft_threads > 2)
+    throw Error(kWhere, "sft_threads", "must be 1 or 2");
   const std::vector<TokenId> end = codec_->encode_action("");
   if (end.size() != 1) throw Error(kWhere, "view", "the chat template's end of turn is not one token");
   end_of_turn_ = end.front();
@@ -205,9 +208,9 @@ void LmPolicy::run_sft(uint64_t seed) {
   std::ostringstream key;
   key << lm_shape(config_.model) << "|" << config_.model.value_grad_to_trunk << "|" << seed << "|"
       << config_.sft_steps << "|" << config_.sft_tasks << "|" << config_.sft_batch << "|" << config_.sft_lr
-      << "|" << codec_->fingerprint() << "|" << budget_.capacity << "," << budget_.reserve << ","
-      << budget_.tail_k << "," << budget_.per_turn_cap << "," << budget_.summary_cap << ","
-      << budget_.max_compactions;
+      << "|" << config_.sft_warmup << "|" << config_.sft_cosine << "|" << codec_->fingerprint() << "|"
+      << budget_.capacity << "," << budget_.reserve << "," << budget_.tail_k << "," << budget_.per_turn_cap
+      << "," << budget_.summary_cap << "," << budget_.max_compactions;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
   {
@@ -227,6 +230,9 @@ void LmPolicy::run_sft(uint64_t seed) {
   options.steps = config_.sft_steps;
   options.batch = config_.sft_batch;
   options.lr = config_.sft_lr;
+  options.warmup = config_.sft_warmup;
+  options.cosine = config_.sft_cosine;
+  options.threads = config_.sft_threads;
   options.seed = seed;
   LmOptimizer sft_optimizer(model_.layout());
   const std::vector<float> losses = train_sft(model_, sft_optimizer, examples, options);
@@ -426,7 +432,14 @@ const PolicyRegistrar kRegistrar(
       {"sft_steps", ParamType::kInt, "0", "SFT steps on oracle demonstrations before RL (0: none)"},
       {"sft_tasks", ParamType::kInt, "64", "SFT demonstrations: tasks 0 .. N-1 of the training split"},
       {"sft_batch", ParamType::kInt, "8", "segments per SFT step"},
-      {"sft_lr", ParamType::kDouble, "0.003", "SFT Adam learning rate (RL starts with a fresh Adam)"}},
+      {"sft_lr", ParamType::kDouble, "0.003", "SFT Adam learning rate (RL starts with a fresh Adam)"},
+      {"sft_warmup", ParamType::kInt, "0", "SFT: linear warm-up of the rate over this many steps"},
+      {"sft_cosine", ParamType::kBool, "false",
+       "SFT: cosine decay of the rate to sft_lr/10 at the last step"},
+      {"sft_threads", ParamType::kInt, "1",
+       "SFT: threads for each step's two halves (1 or 2; the same bits either way)"},
+      {"rope", ParamType::kBool, "false",
+       "rotary positions (relative) instead of learned absolute ones; CPU only (the CUDA twin refuses it)"}},
      [](const Params& params, const PolicyTarget& target) -> std::unique_ptr<Policy> {
        LmPolicyConfig config;
        config.model.d_model = static_cast<int>(params.get_int("d_model"));
@@ -442,6 +455,10 @@ const PolicyRegistrar kRegistrar(
        config.sft_tasks = static_cast<int>(params.get_int("sft_tasks"));
        config.sft_batch = static_cast<int>(params.get_int("sft_batch"));
        config.sft_lr = params.get_double("sft_lr");
+       config.sft_warmup = static_cast<int>(params.get_int("sft_warmup"));
+       config.sft_cosine = params.get_bool("sft_cosine");
+       config.sft_threads = static_cast<int>(params.get_int("sft_threads"));
+       config.model.rope = params.get_bool("rope");
        return std::make_unique<LmPolicy>(target, config);
      }});
 

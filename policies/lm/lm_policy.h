@@ -65,6 +65,9 @@ struct LmPolicyConfig {
   int sft_tasks = 64;
   int sft_batch = 8;
   double sft_lr = 3e-3;
+  int sft_warmup = 0;       // linear warm-up steps of the SFT rate (sft.h SftOptions)
+  bool sft_cosine = false;  // cosine decay of the SFT rate to a tenth at the last step
+  int sft_threads = 1;      // 2: each SFT step's two halves on two threads (same bits, sft.h)
 };
 
 class LmPolicy final : public Policy, public Trainable {

@@ -1,6 +1,8 @@
 #include "policies/lm/sft.h"
 
 #include <algorithm>
+#include <cmath>
+#include <thread>
 
 #include "engine/rng.h"
 
@@ -11,7 +13,8 @@ std::vector<SftExample> sft_examples(const std::vector<Trajectory>& trajectories
   std::vector<SftExample> out;
   int skip = 0;
   for (const Trajectory& t : trajectories) {
-    for (const Segment& s : t.segments) {
+    for (size_t si = 0; si < t.segments.size(); ++si) {
+      const Segment& s = t.segments[si];
       const size_t n = s.prompt_ids.size() + s.response_ids.size();
       if (s.n_sampled == 0 || s.prompt_ids.empty()) continue;
       if (static_cast<int>(n) > max_positions) {
@@ -26,8 +29,14 @@ std::vector<SftExample> sft_examples(const std::vector<Trajectory>& trajectories
         if (!s.actor_mask[k]) continue;
         const size_t target = s.prompt_ids.size() + k;
         e.mask[target - 1] = 1.0f;
-        if (k == 0 || !s.actor_mask[k - 1]) e.spans.push_back(static_cast<int>(target));
+        if (k == 0 || !s.actor_mask[k - 1]) {
+          e.spans.push_back(static_cast<int>(target));
+          e.span_kinds.push_back(s.kind == SegmentKind::kSummary ? SftExample::kSummary
+                                                                 : SftExample::kAction);
+        }
       }
+      if (si + 1 == t.segments.size() && s.kind != SegmentKind::kSummary && !e.span_kinds.empty())
+        e.span_kinds.back() = SftExample::kFinal;
       out.push_back(std::move(e));
     }
   }
@@ -49,6 +58,15 @@ PackedBatch pack(const std::vector<const SftExample*>& examples, std::vector<flo
 
 }  // namespace
 
+double sft_learning_rate(const SftOptions& o, int step) {
+  if (o.warmup > 0 && step < o.warmup) return o.lr * static_cast<double>(step + 1) / o.warmup;
+  if (!o.cosine) return o.lr;
+  const int span = o.steps - o.warmup - 1;
+  const double progress = span > 0 ? static_cast<double>(step - o.warmup) / span : 1.0;
+  const double cosine = 0.5 * (1.0 + std::cos(3.141592653589793 * std::min(1.0, progress)));
+  return o.lr * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
+}
+
 std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::vector<SftExample>& examples,
                              const SftOptions& options) {
   std::vector<float> losses;
@@ -57,13 +75,47 @@ std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::
     Rng rng(StreamKey{options.seed, static_cast<uint64_t>(step), 0, StreamRole::kLearner, 0});
     std::vector<const SftExample*> chosen;
     for (int i = 0; i < options.batch; ++i) chosen.push_back(&examples[rng.uniform_int(examples.size())]);
-    std::vector<float> mask, dlogp;
-    const PackedBatch batch = pack(chosen, mask);
-    const ForwardResult f = model.forward(batch);
-    losses.push_back(sft_loss(batch, f, mask, dlogp));
-    const std::vector<float> dvalue(batch.size(), 0.0f);
-    const std::vector<float> grad = model.backward(batch, f, dlogp, dvalue);
-    optimizer.step_actor(model.parameters(), grad, options.lr);
+    // Two halves (see SftOptions::threads); the loss is the mean over the whole minibatch's trained tokens.
+    const size_t cut = chosen.size() / 2;
+    const std::vector<const SftExample*> part[2] = {{chosen.begin(), chosen.begin() + cut},
+                                                    {chosen.begin() + cut, chosen.end()}};
+    double count = 0.0;
+    for (const SftExample* e : chosen) {
+      for (size_t t = 0; t + 1 < e->tokens.size(); ++t)
+        count += e->mask[t] != 0.0f ? 1.0 : options.observation_weight;
+    }
+    double total[2] = {0.0, 0.0};
+    std::vector<float> grad[2];
+    auto run = [&](int h) {
+      if (part[h].empty()) return;
+      std::vector<float> mask;
+      const PackedBatch batch = pack(part[h], mask);
+      const ForwardResult f = model.forward(batch);
+      std::vector<float> dlogp(batch.size(), 0.0f);
+      for (int t = 0; t < batch.size(); ++t) {
+        const double w = mask[t] != 0.0f ? 1.0 : options.observation_weight;
+        if (w == 0.0 || batch.targets[t] < 0) continue;
+        total[h] -= w * f.logp[t];
+        dlogp[t] = static_cast<float>(-w / count);
+      }
+      const std::vector<float> dvalue(batch.size(), 0.0f);
+      grad[h] = model.backward(batch, f, dlogp, dvalue);
+    };
+    if (options.threads >= 2 && !part[0].empty() && !part[1].empty()) {
+      std::thread second(run, 1);
+      run(0);
+      second.join();
+    } else {
+      run(0);
+      run(1);
+    }
+    if (grad[0].empty()) grad[0].assign(static_cast<size_t>(model.size()), 0.0f);
+    if (!grad[1].empty()) {
+      for (size_t i = 0; i < grad[0].size(); ++i) grad[0][i] += grad[1][i];
+    }
+    losses.push_back(count > 0.0 ? static_cast<float>((total[0] + total[1]) / count) : 0.0f);
+    optimizer.step_actor(model.parameters(), grad[0], sft_learning_rate(options, step));
+    if (options.after_step) options.after_step(step + 1);
   }
   return losses;
 }
@@ -72,6 +124,7 @@ SftEval evaluate_sft(const LmModel& model, const std::vector<SftExample>& exampl
   SftEval out;
   double loss = 0;
   int64_t correct = 0, exact = 0;
+  int64_t kind_correct[3] = {0, 0, 0}, kind_exact[3] = {0, 0, 0};
   for (const SftExample& e : examples) {
     PackedBatch b;
     b.add_sequence(e.tokens);
@@ -86,12 +139,18 @@ SftEval evaluate_sft(const LmModel& model, const std::vector<SftExample>& exampl
       loss -= f.logp[t];
       ++out.tokens;
     }
-    for (int start : e.spans) {
+    for (size_t i = 0; i < e.spans.size(); ++i) {
+      const int kind = i < e.span_kinds.size() ? e.span_kinds[i] : SftExample::kAction;
       bool all = true;
-      for (size_t t = static_cast<size_t>(start); t < e.tokens.size() && e.mask[t - 1] != 0.0f; ++t)
+      for (size_t t = static_cast<size_t>(e.spans[i]); t < e.tokens.size() && e.mask[t - 1] != 0.0f; ++t) {
         all = all && ok[t];
+        kind_correct[kind] += ok[t];
+        ++out.kind_tokens[kind];
+      }
       exact += all;
+      kind_exact[kind] += all;
       ++out.spans;
+      ++out.kind_spans[kind];
     }
   }
   if (out.tokens > 0) {
@@ -99,6 +158,12 @@ SftEval evaluate_sft(const LmModel& model, const std::vector<SftExample>& exampl
     out.token_accuracy = static_cast<double>(correct) / static_cast<double>(out.tokens);
   }
   if (out.spans > 0) out.span_exact = static_cast<double>(exact) / static_cast<double>(out.spans);
+  for (int k = 0; k < 3; ++k) {
+    if (out.kind_tokens[k] > 0)
+      out.kind_token_accuracy[k] = static_cast<double>(kind_correct[k]) / out.kind_tokens[k];
+    if (out.kind_spans[k] > 0)
+      out.kind_span_exact[k] = static_cast<double>(kind_exact[k]) / out.kind_spans[k];
+  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 // environment's observations or copied text). cli/lm_train.cpp builds the trajectories from the synthetic
 // suite's oracle (text view, the episode's own compaction rebuilds with the oracle's summaries).
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "engine/trajectory.h"
@@ -16,6 +17,10 @@ struct SftExample {
   std::vector<int32_t> tokens;  // prompt + response
   std::vector<float> mask;      // mask[t] = 1: tokens[t + 1] is trained (target of position t)
   std::vector<int> spans;       // start positions (in tokens) of each maximal run of trained tokens
+  // What each span is, for the evaluation's breakdown: an action, a summary (summary segments), or the
+  // episode's final action (the last span of a trajectory's last segment: the oracle's `submit`).
+  enum SpanKind : uint8_t { kAction = 0, kSummary = 1, kFinal = 2 };
+  std::vector<uint8_t> span_kinds;  // one per span
 };
 
 // One example per segment with at least one trained token; segments longer than max_positions are skipped
@@ -26,9 +31,28 @@ std::vector<SftExample> sft_examples(const std::vector<Trajectory>& trajectories
 struct SftOptions {
   int steps = 100;
   int batch = 4;      // examples per step
-  double lr = 3e-3;   // Adam, actor part only
+  double lr = 3e-3;   // Adam, actor part only: the peak rate
   uint64_t seed = 0;  // minibatch order (Rng StreamKey{seed, step, 0, kLearner, 0})
+  // Schedule: linear warm-up from lr/warmup to lr over the first `warmup` steps, then constant (cosine
+  // false) or a cosine decay to lr * min_lr_ratio at the last step (cosine true). warmup 0 and cosine false
+  // is the constant rate.
+  int warmup = 0;
+  bool cosine = false;
+  double min_lr_ratio = 0.1;
+  // Each step's minibatch is cut into two halves (examples [0, batch/2) and the rest) whose forward and
+  // backward passes are independent and whose gradients are added in that order; threads 2 runs the second
+  // half on its own thread. The result is the same bits for 1 and 2 threads.
+  int threads = 1;
+  // Weight of every other token's next-token loss (observations, templates, copied text) beside the
+  // trained tokens' 1: an auxiliary language-modelling loss on the context (0: the policy's tokens only).
+  // The step's loss is then the weighted mean.
+  double observation_weight = 0.0;
+  // Called after each step with the number of steps done (e.g. to evaluate); may be empty.
+  std::function<void(int)> after_step;
 };
+
+// The learning rate of step `step` (0-based) under the options' schedule.
+double sft_learning_rate(const SftOptions& options, int step);
 
 // Runs the steps; returns the mean masked cross-entropy of each step's minibatch (before its update).
 std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::vector<SftExample>& examples,
@@ -40,6 +64,10 @@ struct SftEval {
   double span_exact =
       0;  // fraction of trained spans (actions, summaries) whose every token is greedy-correct
   int64_t tokens = 0, spans = 0;
+  // The same per span kind (SftExample::SpanKind): actions, summaries, final actions.
+  double kind_token_accuracy[3] = {0, 0, 0};
+  double kind_span_exact[3] = {0, 0, 0};
+  int64_t kind_tokens[3] = {0, 0, 0}, kind_spans[3] = {0, 0, 0};
 };
 // Teacher-forced evaluation (one forward per example).
 SftEval evaluate_sft(const LmModel& model, const std::vector<SftExample>& examples);

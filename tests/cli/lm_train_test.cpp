@@ -102,6 +102,127 @@ TEST(LmTrain, SftLowersTheLossAndRaisesExactMatch) {
   EXPECT_NE(a.parameters(), model.parameters());
 }
 
+// Each step's two halves (SftOptions::threads): one or two threads give the same bits; the loss is the mean
+// over the whole minibatch.
+TEST(LmTrain, SftGivesTheSameBitsOnOneAndTwoThreads) {
+  const auto train =
+      lm::sft_examples(cli::oracle_trajectories("train", 0, 4, setup().tokenizer, setup().budget), 1024);
+  lm::LmConfig c;
+  c.vocab = 512;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 32;
+  c.max_positions = 1024;
+  c.rope = true;
+  lm::SftOptions o;
+  o.steps = 3;
+  o.batch = 3;
+  o.lr = 1e-2;
+  o.warmup = 1;
+  o.cosine = true;
+  std::vector<float> losses[2];
+  std::vector<float> params[2];
+  for (int threads : {1, 2}) {
+    lm::LmModel m(c);
+    m.initialize(3);
+    lm::LmOptimizer opt(m.layout());
+    o.threads = threads;
+    losses[threads - 1] = lm::train_sft(m, opt, train, o);
+    params[threads - 1] = m.parameters();
+  }
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_EQ(params[0], params[1]);
+  // The first step's loss is the minibatch's mean cross-entropy, as evaluate_sft computes it.
+  lm::LmModel fresh(c);
+  fresh.initialize(3);
+  Rng rng(StreamKey{0, 0, 0, StreamRole::kLearner, 0});
+  std::vector<lm::SftExample> first;
+  for (int i = 0; i < 3; ++i) first.push_back(train[rng.uniform_int(train.size())]);
+  EXPECT_NEAR(losses[0][0], lm::evaluate_sft(fresh, first).loss, 1e-4);
+}
+
+// observation_weight w: every context token's next-token loss joins with weight w (the step's loss is the
+// weighted mean); w = 1 is plain language modelling over the whole sequence.
+TEST(LmTrain, ObservationWeightAddsTheContextsLoss) {
+  const auto train =
+      lm::sft_examples(cli::oracle_trajectories("train", 0, 2, setup().tokenizer, setup().budget), 1024);
+  lm::LmConfig c;
+  c.vocab = 512;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 16;
+  c.max_positions = 1024;
+  for (double w : {0.0, 0.25, 1.0}) {
+    lm::LmModel m(c);
+    m.initialize(5);
+    const lm::LmModel fresh = m;
+    lm::LmOptimizer opt(m.layout());
+    lm::SftOptions o;
+    o.steps = 1;
+    o.batch = 2;
+    o.observation_weight = w;
+    const float loss = lm::train_sft(m, opt, train, o).at(0);
+    Rng rng(StreamKey{0, 0, 0, StreamRole::kLearner, 0});
+    double total = 0, count = 0;
+    for (int i = 0; i < 2; ++i) {
+      const lm::SftExample& e = train[rng.uniform_int(train.size())];
+      lm::PackedBatch b;
+      b.add_sequence(e.tokens);
+      const lm::ForwardResult f = fresh.forward(b);
+      for (size_t t = 0; t + 1 < e.tokens.size(); ++t) {
+        const double weight = e.mask[t] != 0.0f ? 1.0 : w;
+        total -= weight * f.logp[t];
+        count += weight;
+      }
+    }
+    EXPECT_NEAR(loss, total / count, 1e-4 * std::abs(total / count)) << "weight " << w;
+  }
+}
+
+TEST(LmTrain, LearningRateWarmsUpThenDecays) {
+  lm::SftOptions o;
+  o.steps = 11;
+  o.lr = 1.0;
+  EXPECT_EQ(lm::sft_learning_rate(o, 0), 1.0);  // constant by default
+  EXPECT_EQ(lm::sft_learning_rate(o, 10), 1.0);
+  o.warmup = 4;
+  EXPECT_DOUBLE_EQ(lm::sft_learning_rate(o, 0), 0.25);
+  EXPECT_DOUBLE_EQ(lm::sft_learning_rate(o, 3), 1.0);
+  EXPECT_DOUBLE_EQ(lm::sft_learning_rate(o, 9), 1.0);
+  o.cosine = true;
+  EXPECT_DOUBLE_EQ(lm::sft_learning_rate(o, 4), 1.0);     // the peak right after the warm-up
+  EXPECT_NEAR(lm::sft_learning_rate(o, 7), 0.55, 1e-12);  // half way: (1 + 0.1) / 2
+  EXPECT_NEAR(lm::sft_learning_rate(o, 10), 0.1, 1e-12);  // min_lr_ratio at the last step
+}
+
+// The evaluation's breakdown: summary spans come from summary segments, and each episode has one final
+// action (the oracle's submit), in its last segment.
+TEST(LmTrain, SpanKindsMarkSummariesAndTheFinalAction) {
+  const auto trajectories = cli::oracle_trajectories("train", 0, 3, setup().tokenizer, setup().budget);
+  const auto examples = lm::sft_examples(trajectories, 4096);
+  int summaries = 0, finals = 0;
+  for (const auto& e : examples) {
+    ASSERT_EQ(e.span_kinds.size(), e.spans.size());
+    for (uint8_t k : e.span_kinds) {
+      summaries += k == lm::SftExample::kSummary;
+      finals += k == lm::SftExample::kFinal;
+    }
+  }
+  EXPECT_EQ(finals, 3);
+  int expected_summaries = 0;
+  for (const auto& t : trajectories) {
+    for (const auto& s : t.segments) expected_summaries += s.kind == SegmentKind::kSummary && s.n_sampled > 0;
+  }
+  EXPECT_GT(expected_summaries, 0);
+  EXPECT_EQ(summaries, expected_summaries);
+  const lm::SftEval ev = lm::evaluate_sft(lm::LmModel(lm::LmConfig{512, 16, 2, 1, 16, 4096}), examples);
+  EXPECT_EQ(ev.kind_spans[0] + ev.kind_spans[1] + ev.kind_spans[2], ev.spans);
+  EXPECT_EQ(ev.kind_spans[2], 3);
+  EXPECT_EQ(ev.kind_tokens[0] + ev.kind_tokens[1] + ev.kind_tokens[2], ev.tokens);
+}
+
 TEST(LmTrain, CommandWritesACheckpointThatServes) {
   const std::string out = setup().dir.file("sft.ckpt");
   const auto r = test::crl({"lm",           "train", "--tokenizer", setup().tokenizer_path,

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "engine/error.h"
@@ -51,6 +52,19 @@ TEST(TinyLmScenario, ShippedFileHasTheArmsAndOneConfiguration) {
     EXPECT_EQ(policy_params(arm.setup).at("d_model"), policy_params(joint->setup).at("d_model"));
     EXPECT_EQ(policy_params(arm.setup).at("max_positions"), policy_params(joint->setup).at("max_positions"));
     EXPECT_EQ(policy_params(arm.setup).at("sft_steps"), policy_params(joint->setup).at("sft_steps"));
+    for (const char* key : {"rope", "sft_tasks", "sft_batch", "sft_lr", "sft_warmup", "sft_cosine"}) {
+      EXPECT_EQ(policy_params(arm.setup).at(key), policy_params(joint->setup).at(key))
+          << arm.name << " " << key;
+    }
+    // SFT and RL on the phase3 namespace's training tasks (1,440, the default namespace's kinds), the
+    // evaluation on the default namespace's dev split (disjoint records, scenarios/README.md).
+    std::map<std::string, std::string> env, eval;
+    for (const auto& [k, v] : arm.setup.env().params()) env[k] = v;
+    for (const auto& [k, v] : arm.setup.training().eval_env_params()) eval[k] = v;
+    EXPECT_EQ(env["namespace"], "phase3") << arm.name;
+    EXPECT_EQ(env["split"], "train") << arm.name;
+    EXPECT_EQ(eval["namespace"], "default") << arm.name;
+    EXPECT_EQ(eval["split"], "dev") << arm.name;
   }
   const auto& l = joint->setup.learner();
   EXPECT_EQ(l.lambda_mode(), proto::scenario::LearnerConfig::ADAPTIVE);

@@ -5,7 +5,7 @@
 // buffer); ParamLayout gives the offset of every tensor. Matrices are row-major [in x out] so that a layer
 // is Y = X W with X row-major (tokens x in). Layout, in this order:
 //   tok_emb  [vocab x d]          token embeddings, also the output projection (tied: logits = h tok_emb^T)
-//   pos_emb  [max_positions x d]  learned absolute positions
+//   pos_emb  [max_positions x d]  learned absolute positions (kept but unused, gradient 0, with rope)
 //   per block b = 0..layers-1:
 //     norm1  [d]                  RMSNorm gain before attention
 //     wqkv   [d x 3d]             columns [q | k | v], head h owns columns h*head_dim.. of each part
@@ -35,6 +35,12 @@ struct LmConfig {
   // (the actor owns the trunk, so the critic's and the actor's updates touch disjoint parameters, as in
   // policies/neural). true: dL/dvalue flows into every parameter (a shared trunk).
   bool value_grad_to_trunk = false;
+  // false (default): learned absolute positions (pos_emb added to the token embedding). true: rotary
+  // positions (RoPE, Su et al. 2021; GPT-NeoX's pairing of dimension i with i + head_dim/2 in each head,
+  // base 10000) on every head's queries and keys, and no absolute positions: attention then depends on
+  // relative offsets only, which is what copying a fact (an induction-style "find the token after X")
+  // needs, and what a small model with learned positions failed to learn in our runs (policies/lm/README.md).
+  bool rope = false;
 
   int head_dim() const { return d_model / heads; }
   // Throws std::invalid_argument naming the field when a size is out of range.
@@ -50,6 +56,8 @@ struct LmConfig {
     need(d_ff >= 1, "d_ff must be >= 1, got " + std::to_string(d_ff));
     need(max_positions >= 1, "max_positions must be >= 1, got " + std::to_string(max_positions));
     need(norm_eps > 0.0f, "norm_eps must be > 0");
+    need(!rope || (d_model / heads) % 2 == 0,
+         "rope needs an even head_dim (d_model / heads), got " + std::to_string(d_model / heads));
   }
 };
 

@@ -34,6 +34,21 @@ inline float gelu_grad(float x) {
          x * 0.39894228040143268f * std::exp(-0.5f * x * x);
 }
 
+// Rotary positions: rotates each pair (v[i], v[i + half]) of one head's vector (head_dim = 2 half) by the
+// angle position * 10000^(-i / half); inverse = true rotates back (the transpose, for the backward pass).
+// Angles in double, so the training pass and the sampler rotate with the same bits.
+inline void rope_rotate(float* v, int head_dim, int position, bool inverse = false) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double angle = position * std::pow(10000.0, -static_cast<double>(i) / half);
+    const float c = static_cast<float>(std::cos(angle));
+    const float s = static_cast<float>(inverse ? -std::sin(angle) : std::sin(angle));
+    const float a = v[i], b = v[i + half];
+    v[i] = a * c - b * s;
+    v[i + half] = a * s + b * c;
+  }
+}
+
 // log(sum exp(row)), stable for any finite row.
 template <typename Row>
 inline float log_sum_exp(const Eigen::MatrixBase<Row>& row) {

@@ -24,14 +24,17 @@ const RowVector& KvCache::push(const LmModel& model, int32_t token) {
                                 std::to_string(c.max_positions));
   const int d = c.d_model, H = c.heads, hd = c.head_dim(), ff = c.d_ff, n = length_ + 1;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  x_ = model.matrix(l.tok_emb(), c.vocab, d).row(token) +
-       model.matrix(l.pos_emb(), c.max_positions, d).row(length_);
+  x_ = model.matrix(l.tok_emb(), c.vocab, d).row(token);
+  if (!c.rope) x_ += model.matrix(l.pos_emb(), c.max_positions, d).row(length_);
   a_.resize(d);
   attn_.resize(d);
   for (int b = 0; b < c.layers; ++b) {
     const BlockLayout bl = l.block(b);
     rmsnorm_row(x_, model.vector(bl.norm1, d), c.norm_eps, a_);
     qkv_.noalias() = a_ * model.matrix(bl.wqkv, d, 3 * d);
+    if (c.rope) {
+      for (int h = 0; h < 2 * H; ++h) rope_rotate(qkv_.data() + h * hd, hd, length_);
+    }
     keys_[b].row(length_) = qkv_.segment(d, d);
     values_[b].row(length_) = qkv_.segment(2 * d, d);
     for (int h = 0; h < H; ++h) {

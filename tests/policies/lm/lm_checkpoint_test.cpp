@@ -82,6 +82,21 @@ TEST(LmCheckpoint, ReloadedStateContinuesBitForBit) {
   EXPECT_EQ(loaded.model.parameters(), model.parameters());  // Adam's moments and step count came back
 }
 
+// The position scheme is part of the model: a rope model comes back as one (and gives the same logits).
+TEST(LmCheckpoint, RopeSurvivesTheRoundTrip) {
+  LmConfig c = test::small_config(false);
+  c.rope = true;
+  LmModel model(c);
+  model.initialize(4);
+  LmOptimizer opt(model.layout());
+  const auto ckpt = make_checkpoint(model, opt);
+  EXPECT_NE(ckpt.policy().shape().find("rope"), std::string::npos) << ckpt.policy().shape();
+  const LmCheckpoint loaded = load_lm_state(ckpt.policy(), "mem");
+  EXPECT_TRUE(loaded.model.config().rope);
+  const PackedBatch batch = test::make_batch(c, {9});
+  EXPECT_EQ(loaded.model.forward(batch).logp, model.forward(batch).logp);
+}
+
 TEST(LmCheckpoint, DamageAndMismatchesAreTypedErrors) {
   const crl::test::TempDir dir;
   LmModel model(test::small_config());

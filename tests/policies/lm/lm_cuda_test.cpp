@@ -155,6 +155,18 @@ TEST(LmCudaNoDevice, AskingWithoutADeviceIsAClearError) {
 }
 
 // Malformed input gets the CPU's own errors, before (and whether or not) a device is looked for.
+// Rotary positions are CPU-only: the twin refuses such a model with or without a device rather than
+// computing a different model.
+TEST(LmCudaNoDevice, RopeModelsAreRefused) {
+  LmConfig c = test::small_config();
+  c.rope = true;
+  const LmModel m = test::perturbed_model(c);
+  const PackedBatch b = test::make_batch(c, {3, 1});
+  const std::vector<float> zeros(b.size(), 0.0f);
+  EXPECT_THROW(cuda_forward(m, b), std::invalid_argument);
+  EXPECT_THROW(cuda_backward(m, b, zeros, zeros), std::invalid_argument);
+}
+
 TEST(LmCudaNoDevice, MalformedBatchesGetTheCpuErrors) {
   const LmConfig c = test::small_config();
   const LmModel m = test::perturbed_model(c);

@@ -38,6 +38,22 @@ TEST(LmSampler, CacheGivesTheLogitsOfTheFullForwardPass) {
   EXPECT_THROW(cache.push(m, 0), std::invalid_argument);  // full
 }
 
+// With rotary positions the cache rotates each new query and key at its own position; the training pass
+// rotates the whole sequence: the same logits.
+TEST(LmSampler, CacheGivesTheLogitsOfTheFullForwardPassWithRope) {
+  LmConfig c = test::small_config();
+  c.rope = true;
+  const LmModel m = test::perturbed_model(c);
+  const PackedBatch b = test::make_batch(c, {16});
+  const ForwardResult f = m.forward(b);
+  KvCache cache(c);
+  for (int t = 0; t < b.size(); ++t) {
+    const RowVector& logits = cache.push(m, b.tokens[t]);
+    const float scale = f.logits.row(t).cwiseAbs().maxCoeff();
+    for (int v = 0; v < c.vocab; ++v) EXPECT_NEAR(logits[v], f.logits(t, v), 1e-5f * scale) << t << " " << v;
+  }
+}
+
 TEST(LmSampler, SameTokensWhateverTheBatchGrouping) {
   const LmConfig c = test::small_config();
   const LmModel m = test::perturbed_model(c);
