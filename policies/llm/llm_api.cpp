@@ -1,11 +1,11 @@
 #include "policies/llm/llm_api.h"
 
-#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "engine/error.h"
+#include "engine/json_escape.h"
 #include "engine/json_reader.h"
 #include "engine/json_view.h"
 #include "engine/sha256.h"
@@ -38,18 +38,6 @@ uint64_t sampling_seed(const StreamKey& stream) {
 
 namespace {
 
-void append_int(std::string& out, int64_t value) {
-  char buffer[24];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  out.append(buffer, result.ptr);
-}
-
-void append_double(std::string& out, double value) {
-  char buffer[32];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  out.append(buffer, result.ptr);
-}
-
 void append_ids(std::string& out, const PromptView& prompt) {
   out += '[';
   bool first = true;
@@ -57,7 +45,7 @@ void append_ids(std::string& out, const PromptView& prompt) {
     for (TokenId id : prompt.tokens(span)) {
       if (!first) out += ',';
       first = false;
-      append_int(out, id);
+      append_json_int(out, id);
     }
   }
   out += ']';
@@ -67,7 +55,7 @@ void append_id_list(std::string& out, const std::vector<TokenId>& ids) {
   out += '[';
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i) out += ',';
-    append_int(out, ids[i]);
+    append_json_int(out, ids[i]);
   }
   out += ']';
 }
@@ -227,18 +215,18 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
     else
       out += call.prompt_ids_json;
     out += ",\"sampling_params\":{\"max_new_tokens\":";
-    append_int(out, call.max_new_tokens);
+    append_json_int(out, call.max_new_tokens);
     out += ",\"temperature\":";
-    append_double(out, sampling.temperature);
+    append_json_double(out, sampling.temperature);
     out += ",\"top_p\":";
-    append_double(out, sampling.top_p);
+    append_json_double(out, sampling.top_p);
     out += ",\"top_k\":";
-    append_int(out, sampling.top_k);
+    append_json_int(out, sampling.top_k);
     out += ",\"stop_token_ids\":";
     append_id_list(out, sampling.stop_token_ids);
     if (!sampling.stop.empty()) out += ",\"stop\":" + json(sampling.stop).dump();
     out += ",\"no_stop_trim\":true,\"skip_special_tokens\":false,\"sampling_seed\":";
-    append_int(out, static_cast<int64_t>(call.sampling_seed));
+    append_json_int(out, static_cast<int64_t>(call.sampling_seed));
     out += "},\"return_logprob\":true,\"logprob_start_len\":-1,\"rid\":";
     out += json(call.rid).dump();
     out += '}';
@@ -252,15 +240,15 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
   else
     out += call.prompt_ids_json;
   out += ",\"max_tokens\":";
-  append_int(out, call.max_new_tokens);
+  append_json_int(out, call.max_new_tokens);
   out += ",\"temperature\":";
-  append_double(out, sampling.temperature);
+  append_json_double(out, sampling.temperature);
   out += ",\"top_p\":";
-  append_double(out, sampling.top_p);
+  append_json_double(out, sampling.top_p);
   out += ",\"top_k\":";
-  append_int(out, sampling.top_k);
+  append_json_int(out, sampling.top_k);
   out += ",\"logprobs\":1,\"return_token_ids\":true,\"seed\":";
-  append_int(out, static_cast<int64_t>(call.sampling_seed));
+  append_json_int(out, static_cast<int64_t>(call.sampling_seed));
   out += ",\"stop_token_ids\":";
   append_id_list(out, sampling.stop_token_ids);
   if (!sampling.stop.empty()) out += ",\"stop\":" + json(sampling.stop).dump();

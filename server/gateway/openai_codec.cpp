@@ -1,6 +1,5 @@
 #include "server/gateway/openai_codec.h"
 
-#include <charconv>
 #include <optional>
 
 #include "engine/json_escape.h"
@@ -247,28 +246,22 @@ void put_string(std::string& out, std::string_view s) {
   }
 }
 
-void put_int(std::string& out, int64_t value) {
-  char buffer[24];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  out.append(buffer, result.ptr);
-}
-
 void put_usage(std::string& out, const Completion& c) {
   out += "\"usage\":{\"completion_tokens\":";
-  put_int(out, c.completion_tokens);
+  append_json_int(out, c.completion_tokens);
   out += ",\"prompt_tokens\":";
-  put_int(out, c.prompt_tokens);
+  append_json_int(out, c.prompt_tokens);
   out += ",\"prompt_tokens_details\":{\"cached_tokens\":";
-  put_int(out, c.cached_tokens);
+  append_json_int(out, c.cached_tokens);
   out += "},\"total_tokens\":";
-  put_int(out, c.prompt_tokens + c.completion_tokens);
+  append_json_int(out, c.prompt_tokens + c.completion_tokens);
   out += '}';
 }
 
 // "created":N,"id":ID,"model":MODEL,"object":OBJECT,
 void put_header(std::string& out, const Completion& c, const std::string& model, std::string_view object) {
   out += "\"created\":";
-  put_int(out, c.created);
+  append_json_int(out, c.created);
   out += ",\"id\":";
   put_string(out, c.id);
   out += ",\"model\":";

@@ -1,6 +1,6 @@
 #include "server/gateway/prompt_ids_text.h"
 
-#include <charconv>
+#include "engine/json_escape.h"
 
 namespace crl::server::gateway {
 
@@ -31,12 +31,10 @@ std::string_view PromptIdsText::text(const PromptView& prompt, uint64_t generati
     spans_.clear();
   }
   last_written_ = 0;
-  char buffer[24];
   for (size_t s = from; s < spans.size(); ++s) {
     for (const TokenId id : prompt.tokens(spans[s])) {
       if (ids_ > 0) text_ += ',';
-      const auto result = std::to_chars(buffer, buffer + sizeof(buffer), static_cast<int64_t>(id));
-      text_.append(buffer, result.ptr);
+      append_json_int(text_, static_cast<int64_t>(id));
       ++ids_;
       ++last_written_;
     }

@@ -101,7 +101,9 @@ TEST(ServiceLimits, ServerOnlyParametersAreRefusedPerRequest) {
   for (const auto& [env, names] : wanted) {
     if (!env_registry().contains(env)) continue;
     for (const ParamSpec& p : env_registry().entry(env).params) {
-      if (names.count(p.name)) EXPECT_TRUE(p.server_only) << env << "." << p.name;
+      if (names.count(p.name)) {
+        EXPECT_TRUE(p.server_only) << env << "." << p.name;
+      }
     }
   }
   EXPECT_GE(refused, 4);
