@@ -41,28 +41,6 @@ int mismatches(const std::string& name, const float* ours, const float* ref, siz
   return bad;
 }
 
-// Every tensor of the layout by name and [begin, end).
-std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> tensors(const LmConfig& c,
-                                                                         const ParamLayout& l) {
-  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> out = {
-      {"tok_emb", {l.tok_emb(), l.pos_emb()}}};
-  out.push_back({"pos_emb", {l.pos_emb(), c.layers > 0 ? l.block(0).norm1 : l.norm_f()}});
-  for (int k = 0; k < c.layers; ++k) {
-    const BlockLayout bl = l.block(k);
-    const std::string p = "block" + std::to_string(k) + ".";
-    out.push_back({p + "norm1", {bl.norm1, bl.wqkv}});
-    out.push_back({p + "wqkv", {bl.wqkv, bl.wo}});
-    out.push_back({p + "wo", {bl.wo, bl.norm2}});
-    out.push_back({p + "norm2", {bl.norm2, bl.w1}});
-    out.push_back({p + "w1", {bl.w1, bl.w2}});
-    out.push_back({p + "w2", {bl.w2, bl.w2 + int64_t{c.d_ff} * c.d_model}});
-  }
-  out.push_back({"norm_f", {l.norm_f(), l.value_w()}});
-  out.push_back({"value_w", {l.value_w(), l.value_b()}});
-  out.push_back({"value_b", {l.value_b(), l.size()}});
-  return out;
-}
-
 void compare(const LmModel& m, const PackedBatch& b) {
   const test::LossInputs in = test::make_loss_inputs(b.size());
   const ForwardResult cpu = m.forward(b);
@@ -84,7 +62,7 @@ void compare(const LmModel& m, const PackedBatch& b) {
       << first;
   EXPECT_EQ(mismatches("hidden", gpu.hidden.data(), cpu.hidden.data(), cpu.hidden.size(), kRel, &first), 0)
       << first;
-  for (const auto& [name, range] : tensors(m.config(), m.layout())) {
+  for (const auto& [name, range] : test::named_tensors(m.config(), m.layout())) {
     const size_t n = static_cast<size_t>(range.second - range.first);
     EXPECT_EQ(mismatches(name, gpu_grad.data() + range.first, cpu_grad.data() + range.first, n, kRel, &first),
               0)

@@ -3,6 +3,7 @@
 // lengths (one empty) and deterministic perturbations so that no parameter sits at a special value.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/rng.h"
@@ -83,6 +84,29 @@ inline double test_loss(const PackedBatch& b, const ForwardResult& f, const Loss
     loss += static_cast<double>(in.rl_dlogp[t]) * f.logp[t] + static_cast<double>(in.dvalue[t]) * f.values[t];
   }
   return loss;
+}
+
+// Every tensor of the layout by name and [begin, end), so that a comparison reports each one separately (a
+// small tensor's error is not hidden by a large one's).
+inline std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> named_tensors(const LmConfig& c,
+                                                                                      const ParamLayout& l) {
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> out = {
+      {"tok_emb", {l.tok_emb(), l.pos_emb()}}};
+  out.push_back({"pos_emb", {l.pos_emb(), c.layers > 0 ? l.block(0).norm1 : l.norm_f()}});
+  for (int k = 0; k < c.layers; ++k) {
+    const BlockLayout bl = l.block(k);
+    const std::string p = "block" + std::to_string(k) + ".";
+    out.push_back({p + "norm1", {bl.norm1, bl.wqkv}});
+    out.push_back({p + "wqkv", {bl.wqkv, bl.wo}});
+    out.push_back({p + "wo", {bl.wo, bl.norm2}});
+    out.push_back({p + "norm2", {bl.norm2, bl.w1}});
+    out.push_back({p + "w1", {bl.w1, bl.w2}});
+    out.push_back({p + "w2", {bl.w2, bl.w2 + int64_t{c.d_ff} * c.d_model}});
+  }
+  out.push_back({"norm_f", {l.norm_f(), l.value_w()}});
+  out.push_back({"value_w", {l.value_w(), l.value_b()}});
+  out.push_back({"value_b", {l.value_b(), l.size()}});
+  return out;
 }
 
 }  // namespace crl::lm::test

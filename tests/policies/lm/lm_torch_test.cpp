@@ -120,24 +120,8 @@ TEST_P(LmTorchTest, ForwardLossAndEveryGradientMatchPyTorch) {
   EXPECT_NEAR(loss, ref->loss, kRel * std::abs(ref->loss) + 1e-6);
 
   // Every tensor of the layout separately, so that a small tensor's error is not hidden by a large one's.
-  const ParamLayout& l = m.layout();
-  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> tensors = {
-      {"tok_emb", {l.tok_emb(), l.pos_emb()}}};
-  tensors.push_back({"pos_emb", {l.pos_emb(), c.layers > 0 ? l.block(0).norm1 : l.norm_f()}});
-  for (int k = 0; k < c.layers; ++k) {
-    const BlockLayout bl = l.block(k);
-    const std::string p = "block" + std::to_string(k) + ".";
-    tensors.push_back({p + "norm1", {bl.norm1, bl.wqkv}});
-    tensors.push_back({p + "wqkv", {bl.wqkv, bl.wo}});
-    tensors.push_back({p + "wo", {bl.wo, bl.norm2}});
-    tensors.push_back({p + "norm2", {bl.norm2, bl.w1}});
-    tensors.push_back({p + "w1", {bl.w1, bl.w2}});
-    tensors.push_back({p + "w2", {bl.w2, bl.w2 + int64_t{c.d_ff} * c.d_model}});
-  }
-  tensors.push_back({"norm_f", {l.norm_f(), l.value_w()}});
-  tensors.push_back({"value", {l.value_w(), l.size()}});
   double total_abs = 0.0;
-  for (const auto& [name, range] : tensors) {
+  for (const auto& [name, range] : test::named_tensors(c, m.layout())) {
     const auto [begin, end] = range;
     EXPECT_EQ(mismatches(name, grad.data() + begin, ref->grad.data() + begin, end - begin, kRel, &first), 0)
         << first;
