@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <span>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -12,6 +13,23 @@
 
 namespace crl::lm {
 namespace {
+
+// Central differences of the test loss at each picked parameter against the backward's gradient.
+void expect_finite_differences(LmModel& m, const PackedBatch& b, const test::LossInputs& in,
+                               const std::vector<float>& grad, std::span<const int64_t> picks) {
+  for (int64_t i : picks) {
+    const float keep = m.parameters()[i];
+    const float h = 1e-2f * std::max(1.0f, std::abs(keep));
+    std::vector<float> unused;
+    m.parameters()[i] = keep + h;
+    const double up = test::test_loss(b, m.forward(b), in, unused);
+    m.parameters()[i] = keep - h;
+    const double down = test::test_loss(b, m.forward(b), in, unused);
+    m.parameters()[i] = keep;
+    const double numeric = (up - down) / (2.0 * h);
+    EXPECT_NEAR(grad[i], numeric, 2e-2 * std::abs(numeric) + 2e-4) << "parameter " << i;
+  }
+}
 
 TEST(LmModel, DefaultSizeIsAboutAMillionParameters) {
   const LmModel m;
@@ -103,18 +121,7 @@ TEST(LmModel, GradientsMatchFiniteDifferences) {
                            l.norm_f() + 5,
                            l.value_w() + 2,
                            l.value_b()};
-  for (int64_t i : picks) {
-    const float keep = m.parameters()[i];
-    const float h = 1e-2f * std::max(1.0f, std::abs(keep));
-    std::vector<float> unused;
-    m.parameters()[i] = keep + h;
-    const double up = test::test_loss(b, m.forward(b), in, unused);
-    m.parameters()[i] = keep - h;
-    const double down = test::test_loss(b, m.forward(b), in, unused);
-    m.parameters()[i] = keep;
-    const double numeric = (up - down) / (2.0 * h);
-    EXPECT_NEAR(grad[i], numeric, 2e-2 * std::abs(numeric) + 2e-4) << "parameter " << i;
-  }
+  expect_finite_differences(m, b, in, grad, picks);
 }
 
 // Rotary positions: the backward's inverse rotation of the query and key gradients, checked on query and key
@@ -142,18 +149,7 @@ TEST(LmModel, RopeGradientsMatchFiniteDifferences) {
                            b1.wqkv + 3 * 16 * 9 + 16 + 13,
                            b0.wo + 9,
                            b1.w1 + 30};
-  for (int64_t i : picks) {
-    const float keep = m.parameters()[i];
-    const float h = 1e-2f * std::max(1.0f, std::abs(keep));
-    std::vector<float> unused;
-    m.parameters()[i] = keep + h;
-    const double up = test::test_loss(b, m.forward(b), in, unused);
-    m.parameters()[i] = keep - h;
-    const double down = test::test_loss(b, m.forward(b), in, unused);
-    m.parameters()[i] = keep;
-    const double numeric = (up - down) / (2.0 * h);
-    EXPECT_NEAR(grad[i], numeric, 2e-2 * std::abs(numeric) + 2e-4) << "parameter " << i;
-  }
+  expect_finite_differences(m, b, in, grad, picks);
 }
 
 // Rotary attention sees relative offsets only: a query/key score depends on the two positions' distance,
