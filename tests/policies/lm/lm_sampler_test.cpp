@@ -23,9 +23,9 @@ std::vector<SampleRequest> make_requests(const LmConfig& c, int n) {
   return r;
 }
 
-TEST(LmSampler, CacheGivesTheLogitsOfTheFullForwardPass) {
-  const LmConfig c = test::small_config();
-  const LmModel m = test::perturbed_model(c);
+// Feeds a 16-token sequence through a KV cache one token at a time: each step's logits equal the training
+// pass's row. Returns the cache (full).
+KvCache expect_cache_matches_forward(const LmConfig& c, const LmModel& m) {
   const PackedBatch b = test::make_batch(c, {16});
   const ForwardResult f = m.forward(b);
   KvCache cache(c);
@@ -34,6 +34,13 @@ TEST(LmSampler, CacheGivesTheLogitsOfTheFullForwardPass) {
     const float scale = f.logits.row(t).cwiseAbs().maxCoeff();
     for (int v = 0; v < c.vocab; ++v) EXPECT_NEAR(logits[v], f.logits(t, v), 1e-5f * scale) << t << " " << v;
   }
+  return cache;
+}
+
+TEST(LmSampler, CacheGivesTheLogitsOfTheFullForwardPass) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  KvCache cache = expect_cache_matches_forward(c, m);
   EXPECT_EQ(cache.length(), 16);
   EXPECT_THROW(cache.push(m, 0), std::invalid_argument);  // full
 }
@@ -44,14 +51,7 @@ TEST(LmSampler, CacheGivesTheLogitsOfTheFullForwardPassWithRope) {
   LmConfig c = test::small_config();
   c.rope = true;
   const LmModel m = test::perturbed_model(c);
-  const PackedBatch b = test::make_batch(c, {16});
-  const ForwardResult f = m.forward(b);
-  KvCache cache(c);
-  for (int t = 0; t < b.size(); ++t) {
-    const RowVector& logits = cache.push(m, b.tokens[t]);
-    const float scale = f.logits.row(t).cwiseAbs().maxCoeff();
-    for (int v = 0; v < c.vocab; ++v) EXPECT_NEAR(logits[v], f.logits(t, v), 1e-5f * scale) << t << " " << v;
-  }
+  expect_cache_matches_forward(c, m);
 }
 
 TEST(LmSampler, SameTokensWhateverTheBatchGrouping) {
