@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/tokenize_train.h"
+#include "engine/bpe_tokenizer.h"
 #include "engine/chat_template.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
@@ -38,6 +39,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   std::string train, out;
   BpeTrainOptions train_options;
   std::vector<std::string> specials;
+  std::string pattern = "gpt2";
   options.add_options()("tokenizer", po::value(&spec)->default_value("byte"),
                         "byte | PATH/tokenizer.json | PATH/NAME.tiktoken[#PATTERN]")(
       "file", po::value(&file), "encode this file's bytes instead of TEXT")(
@@ -59,6 +61,9 @@ int run_tokenize(const std::vector<std::string>& args) {
       "--train: stop when the best pair occurs fewer times")(
       "special", po::value(&specials)->multitoken(),
       "--train: special tokens (default <|endoftext|> <|im_start|> <|im_end|>)")(
+      "pattern", po::value(&pattern)->default_value(pattern),
+      "--train: pre-tokenizer split pattern: gpt2 | cl100k | o200k | qwen2 | words (letters, digits, "
+      "symbols and spaces apart: a value is the same token wherever it stands)")(
       "out", po::value(&out), "--train: where to write the tokenizer.json");
   po::positional_options_description positional;
   positional.add("text", -1);
@@ -73,6 +78,13 @@ int run_tokenize(const std::vector<std::string>& args) {
   }
   if (!train.empty()) {
     if (vm.count("special")) train_options.special_tokens = specials;
+    const auto split = split_pattern_from_name(pattern);
+    if (!split) {
+      throw Error(
+          "--pattern", "pattern",
+          "unknown split pattern " + quote(pattern) + " (expected gpt2, cl100k, o200k, qwen2 or words)");
+    }
+    train_options.pattern = *split;
     return train_tokenizer(train, train_options, out);
   }
   const auto tokenizer = make_tokenizer(spec);

@@ -28,10 +28,15 @@
 
 namespace crl {
 
-// The pre-tokenizer split patterns we implement (the regex each stands for is in bpe_tokenizer.cpp).
-enum class SplitPattern { kGpt2, kCl100k, kO200k, kQwen2 };
+// The pre-tokenizer split patterns we implement (the regex each stands for is in split_pattern.cpp).
+// kWords is ours, for tokenizers trained here (`crl tokenize --train --pattern words`): letter runs, digit
+// runs, other symbol runs and whitespace runs are separate pieces, so a word or a number never carries the
+// space or the '=' before it and is the same token wherever it stands (`UPDATE region=cobalt` and
+// `submit cobalt` share the token of "cobalt"): a small model then copies a value by repeating a token,
+// where the GPT-2 pattern makes it rewrite "=c o b al t" as " co b al t".
+enum class SplitPattern { kGpt2, kCl100k, kO200k, kQwen2, kWords };
 
-// "gpt2" | "cl100k" | "o200k" | "qwen2"; nullopt for another name.
+// "gpt2" | "cl100k" | "o200k" | "qwen2" | "words"; nullopt for another name.
 std::optional<SplitPattern> split_pattern_from_name(std::string_view name);
 std::string_view split_pattern_name(SplitPattern pattern);
 // The regex source of the pattern (as tiktoken / tokenizer.json spell it).

@@ -35,11 +35,11 @@ struct Candidate {
 
 // Splits a document around the special-token strings (longest match first at each position) and appends the
 // pre-tokenizer pieces of the ordinary text to `counts`.
-void count_pieces(std::string_view text, const std::vector<std::string>& specials,
+void count_pieces(std::string_view text, const std::vector<std::string>& specials, SplitPattern pattern,
                   std::map<std::string, int64_t>& counts, int64_t& pieces) {
   auto flush = [&](std::string_view part) {
     size_t begin = 0;
-    for (size_t end : pre_tokenize(SplitPattern::kGpt2, part)) {
+    for (size_t end : pre_tokenize(pattern, part)) {
       if (end > begin) {
         ++counts[std::string(part.substr(begin, end - begin))];
         ++pieces;
@@ -102,8 +102,11 @@ BpeModel train_bpe(std::span<const std::string> documents, const BpeTrainOptions
   }
 
   BpeModel model;
+  model.pattern = options.pattern;
   std::map<std::string, int64_t> counts;  // ordered: word indexes do not depend on hashing
-  for (const std::string& doc : documents) count_pieces(doc, options.special_tokens, counts, model.pieces);
+  for (const std::string& doc : documents) {
+    count_pieces(doc, options.special_tokens, options.pattern, counts, model.pieces);
+  }
   model.distinct_pieces = static_cast<int64_t>(counts.size());
 
   std::vector<Word> words;
@@ -246,7 +249,17 @@ std::string bpe_tokenizer_json(const BpeModel& model) {
   root["padding"] = nullptr;
   root["added_tokens"] = added;
   root["normalizer"] = nullptr;
-  root["pre_tokenizer"] = byte_level;
+  if (model.pattern == SplitPattern::kGpt2) {
+    root["pre_tokenizer"] = byte_level;  // ByteLevel's built-in regex is the GPT-2 pattern
+  } else {
+    Json split = {{"type", "Split"},
+                  {"pattern", Json{{"Regex", std::string(split_pattern_regex(model.pattern))}}},
+                  {"behavior", "Isolated"},
+                  {"invert", false}};
+    Json bytes_only = byte_level;
+    bytes_only["use_regex"] = false;
+    root["pre_tokenizer"] = Json{{"type", "Sequence"}, {"pretokenizers", Json::array({split, bytes_only})}};
+  }
   root["post_processor"] = nullptr;
   root["decoder"] = byte_level;
   root["model"] = Json{{"type", "BPE"},

@@ -5,8 +5,10 @@
 //
 // The algorithm (the classic one of Sennrich et al. and of Hugging Face's BpeTrainer):
 //  1. special-token strings are cut out of every document (they are never merged across);
-//  2. the rest is split into pieces by the GPT-2 pre-tokenizer pattern (what the ByteLevel pre-tokenizer
-//     with use_regex true does at encoding time); equal pieces are counted once with their frequency;
+//  2. the rest is split into pieces by the pre-tokenizer pattern (`pattern`: GPT-2 by default, what the
+//     ByteLevel pre-tokenizer with use_regex true does at encoding time; any other pattern is written as
+//     Sequence[Split(its regex, Isolated), ByteLevel(use_regex false)], as Qwen's and Llama 3's files are);
+//     equal pieces are counted once with their frequency;
 //  3. every piece starts as its UTF-8 bytes (ids 0..255 are the 256 bytes, in byte order);
 //  4. repeatedly, the adjacent pair with the highest count over all pieces (overlapping pairs counted, as
 //     HF does) becomes a merge and a new token (ids 256, 257, ... in merge order), and every piece is
@@ -25,18 +27,22 @@
 #include <utility>
 #include <vector>
 
+#include "engine/bpe_tokenizer.h"
+
 namespace crl {
 
 struct BpeTrainOptions {
   int vocab_size = 512;  // bytes + merges + special tokens, at most
   int min_frequency = 2;
   std::vector<std::string> special_tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  SplitPattern pattern = SplitPattern::kGpt2;  // the pre-tokenizer (engine/bpe_tokenizer.h)
 };
 
 struct BpeModel {
   std::vector<std::string> vocab;           // id -> bytes (specials included, at the end)
   std::vector<std::pair<int, int>> merges;  // in rank order: (left id, right id)
   std::vector<std::string> special_tokens;  // ids vocab.size() - special_tokens.size() ...
+  SplitPattern pattern = SplitPattern::kGpt2;
   int64_t pieces = 0, distinct_pieces = 0;  // corpus statistics
 };
 

@@ -1,6 +1,7 @@
 // The pre-tokenizer split patterns of the byte-level BPE tokenizers (engine/bpe_tokenizer.h SplitPattern):
 // the regexes of GPT-2, cl100k, o200k and Qwen2, implemented by hand over the Unicode tables with the
 // leftmost-first semantics of the regex each stands for.
+#include <algorithm>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,8 @@ constexpr std::string_view kO200kRegex =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+constexpr std::string_view kWordsRegex = R"(\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+)";
 
 struct Unit {
   uint32_t begin;
@@ -124,8 +127,18 @@ class Splitter {
         return match_cl100k(i, 1);
       case SplitPattern::kO200k:
         return match_o200k(i);
+      case SplitPattern::kWords:
+        return match_words(i);
     }
     return i + 1;
+  }
+
+  // \p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+ (every unit is in exactly one class, so the runs tile the text).
+  size_t match_words(size_t i) const {
+    if (L(i)) return run(i, &Splitter::L);
+    if (N(i)) return run(i, &Splitter::N);
+    if (P(i)) return run(i, &Splitter::P);
+    return std::max(space_run_end(i), i + 1);
   }
 
   // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -215,6 +228,7 @@ std::optional<SplitPattern> split_pattern_from_name(std::string_view name) {
   if (name == "cl100k") return SplitPattern::kCl100k;
   if (name == "o200k") return SplitPattern::kO200k;
   if (name == "qwen2") return SplitPattern::kQwen2;
+  if (name == "words") return SplitPattern::kWords;
   return std::nullopt;
 }
 
@@ -228,6 +242,8 @@ std::string_view split_pattern_name(SplitPattern pattern) {
       return "o200k";
     case SplitPattern::kQwen2:
       return "qwen2";
+    case SplitPattern::kWords:
+      return "words";
   }
   return "?";
 }
@@ -242,13 +258,15 @@ std::string_view split_pattern_regex(SplitPattern pattern) {
       return kO200kRegex;
     case SplitPattern::kQwen2:
       return kQwen2Regex;
+    case SplitPattern::kWords:
+      return kWordsRegex;
   }
   return "";
 }
 
 std::optional<SplitPattern> split_pattern_from_regex(std::string_view regex) {
-  for (SplitPattern p :
-       {SplitPattern::kGpt2, SplitPattern::kCl100k, SplitPattern::kO200k, SplitPattern::kQwen2}) {
+  for (SplitPattern p : {SplitPattern::kGpt2, SplitPattern::kCl100k, SplitPattern::kO200k,
+                         SplitPattern::kQwen2, SplitPattern::kWords}) {
     if (regex == split_pattern_regex(p)) return p;
   }
   return std::nullopt;

@@ -52,6 +52,27 @@ TEST(tokenize_train, CommittedSyntheticTokenizerRegeneratesByteForByte) {
             read_file(std::string(CRL_SOURCE_DIR) + "/data/tokenizers/synthetic_bpe512.json"));
 }
 
+// --pattern words: every value of the suite is one token, the same after '=' in a record and after the
+// space in `submit` (the GPT-2 pattern spells them differently), and the file round-trips the corpus.
+TEST(tokenize_train, WordsPatternMakesEveryValueOneTokenWhereverItStands) {
+  const test::TempDir dir;
+  const std::string out = dir.file("tokenizer.json");
+  const auto r = test::crl(
+      {"tokenize", "--train", "synthetic:train", "--vocab", "1024", "--pattern", "words", "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto tok = BpeTokenizer::load_hf_json(out);
+  EXPECT_EQ(tok->pattern(), SplitPattern::kWords);
+  for (const std::string value : {"cobalt", "9042", "deploy", "region"}) {
+    const auto alone = tok->encode(value);
+    ASSERT_EQ(alone.size(), 1u) << value;
+    EXPECT_EQ(tok->encode("UPDATE region=" + value).back(), alone[0]) << value;
+    EXPECT_EQ(tok->encode("submit " + value).back(), alone[0]) << value;
+  }
+  for (const std::string& doc : cli::synthetic_corpus("dev")) {
+    EXPECT_EQ(tok->decode(tok->encode_ordinary(doc)), doc);
+  }
+}
+
 TEST(tokenize_train, TextFileCorpusAndSpecialTokens) {
   const test::TempDir dir;
   std::string text;
@@ -87,6 +108,7 @@ TEST(tokenize_train, BadInputIsATypedErrorAndWritesNothing) {
       {{"--train", "synthetic:dev"}, "needs --out"},
       {{"--train", "synthetic:dev", "--out", dir.file("tokenizer.txt")}, "must end in .json"},
       {{"--train", "synthetic:dev", "--special", "<a>", "<a>", "--out", out}, "duplicate special token"},
+      {{"--train", "synthetic:dev", "--pattern", "bytes", "--out", out}, "unknown split pattern \"bytes\""},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"tokenize"};

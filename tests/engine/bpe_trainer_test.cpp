@@ -202,7 +202,7 @@ TEST(bpe_trainer, JsonHasTheFieldsHuggingFaceRequires) {
 }
 
 // Encodes with a Hugging Face implementation (transformers.js port) and compares ids with ours.
-TEST(bpe_trainer, EncodesAsAHuggingFaceImplementation) {
+void expect_encodes_as_hugging_face(const BpeTrainOptions& options) {
   const std::string modules = std::string(CRL_SOURCE_DIR) + "/tests/engine/tokenizer_oracle/node_modules";
   if (std::system("command -v node >/dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
   if (!std::filesystem::exists(modules + "/@lenml/tokenizers")) {
@@ -211,11 +211,13 @@ TEST(bpe_trainer, EncodesAsAHuggingFaceImplementation) {
   }
   const test::TempDir dir;
   const std::string path = dir.file("tokenizer.json");
-  write_file_atomic(path, bpe_tokenizer_json(train_bpe(sample_corpus(), BpeTrainOptions{})));
+  write_file_atomic(path, bpe_tokenizer_json(train_bpe(sample_corpus(), options)));
   const auto tok = BpeTokenizer::load_hf_json(path);
+  ASSERT_EQ(tok->pattern(), options.pattern);
   std::vector<std::string> texts = sample_corpus();
   texts.push_back("Task: record 3 NOTE key=1234; <|im_start|>user héllo  wörld\n\n x");
   texts.push_back("submit 4471\n<|endoftext|>  spaces   and\ttabs");
+  texts.push_back("UPDATE region=cobalt | submit {\"plan\": [\"audit\", \"deploy\"]} it's x2y3 !!  \n\n");
   const std::string input = dir.write("input.json", nlohmann::json(texts).dump());
   const std::string script = dir.write("encode.js", R"(
 const fs = require('fs');
@@ -238,6 +240,53 @@ process.stdout.write(JSON.stringify(texts.map(t => Array.from(tok.encode(t, { ad
   for (size_t k = 0; k < texts.size(); ++k) {
     EXPECT_EQ(theirs[k].get<std::vector<TokenId>>(), tok->encode(texts[k])) << texts[k];
   }
+}
+
+TEST(bpe_trainer, EncodesAsAHuggingFaceImplementation) {
+  expect_encodes_as_hugging_face(BpeTrainOptions{});
+}
+
+TEST(bpe_trainer, EncodesAsAHuggingFaceImplementationWithTheWordsPattern) {
+  BpeTrainOptions options;
+  options.pattern = SplitPattern::kWords;
+  expect_encodes_as_hugging_face(options);
+}
+
+// The words pattern: letters, digits, symbols and whitespace are separate pieces, so a value is the same
+// tokens after '=' and after a space (with the GPT-2 pattern " cobalt" and "cobalt" are different pieces);
+// the file says so in a Split pre-tokenizer that the loader reads back.
+TEST(bpe_trainer, TheWordsPatternGivesAValueTheSameTokensWhereverItStands) {
+  EXPECT_EQ(pre_tokenize(SplitPattern::kWords, "UPDATE region=cobalt;  x2\n"),
+            (std::vector<size_t>{6, 7, 13, 14, 20, 21, 23, 24, 25, 26}));
+  BpeTrainOptions options;
+  options.pattern = SplitPattern::kWords;
+  std::vector<std::string> docs = sample_corpus();
+  for (int i = 0; i < 20; ++i)
+    docs.push_back("UPDATE region=cobalt; NOTE x=4471\nsubmit cobalt\nsubmit 4471\n");
+  const BpeModel model = train_bpe(docs, options);
+  const test::TempDir dir;
+  const auto words = write_and_load(dir, model);
+  EXPECT_EQ(words->pattern(), SplitPattern::kWords);
+  const auto tail = [&](const std::string& text, size_t n) {
+    const auto ids = words->encode(text);
+    return std::vector<TokenId>(ids.end() - static_cast<std::ptrdiff_t>(n), ids.end());
+  };
+  const auto cobalt = words->encode("cobalt");
+  EXPECT_EQ(tail("region=cobalt", cobalt.size()), cobalt);
+  EXPECT_EQ(tail("submit cobalt", cobalt.size()), cobalt);
+  const auto code = words->encode("4471");
+  EXPECT_EQ(tail("x=4471", code.size()), code);
+  EXPECT_EQ(tail("submit 4471", code.size()), code);
+  EXPECT_EQ(cobalt.size(), 1u);  // frequent enough to be merged whole
+  const auto root = nlohmann::json::parse(bpe_tokenizer_json(model));
+  EXPECT_EQ(root["pre_tokenizer"]["type"], "Sequence");
+  EXPECT_EQ(root["pre_tokenizer"]["pretokenizers"][0]["type"], "Split");
+  EXPECT_EQ(root["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"],
+            std::string(split_pattern_regex(SplitPattern::kWords)));
+  EXPECT_EQ(root["pre_tokenizer"]["pretokenizers"][1]["use_regex"], false);
+  // The GPT-2 pattern keeps the space on the word: the same value is two different pieces.
+  const auto gpt2 = write_and_load(dir, train_bpe(docs, BpeTrainOptions{}));
+  EXPECT_NE(gpt2->encode("=cobalt").back(), gpt2->encode(" cobalt").back());
 }
 
 }  // namespace
