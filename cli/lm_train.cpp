@@ -36,6 +36,7 @@ int run_train(const std::vector<std::string>& args) {
   c.max_positions = 1024;
   uint64_t seed = 0;
   int tasks = 240, eval_tasks = 20, eval_every = 0;
+  int64_t short_capacity = 0, short_reserve = 0;
   lm::SftOptions sft;
   Budget budget;
   budget.summary_cap = 128;
@@ -65,7 +66,10 @@ int run_train(const std::vector<std::string>& args) {
       "rope", po::bool_switch(&c.rope), "fresh model: rotary positions instead of learned ones")(
       "capacity", po::value(&budget.capacity)->default_value(budget.capacity), "episode context C")(
       "reserve", po::value(&budget.reserve)->default_value(budget.reserve), "compaction reserve T_comp")(
-      "summary-cap", po::value(&budget.summary_cap)->default_value(budget.summary_cap), "summary cap");
+      "summary-cap", po::value(&budget.summary_cap)->default_value(budget.summary_cap), "summary cap")(
+      "short-capacity", po::value(&short_capacity)->default_value(0),
+      "also the same tasks' demonstrations under this capacity (policies/lm/demonstrations.h; 0: none)")(
+      "short-reserve", po::value(&short_reserve)->default_value(0), "the reserve of those demonstrations");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -75,6 +79,7 @@ int run_train(const std::vector<std::string>& args) {
   }
   if (tokenizer_spec.empty()) throw Error("--tokenizer", "tokenizer", "missing");
   if (out.empty()) throw Error("--out", "out", "missing: the checkpoint to write");
+  if (short_capacity < 0) throw Error("--short-capacity", "short-capacity", "must be >= 0 (0: none)");
   if (sft.steps < 0 || sft.batch < 1 || !(sft.lr > 0) || sft.warmup < 0 || eval_every < 0)
     throw Error("--steps/--batch/--lr/--warmup/--eval-every", "", "out of range");
   budget.validate("--capacity/--reserve/--summary-cap");
@@ -99,8 +104,19 @@ int run_train(const std::vector<std::string>& args) {
   sft.seed = seed;
   const int max_positions = state.model.config().max_positions;
   int skipped = 0;
-  const auto train = lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space),
-                                      max_positions, &skipped);
+  auto train = lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space),
+                                max_positions, &skipped);
+  if (short_capacity > 0) {
+    const Budget short_budget = lm::short_demonstration_budget(budget, short_capacity, short_reserve,
+                                                               "--short-capacity/--short-reserve");
+    const auto short_demos = oracle_trajectories(split, 0, tasks, tokenizer, short_budget, name_space);
+    lm::require_oracle_wins(short_demos, "--short-capacity/--short-reserve");
+    int short_skipped = 0;
+    const auto drills = lm::sft_examples(short_demos, max_positions, &short_skipped);
+    skipped += short_skipped;
+    std::cout << drills.size() << " short segments (capacity " << short_capacity << ")\n";
+    train.insert(train.end(), drills.begin(), drills.end());
+  }
   const auto dev =
       lm::sft_examples(oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget), max_positions);
   auto report = [&](const char* when) {

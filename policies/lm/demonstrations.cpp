@@ -32,4 +32,25 @@ std::vector<Trajectory> oracle_demonstrations(const std::map<std::string, std::s
   return out;
 }
 
+Budget short_demonstration_budget(const Budget& episode, int64_t capacity, int64_t reserve,
+                                  const std::string& where) {
+  Budget b = episode;
+  b.capacity = capacity;
+  b.reserve = reserve;
+  b.max_compactions = kShortMaxCompactions;
+  b.validate(where);
+  return b;
+}
+
+void require_oracle_wins(const std::vector<Trajectory>& demonstrations, const std::string& where) {
+  for (const Trajectory& t : demonstrations) {
+    if (t.reward == 1.0) continue;
+    throw Error(where, "capacity",
+                "the oracle does not finish task " + quote(t.task_id) + " under this budget (reward " +
+                    std::to_string(t.reward) + " after " + std::to_string(t.compactions) + " compactions" +
+                    (t.reason.empty() ? std::string() : ", " + t.reason) +
+                    "): the prompt, a summary request and the rebuild need a larger capacity or reserve");
+  }
+}
+
 }  // namespace crl::lm

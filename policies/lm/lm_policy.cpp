@@ -90,6 +90,12 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
   if (config_.sft_warmup < 0) throw Error(kWhere, "sft_warmup", "must be >= 0");
   if (config_.sft_threads < 1 || config_.sft_threads > 2)
     throw Error(kWhere, "sft_threads", "must be 1 or 2");
+  if (config_.sft_short_capacity < 0) throw Error(kWhere, "sft_short_capacity", "must be >= 0 (0: none)");
+  if (config_.sft_short_capacity > 0 && has_budget_) {
+    // The guards now, not after minutes of rendering: names the parameter and what the budget needs.
+    short_demonstration_budget(budget_, config_.sft_short_capacity, config_.sft_short_reserve,
+                               std::string(kWhere) + " sft_short_capacity/sft_short_reserve");
+  }
   const std::vector<TokenId> end = codec_->encode_action("");
   if (end.size() != 1) throw Error(kWhere, "view", "the chat template's end of turn is not one token");
   end_of_turn_ = end.front();
@@ -210,7 +216,8 @@ void LmPolicy::run_sft(uint64_t seed) {
       << config_.sft_steps << "|" << config_.sft_tasks << "|" << config_.sft_batch << "|" << config_.sft_lr
       << "|" << config_.sft_warmup << "|" << config_.sft_cosine << "|" << codec_->fingerprint() << "|"
       << budget_.capacity << "," << budget_.reserve << "," << budget_.tail_k << "," << budget_.per_turn_cap
-      << "," << budget_.summary_cap << "," << budget_.max_compactions;
+      << "," << budget_.summary_cap << "," << budget_.max_compactions << "|" << config_.sft_short_capacity
+      << "," << config_.sft_short_reserve;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
   {
@@ -223,9 +230,19 @@ void LmPolicy::run_sft(uint64_t seed) {
       return;
     }
   }
-  const std::vector<Trajectory> demos =
-      oracle_demonstrations(env_params_, codec_, budget_, 0, config_.sft_tasks, std::string(kWhere) + " sft");
-  const std::vector<SftExample> examples = sft_examples(demos, config_.model.max_positions);
+  const std::string where = std::string(kWhere) + " sft";
+  std::vector<SftExample> examples =
+      sft_examples(oracle_demonstrations(env_params_, codec_, budget_, 0, config_.sft_tasks, where),
+                   config_.model.max_positions);
+  if (config_.sft_short_capacity > 0) {
+    const Budget short_budget = short_demonstration_budget(
+        budget_, config_.sft_short_capacity, config_.sft_short_reserve, where + " sft_short_capacity");
+    const std::vector<Trajectory> short_demos =
+        oracle_demonstrations(env_params_, codec_, short_budget, 0, config_.sft_tasks, where);
+    require_oracle_wins(short_demos, where + " sft_short_capacity/sft_short_reserve");
+    const std::vector<SftExample> drills = sft_examples(short_demos, config_.model.max_positions);
+    examples.insert(examples.end(), drills.begin(), drills.end());
+  }
   SftOptions options;
   options.steps = config_.sft_steps;
   options.batch = config_.sft_batch;
@@ -438,6 +455,12 @@ const PolicyRegistrar kRegistrar(
        "SFT: cosine decay of the rate to sft_lr/10 at the last step"},
       {"sft_threads", ParamType::kInt, "1",
        "SFT: threads for each step's two halves (1 or 2; the same bits either way)"},
+      {"sft_short_capacity", ParamType::kInt, "0",
+       "SFT: also the same tasks' demonstrations under this capacity (compacting every few records: many "
+       "short segments whose summaries and answers copy values; policies/lm/demonstrations.h); 0: none"},
+      {"sft_short_reserve", ParamType::kInt, "0",
+       "SFT: the reserve T_comp of those short demonstrations (max(per_turn_cap, summary_cap) <= it < "
+       "sft_short_capacity)"},
       {"rope", ParamType::kBool, "false",
        "rotary positions (relative) instead of learned absolute ones; CPU only (the CUDA twin refuses it)"}},
      [](const Params& params, const PolicyTarget& target) -> std::unique_ptr<Policy> {
@@ -458,6 +481,8 @@ const PolicyRegistrar kRegistrar(
        config.sft_warmup = static_cast<int>(params.get_int("sft_warmup"));
        config.sft_cosine = params.get_bool("sft_cosine");
        config.sft_threads = static_cast<int>(params.get_int("sft_threads"));
+       config.sft_short_capacity = params.get_int("sft_short_capacity");
+       config.sft_short_reserve = params.get_int("sft_short_reserve");
        config.model.rope = params.get_bool("rope");
        return std::make_unique<LmPolicy>(target, config);
      }});

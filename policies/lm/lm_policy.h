@@ -68,6 +68,8 @@ struct LmPolicyConfig {
   int sft_warmup = 0;       // linear warm-up steps of the SFT rate (sft.h SftOptions)
   bool sft_cosine = false;  // cosine decay of the SFT rate to a tenth at the last step
   int sft_threads = 1;      // 2: each SFT step's two halves on two threads (same bits, sft.h)
+  // Short demonstrations added to the SFT set (demonstrations.h short_demonstration_budget); 0: none.
+  int64_t sft_short_capacity = 0, sft_short_reserve = 0;
 };
 
 class LmPolicy final : public Policy, public Trainable {

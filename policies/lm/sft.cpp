@@ -140,7 +140,8 @@ SftEval evaluate_sft(const LmModel& model, const std::vector<SftExample>& exampl
       ++out.tokens;
     }
     for (size_t i = 0; i < e.spans.size(); ++i) {
-      const int kind = i < e.span_kinds.size() ? e.span_kinds[i] : SftExample::kAction;
+      const int kind =
+          i < e.span_kinds.size() ? static_cast<int>(e.span_kinds[i]) : static_cast<int>(SftExample::kAction);
       bool all = true;
       for (size_t t = static_cast<size_t>(e.spans[i]); t < e.tokens.size() && e.mask[t - 1] != 0.0f; ++t) {
         all = all && ok[t];

@@ -9,7 +9,9 @@
 #include "cli/lm_command.h"
 #include "cli/tokenize_train.h"
 #include "engine/bpe_trainer.h"
+#include "engine/error.h"
 #include "engine/file_io.h"
+#include "policies/lm/demonstrations.h"
 #include "policies/lm/sft.h"
 #include "tests/crl_cli.h"
 #include "tests/temp_dir.h"
@@ -60,6 +62,45 @@ TEST(LmTrain, OracleDemonstrationsHaveTheEnginesMasks) {
       EXPECT_EQ(e.tokens[t - 1], end);
     }
   }
+}
+
+// Short demonstrations (policies/lm/demonstrations.h): the same tasks under a smaller capacity compact more
+// often and every one still ends with the oracle's answer (the budget lifts max_compactions); a capacity
+// whose summary request cannot fit truncates the oracle, which require_oracle_wins refuses naming the
+// caller's field and the task; a budget that breaks the guards is refused too.
+TEST(LmTrain, ShortDemonstrationsCompactMoreOftenAndStillReachTheAnswer) {
+  const Budget& episode = setup().budget;  // C = 1024, T_comp = 256, summary cap 128
+  const Budget drills = lm::short_demonstration_budget(episode, 768, 256, "test");
+  EXPECT_EQ(drills.capacity, 768);
+  EXPECT_EQ(drills.reserve, 256);
+  EXPECT_EQ(drills.max_compactions, lm::kShortMaxCompactions);
+  EXPECT_EQ(drills.summary_cap, episode.summary_cap);
+  const auto normal = cli::oracle_trajectories("train", 0, 3, setup().tokenizer, episode);
+  const auto short_ones = cli::oracle_trajectories("train", 0, 3, setup().tokenizer, drills);
+  ASSERT_EQ(short_ones.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(short_ones[i].reward, 1.0) << short_ones[i].task_id;
+    EXPECT_GT(short_ones[i].compactions, normal[i].compactions) << short_ones[i].task_id;
+  }
+  EXPECT_NO_THROW(lm::require_oracle_wins(short_ones, "test"));
+  // T_comp 160 passes the guards (>= the summary cap) but leaves no room for the summary request.
+  const auto truncated = cli::oracle_trajectories("train", 0, 1, setup().tokenizer,
+                                                  lm::short_demonstration_budget(episode, 768, 160, "test"));
+  try {
+    lm::require_oracle_wins(truncated, "--short-capacity/--short-reserve");
+    FAIL() << "a truncated oracle was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--short-capacity/--short-reserve"), std::string::npos) << what;
+    EXPECT_NE(what.find(truncated[0].task_id), std::string::npos) << what;
+  }
+  try {
+    lm::short_demonstration_budget(episode, 768, 100, "--short-capacity/--short-reserve");  // < summary cap
+    FAIL() << "a reserve below the summary cap was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--short-capacity/--short-reserve"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(lm::short_demonstration_budget(episode, 160, 160, "test"), Error);  // reserve = capacity
 }
 
 TEST(LmTrain, SftLowersTheLossAndRaisesExactMatch) {

@@ -252,6 +252,37 @@ TEST(LmRunnerPolicy, SftBeforeRlLowersTheLossAndIsAPureFunctionOfItsKey) {
   }
 }
 
+// sft_short_capacity adds the short demonstrations to the SFT set: a different model from the same seed (the
+// memo key has them), and a short budget that breaks the guards is refused when the policy is built, naming
+// both parameters.
+TEST(LmRunnerPolicy, ShortDemonstrationsChangeTheSftAndBadOnesAreRefused) {
+  Fixture f;
+  LmPolicyConfig config = Fixture::config();
+  config.sft_steps = 6;
+  config.sft_tasks = 2;
+  config.sft_batch = 4;
+  LmPolicy plain(f.target(), config);
+  plain.initialize(11);
+  config.sft_short_capacity = 768;
+  config.sft_short_reserve = 256;
+  LmPolicy drilled(f.target(), config);
+  drilled.initialize(11);
+  EXPECT_NE(plain.model().parameters(), drilled.model().parameters());
+  LmPolicy again(f.target(), config);
+  again.initialize(11);
+  EXPECT_EQ(again.model().parameters(), drilled.model().parameters());
+  config.sft_short_reserve = 64;  // below the summary cap 96
+  try {
+    LmPolicy bad(f.target(), config);
+    FAIL() << "a reserve below the summary cap was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sft_short_capacity/sft_short_reserve"), std::string::npos)
+        << e.what();
+  }
+  config.sft_short_capacity = -1;
+  EXPECT_THROW(LmPolicy(f.target(), config), Error);
+}
+
 // The text view's summary metrics (envs/synthetic/metrics.h episode_metrics_text) on the oracle's
 // demonstrations: records seen come from the observations, so the oracle's summaries have observed
 // milestones, recall 1 and no invention; a summary that names a distractor counts it as invented.
