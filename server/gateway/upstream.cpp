@@ -30,7 +30,16 @@ std::unique_ptr<Upstream::Lane> Upstream::acquire() {
   }
   auto lane = std::make_unique<Lane>();
   lane->client = std::make_unique<llm::HttpClient>(lane->io, http_);
+  std::lock_guard lock(mutex_);
+  lanes_.push_back(lane.get());
+  if (cancelled_) lane->client->cancel();
   return lane;
+}
+
+void Upstream::cancel() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = true;
+  for (Lane* lane : lanes_) lane->client->cancel();  // posted onto the lane's io_context, run by its caller
 }
 
 void Upstream::release(std::unique_ptr<Lane> lane) {
@@ -45,14 +54,19 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   generate.max_new_tokens = call.max_new_tokens;
   generate.sampling_seed = call.sampling_seed;
   generate.rid = call.rid;
-  std::string body;
-  llm::write_request(options_.api, generate, call.sampling, body);
+  // The body in pieces: the session's cached id text (call.prompt_ids_json, ~40 KB at 8k tokens) is sent
+  // from where it is, never copied into a body string (HttpClient::post_parts writes them as one gather).
+  llm::RequestParts parts;
+  llm::write_request_parts(options_.api, generate, call.sampling, parts);
   std::vector<std::pair<std::string, std::string>> headers;
   if (!call.routing_key.empty()) headers.emplace_back("X-SMG-Routing-Key", call.routing_key);
   // The coroutine runs here, on this thread's borrowed lane (its client is used by one call at a time).
   std::unique_ptr<Lane> lane = acquire();
   std::future<llm::HttpResponse> pending = asio::co_spawn(
-      lane->io, lane->client->post(llm::api_path(options_.api), std::move(body), std::move(headers)),
+      lane->io,
+      lane->client->post_parts(llm::api_path(options_.api),
+                               llm::HttpClient::Body{std::move(parts.head), parts.ids, std::move(parts.tail)},
+                               std::move(headers)),
       asio::use_future);
   lane->io.restart();
   while (pending.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {

@@ -59,6 +59,9 @@ class Upstream {
 
   // Blocks the calling thread until the answer, a failure or the deadline. Thread-safe.
   UpstreamResult generate(const UpstreamCall& call);
+  // Ends every call in flight and every later one as 503 upstream_unavailable (HttpClient::cancel), for
+  // the server's drain deadline: a call blocked on a silent LLM then returns at once. Thread-safe; final.
+  void cancel();
   const UpstreamOptions& options() const { return options_; }
 
  private:
@@ -73,6 +76,8 @@ class Upstream {
   llm::HttpClientOptions http_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Lane>> free_;
+  std::vector<Lane*> lanes_;  // every lane, free or in use (lanes live as long as the Upstream)
+  bool cancelled_ = false;
 };
 
 }  // namespace crl::server::gateway
