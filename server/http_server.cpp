@@ -208,6 +208,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The worker pool's answer (on this strand).
   void on_handled(HttpAnswer handled) {
     if (phase_ != Phase::kWorking) return;  // answered at the drain deadline already
+    // Past the drain deadline a request still being handled gets the deadline's 503 whichever comes first,
+    // its handler's answer or drain_deadline(): the gateway's upstream calls are cancelled at the deadline,
+    // so their (cancelled) answers can now arrive before it.
+    if (server_.deadline_passed) return drain_deadline();
     answer(std::move(handled), keep_alive_);
   }
 
