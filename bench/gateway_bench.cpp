@@ -8,7 +8,8 @@
 //                            each followed (untimed by the framework) by the same request straight to the
 //                            stand-in: the very ids the gateway forwarded, so both calls cost the stand-in
 //                            the same and run under the same load
-// Counters: p50_us, p99_us per call; for the gateway, added_p50_us / added_p99_us = its percentile minus the
+// Counters: p50_us, p99_us per call (BM_DirectUpstream also cpu_us / cpu_p50_us: the harness thread's CPU
+// per direct call); for the gateway, added_p50_us / added_p99_us = its percentile minus the
 // direct call's of BM_DirectUpstream (run just before), same_p50_us = the p50 of the interleaved direct
 // calls with the gateway's own requests, and pair_added_p50_us / pair_added_p99_us = the percentiles of
 // (gateway call - its direct twin), the overhead with the machine's load drift taken out. Items = calls.
@@ -38,7 +39,9 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kContext = 8000;
 
 struct Stack {
-  Stack() {
+  // inline_calls: HttpOptions::gateway_inline (gateway calls answered on the I/O thread that read them);
+  // false: every call crosses to the worker pool and back, as before.
+  explicit Stack(bool inline_calls = true) {
     testing::ScriptedLlmOptions llm;
     llm.log_calls = true;  // the gateway bench replays each forwarded request directly (cleared per call)
     llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
@@ -50,6 +53,7 @@ struct Stack {
     server::HttpOptions http;
     http.gateway = gateway.get();
     http.max_body_bytes = 64u << 20;
+    http.gateway_inline = inline_calls;
     serve = std::make_unique<server::testing::TestServer>(http);
   }
   std::unique_ptr<testing::ScriptedLlmServer> upstream;
@@ -62,16 +66,31 @@ Stack& stack() {
   return s;
 }
 
+Stack& pool_stack() {
+  static Stack s(false);
+  return s;
+}
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// CPU seconds this thread has used (the gateway's work on a call runs on the thread that routes it).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 double direct_p50 = 0, direct_p99 = 0;
 
+// Arg 1: the stand-in of the stack whose server answers gateway calls on its I/O thread; 0: the pool stack's
+// (run so that both stand-ins have served the same calls before BM_GatewayChatTurn: a fresh stand-in's
+// calls were about 1 ms slower for the first seconds on the 2-vCPU VM, which distorted the comparison).
 void BM_DirectUpstream(benchmark::State& state) {
-  Stack& s = stack();
+  Stack& s = state.range(0) != 0 ? stack() : pool_stack();
   server::testing::HttpClient client(s.upstream->port());
   json ids = json::array();
   for (size_t i = 0; i < kContext; ++i) ids.push_back(97 + static_cast<int>(i % 26));
@@ -80,23 +99,35 @@ void BM_DirectUpstream(benchmark::State& state) {
       {"sampling_params", {{"max_new_tokens", 64}, {"temperature", 1.0}, {"stop_token_ids", {258}}}},
       {"return_logprob", true},
       {"rid", "bench"}}.dump();
-  std::vector<double> seconds;
+  std::vector<double> seconds, cpu;
   for (auto _ : state) {
     const Clock::time_point start = Clock::now();
+    const double cpu_start = thread_cpu_seconds();
     const auto reply = client.call("POST", "/generate", body);
+    cpu.push_back(thread_cpu_seconds() - cpu_start);
     seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
     if (reply.status != 200) state.SkipWithError("upstream call failed");
   }
-  direct_p50 = percentile(seconds, 0.5);
-  direct_p99 = percentile(seconds, 0.99);
-  state.counters["p50_us"] = direct_p50 * 1e6;
-  state.counters["p99_us"] = direct_p99 * 1e6;
+  if (state.range(0) != 0) {
+    direct_p50 = percentile(seconds, 0.5);
+    direct_p99 = percentile(seconds, 0.99);
+  }
+  state.counters["p50_us"] = percentile(seconds, 0.5) * 1e6;
+  state.counters["p99_us"] = percentile(seconds, 0.99) * 1e6;
+  // The harness's own CPU for the direct call (writing and sending the ~40 KB body, reading the answer):
+  // what BM_GatewayRouteCpu's cpu_us includes for its upstream call, so the difference of the two is what
+  // the gateway adds to a call.
+  double total = 0;
+  for (const double c : cpu) total += c;
+  state.counters["cpu_us"] = cpu.empty() ? 0 : total / static_cast<double>(cpu.size()) * 1e6;
+  state.counters["cpu_p50_us"] = percentile(cpu, 0.5) * 1e6;
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_DirectUpstream)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_DirectUpstream)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
 
+// Arg 1: the server answers gateway calls on its I/O thread (the default); 0: through the worker pool.
 void BM_GatewayChatTurn(benchmark::State& state) {
-  Stack& s = stack();
+  Stack& s = state.range(0) != 0 ? stack() : pool_stack();
   server::testing::HttpClient client(s.serve->port());
   int session = 0;
   json messages;
@@ -111,16 +142,18 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   server::testing::HttpClient direct(s.upstream->port());
   s.upstream->clear_log();
   int turns = 0;
-  for (auto _ : state) {
+  // One turn and its twin; `timed`: recorded (the framework's timer runs around the gateway call only).
+  const auto turn = [&](bool timed) {
     const std::string body = json{{"messages", messages}}.dump();
+    if (timed) state.ResumeTiming();
     const Clock::time_point start = Clock::now();
     const auto reply = client.call("POST", path, body);
-    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    const double took = std::chrono::duration<double>(Clock::now() - start).count();
+    if (timed) state.PauseTiming();
     if (reply.status != 200) {
       state.SkipWithError(("gateway call failed: " + reply.body).c_str());
-      break;
+      return false;
     }
-    state.PauseTiming();
     // The twin: what the gateway forwarded, sent straight to the stand-in.
     const std::vector<testing::LoggedCall> calls = s.upstream->calls();
     s.upstream->clear_log();
@@ -133,14 +166,28 @@ void BM_GatewayChatTurn(benchmark::State& state) {
           {"rid", "bench-twin"}}.dump();
       const Clock::time_point twin_start = Clock::now();
       const auto twin_reply = direct.call("POST", "/generate", twin);
-      twins.push_back(std::chrono::duration<double>(Clock::now() - twin_start).count());
-      pairs.push_back(seconds.back() - twins.back());
+      const double twin_took = std::chrono::duration<double>(Clock::now() - twin_start).count();
       if (twin_reply.status != 200) state.SkipWithError("direct twin call failed");
       s.upstream->clear_log();
+      if (timed) {
+        seconds.push_back(took);
+        twins.push_back(twin_took);
+        pairs.push_back(took - twin_took);
+      }
     }
     messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
     messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
     if (++turns % 32 == 0) fresh();  // stay near 8k tokens
+    return true;
+  };
+  // Warm-up, not recorded: a fresh stack's first calls (its stand-in, threads and allocator warming up)
+  // were 1-2 ms slower than later ones, which made the first variant run look faster than its twins.
+  for (int i = 0; i < 64; ++i) {
+    if (!turn(false)) return;
+  }
+  for (auto _ : state) {
+    state.PauseTiming();
+    if (!turn(true)) break;
     state.ResumeTiming();
   }
   const double p50 = percentile(seconds, 0.5), p99 = percentile(seconds, 0.99);
@@ -153,14 +200,7 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   state.counters["pair_added_p99_us"] = percentile(pairs, 0.99) * 1e6;
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_GatewayChatTurn)->UseRealTime()->MinTime(1.0);
-
-// CPU seconds this thread has used (the gateway's work on a call runs on the thread that routes it).
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
 
 // The gateway's handler driven in process, without the harness's HTTP connection: Gateway::route on this
 // thread, the upstream call to the stand-in (its own thread) on loopback as in production. The CPU time of

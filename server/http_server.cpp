@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/defer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -85,6 +86,15 @@ struct HttpServer::Impl {
   void on_drain_deadline();   // on `strand`
   void maybe_finish_drain();  // on `strand`
   void submit(std::shared_ptr<Connection> connection, OwnedCall call);
+  // A gateway call answered on the I/O thread that read it (HttpOptions::gateway_inline): true when it was
+  // taken (fewer than threads - 1 such calls were running), false to submit() it instead.
+  bool try_inline(std::shared_ptr<Connection>& connection, OwnedCall& call);
+  // The handler of a routed request (routes, then route()), counted out of in_flight; nullopt when the drain
+  // deadline had passed before it started.
+  std::optional<HttpAnswer> handle(const OwnedCall& call);
+  // The drain deadline passed: in-flight upstream calls of the gateway are cancelled, so that a call blocked
+  // on a silent LLM returns (its connection has had its 503) and run() is not held by an I/O thread.
+  void cancel_upstream();
   // Runs `work` on the worker pool, counted in in_flight like a routed request (the drain waits for it);
   // not run at all once the drain deadline has passed.
   void run_on_pool(std::function<void()> work);
@@ -117,7 +127,8 @@ struct HttpServer::Impl {
   std::atomic<bool> reaping{false};
   std::atomic<size_t> in_flight{0};  // requests handed to the pool whose handler has not returned
   std::atomic<int> refusing{0};
-  std::atomic<size_t> reading{0};  // connections with part of a request received
+  std::atomic<int> inline_calls{0};  // gateway calls running on an I/O thread (try_inline)
+  std::atomic<size_t> reading{0};    // connections with part of a request received
   net::io_context ioc;
   net::strand<net::io_context::executor_type> strand;  // the acceptor, signals and timers
   tcp::acceptor acceptor;
@@ -197,6 +208,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The worker pool's answer (on this strand).
   void on_handled(HttpAnswer handled) {
     if (phase_ != Phase::kWorking) return;  // answered at the drain deadline already
+    // Past the drain deadline a request still being handled gets the deadline's 503 whichever comes first,
+    // its handler's answer or drain_deadline(): the gateway's upstream calls are cancelled at the deadline,
+    // so their (cancelled) answers can now arrive before it.
+    if (server_.deadline_passed) return drain_deadline();
     answer(std::move(handled), keep_alive_);
   }
 
@@ -338,7 +353,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return answer(route(server_.service, call.view(server_.draining)), keep_alive_);
     }
     phase_ = Phase::kWorking;
-    server_.submit(shared_from_this(), std::move(call));
+    auto self = shared_from_this();
+    if (server_.try_inline(self, call)) return;
+    server_.submit(std::move(self), std::move(call));
   }
 
   void refuse(const HttpRefusal& r) {
@@ -455,22 +472,60 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 }  // namespace
 
+std::optional<HttpAnswer> HttpServer::Impl::handle(const OwnedCall& call) {
+  // Started after the drain deadline: its connection has had its 503 and the server is going away.
+  std::optional<HttpAnswer> handled;
+  if (!deadline_passed && options.routes) handled = options.routes(call.view(draining));
+  if (!deadline_passed && !handled) handled = route(service, call.view(draining));
+  // Counted out before the answer is posted: a client that has its answer sees the handler finished.
+  if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
+  return handled;
+}
+
 void HttpServer::Impl::submit(std::shared_ptr<Connection> connection, OwnedCall call) {
   ++in_flight;
   net::post(pool, [this, connection = std::move(connection), call = std::move(call),
                    guard = net::make_work_guard(ioc)]() mutable {
-    // Started after the drain deadline: its connection has had its 503 and the server is going away.
-    std::optional<HttpAnswer> handled;
-    if (!deadline_passed && options.routes) handled = options.routes(call.view(draining));
-    if (!deadline_passed && !handled) handled = route(service, call.view(draining));
-    // Counted out before the answer is posted: a client that has its answer sees the handler finished.
-    if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
+    std::optional<HttpAnswer> handled = handle(call);
     if (handled) {
       net::post(connection->executor(), [connection, handled = std::move(*handled)]() mutable {
         connection->on_handled(std::move(handled));
       });
     }
   });
+}
+
+// Why: a gateway call handed to the pool and back crosses two threads (I/O -> worker -> I/O), two scheduler
+// wake-ups that cost more than the gateway's own work on a busy machine (issue 18's added latency). Here the
+// call runs on the I/O thread that read it: deferred (asio's continuation queue of this thread, no wake-up)
+// out of the connection's strand, so the strand stays free for the drain deadline's 503, and its answer is
+// deferred back onto the strand the same way. The upstream call blocks this thread (on its own lane's
+// io_context, never the server's), so at most threads - 1 calls run inline at once: one I/O thread is
+// always left for /health, /metrics, accepting and the other connections; calls beyond go to the pool as
+// before. Per-session ordering is the session's mutex either way.
+bool HttpServer::Impl::try_inline(std::shared_ptr<Connection>& connection, OwnedCall& call) {
+  if (!options.gateway_inline || call.gateway == nullptr || options.threads < 2) return false;
+  const std::string_view path = std::string_view(call.target).substr(0, call.target.find('?'));
+  if (!gateway::is_gateway_path(path)) return false;
+  int running = inline_calls.load();
+  do {
+    if (running >= options.threads - 1) return false;
+  } while (!inline_calls.compare_exchange_weak(running, running + 1));
+  ++in_flight;
+  net::defer(ioc, [this, connection = std::move(connection), call = std::move(call)]() mutable {
+    std::optional<HttpAnswer> handled = handle(call);
+    --inline_calls;
+    if (handled) {
+      net::defer(connection->executor(), [connection, handled = std::move(*handled)]() mutable {
+        connection->on_handled(std::move(handled));
+      });
+    }
+  });
+  return true;
+}
+
+void HttpServer::Impl::cancel_upstream() {
+  if (options.gateway != nullptr) options.gateway->cancel_upstream();
 }
 
 void HttpServer::Impl::run_on_pool(std::function<void()> work) {
@@ -580,6 +635,7 @@ void HttpServer::Impl::begin_drain() {
 
 void HttpServer::Impl::on_drain_deadline() {
   deadline_passed = true;
+  cancel_upstream();
   for (auto& c : live()) net::post(c->executor(), [c] { c->drain_deadline(); });
   deadline_grace.expires_after(kDeadlineGrace);
   deadline_grace.async_wait([this](beast::error_code ec) {

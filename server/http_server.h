@@ -33,6 +33,10 @@
 // (sandboxed children die with the process), while the destructor of HttpServer waits for them.
 // GET /metrics (server/metrics.h) is answered on the I/O thread too, like GET /health: it reads counters
 // only.
+// The gateway (`crl serve --llm`, HttpOptions::gateway) is the exception to "I/O threads never run handlers":
+// its calls run on the I/O thread that read them while fewer than threads - 1 do (one I/O thread is always
+// left free), out of the connection's strand; the rest use the pool. At the drain deadline the gateway's
+// upstream calls are cancelled, so no I/O thread stays blocked on a silent LLM.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -65,6 +69,9 @@ struct HttpOptions {
   std::string openenv_env;     // OpenEnv sessions (GET /ws): the environment of a reset that names none
   // The compaction gateway's routes (`crl serve --llm`, server/gateway/gateway.h); null: off. Not owned.
   gateway::Gateway* gateway = nullptr;
+  // Gateway requests run on the I/O thread that read them (no worker-pool hop) while fewer than threads - 1
+  // of them are running; the rest go to the pool. false: all go to the pool.
+  bool gateway_inline = true;
 };
 
 class HttpServer {

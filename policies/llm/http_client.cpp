@@ -1,9 +1,11 @@
 #include "policies/llm/http_client.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
@@ -122,6 +124,16 @@ void HttpClient::release_slot() {
 
 asio::awaitable<HttpResponse> HttpClient::post(std::string path, std::string body,
                                                std::vector<std::pair<std::string, std::string>> headers) {
+  // Named locals, not temporaries inside the co_await expression: GCC 12 destroys such temporaries of a
+  // coroutine wrongly (free(): invalid pointer).
+  Body whole;
+  whole.head = std::move(body);
+  HttpResponse out = co_await post_parts(std::move(path), std::move(whole), std::move(headers));
+  co_return out;
+}
+
+asio::awaitable<HttpResponse> HttpClient::post_parts(
+    std::string path, Body body, std::vector<std::pair<std::string, std::string>> headers) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(options_.request_timeout_s));
@@ -142,14 +154,33 @@ asio::awaitable<HttpResponse> HttpClient::post(std::string path, std::string bod
     ~SlotGuard() { client->release_slot(); }
   } guard{this};
 
-  http::request<http::string_body> request{http::verb::post, options_.endpoint.base_path + path, 11};
-  request.set(http::field::host, options_.endpoint.host + ":" + std::to_string(options_.endpoint.port));
-  request.set(http::field::content_type, "application/json");
-  request.set(http::field::accept, "application/json");
-  for (const auto& [name, value] : headers) request.set(name, value);
-  request.keep_alive(true);
-  request.body() = std::move(body);
-  request.prepare_payload();
+  // The request head, written here (the fields Beast's serializer wrote: Host, Content-Type, Accept, the
+  // caller's headers, Content-Length; HTTP/1.1 keeps the connection alive without a Connection field), so
+  // that head and body pieces go out in one gather write. A header with a CR or LF (not possible from the
+  // gateway, whose values come from parsed request headers) is dropped rather than split the head.
+  std::string head;
+  head.reserve(256);
+  head += "POST ";
+  head += options_.endpoint.base_path;
+  head += path;
+  head += " HTTP/1.1\r\nHost: ";
+  head += options_.endpoint.host;
+  head += ':';
+  head += std::to_string(options_.endpoint.port);
+  head += "\r\nContent-Type: application/json\r\nAccept: application/json\r\n";
+  for (const auto& [name, value] : headers) {
+    if ((name + value).find_first_of("\r\n") != std::string::npos) continue;
+    head += name;
+    head += ": ";
+    head += value;
+    head += "\r\n";
+  }
+  head += "Content-Length: ";
+  head += std::to_string(body.size());
+  head += "\r\n\r\n";
+  const std::array<asio::const_buffer, 4> request{asio::buffer(head), asio::buffer(body.head),
+                                                  asio::buffer(body.borrowed.data(), body.borrowed.size()),
+                                                  asio::buffer(body.tail)};
 
   int failures = 0;  // counted attempts that failed (retries used)
   bool free_retry_used = false;
@@ -203,7 +234,7 @@ asio::awaitable<HttpResponse> HttpClient::post(std::string path, std::string bod
       }
     }
     if (!ec && !cancelled_)
-      co_await http::async_write(*stream, request, asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_write(*stream, request, asio::redirect_error(asio::use_awaitable, ec));
     if (!ec && !cancelled_) {
       co_await http::async_read_header(*stream, buffer, parser,
                                        asio::redirect_error(asio::use_awaitable, ec));

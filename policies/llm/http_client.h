@@ -27,6 +27,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace crl::llm {
@@ -85,6 +86,17 @@ class HttpClient {
   // X-SMG-Routing-Key, which keeps a session on one replica of an SGLang router).
   boost::asio::awaitable<HttpResponse> post(std::string path, std::string body,
                                             std::vector<std::pair<std::string, std::string>> headers = {});
+  // A body in three pieces sent as one gather write (head, `borrowed`, tail) instead of one string: the
+  // gateway keeps each session's prompt id text (~40 KB at 8k tokens) and sends it from there, so no call
+  // copies it (issue 18's benchmark). `borrowed` must stay valid until the returned awaitable completes.
+  struct Body {
+    std::string head;
+    std::string_view borrowed;
+    std::string tail;
+    size_t size() const { return head.size() + borrowed.size() + tail.size(); }
+  };
+  boost::asio::awaitable<HttpResponse> post_parts(std::string path, Body body,
+                                                  std::vector<std::pair<std::string, std::string>> headers);
   // Thread-safe and idempotent (posted onto the io_context).
   void cancel();
   bool cancelled() const { return cancelled_; }

@@ -203,17 +203,21 @@ GenerateResult parse_openai(JsonView body, int vocab_size) {
 
 }  // namespace
 
-void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling, std::string& out) {
-  out.clear();
-  out.reserve((call.prompt_ids_json.empty() ? static_cast<size_t>(call.prompt->size()) * 4
-                                            : call.prompt_ids_json.size()) +
-              512);
+namespace {
+// The body is `head` + the prompt's id list + `tail`; write_request joins them, write_request_parts keeps
+// them apart (the same functions write both, so the two bodies are the same bytes).
+void write_head(ApiKind kind, const SamplingParams& sampling, std::string& out) {
   if (kind == ApiKind::kSglang) {
     out += "{\"input_ids\":";
-    if (call.prompt_ids_json.empty())
-      append_ids(out, *call.prompt);
-    else
-      out += call.prompt_ids_json;
+    return;
+  }
+  out += '{';
+  if (!sampling.model.empty()) out += "\"model\":" + json(sampling.model).dump() + ",";
+  out += "\"prompt\":";
+}
+
+void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling, std::string& out) {
+  if (kind == ApiKind::kSglang) {
     out += ",\"sampling_params\":{\"max_new_tokens\":";
     append_json_int(out, call.max_new_tokens);
     out += ",\"temperature\":";
@@ -232,13 +236,6 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
     out += '}';
     return;
   }
-  out += '{';
-  if (!sampling.model.empty()) out += "\"model\":" + json(sampling.model).dump() + ",";
-  out += "\"prompt\":";
-  if (call.prompt_ids_json.empty())
-    append_ids(out, *call.prompt);
-  else
-    out += call.prompt_ids_json;
   out += ",\"max_tokens\":";
   append_json_int(out, call.max_new_tokens);
   out += ",\"temperature\":";
@@ -255,6 +252,33 @@ void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams&
   out += ",\"skip_special_tokens\":false,\"include_stop_str_in_output\":true,\"user\":";
   out += json(call.rid).dump();
   out += '}';
+}
+}  // namespace
+
+void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling, std::string& out) {
+  out.clear();
+  out.reserve((call.prompt_ids_json.empty() ? static_cast<size_t>(call.prompt->size()) * 4
+                                            : call.prompt_ids_json.size()) +
+              512);
+  write_head(kind, sampling, out);
+  if (call.prompt_ids_json.empty())
+    append_ids(out, *call.prompt);
+  else
+    out += call.prompt_ids_json;
+  write_tail(kind, call, sampling, out);
+}
+
+void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling,
+                         RequestParts& out) {
+  out.head.clear();
+  out.tail.clear();
+  out.ids = {};
+  write_head(kind, sampling, out.head);
+  if (call.prompt_ids_json.empty())
+    append_ids(out.head, *call.prompt);
+  else
+    out.ids = call.prompt_ids_json;
+  write_tail(kind, call, sampling, out.tail);
 }
 
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size) {

@@ -61,6 +61,17 @@ struct GenerateResult {
 
 // Appends the request body to `out` (cleared first). Ids are written directly, without a JSON library.
 void write_request(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling, std::string& out);
+// The same body in pieces, for a caller that keeps the prompt's id text (GenerateCall::prompt_ids_json) and
+// sends it without copying it into one string (HttpClient::post_parts): head + ids + tail is byte for byte
+// what write_request writes. `ids` views call.prompt_ids_json (empty when that is empty: the ids are then
+// written at the end of `head`).
+struct RequestParts {
+  std::string head;
+  std::string_view ids;
+  std::string tail;
+};
+void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling,
+                         RequestParts& out);
 // Reads an answer body. Malformed JSON, missing fields, lengths that differ, ids outside [0, vocab_size)
 // (when vocab_size > 0) or an unknown finish reason give ok = false with the reason.
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size);

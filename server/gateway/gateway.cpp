@@ -145,6 +145,10 @@ size_t Gateway::sessions() const {
   return sessions_.size();
 }
 
+void Gateway::cancel_upstream() {
+  if (shared_.upstream) shared_.upstream->cancel();
+}
+
 size_t Gateway::reap_idle() {
   std::vector<std::shared_ptr<GatewaySession>> reaped;
   {

@@ -56,6 +56,8 @@ class Gateway {
   // Removes the sessions idle past options.idle_timeout_s (a session inside a call is never removed; a call
   // that found one just before it was removed answers 404). Returns how many. Thread-safe.
   size_t reap_idle();
+  // The server's drain deadline passed: upstream calls in flight end now (Upstream::cancel). Thread-safe.
+  void cancel_upstream();
 
  private:
   std::shared_ptr<GatewaySession> find(const std::string& id) const;

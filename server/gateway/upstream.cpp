@@ -1,9 +1,21 @@
 #include "server/gateway/upstream.h"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/use_future.hpp>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/beast/http.hpp>
+#include <cerrno>
 #include <chrono>
-#include <future>
+#include <cstring>
+
+#include "engine/error.h"
 
 namespace crl::server::gateway {
 
@@ -19,6 +31,11 @@ Upstream::Upstream(UpstreamOptions options) : options_(std::move(options)) {
 
 Upstream::~Upstream() = default;  // no call is in flight: the server's workers have stopped
 
+Upstream::Lane::~Lane() {
+  if (fd >= 0) ::close(fd);
+  if (wake >= 0) ::close(wake);
+}
+
 std::unique_ptr<Upstream::Lane> Upstream::acquire() {
   {
     std::lock_guard lock(mutex_);
@@ -29,13 +46,272 @@ std::unique_ptr<Upstream::Lane> Upstream::acquire() {
     }
   }
   auto lane = std::make_unique<Lane>();
-  lane->client = std::make_unique<llm::HttpClient>(lane->io, http_);
+  lane->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (lane->wake < 0) throw Error("gateway", "", std::string("eventfd failed: ") + std::strerror(errno));
+  std::lock_guard lock(mutex_);
+  lanes_.push_back(lane.get());
+  if (cancelled_) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(lane->wake, &one, sizeof one);
+  }
   return lane;
 }
 
 void Upstream::release(std::unique_ptr<Lane> lane) {
   std::lock_guard lock(mutex_);
   free_.push_back(std::move(lane));
+}
+
+void Upstream::cancel() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = true;
+  // The eventfd stays readable (nobody reads it): every wait of every lane, now and later, ends at once.
+  for (Lane* lane : lanes_) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(lane->wake, &one, sizeof one);
+  }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Wait { kReady, kTimeout, kCancelled };
+
+// Waits for `events` on `fd` (none when fd < 0: a backoff) until `deadline`, or until the lane's wake fd is
+// readable (cancelled).
+Wait wait_for(int fd, short events, int wake, Clock::time_point deadline) {
+  while (true) {
+    pollfd fds[2] = {{wake, POLLIN, 0}, {fd, events, 0}};
+    const nfds_t count = fd >= 0 ? 2 : 1;
+    const auto left = deadline - Clock::now();
+    const int timeout =
+        left <= Clock::duration::zero()
+            ? 0
+            : static_cast<int>(std::min<int64_t>(std::chrono::ceil<std::chrono::milliseconds>(left).count(),
+                                                 int64_t{1} << 30));
+    const int n = ::poll(fds, count, timeout);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Wait::kReady;  // the socket call that follows reports the error
+    }
+    if (fds[0].revents != 0) return Wait::kCancelled;
+    if (count == 2 && fds[1].revents != 0) return Wait::kReady;
+    if (Clock::now() >= deadline) return Wait::kTimeout;
+  }
+}
+
+std::string errno_text(int error) {
+  return std::strerror(error);
+}
+
+}  // namespace
+
+// One call's HTTP exchange with the semantics of llm::HttpClient (policies/llm/http_client.h): the deadline
+// covers every attempt and backoff; retries with exponential backoff on connection errors and 5xx only; a
+// failure on a reused keep-alive connection before any answer byte is retried at once on a fresh one
+// without counting; cancel() ends it as kCancelled.
+llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const llm::RequestParts& body) {
+  namespace http = boost::beast::http;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(http_.request_timeout_s));
+  llm::HttpResponse out;
+  auto finish = [&](llm::HttpOutcome outcome, std::string error) {
+    out.outcome = outcome;
+    out.error = std::move(error);
+    out.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return out;
+  };
+  const auto close_connection = [&] {
+    if (lane.fd >= 0) ::close(lane.fd);
+    lane.fd = -1;
+  };
+  const std::string timeout_text = "the deadline of " + std::to_string(http_.request_timeout_s) + " s passed";
+  int failures = 0;
+  bool free_retry_used = false;
+  while (true) {
+    if (Clock::now() >= deadline)
+      return finish(llm::HttpOutcome::kTimeout,
+                    timeout_text + " after " + std::to_string(out.attempts) + " attempts");
+    ++out.attempts;
+    const bool reused = lane.fd >= 0;
+    std::string failure;  // a connection error (empty: none)
+    bool answer_started = false;
+    bool timed_out = false, cancelled = false;
+    const auto waited = [&](Wait w) {
+      if (w == Wait::kTimeout) timed_out = true;
+      if (w == Wait::kCancelled) cancelled = true;
+      return w == Wait::kReady;
+    };
+    if (!reused) {
+      addrinfo hints{};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* found = nullptr;
+      const int rc = ::getaddrinfo(http_.endpoint.host.c_str(), std::to_string(http_.endpoint.port).c_str(),
+                                   &hints, &found);
+      if (rc != 0) {
+        failure = std::string("cannot resolve ") + http_.endpoint.host + ": " + ::gai_strerror(rc);
+      } else {
+        failure = "no address";
+        for (addrinfo* a = found; a != nullptr && lane.fd < 0 && !timed_out && !cancelled; a = a->ai_next) {
+          const int fd =
+              ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+          if (fd < 0) {
+            failure = "socket: " + errno_text(errno);
+            continue;
+          }
+          if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+            failure = "connect: " + errno_text(errno);
+            ::close(fd);
+            continue;
+          }
+          if (!waited(wait_for(fd, POLLOUT, lane.wake, deadline))) {
+            ::close(fd);
+            break;
+          }
+          int error = 0;
+          socklen_t len = sizeof error;
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
+          if (error != 0) {
+            failure = "connect: " + errno_text(error);
+            ::close(fd);
+            continue;
+          }
+          const int one = 1;
+          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          lane.fd = fd;
+          failure.clear();
+        }
+        ::freeaddrinfo(found);
+      }
+    }
+    // The request: one gather write of the head and the body's pieces (no copy of the id text).
+    if (lane.fd >= 0 && failure.empty() && !timed_out && !cancelled) {
+      iovec parts[4] = {{const_cast<char*>(head.data()), head.size()},
+                        {const_cast<char*>(body.head.data()), body.head.size()},
+                        {const_cast<char*>(body.ids.data()), body.ids.size()},
+                        {const_cast<char*>(body.tail.data()), body.tail.size()}};
+      size_t first = 0;
+      while (first < 4) {
+        if (parts[first].iov_len == 0) {
+          ++first;
+          continue;
+        }
+        msghdr message{};
+        message.msg_iov = parts + first;
+        message.msg_iovlen = 4 - first;
+        const ssize_t n = ::sendmsg(lane.fd, &message, MSG_NOSIGNAL);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (!waited(wait_for(lane.fd, POLLOUT, lane.wake, deadline))) break;
+            continue;
+          }
+          failure = "connection error: " + errno_text(errno);
+          break;
+        }
+        size_t sent = static_cast<size_t>(n);
+        while (first < 4 && sent >= parts[first].iov_len) {
+          sent -= parts[first].iov_len;
+          ++first;
+        }
+        if (first < 4) {
+          parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + sent;
+          parts[first].iov_len -= sent;
+        }
+      }
+    }
+    // The answer, parsed by Beast's parser as the bytes come.
+    bool leftover = false;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(http_.max_response_bytes);
+    parser.eager(true);
+    if (lane.fd >= 0 && failure.empty() && !timed_out && !cancelled) {
+      std::string buffer;
+      size_t used = 0;  // parsed bytes at the front of `buffer`
+      char chunk[65536];
+      while (!parser.is_done()) {
+        if (used < buffer.size()) {
+          boost::beast::error_code ec;
+          const size_t n = parser.put(boost::asio::buffer(buffer.data() + used, buffer.size() - used), ec);
+          used += n;
+          if (ec && ec != http::error::need_more) {
+            failure = "connection error: " + ec.message();
+            break;
+          }
+          if (parser.is_done()) break;
+          if (n > 0 && !ec) continue;
+        }
+        const ssize_t n = ::recv(lane.fd, chunk, sizeof chunk, 0);
+        if (n > 0) {
+          answer_started = true;
+          if (used == buffer.size()) {
+            buffer.clear();
+            used = 0;
+          }
+          buffer.append(chunk, static_cast<size_t>(n));
+          continue;
+        }
+        if (n == 0) {
+          if (parser.got_some() && parser.need_eof()) {
+            boost::beast::error_code ec;
+            parser.put_eof(ec);
+            if (!ec) break;
+          }
+          failure = "connection error: the server closed the connection before a whole answer";
+          break;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          if (!waited(wait_for(lane.fd, POLLIN, lane.wake, deadline))) break;
+          continue;
+        }
+        failure = "connection error: " + errno_text(errno);
+        break;
+      }
+      leftover = used < buffer.size();  // bytes past the answer: not a connection to reuse
+    }
+    if (cancelled) {
+      close_connection();
+      return finish(llm::HttpOutcome::kCancelled, "cancelled");
+    }
+    if (timed_out) {
+      close_connection();
+      return finish(llm::HttpOutcome::kTimeout, timeout_text);
+    }
+    if (!failure.empty()) {
+      close_connection();
+      if (reused && !answer_started && !free_retry_used) {
+        free_retry_used = true;  // a stale keep-alive connection: retry at once on a fresh one
+        continue;
+      }
+      out.status = 0;
+      out.body.clear();
+    } else {
+      auto& response = parser.get();
+      out.status = response.result_int();
+      out.body = std::move(response.body());
+      if (!response.keep_alive() || leftover) close_connection();
+      if (out.status >= 200 && out.status < 300) return finish(llm::HttpOutcome::kOk, "");
+      if (out.status < 500) return finish(llm::HttpOutcome::kHttpError, "HTTP " + std::to_string(out.status));
+      failure = "HTTP " + std::to_string(out.status);
+    }
+    const bool connection_error = out.status == 0;
+    if (failures >= http_.max_retries) {
+      return finish(connection_error ? llm::HttpOutcome::kConnectionError : llm::HttpOutcome::kHttpError,
+                    failure + " after " + std::to_string(out.attempts) + " attempts");
+    }
+    // Exponential backoff, cut short by the deadline or cancel().
+    const double backoff = http_.backoff_s * static_cast<double>(1u << std::min(failures, 20));
+    ++failures;
+    auto wake =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(backoff));
+    if (wake > deadline) wake = deadline;
+    if (wait_for(-1, 0, lane.wake, wake) == Wait::kCancelled)
+      return finish(llm::HttpOutcome::kCancelled, "cancelled");
+  }
 }
 
 UpstreamResult Upstream::generate(const UpstreamCall& call) {
@@ -45,20 +321,32 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   generate.max_new_tokens = call.max_new_tokens;
   generate.sampling_seed = call.sampling_seed;
   generate.rid = call.rid;
-  std::string body;
-  llm::write_request(options_.api, generate, call.sampling, body);
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (!call.routing_key.empty()) headers.emplace_back("X-SMG-Routing-Key", call.routing_key);
-  // The coroutine runs here, on this thread's borrowed lane (its client is used by one call at a time).
-  std::unique_ptr<Lane> lane = acquire();
-  std::future<llm::HttpResponse> pending = asio::co_spawn(
-      lane->io, lane->client->post(llm::api_path(options_.api), std::move(body), std::move(headers)),
-      asio::use_future);
-  lane->io.restart();
-  while (pending.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-    if (lane->io.run_one() == 0) lane->io.restart();  // out of work only once the coroutine has finished
+  // The body in pieces: the session's cached id text (call.prompt_ids_json, ~40 KB at 8k tokens) is sent
+  // from where it is, never copied into a body string (one gather write with the head).
+  llm::RequestParts parts;
+  llm::write_request_parts(options_.api, generate, call.sampling, parts);
+  const size_t length = parts.head.size() + parts.ids.size() + parts.tail.size();
+  std::string head;
+  head.reserve(256);
+  head += "POST ";
+  head += http_.endpoint.base_path;
+  head += llm::api_path(options_.api);
+  head += " HTTP/1.1\r\nHost: ";
+  head += http_.endpoint.host;
+  head += ':';
+  head += std::to_string(http_.endpoint.port);
+  head += "\r\nContent-Type: application/json\r\nAccept: application/json\r\n";
+  // The harness's routing key comes from a parsed header (no CR or LF); checked anyway.
+  if (!call.routing_key.empty() && call.routing_key.find_first_of("\r\n") == std::string::npos) {
+    head += "X-SMG-Routing-Key: ";
+    head += call.routing_key;
+    head += "\r\n";
   }
-  const llm::HttpResponse response = pending.get();
+  head += "Content-Length: ";
+  head += std::to_string(length);
+  head += "\r\n\r\n";
+  std::unique_ptr<Lane> lane = acquire();
+  const llm::HttpResponse response = exchange(*lane, head, parts);
   release(std::move(lane));
   UpstreamResult out;
   out.seconds = response.seconds;

@@ -1,13 +1,16 @@
 #pragma once
 // Forwarding to the upstream LLM server (PROTOCOL.md section 3), token-in, token-out, for the gateway's
-// worker threads. A call runs on the worker thread that makes it: it borrows a lane (an io_context with its
-// own keep-alive HttpClient, policies/llm/http_client.h) from a free list and runs that io_context itself
-// until the answer, so no other thread is woken on the way (two thread hand-offs per call fewer than one
-// shared io thread; on a busy machine each hand-off costs a scheduler wake-up). Lanes keep their
-// connections between calls; there are at most as many as calls ever in flight at once. Every call carries
-// the session's routing key as X-SMG-Routing-Key (SGLang's router keeps a session on one replica, so its
-// prefix cache stays warm) and a rid / user naming the session, role and ordinal.
-#include <boost/asio/io_context.hpp>
+// handlers (an I/O thread or a worker, server/http_server.h). A call runs on the thread that makes it: it
+// borrows a lane (one keep-alive connection) from a free list and does the HTTP exchange there with blocking,
+// poll-driven socket calls, so no other thread is woken on the way and no event loop runs around a wait the
+// thread makes anyway. The request goes out as one gather sendmsg (head, body head, the session's cached id
+// text, body tail: no copy of the ~40 KB id text per call); the answer is parsed by Beast's parser. The
+// exchange keeps policies/llm/http_client.h's semantics: a deadline over every attempt and backoff, retries
+// with exponential backoff on connection errors and 5xx only, a stale keep-alive connection retried once at
+// once on a fresh one, cancel() final. Lanes keep their connections between calls; there are at most as
+// many as calls ever in flight at once. Every call carries the session's routing key as X-SMG-Routing-Key
+// (SGLang's router keeps a session on one replica, so its prefix cache stays warm) and a rid / user naming
+// the session, role and ordinal.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,13 +62,23 @@ class Upstream {
 
   // Blocks the calling thread until the answer, a failure or the deadline. Thread-safe.
   UpstreamResult generate(const UpstreamCall& call);
+  // Ends every call in flight and every later one as 503 upstream_unavailable (each lane's eventfd made
+  // readable), for the server's drain deadline: a call blocked on a silent LLM then returns at once.
+  // Thread-safe; final.
+  void cancel();
   const UpstreamOptions& options() const { return options_; }
 
  private:
+  // A lane: one keep-alive connection used by one call at a time, on the calling thread, with blocking
+  // (poll-driven) socket calls: the calling thread waits for the answer anyway, and the asio reactor and
+  // coroutine machinery of llm::HttpClient around that wait cost ~35 us of a ~100 us gateway call (issue
+  // 18's profile). `wake` (an eventfd) is made readable by cancel(); every wait polls it.
   struct Lane {
-    boost::asio::io_context io;
-    std::unique_ptr<llm::HttpClient> client;  // destroyed before its io_context
+    int fd = -1;
+    int wake = -1;
+    ~Lane();
   };
+  llm::HttpResponse exchange(Lane& lane, const std::string& head, const llm::RequestParts& body);
   std::unique_ptr<Lane> acquire();
   void release(std::unique_ptr<Lane> lane);
 
@@ -73,6 +86,8 @@ class Upstream {
   llm::HttpClientOptions http_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Lane>> free_;
+  std::vector<Lane*> lanes_;  // every lane, free or in use (lanes live as long as the Upstream)
+  bool cancelled_ = false;
 };
 
 }  // namespace crl::server::gateway

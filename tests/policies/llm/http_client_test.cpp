@@ -8,6 +8,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <thread>
 
 #include "engine/error.h"
 #include "tests/policies/llm/scripted_llm_server.h"
@@ -81,6 +84,71 @@ TEST(LlmHttpClient, ReusesOneKeepAliveConnectionForSequentialRequests) {
   }
   EXPECT_EQ(server.connections(), 1u);
   EXPECT_EQ(server.attempts(), 5u);
+}
+
+// post_parts sends head + borrowed + tail as one body: a plain server receives the same request as post()
+// with the joined string (same path, fields, Content-Length and body bytes), on one keep-alive connection.
+TEST(LlmHttpClient, ABodyInPiecesArrivesAsTheSameRequest) {
+  namespace http = boost::beast::http;
+  asio::io_context server_io;
+  asio::ip::tcp::acceptor acceptor(server_io, {asio::ip::make_address("127.0.0.1"), 0});
+  std::vector<http::request<http::string_body>> received;
+  std::thread server([&] {
+    asio::ip::tcp::socket socket(server_io);
+    acceptor.accept(socket);
+    boost::beast::flat_buffer buffer;
+    for (int i = 0; i < 2; ++i) {
+      http::request<http::string_body> request;
+      http::read(socket, buffer, request);
+      received.push_back(std::move(request));
+      http::response<http::string_body> response{http::status::ok, 11};
+      response.body() = "{}";
+      response.prepare_payload();
+      http::write(socket, response);
+    }
+  });
+  HttpClientOptions options;
+  options.endpoint = parse_base_url(
+      "http://127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()) + "/base/", "test");
+  const std::string whole = generate_body(7);
+  const std::string ids = "[104,105]";
+  const size_t at = whole.find(ids);
+  ASSERT_NE(at, std::string::npos);
+  asio::io_context io;
+  HttpClient client(io, options);
+  std::vector<HttpResponse> out;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        const std::vector<std::pair<std::string, std::string>> headers = {{"X-SMG-Routing-Key", "s1"}};
+        HttpResponse first = co_await client.post("/generate", whole, headers);
+        out.push_back(std::move(first));
+        HttpClient::Body pieces;
+        pieces.head = whole.substr(0, at);
+        pieces.borrowed = ids;
+        pieces.tail = whole.substr(at + ids.size());
+        HttpResponse second = co_await client.post_parts("/generate", std::move(pieces), headers);
+        out.push_back(std::move(second));
+      },
+      asio::detached);
+  io.run();
+  server.join();
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(received.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(out[i].outcome, HttpOutcome::kOk) << out[i].error;
+    const auto& r = received[i];
+    EXPECT_EQ(r.method(), http::verb::post);
+    EXPECT_EQ(r.target(), "/base/generate");
+    EXPECT_EQ(r[http::field::host], "127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()));
+    EXPECT_EQ(r[http::field::content_type], "application/json");
+    EXPECT_EQ(r[http::field::accept], "application/json");
+    EXPECT_EQ(r["X-SMG-Routing-Key"], "s1");
+    EXPECT_EQ(r[http::field::content_length], std::to_string(whole.size()));
+    EXPECT_TRUE(r.keep_alive());
+    EXPECT_EQ(r.body(), whole);
+  }
+  EXPECT_EQ(client.stats().connections_opened, 1u);
 }
 
 TEST(LlmHttpClient, NeverHasMoreRequestsInFlightThanTheLimit) {

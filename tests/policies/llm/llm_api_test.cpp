@@ -43,6 +43,33 @@ TEST(LlmApi, SglangRequestCarriesIdsSamplingAndSeed) {
   EXPECT_EQ(j["rid"], "r/execute/3");
 }
 
+// The body in pieces (write_request_parts) is write_request's, byte for byte: with the id text given, the
+// ids piece is that text (not a copy); without it, the ids end the head.
+TEST(LlmApi, RequestPartsJoinToTheWholeBody) {
+  Prompt prompt({257, 115, 10, 104, 105, 258});
+  SamplingParams sampling;
+  sampling.stop_token_ids = {258};
+  sampling.stop = {"\nObservation:"};
+  sampling.model = "m";
+  const std::string ids_text = "[257,115,10,104,105,258]";
+  for (const ApiKind kind : {ApiKind::kSglang, ApiKind::kOpenAi}) {
+    for (const bool cached : {false, true}) {
+      GenerateCall call{&prompt.view, 64, 1234567890123ull, "r/execute/3"};
+      if (cached) call.prompt_ids_json = ids_text;
+      std::string whole;
+      write_request(kind, call, sampling, whole);
+      RequestParts parts;
+      write_request_parts(kind, call, sampling, parts);
+      EXPECT_EQ(parts.head + std::string(parts.ids) + parts.tail, whole);
+      if (cached) {
+        EXPECT_EQ(parts.ids.data(), ids_text.data());
+      } else {
+        EXPECT_TRUE(parts.ids.empty());
+      }
+    }
+  }
+}
+
 TEST(LlmApi, OpenAiRequestUsesATokenIdPrompt) {
   Prompt prompt({1, 2, 3});
   GenerateCall call{&prompt.view, 16, 42, "x"};

@@ -33,6 +33,11 @@ void expect_same_body(const PromptView& prompt, std::string_view ids_text) {
     call.prompt_ids_json = ids_text;
     llm::write_request(api, call, sampling, cached);
     ASSERT_EQ(cached, full);
+    // What the gateway sends (upstream.cpp): the same bytes as three pieces, the id text not copied.
+    llm::RequestParts parts;
+    llm::write_request_parts(api, call, sampling, parts);
+    ASSERT_EQ(parts.ids.data(), ids_text.data());
+    ASSERT_EQ(parts.head + std::string(parts.ids) + parts.tail, full);
   }
 }
 

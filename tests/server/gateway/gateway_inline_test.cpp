@@ -1,0 +1,176 @@
+// Gateway calls answered on the I/O thread that read them (HttpOptions::gateway_inline,
+// server/http_server.h): no worker-pool hop, at most threads - 1 such calls at once, the rest on the pool;
+// the server's guarantees hold on both paths (the upstream deadline's OpenAI-shaped 504, the drain deadline,
+// per-session order, no cross-talk between concurrent sessions).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "tests/server/gateway/gateway_fixture.h"
+
+namespace crl::server::gateway::testing {
+namespace {
+
+// Bounded polling for a condition the server reaches on its own (no timing is asserted).
+template <typename F>
+bool eventually(F done) {
+  for (int i = 0; i < 2000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return done();
+}
+
+// The only worker is held by a blocking request; a gateway call is still answered, so it did not go through
+// the pool (with the pool hop it would wait until the blocker gives up, 30 s later).
+TEST(GatewayInline, AGatewayCallIsAnsweredWhileTheOnlyWorkerIsBusy) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<bool> blocker_timed_out{false};
+  HttpOptions http;
+  http.threads = 2;
+  http.workers = 1;
+  http.routes = [&](const HttpCall& call) -> std::optional<HttpAnswer> {
+    if (call.target != "/block") return std::nullopt;
+    std::unique_lock lock(mutex);
+    if (!cv.wait_for(lock, std::chrono::seconds(30), [&] { return release; })) blocker_timed_out = true;
+    return HttpAnswer{200, "application/json", "{}"};
+  };
+  Bench bench(llm::ApiKind::kSglang, {}, {}, http);
+  std::thread blocker([&] {
+    server::testing::HttpClient client(bench.port());
+    EXPECT_EQ(client.call("GET", "/block").status, 200);
+  });
+  ASSERT_TRUE(eventually([&] { return bench.server->server.stats().handling == 1; }));
+  Harness h(bench.port(), "inline");
+  for (int turn = 0; turn < 3; ++turn) {
+    const json answer = h.turn();
+    EXPECT_EQ(answer["choices"][0]["message"]["content"], "ack m0 " + std::to_string(turn));
+    h.add("user", "next");
+  }
+  EXPECT_FALSE(blocker_timed_out.load()) << "the gateway calls waited for the busy worker";
+  {
+    std::lock_guard lock(mutex);
+    release = true;
+  }
+  cv.notify_all();
+  blocker.join();
+}
+
+class GatewayPaths : public ::testing::TestWithParam<bool> {
+ protected:
+  HttpOptions http() const {
+    HttpOptions o;
+    o.gateway_inline = GetParam();
+    return o;
+  }
+};
+
+// A slow upstream meets --llm-timeout on either path, with OpenAI's error shape.
+TEST_P(GatewayPaths, ASlowUpstreamStillHitsTheDeadline) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 5;
+  GatewayOptions options;
+  options.upstream.request_timeout_s = 0.2;
+  options.upstream.max_retries = 0;
+  Bench bench(llm::ApiKind::kSglang, faults, options, http());
+  Harness h(bench.port(), "slow");
+  const auto reply = h.post({{"model", "test"}, {"messages", h.messages}});
+  EXPECT_EQ(reply.status, 504) << reply.body;
+  const json error = json::parse(reply.body)["error"];
+  EXPECT_EQ(error["code"], "upstream_timeout");
+  EXPECT_TRUE(error["message"].is_string());
+  EXPECT_EQ(reply.retry_after, "1");
+}
+
+// The drain deadline passes while a call waits on an upstream that stays silent for a minute (well inside
+// --llm-timeout): the harness gets 503 drain_deadline, the upstream call is cancelled (recorded as the
+// session's upstream failure) instead of holding the thread, and run() returns with nothing unfinished.
+TEST_P(GatewayPaths, TheDrainDeadlineCancelsACallBlockedOnTheUpstream) {
+  crl::testing::FaultOptions faults;
+  faults.sticky_every = 1;
+  faults.sticky_fault = "hang";
+  faults.hang_s = 60;
+  GatewayOptions options;
+  options.upstream.request_timeout_s = 120;
+  options.upstream.max_retries = 0;
+  HttpOptions o = http();
+  o.drain_timeout_s = 0.2;
+  Bench bench(llm::ApiKind::kSglang, faults, options, o);
+  std::thread harness([&] {
+    Harness h(bench.port(), "hung");
+    const auto reply = h.post({{"model", "test"}, {"messages", h.messages}});
+    EXPECT_EQ(reply.status, 503) << reply.body;
+    EXPECT_NE(reply.body.find("drain_deadline"), std::string::npos) << reply.body;
+  });
+  ASSERT_TRUE(eventually([&] { return bench.server->server.stats().handling == 1; }));
+  ASSERT_TRUE(eventually([&] { return bench.upstream->attempts() >= 1; }));
+  bench.server->server.request_stop();
+  harness.join();
+  bench.server->thread.join();  // run() returned: no I/O thread is still blocked in the call
+  if (GetParam()) {
+    EXPECT_EQ(bench.server->server.unfinished(), 0u);  // the call ran on an I/O thread run() joined
+  } else {
+    // On the pool the handler may return just after run() (which stops once its connections are closed);
+    // without the cancel it would stay blocked for the upstream's whole minute.
+    EXPECT_TRUE(eventually([&] { return bench.server->server.unfinished() == 0; }));
+  }
+  bench.server->thread = std::thread([] {});  // for TestServer's destructor
+  const std::vector<std::string_view> parts = {"v1", "sessions", "hung"};
+  HttpCall call{"GET", "/v1/sessions/hung", "", "", ""};
+  const HttpAnswer state = bench.gateway->route(call, parts);
+  ASSERT_EQ(state.status, 200) << state.body;
+  EXPECT_EQ(json::parse(state.body)["upstream_failures"], 1) << state.body;
+}
+
+// One session's turns alternate between two connections while other sessions load the server, so some of
+// its calls run inline and some on the pool: every answer counts exactly the turns before it (the session's
+// calls stay in order) and the export matches the upstream's log call for call.
+TEST_P(GatewayPaths, ASessionsCallsStayOrderedAcrossPathsAndConnections) {
+  Bench bench(llm::ApiKind::kSglang, {}, {}, http());
+  constexpr int kSessions = 8, kTurns = 6;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kSessions; ++s) {
+    threads.emplace_back([&, s] {
+      const std::string marker = "s" + std::to_string(s);
+      Harness h(bench.port(), "order-" + std::to_string(s), marker);
+      server::testing::HttpClient other(bench.port());
+      for (int t = 0; t < kTurns; ++t) {
+        const std::string body = json{{"model", "test"}, {"messages", h.messages}}.dump();
+        const auto reply =
+            t % 2 == 0 ? h.client.call("POST", h.path(), body) : other.call("POST", h.path(), body);
+        if (reply.status != 200) {
+          ++bad;
+          return;
+        }
+        const json message = json::parse(reply.body)["choices"][0]["message"];
+        if (message["content"] != "ack " + marker + " " + std::to_string(t)) ++bad;
+        h.messages.push_back(message);
+        h.add("user", "turn " + std::to_string(t));
+      }
+      if (h.reward(s).status != 200) ++bad;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  const auto calls = bench.upstream->calls();
+  for (int s = 0; s < kSessions; ++s) {
+    const std::string id = "order-" + std::to_string(s);
+    std::vector<crl::testing::LoggedCall> mine;
+    for (const auto& call : calls) {
+      if (call.rid.rfind(id + "/", 0) == 0) mine.push_back(call);
+    }
+    EXPECT_EQ(mine.size(), static_cast<size_t>(kTurns));
+    Harness reader(bench.port(), id);
+    check_exact(reader.export_json(), mine);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(InlineAndPool, GatewayPaths, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("Inline") : std::string("Pool");
+                         });
+
+}  // namespace
+}  // namespace crl::server::gateway::testing
