@@ -52,6 +52,12 @@ Endpoint parse_base_url(const std::string& url, const std::string& where) {
   return out;
 }
 
+std::optional<HttpOutcome> final_outcome_of_status(int status) {
+  if (status >= 200 && status < 300) return HttpOutcome::kOk;
+  if (status < 500) return HttpOutcome::kHttpError;
+  return std::nullopt;
+}
+
 const char* http_outcome_name(HttpOutcome outcome) {
   switch (outcome) {
     case HttpOutcome::kOk:
@@ -269,15 +275,11 @@ asio::awaitable<HttpResponse> HttpClient::post_parts(
         open_.erase(stream.get());
         idle_.push_back(std::move(stream));
       }
-      if (out.status >= 200 && out.status < 300) {
-        finish(HttpOutcome::kOk, "");
-        co_return out;
-      }
-      if (out.status < 500) {
-        finish(HttpOutcome::kHttpError, "HTTP " + std::to_string(out.status));
-        co_return out;
-      }
       failure = "HTTP " + std::to_string(out.status);
+      if (const auto outcome = final_outcome_of_status(out.status)) {
+        finish(*outcome, *outcome == HttpOutcome::kOk ? "" : failure);
+        co_return out;
+      }
     }
     if (failures >= options_.max_retries) {
       finish(ec ? HttpOutcome::kConnectionError : HttpOutcome::kHttpError,

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -58,6 +59,10 @@ enum class HttpOutcome {
   kCancelled,
 };
 const char* http_outcome_name(HttpOutcome outcome);
+// The retry policy's reading of an answer's status, shared by HttpClient and the gateway's upstream
+// exchange (server/gateway/upstream.cpp): a 2xx is kOk, any other status below 500 a final kHttpError, a
+// 5xx is retried (nullopt).
+std::optional<HttpOutcome> final_outcome_of_status(int status);
 
 struct HttpResponse {
   HttpOutcome outcome = HttpOutcome::kConnectionError;

@@ -294,9 +294,10 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
       out.status = response.result_int();
       out.body = std::move(response.body());
       if (!response.keep_alive() || leftover) close_connection();
-      if (out.status >= 200 && out.status < 300) return finish(llm::HttpOutcome::kOk, "");
-      if (out.status < 500) return finish(llm::HttpOutcome::kHttpError, "HTTP " + std::to_string(out.status));
       failure = "HTTP " + std::to_string(out.status);
+      if (const auto outcome = llm::final_outcome_of_status(out.status)) {
+        return finish(*outcome, *outcome == llm::HttpOutcome::kOk ? "" : failure);
+      }
     }
     const bool connection_error = out.status == 0;
     if (failures >= http_.max_retries) {

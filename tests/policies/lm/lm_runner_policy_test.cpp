@@ -42,6 +42,14 @@ struct Fixture {
     c.model.max_positions = 1024;
     return c;
   }
+  // config() with SFT of `steps` steps of 4 segments from tasks 0 .. tasks-1.
+  static LmPolicyConfig sft_config(int steps, int tasks) {
+    LmPolicyConfig c = config();
+    c.sft_steps = steps;
+    c.sft_tasks = tasks;
+    c.sft_batch = 4;
+    return c;
+  }
   scenarios::EpisodeSetup setup() const {
     return scenarios::EpisodeSetup{"synthetic", params, codec, budget};
   }
@@ -82,10 +90,7 @@ TEST(LmRunnerPolicy, DecisionsCarryTheForwardsLogProbsAndValuesAndTheCacheChange
   Fixture f;
   // After a little SFT the model ends its turns with <|im_end|> (a fresh one almost never samples it), so
   // the cache must also hold the turn's last token (the next prompt starts with it).
-  LmPolicyConfig config = Fixture::config();
-  config.sft_steps = 30;
-  config.sft_tasks = 6;
-  config.sft_batch = 4;
+  LmPolicyConfig config = Fixture::sft_config(30, 6);
   LmPolicy policy(f.target(), config);
   policy.initialize(11);  // the SFT test's key: memoised within the binary
   // A value head away from 0, so that values are checked too.
@@ -228,10 +233,7 @@ TEST(LmRunnerPolicy, TrainingClearsTheCacheAndCheckpointsResumeBitForBit) {
 // same parameters), and without the runner's budget it is refused with the reason.
 TEST(LmRunnerPolicy, SftBeforeRlLowersTheLossAndIsAPureFunctionOfItsKey) {
   Fixture f;
-  LmPolicyConfig config = Fixture::config();
-  config.sft_steps = 30;
-  config.sft_tasks = 6;
-  config.sft_batch = 4;
+  LmPolicyConfig config = Fixture::sft_config(30, 6);
   LmPolicy a(f.target(), config);
   a.initialize(11);
   EXPECT_LT(a.sft_last_loss(), a.sft_first_loss());
@@ -257,10 +259,7 @@ TEST(LmRunnerPolicy, SftBeforeRlLowersTheLossAndIsAPureFunctionOfItsKey) {
 // both parameters.
 TEST(LmRunnerPolicy, ShortDemonstrationsChangeTheSftAndBadOnesAreRefused) {
   Fixture f;
-  LmPolicyConfig config = Fixture::config();
-  config.sft_steps = 6;
-  config.sft_tasks = 2;
-  config.sft_batch = 4;
+  LmPolicyConfig config = Fixture::sft_config(6, 2);
   LmPolicy plain(f.target(), config);
   plain.initialize(11);
   config.sft_short_capacity = 768;
