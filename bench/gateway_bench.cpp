@@ -22,6 +22,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "engine/heap.h"
 #include "engine/json_reader.h"
 #include "policies/llm/llm_api.h"
 #include "server/gateway/gateway.h"
@@ -42,6 +43,8 @@ struct Stack {
   // inline_calls: HttpOptions::gateway_inline (gateway calls answered on the I/O thread that read them);
   // false: every call crosses to the worker pool and back, as before.
   explicit Stack(bool inline_calls = true) {
+    keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp), so the bench measures
+                          // that
     testing::ScriptedLlmOptions llm;
     llm.log_calls = true;  // the gateway bench replays each forwarded request directly (cleared per call)
     llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
@@ -207,7 +210,9 @@ BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
 // this thread per call is the gateway's work per call (request parsing, keys, rendering, Episode::submit,
 // the upstream request's body and its HTTP client, the answer's parsing and the chat.completion's writing);
 // not in it: the server's I/O thread reading the harness's HTTP request and writing the answer.
-// Counters: cpu_us (mean thread CPU per call), cpu_p50_us, calls_per_core_s = 1e6 / cpu_us; user_us and
+// Counters: cpu_us (mean thread CPU per call), cpu_p50_us, calls_per_core_s = 1e6 / cpu_us; start_cpu_us
+// (the mean over sessions' first calls, 1 in 32: the whole 8k-token history rendered and tokenized) and
+// turn_cpu_us / turn_cpu_p50_us (the other calls, a harness's steady state); user_us and
 // sys_us split the mean into user space and kernel (the kernel part is mostly the loopback TCP of the
 // upstream call: sending the ~40 KB body of 8k ids, which a harness calling the upstream directly pays too);
 // page_faults per call.
@@ -230,7 +235,8 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
                             {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
   };
   fresh();
-  std::vector<double> cpu;
+  std::vector<double> cpu, starts, turns_cpu;  // all calls; first calls of sessions; the others
+  bool first = true;
   int64_t faults = 0;
   double user_us = 0, sys_us = 0;  // getrusage's split of the same CPU time (microsecond ticks, summed)
   for (auto _ : state) {
@@ -246,6 +252,8 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
     const double start = thread_cpu_seconds();
     const server::HttpAnswer answer = s.gateway->route(call, parts);
     cpu.push_back(thread_cpu_seconds() - start);
+    (first ? starts : turns_cpu).push_back(cpu.back());
+    first = false;
     getrusage(RUSAGE_THREAD, &after);
     faults += after.ru_minflt - before.ru_minflt;
     const auto us = [](const timeval& t) {
@@ -261,7 +269,10 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
     s.upstream->clear_log();
     messages.push_back(json::parse(answer.body)["choices"][0]["message"]);
     messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
-    if (++turns % 32 == 0) fresh();
+    if (++turns % 32 == 0) {
+      fresh();
+      first = true;
+    }
     state.ResumeTiming();
   }
   double total = 0;
@@ -271,6 +282,14 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
   state.counters["cpu_p50_us"] = percentile(cpu, 0.5) * 1e6;
   state.counters["cpu_p10_us"] = percentile(cpu, 0.1) * 1e6;  // the least disturbed by other load
   state.counters["calls_per_core_s"] = mean > 0 ? 1.0 / mean : 0;
+  const auto mean_us = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (const double c : v) sum += c;
+    return v.empty() ? 0 : sum / static_cast<double>(v.size()) * 1e6;
+  };
+  state.counters["start_cpu_us"] = mean_us(starts);    // a session's first call: its whole history rendered
+  state.counters["turn_cpu_us"] = mean_us(turns_cpu);  // every later call: only the new messages
+  state.counters["turn_cpu_p50_us"] = percentile(turns_cpu, 0.5) * 1e6;
   const double n = std::max<double>(1, static_cast<double>(cpu.size()));
   state.counters["user_us"] = user_us / n;
   state.counters["sys_us"] = sys_us / n;

@@ -8,7 +8,6 @@
 // (server/snapshot_store.h, server/session_restore.cpp).
 // --ui turns on the viewer's lists of live episodes and recent exports (server/ui_routes.h says why
 // they are opt-in).
-#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "cli/options.h"
 #include "engine/chat_template.h"
 #include "engine/error.h"
+#include "engine/heap.h"
 #include "envs/registry.h"
 #include "server/episode_service.h"
 #include "server/gateway/gateway.h"
@@ -177,11 +177,9 @@ int serve_command(const std::vector<std::string>& args) {
   }
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error code, never a signal
   server::EpisodeService episodes(service);
-  // glibc gives the top of the heap back to the kernel whenever more than 128 KiB is free there; a server
-  // that builds and frees request and answer buffers of that size then pays a brk system call and a TLB
-  // flush per request (11% of the CPU of a JSON step in a profile). Keep up to 256 MiB of freed memory.
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  mallopt(M_TOP_PAD, 16 << 20);
+  // Request and answer buffers of 100 KiB and more, built and freed per request: without this glibc gives
+  // them back to the kernel each time (engine/heap.h).
+  keep_freed_memory();
   std::unique_ptr<server::gateway::Gateway> gateway;
   if (!llm_url.empty()) {
     gw.upstream.base_url = llm_url;

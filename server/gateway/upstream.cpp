@@ -232,7 +232,10 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
       std::string buffer;
       size_t used = 0;  // parsed bytes at the front of `buffer`
       char chunk[65536];
-      while (!parser.is_done()) {
+      // The upstream has not answered yet (it is sampling): wait before the first read instead of paying a
+      // read that returns EAGAIN on every call.
+      bool readable = waited(wait_for(lane.fd, POLLIN, lane.wake, deadline));
+      while (readable && !parser.is_done()) {
         if (used < buffer.size()) {
           boost::beast::error_code ec;
           const size_t n = parser.put(boost::asio::buffer(buffer.data() + used, buffer.size() - used), ec);
@@ -265,7 +268,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          if (!waited(wait_for(lane.fd, POLLIN, lane.wake, deadline))) break;
+          readable = waited(wait_for(lane.fd, POLLIN, lane.wake, deadline));
           continue;
         }
         failure = "connection error: " + errno_text(errno);

@@ -2,13 +2,10 @@
 
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
+#include "engine/heap.h"
 #include "engine/rng.h"
 
 namespace crl::lm {
@@ -42,21 +39,6 @@ void rmsnorm_forward(const RowMatrix& x, const ConstVecMap& gain, float eps, Row
 }
 
 }  // namespace
-
-void keep_freed_memory() {
-#if defined(__GLIBC__)
-  // A training pass allocates and frees megabytes per call (activations, attention probabilities of
-  // n x n per head and layer, Eigen temporaries). glibc serves such blocks with mmap and returns them to
-  // the kernel on free (or trims the heap), so every call page-faults fresh zeroed pages: measured on the
-  // scenario's SFT (d_model 32, ~700-token segments) a third of the time was system time and the pass ran
-  // 3.6x slower. Keeping freed memory in the heap changes no result, only the process's resident size.
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (mallopt(M_MMAP_THRESHOLD, 1 << 30) == 0) mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  });
-#endif
-}
 
 void PackedBatch::add_sequence(std::span<const int32_t> seq) {
   for (size_t i = 0; i < seq.size(); ++i) {

@@ -27,10 +27,6 @@
 namespace crl::lm {
 
 // Sequences packed end to end. offsets has sequences + 1 entries, from 0 to tokens.size().
-// Keeps freed blocks in the heap instead of returning them to the kernel (glibc mallopt; once per process,
-// called by every LmModel constructor; a no-op elsewhere). Changes speed only, never a result.
-void keep_freed_memory();
-
 struct PackedBatch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> targets;  // the next token whose log-prob is wanted, or -1 (same size as tokens)
