@@ -1,0 +1,98 @@
+#pragma once
+// One client connection of the HTTP transport (private to server/http_server.cpp): reads a request (head
+// checked by our own scanner, body by Beast's parser under the body limit), hands it to a handler, writes
+// the answer, repeats while the client keeps the connection alive; deadlines, refusals with a lingering
+// close, the drain, and the upgrade to OpenEnv's WebSocket session.
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/http_request.h"
+#include "server/http_server_impl.h"
+
+namespace crl::server {
+
+class WebSocketSession;
+
+// One client connection: read a request, answer it, repeat (keep-alive), on the connection's strand.
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+ public:
+  HttpConnection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id);
+  ~HttpConnection();  // unregisters from the server (idempotent with close())
+
+  void start();
+
+  net::any_io_executor executor() { return stream_.get_executor(); }
+
+  // Called by the server's sweeper (on this strand): a read or write past its deadline is cancelled. One
+  // coarse sweep replaces a timer per request, whose arming and cancelling cost system calls on every step.
+  void check_deadline(Clock::time_point now);
+
+  // The server drains: close at once if no request is under way; otherwise the answer closes it.
+  void drain();
+
+  // The drain deadline passed: a request still being handled is answered 503 now (its handler's answer, if
+  // it ever comes, is dropped); one still being read is cut off.
+  void drain_deadline();
+
+  // The worker pool's answer (on this strand).
+  void on_handled(HttpAnswer handled);
+
+ private:
+  void set_reading(bool on);
+
+  bool request_started() const { return buffer_.size() > 0 || (parser_ && parser_->got_some()); }
+
+  void read();
+
+  // The head is read and checked by our own scanner (server/http_request.h) before Beast's parser sees it.
+  void scan_head();
+
+  void on_head(std::string_view bytes);
+
+  void read_body();
+
+  void on_read(beast::error_code ec);
+
+  void dispatch();
+
+  void refuse(const HttpRefusal& r);
+
+  void answer(HttpAnswer answer, bool keep_alive);
+
+  void on_write(beast::error_code ec);
+
+  // After a refusal the client may still be sending the rest of its request: closing with unread bytes would
+  // reset the connection, and the reset can destroy the answer before the client reads it. So: half-close,
+  // read and drop what still comes, close at its end or after kRefusalLinger (RFC 9112 section 9.6).
+  void linger();
+
+  // OpenEnv's WebSocket session (server/websocket_session.h). The session keeps this connection (its stream's
+  // owner) alive while it runs and closes it when it ends; the connection only knows it weakly (no cycle).
+  void upgrade();
+
+  void close();
+
+  beast::tcp_stream stream_;
+  HttpServer::Impl& server_;
+  const uint64_t id_;
+  beast::flat_buffer buffer_{kReadBufferLimit};
+  HeadScanner scanner_;
+  std::optional<RequestParser> parser_;
+  std::optional<http::response<http::string_body>> response_;
+  std::string accept_, content_type_;
+  bool keep_alive_ = false;
+  enum class Phase { kIdle, kReading, kWorking, kWriting, kLingering, kUpgraded, kClosed };
+  std::weak_ptr<WebSocketSession> ws_;  // OpenEnv's WebSocket session, once upgraded
+  Phase phase_ = Phase::kIdle;
+  Clock::time_point deadline_;
+  bool busy_ = false;
+  bool timed_out_ = false;
+  bool reading_ = false;
+  bool refused_ = false;  // the answer under way refuses the request: linger before closing
+};
+
+}  // namespace crl::server

@@ -1,0 +1,135 @@
+#pragma once
+// Private to the HTTP transport (server/http_server.cpp, server/http_connection.cpp), included by nothing
+// else: the server's shared state (HttpServer::Impl), the owned request handed to handlers, and the
+// transport's constants. The namespace aliases below are for these two files.
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/http_server.h"
+
+namespace crl::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+inline Clock::duration to_duration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+// A refused request or connection (server/connection_refusal.h): its input is read and dropped after the
+// answer for at most this long.
+inline constexpr auto kRefusalLinger = std::chrono::seconds(1);
+
+class HttpConnection;
+
+// A request, owned, for the worker pool.
+struct OwnedCall {
+  std::string method, target, content_type, accept, body;
+  std::string authorization = {}, routing_key = {}, api_key = {};  // for the gateway (server/gateway)
+  server::gateway::Gateway* gateway = nullptr;
+  HttpCall view(bool draining) const {
+    return HttpCall{method,   target,  content_type,  accept,      body,
+                    draining, gateway, authorization, routing_key, api_key};
+  }
+};
+
+struct HttpServer::Impl {
+  Impl(HttpOptions o, EpisodeService& s)
+      : options(std::move(o)),
+        service(s),
+        strand(net::make_strand(ioc)),
+        acceptor(strand),
+        signals(strand),
+        reaper(strand),
+        drain_deadline(strand),
+        deadline_grace(strand),
+        accept_retry(strand),
+        sweeper(strand),
+        pool(static_cast<size_t>(std::max(1, options.workers))) {}
+
+  void accept();
+  void refuse_connection(tcp::socket socket);
+  void schedule_reap();
+  void schedule_sweep();
+  void begin_drain();         // on `strand`
+  void on_drain_deadline();   // on `strand`
+  void maybe_finish_drain();  // on `strand`
+  void submit(std::shared_ptr<HttpConnection> connection, OwnedCall call);
+  // A gateway call answered on the I/O thread that read it (HttpOptions::gateway_inline): true when it was
+  // taken (fewer than threads - 1 such calls were running), false to submit() it instead.
+  bool try_inline(std::shared_ptr<HttpConnection>& connection, OwnedCall& call);
+  // The handler of a routed request (routes, then route()), counted out of in_flight; nullopt when the drain
+  // deadline had passed before it started.
+  std::optional<HttpAnswer> handle(const OwnedCall& call);
+  // The drain deadline passed: in-flight upstream calls of the gateway are cancelled, so that a call blocked
+  // on a silent LLM returns (its connection has had its 503) and run() is not held by an I/O thread.
+  void cancel_upstream();
+  // Runs `work` on the worker pool, counted in in_flight like a routed request (the drain waits for it);
+  // not run at all once the drain deadline has passed.
+  void run_on_pool(std::function<void()> work);
+  std::vector<std::shared_ptr<HttpConnection>> live();
+  void add(uint64_t id, std::weak_ptr<HttpConnection> connection) {
+    std::lock_guard lock(mutex);
+    connections.emplace(id, std::move(connection));
+  }
+  ~Impl() {
+    stopped = true;
+    pool.stop();  // requests queued and not started are dropped; running ones are waited for
+    pool.join();
+  }
+  // Idempotent: called when a connection closes and again when it is destroyed.
+  void remove(uint64_t id) {
+    std::lock_guard lock(mutex);
+    if (connections.erase(id) == 0) return;
+    if (draining && connections.empty() && !stopped) net::post(strand, [this] { maybe_finish_drain(); });
+  }
+
+  HttpOptions options;
+  EpisodeService& service;
+  // Declared before the io_context: its destruction destroys pending handlers, hence connections, which
+  // unregister here.
+  std::mutex mutex;
+  std::map<uint64_t, std::weak_ptr<HttpConnection>> connections;  // open connections (closed ones leave)
+  std::atomic<bool> draining{false};
+  std::atomic<bool> deadline_passed{false};
+  std::atomic<bool> stopped{false};
+  std::atomic<bool> reaping{false};
+  std::atomic<size_t> in_flight{0};  // requests handed to the pool whose handler has not returned
+  std::atomic<int> refusing{0};
+  std::atomic<int> inline_calls{0};  // gateway calls running on an I/O thread (try_inline)
+  std::atomic<size_t> reading{0};    // connections with part of a request received
+  net::io_context ioc;
+  net::strand<net::io_context::executor_type> strand;  // the acceptor, signals and timers
+  tcp::acceptor acceptor;
+  net::signal_set signals;
+  net::steady_timer reaper;
+  net::steady_timer drain_deadline;
+  net::steady_timer deadline_grace;
+  net::steady_timer accept_retry;
+  net::steady_timer sweeper;  // request deadlines, checked a few times per timeout
+  // Declared after the io_context, so destroyed (joined) first: its queued handlers hold work guards on the
+  // io_context and connections that unregister above.
+  net::thread_pool pool;
+  uint64_t next_connection_id = 0;
+  uint16_t port = 0;
+};
+
+}  // namespace crl::server
