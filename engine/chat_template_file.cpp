@@ -45,7 +45,9 @@ std::string jinja_chat_definition(const JinjaChatSource& source) {
 
 namespace {
 
-void check_messages(const nlohmann::json& messages) {
+// Takes the request's own (ordered) JSON: a `const nlohmann::json&` parameter made every render copy the
+// whole conversation into a converted temporary.
+void check_messages(const nlohmann::ordered_json& messages) {
   if (!messages.is_array()) throw Error("chat request", "messages", "must be an array of message objects");
   for (size_t k = 0; k < messages.size(); ++k) {
     const auto& m = messages[k];

@@ -179,19 +179,21 @@ void Interpreter::exec_for(const Node& node) {
     scope_ = std::make_shared<Scope>();
     scope_->parent = parent;
     bind(items[static_cast<size_t>(k)]);
+    // The keys are distinct: appended without Dict::set's lookup (this runs once per iteration of every
+    // loop of a chat template, twice per message for most templates).
     Dict loop;
-    loop.items.reserve(10);
-    loop.set("index0", Value(k));
-    loop.set("index", Value(k + 1));
-    loop.set("revindex0", Value(n - k - 1));
-    loop.set("revindex", Value(n - k));
-    loop.set("first", Value(k == 0));
-    loop.set("last", Value(k == n - 1));
-    loop.set("length", Value(n));
-    loop.set("depth", Value(int64_t{1}));
-    loop.set("depth0", Value(int64_t{0}));
-    if (k > 0) loop.set("previtem", items[static_cast<size_t>(k - 1)]);
-    if (k + 1 < n) loop.set("nextitem", items[static_cast<size_t>(k + 1)]);
+    loop.items.reserve(11);
+    loop.items.emplace_back("index0", Value(k));
+    loop.items.emplace_back("index", Value(k + 1));
+    loop.items.emplace_back("revindex0", Value(n - k - 1));
+    loop.items.emplace_back("revindex", Value(n - k));
+    loop.items.emplace_back("first", Value(k == 0));
+    loop.items.emplace_back("last", Value(k == n - 1));
+    loop.items.emplace_back("length", Value(n));
+    loop.items.emplace_back("depth", Value(int64_t{1}));
+    loop.items.emplace_back("depth0", Value(int64_t{0}));
+    if (k > 0) loop.items.emplace_back("previtem", items[static_cast<size_t>(k - 1)]);
+    if (k + 1 < n) loop.items.emplace_back("nextitem", items[static_cast<size_t>(k + 1)]);
     scope_->vars["loop"] = Value(std::move(loop));
     Flow flow;
     try {

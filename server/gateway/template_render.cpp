@@ -137,10 +137,10 @@ TemplateRenderer::Protected TemplateRenderer::protect(std::span<const Message> m
   return p;
 }
 
-std::string TemplateRenderer::render(const json& messages, const json& tools, bool generation_prompt,
+std::string TemplateRenderer::render(json messages, const json& tools, bool generation_prompt,
                                      int64_t now_unix) const {
   ChatRenderRequest request;
-  request.messages = messages;
+  request.messages = std::move(messages);
   request.tools = tools;
   request.add_generation_prompt = generation_prompt;
   request.now_unix = now_unix;
@@ -176,8 +176,10 @@ std::vector<TokenId> TemplateRenderer::encode(std::string_view text,
 
 void TemplateRenderer::first(std::span<const Message> messages, const json& tools, int64_t now_unix,
                              std::vector<TokenId>& system, std::vector<TokenId>& rest) const {
-  const Protected p = protect(messages, tools);
-  const std::string full = render(p.messages, p.tools, true, now_unix);
+  Protected p = protect(messages, tools);
+  const size_t leading = !messages.empty() && messages[0].role == MessageRole::kSystem ? 1 : 0;
+  const json system_messages = slice(p.messages, leading);
+  const std::string full = render(std::move(p.messages), p.tools, true, now_unix);
   if (!ends_with(full, chat_.assistant_prefix)) {
     throw template_error("the chat template " + quote(chat_.name) +
                          " does not end this conversation with its assistant header " +
@@ -187,13 +189,12 @@ void TemplateRenderer::first(std::span<const Message> messages, const json& tool
   // The system part: what the template writes for the leading system message alone (with the tools when
   // that is how the full render starts), kept by every rebuild.
   size_t cut = 0;
-  const size_t leading = !messages.empty() && messages[0].role == MessageRole::kSystem ? 1 : 0;
   for (const bool with_tools : {true, false}) {
     if (with_tools && p.tools.is_null()) continue;
     if (!with_tools && leading == 0) continue;
     std::string s;
     try {
-      s = render(slice(p.messages, leading), with_tools ? p.tools : json(), false, now_unix);
+      s = render(system_messages, with_tools ? p.tools : json(), false, now_unix);
     } catch (const GatewayError&) {
       continue;  // e.g. Llama 3.1 puts the tools into the first user turn: none without one
     }
@@ -208,24 +209,24 @@ void TemplateRenderer::first(std::span<const Message> messages, const json& tool
 
 std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Message> messages, size_t answer,
                                                            const json& tools, int64_t now_unix) const {
-  const Protected p = protect(messages, tools);
-  const std::string full = render(p.messages, p.tools, true, now_unix);
+  Protected p = protect(messages, tools);
+  json known = slice(p.messages, answer + 1);
+  const std::string full = render(std::move(p.messages), p.tools, true, now_unix);
   if (!ends_with(full, chat_.assistant_prefix)) return std::nullopt;
   const std::string_view body = std::string_view(full).substr(0, full.size() - chat_.assistant_prefix.size());
   const std::string close = chat_.end_of_turn + chat_.after_end_of_turn;
   // The renders of shorter lists may be refused (a template that wants a user turn last): then no prefix.
-  const auto try_render = [&](const json& list) -> std::optional<std::string> {
+  const auto try_render = [&](json list) -> std::optional<std::string> {
     try {
-      return render(list, p.tools, false, now_unix);
+      return render(std::move(list), p.tools, false, now_unix);
     } catch (const GatewayError&) {
       return std::nullopt;
     }
   };
-  json known = slice(p.messages, answer + 1);
   std::string before = try_render(known).value_or(std::string());
   if (before.empty() || !(ends_with(before, close) && body.starts_with(before))) {
     known.push_back({{"role", "user"}, {"content", kPlaceholder}});
-    std::optional<std::string> rendered = try_render(known);
+    std::optional<std::string> rendered = try_render(std::move(known));
     if (!rendered) return std::nullopt;
     std::string with_turn = std::move(*rendered);
     const std::string turn = chat_.user_prefix + std::string(kPlaceholder) + chat_.user_suffix;

@@ -65,7 +65,9 @@ class TemplateRenderer {
     std::vector<std::string> originals;
   };
   Protected protect(std::span<const Message> messages, const nlohmann::ordered_json& tools) const;
-  std::string render(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+  // `messages` by value: the caller moves a list it no longer needs (a conversation of 8k tokens is a copy
+  // of all its text otherwise, once per render).
+  std::string render(nlohmann::ordered_json messages, const nlohmann::ordered_json& tools,
                      bool generation_prompt, int64_t now_unix) const;
   // The rendered text as ids: sentinels become their originals as ordinary text.
   std::vector<TokenId> encode(std::string_view text, const std::vector<std::string>& originals) const;
