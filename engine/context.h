@@ -44,8 +44,6 @@ class PromptView {
   const std::vector<Span>& spans() const { return spans_; }
   int64_t size() const { return size_; }
   std::span<const TokenId> tokens(const Span& span) const { return arena_->view(span); }
-  // The arena the spans index (the context's own; it never moves while the context lives).
-  const TokenArena* arena() const { return arena_; }
   TokenId back() const;  // the last token (the prompt must not be empty)
   void copy_to(std::vector<TokenId>& ids, std::vector<Provenance>* provenance = nullptr) const;
   std::vector<TokenId> ids() const {

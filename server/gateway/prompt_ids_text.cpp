@@ -14,10 +14,9 @@ std::string_view PromptIdsText::text(const PromptView& prompt, uint64_t generati
   const std::vector<Span>& spans = prompt.spans();
   // Which spans are already written: all of the cached ones when they open the new list (same arena life).
   size_t from = 0;
-  // The arena by identity, not by the address of its tokens: the arena's storage moves as it grows (on a
-  // session's second call, typically), which must not cost a rewrite of the whole text. A new arena at an
-  // old address is told apart by `generation`.
-  const TokenArena* arena = spans.empty() ? nullptr : prompt.arena();
+  // The arena by the address of its tokens (PromptView does not expose the arena): a reallocation only
+  // costs a rewrite; a new arena at an old address is told apart by `generation`.
+  const TokenId* arena = spans.empty() ? nullptr : prompt.tokens(spans[0]).data() - spans[0].begin;
   if (arena_ != nullptr && arena_ == arena && generation_ == generation && compactions_ == compactions &&
       spans_.size() <= spans.size() && std::equal(spans_.begin(), spans_.end(), spans.begin(), same_span)) {
     from = spans_.size();

@@ -33,7 +33,7 @@ class PromptIdsText {
   size_t last_written() const { return last_written_; }
 
  private:
-  const TokenArena* arena_ = nullptr;  // the cached prompt's arena; null: nothing cached
+  const TokenId* arena_ = nullptr;  // the cached prompt's arena (its tokens' address); null: nothing cached
   uint64_t generation_ = 0;
   int compactions_ = 0;
   std::vector<Span> spans_;  // of the cached prompt

@@ -99,26 +99,4 @@ TEST(PromptIdsText, ANewGenerationIsNeverServedTheOldText) {
 }
 
 }  // namespace
-// The arena's storage moves as the context grows (a vector reallocating); the cached text stays valid and
-// the next call writes only the new ids (it used to rewrite the whole prompt on a session's second call).
-TEST(PromptIdsText, TheArenaMovingInMemoryKeepsTheCache) {
-  std::mt19937_64 rng(11);
-  Budget budget{1 << 20, 1024, 2, 64, 256, 10};
-  ContextTemplate tmpl{tokens(rng, 4), tokens(rng, 12), tokens(rng, 6), tokens(rng, 3), tokens(rng, 5)};
-  Context context(budget, tmpl);
-  PromptIdsText text;
-  ASSERT_TRUE(context.start(tokens(rng, 40), tokens(rng, 300)));
-  PromptView prompt;
-  context.execution_prompt(prompt);
-  const TokenId* before = prompt.tokens(prompt.spans()[0]).data();
-  text.text(prompt, 1, 0);
-  context.append_action(tokens(rng, 20), Provenance::kSampled);
-  context.append_observation(tokens(rng, 100000));  // far past any capacity the arena had
-  context.execution_prompt(prompt);
-  ASSERT_NE(prompt.tokens(prompt.spans()[0]).data(), before) << "the arena did not move: no test";
-  const std::string_view ids = text.text(prompt, 1, 0);
-  expect_same_body(prompt, ids);
-  EXPECT_LT(text.last_written(), static_cast<size_t>(prompt.size()) - 300);
-}
-
 }  // namespace crl::server::gateway
