@@ -6,11 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "cli/lm_command.h"
 #include "cli/tokenize_train.h"
 #include "engine/bpe_trainer.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
+#include "policies/lm/copy_drills.h"
 #include "policies/lm/demonstrations.h"
 #include "policies/lm/sft.h"
 #include "tests/crl_cli.h"
@@ -279,6 +282,116 @@ TEST(LmTrain, CommandWritesACheckpointThatServes) {
           ->status,
       200);
   EXPECT_EQ(test::crl({"lm", "train", "--out", out}).code, 1);  // no tokenizer
+}
+
+// Copy drills (policies/lm/copy_drills.h): a run of random tokens and its repeat; only the repeat's
+// predictable tokens are trained; deterministic in the seed; bad options are refused by name.
+TEST(CopyDrills, TrainExactlyTheRepeatsPredictableTokens) {
+  lm::CopyDrillOptions o;
+  o.examples = 200;
+  o.min_half = 3;
+  o.max_half = 9;
+  o.lead = 4;
+  o.seed = 5;
+  const auto drills = lm::copy_drill_examples(50, 64, o, "test");
+  ASSERT_EQ(drills.size(), 200u);
+  std::set<size_t> halves;
+  for (const lm::SftExample& e : drills) {
+    ASSERT_EQ((e.tokens.size() - 4) % 2, 0u);
+    const size_t half = (e.tokens.size() - 4) / 2;
+    halves.insert(half);
+    ASSERT_GE(half, 3u);
+    ASSERT_LE(half, 9u);
+    for (size_t t = 0; t < half; ++t) EXPECT_EQ(e.tokens[4 + half + t], e.tokens[4 + t]);
+    for (const int32_t id : e.tokens) EXPECT_TRUE(id >= 0 && id < 50) << id;
+    ASSERT_EQ(e.mask.size(), e.tokens.size());
+    for (size_t t = 0; t < e.mask.size(); ++t) {
+      // mask[t] trains tokens[t + 1]: from the repeat's second token to its last.
+      EXPECT_EQ(e.mask[t], (t >= 4 + half && t + 1 < e.tokens.size()) ? 1.0f : 0.0f) << t;
+    }
+    ASSERT_EQ(e.spans.size(), 1u);
+    EXPECT_EQ(e.spans[0], static_cast<int>(4 + half + 1));
+  }
+  EXPECT_EQ(halves.size(), 7u);  // every length 3..9 occurs
+  const auto again = lm::copy_drill_examples(50, 64, o, "test");
+  for (size_t i = 0; i < drills.size(); ++i) EXPECT_EQ(again[i].tokens, drills[i].tokens);
+  o.seed = 6;
+  EXPECT_NE(lm::copy_drill_examples(50, 64, o, "test")[0].tokens, drills[0].tokens);
+}
+
+TEST(CopyDrills, BadOptionsAreRefusedByName) {
+  const auto refused = [](int vocab, int positions, lm::CopyDrillOptions o, const std::string& field) {
+    try {
+      lm::copy_drill_examples(vocab, positions, o, "--copy-drill-min/--copy-drill-max");
+      ADD_FAILURE() << "accepted: " << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--copy-drill-min/--copy-drill-max"), std::string::npos);
+    }
+  };
+  lm::CopyDrillOptions o;
+  refused(1, 1024, o, "vocab");
+  o.min_half = 1;  // a run of one token has nothing to predict in its repeat
+  refused(512, 1024, o, "half");
+  o.min_half = 9;
+  o.max_half = 8;
+  refused(512, 1024, o, "half");
+  o = lm::CopyDrillOptions{};
+  refused(512, 70, o, "positions");  // 8 + 2 * 32 = 72 tokens
+  o.examples = 0;
+  refused(512, 1024, o, "examples");
+  o = lm::CopyDrillOptions{};
+  o.lead = -1;
+  refused(512, 1024, o, "lead");
+  const test::TempDir dir{"lm_drill_cli"};
+  const auto r = test::crl({"lm", "train", "--tokenizer", setup().tokenizer_path, "--out", dir.file("m.ckpt"),
+                            "--copy-drill-steps", "-1"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--copy-drill-steps"), std::string::npos) << r.err;
+}
+
+// `crl lm train --copy-drill-steps N` runs the drills before SFT, prints the held-out drill loss, and
+// leaves SFT's own steps as they were. (That drills teach copying is a measurement, not a unit test: a
+// 64-wide model needs 1,000-2,500 steps, about a minute; scenarios/README.md, synthetic_tinylm.)
+TEST(LmTrain, CopyDrillsRunBeforeSft) {
+  const test::TempDir dir{"lm_drill_run"};
+  const auto r = test::crl({"lm",
+                            "train",
+                            "--tokenizer",
+                            setup().tokenizer_path,
+                            "--out",
+                            dir.file("m.ckpt"),
+                            "--tasks",
+                            "2",
+                            "--eval-tasks",
+                            "1",
+                            "--steps",
+                            "2",
+                            "--d-model",
+                            "16",
+                            "--heads",
+                            "2",
+                            "--layers",
+                            "1",
+                            "--d-ff",
+                            "16",
+                            "--copy-drill-steps",
+                            "3",
+                            "--copy-drill-batch",
+                            "2",
+                            "--copy-drill-min",
+                            "4",
+                            "--copy-drill-max",
+                            "6"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t drills = r.out.find("copy drills step 3: held-out loss");
+  const size_t after_drills = r.out.find("after copy drills: dev loss");
+  const size_t after = r.out.find("after: dev loss");
+  ASSERT_NE(drills, std::string::npos) << r.out;
+  ASSERT_NE(after_drills, std::string::npos) << r.out;
+  ASSERT_NE(after, std::string::npos) << r.out;
+  EXPECT_LT(drills, after_drills);
+  EXPECT_LT(after_drills, after);
 }
 
 }  // namespace
