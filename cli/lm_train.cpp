@@ -38,9 +38,8 @@ int run_train(const std::vector<std::string>& args) {
   uint64_t seed = 0;
   int tasks = 240, eval_tasks = 20, eval_every = 0;
   int64_t short_capacity = 0, short_reserve = 0;
-  int drill_steps = 0, drill_batch = 16, drill_warmup = 200;
-  double drill_lr = 1e-3;
-  lm::CopyDrillOptions drill;
+  lm::CopyDrillStage drill;
+  std::string drill_alphabet;
   lm::SftOptions sft;
   Budget budget;
   budget.summary_cap = 128;
@@ -74,17 +73,21 @@ int run_train(const std::vector<std::string>& args) {
       "short-capacity", po::value(&short_capacity)->default_value(0),
       "also the same tasks' demonstrations under this capacity (policies/lm/demonstrations.h; 0: none)")(
       "short-reserve", po::value(&short_reserve)->default_value(0), "the reserve of those demonstrations")(
-      "copy-drill-steps", po::value(&drill_steps)->default_value(0),
+      "copy-drill-steps", po::value(&drill.steps)->default_value(0),
       "first, this many Adam steps on copy drills (policies/lm/copy_drills.h)")(
-      "copy-drill-batch", po::value(&drill_batch)->default_value(drill_batch),
-      "copy drills: drills per step")("copy-drill-lr", po::value(&drill_lr)->default_value(drill_lr),
+      "copy-drill-batch", po::value(&drill.batch)->default_value(drill.batch),
+      "copy drills: drills per step")("copy-drill-lr", po::value(&drill.lr)->default_value(drill.lr),
                                       "copy drills: learning rate (constant)")(
-      "copy-drill-warmup", po::value(&drill_warmup)->default_value(drill_warmup),
-      "copy drills: linear warm-up steps")("copy-drill-min",
-                                           po::value(&drill.min_half)->default_value(drill.min_half),
-                                           "copy drills: shortest run")(
-      "copy-drill-max", po::value(&drill.max_half)->default_value(drill.max_half),
-      "copy drills: longest run");
+      "copy-drill-warmup", po::value(&drill.warmup)->default_value(drill.warmup),
+      "copy drills: linear warm-up steps")(
+      "copy-drill-min", po::value(&drill.drills.min_half)->default_value(drill.drills.min_half),
+      "copy drills: shortest run")("copy-drill-max",
+                                   po::value(&drill.drills.max_half)->default_value(drill.drills.max_half),
+                                   "copy drills: longest run")(
+      "copy-drill-examples", po::value(&drill.drills.examples)->default_value(0),
+      "copy drills: distinct drills (0: steps x batch, a fresh drill every time)")(
+      "copy-drill-alphabet", po::value(&drill_alphabet),
+      "copy drills: draw from the distinct tokens of this text (default: the whole vocabulary)");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -95,7 +98,7 @@ int run_train(const std::vector<std::string>& args) {
   if (tokenizer_spec.empty()) throw Error("--tokenizer", "tokenizer", "missing");
   if (out.empty()) throw Error("--out", "out", "missing: the checkpoint to write");
   if (short_capacity < 0) throw Error("--short-capacity", "short-capacity", "must be >= 0 (0: none)");
-  if (drill_steps < 0 || drill_batch < 1 || !(drill_lr > 0) || drill_warmup < 0)
+  if (drill.steps < 0 || drill.batch < 1 || !(drill.lr > 0) || drill.warmup < 0)
     throw Error("--copy-drill-steps/--copy-drill-batch/--copy-drill-lr/--copy-drill-warmup", "",
                 "out of range (steps and warm-up >= 0, batch >= 1, lr > 0)");
   if (sft.steps < 0 || sft.batch < 1 || !(sft.lr > 0) || sft.warmup < 0 || eval_every < 0)
@@ -156,34 +159,22 @@ int run_train(const std::vector<std::string>& args) {
       if (done % eval_every == 0 && done < sft.steps) report(("step " + std::to_string(done)).c_str());
     };
   }
-  if (drill_steps > 0) {
-    // Copy drills first (the "pretraining" of a base that can copy): their own batch, constant rate after a
-    // warm-up, and minibatch seed (seed + 1), so that SFT's stream is the same with or without them. The
-    // optimizer's moments carry over into SFT, as from any pretraining checkpoint (--init).
-    drill.seed = seed;
-    const auto drills = lm::copy_drill_examples(state.model.config().vocab, max_positions, drill,
-                                                "--copy-drill-min/--copy-drill-max");
-    lm::CopyDrillOptions held_out = drill;  // other drills: the printed loss is not memorisation
+  if (drill.steps > 0) {
+    // Copy drills first (the "pretraining" of a base that can copy). The optimizer's moments carry over
+    // into SFT, as from any pretraining checkpoint (--init).
+    drill.drills.alphabet = lm::drill_alphabet(*tokenizer, drill_alphabet);
+    const std::string where = "--copy-drill-*";
+    lm::CopyDrillOptions held_out = drill.drills;  // other drills: the printed loss is not memorisation
     held_out.seed = seed + 0x9E3779B97F4A7C15ull;
     held_out.examples = 256;
-    const auto check = lm::copy_drill_examples(state.model.config().vocab, max_positions, held_out,
-                                               "--copy-drill-min/--copy-drill-max");
-    lm::SftOptions d = sft;
-    d.steps = drill_steps;
-    d.batch = drill_batch;
-    d.lr = drill_lr;
-    d.warmup = drill_warmup;
-    d.cosine = false;
-    d.seed = seed + 1;
-    d.observation_weight = 0.0;
-    d.after_step = [&](int done) {
-      if (done % 250 == 0 || done == drill_steps) {
+    const auto check = lm::copy_drill_examples(state.model.config().vocab, max_positions, held_out, where);
+    lm::train_copy_drills(state.model, state.optimizer, drill, seed, sft.threads, where, [&](int done) {
+      if (done % 250 == 0 || done == drill.steps) {
         const lm::SftEval e = lm::evaluate_sft(state.model, check);
         std::cout << std::fixed << std::setprecision(4) << "copy drills step " << done << ": held-out loss "
                   << e.loss << ", token accuracy " << e.token_accuracy << std::endl;
       }
-    };
-    lm::train_sft(state.model, state.optimizer, drills, d);
+    });
     report("after copy drills");
   }
   const auto losses = lm::train_sft(state.model, state.optimizer, train, sft);

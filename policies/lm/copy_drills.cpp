@@ -1,5 +1,7 @@
 #include "policies/lm/copy_drills.h"
 
+#include <algorithm>
+
 #include "engine/error.h"
 #include "engine/rng.h"
 
@@ -18,6 +20,17 @@ std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const 
     throw Error(where, "half",
                 "a drill of " + std::to_string(o.lead + 2 * o.max_half) +
                     " tokens is longer than the model's " + std::to_string(max_positions) + " positions");
+  for (const int32_t id : o.alphabet) {
+    if (id < 0 || id >= vocab)
+      throw Error(
+          where, "alphabet",
+          "token " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
+  const uint32_t choices = static_cast<uint32_t>(o.alphabet.empty() ? vocab : o.alphabet.size());
+  auto draw = [&](Rng& rng) {
+    const uint32_t i = rng.uniform_int(choices);
+    return o.alphabet.empty() ? static_cast<int32_t>(i) : o.alphabet[i];
+  };
   std::vector<SftExample> out(static_cast<size_t>(o.examples));
   for (int i = 0; i < o.examples; ++i) {
     Rng rng(StreamKey{o.seed, static_cast<uint64_t>(i), 0, StreamRole::kLearner, 1});
@@ -25,8 +38,7 @@ std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const 
         o.min_half + static_cast<int>(rng.uniform_int(static_cast<uint32_t>(o.max_half - o.min_half + 1)));
     SftExample& e = out[static_cast<size_t>(i)];
     e.tokens.reserve(static_cast<size_t>(o.lead + 2 * half));
-    for (int t = 0; t < o.lead + half; ++t)
-      e.tokens.push_back(static_cast<int32_t>(rng.uniform_int(static_cast<uint32_t>(vocab))));
+    for (int t = 0; t < o.lead + half; ++t) e.tokens.push_back(draw(rng));
     for (int t = 0; t < half; ++t) e.tokens.push_back(e.tokens[static_cast<size_t>(o.lead + t)]);
     // mask[t] = 1 trains tokens[t + 1]: the repeat's tokens from its second on, i.e. targets at positions
     // lead + half + 1 .. end, so t from lead + half to the second-to-last position.
@@ -36,6 +48,39 @@ std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const 
     e.span_kinds.push_back(SftExample::kAction);
   }
   return out;
+}
+
+std::vector<int32_t> drill_alphabet(const Tokenizer& tokenizer, std::string_view text) {
+  std::vector<int32_t> out;
+  for (const TokenId id : tokenizer.encode(text)) {
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<float> train_copy_drills(LmModel& model, LmOptimizer& optimizer, const CopyDrillStage& stage,
+                                     uint64_t seed, int threads, const std::string& where,
+                                     const std::function<void(int)>& after_step) {
+  if (stage.steps < 0 || stage.batch < 1 || !(stage.lr > 0) || stage.warmup < 0)
+    throw Error(where, "steps/batch/lr/warmup",
+                "out of range (steps and warm-up >= 0, batch >= 1, lr > 0), got steps " +
+                    std::to_string(stage.steps) + ", batch " + std::to_string(stage.batch) + ", lr " +
+                    std::to_string(stage.lr) + ", warm-up " + std::to_string(stage.warmup));
+  if (stage.steps == 0) return {};
+  CopyDrillOptions drills = stage.drills;
+  drills.seed = seed;
+  if (drills.examples == 0) drills.examples = stage.steps * stage.batch;
+  const std::vector<SftExample> examples =
+      copy_drill_examples(model.config().vocab, model.config().max_positions, drills, where);
+  SftOptions o;
+  o.steps = stage.steps;
+  o.batch = stage.batch;
+  o.lr = stage.lr;
+  o.warmup = stage.warmup;
+  o.seed = seed + 1;
+  o.threads = threads;
+  o.after_step = after_step;
+  return train_sft(model, optimizer, examples, o);
 }
 
 }  // namespace crl::lm

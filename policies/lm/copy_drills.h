@@ -15,9 +15,11 @@
 // not predictable); tokens are uniform over [0, vocab). Deterministic: drill i draws from
 // Rng(StreamKey{seed, i, 0, kLearner, 1}).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "engine/tokenizer.h"
 #include "policies/lm/sft.h"
 
 namespace crl::lm {
@@ -27,11 +29,36 @@ struct CopyDrillOptions {
   int min_half = 8, max_half = 32;
   int lead = 8;
   uint64_t seed = 0;
+  // The tokens drills are drawn from; empty: all of [0, vocab). A small alphabet (the tokenizer's digits)
+  // makes one token of context ambiguous, so that copying must match several previous tokens, as copying
+  // a 4-digit code does.
+  std::vector<int32_t> alphabet;
 };
 
 // Throws crl::Error naming `where` and the field when an option is out of range (vocab < 2, examples < 1,
 // 2 <= min_half <= max_half, lead >= 0, or a drill longer than max_positions).
 std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const CopyDrillOptions& options,
                                             const std::string& where);
+
+// The distinct ids of `text` under `tokenizer`, in order of first appearance (a drill alphabet: "0123456789"
+// gives the tokenizer's digits).
+std::vector<int32_t> drill_alphabet(const Tokenizer& tokenizer, std::string_view text);
+
+// The drill stage as `crl lm train --copy-drill-*` and the policy's drill_* parameters run it: `steps` Adam
+// steps of `batch` drills, a linear warm-up then a constant rate, every drill fresh (steps x batch drills
+// from `seed`), minibatches from seed + 1 (so that a later SFT's stream is the same with or without the
+// drills), two halves per step as SFT (the same bits on 1 or 2 threads).
+struct CopyDrillStage {
+  int steps = 0;  // 0: no drills
+  int batch = 16;
+  double lr = 1e-3;
+  int warmup = 200;
+  CopyDrillOptions drills;  // examples 0: steps x batch
+};
+
+// Throws crl::Error naming `where` and the field when the stage is out of range. Returns each step's loss.
+std::vector<float> train_copy_drills(LmModel& model, LmOptimizer& optimizer, const CopyDrillStage& stage,
+                                     uint64_t seed, int threads, const std::string& where,
+                                     const std::function<void(int)>& after_step = {});
 
 }  // namespace crl::lm

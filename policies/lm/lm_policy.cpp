@@ -91,6 +91,21 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
   if (config_.sft_threads < 1 || config_.sft_threads > 2)
     throw Error(kWhere, "sft_threads", "must be 1 or 2");
   if (config_.sft_short_capacity < 0) throw Error(kWhere, "sft_short_capacity", "must be >= 0 (0: none)");
+  {
+    // The drills' guards now (a drill longer than the model, an empty alphabet), not after SFT rendering.
+    const CopyDrillStage& d = config_.drills;
+    if (d.steps < 0) throw Error(kWhere, "drill_steps", "must be >= 0 (0: none)");
+    if (d.batch < 1) throw Error(kWhere, "drill_batch", "must be >= 1");
+    if (!(d.lr > 0.0)) throw Error(kWhere, "drill_lr", "must be > 0");
+    if (d.warmup < 0) throw Error(kWhere, "drill_warmup", "must be >= 0");
+    config_.drills.drills.alphabet = drill_alphabet(*codec_->tokenizer(), config_.drill_alphabet);
+    if (d.steps > 0) {
+      CopyDrillOptions probe = d.drills;
+      probe.examples = 1;
+      copy_drill_examples(config_.model.vocab, config_.model.max_positions, probe,
+                          std::string(kWhere) + " drill_min/drill_max");
+    }
+  }
   if (config_.sft_short_capacity > 0 && has_budget_) {
     // The guards now, not after minutes of rendering: names the parameter and what the budget needs.
     short_demonstration_budget(budget_, config_.sft_short_capacity, config_.sft_short_reserve,
@@ -199,13 +214,13 @@ void LmPolicy::initialize(uint64_t seed) {
   model_.initialize(seed);
   optimizer_ = LmOptimizer(model_.layout());
   sft_first_ = sft_last_ = std::numeric_limits<float>::quiet_NaN();
-  if (config_.sft_steps > 0) run_sft(seed);
+  if (config_.sft_steps > 0 || config_.drills.steps > 0) build_base_model(seed);
   frozen_.parameters() = model_.parameters();
   clear_cache();
 }
 
-void LmPolicy::run_sft(uint64_t seed) {
-  if (!has_budget_) {
+void LmPolicy::build_base_model(uint64_t seed) {
+  if (config_.sft_steps > 0 && !has_budget_) {
     throw Error(kWhere, "sft_steps",
                 "SFT renders demonstrations under the episodes' budget, which this caller does not give "
                 "(the scenario runner does)");
@@ -218,6 +233,10 @@ void LmPolicy::run_sft(uint64_t seed) {
       << budget_.capacity << "," << budget_.reserve << "," << budget_.tail_k << "," << budget_.per_turn_cap
       << "," << budget_.summary_cap << "," << budget_.max_compactions << "|" << config_.sft_short_capacity
       << "," << config_.sft_short_reserve;
+  const CopyDrillStage& d = config_.drills;
+  key << "|drills " << d.steps << "," << d.batch << "," << d.lr << "," << d.warmup << "," << d.drills.min_half
+      << "," << d.drills.max_half << "," << d.drills.lead << "," << d.drills.examples;
+  for (const int32_t id : d.drills.alphabet) key << "," << id;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
   {
@@ -230,6 +249,16 @@ void LmPolicy::run_sft(uint64_t seed) {
       return;
     }
   }
+  // One Adam from the drills through SFT (as from a pretraining checkpoint); RL gets a fresh one.
+  LmOptimizer base_optimizer(model_.layout());
+  train_copy_drills(model_, base_optimizer, config_.drills, seed, config_.sft_threads,
+                    std::string(kWhere) + " drill_*");
+  if (config_.sft_steps > 0) run_sft(seed, base_optimizer);
+  std::lock_guard<std::mutex> lock(sft_mutex());
+  sft_memo()[id] = SftMemo{model_.parameters(), sft_first_, sft_last_};
+}
+
+void LmPolicy::run_sft(uint64_t seed, LmOptimizer& optimizer) {
   const std::string where = std::string(kWhere) + " sft";
   std::vector<SftExample> examples =
       sft_examples(oracle_demonstrations(env_params_, codec_, budget_, 0, config_.sft_tasks, where),
@@ -251,14 +280,11 @@ void LmPolicy::run_sft(uint64_t seed) {
   options.cosine = config_.sft_cosine;
   options.threads = config_.sft_threads;
   options.seed = seed;
-  LmOptimizer sft_optimizer(model_.layout());
-  const std::vector<float> losses = train_sft(model_, sft_optimizer, examples, options);
+  const std::vector<float> losses = train_sft(model_, optimizer, examples, options);
   if (!losses.empty()) {
     sft_first_ = losses.front();
     sft_last_ = losses.back();
   }
-  std::lock_guard<std::mutex> lock(sft_mutex());
-  sft_memo()[id] = SftMemo{model_.parameters(), sft_first_, sft_last_};
 }
 
 void LmPolicy::train(const TrainStep& step) {
@@ -461,6 +487,17 @@ const PolicyRegistrar kRegistrar(
       {"sft_short_reserve", ParamType::kInt, "0",
        "SFT: the reserve T_comp of those short demonstrations (max(per_turn_cap, summary_cap) <= it < "
        "sft_short_capacity)"},
+      {"drill_steps", ParamType::kInt, "0",
+       "copy drills before SFT (policies/lm/copy_drills.h: random runs repeated, loss on the repeat): Adam "
+       "steps (0: none)"},
+      {"drill_batch", ParamType::kInt, "16", "copy drills per step"},
+      {"drill_lr", ParamType::kDouble, "0.001", "copy drills: Adam rate after the warm-up (constant)"},
+      {"drill_warmup", ParamType::kInt, "200", "copy drills: linear warm-up steps"},
+      {"drill_min", ParamType::kInt, "8", "copy drills: shortest run"},
+      {"drill_max", ParamType::kInt, "32", "copy drills: longest run"},
+      {"drill_alphabet", ParamType::kString, "",
+       "copy drills: draw from the distinct tokens of this text (\"0123456789\": the digits); empty: the "
+       "whole vocabulary"},
       {"rope", ParamType::kBool, "false",
        "rotary positions (relative) instead of learned absolute ones; CPU only (the CUDA twin refuses it)"}},
      [](const Params& params, const PolicyTarget& target) -> std::unique_ptr<Policy> {
@@ -484,6 +521,13 @@ const PolicyRegistrar kRegistrar(
        config.sft_short_capacity = params.get_int("sft_short_capacity");
        config.sft_short_reserve = params.get_int("sft_short_reserve");
        config.model.rope = params.get_bool("rope");
+       config.drills.steps = static_cast<int>(params.get_int("drill_steps"));
+       config.drills.batch = static_cast<int>(params.get_int("drill_batch"));
+       config.drills.lr = params.get_double("drill_lr");
+       config.drills.warmup = static_cast<int>(params.get_int("drill_warmup"));
+       config.drills.drills.min_half = static_cast<int>(params.get_int("drill_min"));
+       config.drills.drills.max_half = static_cast<int>(params.get_int("drill_max"));
+       config.drill_alphabet = params.get_string("drill_alphabet");
        return std::make_unique<LmPolicy>(target, config);
      }});
 

@@ -22,7 +22,8 @@
 // on for this policy) and their values come from the live model's value head, which keeps learning them.
 //
 // SFT first (parameters sft_*, documented in the registration): initialize(seed) initialises the model from
-// the seed and, when sft_steps > 0, runs SFT (sft.h) on oracle demonstrations rendered by the engine's own
+// the seed, runs the copy drills when drill_steps > 0 (copy_drills.h: a base that can copy), and, when
+// sft_steps > 0, runs SFT (sft.h) on oracle demonstrations rendered by the engine's own
 // episodes (demonstrations.h) in the SAME environment parameters, codec and budget as the run's training
 // episodes (tasks 0 .. sft_tasks-1 of its split), then resets Adam for RL. A policy param rather than a
 // scenario stage because it is what this policy's "base model" is, and because the scenario's
@@ -50,6 +51,7 @@
 #include <vector>
 
 #include "policies/lm/checkpoint.h"
+#include "policies/lm/copy_drills.h"
 #include "policies/lm/cpu/sampler.h"
 #include "policies/policy.h"
 #include "policies/trainable.h"
@@ -70,6 +72,10 @@ struct LmPolicyConfig {
   int sft_threads = 1;      // 2: each SFT step's two halves on two threads (same bits, sft.h)
   // Short demonstrations added to the SFT set (demonstrations.h short_demonstration_budget); 0: none.
   int64_t sft_short_capacity = 0, sft_short_reserve = 0;
+  // Copy drills before SFT (copy_drills.h; drills.steps 0: none), drawn from the tokens of drill_alphabet
+  // ("" : the whole vocabulary). Part of the base model: memoised with the SFT.
+  CopyDrillStage drills;
+  std::string drill_alphabet;
 };
 
 class LmPolicy final : public Policy, public Trainable {
@@ -108,7 +114,8 @@ class LmPolicy final : public Policy, public Trainable {
   // prompt's end.
   CacheSlot open(const CacheKey& key, const LmModel& model, const std::vector<int32_t>& prompt) const;
   void keep(const CacheKey& key, CacheSlot slot) const;
-  void run_sft(uint64_t seed);
+  void build_base_model(uint64_t seed);  // drills, then SFT (memoised)
+  void run_sft(uint64_t seed, LmOptimizer& optimizer);
   void do_save(proto::checkpoint::PolicyState& out) const override;
   void do_load(const proto::checkpoint::PolicyState& state, const std::string& where) override;
 

@@ -319,6 +319,72 @@ TEST(CopyDrills, TrainExactlyTheRepeatsPredictableTokens) {
   EXPECT_NE(lm::copy_drill_examples(50, 64, o, "test")[0].tokens, drills[0].tokens);
 }
 
+// A drill alphabet (the tokenizer's digits) restricts every drawn token to it; an id outside the vocabulary
+// is refused by name; drill_alphabet keeps each distinct id once, in order.
+TEST(CopyDrills, AnAlphabetRestrictsTheTokens) {
+  const auto tok = make_tokenizer(setup().tokenizer_path);
+  const std::vector<int32_t> digits = lm::drill_alphabet(*tok, "0123456789 9876");
+  ASSERT_EQ(digits.size(), 11u);  // ten digits and the space
+  EXPECT_EQ(digits, lm::drill_alphabet(*tok, "0123456789 "));
+  lm::CopyDrillOptions o;
+  o.examples = 50;
+  o.alphabet = digits;
+  std::set<int32_t> seen;
+  for (const lm::SftExample& e : lm::copy_drill_examples(512, 128, o, "test"))
+    seen.insert(e.tokens.begin(), e.tokens.end());
+  EXPECT_EQ(seen, std::set<int32_t>(digits.begin(), digits.end()));
+  o.alphabet = {3, 512};
+  try {
+    lm::copy_drill_examples(512, 128, o, "drill_alphabet");
+    ADD_FAILURE() << "an id outside the vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("512"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("drill_alphabet"), std::string::npos) << e.what();
+  }
+}
+
+// The drill stage: steps x batch fresh drills, the same bits on one and two threads, lower held-out loss
+// after a few steps than before (the gradient points the right way), and bad stages refused by name.
+TEST(CopyDrills, TheStageIsDeterministicAndRefusesBadOptions) {
+  lm::LmConfig c;
+  c.vocab = 64;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 32;
+  c.max_positions = 64;
+  c.rope = true;
+  lm::CopyDrillStage stage;
+  stage.steps = 40;
+  stage.batch = 4;
+  stage.lr = 1e-2;
+  stage.warmup = 5;
+  stage.drills.min_half = 4;
+  stage.drills.max_half = 8;
+  const auto run = [&](int threads) {
+    lm::LmModel m(c);
+    m.initialize(1);
+    lm::LmOptimizer opt(m.layout());
+    const auto losses = lm::train_copy_drills(m, opt, stage, 9, threads, "test");
+    EXPECT_EQ(losses.size(), 40u);
+    return m.parameters();
+  };
+  EXPECT_EQ(run(1), run(2));
+  lm::CopyDrillStage bad = stage;
+  bad.batch = 0;
+  lm::LmModel m(c);
+  lm::LmOptimizer opt(m.layout());
+  try {
+    lm::train_copy_drills(m, opt, bad, 9, 1, "drill_*");
+    ADD_FAILURE() << "batch 0 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("drill_*"), std::string::npos) << e.what();
+  }
+  bad = stage;
+  bad.steps = 0;
+  EXPECT_TRUE(lm::train_copy_drills(m, opt, bad, 9, 1, "drill_*").empty());
+}
+
 TEST(CopyDrills, BadOptionsAreRefusedByName) {
   const auto refused = [](int vocab, int positions, lm::CopyDrillOptions o, const std::string& field) {
     try {

@@ -52,6 +52,37 @@ TEST(LmModel, InitialisationIsDeterministicAndTheValueHeadStartsAtZero) {
   EXPECT_EQ(a.parameters()[a.layout().block(1).norm2], 1.0f);
 }
 
+// Every linear layer starts at N(0, 1 / (3 fan_in)) (PyTorch nn.Linear's variance), embeddings at 0.02:
+// the scale at which a 32-64-wide model learns copy drills (model.cpp). GPT-2's 0.02 everywhere stalled.
+TEST(LmModel, LinearLayersStartAtTheFanInScale) {
+  LmConfig c;
+  c.vocab = 256;
+  c.d_model = 64;
+  c.heads = 2;
+  c.layers = 2;
+  c.d_ff = 256;
+  c.max_positions = 64;
+  LmModel m(c);
+  m.initialize(5);
+  const auto stddev = [&](int64_t offset, int64_t n) {
+    double sum = 0, squares = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      sum += m.parameters()[offset + i];
+      squares += double{m.parameters()[offset + i]} * m.parameters()[offset + i];
+    }
+    return std::sqrt(squares / n - (sum / n) * (sum / n));
+  };
+  const double d = 1.0 / std::sqrt(3.0 * 64), ff = 1.0 / std::sqrt(3.0 * 256);
+  for (int b = 0; b < c.layers; ++b) {
+    const BlockLayout l = m.layout().block(b);
+    EXPECT_NEAR(stddev(l.wqkv, 64 * 192), d, 0.03 * d) << b;
+    EXPECT_NEAR(stddev(l.wo, 64 * 64), d, 0.05 * d) << b;
+    EXPECT_NEAR(stddev(l.w1, 64 * 256), d, 0.03 * d) << b;
+    EXPECT_NEAR(stddev(l.w2, 256 * 64), ff, 0.03 * ff) << b;
+  }
+  EXPECT_NEAR(stddev(m.layout().tok_emb(), 256 * 64), 0.02, 0.001);
+}
+
 TEST(LmModel, MalformedBatchesAreRejectedWithTheirField) {
   const LmModel m(test::small_config());
   PackedBatch b = test::make_batch(m.config(), {4});

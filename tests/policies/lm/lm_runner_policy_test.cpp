@@ -282,6 +282,52 @@ TEST(LmRunnerPolicy, ShortDemonstrationsChangeTheSftAndBadOnesAreRefused) {
   EXPECT_THROW(LmPolicy(f.target(), config), Error);
 }
 
+// drill_* parameters: copy drills before SFT change the base model (the memo key has them), reproducibly;
+// drills alone need no budget; bad values are refused by name when the policy is built.
+TEST(LmRunnerPolicy, CopyDrillsBuildTheBaseModelAndBadOnesAreRefused) {
+  Fixture f;
+  LmPolicyConfig config = Fixture::sft_config(4, 2);
+  LmPolicy plain(f.target(), config);
+  plain.initialize(11);
+  config.drills.steps = 5;
+  config.drills.batch = 2;
+  config.drills.drills.min_half = 4;
+  config.drills.drills.max_half = 6;
+  config.drill_alphabet = "0123456789";
+  LmPolicy drilled(f.target(), config);
+  drilled.initialize(11);
+  EXPECT_NE(plain.model().parameters(), drilled.model().parameters());
+  LmPolicy again(f.target(), config);
+  again.initialize(11);
+  EXPECT_EQ(again.model().parameters(), drilled.model().parameters());
+  config.drill_alphabet = "";
+  LmPolicy whole(f.target(), config);
+  whole.initialize(11);
+  EXPECT_NE(whole.model().parameters(), drilled.model().parameters());
+  config.sft_steps = 0;  // drills only: no demonstrations, so no budget needed
+  PolicyTarget no_budget = f.target();
+  no_budget.budget = nullptr;
+  LmPolicy only(no_budget, config);
+  only.initialize(11);
+  LmPolicy fresh(no_budget, Fixture::config());
+  fresh.initialize(11);
+  EXPECT_NE(only.model().parameters(), fresh.model().parameters());
+  const auto refused = [&](const std::map<std::string, std::string>& params, const std::string& field) {
+    try {
+      make_policy("lm", params, f.target());
+      ADD_FAILURE() << "accepted: " << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  refused({{"drill_steps", "-1"}}, "drill_steps");
+  refused({{"drill_batch", "0"}}, "drill_batch");
+  refused({{"drill_lr", "0"}}, "drill_lr");
+  refused({{"drill_steps", "10"}, {"drill_min", "1"}}, "drill_min/drill_max");
+  refused({{"drill_steps", "10"}, {"drill_max", "600"}},
+          "drill_min/drill_max");  // longer than 1024 positions
+}
+
 // The text view's summary metrics (envs/synthetic/metrics.h episode_metrics_text) on the oracle's
 // demonstrations: records seen come from the observations, so the oracle's summaries have observed
 // milestones, recall 1 and no invention; a summary that names a distractor counts it as invented.

@@ -1,6 +1,7 @@
 #pragma once
 // Shared fixtures of the language-model tests: a small configuration, a batch of sequences of different
 // lengths (one empty) and deterministic perturbations so that no parameter sits at a special value.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -38,12 +39,23 @@ inline LmModel perturbed_model(const LmConfig& c, uint64_t seed = 7) {
   }
   jitter(l.norm_f(), c.d_model, 1.0f, 0.5f);
   jitter(l.value_w(), c.d_model + 1, 0.0f, 1.0f);
-  // Larger embeddings and query/key weights make the attention patterns far from uniform, so that errors in
-  // the attention's scale or softmax backward show.
-  for (int64_t i = 0; i < l.block(0).norm1; ++i) m.parameters()[i] *= 20.0f;
+  // Fixed weight scales, whatever initialize()'s are (finite differences and float32 agreement depend on
+  // them): query/key/value weights at std 0.2 and embeddings at 0.4 make the attention patterns far from
+  // uniform, so that errors in the attention's scale or softmax backward show; the other linear layers at
+  // 0.02 (outputs / sqrt(2 layers)) keep the function smooth enough for central differences.
+  const auto rescale = [&](int64_t at, int64_t n, float fan_in, float target) {
+    const float factor = target * std::sqrt(3.0f * fan_in);  // initialize(): std 1 / sqrt(3 fan_in)
+    for (int64_t i = 0; i < n; ++i) m.parameters()[at + i] *= factor;
+  };
+  for (int64_t i = 0; i < l.block(0).norm1; ++i) m.parameters()[i] *= 20.0f;  // embeddings 0.02 -> 0.4
+  const int64_t d = c.d_model, ff = c.d_ff;
+  const float out = 0.02f / std::sqrt(2.0f * static_cast<float>(std::max(1, c.layers)));
   for (int b = 0; b < c.layers; ++b) {
-    for (int64_t i = 0; i < int64_t{c.d_model} * 3 * c.d_model; ++i)
-      m.parameters()[l.block(b).wqkv + i] *= 10.0f;
+    const BlockLayout k = l.block(b);
+    rescale(k.wqkv, d * 3 * d, static_cast<float>(d), 0.2f);
+    rescale(k.wo, d * d, static_cast<float>(d), out);
+    rescale(k.w1, d * ff, static_cast<float>(d), 0.02f);
+    rescale(k.w2, ff * d, static_cast<float>(ff), out);
   }
   return m;
 }
