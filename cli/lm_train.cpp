@@ -40,6 +40,7 @@ int run_train(const std::vector<std::string>& args) {
   int64_t short_capacity = 0, short_reserve = 0;
   lm::CopyDrillStage drill;
   std::string drill_alphabet;
+  float summary_weight = 1.0f, final_weight = 1.0f;
   lm::SftOptions sft;
   Budget budget;
   budget.summary_cap = 128;
@@ -86,6 +87,12 @@ int run_train(const std::vector<std::string>& args) {
                                    "copy drills: longest run")(
       "copy-drill-examples", po::value(&drill.drills.examples)->default_value(0),
       "copy drills: distinct drills (0: steps x batch, a fresh drill every time)")(
+      "copy-drill-mix", po::value(&drill.mix)->default_value(0),
+      "copy drills: this many more drills mixed into the SFT set (keeps the copying; 0: none)")(
+      "summary-weight", po::value(&summary_weight)->default_value(1.0f),
+      "SFT: loss weight of the summaries' tokens (actions 1)")(
+      "final-weight", po::value(&final_weight)->default_value(1.0f),
+      "SFT: loss weight of the final action's tokens (the answer)")(
       "copy-drill-alphabet", po::value(&drill_alphabet),
       "copy drills: draw from the distinct tokens of this text (default: the whole vocabulary)");
   po::positional_options_description positional;
@@ -123,6 +130,7 @@ int run_train(const std::vector<std::string>& args) {
   if (tokenizer->vocab_size() > state.model.config().vocab)
     throw Error(tokenizer_spec, "--tokenizer", "more tokens than the model's vocabulary");
   sft.seed = seed;
+  drill.drills.alphabet = lm::drill_alphabet(*tokenizer, drill_alphabet);
   const int max_positions = state.model.config().max_positions;
   int skipped = 0;
   auto train = lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space),
@@ -138,6 +146,7 @@ int run_train(const std::vector<std::string>& args) {
     std::cout << drills.size() << " short segments (capacity " << short_capacity << ")\n";
     train.insert(train.end(), drills.begin(), drills.end());
   }
+  lm::weight_spans(train, summary_weight, final_weight, "--summary-weight/--final-weight");
   const auto dev =
       lm::sft_examples(oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget), max_positions);
   auto report = [&](const char* when) {
@@ -162,7 +171,6 @@ int run_train(const std::vector<std::string>& args) {
   if (drill.steps > 0) {
     // Copy drills first (the "pretraining" of a base that can copy). The optimizer's moments carry over
     // into SFT, as from any pretraining checkpoint (--init).
-    drill.drills.alphabet = lm::drill_alphabet(*tokenizer, drill_alphabet);
     const std::string where = "--copy-drill-*";
     lm::CopyDrillOptions held_out = drill.drills;  // other drills: the printed loss is not memorisation
     held_out.seed = seed + 0x9E3779B97F4A7C15ull;
@@ -176,6 +184,12 @@ int run_train(const std::vector<std::string>& args) {
       }
     });
     report("after copy drills");
+  }
+  const auto mixed =
+      lm::copy_drill_mix(state.model.config().vocab, max_positions, drill, seed, "--copy-drill-mix");
+  if (!mixed.empty()) {
+    train.insert(train.end(), mixed.begin(), mixed.end());
+    std::cout << mixed.size() << " copy drills mixed into the SFT set (" << train.size() << " examples)\n";
   }
   const auto losses = lm::train_sft(state.model, state.optimizer, train, sft);
   if (!losses.empty()) std::cout << "train loss " << losses.front() << " -> " << losses.back() << "\n";

@@ -58,6 +58,16 @@ std::vector<int32_t> drill_alphabet(const Tokenizer& tokenizer, std::string_view
   return out;
 }
 
+std::vector<SftExample> copy_drill_mix(int vocab, int max_positions, const CopyDrillStage& stage,
+                                       uint64_t seed, const std::string& where) {
+  if (stage.mix < 0) throw Error(where, "mix", "must be >= 0 (0: none), not " + std::to_string(stage.mix));
+  if (stage.mix == 0) return {};
+  CopyDrillOptions drills = stage.drills;
+  drills.seed = seed + 2;
+  drills.examples = stage.mix;
+  return copy_drill_examples(vocab, max_positions, drills, where);
+}
+
 std::vector<float> train_copy_drills(LmModel& model, LmOptimizer& optimizer, const CopyDrillStage& stage,
                                      uint64_t seed, int threads, const std::string& where,
                                      const std::function<void(int)>& after_step) {

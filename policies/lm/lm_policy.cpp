@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -91,6 +92,10 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
   if (config_.sft_threads < 1 || config_.sft_threads > 2)
     throw Error(kWhere, "sft_threads", "must be 1 or 2");
   if (config_.sft_short_capacity < 0) throw Error(kWhere, "sft_short_capacity", "must be >= 0 (0: none)");
+  for (const auto& [weight, field] : {std::pair{config_.sft_summary_weight, "sft_summary_weight"},
+                                      std::pair{config_.sft_final_weight, "sft_final_weight"}}) {
+    if (!(weight > 0.0f) || !std::isfinite(weight)) throw Error(kWhere, field, "must be finite and > 0");
+  }
   {
     // The drills' guards now (a drill longer than the model, an empty alphabet), not after SFT rendering.
     const CopyDrillStage& d = config_.drills;
@@ -98,8 +103,9 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
     if (d.batch < 1) throw Error(kWhere, "drill_batch", "must be >= 1");
     if (!(d.lr > 0.0)) throw Error(kWhere, "drill_lr", "must be > 0");
     if (d.warmup < 0) throw Error(kWhere, "drill_warmup", "must be >= 0");
+    if (d.mix < 0) throw Error(kWhere, "drill_mix", "must be >= 0 (0: none)");
     config_.drills.drills.alphabet = drill_alphabet(*codec_->tokenizer(), config_.drill_alphabet);
-    if (d.steps > 0) {
+    if (d.steps > 0 || d.mix > 0) {
       CopyDrillOptions probe = d.drills;
       probe.examples = 1;
       copy_drill_examples(config_.model.vocab, config_.model.max_positions, probe,
@@ -227,15 +233,16 @@ void LmPolicy::build_base_model(uint64_t seed) {
   }
   // The memo key: everything the SFT result depends on.
   std::ostringstream key;
-  key << lm_shape(config_.model) << "|" << config_.model.value_grad_to_trunk << "|" << seed << "|"
-      << config_.sft_steps << "|" << config_.sft_tasks << "|" << config_.sft_batch << "|" << config_.sft_lr
-      << "|" << config_.sft_warmup << "|" << config_.sft_cosine << "|" << codec_->fingerprint() << "|"
-      << budget_.capacity << "," << budget_.reserve << "," << budget_.tail_k << "," << budget_.per_turn_cap
-      << "," << budget_.summary_cap << "," << budget_.max_compactions << "|" << config_.sft_short_capacity
-      << "," << config_.sft_short_reserve;
+  key << std::setprecision(17) << lm_shape(config_.model) << "|" << config_.model.value_grad_to_trunk << "|"
+      << seed << "|" << config_.sft_steps << "|" << config_.sft_tasks << "|" << config_.sft_batch << "|"
+      << config_.sft_lr << "|" << config_.sft_warmup << "|" << config_.sft_cosine << "|"
+      << codec_->fingerprint() << "|" << budget_.capacity << "," << budget_.reserve << "," << budget_.tail_k
+      << "," << budget_.per_turn_cap << "," << budget_.summary_cap << "," << budget_.max_compactions << "|"
+      << config_.sft_short_capacity << "," << config_.sft_short_reserve;
   const CopyDrillStage& d = config_.drills;
   key << "|drills " << d.steps << "," << d.batch << "," << d.lr << "," << d.warmup << "," << d.drills.min_half
-      << "," << d.drills.max_half << "," << d.drills.lead << "," << d.drills.examples;
+      << "," << d.drills.max_half << "," << d.drills.lead << "," << d.drills.examples << "," << d.mix << "|"
+      << config_.sft_summary_weight << "," << config_.sft_final_weight;
   for (const int32_t id : d.drills.alphabet) key << "," << id;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
@@ -272,6 +279,12 @@ void LmPolicy::run_sft(uint64_t seed, LmOptimizer& optimizer) {
     const std::vector<SftExample> drills = sft_examples(short_demos, config_.model.max_positions);
     examples.insert(examples.end(), drills.begin(), drills.end());
   }
+  weight_spans(examples, config_.sft_summary_weight, config_.sft_final_weight,
+               std::string(kWhere) + " sft_summary_weight/sft_final_weight");
+  const std::vector<SftExample> mixed =
+      copy_drill_mix(config_.model.vocab, config_.model.max_positions, config_.drills, seed,
+                     std::string(kWhere) + " drill_mix");
+  examples.insert(examples.end(), mixed.begin(), mixed.end());
   SftOptions options;
   options.steps = config_.sft_steps;
   options.batch = config_.sft_batch;
@@ -495,6 +508,12 @@ const PolicyRegistrar kRegistrar(
       {"drill_warmup", ParamType::kInt, "200", "copy drills: linear warm-up steps"},
       {"drill_min", ParamType::kInt, "8", "copy drills: shortest run"},
       {"drill_max", ParamType::kInt, "32", "copy drills: longest run"},
+      {"drill_mix", ParamType::kInt, "0",
+       "copy drills added to the SFT set (keeps the copying the drills built; 0: none)"},
+      {"sft_summary_weight", ParamType::kDouble, "1",
+       "SFT: loss weight of the summaries' tokens (actions 1)"},
+      {"sft_final_weight", ParamType::kDouble, "1",
+       "SFT: loss weight of the final action's tokens (the answer; actions 1)"},
       {"drill_alphabet", ParamType::kString, "",
        "copy drills: draw from the distinct tokens of this text (\"0123456789\": the digits); empty: the "
        "whole vocabulary"},
@@ -528,6 +547,9 @@ const PolicyRegistrar kRegistrar(
        config.drills.drills.min_half = static_cast<int>(params.get_int("drill_min"));
        config.drills.drills.max_half = static_cast<int>(params.get_int("drill_max"));
        config.drill_alphabet = params.get_string("drill_alphabet");
+       config.drills.mix = static_cast<int>(params.get_int("drill_mix"));
+       config.sft_summary_weight = static_cast<float>(params.get_double("sft_summary_weight"));
+       config.sft_final_weight = static_cast<float>(params.get_double("sft_final_weight"));
        return std::make_unique<LmPolicy>(target, config);
      }});
 

@@ -76,6 +76,8 @@ struct LmPolicyConfig {
   // ("" : the whole vocabulary). Part of the base model: memoised with the SFT.
   CopyDrillStage drills;
   std::string drill_alphabet;
+  // SFT loss weights of the summaries' and the final answer's tokens (weight_spans; actions 1).
+  float sft_summary_weight = 1.0f, sft_final_weight = 1.0f;
 };
 
 class LmPolicy final : public Policy, public Trainable {

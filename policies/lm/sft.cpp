@@ -4,6 +4,7 @@
 #include <cmath>
 #include <thread>
 
+#include "engine/error.h"
 #include "engine/rng.h"
 
 namespace crl::lm {
@@ -44,6 +45,26 @@ std::vector<SftExample> sft_examples(const std::vector<Trajectory>& trajectories
   return out;
 }
 
+void weight_spans(std::vector<SftExample>& examples, float summary_weight, float final_weight,
+                  const std::string& where) {
+  const auto check = [&](float w, const char* field) {
+    if (!(w > 0.0f) || !std::isfinite(w))
+      throw Error(where, field, "must be finite and > 0, not " + std::to_string(w));
+  };
+  check(summary_weight, "summary weight");
+  check(final_weight, "final weight");
+  for (SftExample& e : examples) {
+    for (size_t i = 0; i < e.spans.size() && i < e.span_kinds.size(); ++i) {
+      const float w = e.span_kinds[i] == SftExample::kSummary ? summary_weight
+                      : e.span_kinds[i] == SftExample::kFinal ? final_weight
+                                                              : 0.0f;
+      if (w == 0.0f) continue;
+      for (size_t t = static_cast<size_t>(e.spans[i]); t < e.tokens.size() && e.mask[t - 1] != 0.0f; ++t)
+        e.mask[t - 1] = w;
+    }
+  }
+}
+
 namespace {
 
 PackedBatch pack(const std::vector<const SftExample*>& examples, std::vector<float>& mask) {
@@ -82,7 +103,7 @@ std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::
     double count = 0.0;
     for (const SftExample* e : chosen) {
       for (size_t t = 0; t + 1 < e->tokens.size(); ++t)
-        count += e->mask[t] != 0.0f ? 1.0 : options.observation_weight;
+        count += e->mask[t] != 0.0f ? e->mask[t] : options.observation_weight;
     }
     double total[2] = {0.0, 0.0};
     std::vector<float> grad[2];
@@ -93,7 +114,7 @@ std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::
       const ForwardResult f = model.forward(batch);
       std::vector<float> dlogp(batch.size(), 0.0f);
       for (int t = 0; t < batch.size(); ++t) {
-        const double w = mask[t] != 0.0f ? 1.0 : options.observation_weight;
+        const double w = mask[t] != 0.0f ? mask[t] : options.observation_weight;
         if (w == 0.0 || batch.targets[t] < 0) continue;
         total[h] -= w * f.logp[t];
         dlogp[t] = static_cast<float>(-w / count);

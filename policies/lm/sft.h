@@ -6,6 +6,7 @@
 // suite's oracle (text view, the episode's own compaction rebuilds with the oracle's summaries).
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/trajectory.h"
@@ -15,8 +16,10 @@ namespace crl::lm {
 
 struct SftExample {
   std::vector<int32_t> tokens;  // prompt + response
-  std::vector<float> mask;      // mask[t] = 1: tokens[t + 1] is trained (target of position t)
-  std::vector<int> spans;       // start positions (in tokens) of each maximal run of trained tokens
+  // mask[t] > 0: tokens[t + 1] (the target of position t) is trained with weight mask[t] (1 unless
+  // weight_spans changed it); 0: not trained.
+  std::vector<float> mask;
+  std::vector<int> spans;  // start positions (in tokens) of each maximal run of trained tokens
   // What each span is, for the evaluation's breakdown: an action, a summary (summary segments), or the
   // episode's final action (the last span of a trajectory's last segment: the oracle's `submit`).
   enum SpanKind : uint8_t { kAction = 0, kSummary = 1, kFinal = 2 };
@@ -27,6 +30,13 @@ struct SftExample {
 // (counted in *skipped when given).
 std::vector<SftExample> sft_examples(const std::vector<Trajectory>& trajectories, int max_positions,
                                      int* skipped = nullptr);
+
+// Sets the weight of every token of the summary spans and of the final-action spans (SftExample::SpanKind);
+// actions keep theirs. Why: a few value tokens per segment (the copied codes) are what decides an episode,
+// among many template tokens the model learns first; weighting them moves the gradient onto them.
+// Throws crl::Error naming `where` when a weight is not finite and > 0.
+void weight_spans(std::vector<SftExample>& examples, float summary_weight, float final_weight,
+                  const std::string& where);
 
 struct SftOptions {
   int steps = 100;
@@ -54,7 +64,8 @@ struct SftOptions {
 // The learning rate of step `step` (0-based) under the options' schedule.
 double sft_learning_rate(const SftOptions& options, int step);
 
-// Runs the steps; returns the mean masked cross-entropy of each step's minibatch (before its update).
+// Runs the steps; returns the weighted mean cross-entropy of each step's minibatch (before its update):
+// sum of weight x -log p over the trained tokens / sum of their weights (one denominator per minibatch).
 std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::vector<SftExample>& examples,
                              const SftOptions& options);
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "cli/lm_command.h"
@@ -144,6 +146,70 @@ TEST(LmTrain, SftLowersTheLossAndRaisesExactMatch) {
   lm::train_sft(b, opt_b, train, o);
   EXPECT_EQ(a.parameters(), b.parameters());
   EXPECT_NE(a.parameters(), model.parameters());
+}
+
+// weight_spans: summary and final-answer tokens get their weights, actions keep 1; train_sft's loss is the
+// weighted mean (sum w x nll / sum w), checked on a one-example minibatch against the forward's log-probs;
+// weights that are not finite and > 0 are refused by name.
+TEST(LmTrain, SpanWeightsWeighTheLoss) {
+  auto examples =
+      lm::sft_examples(cli::oracle_trajectories("train", 0, 2, setup().tokenizer, setup().budget), 1024);
+  const auto plain = examples;
+  lm::weight_spans(examples, 3.0f, 5.0f, "test");
+  int summaries = 0, finals = 0;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const lm::SftExample& e = examples[i];
+    for (size_t k = 0; k < e.spans.size(); ++k) {
+      const float want = e.span_kinds[k] == lm::SftExample::kSummary ? 3.0f
+                         : e.span_kinds[k] == lm::SftExample::kFinal ? 5.0f
+                                                                     : 1.0f;
+      summaries += e.span_kinds[k] == lm::SftExample::kSummary;
+      finals += e.span_kinds[k] == lm::SftExample::kFinal;
+      for (size_t t = e.spans[k]; t < e.tokens.size() && plain[i].mask[t - 1] != 0.0f; ++t)
+        EXPECT_EQ(e.mask[t - 1], want) << i << " " << t;
+    }
+    for (size_t t = 0; t < e.mask.size(); ++t) EXPECT_EQ(e.mask[t] == 0.0f, plain[i].mask[t] == 0.0f);
+  }
+  EXPECT_GT(summaries, 0);
+  EXPECT_EQ(finals, 2);
+  lm::LmConfig c;
+  c.vocab = 512;
+  c.d_model = 16;
+  c.heads = 2;
+  c.layers = 1;
+  c.d_ff = 32;
+  c.max_positions = 1024;
+  lm::LmModel model(c);
+  model.initialize(1);
+  const lm::SftExample& last = examples.back();  // the final segment: actions and the answer
+  lm::PackedBatch b;
+  b.add_sequence(last.tokens);
+  const lm::ForwardResult f = model.forward(b);
+  double weighted = 0, weights = 0;
+  for (size_t t = 0; t + 1 < last.tokens.size(); ++t) {
+    weighted -= last.mask[t] * f.logp[t];
+    weights += last.mask[t];
+  }
+  lm::LmOptimizer opt(model.layout());
+  lm::SftOptions o;
+  o.steps = 1;
+  o.batch = 1;
+  const auto losses = lm::train_sft(model, opt, {last}, o);
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_NEAR(losses[0], weighted / weights, 1e-4 * weighted / weights);
+  // ... which is not the unweighted mean (the answer's tokens weigh 5).
+  double plain_sum = 0;
+  int plain_count = 0;
+  for (size_t t = 0; t + 1 < last.tokens.size(); ++t) {
+    if (last.mask[t] == 0.0f) continue;
+    plain_sum -= f.logp[t];
+    ++plain_count;
+  }
+  EXPECT_GT(std::abs(weighted / weights - plain_sum / plain_count), 1e-3);
+  for (const float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity()}) {
+    EXPECT_THROW(lm::weight_spans(examples, bad, 1.0f, "test"), Error) << bad;
+    EXPECT_THROW(lm::weight_spans(examples, 1.0f, bad, "test"), Error) << bad;
+  }
 }
 
 // Each step's two halves (SftOptions::threads): one or two threads give the same bits; the loss is the mean
@@ -383,6 +449,31 @@ TEST(CopyDrills, TheStageIsDeterministicAndRefusesBadOptions) {
   bad = stage;
   bad.steps = 0;
   EXPECT_TRUE(lm::train_copy_drills(m, opt, bad, 9, 1, "drill_*").empty());
+}
+
+// The mix for the SFT set: `mix` drills of the stage's shape, other drills than the stage's; none at 0.
+TEST(CopyDrills, TheMixIsOtherDrillsOfTheSameShape) {
+  lm::CopyDrillStage stage;
+  stage.steps = 2;
+  stage.batch = 3;
+  stage.mix = 5;
+  stage.drills.min_half = 4;
+  stage.drills.max_half = 6;
+  const auto mix = lm::copy_drill_mix(64, 64, stage, 3, "test");
+  ASSERT_EQ(mix.size(), 5u);
+  lm::CopyDrillOptions same = stage.drills;
+  same.seed = 3;
+  same.examples = 6;
+  const auto trained = lm::copy_drill_examples(64, 64, same, "test");
+  for (const lm::SftExample& e : mix) {
+    EXPECT_GE(e.tokens.size(), 8u + 8u);
+    EXPECT_LE(e.tokens.size(), 8u + 12u);
+    for (const lm::SftExample& t : trained) EXPECT_NE(e.tokens, t.tokens);
+  }
+  stage.mix = 0;
+  EXPECT_TRUE(lm::copy_drill_mix(64, 64, stage, 3, "test").empty());
+  stage.mix = -1;
+  EXPECT_THROW(lm::copy_drill_mix(64, 64, stage, 3, "--copy-drill-mix"), Error);
 }
 
 TEST(CopyDrills, BadOptionsAreRefusedByName) {

@@ -320,6 +320,28 @@ TEST(LmRunnerPolicy, CopyDrillsBuildTheBaseModelAndBadOnesAreRefused) {
       EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
     }
   };
+  config.sft_steps = 4;  // drills mixed into SFT, and weighted summaries and answers, each change the SFT
+  config.drills.steps = 0;
+  LmPolicy base(f.target(), config);
+  base.initialize(11);
+  config.drills.mix = 8;
+  LmPolicy mixed(f.target(), config);
+  mixed.initialize(11);
+  EXPECT_NE(mixed.model().parameters(), base.model().parameters());
+  config.drills.mix = 0;
+  config.sft_summary_weight = 4.0f;
+  LmPolicy weighted(f.target(), config);
+  weighted.initialize(11);
+  EXPECT_NE(weighted.model().parameters(), base.model().parameters());
+  config.sft_summary_weight = 1.0f;
+  config.sft_final_weight = 4.0f;
+  LmPolicy answers(f.target(), config);
+  answers.initialize(11);
+  EXPECT_NE(answers.model().parameters(), base.model().parameters());
+  EXPECT_NE(answers.model().parameters(), weighted.model().parameters());
+  refused({{"drill_mix", "-1"}}, "drill_mix");
+  refused({{"sft_summary_weight", "0"}}, "sft_summary_weight");
+  refused({{"sft_final_weight", "-2"}}, "sft_final_weight");
   refused({{"drill_steps", "-1"}}, "drill_steps");
   refused({{"drill_batch", "0"}}, "drill_batch");
   refused({{"drill_lr", "0"}}, "drill_lr");
