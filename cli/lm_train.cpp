@@ -93,6 +93,8 @@ int run_train(const std::vector<std::string>& args) {
       "SFT: loss weight of the summaries' tokens (actions 1)")(
       "final-weight", po::value(&final_weight)->default_value(1.0f),
       "SFT: loss weight of the final action's tokens (the answer)")(
+      "copy-drill-alphabet-size", po::value(&drill.drills.alphabet_size)->default_value(0),
+      "copy drills: each drill draws from its own random subset of this many tokens (0: all)")(
       "copy-drill-alphabet", po::value(&drill_alphabet),
       "copy drills: draw from the distinct tokens of this text (default: the whole vocabulary)");
   po::positional_options_description positional;

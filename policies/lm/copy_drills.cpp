@@ -27,10 +27,15 @@ std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const 
           "token " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
   }
   const uint32_t choices = static_cast<uint32_t>(o.alphabet.empty() ? vocab : o.alphabet.size());
+  if (o.alphabet_size < 0 || static_cast<uint32_t>(o.alphabet_size) > choices)
+    throw Error(where, "alphabet size",
+                "must be in 0.." + std::to_string(choices) + " (the tokens to draw from), not " +
+                    std::to_string(o.alphabet_size));
   auto draw = [&](Rng& rng) {
     const uint32_t i = rng.uniform_int(choices);
     return o.alphabet.empty() ? static_cast<int32_t>(i) : o.alphabet[i];
   };
+  std::vector<int32_t> subset;
   std::vector<SftExample> out(static_cast<size_t>(o.examples));
   for (int i = 0; i < o.examples; ++i) {
     Rng rng(StreamKey{o.seed, static_cast<uint64_t>(i), 0, StreamRole::kLearner, 1});
@@ -38,7 +43,15 @@ std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const 
         o.min_half + static_cast<int>(rng.uniform_int(static_cast<uint32_t>(o.max_half - o.min_half + 1)));
     SftExample& e = out[static_cast<size_t>(i)];
     e.tokens.reserve(static_cast<size_t>(o.lead + 2 * half));
-    for (int t = 0; t < o.lead + half; ++t) e.tokens.push_back(draw(rng));
+    subset.clear();
+    while (static_cast<int>(subset.size()) < o.alphabet_size) {  // distinct: rejection (size <= choices)
+      const int32_t id = draw(rng);
+      if (std::find(subset.begin(), subset.end(), id) == subset.end()) subset.push_back(id);
+    }
+    for (int t = 0; t < o.lead + half; ++t) {
+      e.tokens.push_back(subset.empty() ? draw(rng)
+                                        : subset[rng.uniform_int(static_cast<uint32_t>(subset.size()))]);
+    }
     for (int t = 0; t < half; ++t) e.tokens.push_back(e.tokens[static_cast<size_t>(o.lead + t)]);
     // mask[t] = 1 trains tokens[t + 1]: the repeat's tokens from its second on, i.e. targets at positions
     // lead + half + 1 .. end, so t from lead + half to the second-to-last position.

@@ -33,6 +33,10 @@ struct CopyDrillOptions {
   // makes one token of context ambiguous, so that copying must match several previous tokens, as copying
   // a 4-digit code does.
   std::vector<int32_t> alphabet;
+  // > 0: each drill first draws this many distinct tokens of the alphabet (or of the vocabulary) and then
+  // its run from them only, so that one token of context is ambiguous (copying must match several previous
+  // tokens, as "code=" before a value needs) while the circuit still sees every token of the vocabulary.
+  int alphabet_size = 0;
 };
 
 // Throws crl::Error naming `where` and the field when an option is out of range (vocab < 2, examples < 1,

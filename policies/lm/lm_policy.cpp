@@ -109,7 +109,7 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
       CopyDrillOptions probe = d.drills;
       probe.examples = 1;
       copy_drill_examples(config_.model.vocab, config_.model.max_positions, probe,
-                          std::string(kWhere) + " drill_min/drill_max");
+                          std::string(kWhere) + " drill_min/drill_max/drill_alphabet_size");
     }
   }
   if (config_.sft_short_capacity > 0 && has_budget_) {
@@ -241,8 +241,8 @@ void LmPolicy::build_base_model(uint64_t seed) {
       << config_.sft_short_capacity << "," << config_.sft_short_reserve;
   const CopyDrillStage& d = config_.drills;
   key << "|drills " << d.steps << "," << d.batch << "," << d.lr << "," << d.warmup << "," << d.drills.min_half
-      << "," << d.drills.max_half << "," << d.drills.lead << "," << d.drills.examples << "," << d.mix << "|"
-      << config_.sft_summary_weight << "," << config_.sft_final_weight;
+      << "," << d.drills.max_half << "," << d.drills.lead << "," << d.drills.examples << "," << d.mix << ","
+      << d.drills.alphabet_size << "|" << config_.sft_summary_weight << "," << config_.sft_final_weight;
   for (const int32_t id : d.drills.alphabet) key << "," << id;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
@@ -508,6 +508,9 @@ const PolicyRegistrar kRegistrar(
       {"drill_warmup", ParamType::kInt, "200", "copy drills: linear warm-up steps"},
       {"drill_min", ParamType::kInt, "8", "copy drills: shortest run"},
       {"drill_max", ParamType::kInt, "32", "copy drills: longest run"},
+      {"drill_alphabet_size", ParamType::kInt, "0",
+       "copy drills: each drill draws from its own random subset of this many tokens, so that copying must "
+       "match several previous tokens (0: the whole alphabet)"},
       {"drill_mix", ParamType::kInt, "0",
        "copy drills added to the SFT set (keeps the copying the drills built; 0: none)"},
       {"sft_summary_weight", ParamType::kDouble, "1",
@@ -548,6 +551,7 @@ const PolicyRegistrar kRegistrar(
        config.drills.drills.max_half = static_cast<int>(params.get_int("drill_max"));
        config.drill_alphabet = params.get_string("drill_alphabet");
        config.drills.mix = static_cast<int>(params.get_int("drill_mix"));
+       config.drills.drills.alphabet_size = static_cast<int>(params.get_int("drill_alphabet_size"));
        config.sft_summary_weight = static_cast<float>(params.get_double("sft_summary_weight"));
        config.sft_final_weight = static_cast<float>(params.get_double("sft_final_weight"));
        return std::make_unique<LmPolicy>(target, config);

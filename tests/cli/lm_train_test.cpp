@@ -451,6 +451,37 @@ TEST(CopyDrills, TheStageIsDeterministicAndRefusesBadOptions) {
   EXPECT_TRUE(lm::train_copy_drills(m, opt, bad, 9, 1, "drill_*").empty());
 }
 
+// alphabet_size: each drill draws its run from its own subset of that many tokens (so a token recurs within
+// a drill), while the drills together cover the vocabulary; a size above what there is to draw is refused.
+TEST(CopyDrills, EachDrillHasItsOwnSmallAlphabet) {
+  lm::CopyDrillOptions o;
+  o.examples = 200;
+  o.min_half = 16;
+  o.max_half = 16;
+  o.alphabet_size = 6;
+  std::set<int32_t> all;
+  int recurring = 0;
+  for (const lm::SftExample& e : lm::copy_drill_examples(100, 128, o, "test")) {
+    const std::set<int32_t> own(e.tokens.begin(), e.tokens.end());
+    EXPECT_LE(own.size(), 6u);
+    recurring += own.size() < 8u + 16u;
+    all.insert(own.begin(), own.end());
+  }
+  EXPECT_EQ(recurring, 200);
+  EXPECT_EQ(all.size(), 100u);
+  o.alphabet = {4, 5, 6};
+  o.alphabet_size = 4;
+  try {
+    lm::copy_drill_examples(100, 128, o, "--copy-drill-alphabet-size");
+    ADD_FAILURE() << "an alphabet size above the alphabet was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("alphabet size"), std::string::npos) << e.what();
+  }
+  o.alphabet_size = 3;
+  for (const lm::SftExample& e : lm::copy_drill_examples(100, 128, o, "test"))
+    for (const int32_t id : e.tokens) EXPECT_TRUE(id >= 4 && id <= 6) << id;
+}
+
 // The mix for the SFT set: `mix` drills of the stage's shape, other drills than the stage's; none at 0.
 TEST(CopyDrills, TheMixIsOtherDrillsOfTheSameShape) {
   lm::CopyDrillStage stage;

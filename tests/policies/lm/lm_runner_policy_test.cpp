@@ -340,6 +340,8 @@ TEST(LmRunnerPolicy, CopyDrillsBuildTheBaseModelAndBadOnesAreRefused) {
   EXPECT_NE(answers.model().parameters(), base.model().parameters());
   EXPECT_NE(answers.model().parameters(), weighted.model().parameters());
   refused({{"drill_mix", "-1"}}, "drill_mix");
+  refused({{"drill_steps", "10"}, {"drill_alphabet", "0123"}, {"drill_alphabet_size", "5"}},
+          "drill_alphabet_size");
   refused({{"sft_summary_weight", "0"}}, "sft_summary_weight");
   refused({{"sft_final_weight", "-2"}}, "sft_final_weight");
   refused({{"drill_steps", "-1"}}, "drill_steps");
