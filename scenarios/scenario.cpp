@@ -240,6 +240,21 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   } catch (const Error& e) {
     at.fail(arm, {"budget", e.field()}, e.message());
   }
+  // The summary request at the trigger holds more than C - T_comp tokens of history plus the instruction
+  // q_sum; when that cannot fit C - summary_cap, EVERY summary request cuts observations down to their head
+  // and tail (Context::summary_prompt), so the summarizer never sees a whole record: in the text view the
+  // middle holds the values to keep. synthetic_tinylm ran that way unnoticed (T_comp 256, summary cap 96, a
+  // 164-token instruction), so a run of it is refused with the numbers.
+  const int64_t instruction = static_cast<int64_t>(codec->context_template().summary_instruction.size());
+  if (budget.reserve < budget.summary_cap + instruction + 1) {
+    at.fail(arm, {"budget", "reserve"},
+            "value " + std::to_string(budget.reserve) + " is below summary_cap " +
+                std::to_string(budget.summary_cap) + " + the summary instruction's " +
+                std::to_string(instruction) +
+                " tokens + 1 = " + std::to_string(budget.summary_cap + instruction + 1) +
+                ": every summary request would cut the observations in its window (give reserve >= " +
+                std::to_string(budget.summary_cap + instruction + 1) + ", or a smaller summary_cap)");
+  }
   // Learner.
   const auto& l = s.learner();
   auto in_unit = [&](double v, const char* field) {

@@ -52,6 +52,17 @@ TEST(tokenize_train, CommittedSyntheticTokenizerRegeneratesByteForByte) {
             read_file(std::string(CRL_SOURCE_DIR) + "/data/tokenizers/synthetic_bpe512.json"));
 }
 
+// ... and the words tokenizer of the same file (its values one token wherever they stand), likewise.
+TEST(tokenize_train, CommittedWordsTokenizerRegeneratesByteForByte) {
+  const test::TempDir dir;
+  const std::string out = dir.file("tokenizer.json");
+  const auto r = test::crl(
+      {"tokenize", "--train", "synthetic:train", "--vocab", "1024", "--pattern", "words", "--out", out});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_file(out),
+            read_file(std::string(CRL_SOURCE_DIR) + "/data/tokenizers/synthetic_words1024.json"));
+}
+
 // --pattern words: every value of the suite is one token, the same after '=' in a record and after the
 // space in `submit` (the GPT-2 pattern spells them differently), and the file round-trips the corpus.
 TEST(tokenize_train, WordsPatternMakesEveryValueOneTokenWhereverItStands) {

@@ -8,12 +8,15 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 
 #include "engine/error.h"
 #include "engine/file_io.h"
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
+#include "envs/codec.h"
+#include "policies/lm/demonstrations.h"
 #include "proto/scenario.pb.h"
 #include "scenarios/checkpoint.h"
 #include "scenarios/scenario.h"
@@ -52,7 +55,8 @@ TEST(TinyLmScenario, ShippedFileHasTheArmsAndOneConfiguration) {
     EXPECT_EQ(policy_params(arm.setup).at("d_model"), policy_params(joint->setup).at("d_model"));
     EXPECT_EQ(policy_params(arm.setup).at("max_positions"), policy_params(joint->setup).at("max_positions"));
     EXPECT_EQ(policy_params(arm.setup).at("sft_steps"), policy_params(joint->setup).at("sft_steps"));
-    for (const char* key : {"rope", "sft_tasks", "sft_batch", "sft_lr", "sft_warmup", "sft_cosine"}) {
+    for (const char* key : {"rope", "sft_tasks", "sft_batch", "sft_lr", "sft_warmup", "sft_cosine",
+                            "drill_steps", "drill_mix", "sft_summary_weight", "sft_final_weight"}) {
       EXPECT_EQ(policy_params(arm.setup).at(key), policy_params(joint->setup).at(key))
           << arm.name << " " << key;
     }
@@ -82,12 +86,46 @@ TEST(TinyLmScenario, ShippedFileHasTheArmsAndOneConfiguration) {
   EXPECT_EQ(spec.table.reference_arm(), "joint");
 }
 
+// Every arm's budget is feasible for the oracle on every training task it trains on (SFT demonstrations and
+// RL episodes: phase3) and every dev task it is evaluated on: the oracle compacts, keeps the values, and wins
+// within max_compactions. And no summary request of its episodes cuts an observation, so the summarizer sees
+// whole records: the request at the trigger fits C - summary_cap (the shipped file once had T_comp 256 with a
+// 164-token instruction, and every record in every summary request lost its value: scenarios/README.md).
+TEST(TinyLmScenario, TheOracleWinsEveryTaskUnderEachArmsBudget) {
+  const ScenarioSpec spec = load_scenario(source(kFile));
+  const auto codec = make_text_codec(make_tokenizer(source(spec.arms.front().setup.tokenizer())));
+  std::set<std::string> seen;
+  for (const ArmSpec& arm : spec.arms) {
+    const Budget budget = budget_of(arm.setup);
+    const std::string key = std::to_string(budget.capacity) + "/" + std::to_string(budget.reserve);
+    if (!seen.insert(key).second) continue;
+    std::map<std::string, std::string> train, dev;
+    for (const auto& [k, v] : arm.setup.env().params()) train[k] = dev[k] = v;
+    for (const auto& [k, v] : arm.setup.training().eval_env_params()) dev[k] = v;
+    const int tasks = std::stoi(policy_params(arm.setup).at("sft_tasks"));
+    for (const auto& [params, count] : {std::pair{train, tasks}, std::pair{dev, 60}}) {
+      const auto demos = lm::oracle_demonstrations(params, codec, budget, 0, count, arm.name);
+      ASSERT_EQ(demos.size(), static_cast<size_t>(count));
+      lm::require_oracle_wins(demos, arm.name);
+      for (const Trajectory& t : demos) {
+        for (const Segment& s : t.segments) {
+          if (s.kind != SegmentKind::kSummary) continue;
+          const std::string prompt = codec->decode(s.prompt_ids);
+          EXPECT_EQ(prompt.find("observation truncated"), std::string::npos)
+              << arm.name << " " << t.task_id << ": a summary request cut an observation";
+        }
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), 2u);  // the compaction budget and the full-context one
+}
+
 // Bad setups are refused at parse time with the field named: a tokenizer that does not load, a model whose
 // positions do not cover the budget's capacity, the lm policy on the symbolic view.
 TEST(TinyLmScenario, BadSetupsNameTheField) {
   const std::string head =
       "name: \"t\"\nseeds: [1]\nbase { env { name: \"synthetic\" params { key: \"view\" "
-      "value: \"text\" } } budget { capacity: 1024 reserve: 256 per_turn_cap: 48 "
+      "value: \"text\" } } budget { capacity: 1024 reserve: 384 per_turn_cap: 48 "
       "summary_cap: 96 } ";
   auto error_of = [](const std::string& text) {
     try {
@@ -109,6 +147,12 @@ TEST(TinyLmScenario, BadSetupsNameTheField) {
   e = error_of(head + "view: \"symbolic\" policy { name: \"lm\" } }");
   EXPECT_NE(e.find("text view"), std::string::npos) << e;
   EXPECT_EQ(error_of(head + "view: \"text\" " + tok + "policy { name: \"lm\" } }"), "no error");
+  // A reserve under summary_cap + the summary instruction: every summary request would cut observations.
+  std::string cutting = head;
+  cutting.replace(cutting.find("reserve: 384"), 12, "reserve: 256");
+  e = error_of(cutting + "view: \"text\" " + tok + "policy { name: \"lm\" } }");
+  EXPECT_NE(e.find("reserve"), std::string::npos) << e;
+  EXPECT_NE(e.find("every summary request would cut"), std::string::npos) << e;
 }
 
 // The shipped file with a tiny model and a few episodes, as scenario text (arms unchanged).
@@ -119,7 +163,7 @@ std::string reduced_text() {
   file.add_seeds(7);
   file.add_seeds(17);
   auto* base = file.mutable_base();
-  base->set_tokenizer(source("data/tokenizers/synthetic_bpe512.json"));
+  base->set_tokenizer(source(base->tokenizer()));
   auto& params = *base->mutable_policy()->mutable_params();
   params["d_model"] = "16";
   params["heads"] = "2";
@@ -128,6 +172,9 @@ std::string reduced_text() {
   params["sft_steps"] = "6";
   params["sft_tasks"] = "4";
   params["sft_batch"] = "2";
+  params["drill_steps"] = "4";
+  params["drill_batch"] = "2";
+  params["drill_mix"] = "4";
   auto* t = base->mutable_training();
   t->set_episodes(8);
   t->set_batch_size(4);
@@ -172,7 +219,7 @@ TEST(TinyLmScenario, AReducedRunIsTheSameBytesOnOneAndTwoThreadsAndRecordsTheTex
   ASSERT_TRUE(std::filesystem::exists(ckpt)) << ckpt;
   // Trained in the setup's tokenizer (Setup.tokenizer), not the byte default.
   EXPECT_EQ(read_checkpoint(ckpt).policy().lm().tokenizer_fingerprint(),
-            make_tokenizer(source("data/tokenizers/synthetic_bpe512.json"))->fingerprint());
+            make_tokenizer(source("data/tokenizers/synthetic_words1024.json"))->fingerprint());
   const std::string traj = dir.file("eval.jsonl");
   const auto e = test::crl({"eval", "--checkpoint", ckpt, "--episodes", "3", "--sample", "--trajectories",
                             traj, "--progress", "never"});
@@ -180,6 +227,8 @@ TEST(TinyLmScenario, AReducedRunIsTheSameBytesOnOneAndTwoThreadsAndRecordsTheTex
   const std::vector<Trajectory> trajectories = read_trajectories(traj);
   ASSERT_EQ(trajectories.size(), 3u);
   int64_t sampled = 0, summary_tokens = 0;
+  const auto vocab =
+      static_cast<TokenId>(make_tokenizer(source("data/tokenizers/synthetic_words1024.json"))->vocab_size());
   for (const Trajectory& tr : trajectories) {
     for (const Segment& s : tr.segments) {
       for (size_t k = 0; k < s.response_ids.size(); ++k) {
@@ -193,7 +242,7 @@ TEST(TinyLmScenario, AReducedRunIsTheSameBytesOnOneAndTwoThreadsAndRecordsTheTex
         ++sampled;
         EXPECT_LE(s.logprobs[k], 0.0f);
         EXPECT_GE(s.response_ids[k], 0);
-        EXPECT_LT(s.response_ids[k], 512);
+        EXPECT_LT(s.response_ids[k], vocab);
         summary_tokens += s.kind == SegmentKind::kSummary;
       }
     }
