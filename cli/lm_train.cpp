@@ -71,6 +71,9 @@ int run_train(const std::vector<std::string>& args) {
       "capacity", po::value(&budget.capacity)->default_value(budget.capacity), "episode context C")(
       "reserve", po::value(&budget.reserve)->default_value(budget.reserve), "compaction reserve T_comp")(
       "summary-cap", po::value(&budget.summary_cap)->default_value(budget.summary_cap), "summary cap")(
+      "per-turn-cap", po::value(&budget.per_turn_cap)->default_value(budget.per_turn_cap), "per-turn cap")(
+      "max-compactions", po::value(&budget.max_compactions)->default_value(budget.max_compactions),
+      "compactions before an episode ends truncated")(
       "short-capacity", po::value(&short_capacity)->default_value(0),
       "also the same tasks' demonstrations under this capacity (policies/lm/demonstrations.h; 0: none)")(
       "short-reserve", po::value(&short_reserve)->default_value(0), "the reserve of those demonstrations")(

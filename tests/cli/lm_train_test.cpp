@@ -345,6 +345,40 @@ TEST(LmTrain, CommandWritesACheckpointThatServes) {
   EXPECT_EQ(test::crl({"lm", "train", "--out", out}).code, 1);  // no tokenizer
 }
 
+// The whole episode budget is an option (the scenario's per-turn cap and compactions too) and is checked.
+TEST(LmTrain, TheBudgetOptionsAreCheckedByName) {
+  const test::TempDir dir{"lm_budget"};
+  const auto r = test::crl({"lm", "train", "--tokenizer", setup().tokenizer_path, "--out", dir.file("m.ckpt"),
+                            "--reserve", "256", "--per-turn-cap", "300"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("per_turn_cap"), std::string::npos) << r.err;
+  const auto ok = test::crl({"lm",
+                             "train",
+                             "--tokenizer",
+                             setup().tokenizer_path,
+                             "--out",
+                             dir.file("m.ckpt"),
+                             "--tasks",
+                             "1",
+                             "--eval-tasks",
+                             "1",
+                             "--steps",
+                             "1",
+                             "--d-model",
+                             "16",
+                             "--heads",
+                             "2",
+                             "--layers",
+                             "1",
+                             "--d-ff",
+                             "16",
+                             "--per-turn-cap",
+                             "48",
+                             "--max-compactions",
+                             "5"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 // Copy drills (policies/lm/copy_drills.h): a run of random tokens and its repeat; only the repeat's
 // predictable tokens are trained; deterministic in the seed; bad options are refused by name.
 TEST(CopyDrills, TrainExactlyTheRepeatsPredictableTokens) {
