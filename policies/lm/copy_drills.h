@@ -40,7 +40,8 @@ struct CopyDrillOptions {
 };
 
 // Throws crl::Error naming `where` and the field when an option is out of range (vocab < 2, examples < 1,
-// 2 <= min_half <= max_half, lead >= 0, or a drill longer than max_positions).
+// 2 <= min_half <= max_half, lead >= 0, a drill longer than max_positions, an alphabet token outside the
+// vocabulary, alphabet_size above the tokens there are to draw from).
 std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const CopyDrillOptions& options,
                                             const std::string& where);
 

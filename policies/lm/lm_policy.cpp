@@ -97,7 +97,8 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
     if (!(weight > 0.0f) || !std::isfinite(weight)) throw Error(kWhere, field, "must be finite and > 0");
   }
   {
-    // The drills' guards now (a drill longer than the model, an empty alphabet), not after SFT rendering.
+    // The drills' guards now (a drill longer than the model, an alphabet size above the alphabet), not after
+    // minutes of SFT rendering.
     const CopyDrillStage& d = config_.drills;
     if (d.steps < 0) throw Error(kWhere, "drill_steps", "must be >= 0 (0: none)");
     if (d.batch < 1) throw Error(kWhere, "drill_batch", "must be >= 1");

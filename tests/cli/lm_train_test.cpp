@@ -328,13 +328,22 @@ TEST(LmTrain, SpanKindsMarkSummariesAndTheFinalAction) {
   EXPECT_EQ(ev.kind_tokens[0] + ev.kind_tokens[1] + ev.kind_tokens[2], ev.tokens);
 }
 
+// `crl lm train` of the tiny test model (d_model 16, 2 heads, 1 layer, d_ff 16) on `tasks` train tasks and
+// one dev task for `steps` SFT steps, writing `out`, with `extra` options after.
+test::CliResult train_tiny(const std::string& out, int tasks, int steps,
+                           std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"lm",           "train", "--tokenizer", setup().tokenizer_path,
+                                   "--out",        out,     "--tasks",     std::to_string(tasks),
+                                   "--eval-tasks", "1",     "--steps",     std::to_string(steps),
+                                   "--d-model",    "16",    "--heads",     "2",
+                                   "--layers",     "1",     "--d-ff",      "16"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return test::crl(args);
+}
+
 TEST(LmTrain, CommandWritesACheckpointThatServes) {
   const std::string out = setup().dir.file("sft.ckpt");
-  const auto r = test::crl({"lm",           "train", "--tokenizer", setup().tokenizer_path,
-                            "--out",        out,     "--tasks",     "2",
-                            "--eval-tasks", "1",     "--steps",     "3",
-                            "--d-model",    "16",    "--heads",     "2",
-                            "--layers",     "1",     "--d-ff",      "16"});
+  const auto r = train_tiny(out, 2, 3);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("after: dev loss"), std::string::npos) << r.out;
   const auto service = cli::load_lm_service(out, setup().tokenizer_path, "sft");
@@ -352,30 +361,7 @@ TEST(LmTrain, TheBudgetOptionsAreCheckedByName) {
                             "--reserve", "256", "--per-turn-cap", "300"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("per_turn_cap"), std::string::npos) << r.err;
-  const auto ok = test::crl({"lm",
-                             "train",
-                             "--tokenizer",
-                             setup().tokenizer_path,
-                             "--out",
-                             dir.file("m.ckpt"),
-                             "--tasks",
-                             "1",
-                             "--eval-tasks",
-                             "1",
-                             "--steps",
-                             "1",
-                             "--d-model",
-                             "16",
-                             "--heads",
-                             "2",
-                             "--layers",
-                             "1",
-                             "--d-ff",
-                             "16",
-                             "--per-turn-cap",
-                             "48",
-                             "--max-compactions",
-                             "5"});
+  const auto ok = train_tiny(dir.file("m.ckpt"), 1, 1, {"--per-turn-cap", "48", "--max-compactions", "5"});
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
@@ -565,34 +551,9 @@ TEST(CopyDrills, BadOptionsAreRefusedByName) {
 // 64-wide model needs 1,000-2,500 steps, about a minute; scenarios/README.md, synthetic_tinylm.)
 TEST(LmTrain, CopyDrillsRunBeforeSft) {
   const test::TempDir dir{"lm_drill_run"};
-  const auto r = test::crl({"lm",
-                            "train",
-                            "--tokenizer",
-                            setup().tokenizer_path,
-                            "--out",
-                            dir.file("m.ckpt"),
-                            "--tasks",
-                            "2",
-                            "--eval-tasks",
-                            "1",
-                            "--steps",
-                            "2",
-                            "--d-model",
-                            "16",
-                            "--heads",
-                            "2",
-                            "--layers",
-                            "1",
-                            "--d-ff",
-                            "16",
-                            "--copy-drill-steps",
-                            "3",
-                            "--copy-drill-batch",
-                            "2",
-                            "--copy-drill-min",
-                            "4",
-                            "--copy-drill-max",
-                            "6"});
+  const auto r = train_tiny(dir.file("m.ckpt"), 2, 2,
+                            {"--copy-drill-steps", "3", "--copy-drill-batch", "2", "--copy-drill-min", "4",
+                             "--copy-drill-max", "6"});
   ASSERT_EQ(r.code, 0) << r.err;
   const size_t drills = r.out.find("copy drills step 3: held-out loss");
   const size_t after_drills = r.out.find("after copy drills: dev loss");
