@@ -98,6 +98,15 @@ int run_train(const std::vector<std::string>& args) {
       "SFT: loss weight of the final action's tokens (the answer)")(
       "copy-drill-alphabet-size", po::value(&drill.drills.alphabet_size)->default_value(0),
       "copy drills: each drill draws from its own random subset of this many tokens (0: all)")(
+      "copy-drill-gap", po::value(&drill.drills.max_gap)->default_value(0),
+      "copy drills: long drills have up to this many random tokens between a run and its repeat (and a "
+      "lookup's table and questions)")(
+      "copy-drill-long-steps", po::value(&drill.long_steps)->default_value(0),
+      "copy drills: after the short repeat drills, this many steps of long drills (--copy-drill-gap, "
+      "--copy-drill-lookup)")(
+      "copy-drill-lookup", po::value(&drill.drills.lookup_fraction)->default_value(0.0),
+      "copy drills: the fraction of the long drills (and of the mix, with long steps) that are lookups "
+      "(kind key = value tables, then questions; policies/lm/copy_drills.h)")(
       "copy-drill-alphabet", po::value(&drill_alphabet),
       "copy drills: draw from the distinct tokens of this text (default: the whole vocabulary)");
   po::positional_options_description positional;
@@ -110,9 +119,11 @@ int run_train(const std::vector<std::string>& args) {
   if (tokenizer_spec.empty()) throw Error("--tokenizer", "tokenizer", "missing");
   if (out.empty()) throw Error("--out", "out", "missing: the checkpoint to write");
   if (short_capacity < 0) throw Error("--short-capacity", "short-capacity", "must be >= 0 (0: none)");
-  if (drill.steps < 0 || drill.batch < 1 || !(drill.lr > 0) || drill.warmup < 0)
-    throw Error("--copy-drill-steps/--copy-drill-batch/--copy-drill-lr/--copy-drill-warmup", "",
-                "out of range (steps and warm-up >= 0, batch >= 1, lr > 0)");
+  if (drill.steps < 0 || drill.long_steps < 0 || drill.batch < 1 || !(drill.lr > 0) || drill.warmup < 0)
+    throw Error(
+        "--copy-drill-steps/--copy-drill-long-steps/--copy-drill-batch/--copy-drill-lr/"
+        "--copy-drill-warmup",
+        "", "out of range (steps, long steps and warm-up >= 0, batch >= 1, lr > 0)");
   if (sft.steps < 0 || sft.batch < 1 || !(sft.lr > 0) || sft.warmup < 0 || eval_every < 0)
     throw Error("--steps/--batch/--lr/--warmup/--eval-every", "", "out of range");
   budget.validate("--capacity/--reserve/--summary-cap");
@@ -173,19 +184,35 @@ int run_train(const std::vector<std::string>& args) {
       if (done % eval_every == 0 && done < sft.steps) report(("step " + std::to_string(done)).c_str());
     };
   }
-  if (drill.steps > 0) {
+  if (drill.steps > 0 || drill.long_steps > 0) {
     // Copy drills first (the "pretraining" of a base that can copy). The optimizer's moments carry over
     // into SFT, as from any pretraining checkpoint (--init).
     const std::string where = "--copy-drill-*";
     lm::CopyDrillOptions held_out = drill.drills;  // other drills: the printed loss is not memorisation
     held_out.seed = seed + 0x9E3779B97F4A7C15ull;
     held_out.examples = 256;
+    if (drill.long_steps == 0) {  // the held-out drills have the shape of the last stage's
+      held_out.max_gap = 0;
+      held_out.lookup_fraction = 0.0;
+    }
     const auto check = lm::copy_drill_examples(state.model.config().vocab, max_positions, held_out, where);
+    // Lookups alone too (their answers are the multi-token copy the summaries need): span exact = the
+    // whole value right.
+    held_out.lookup_fraction = held_out.lookup_fraction > 0 ? 1.0 : 0.0;
+    const auto lookups =
+        held_out.lookup_fraction > 0
+            ? lm::copy_drill_examples(state.model.config().vocab, max_positions, held_out, where)
+            : std::vector<lm::SftExample>{};
     lm::train_copy_drills(state.model, state.optimizer, drill, seed, sft.threads, where, [&](int done) {
-      if (done % 250 == 0 || done == drill.steps) {
+      if (done % 250 == 0 || done == drill.steps + drill.long_steps) {
         const lm::SftEval e = lm::evaluate_sft(state.model, check);
         std::cout << std::fixed << std::setprecision(4) << "copy drills step " << done << ": held-out loss "
-                  << e.loss << ", token accuracy " << e.token_accuracy << std::endl;
+                  << e.loss << ", token accuracy " << e.token_accuracy;
+        if (!lookups.empty()) {
+          const lm::SftEval l = lm::evaluate_sft(state.model, lookups);
+          std::cout << "; lookups: loss " << l.loss << ", value exact " << l.span_exact;
+        }
+        std::cout << std::endl;
       }
     });
     report("after copy drills");

@@ -101,16 +101,18 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
     // minutes of SFT rendering.
     const CopyDrillStage& d = config_.drills;
     if (d.steps < 0) throw Error(kWhere, "drill_steps", "must be >= 0 (0: none)");
+    if (d.long_steps < 0) throw Error(kWhere, "drill_long_steps", "must be >= 0 (0: none)");
     if (d.batch < 1) throw Error(kWhere, "drill_batch", "must be >= 1");
     if (!(d.lr > 0.0)) throw Error(kWhere, "drill_lr", "must be > 0");
     if (d.warmup < 0) throw Error(kWhere, "drill_warmup", "must be >= 0");
     if (d.mix < 0) throw Error(kWhere, "drill_mix", "must be >= 0 (0: none)");
     config_.drills.drills.alphabet = drill_alphabet(*codec_->tokenizer(), config_.drill_alphabet);
-    if (d.steps > 0 || d.mix > 0) {
+    if (d.steps > 0 || d.long_steps > 0 || d.mix > 0) {
       CopyDrillOptions probe = d.drills;
       probe.examples = 1;
-      copy_drill_examples(config_.model.vocab, config_.model.max_positions, probe,
-                          std::string(kWhere) + " drill_min/drill_max/drill_alphabet_size");
+      copy_drill_examples(
+          config_.model.vocab, config_.model.max_positions, probe,
+          std::string(kWhere) + " drill_min/drill_max/drill_alphabet_size/drill_gap/drill_lookup");
     }
   }
   if (config_.sft_short_capacity > 0 && has_budget_) {
@@ -221,7 +223,8 @@ void LmPolicy::initialize(uint64_t seed) {
   model_.initialize(seed);
   optimizer_ = LmOptimizer(model_.layout());
   sft_first_ = sft_last_ = std::numeric_limits<float>::quiet_NaN();
-  if (config_.sft_steps > 0 || config_.drills.steps > 0) build_base_model(seed);
+  if (config_.sft_steps > 0 || config_.drills.steps > 0 || config_.drills.long_steps > 0)
+    build_base_model(seed);
   frozen_.parameters() = model_.parameters();
   clear_cache();
 }
@@ -241,9 +244,10 @@ void LmPolicy::build_base_model(uint64_t seed) {
       << "," << budget_.per_turn_cap << "," << budget_.summary_cap << "," << budget_.max_compactions << "|"
       << config_.sft_short_capacity << "," << config_.sft_short_reserve;
   const CopyDrillStage& d = config_.drills;
-  key << "|drills " << d.steps << "," << d.batch << "," << d.lr << "," << d.warmup << "," << d.drills.min_half
-      << "," << d.drills.max_half << "," << d.drills.lead << "," << d.drills.examples << "," << d.mix << ","
-      << d.drills.alphabet_size << "|" << config_.sft_summary_weight << "," << config_.sft_final_weight;
+  key << "|drills " << d.steps << "," << d.long_steps << "," << d.batch << "," << d.lr << "," << d.warmup
+      << "," << d.drills.min_half << "," << d.drills.max_half << "," << d.drills.lead << ","
+      << d.drills.examples << "," << d.mix << "," << d.drills.alphabet_size << "," << d.drills.lookup_fraction
+      << "," << d.drills.max_gap << "|" << config_.sft_summary_weight << "," << config_.sft_final_weight;
   for (const int32_t id : d.drills.alphabet) key << "," << id;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
@@ -512,6 +516,16 @@ const PolicyRegistrar kRegistrar(
       {"drill_alphabet_size", ParamType::kInt, "0",
        "copy drills: each drill draws from its own random subset of this many tokens, so that copying must "
        "match several previous tokens (0: the whole alphabet)"},
+      {"drill_long_steps", ParamType::kInt, "0",
+       "copy drills: after the drill_steps short repeat drills, this many steps of long drills (drill_gap, "
+       "drill_lookup; the drill_mix takes their shape); 0: none"},
+      {"drill_gap", ParamType::kInt, "0",
+       "copy drills: the long drills' gaps, up to this many random tokens between a run and its repeat (and "
+       "a lookup's table and questions): a summary copies across hundreds of tokens"},
+      {"drill_lookup", ParamType::kDouble, "0",
+       "copy drills: the fraction of the long drills (and of drill_mix) that are lookups (a table "
+       "of kind key = value entries, then questions naming an entry: the copy matches three tokens, as a "
+       "record's value after `FACT code=`); 0: none"},
       {"drill_mix", ParamType::kInt, "0",
        "copy drills added to the SFT set (keeps the copying the drills built; 0: none)"},
       {"sft_summary_weight", ParamType::kDouble, "1",
@@ -545,6 +559,7 @@ const PolicyRegistrar kRegistrar(
        config.sft_short_reserve = params.get_int("sft_short_reserve");
        config.model.rope = params.get_bool("rope");
        config.drills.steps = static_cast<int>(params.get_int("drill_steps"));
+       config.drills.long_steps = static_cast<int>(params.get_int("drill_long_steps"));
        config.drills.batch = static_cast<int>(params.get_int("drill_batch"));
        config.drills.lr = params.get_double("drill_lr");
        config.drills.warmup = static_cast<int>(params.get_int("drill_warmup"));
@@ -553,6 +568,8 @@ const PolicyRegistrar kRegistrar(
        config.drill_alphabet = params.get_string("drill_alphabet");
        config.drills.mix = static_cast<int>(params.get_int("drill_mix"));
        config.drills.drills.alphabet_size = static_cast<int>(params.get_int("drill_alphabet_size"));
+       config.drills.drills.lookup_fraction = params.get_double("drill_lookup");
+       config.drills.drills.max_gap = static_cast<int>(params.get_int("drill_gap"));
        config.sft_summary_weight = static_cast<float>(params.get_double("sft_summary_weight"));
        config.sft_final_weight = static_cast<float>(params.get_double("sft_final_weight"));
        return std::make_unique<LmPolicy>(target, config);

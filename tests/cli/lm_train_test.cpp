@@ -444,7 +444,38 @@ TEST(CopyDrills, TheStageIsDeterministicAndRefusesBadOptions) {
     return m.parameters();
   };
   EXPECT_EQ(run(1), run(2));
+  // A second stage of lookups: its steps follow the first's (the same bits on 1 and 2 threads) and change
+  // the model; a negative count is refused by name.
+  const auto first_stage = run(1);
+  stage.long_steps = 10;
+  stage.drills.lookup_fraction = 0.5;
+  stage.drills.lookup_min_entries = 2;
+  stage.drills.lookup_max_entries = 4;  // 8 + 4 * 8 + 4 * 6 = 64 positions at most
+  std::vector<int> seen;
+  const auto two_stages = [&](int threads) {
+    lm::LmModel m(c);
+    m.initialize(1);
+    lm::LmOptimizer opt(m.layout());
+    seen.clear();
+    const auto losses =
+        lm::train_copy_drills(m, opt, stage, 9, threads, "test", [&](int done) { seen.push_back(done); });
+    EXPECT_EQ(losses.size(), 50u);
+    return m.parameters();
+  };
+  const auto both = two_stages(1);
+  EXPECT_EQ(both, two_stages(2));
+  EXPECT_NE(both, first_stage);
+  ASSERT_EQ(seen.size(), 50u);
+  EXPECT_EQ(seen.front(), 1);
+  EXPECT_EQ(seen.back(), 50);
   lm::CopyDrillStage bad = stage;
+  bad.long_steps = -1;
+  {
+    lm::LmModel m(c);
+    lm::LmOptimizer opt(m.layout());
+    EXPECT_THROW(lm::train_copy_drills(m, opt, bad, 9, 1, "drill_*"), Error);
+  }
+  bad = stage;
   bad.batch = 0;
   lm::LmModel m(c);
   lm::LmOptimizer opt(m.layout());
@@ -456,6 +487,7 @@ TEST(CopyDrills, TheStageIsDeterministicAndRefusesBadOptions) {
   }
   bad = stage;
   bad.steps = 0;
+  bad.long_steps = 0;
   EXPECT_TRUE(lm::train_copy_drills(m, opt, bad, 9, 1, "drill_*").empty());
 }
 
@@ -488,6 +520,159 @@ TEST(CopyDrills, EachDrillHasItsOwnSmallAlphabet) {
   o.alphabet_size = 3;
   for (const lm::SftExample& e : lm::copy_drill_examples(100, 128, o, "test"))
     for (const int32_t id : e.tokens) EXPECT_TRUE(id >= 4 && id <= 6) << id;
+}
+
+// Lookup drills: every question's trained value is the latest value written for its (kind, key) pair, and
+// neither the token before the value nor the two before it name the entry (a copy of what followed the
+// latest separator, or the latest "key separator", is often wrong), so the drill needs the three-token match
+// a summary's `FACT code=` needs. The share of lookups is exact; the same seed gives the same drills.
+TEST(CopyDrills, LookupsAskForTheLatestValueOfAThreeTokenKey) {
+  lm::CopyDrillOptions o;
+  o.examples = 400;
+  o.lead = 2;
+  o.lookup_fraction = 0.25;
+  const auto drills = lm::copy_drill_examples(200, 256, o, "test");
+  int lookups = 0, questions = 0, wrong_after_separator = 0, wrong_after_key = 0;
+  // The value that follows the latest occurrence of `pattern` in tokens[0, end), or {} when none.
+  const auto latest_after = [](const std::vector<int32_t>& tokens, size_t end,
+                               std::span<const int32_t> pattern) {
+    for (size_t at = end; at-- > pattern.size();) {
+      if (std::equal(pattern.begin(), pattern.end(), tokens.begin() + static_cast<long>(at - pattern.size())))
+        return at;
+    }
+    return size_t{0};
+  };
+  for (const lm::SftExample& e : drills) {
+    // A repeat drill has one span whose trained tokens repeat the run; a lookup has question spans, each
+    // preceded by marker kind key separator. Tell them apart by the repeat's shape.
+    const size_t n = e.tokens.size();
+    const size_t first = static_cast<size_t>(e.spans.front());
+    const bool repeat =
+        e.spans.size() == 1 && (n - first + 1) * 2 + 2 == n &&
+        std::equal(e.tokens.begin() + 2, e.tokens.begin() + 2 + static_cast<long>(n - first + 1),
+                   e.tokens.begin() + static_cast<long>(first - 1));
+    if (repeat) continue;
+    ++lookups;
+    ASSERT_LE(e.spans.size(), 4u);
+    const size_t tables_end = first - 4;  // the first question's marker
+    for (const int span : e.spans) {
+      const size_t s = static_cast<size_t>(span);
+      ASSERT_GE(s, 4u);
+      EXPECT_EQ(e.tokens[s - 4], e.tokens[tables_end]) << "every question starts with the marker";
+      EXPECT_GT(e.mask[s - 1], 0.0f) << "the separator's position predicts the value";
+      EXPECT_EQ(e.mask[s - 2], 0.0f) << "the question itself is not trained";
+      // The trained value: from s while the mask trains the next token, plus the last one.
+      size_t end = s;
+      while (end < n && e.mask[end] > 0) ++end;
+      const std::vector<int32_t> value(e.tokens.begin() + static_cast<long>(s),
+                                       e.tokens.begin() + static_cast<long>(end + 1));
+      ASSERT_GE(value.size(), 1u);
+      ASSERT_LE(value.size(), 2u);
+      const std::vector<int32_t> key(e.tokens.begin() + static_cast<long>(s - 3),
+                                     e.tokens.begin() + static_cast<long>(s));
+      const size_t at = latest_after(e.tokens, tables_end, key);
+      ASSERT_GT(at, 0u) << "a question names a pair the table wrote";
+      EXPECT_TRUE(std::equal(value.begin(), value.end(), e.tokens.begin() + static_cast<long>(at)))
+          << "the answer is the pair's latest value";
+      ++questions;
+      const size_t by_separator = latest_after(e.tokens, tables_end, std::span(key).subspan(2));
+      const size_t by_key = latest_after(e.tokens, tables_end, std::span(key).subspan(1));
+      wrong_after_separator += e.tokens[by_separator] != value[0];
+      wrong_after_key += e.tokens[by_key] != value[0];
+    }
+  }
+  EXPECT_EQ(lookups, 100);
+  EXPECT_GT(questions, 250);
+  EXPECT_GT(wrong_after_separator, questions / 3) << "one token of context would answer most questions";
+  EXPECT_GT(wrong_after_key, questions / 5) << "two tokens of context would answer most questions";
+  const auto again = lm::copy_drill_examples(200, 256, o, "test");
+  for (size_t i = 0; i < drills.size(); ++i) EXPECT_EQ(again[i].tokens, drills[i].tokens);
+  // The repeat drills are the same with or without the lookups among them.
+  lm::CopyDrillOptions repeats = o;
+  repeats.lookup_fraction = 0;
+  const auto plain = lm::copy_drill_examples(200, 256, repeats, "test");
+  EXPECT_EQ(plain[0].tokens, drills[0].tokens);
+}
+
+// Gaps: a repeat drill's run comes back 0..max_gap tokens after it ends (every length drawn), trained from
+// its second token; max_gap 0 leaves the drills as they were. The mix has the long drills' shape only when
+// the stage has long steps.
+TEST(CopyDrills, GapsPutTheRepeatFurtherAway) {
+  lm::CopyDrillOptions o;
+  o.examples = 300;
+  o.min_half = 4;
+  o.max_half = 4;
+  o.lead = 2;
+  const auto plain = lm::copy_drill_examples(300, 512, o, "test");
+  o.max_gap = 9;
+  const auto far = lm::copy_drill_examples(300, 512, o, "test");
+  std::set<size_t> gaps;
+  for (size_t i = 0; i < far.size(); ++i) {
+    const lm::SftExample& e = far[i];
+    const size_t gap = e.tokens.size() - 2 - 8;
+    ASSERT_LE(gap, 9u);
+    gaps.insert(gap);
+    EXPECT_TRUE(std::equal(e.tokens.begin() + 2, e.tokens.begin() + 6, e.tokens.end() - 4))
+        << "the run repeats";
+    EXPECT_EQ(static_cast<size_t>(e.spans.at(0)), e.tokens.size() - 3);
+    EXPECT_TRUE(std::equal(plain[i].tokens.begin(), plain[i].tokens.begin() + 6, e.tokens.begin()))
+        << "the lead and the run are drawn as without a gap";
+  }
+  EXPECT_EQ(gaps.size(), 10u);
+  o.max_gap = -1;
+  EXPECT_THROW(lm::copy_drill_examples(300, 512, o, "test"), Error);
+  o.max_gap = 600;
+  EXPECT_THROW(lm::copy_drill_examples(300, 512, o, "--copy-drill-gap"), Error);  // 2 + 8 + 600 > 512
+
+  lm::CopyDrillStage stage;
+  stage.mix = 50;
+  stage.drills.max_gap = 40;
+  stage.drills.lookup_fraction = 0.5;
+  size_t longest = 0;
+  for (const lm::SftExample& e : lm::copy_drill_mix(300, 512, stage, 1, "test")) {
+    longest = std::max(longest, e.tokens.size());
+    EXPECT_EQ(e.spans.size(), 1u) << "without long steps the mix is short repeats";
+  }
+  EXPECT_LE(longest, 8u + 64u);
+  stage.long_steps = 1;
+  size_t multi = 0;
+  longest = 0;
+  for (const lm::SftExample& e : lm::copy_drill_mix(300, 512, stage, 1, "test")) {
+    longest = std::max(longest, e.tokens.size());
+    multi += e.spans.size() > 1;
+  }
+  EXPECT_GT(longest, 8u + 64u);
+  EXPECT_GT(multi, 5u) << "lookups among the long mix";
+}
+
+TEST(CopyDrills, BadLookupOptionsAreRefusedByName) {
+  const auto refused = [](int vocab, int positions, lm::CopyDrillOptions o, const std::string& field) {
+    try {
+      lm::copy_drill_examples(vocab, positions, o, "drill_lookup");
+      ADD_FAILURE() << "accepted: " << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("drill_lookup"), std::string::npos);
+    }
+  };
+  lm::CopyDrillOptions o;
+  o.lookup_fraction = 1.5;
+  refused(512, 1024, o, "lookup fraction");
+  o.lookup_fraction = -0.1;
+  refused(512, 1024, o, "lookup fraction");
+  o.lookup_fraction = std::nan("");
+  refused(512, 1024, o, "lookup fraction");
+  o.lookup_fraction = 0.5;
+  o.lookup_min_entries = 0;
+  refused(512, 1024, o, "lookup entries");
+  o.lookup_min_entries = 5;
+  o.lookup_max_entries = 4;
+  refused(512, 1024, o, "lookup entries");
+  o = lm::CopyDrillOptions{};
+  o.lookup_fraction = 0.5;
+  refused(512, 100, o, "positions");  // 12 entries of up to 8 tokens and 4 questions of up to 6
+  o.alphabet = {1, 2, 3, 4, 5};
+  refused(512, 1024, o, "alphabet");  // a lookup drill needs 12 distinct tokens
 }
 
 // The mix for the SFT set: `mix` drills of the stage's shape, other drills than the stage's; none at 0.

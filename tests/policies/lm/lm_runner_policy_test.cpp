@@ -350,6 +350,25 @@ TEST(LmRunnerPolicy, CopyDrillsBuildTheBaseModelAndBadOnesAreRefused) {
   refused({{"drill_steps", "10"}, {"drill_min", "1"}}, "drill_min/drill_max");
   refused({{"drill_steps", "10"}, {"drill_max", "600"}},
           "drill_min/drill_max");  // longer than 1024 positions
+  refused({{"drill_long_steps", "-1"}}, "drill_long_steps");
+  refused({{"drill_long_steps", "10"}, {"drill_gap", "-1"}}, "drill_gap");
+  refused({{"drill_long_steps", "10"}, {"drill_gap", "1000"}}, "drill_gap");  // 8 + 64 + 1000 > 1024
+  refused({{"drill_long_steps", "10"}, {"drill_lookup", "2"}}, "drill_lookup");
+  // Long drills (gaps, lookups) after the short ones change the base; the key of the memoised base has them.
+  config.sft_steps = 0;
+  config.drills.steps = 3;
+  LmPolicy short_only(no_budget, config);
+  short_only.initialize(11);
+  config.drills.long_steps = 2;
+  config.drills.drills.max_gap = 20;
+  config.drills.drills.lookup_fraction = 0.5;
+  LmPolicy with_long(no_budget, config);
+  with_long.initialize(11);
+  EXPECT_NE(with_long.model().parameters(), short_only.model().parameters());
+  config.drills.drills.max_gap = 10;
+  LmPolicy other_gap(no_budget, config);
+  other_gap.initialize(11);
+  EXPECT_NE(with_long.model().parameters(), other_gap.model().parameters());
 }
 
 // The text view's summary metrics (envs/synthetic/metrics.h episode_metrics_text) on the oracle's
