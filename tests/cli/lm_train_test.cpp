@@ -522,6 +522,18 @@ TEST(CopyDrills, EachDrillHasItsOwnSmallAlphabet) {
     for (const int32_t id : e.tokens) EXPECT_TRUE(id >= 4 && id <= 6) << id;
 }
 
+// copy_drill_examples refuses `o`, naming `where` and `field`.
+void expect_drills_refused(int vocab, int positions, const lm::CopyDrillOptions& o, const std::string& where,
+                           const std::string& field) {
+  try {
+    lm::copy_drill_examples(vocab, positions, o, where);
+    ADD_FAILURE() << "accepted: " << field;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+  }
+}
+
 // Lookup drills: every question's trained value is the latest value written for its (kind, key) pair, and
 // neither the token before the value nor the two before it name the entry (a copy of what followed the
 // latest separator, or the latest "key separator", is often wrong), so the drill needs the three-token match
@@ -646,14 +658,8 @@ TEST(CopyDrills, GapsPutTheRepeatFurtherAway) {
 }
 
 TEST(CopyDrills, BadLookupOptionsAreRefusedByName) {
-  const auto refused = [](int vocab, int positions, lm::CopyDrillOptions o, const std::string& field) {
-    try {
-      lm::copy_drill_examples(vocab, positions, o, "drill_lookup");
-      ADD_FAILURE() << "accepted: " << field;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("drill_lookup"), std::string::npos);
-    }
+  const auto refused = [](int vocab, int positions, const lm::CopyDrillOptions& o, const std::string& field) {
+    expect_drills_refused(vocab, positions, o, "drill_lookup", field);
   };
   lm::CopyDrillOptions o;
   o.lookup_fraction = 1.5;
@@ -701,14 +707,8 @@ TEST(CopyDrills, TheMixIsOtherDrillsOfTheSameShape) {
 }
 
 TEST(CopyDrills, BadOptionsAreRefusedByName) {
-  const auto refused = [](int vocab, int positions, lm::CopyDrillOptions o, const std::string& field) {
-    try {
-      lm::copy_drill_examples(vocab, positions, o, "--copy-drill-min/--copy-drill-max");
-      ADD_FAILURE() << "accepted: " << field;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("--copy-drill-min/--copy-drill-max"), std::string::npos);
-    }
+  const auto refused = [](int vocab, int positions, const lm::CopyDrillOptions& o, const std::string& field) {
+    expect_drills_refused(vocab, positions, o, "--copy-drill-min/--copy-drill-max", field);
   };
   lm::CopyDrillOptions o;
   refused(1, 1024, o, "vocab");
