@@ -174,9 +174,12 @@ std::vector<int32_t> stop_ids(const In& object, int vocab) {
   return id_list(*v, "stop_token_ids", vocab);
 }
 
-void no_top_k(const In& object) {
-  if (integer(object, "top_k", -1, INT32_MIN, INT32_MAX) > 0)
-    throw BadRequest("top_k", "top_k is not supported (send -1 or 0: off)");
+// top_k: -1 or 0 is off (SGLang's and vLLM's conventions), k >= 1 keeps the k most likely tokens.
+int top_k(const In& object) {
+  const int64_t k = integer(object, "top_k", -1, INT32_MIN, INT32_MAX);
+  if (k < -1)
+    throw BadRequest("top_k", "top_k must be -1 or 0 (off) or at least 1, got " + std::to_string(k));
+  return static_cast<int>(k);
 }
 
 In object_body(std::string_view body) {
@@ -273,7 +276,7 @@ ServeAnswer LmService::completions(std::string_view body) const {
     p.top_logprobs = std::max(0, logprobs);
     include_stop = boolean(req, "include_stop_str_in_output", false);
     return_prompt_ids = boolean(req, "return_token_ids", false);
-    no_top_k(req);
+    p.top_k = top_k(req);
     if (boolean(req, "echo", false)) throw BadRequest("echo", "echo is not supported");
     if (boolean(req, "stream", false)) throw BadRequest("stream", "stream is not supported");
     if (const In* m = find(req, "model"); m != nullptr && !m->is_string())
@@ -364,7 +367,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
   std::vector<std::vector<int32_t>> prompt_ids;
   SamplingParams p;
   bool batch = false, return_logprob = false, no_stop_trim = false, text_in_logprobs = false;
-  int top_num = 0;
+  int top_num = 0, start = -1;
   std::vector<std::string> rids;  // SGLang's rid: one per prompt (a list for a batch), else the index
   try {
     const In req = object_body(body);
@@ -383,7 +386,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
     p.max_new_tokens = std::min(p.max_new_tokens, c.max_positions);
     p.temperature = static_cast<float>(number(sp, "temperature", 1.0, 0.0, 1e6));
     p.top_p = static_cast<float>(number(sp, "top_p", 1.0, 1e-9, 1.0));
-    no_top_k(sp);
+    p.top_k = top_k(sp);
     p.stop_strings = stop_strings(sp);
     p.stop_ids = stop_ids(sp, c.vocab);
     no_stop_trim = boolean(sp, "no_stop_trim", false);
@@ -394,6 +397,10 @@ ServeAnswer LmService::generate(std::string_view body) const {
     text_in_logprobs = boolean(req, "return_text_in_logprobs", false);
     top_num = static_cast<int>(integer(req, "top_logprobs_num", 0, 0, 20));
     p.top_logprobs = return_logprob ? top_num : 0;
+    // SGLang's logprob_start_len: -1 (the default) returns no prompt log-probs; s >= 0 returns those of
+    // prompt positions s .. end (input_token_logprobs; position 0 has none: null), only with return_logprob.
+    start = static_cast<int>(integer(req, "logprob_start_len", -1, -1, INT32_MAX));
+    if (!return_logprob) start = -1;
     if (boolean(req, "stream", false)) throw BadRequest("stream", "stream is not supported");
     if (const In* r = find(req, "rid"); r != nullptr) {
       if (r->is_string() && !batch) {
@@ -410,8 +417,13 @@ ServeAnswer LmService::generate(std::string_view body) const {
     p.tokenizer = tokenizer_.get();
     std::vector<SampleRequest> requests;
     for (size_t i = 0; i < prompt_ids.size(); ++i) {
+      if (start >= static_cast<int>(prompt_ids[i].size()))
+        throw BadRequest("logprob_start_len", "logprob_start_len (" + std::to_string(start) +
+                                                  ") is higher than the number of input tokens (" +
+                                                  std::to_string(prompt_ids[i].size()) +
+                                                  "). Request with a lower logprob_start_len.");
       requests.push_back(SampleRequest{
-          prompt_ids[i], StreamKey{seed, 0, static_cast<uint32_t>(i), StreamRole::kExecute, 0}});
+          prompt_ids[i], StreamKey{seed, 0, static_cast<uint32_t>(i), StreamRole::kExecute, 0}, start});
     }
     results = sample(model_, requests, p);
   } catch (const BadRequest& e) {
@@ -438,22 +450,33 @@ ServeAnswer LmService::generate(std::string_view body) const {
                  {"completion_tokens", r.tokens.size()},
                  {"cached_tokens", 0}};
     if (return_logprob) {
+      // SGLang's entries: [log-prob, id, text or null]; a log-prob without context (prompt position 0) null.
+      const auto entry = [&](float value, int32_t id) {
+        return Json::array({std::isnan(value) ? Json(nullptr) : Json(value), id,
+                            text_in_logprobs ? Json(piece_text(*tokenizer_, id)) : Json(nullptr)});
+      };
+      const auto top_list = [&](const std::vector<std::pair<int32_t, float>>& top) {
+        if (top.empty()) return Json(nullptr);
+        Json list = Json::array();
+        for (const auto& [id, value] : top) list.push_back(entry(value, id));
+        return list;
+      };
       Json out = Json::array(), tops = Json::array();
       for (size_t t = 0; t < r.tokens.size(); ++t) {
-        out.push_back(
-            Json::array({r.logprobs[t], r.tokens[t],
-                         text_in_logprobs ? Json(piece_text(*tokenizer_, r.tokens[t])) : Json(nullptr)}));
-        if (top_num > 0) {
-          Json top = Json::array();
-          for (const auto& [id, value] : r.top[t]) {
-            top.push_back(Json::array(
-                {value, id, text_in_logprobs ? Json(piece_text(*tokenizer_, id)) : Json(nullptr)}));
-          }
-          tops.push_back(top);
-        }
+        out.push_back(entry(r.logprobs[t], r.tokens[t]));
+        if (top_num > 0) tops.push_back(top_list(r.top[t]));
       }
+      Json in = Json::array(), in_tops = Json::array();
+      for (size_t t = 0; t < r.prompt_logprobs.size(); ++t) {
+        in.push_back(entry(r.prompt_logprobs[t], prompt_ids[k][static_cast<size_t>(start) + t]));
+        if (top_num > 0) in_tops.push_back(top_list(r.prompt_top[t]));
+      }
+      meta["input_token_logprobs"] = in;
       meta["output_token_logprobs"] = out;
-      if (top_num > 0) meta["output_top_logprobs"] = tops;
+      if (top_num > 0) {
+        meta["input_top_logprobs"] = in_tops;
+        meta["output_top_logprobs"] = tops;
+      }
     }
     items.push_back(Json{{"text", text}, {"output_ids", r.tokens}, {"meta_info", meta}});
   }

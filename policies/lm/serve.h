@@ -9,20 +9,23 @@
 //                         stop_token_ids, logprobs (0..20: token_logprobs, tokens, text_offset,
 //                         top_logprobs), include_stop_str_in_output (false), return_token_ids (adds
 //                         prompt_token_ids; the sampled `token_ids` of each choice are always returned, as
-//                         vLLM does with it), echo (false only), stream (false only), top_k (<= 0 only: off),
+//                         vLLM does with it), echo (false only), stream (false only), top_k (-1 or 0: off),
 //                         and model, user, skip_special_tokens, ignored. Answer: {id, object
 //                         "text_completion", created 0, model, choices [{index, text, logprobs, finish_reason
 //                         stop|length, stop_reason, token_ids}], usage}. Errors: OpenAI's {"error": {message,
 //                         type "invalid_request_error", param, code}} with status 400 (404 for another path).
 //   POST /generate        SGLang: input_ids (ids or a list of id lists) or text (string or list),
-//                         sampling_params {max_new_tokens (128), temperature, top_p, top_k (<= 0), stop,
-//                         stop_token_ids, no_stop_trim (false), sampling_seed (0), skip_special_tokens,
-//                         ignore_eos, ignored}, return_logprob, top_logprobs_num, return_text_in_logprobs,
-//                         rid. Answer (a list for a list input): {text, output_ids, meta_info {id,
-//                         finish_reason {type "stop", matched: string|id} | {type "length", length},
-//                         prompt_tokens, completion_tokens, cached_tokens 0, output_token_logprobs [[logprob,
-//                         id, text|null]], output_top_logprobs}}. Errors: SGLang's {"error": {"message"}}
-//                         with status 400.
+//                         sampling_params {max_new_tokens (128), temperature, top_p, top_k (-1 or 0: off),
+//                         stop, stop_token_ids, no_stop_trim (false), sampling_seed (0), skip_special_tokens,
+//                         ignore_eos, ignored}, return_logprob, logprob_start_len (-1: no prompt log-probs;
+//                         s: prompt positions s .. end, s below the prompt's length), top_logprobs_num,
+//                         return_text_in_logprobs, rid. Answer (a list for a list input): {text, output_ids,
+//                         meta_info {id, finish_reason {type "stop", matched: string|id} | {type "length",
+//                         length}, prompt_tokens, completion_tokens, cached_tokens 0, and with return_logprob
+//                         input_token_logprobs and output_token_logprobs [[logprob, id, text|null]] (the
+//                         first prompt token's logprob null: it has no context), input_top_logprobs and
+//                         output_top_logprobs with top_logprobs_num}}. Errors: SGLang's {"error":
+//                         {"message"}} with status 400.
 //   GET /v1/models, GET /get_model_info.
 // Sampling is policies/lm/cpu/sampler.h: log-probs are the model's own (temperature 1, no top-p), i.e. what
 // forward() recomputes; a request with the same seed gives the same bytes (choice i of a request draws from

@@ -262,6 +262,76 @@ TEST(LmServe, GenerateHasSglangsShape) {
   EXPECT_EQ(t["output_ids"].size(), 8u);
 }
 
+TEST(LmServe, TopKOneIsGreedyOnBothApis) {
+  const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  const json greedy =
+      call(*service, "/generate",
+           {{"input_ids", {1, 2, 3}}, {"sampling_params", {{"max_new_tokens", 12}, {"temperature", 0}}}});
+  for (const int seed : {1, 2, 3}) {
+    const json k1 =
+        call(*service, "/generate",
+             {{"input_ids", {1, 2, 3}},
+              {"sampling_params", {{"max_new_tokens", 12}, {"top_k", 1}, {"sampling_seed", seed}}}});
+    EXPECT_EQ(k1["output_ids"], greedy["output_ids"]) << seed;
+    const json c = call(*service, "/v1/completions",
+                        {{"prompt", {1, 2, 3}}, {"max_tokens", 12}, {"top_k", 1}, {"seed", seed}});
+    EXPECT_EQ(c["choices"][0]["token_ids"], greedy["output_ids"]) << seed;
+  }
+  // Off (-1, 0) samples as without it: the same bytes as a request without top_k.
+  const json plain =
+      call(*service, "/generate",
+           {{"input_ids", {1, 2, 3}}, {"sampling_params", {{"max_new_tokens", 12}, {"sampling_seed", 4}}}});
+  for (const int off : {-1, 0}) {
+    const json same =
+        call(*service, "/generate",
+             {{"input_ids", {1, 2, 3}},
+              {"sampling_params", {{"max_new_tokens", 12}, {"sampling_seed", 4}, {"top_k", off}}}});
+    EXPECT_EQ(same, plain) << off;
+  }
+}
+
+TEST(LmServe, GenerateReturnsThePromptsLogprobsFromLogprobStartLen) {
+  const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  const std::vector<int> prompt = {7, 3, 11, 5, 2};
+  lm::PackedBatch batch;
+  batch.add_sequence(std::vector<int32_t>(prompt.begin(), prompt.end()));
+  const lm::ForwardResult f = service->model().forward(batch);
+  for (const int start : {0, 3}) {
+    const json a = call(*service, "/generate",
+                        {{"input_ids", prompt},
+                         {"sampling_params", {{"max_new_tokens", 2}}},
+                         {"return_logprob", true},
+                         {"logprob_start_len", start},
+                         {"top_logprobs_num", 1},
+                         {"return_text_in_logprobs", true}});
+    const json& in = a["meta_info"]["input_token_logprobs"];
+    ASSERT_EQ(in.size(), prompt.size() - static_cast<size_t>(start)) << a;
+    ASSERT_EQ(a["meta_info"]["input_top_logprobs"].size(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      const size_t t = static_cast<size_t>(start) + i;
+      EXPECT_EQ(in[i][1], prompt[t]);
+      EXPECT_TRUE(in[i][2].is_string());
+      if (t == 0) {  // SGLang: the first token has no log-prob
+        EXPECT_TRUE(in[i][0].is_null());
+        EXPECT_TRUE(a["meta_info"]["input_top_logprobs"][i].is_null());
+      } else {
+        EXPECT_NEAR(in[i][0].get<double>(), f.logp[static_cast<Eigen::Index>(t - 1)], 2e-5) << t;
+        EXPECT_GE(a["meta_info"]["input_top_logprobs"][i][0][0].get<double>(), in[i][0].get<double>());
+      }
+    }
+  }
+  // The default (-1): no prompt entries; without return_logprob: no logprob fields at all.
+  const json d =
+      call(*service, "/generate",
+           {{"input_ids", prompt}, {"return_logprob", true}, {"sampling_params", {{"max_new_tokens", 1}}}});
+  EXPECT_EQ(d["meta_info"]["input_token_logprobs"], json::array());
+  EXPECT_EQ(d["meta_info"]["output_token_logprobs"].size(), 1u);
+  const json n =
+      call(*service, "/generate",
+           {{"input_ids", prompt}, {"logprob_start_len", 0}, {"sampling_params", {{"max_new_tokens", 1}}}});
+  EXPECT_FALSE(n["meta_info"].contains("input_token_logprobs"));
+}
+
 TEST(LmServe, BadRequestsGetTheApisOwnErrorShapes) {
   const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
   struct Case {
@@ -281,7 +351,7 @@ TEST(LmServe, BadRequestsGetTheApisOwnErrorShapes) {
       {{{"prompt", "x"}, {"stop", ""}}, "stop", "empty"},
       {{{"prompt", "x"}, {"stream", true}}, "stream", "not supported"},
       {{{"prompt", "x"}, {"echo", true}}, "echo", "not supported"},
-      {{{"prompt", "x"}, {"top_k", 5}}, "top_k", "not supported"},
+      {{{"prompt", "x"}, {"top_k", -2}}, "top_k", "top_k must be -1 or 0 (off) or at least 1"},
       {{{"prompt", std::vector<int>(1025, 1)}}, "prompt", "maximum context length is 1024"},
   };
   for (const Case& c : openai) {
@@ -303,6 +373,9 @@ TEST(LmServe, BadRequestsGetTheApisOwnErrorShapes) {
       {{"input_ids", {1}}, {"sampling_params", {{"max_new_tokens", "x"}}}},
       {{"input_ids", {1}}, {"sampling_params", {{"stop_token_ids", {600}}}}},
       {{"input_ids", {{1}, {2}}}, {"rid", "one"}},
+      {{"input_ids", {1, 2}}, {"return_logprob", true}, {"logprob_start_len", 2}},
+      {{"input_ids", {1, 2}}, {"return_logprob", true}, {"logprob_start_len", -3}},
+      {{"input_ids", {1}}, {"sampling_params", {{"top_k", -7}}}},
   };
   for (const json& body : sglang) {
     const json e = call(*service, "/generate", body, 400);

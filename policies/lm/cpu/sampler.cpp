@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -72,11 +73,21 @@ int32_t pick_token(const RowVector& logits, const SamplingParams& p, Rng& rng) {
   std::vector<int> order(V);
   std::iota(order.begin(), order.end(), 0);
   int kept = V;
-  if (p.top_p < 1.0f) {
+  if (p.top_k > 0 && p.top_k < V) {  // the k most likely, the lower id first on ties
+    kept = p.top_k;
+    std::partial_sort(order.begin(), order.begin() + kept, order.end(),
+                      [&](int a, int b) { return prob[a] > prob[b] || (prob[a] == prob[b] && a < b); });
+    total = 0.0;
+    for (int k = 0; k < kept; ++k) total += prob[order[k]];
+  } else if (p.top_p < 1.0f) {
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+  }
+  if (p.top_p < 1.0f) {
+    const int candidates = kept;
     double cumulative = 0.0;
     kept = 0;
-    while (kept < V && (kept == 0 || cumulative < p.top_p * total)) cumulative += prob[order[kept++]];
+    while (kept < candidates && (kept == 0 || cumulative < p.top_p * total))
+      cumulative += prob[order[kept++]];
     total = cumulative;
   }
   const double target = rng.uniform() * total;
@@ -137,6 +148,12 @@ std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleReq
       if (t < 0 || t >= c.vocab)
         throw std::invalid_argument("lm sampling: request " + std::to_string(r) + " has token " +
                                     std::to_string(t) + ", expected 0.." + std::to_string(c.vocab - 1));
+    const int from = requests[r].prompt_logprobs_from;
+    if (from < -1 || from >= static_cast<int>(prompt.size()))
+      throw std::invalid_argument("lm sampling: request " + std::to_string(r) +
+                                  " asks for prompt log-probs from position " + std::to_string(from) +
+                                  ", expected -1 (none) or 0.." + std::to_string(prompt.size() - 1) +
+                                  " (below the prompt's " + std::to_string(prompt.size()) + " tokens)");
   }
   struct Live {
     KvCache cache;
@@ -147,9 +164,26 @@ std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleReq
   std::vector<SampleResult> out(requests.size());
   std::vector<Live> live;
   live.reserve(requests.size());
-  for (const SampleRequest& r : requests) {
-    live.push_back(Live{KvCache(c), Rng(r.stream), RowVector(), false});
-    for (int32_t t : r.prompt) live.back().logits = live.back().cache.push(model, t);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const SampleRequest& request = requests[r];
+    live.push_back(Live{KvCache(c), Rng(request.stream), RowVector(), false});
+    Live& s = live.back();
+    const int from = request.prompt_logprobs_from;
+    for (size_t t = 0; t < request.prompt.size(); ++t) {
+      const int32_t token = request.prompt[t];
+      if (from >= 0 && static_cast<int>(t) >= from) {  // the log-prob of this prompt token given those before
+        SampleResult& o = out[r];
+        if (t == 0) {
+          o.prompt_logprobs.push_back(std::numeric_limits<float>::quiet_NaN());
+          if (p.top_logprobs > 0) o.prompt_top.emplace_back();
+        } else {
+          const float lse = log_sum_exp(s.logits);
+          o.prompt_logprobs.push_back(s.logits[token] - lse);
+          if (p.top_logprobs > 0) o.prompt_top.push_back(top_tokens(s.logits, lse, p.top_logprobs));
+        }
+      }
+      s.logits = s.cache.push(model, token);
+    }
   }
   for (int step = 0; step < p.max_new_tokens; ++step) {
     bool any = false;

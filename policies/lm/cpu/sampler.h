@@ -13,8 +13,10 @@
 //
 // Returned log-probs are those of the model itself (temperature 1, no top-p): the behaviour log-probs that
 // a trainer recomputes with forward(). Temperature 0 is greedy (the lowest id among equal maxima) and uses
-// no random draw. top_p keeps the smallest set of most likely tokens (after temperature) whose probability
-// reaches top_p (at least one token; ties broken by lower id), then samples among them.
+// no random draw. top_k > 0 keeps the k most likely tokens (ties broken by lower id); top_p then keeps the
+// smallest set of the most likely remaining tokens whose probability (after temperature, renormalised over
+// what top_k kept: the order of Hugging Face's warpers and vLLM) reaches top_p (at least one token), then
+// samples among them.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -49,6 +51,7 @@ class KvCache {
 struct SamplingParams {
   float temperature = 1.0f;       // >= 0; 0 = greedy
   float top_p = 1.0f;             // (0, 1]
+  int top_k = 0;                  // <= 0: off (SGLang's -1, vLLM's 0 and -1)
   int max_new_tokens = 64;        // >= 0
   std::vector<int32_t> stop_ids;  // sampling ends after one of these (it is included in the output)
   // Sampling ends after the token with which the decoded new text first contains one of these strings
@@ -63,6 +66,9 @@ struct SamplingParams {
 struct SampleRequest {
   std::vector<int32_t> prompt;  // non-empty
   StreamKey stream;             // the request's own random stream
+  // >= 0: also return the model's log-prob of each prompt token from this position on (SGLang's
+  // logprob_start_len); must be below the prompt's length. -1: none.
+  int prompt_logprobs_from = -1;
 };
 
 enum class FinishReason { kStop, kLength, kContext };
@@ -77,6 +83,11 @@ struct SampleResult {
   std::string text;  // the decoded new tokens (only with a tokenizer)
   // top_logprobs > 0: per new token, the most likely (id, log-prob) pairs, best first (lower id on ties).
   std::vector<std::vector<std::pair<int32_t, float>>> top;
+  // prompt_logprobs_from >= 0: the log-prob of prompt tokens prompt_logprobs_from .. end given the tokens
+  // before each (position 0 has no context: NaN there), and with top_logprobs > 0 the most likely tokens
+  // at each of those positions (empty at position 0).
+  std::vector<float> prompt_logprobs;
+  std::vector<std::vector<std::pair<int32_t, float>>> prompt_top;
 };
 
 // Throws std::invalid_argument naming the field for bad parameters or prompts.

@@ -1,5 +1,5 @@
 // policies/lm sampling: the KV cache against the full forward pass, determinism under regrouping, greedy,
-// top-p and temperature edge cases, stop ids and limits.
+// top-k, top-p and temperature edge cases, stop ids and limits, the prompt's log-probs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -154,6 +154,79 @@ TEST(LmSampler, PickTokenEdgeCases) {
   std::vector<int> counts(4, 0);
   for (int i = 0; i < 4000; ++i) ++counts[pick_token(q, hot, rng)];
   EXPECT_NEAR(counts[3] / 4000.0, 0.25, 0.04);
+}
+
+TEST(LmSampler, TopKKeepsTheKMostLikelyThenTopPAmongThem) {
+  Rng rng(StreamKey{4, 5, 6, StreamRole::kExecute, 0});
+  // Probabilities 0.4 0.3 0.2 0.1.
+  RowVector q(4);
+  q << std::log(0.4f), std::log(0.3f), std::log(0.2f), std::log(0.1f);
+  auto counts = [&](int top_k, float top_p) {
+    SamplingParams p;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    std::vector<int> n(4, 0);
+    for (int i = 0; i < 4000; ++i) ++n[pick_token(q, p, rng)];
+    return n;
+  };
+  EXPECT_EQ(counts(1, 1.0f), (std::vector<int>{4000, 0, 0, 0}));
+  const std::vector<int> two = counts(2, 1.0f);
+  EXPECT_EQ(two[2] + two[3], 0);
+  EXPECT_NEAR(two[0] / 4000.0, 0.4 / 0.7, 0.04);
+  // top_p over what top_k kept, renormalised: {0.57, 0.43} reaches 0.55 with the first token alone (over
+  // the full distribution, 0.4 would not, and both would be kept).
+  EXPECT_EQ(counts(2, 0.55f), (std::vector<int>{4000, 0, 0, 0}));
+  const std::vector<int> three = counts(3, 0.75f);  // {0.44, 0.33, 0.22}: the first two reach 0.75
+  EXPECT_EQ(three[2] + three[3], 0);
+  EXPECT_GT(three[1], 0);
+  // Off: 0, -1, and k >= the vocabulary keep every token.
+  for (const int off : {0, -1, 4, 100}) EXPECT_NEAR(counts(off, 1.0f)[3] / 4000.0, 0.1, 0.025) << off;
+  // Ties: the lower id is kept.
+  RowVector tied(3);
+  tied << 1.0f, 2.0f, 2.0f;
+  SamplingParams one;
+  one.top_k = 1;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(pick_token(tied, one, rng), 1);
+}
+
+TEST(LmSampler, PromptLogprobsAreTheForwardPassOnThePrompt) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  std::vector<SampleRequest> requests = make_requests(c, 2);
+  requests[0].prompt = {5, 9, 2, 7, 7, 1};
+  requests[0].prompt_logprobs_from = 0;
+  requests[1].prompt = {3, 8, 4, 6};
+  requests[1].prompt_logprobs_from = 2;
+  SamplingParams p;
+  p.max_new_tokens = 3;
+  p.top_logprobs = 2;
+  const std::vector<SampleResult> out = sample(m, requests, p);
+  for (size_t r = 0; r < 2; ++r) {
+    const std::vector<int32_t>& prompt = requests[r].prompt;
+    PackedBatch batch;
+    batch.add_sequence(prompt);
+    const ForwardResult f = m.forward(batch);
+    const size_t from = static_cast<size_t>(requests[r].prompt_logprobs_from);
+    ASSERT_EQ(out[r].prompt_logprobs.size(), prompt.size() - from) << r;
+    ASSERT_EQ(out[r].prompt_top.size(), prompt.size() - from) << r;
+    for (size_t t = from; t < prompt.size(); ++t) {
+      const float value = out[r].prompt_logprobs[t - from];
+      if (t == 0) {  // no context
+        EXPECT_TRUE(std::isnan(value));
+        EXPECT_TRUE(out[r].prompt_top[0].empty());
+        continue;
+      }
+      EXPECT_NEAR(value, f.logp[static_cast<Eigen::Index>(t - 1)], 2e-5f) << r << " " << t;
+      ASSERT_EQ(out[r].prompt_top[t - from].size(), 2u);
+      EXPECT_GE(out[r].prompt_top[t - from][0].second, value);
+    }
+  }
+  // Without the request: none; from the prompt's length on or below -1: refused.
+  EXPECT_TRUE(sample(m, make_requests(c, 1), p)[0].prompt_logprobs.empty());
+  for (const int bad : {6, 7, -2}) {
+    requests[0].prompt_logprobs_from = bad;
+    EXPECT_THROW(sample(m, requests, p), std::invalid_argument) << bad;
+  }
 }
 
 TEST(LmSampler, StopIdsAndLimits) {
