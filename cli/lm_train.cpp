@@ -107,6 +107,9 @@ int run_train(const std::vector<std::string>& args) {
       "copy-drill-lookup", po::value(&drill.drills.lookup_fraction)->default_value(0.0),
       "copy drills: the fraction of the long drills (and of the mix, with long steps) that are lookups "
       "(kind key = value tables, then questions; policies/lm/copy_drills.h)")(
+      "copy-drill-answer-shape", po::bool_switch(&drill.drills.lookup_answer_shape),
+      "copy drills: lookup questions in the final answer's shape (`marker kind key [filler] answer` value) "
+      "instead of ending in the table's separator")(
       "copy-drill-alphabet", po::value(&drill_alphabet),
       "copy drills: draw from the distinct tokens of this text (default: the whole vocabulary)");
   po::positional_options_description positional;

@@ -11,9 +11,11 @@ namespace {
 
 constexpr int kLookupKinds = 3, kLookupKeys = 3, kLookupQuestions = 4, kLookupMaxFiller = 3,
               kLookupMaxValue = 2;
-// A drill's distinct tokens: its kinds, keys, separator, question marker and (at least) four more to draw
-// values and filler from.
-constexpr int kLookupDistinct = kLookupKinds + kLookupKeys + 2 + 4;
+// A drill's distinct tokens: its kinds, keys, separator, question marker, the answer marker in the
+// answer's shape, and (at least) four more to draw values and filler from.
+int lookup_distinct(bool answer_shape) {
+  return kLookupKinds + kLookupKeys + 2 + (answer_shape ? 1 : 0) + 4;
+}
 
 CopyDrillOptions short_drills(CopyDrillOptions o) {
   o.max_gap = 0;
@@ -21,24 +23,28 @@ CopyDrillOptions short_drills(CopyDrillOptions o) {
   return o;
 }
 
-int lookup_drill_max_tokens(int max_entries) {
-  return max_entries * (kLookupMaxFiller + 3 + kLookupMaxValue) + kLookupQuestions * (4 + kLookupMaxValue);
+int lookup_drill_max_tokens(int max_entries, bool answer_shape) {
+  const int question = 4 + kLookupMaxValue + (answer_shape ? kLookupMaxFiller : 0);
+  return max_entries * (kLookupMaxFiller + 3 + kLookupMaxValue) + kLookupQuestions * question;
 }
 
 template <typename Draw>
-SftExample lookup_drill(Rng& rng, int lead, int min_entries, int max_entries, int max_gap, const Draw& draw) {
+SftExample lookup_drill(Rng& rng, int lead, int min_entries, int max_entries, int max_gap, bool answer_shape,
+                        const Draw& draw) {
   auto below = [&](int n) { return static_cast<int>(rng.uniform_int(static_cast<uint32_t>(n))); };
   // The roles' tokens, distinct from each other (values and filler may be any token, roles included).
   std::vector<int32_t> roles;
-  while (static_cast<int>(roles.size()) < kLookupKinds + kLookupKeys + 2) {
+  while (static_cast<int>(roles.size()) < kLookupKinds + kLookupKeys + 2 + (answer_shape ? 1 : 0)) {
     const int32_t id = draw(rng);
     if (std::find(roles.begin(), roles.end(), id) == roles.end()) roles.push_back(id);
   }
   const int32_t separator = roles[kLookupKinds + kLookupKeys], marker = roles[kLookupKinds + kLookupKeys + 1];
-  auto other = [&] {  // a filler or value token: anything but the separator and the marker
+  // -1: none (the separator ends a question, as a summary's `code=` does)
+  const int32_t answer = answer_shape ? roles[kLookupKinds + kLookupKeys + 2] : -1;
+  auto other = [&] {  // a filler or value token: anything but the separator and the markers
     for (;;) {
       const int32_t id = draw(rng);
-      if (id != separator && id != marker) return id;
+      if (id != separator && id != marker && id != answer) return id;
     }
   };
   SftExample e;
@@ -67,14 +73,24 @@ SftExample lookup_drill(Rng& rng, int lead, int min_entries, int max_entries, in
   for (size_t n = written.size(); n > 1; --n)  // Fisher-Yates: the questions in a random order
     std::swap(written[n - 1], written[static_cast<size_t>(below(static_cast<int>(n)))]);
   if (written.size() > static_cast<size_t>(kLookupQuestions)) written.resize(kLookupQuestions);
+  // In the answer's shape the question names the pair in this drill's order (the suite asks for "the code
+  // in the FACT record": key first) and filler precedes the answer marker.
+  const bool key_first = answer_shape && below(2) == 1;
   e.mask.assign(e.tokens.size(), 0.0f);
   for (const int pair : written) {
+    const int32_t kind = roles[static_cast<size_t>(pair / kLookupKeys)],
+                  key = roles[static_cast<size_t>(kLookupKinds + pair % kLookupKeys)];
     e.tokens.push_back(marker);
-    e.tokens.push_back(roles[static_cast<size_t>(pair / kLookupKeys)]);
-    e.tokens.push_back(roles[static_cast<size_t>(kLookupKinds + pair % kLookupKeys)]);
-    e.tokens.push_back(separator);
+    e.tokens.push_back(key_first ? key : kind);
+    e.tokens.push_back(key_first ? kind : key);
+    if (answer_shape) {
+      for (int f = below(kLookupMaxFiller + 1); f > 0; --f) e.tokens.push_back(other());
+      e.tokens.push_back(answer);
+    } else {
+      e.tokens.push_back(separator);
+    }
     e.mask.resize(e.tokens.size(), 0.0f);
-    e.mask.back() = 1.0f;  // the separator's position predicts the value's first token
+    e.mask.back() = 1.0f;  // the separator's (answer marker's) position predicts the value's first token
     e.spans.push_back(static_cast<int>(e.tokens.size()));
     e.span_kinds.push_back(SftExample::kAction);
     for (const int32_t id : latest[static_cast<size_t>(pair)]) {
@@ -120,7 +136,8 @@ std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const 
       throw Error(where, "lookup entries",
                   "must satisfy 1 <= min <= max, not " + std::to_string(o.lookup_min_entries) + ".." +
                       std::to_string(o.lookup_max_entries));
-    const int longest = o.lead + lookup_drill_max_tokens(o.lookup_max_entries) + o.max_gap;
+    const int longest =
+        o.lead + lookup_drill_max_tokens(o.lookup_max_entries, o.lookup_answer_shape) + o.max_gap;
     if (longest > max_positions)
       throw Error(where, "lookup entries",
                   "a lookup drill of up to " + std::to_string(longest) +
@@ -130,10 +147,11 @@ std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const 
     const uint32_t i = rng.uniform_int(choices);
     return o.alphabet.empty() ? static_cast<int32_t>(i) : o.alphabet[i];
   };
-  if (o.lookup_fraction > 0.0 && choices < static_cast<uint32_t>(kLookupDistinct))
+  const int distinct = lookup_distinct(o.lookup_answer_shape);
+  if (o.lookup_fraction > 0.0 && choices < static_cast<uint32_t>(distinct))
     throw Error(where, "alphabet",
-                "a lookup drill draws " + std::to_string(kLookupDistinct) +
-                    " distinct tokens; there are only " + std::to_string(choices) + " to draw from");
+                "a lookup drill draws " + std::to_string(distinct) + " distinct tokens; there are only " +
+                    std::to_string(choices) + " to draw from");
   std::vector<int32_t> subset;
   std::vector<SftExample> out(static_cast<size_t>(o.examples));
   for (int i = 0; i < o.examples; ++i) {
@@ -141,8 +159,8 @@ std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const 
     // spread evenly, and the repeat drills' streams unchanged by the option.
     if (std::floor((i + 1) * o.lookup_fraction) > std::floor(i * o.lookup_fraction)) {
       Rng rng(StreamKey{o.seed, static_cast<uint64_t>(i), 0, StreamRole::kLearner, 2});
-      out[static_cast<size_t>(i)] =
-          lookup_drill(rng, o.lead, o.lookup_min_entries, o.lookup_max_entries, o.max_gap, draw);
+      out[static_cast<size_t>(i)] = lookup_drill(rng, o.lead, o.lookup_min_entries, o.lookup_max_entries,
+                                                 o.max_gap, o.lookup_answer_shape, draw);
       continue;
     }
     Rng rng(StreamKey{o.seed, static_cast<uint64_t>(i), 0, StreamRole::kLearner, 1});

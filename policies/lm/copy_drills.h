@@ -47,6 +47,13 @@ struct CopyDrillOptions {
   // context: their tokens are distinct). Questions (up to 4, each a distinct pair): marker kind key
   // separator value, the value trained. Lookup drill i draws from Rng(StreamKey{seed, i, 0, kLearner, 2}).
   double lookup_fraction = 0.0;
+  // Lookups in the final answer's shape: a question is `marker kind key [0-3 filler] answer` (kind and key
+  // in an order drawn per drill) and the answer marker, a token of its own, predicts the value. Why: the
+  // suite's final `submit <code>` has no copy cue before the value (a summary's `code=` does: the token
+  // before the value matches the record's), so the value must be found from the question's words; a base
+  // trained on the separator-ended shape answered a constant per task type in closed loop
+  // (scenarios/README.md, synthetic_tinylm). One more distinct token per drill.
+  bool lookup_answer_shape = false;
   // Up to this many random tokens (uniform in [0, max_gap]) between a run and its repeat, and between a
   // lookup's table and its questions: a summary copies a value written hundreds of tokens earlier, and
   // copying learned over a few dozen tokens did not reach that far (scenarios/README.md).
@@ -57,7 +64,8 @@ struct CopyDrillOptions {
 // Throws crl::Error naming `where` and the field when an option is out of range (vocab < 2, examples < 1,
 // 2 <= min_half <= max_half, lead >= 0, a drill longer than max_positions, an alphabet token outside the
 // vocabulary, alphabet_size above the tokens there are to draw from, lookup_fraction outside [0, 1],
-// 1 <= lookup_min_entries <= lookup_max_entries, fewer than 12 tokens to draw a lookup drill's from).
+// 1 <= lookup_min_entries <= lookup_max_entries, fewer than 12 (13 in the answer shape) tokens to draw a
+// lookup drill's from).
 std::vector<SftExample> copy_drill_examples(int vocab, int max_positions, const CopyDrillOptions& options,
                                             const std::string& where);
 

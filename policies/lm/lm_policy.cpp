@@ -526,6 +526,10 @@ const PolicyRegistrar kRegistrar(
        "copy drills: the fraction of the long drills (and of drill_mix) that are lookups (a table "
        "of kind key = value entries, then questions naming an entry: the copy matches three tokens, as a "
        "record's value after `FACT code=`); 0: none"},
+      {"drill_answer_shape", ParamType::kBool, "false",
+       "copy drills: lookup questions in the final answer's shape (`marker kind key [filler] answer` "
+       "value: no separator before the value, as before `submit`'s code) instead of ending in the "
+       "table's separator"},
       {"drill_mix", ParamType::kInt, "0",
        "copy drills added to the SFT set (keeps the copying the drills built; 0: none)"},
       {"sft_summary_weight", ParamType::kDouble, "1",
@@ -569,6 +573,7 @@ const PolicyRegistrar kRegistrar(
        config.drills.mix = static_cast<int>(params.get_int("drill_mix"));
        config.drills.drills.alphabet_size = static_cast<int>(params.get_int("drill_alphabet_size"));
        config.drills.drills.lookup_fraction = params.get_double("drill_lookup");
+       config.drills.drills.lookup_answer_shape = params.get_bool("drill_answer_shape");
        config.drills.drills.max_gap = static_cast<int>(params.get_int("drill_gap"));
        config.sft_summary_weight = static_cast<float>(params.get_double("sft_summary_weight"));
        config.sft_final_weight = static_cast<float>(params.get_double("sft_final_weight"));

@@ -9,6 +9,7 @@
 #include "engine/json_reader.h"
 #include "engine/unicode_data.h"
 #include "policies/lm/cpu/sampler.h"
+#include "wire/sse.h"
 
 namespace crl::lm {
 namespace {
@@ -49,6 +50,31 @@ std::string piece_text(const Tokenizer& tokenizer, int32_t id) {
 std::string dump(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
+
+// The end of each token's text in the decoded answer (the sampler's text is its tokens' pieces joined).
+std::vector<size_t> token_ends(const Tokenizer& tokenizer, const std::vector<int32_t>& tokens) {
+  std::vector<size_t> ends;
+  size_t end = 0;
+  for (const int32_t id : tokens) {
+    end += tokenizer.decode(std::span<const int32_t>(&id, 1)).size();
+    ends.push_back(end);
+  }
+  return ends;
+}
+
+// What a stream may show of `text` once its tokens up to byte `end` are sampled: at most the answer's
+// final text (nothing past a stop string), and only whole characters (the bytes of a character split
+// across tokens wait for the token that completes it). `last`: the answer is complete, all of it.
+size_t streamable(std::string_view text, size_t end, bool last) {
+  if (last || end >= text.size()) return text.size();
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return end;
+}
+
+// OpenAI's `stream` and `stream_options`.
+struct StreamOptions {
+  bool stream = false, include_usage = false, continuous_usage = false;
+};
 
 const In* find(const In& object, const char* key) {
   const auto it = object.find(key);
@@ -258,6 +284,7 @@ ServeAnswer LmService::completions(std::string_view body) const {
   int n = 1, logprobs = -1;
   uint64_t seed = 0;
   bool include_stop = false, return_prompt_ids = false;
+  StreamOptions streaming;
   try {
     const In req = object_body(body);
     const In* prompt = find(req, "prompt");
@@ -278,7 +305,14 @@ ServeAnswer LmService::completions(std::string_view body) const {
     return_prompt_ids = boolean(req, "return_token_ids", false);
     p.top_k = top_k(req);
     if (boolean(req, "echo", false)) throw BadRequest("echo", "echo is not supported");
-    if (boolean(req, "stream", false)) throw BadRequest("stream", "stream is not supported");
+    streaming.stream = boolean(req, "stream", false);
+    if (const In* o = find(req, "stream_options"); o != nullptr) {
+      if (!streaming.stream)  // vLLM's check and wording
+        throw BadRequest("stream_options", "Stream options can only be defined when `stream=True`.");
+      if (!o->is_object()) throw BadRequest("stream_options", "stream_options must be an object");
+      streaming.include_usage = boolean(*o, "include_usage", false);
+      streaming.continuous_usage = streaming.include_usage && boolean(*o, "continuous_usage_stats", false);
+    }
     if (const In* m = find(req, "model"); m != nullptr && !m->is_string())
       throw BadRequest("model", "model must be a string");
     if (static_cast<int>(prompt_ids.size()) * n > kMaxPrompts)
@@ -305,59 +339,118 @@ ServeAnswer LmService::completions(std::string_view body) const {
                         {"code", nullptr}};
     return ServeAnswer{400, dump(Json{{"error", error}})};
   }
-  Json choices = Json::array();
+  // Each choice's final text (cut at a stop string), stop_reason and finish_reason.
+  struct Choice {
+    std::string text;
+    Json stop_reason;
+    const char* finish;
+    std::vector<size_t> ends;  // token_ends()
+  };
+  std::vector<Choice> out(results.size());
   int64_t completion_tokens = 0, prompt_tokens = 0;
   for (const auto& ids : prompt_ids) prompt_tokens += static_cast<int64_t>(ids.size()) * n;
   for (size_t k = 0; k < results.size(); ++k) {
     const SampleResult& r = results[k];
+    Choice& c = out[k];
     completion_tokens += static_cast<int64_t>(r.tokens.size());
-    std::string text = r.text;
-    Json stop_reason = nullptr;
+    c.text = r.text;
+    c.stop_reason = nullptr;
     if (r.stop_string >= 0) {
-      stop_reason = p.stop_strings[r.stop_string];
-      text.resize(static_cast<size_t>(r.stop_offset) +
-                  (include_stop ? p.stop_strings[r.stop_string].size() : 0));
+      c.stop_reason = p.stop_strings[r.stop_string];
+      c.text.resize(static_cast<size_t>(r.stop_offset) +
+                    (include_stop ? p.stop_strings[r.stop_string].size() : 0));
     } else if (r.finish == FinishReason::kStop) {
-      stop_reason = r.tokens.back();
+      c.stop_reason = r.tokens.back();
     }
-    Json lp = nullptr;
-    if (logprobs >= 0) {
-      Json tokens = Json::array(), values = Json::array(), offsets = Json::array(), tops = Json::array();
-      size_t offset = 0;
-      for (size_t t = 0; t < r.tokens.size(); ++t) {
-        tokens.push_back(piece_text(*tokenizer_, r.tokens[t]));
-        values.push_back(r.logprobs[t]);
-        offsets.push_back(offset);
-        offset += tokenizer_->decode(std::span<const int32_t>(&r.tokens[t], 1)).size();
-        if (logprobs > 0) {
-          Json top = Json::object();
-          for (const auto& [id, value] : r.top[t]) top[piece_text(*tokenizer_, id)] = value;
-          tops.push_back(top);
-        }
+    c.finish = r.finish == FinishReason::kStop ? "stop" : "length";
+    c.ends = token_ends(*tokenizer_, r.tokens);
+  }
+  // The logprobs object of tokens [from, to) of choice k (text_offset: where each starts in the choice's
+  // text), or null without `logprobs`.
+  const auto logprobs_of = [&](size_t k, size_t from, size_t to) -> Json {
+    if (logprobs < 0) return nullptr;
+    const SampleResult& r = results[k];
+    Json tokens = Json::array(), values = Json::array(), offsets = Json::array(), tops = Json::array();
+    for (size_t t = from; t < to; ++t) {
+      tokens.push_back(piece_text(*tokenizer_, r.tokens[t]));
+      values.push_back(r.logprobs[t]);
+      offsets.push_back(t == 0 ? 0 : out[k].ends[t - 1]);
+      if (logprobs > 0) {
+        Json top = Json::object();
+        for (const auto& [id, value] : r.top[t]) top[piece_text(*tokenizer_, id)] = value;
+        tops.push_back(top);
       }
-      lp = Json{{"text_offset", offsets},
+    }
+    return Json{{"text_offset", offsets},
                 {"token_logprobs", values},
                 {"tokens", tokens},
                 {"top_logprobs", logprobs > 0 ? tops : Json(nullptr)}};
+  };
+  const std::string id = "cmpl-" + std::to_string(seed);
+  const auto usage = [](int64_t prompt, int64_t completion) {
+    return Json{
+        {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+  };
+  if (streaming.stream) {
+    std::string events;
+    std::vector<size_t> sent(results.size(), 0);  // bytes of each choice's text already sent
+    size_t steps = 1;
+    for (const SampleResult& r : results) steps = std::max(steps, r.tokens.size());
+    for (size_t t = 0; t < steps; ++t) {
+      for (size_t k = 0; k < results.size(); ++k) {
+        const SampleResult& r = results[k];
+        const Choice& c = out[k];
+        const size_t count = r.tokens.size();
+        if (t >= std::max<size_t>(count, 1)) continue;
+        const bool last = t + 1 >= count;
+        const size_t upto = std::max(sent[k], streamable(c.text, count == 0 ? 0 : c.ends[t], last));
+        Json choice = {{"index", k},
+                       {"text", c.text.substr(sent[k], upto - sent[k])},
+                       {"logprobs", count == 0 ? Json(nullptr) : logprobs_of(k, t, t + 1)},
+                       {"finish_reason", last ? Json(c.finish) : Json(nullptr)},
+                       {"stop_reason", last ? c.stop_reason : Json(nullptr)},
+                       {"token_ids", count == 0 ? Json::array() : Json::array({r.tokens[t]})}};
+        sent[k] = upto;
+        if (return_prompt_ids && t == 0) choice["prompt_token_ids"] = prompt_ids[k / static_cast<size_t>(n)];
+        Json event = {{"id", id},
+                      {"object", "text_completion"},
+                      {"created", 0},
+                      {"model", name_},
+                      {"choices", Json::array({choice})}};
+        if (streaming.include_usage) {
+          event["usage"] = streaming.continuous_usage
+                               ? usage(static_cast<int64_t>(prompt_ids[k / static_cast<size_t>(n)].size()),
+                                       static_cast<int64_t>(std::min(t + 1, count)))
+                               : Json(nullptr);
+        }
+        wire::append_sse_data(events, dump(event));
+      }
     }
+    if (streaming.include_usage) {
+      wire::append_sse_data(events, dump(Json{{"id", id},
+                                              {"object", "text_completion"},
+                                              {"created", 0},
+                                              {"model", name_},
+                                              {"choices", Json::array()},
+                                              {"usage", usage(prompt_tokens, completion_tokens)}}));
+    }
+    wire::append_sse_data(events, "[DONE]");
+    return ServeAnswer{200, std::move(events), wire::kSseContentType};
+  }
+  Json choices = Json::array();
+  for (size_t k = 0; k < results.size(); ++k) {
     Json choice = {{"index", k},
-                   {"text", text},
-                   {"logprobs", lp},
-                   {"finish_reason", r.finish == FinishReason::kStop ? "stop" : "length"},
-                   {"stop_reason", stop_reason},
-                   {"token_ids", r.tokens}};
+                   {"text", out[k].text},
+                   {"logprobs", logprobs_of(k, 0, results[k].tokens.size())},
+                   {"finish_reason", out[k].finish},
+                   {"stop_reason", out[k].stop_reason},
+                   {"token_ids", results[k].tokens}};
     if (return_prompt_ids) choice["prompt_token_ids"] = prompt_ids[k / static_cast<size_t>(n)];
     choices.push_back(choice);
   }
-  const Json answer = {{"id", "cmpl-" + std::to_string(seed)},
-                       {"object", "text_completion"},
-                       {"created", 0},
-                       {"model", name_},
-                       {"choices", choices},
-                       {"usage",
-                        {{"prompt_tokens", prompt_tokens},
-                         {"completion_tokens", completion_tokens},
-                         {"total_tokens", prompt_tokens + completion_tokens}}}};
+  const Json answer = {{"id", id},           {"object", "text_completion"},
+                       {"created", 0},       {"model", name_},
+                       {"choices", choices}, {"usage", usage(prompt_tokens, completion_tokens)}};
   return ServeAnswer{200, dump(answer)};
 }
 
@@ -366,7 +459,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
   std::vector<SampleResult> results;
   std::vector<std::vector<int32_t>> prompt_ids;
   SamplingParams p;
-  bool batch = false, return_logprob = false, no_stop_trim = false, text_in_logprobs = false;
+  bool batch = false, return_logprob = false, no_stop_trim = false, text_in_logprobs = false, stream = false;
   int top_num = 0, start = -1;
   std::vector<std::string> rids;  // SGLang's rid: one per prompt (a list for a batch), else the index
   try {
@@ -401,7 +494,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
     // prompt positions s .. end (input_token_logprobs; position 0 has none: null), only with return_logprob.
     start = static_cast<int>(integer(req, "logprob_start_len", -1, -1, INT32_MAX));
     if (!return_logprob) start = -1;
-    if (boolean(req, "stream", false)) throw BadRequest("stream", "stream is not supported");
+    stream = boolean(req, "stream", false);
     if (const In* r = find(req, "rid"); r != nullptr) {
       if (r->is_string() && !batch) {
         rids.push_back(r->get<std::string>());
@@ -431,23 +524,28 @@ ServeAnswer LmService::generate(std::string_view body) const {
   } catch (const std::invalid_argument& e) {
     return ServeAnswer{400, dump(Json{{"error", {{"message", e.what()}}}})};
   }
-  Json items = Json::array();
-  for (size_t k = 0; k < results.size(); ++k) {
+  // Item k of the answer after its first `count` tokens (count < all: a stream's partial answer, no
+  // finish_reason yet).
+  std::vector<std::vector<size_t>> ends;
+  for (const SampleResult& r : results) ends.push_back(token_ends(*tokenizer_, r.tokens));
+  const auto item = [&](size_t k, size_t count) {
     const SampleResult& r = results[k];
+    const bool done = count == r.tokens.size();
     std::string text = r.text;
-    Json finish;
+    Json finish = nullptr;
     if (r.stop_string >= 0) {
-      finish = {{"type", "stop"}, {"matched", p.stop_strings[r.stop_string]}};
       if (!no_stop_trim) text.resize(static_cast<size_t>(r.stop_offset));
-    } else if (r.finish == FinishReason::kStop) {
+      if (done) finish = {{"type", "stop"}, {"matched", p.stop_strings[r.stop_string]}};
+    } else if (done && r.finish == FinishReason::kStop) {
       finish = {{"type", "stop"}, {"matched", r.tokens.back()}};
-    } else {
+    } else if (done) {
       finish = {{"type", "length"}, {"length", r.tokens.size()}};
     }
+    if (!done) text.resize(streamable(text, count == 0 ? 0 : ends[k][count - 1], false));
     Json meta = {{"id", k < rids.size() ? rids[k] : std::to_string(k)},
                  {"finish_reason", finish},
                  {"prompt_tokens", prompt_ids[k].size()},
-                 {"completion_tokens", r.tokens.size()},
+                 {"completion_tokens", count},
                  {"cached_tokens", 0}};
     if (return_logprob) {
       // SGLang's entries: [log-prob, id, text or null]; a log-prob without context (prompt position 0) null.
@@ -462,7 +560,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
         return list;
       };
       Json out = Json::array(), tops = Json::array();
-      for (size_t t = 0; t < r.tokens.size(); ++t) {
+      for (size_t t = 0; t < count; ++t) {
         out.push_back(entry(r.logprobs[t], r.tokens[t]));
         if (top_num > 0) tops.push_back(top_list(r.top[t]));
       }
@@ -478,8 +576,28 @@ ServeAnswer LmService::generate(std::string_view body) const {
         meta["output_top_logprobs"] = tops;
       }
     }
-    items.push_back(Json{{"text", text}, {"output_ids", r.tokens}, {"meta_info", meta}});
+    return Json{{"text", text},
+                {"output_ids", std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + count)},
+                {"meta_info", meta}};
+  };
+  if (stream) {
+    std::string events;
+    size_t steps = 1;
+    for (const SampleResult& r : results) steps = std::max(steps, r.tokens.size());
+    for (size_t t = 0; t < steps; ++t) {
+      for (size_t k = 0; k < results.size(); ++k) {
+        const size_t count = results[k].tokens.size();
+        if (t >= std::max<size_t>(count, 1)) continue;
+        Json event = item(k, std::min(t + 1, count));
+        if (batch) event["index"] = k;
+        wire::append_sse_data(events, dump(event));
+      }
+    }
+    wire::append_sse_data(events, "[DONE]");
+    return ServeAnswer{200, std::move(events), wire::kSseContentType};
   }
+  Json items = Json::array();
+  for (size_t k = 0; k < results.size(); ++k) items.push_back(item(k, results[k].tokens.size()));
   return ServeAnswer{200, dump(batch ? items : items[0])};
 }
 

@@ -9,11 +9,12 @@
 //                         stop_token_ids, logprobs (0..20: token_logprobs, tokens, text_offset,
 //                         top_logprobs), include_stop_str_in_output (false), return_token_ids (adds
 //                         prompt_token_ids; the sampled `token_ids` of each choice are always returned, as
-//                         vLLM does with it), echo (false only), stream (false only), top_k (-1 or 0: off),
-//                         and model, user, skip_special_tokens, ignored. Answer: {id, object
-//                         "text_completion", created 0, model, choices [{index, text, logprobs, finish_reason
-//                         stop|length, stop_reason, token_ids}], usage}. Errors: OpenAI's {"error": {message,
-//                         type "invalid_request_error", param, code}} with status 400 (404 for another path).
+//                         vLLM does with it), echo (false only), stream, stream_options {include_usage,
+//                         continuous_usage_stats}, top_k (-1 or 0: off), and model, user,
+//                         skip_special_tokens, ignored. Answer: {id, object "text_completion", created 0,
+//                         model, choices [{index, text, logprobs, finish_reason stop|length, stop_reason,
+//                         token_ids}], usage}. Errors: OpenAI's {"error": {message, type
+//                         "invalid_request_error", param, code}} with status 400 (404 for another path).
 //   POST /generate        SGLang: input_ids (ids or a list of id lists) or text (string or list),
 //                         sampling_params {max_new_tokens (128), temperature, top_p, top_k (-1 or 0: off),
 //                         stop, stop_token_ids, no_stop_trim (false), sampling_seed (0), skip_special_tokens,
@@ -27,6 +28,19 @@
 //                         output_top_logprobs with top_logprobs_num}}. Errors: SGLang's {"error":
 //                         {"message"}} with status 400.
 //   GET /v1/models, GET /get_model_info.
+// Streaming (`stream: true` on either API) answers text/event-stream, `data: {...}` events ended by
+// `data: [DONE]`, one event per sampled token of each choice / prompt, in token order, choices round-robin
+// (choice 0's token t, choice 1's token t, ..., then token t + 1). OpenAI (vLLM's chunks): each choice's
+// event holds the text its token adds (`text`: a delta; bytes of a character split across tokens wait for
+// the token that completes it; never text past a stop string, so the deltas join to the non-streamed
+// text), its `token_ids` [id], `logprobs` for that token (text_offset absolute) or null, and
+// finish_reason / stop_reason null until the choice's last event; prompt_token_ids (with
+// return_token_ids) in a choice's first event; with stream_options.include_usage every event has "usage":
+// null (or, with continuous_usage_stats, that choice's counts so far) and a last event {choices: [],
+// usage} precedes [DONE]; a choice with no tokens (max_tokens 0) has one event with text "". SGLang
+// (its default, non-incremental mode): each event is the whole answer so far, {text, output_ids,
+// meta_info} (finish_reason null until the last; output_token_logprobs so far), with "index" for a batch
+// input. The events are written at once after sampling (wire/sse.h says why).
 // Sampling is policies/lm/cpu/sampler.h: log-probs are the model's own (temperature 1, no top-p), i.e. what
 // forward() recomputes; a request with the same seed gives the same bytes (choice i of a request draws from
 // StreamKey{seed, 0, i, kExecute, 0}; item i of an SGLang batch likewise). Omitting the seed means seed 0.
@@ -45,7 +59,8 @@ namespace crl::lm {
 
 struct ServeAnswer {
   int status = 200;
-  std::string body;  // JSON
+  std::string body;  // JSON, or server-sent events with content_type text/event-stream
+  std::string content_type = "application/json";
 };
 
 class LmService {

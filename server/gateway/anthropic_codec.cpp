@@ -2,9 +2,11 @@
 
 #include "engine/json_reader.h"
 #include "server/gateway/openai_codec.h"
-#include "server/gateway/sse.h"
+#include "wire/sse.h"
 
 namespace crl::server::gateway {
+
+using wire::append_sse_event;
 
 using json = nlohmann::json;
 

@@ -9,12 +9,14 @@
 #include "engine/trajectory_io.h"
 #include "server/gateway/anthropic_codec.h"
 #include "server/gateway/openai_codec.h"
-#include "server/gateway/sse.h"
 #include "server/session_table.h"
+#include "wire/sse.h"
 #include "wire/utf8.h"
 #include "wire/wire_codec.h"
 
 namespace crl::server::gateway {
+
+using wire::kSseContentType;
 
 using json = nlohmann::json;
 

@@ -262,6 +262,176 @@ TEST(LmServe, GenerateHasSglangsShape) {
   EXPECT_EQ(t["output_ids"].size(), 8u);
 }
 
+// The `data:` payloads of a server-sent event stream, checking its framing: every event is one `data:`
+// line and a blank line, and the stream ends with [DONE].
+std::vector<json> sse_events(const std::string& body) {
+  std::vector<json> events;
+  size_t at = 0;
+  bool done = false;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    EXPECT_NE(end, std::string::npos) << "an event ends with a blank line";
+    if (end == std::string::npos) break;
+    const std::string event = body.substr(at, end - at);
+    EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+    EXPECT_EQ(event.find('\n'), std::string::npos) << "one line per event";
+    EXPECT_FALSE(done) << "nothing after [DONE]";
+    if (event == "data: [DONE]") {
+      done = true;
+    } else {
+      events.push_back(json::parse(event.substr(6)));
+    }
+    at = end + 2;
+  }
+  EXPECT_TRUE(done) << "the stream ends with data: [DONE]";
+  return events;
+}
+
+std::string stream_body(const lm::LmService& service, const std::string& path, const json& body) {
+  const auto answer = service.handle("POST", path, body.dump());
+  EXPECT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->status, 200) << answer->body;
+  EXPECT_EQ(answer->content_type, "text/event-stream");
+  return answer->body;
+}
+
+// A stream is the non-streamed answer cut into one event per token: OpenAI's deltas join to the same text,
+// token ids and log-probs (choices round-robin, finish_reason only on each choice's last event, usage as
+// stream_options ask), SGLang's events are the answer so far with the last one the whole answer; the same
+// bytes for the same seed; Content-Type text/event-stream over HTTP.
+TEST(LmServe, StreamsCutTheAnswerIntoOneEventPerToken) {
+  const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  json req = {{"prompt", "Task: early_fact"},
+              {"max_tokens", 12},
+              {"seed", 3},
+              {"logprobs", 1},
+              {"return_token_ids", true},
+              {"n", 2}};
+  const json whole = call(*service, "/v1/completions", req);
+  req["stream"] = true;
+  req["stream_options"] = {{"include_usage", true}};
+  const std::string body = stream_body(*service, "/v1/completions", req);
+  EXPECT_EQ(body, stream_body(*service, "/v1/completions", req));
+  const std::vector<json> events = sse_events(body);
+  ASSERT_EQ(events.size(), 2u * 12u + 1u);
+  std::vector<std::string> text(2);
+  std::vector<json> ids(2, json::array()), values(2, json::array()), offsets(2, json::array());
+  for (size_t e = 0; e < 24; ++e) {
+    const json& event = events[e];
+    EXPECT_EQ(event["id"], whole["id"]);
+    EXPECT_EQ(event["object"], "text_completion");
+    EXPECT_EQ(event["model"], "tiny");
+    ASSERT_TRUE(event.contains("usage"));
+    EXPECT_TRUE(event["usage"].is_null());
+    ASSERT_EQ(event["choices"].size(), 1u);
+    const json& c = event["choices"][0];
+    const size_t k = c["index"].get<size_t>();
+    EXPECT_EQ(k, e % 2) << "choices round-robin, token by token";
+    text[k] += c["text"].get<std::string>();
+    ASSERT_EQ(c["token_ids"].size(), 1u);
+    ids[k].push_back(c["token_ids"][0]);
+    ASSERT_EQ(c["logprobs"]["token_logprobs"].size(), 1u);
+    values[k].push_back(c["logprobs"]["token_logprobs"][0]);
+    offsets[k].push_back(c["logprobs"]["text_offset"][0]);
+    EXPECT_EQ(c["logprobs"]["top_logprobs"].size(), 1u);
+    const bool last = e >= 22;
+    EXPECT_EQ(c["finish_reason"], last ? json("length") : json(nullptr)) << e;
+    EXPECT_TRUE(c["stop_reason"].is_null());
+    EXPECT_EQ(c.contains("prompt_token_ids"), e < 2) << "the prompt's ids in each choice's first event";
+    if (e < 2) EXPECT_EQ(c["prompt_token_ids"], whole["choices"][k]["prompt_token_ids"]);
+  }
+  for (size_t k = 0; k < 2; ++k) {
+    const json& c = whole["choices"][k];
+    EXPECT_EQ(text[k], c["text"].get<std::string>()) << "the deltas join to the answer's text";
+    EXPECT_EQ(ids[k], c["token_ids"]);
+    EXPECT_EQ(values[k], c["logprobs"]["token_logprobs"]);
+    EXPECT_EQ(offsets[k], c["logprobs"]["text_offset"]);
+  }
+  EXPECT_TRUE(events.back()["choices"].empty());
+  EXPECT_EQ(events.back()["usage"], whole["usage"]);
+
+  // continuous_usage_stats: each event counts its choice's tokens so far.
+  req["stream_options"]["continuous_usage_stats"] = true;
+  const std::vector<json> counted = sse_events(stream_body(*service, "/v1/completions", req));
+  for (size_t e = 0; e < 24; ++e) {
+    EXPECT_EQ(counted[e]["usage"]["completion_tokens"], e / 2 + 1);
+    EXPECT_EQ(counted[e]["usage"]["prompt_tokens"], whole["usage"]["prompt_tokens"].get<int>() / 2);
+  }
+  // Without stream_options: no usage at all; max_tokens 0: one empty event per choice.
+  req.erase("stream_options");
+  req["max_tokens"] = 0;
+  const std::vector<json> empty = sse_events(stream_body(*service, "/v1/completions", req));
+  ASSERT_EQ(empty.size(), 2u);
+  for (const json& event : empty) {
+    EXPECT_FALSE(event.contains("usage"));
+    EXPECT_EQ(event["choices"][0]["text"], "");
+    EXPECT_EQ(event["choices"][0]["finish_reason"], "length");
+    EXPECT_TRUE(event["choices"][0]["token_ids"].empty());
+  }
+
+  // A stop string: the deltas never show it, the last event says why the choice stopped.
+  json stop_req = {{"prompt", "Task: early_fact"}, {"max_tokens", 12}, {"seed", 3}};
+  const json plain = call(*service, "/v1/completions", stop_req)["choices"][0];
+  const std::string full = plain["text"].get<std::string>();
+  std::string stop;
+  for (size_t at = 4; at + 2 <= full.size() && stop.empty(); ++at) {
+    const std::string candidate = full.substr(at, 2);
+    if (candidate[0] >= 0x21 && candidate[0] < 0x7f && candidate[1] >= 0x21 && candidate[1] < 0x7f)
+      stop = candidate;
+  }
+  ASSERT_FALSE(stop.empty()) << full;
+  stop_req["stop"] = stop;
+  const json cut = call(*service, "/v1/completions", stop_req)["choices"][0];
+  stop_req["stream"] = true;
+  const std::vector<json> stopped = sse_events(stream_body(*service, "/v1/completions", stop_req));
+  ASSERT_EQ(stopped.size(), cut["token_ids"].size());
+  std::string joined;
+  for (const json& event : stopped) joined += event["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(joined, cut["text"].get<std::string>());
+  EXPECT_EQ(stopped.back()["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(stopped.back()["choices"][0]["stop_reason"], stop);
+
+  // SGLang: the answer so far in every event, finish_reason on the last, which is the whole answer.
+  json gen = {{"input_ids", {1, 2, 3}},
+              {"sampling_params", {{"max_new_tokens", 5}, {"sampling_seed", 2}}},
+              {"return_logprob", true},
+              {"rid", "r1"}};
+  const std::string answer = service->handle("POST", "/generate", gen.dump())->body;
+  gen["stream"] = true;
+  const std::string gen_body = stream_body(*service, "/generate", gen);
+  const std::vector<json> items = sse_events(gen_body);
+  ASSERT_EQ(items.size(), 5u);
+  const json a = json::parse(answer);
+  for (size_t t = 0; t < 5; ++t) {
+    EXPECT_EQ(
+        items[t]["output_ids"],
+        json(std::vector<json>(a["output_ids"].begin(), a["output_ids"].begin() + static_cast<long>(t + 1))));
+    EXPECT_EQ(items[t]["meta_info"]["completion_tokens"], t + 1);
+    EXPECT_EQ(items[t]["meta_info"]["output_token_logprobs"].size(), t + 1);
+    EXPECT_EQ(items[t]["meta_info"]["id"], "r1");
+    EXPECT_EQ(items[t]["meta_info"]["finish_reason"].is_null(), t < 4);
+    EXPECT_EQ(a["text"].get<std::string>().rfind(items[t]["text"].get<std::string>(), 0), 0u)
+        << "the text so far is a prefix of the answer";
+    EXPECT_FALSE(items[t].contains("index"));
+  }
+  EXPECT_NE(gen_body.find("data: " + answer + "\n\ndata: [DONE]\n\n"), std::string::npos)
+      << "the last event is the non-streamed answer, byte for byte";
+  // A batch: each event names its prompt.
+  gen.erase("rid");
+  gen["input_ids"] = {{1, 2, 3}, {4, 5}};
+  const std::vector<json> both = sse_events(stream_body(*service, "/generate", gen));
+  ASSERT_EQ(both.size(), 10u);
+  for (size_t e = 0; e < 10; ++e) EXPECT_EQ(both[e]["index"], e % 2);
+
+  // Over HTTP: the Content-Type and the same bytes.
+  LmTestServer server;
+  server::testing::HttpClient client(server.http->port());
+  const auto reply = client.call("POST", "/generate", gen.dump());
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.content_type, "text/event-stream");
+  EXPECT_EQ(reply.body, stream_body(*service, "/generate", gen));
+}
+
 TEST(LmServe, TopKOneIsGreedyOnBothApis) {
   const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
   const json greedy =
@@ -349,7 +519,9 @@ TEST(LmServe, BadRequestsGetTheApisOwnErrorShapes) {
       {{{"prompt", "x"}, {"logprobs", 50}}, "logprobs", "logprobs must be"},
       {{{"prompt", "x"}, {"stop", {1}}}, "stop", "stop must be"},
       {{{"prompt", "x"}, {"stop", ""}}, "stop", "empty"},
-      {{{"prompt", "x"}, {"stream", true}}, "stream", "not supported"},
+      {{{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}, "stream_options", "stream=True"},
+      {{{"prompt", "x"}, {"stream", true}, {"stream_options", 3}}, "stream_options", "must be an object"},
+      {{{"prompt", "x"}, {"stream", "yes"}}, "stream", "true or false"},
       {{{"prompt", "x"}, {"echo", true}}, "echo", "not supported"},
       {{{"prompt", "x"}, {"top_k", -2}}, "top_k", "top_k must be -1 or 0 (off) or at least 1"},
       {{{"prompt", std::vector<int>(1025, 1)}}, "prompt", "maximum context length is 1024"},

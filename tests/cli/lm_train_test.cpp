@@ -606,6 +606,112 @@ TEST(CopyDrills, LookupsAskForTheLatestValueOfAThreeTokenKey) {
   EXPECT_EQ(plain[0].tokens, drills[0].tokens);
 }
 
+// In the final answer's shape a question is `marker kind key [0-3 filler] answer` and the answer marker (a
+// token of its own, never in the table) predicts the value: no separator in front of the value to match,
+// as before `submit`'s code. Kind and key come in either order (per drill); the answer is the pair's latest
+// value; the repeat drills are unchanged by the option.
+TEST(CopyDrills, AnswerShapedLookupsEndTheQuestionWithTheirOwnMarker) {
+  lm::CopyDrillOptions o;
+  o.examples = 300;
+  o.lead = 2;
+  o.lookup_fraction = 0.5;
+  o.lookup_answer_shape = true;
+  const auto drills = lm::copy_drill_examples(200, 256, o, "test");
+  int checked = 0, values = 0, kind_first = 0, key_first = 0, with_filler = 0;
+  std::set<int32_t> answer_markers;
+  for (size_t i = 1; i < drills.size(); i += 2) {  // lookups: i with floor((i+1)/2) > floor(i/2)
+    const lm::SftExample& e = drills[i];
+    ASSERT_GE(e.spans.size(), 1u);
+    if (e.spans.size() < 2) continue;  // the marker is read off the second question
+    std::vector<size_t> value_end;
+    for (const int span : e.spans) {
+      size_t end = static_cast<size_t>(span);
+      while (end < e.tokens.size() && e.mask[end] > 0) ++end;
+      value_end.push_back(end);
+    }
+    const int32_t marker = e.tokens.at(value_end[0] + 1);
+    const int32_t answer = e.tokens.at(static_cast<size_t>(e.spans[0]) - 1);
+    ASSERT_NE(marker, answer);
+    answer_markers.insert(answer);
+    size_t question = static_cast<size_t>(e.spans[0]) - 1;
+    while (e.tokens[question] != marker) --question;
+    const size_t tables_end = question;
+    EXPECT_EQ(std::count(e.tokens.begin(), e.tokens.begin() + static_cast<long>(tables_end), answer), 0)
+        << "drill " << i << ": the answer marker is not in the table";
+    // The question starts, then the table's separator: the token after the named pair in the table for
+    // every question (values and filler may be any token, so `a b` alone can occur by chance; the
+    // separator occurs only after an entry's pair). Drills where that leaves more than one candidate are
+    // not checked for the value.
+    std::vector<size_t> starts{question};
+    for (size_t n = 1; n < e.spans.size(); ++n) starts.push_back(value_end[n - 1] + 1);
+    std::set<int32_t> separators;
+    for (size_t t = 2; t < tables_end; ++t) separators.insert(e.tokens[t]);
+    for (const size_t q : starts) {
+      std::set<int32_t> after;
+      for (size_t t = 2; t < tables_end; ++t) {
+        const int32_t x = e.tokens[t - 2], y = e.tokens[t - 1];
+        if ((x == e.tokens[q + 1] && y == e.tokens[q + 2]) || (x == e.tokens[q + 2] && y == e.tokens[q + 1]))
+          after.insert(e.tokens[t]);
+      }
+      std::erase_if(separators, [&](int32_t c) { return !after.contains(c); });
+    }
+    ASSERT_FALSE(separators.empty()) << "drill " << i << ": every question names a pair the table wrote";
+    const int32_t separator = separators.size() == 1 ? *separators.begin() : -1;
+    EXPECT_NE(separator, answer) << "the table's separator is not the answer marker";
+    for (size_t n = 0; n < e.spans.size(); ++n) {
+      const size_t s = static_cast<size_t>(e.spans[n]), q = starts[n];
+      ASSERT_EQ(e.tokens[q], marker) << "drill " << i;
+      ASSERT_EQ(e.tokens[s - 1], answer) << "drill " << i << ": the answer marker ends every question";
+      EXPECT_GT(e.mask[s - 1], 0.0f) << "the answer marker's position predicts the value";
+      EXPECT_EQ(e.mask[s - 2], 0.0f) << "the question itself is not trained";
+      const size_t filler = s - 1 - (q + 3);
+      ASSERT_LE(filler, 3u);
+      with_filler += filler > 0;
+      if (separator < 0) continue;
+      const int32_t a = e.tokens[q + 1], b = e.tokens[q + 2];
+      size_t at = 0;  // the latest entry `a b sep` or `b a sep` (the table writes kind key)
+      bool swapped = false;
+      for (size_t t = tables_end; t-- > 2;) {
+        if (e.tokens[t] != separator) continue;
+        if (e.tokens[t - 2] == a && e.tokens[t - 1] == b) {
+          at = t + 1;
+          break;
+        }
+        if (e.tokens[t - 2] == b && e.tokens[t - 1] == a) {
+          at = t + 1;
+          swapped = true;
+          break;
+        }
+      }
+      ASSERT_GT(at, 0u) << "drill " << i << ": the question names a pair the table wrote";
+      (swapped ? key_first : kind_first) += n == 0;
+      EXPECT_TRUE(std::equal(e.tokens.begin() + static_cast<long>(s),
+                             e.tokens.begin() + static_cast<long>(value_end[n] + 1),
+                             e.tokens.begin() + static_cast<long>(at)))
+          << "drill " << i << ": the answer is the pair's latest value";
+      ++values;
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
+  EXPECT_GT(values, 250);
+  EXPECT_GT(kind_first, 20);
+  EXPECT_GT(key_first, 20);
+  EXPECT_GT(with_filler, 100);
+  EXPECT_GT(answer_markers.size(), 50u) << "each drill draws its own answer marker";
+  // The repeat drills are the same bytes with or without the answer shape.
+  lm::CopyDrillOptions plain = o;
+  plain.lookup_answer_shape = false;
+  const auto without = lm::copy_drill_examples(200, 256, plain, "test");
+  for (size_t i = 0; i < drills.size(); i += 2) EXPECT_EQ(without[i].tokens, drills[i].tokens);
+  // One more distinct token per drill: 12 are not enough.
+  o.alphabet.clear();
+  for (int32_t id = 0; id < 12; ++id) o.alphabet.push_back(id);
+  EXPECT_THROW(lm::copy_drill_examples(200, 256, o, "test"), Error);
+  plain.alphabet = o.alphabet;
+  EXPECT_NO_THROW(lm::copy_drill_examples(200, 256, plain, "test"));
+}
+
 // Gaps: a repeat drill's run comes back 0..max_gap tokens after it ends (every length drawn), trained from
 // its second token; max_gap 0 leaves the drills as they were. The mix has the long drills' shape only when
 // the stage has long steps.

@@ -1,12 +1,13 @@
 #pragma once
-// Server-sent events (the WHATWG EventSource format) for the gateway's streaming answers. The gateway has
-// the whole answer before it writes (the upstream call is token-in, token-out and not streamed), so a
-// stream is one body of events with Content-Type text/event-stream; a harness's SSE reader cannot tell the
-// difference, and nothing is half-sent when the upstream fails (that is an ordinary error answer).
+// Server-sent events (the WHATWG EventSource format) for streaming answers: the gateway's and `crl lm
+// serve`'s (policies/lm/serve.h). Both have the whole answer before they write (the gateway's upstream call
+// is token-in, token-out and not streamed; the small model samples a whole answer in milliseconds), so a
+// stream is one body of events with Content-Type text/event-stream; an SSE reader cannot tell the
+// difference, and nothing is half-sent when a call fails (that is an ordinary error answer).
 #include <string>
 #include <string_view>
 
-namespace crl::server::gateway {
+namespace crl::wire {
 
 inline constexpr const char* kSseContentType = "text/event-stream";
 
@@ -24,4 +25,4 @@ inline void append_sse_event(std::string& out, std::string_view name, std::strin
   append_sse_data(out, payload);
 }
 
-}  // namespace crl::server::gateway
+}  // namespace crl::wire
