@@ -4,6 +4,7 @@
 //   BM_LmCudaTrainForwardBackward  the same step with the CUDA twin (skipped without a device)
 //   BM_LmSampleCached              8 prompts of 16 tokens, 64 new tokens each with the KV cache
 //                                  (temperature 1); items = new tokens
+//   BM_LmCudaSampleCached/N        N such prompts with cuda_sample (skipped without a device)
 //   BM_LmGemm/M/K/N                Eigen sgemm (row-major, as the model) at the model's shapes: the ceiling
 //                                  training is compared against; counter GFLOPs
 //   BM_LmTorchTrainForwardBackward the same model and batch in PyTorch (bench/lm_torch_bench.py, one thread),
@@ -12,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <span>
 #include <string>
 
 #include "engine/rng.h"
@@ -60,23 +62,49 @@ void BM_LmTrainForwardBackward(benchmark::State& state) {
       train_flops(m.config(), b.size(), kLen) * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-void BM_LmSampleCached(benchmark::State& state) {
-  LmModel m;
-  m.initialize(1);
-  const PackedBatch prompts = make_batch(m.config(), 8, 16);
+// BM_LmSampleCached's requests: `count` prompts of 16 random tokens, each its own stream.
+std::vector<SampleRequest> sample_requests(const LmConfig& c, int count) {
+  const PackedBatch prompts = make_batch(c, count, 16);
   std::vector<SampleRequest> requests;
   for (int s = 0; s < prompts.sequences(); ++s)
     requests.push_back(SampleRequest{std::vector<int32_t>(prompts.tokens.begin() + prompts.offsets[s],
                                                           prompts.tokens.begin() + prompts.offsets[s + 1]),
                                      StreamKey{2, static_cast<uint64_t>(s), 0, StreamRole::kExecute, 0}});
+  return requests;
+}
+
+template <typename Sample>
+void run_sampling(benchmark::State& state, int count, const Sample& sample_fn) {
+  LmModel m;
+  m.initialize(1);
+  const std::vector<SampleRequest> requests = sample_requests(m.config(), count);
   SamplingParams p;
   p.max_new_tokens = 64;
   int64_t tokens = 0;
   for (auto _ : state) {
-    const std::vector<SampleResult> out = sample(m, requests, p);
+    const std::vector<SampleResult> out = sample_fn(m, requests, p);
     for (const SampleResult& r : out) tokens += static_cast<int64_t>(r.tokens.size());
   }
   state.SetItemsProcessed(tokens);
+}
+
+void BM_LmSampleCached(benchmark::State& state) {
+  run_sampling(state, 8, [](const LmModel& m, std::span<const SampleRequest> r, const SamplingParams& p) {
+    return sample(m, r, p);
+  });
+}
+
+// The same on the device (cuda_sample), 8 and 64 requests: a round's rows share their GEMMs there.
+void BM_LmCudaSampleCached(benchmark::State& state) {
+  std::string why;
+  if (!lm_cuda_available(&why)) {
+    state.SkipWithError(("CUDA not measured: " + why).c_str());
+    return;
+  }
+  run_sampling(state, static_cast<int>(state.range(0)),
+               [](const LmModel& m, std::span<const SampleRequest> r, const SamplingParams& p) {
+                 return cuda_sample(m, r, p);
+               });
 }
 
 void BM_LmGemm(benchmark::State& state) {
@@ -151,6 +179,7 @@ void BM_LmTorchSampleCached(benchmark::State& state) {
 BENCHMARK(BM_LmTrainForwardBackward)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_LmSampleCached)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_LmCudaTrainForwardBackward)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LmCudaSampleCached)->Arg(8)->Arg(64)->Unit(benchmark::kMillisecond);
 // Training's shapes: (tokens x d)(d x 3d), (tokens x d)(d x d_ff), (tokens x d)(d x vocab).
 BENCHMARK(BM_LmGemm)
     ->Args({512, 128, 384})

@@ -46,7 +46,7 @@ device_tests tests/policies/policy_tests 'NeuralCuda.*:NeuralCudaPolicy.*'
 
 # GPU benchmarks beside the CPU rows of the same binaries (the NumPy baseline is slow at 10M tokens: it is
 # left out here; run bench_learner without a filter for the full table).
-"$BUILD"/bench/bench_lm --benchmark_filter='LmCuda|LmTrainForward' --benchmark_counters_tabular=true
+"$BUILD"/bench/bench_lm --benchmark_filter='LmCuda|LmTrainForward|LmSampleCached' --benchmark_counters_tabular=true
 "$BUILD"/bench/bench_neural --benchmark_filter='NeuralCuda|NeuralForwardBackward' --benchmark_min_time=0.2 \
   --benchmark_counters_tabular=true
 "$BUILD"/bench/bench_learner --benchmark_filter='Cuda|Cpu' --benchmark_counters_tabular=true

@@ -118,9 +118,7 @@ std::vector<std::pair<int32_t, float>> top_tokens(const RowVector& logits, float
 
 }  // namespace
 
-std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleRequest> requests,
-                                 const SamplingParams& p) {
-  const LmConfig& c = model.config();
+void check_sampling(const LmConfig& c, std::span<const SampleRequest> requests, const SamplingParams& p) {
   if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
     throw std::invalid_argument("lm sampling: temperature must be finite and >= 0, got " +
                                 std::to_string(p.temperature));
@@ -136,8 +134,6 @@ std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleReq
   if (p.top_logprobs < 0 || p.top_logprobs > c.vocab)
     throw std::invalid_argument("lm sampling: top_logprobs must be in 0.." + std::to_string(c.vocab) +
                                 ", got " + std::to_string(p.top_logprobs));
-  size_t longest_stop = 0;
-  for (const std::string& s : p.stop_strings) longest_stop = std::max(longest_stop, s.size());
   for (size_t r = 0; r < requests.size(); ++r) {
     const auto& prompt = requests[r].prompt;
     if (prompt.empty() || static_cast<int>(prompt.size()) > c.max_positions)
@@ -155,47 +151,60 @@ std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleReq
                                   ", expected -1 (none) or 0.." + std::to_string(prompt.size() - 1) +
                                   " (below the prompt's " + std::to_string(prompt.size()) + " tokens)");
   }
-  struct Live {
-    KvCache cache;
-    Rng rng;
-    RowVector logits;
-    bool done = false;
-  };
-  std::vector<SampleResult> out(requests.size());
-  std::vector<Live> live;
-  live.reserve(requests.size());
-  for (size_t r = 0; r < requests.size(); ++r) {
-    const SampleRequest& request = requests[r];
-    live.push_back(Live{KvCache(c), Rng(request.stream), RowVector(), false});
-    Live& s = live.back();
-    const int from = request.prompt_logprobs_from;
-    for (size_t t = 0; t < request.prompt.size(); ++t) {
+}
+
+std::vector<SampleResult> sample_with(TokenDecoder& decoder, const LmConfig& c,
+                                      std::span<const SampleRequest> requests, const SamplingParams& p) {
+  size_t longest_stop = 0;
+  for (const std::string& s : p.stop_strings) longest_stop = std::max(longest_stop, s.size());
+  const size_t n = requests.size();
+  std::vector<SampleResult> out(n);
+  std::vector<Rng> rngs;
+  rngs.reserve(n);
+  for (const SampleRequest& request : requests) rngs.emplace_back(request.stream);
+  std::vector<RowVector> logits(n);
+  std::vector<char> done(n, 0);
+  std::vector<int> slots;
+  std::vector<int32_t> tokens;
+  size_t longest_prompt = 0;
+  for (const SampleRequest& request : requests)
+    longest_prompt = std::max(longest_prompt, request.prompt.size());
+  for (size_t t = 0; t < longest_prompt; ++t) {
+    slots.clear();
+    tokens.clear();
+    for (size_t r = 0; r < n; ++r) {
+      const SampleRequest& request = requests[r];
+      if (t >= request.prompt.size()) continue;
       const int32_t token = request.prompt[t];
+      const int from = request.prompt_logprobs_from;
       if (from >= 0 && static_cast<int>(t) >= from) {  // the log-prob of this prompt token given those before
         SampleResult& o = out[r];
         if (t == 0) {
           o.prompt_logprobs.push_back(std::numeric_limits<float>::quiet_NaN());
           if (p.top_logprobs > 0) o.prompt_top.emplace_back();
         } else {
-          const float lse = log_sum_exp(s.logits);
-          o.prompt_logprobs.push_back(s.logits[token] - lse);
-          if (p.top_logprobs > 0) o.prompt_top.push_back(top_tokens(s.logits, lse, p.top_logprobs));
+          const float lse = log_sum_exp(logits[r]);
+          o.prompt_logprobs.push_back(logits[r][token] - lse);
+          if (p.top_logprobs > 0) o.prompt_top.push_back(top_tokens(logits[r], lse, p.top_logprobs));
         }
       }
-      s.logits = s.cache.push(model, token);
+      slots.push_back(static_cast<int>(r));
+      tokens.push_back(token);
     }
+    decoder.push(slots, tokens, logits);
   }
   for (int step = 0; step < p.max_new_tokens; ++step) {
     bool any = false;
-    for (size_t r = 0; r < live.size(); ++r) {
-      Live& s = live[r];
-      if (s.done) continue;
-      const int32_t token = pick_token(s.logits, p, s.rng);
+    slots.clear();
+    tokens.clear();
+    for (size_t r = 0; r < n; ++r) {
+      if (done[r]) continue;
+      const int32_t token = pick_token(logits[r], p, rngs[r]);
       SampleResult& o = out[r];
       o.tokens.push_back(token);
-      const float lse = log_sum_exp(s.logits);
-      o.logprobs.push_back(s.logits[token] - lse);
-      if (p.top_logprobs > 0) o.top.push_back(top_tokens(s.logits, lse, p.top_logprobs));
+      const float lse = log_sum_exp(logits[r]);
+      o.logprobs.push_back(logits[r][token] - lse);
+      if (p.top_logprobs > 0) o.top.push_back(top_tokens(logits[r], lse, p.top_logprobs));
       if (p.tokenizer != nullptr) {
         // A stop string ending in this token starts at most longest_stop - 1 bytes before the new bytes.
         const size_t before = o.text.size();
@@ -215,23 +224,51 @@ std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleReq
         o.finish = FinishReason::kStop;
         o.stop_string = -1;
         o.stop_offset = -1;
-        s.done = true;
+        done[r] = 1;
       } else if (o.stop_string >= 0) {
         o.finish = FinishReason::kStop;
-        s.done = true;
+        done[r] = 1;
       } else if (step + 1 < p.max_new_tokens) {
-        if (s.cache.length() >= c.max_positions) {
-          out[r].finish = FinishReason::kContext;
-          s.done = true;
+        if (decoder.length(static_cast<int>(r)) >= c.max_positions) {
+          o.finish = FinishReason::kContext;
+          done[r] = 1;
         } else {
-          s.logits = s.cache.push(model, token);
+          slots.push_back(static_cast<int>(r));
+          tokens.push_back(token);
         }
       }
-      any = any || !s.done;
+      any = any || !done[r];
     }
+    if (!slots.empty()) decoder.push(slots, tokens, logits);
     if (!any) break;
   }
   return out;
+}
+
+namespace {
+
+// The CPU's decoder: a KvCache per slot, each row computed alone (see the header on determinism).
+class CpuDecoder final : public TokenDecoder {
+ public:
+  CpuDecoder(const LmModel& model, size_t slots) : model_(model), caches_(slots, KvCache(model.config())) {}
+  void push(std::span<const int> slots, std::span<const int32_t> tokens,
+            std::vector<RowVector>& logits) override {
+    for (size_t i = 0; i < slots.size(); ++i) logits[slots[i]] = caches_[slots[i]].push(model_, tokens[i]);
+  }
+  int length(int slot) const override { return caches_[slot].length(); }
+
+ private:
+  const LmModel& model_;
+  std::vector<KvCache> caches_;
+};
+
+}  // namespace
+
+std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleRequest> requests,
+                                 const SamplingParams& p) {
+  check_sampling(model.config(), requests, p);
+  CpuDecoder decoder(model, requests.size());
+  return sample_with(decoder, model.config(), requests, p);
 }
 
 }  // namespace crl::lm

@@ -94,6 +94,30 @@ struct SampleResult {
 std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleRequest> requests,
                                  const SamplingParams& params);
 
+// Where the next-token logits come from: one sequence per slot (slot r = request r), each fed one token at
+// a time. The CPU's is a KvCache per slot; the CUDA twin's keeps the caches on the device and advances all
+// the slots of a round in one pass (policies/lm/cuda/lm_cuda.h, cuda_sample).
+class TokenDecoder {
+ public:
+  virtual ~TokenDecoder() = default;
+  // Feeds tokens[i] to slot slots[i] (distinct slots, each below max_positions) at that slot's next
+  // position, and sets logits[slots[i]] to the slot's next-token logits.
+  virtual void push(std::span<const int> slots, std::span<const int32_t> tokens,
+                    std::vector<RowVector>& logits) = 0;
+  virtual int length(int slot) const = 0;  // tokens fed to the slot so far
+};
+
+// The checks sample() makes (std::invalid_argument naming the field), for back-ends that must refuse bad
+// input before they allocate anything.
+void check_sampling(const LmConfig& config, std::span<const SampleRequest> requests,
+                    const SamplingParams& params);
+
+// sample() on the logits of `decoder` (one slot per request, all empty), after check_sampling(). Round t of
+// the prompts feeds token t of every prompt that has one; each sampling round feeds the token just sampled
+// of every sequence that goes on. The tokens, stops and random draws are the same whatever the decoder.
+std::vector<SampleResult> sample_with(TokenDecoder& decoder, const LmConfig& config,
+                                      std::span<const SampleRequest> requests, const SamplingParams& params);
+
 // One token from a logits row under the parameters (exposed for tests); rng is used only when temperature >
 // 0.
 int32_t pick_token(const RowVector& logits, const SamplingParams& params, Rng& rng);

@@ -1,17 +1,38 @@
 #pragma once
-// The CPU's batch validation for the CUDA twin (and its stub), without copying it: LmModel::check is
-// private, so a parameter-free model of the same vocab and max_positions (d_model 1, no layers) runs its
-// forward, whose first step is that check. The cost is one T x vocab product of width 1, negligible next to
-// the device pass. Throws the CPU's std::invalid_argument ("lm batch: ...").
+// The CPU's input checks for the CUDA twin (and its stub). The batch validation, without copying it:
+// LmModel::check is private, so a parameter-free model of the same vocab and max_positions (d_model 1, no
+// layers) runs its forward, whose first step is that check. The cost is one T x vocab product of width 1,
+// negligible next to the device pass. Throws the CPU's std::invalid_argument ("lm batch: ...").
+#include <span>
 #include <stdexcept>
+#include <string>
 
 #include "policies/lm/cpu/model.h"
+#include "policies/lm/cpu/sampler.h"
 
 namespace crl::lm::cuda_detail {
 
-inline void check_batch_like_cpu(const LmModel& model, const PackedBatch& batch) {
+// Rotary positions are CPU-only: the twin refuses such a model rather than compute a different one.
+inline void refuse_rope(const LmModel& model) {
   if (model.config().rope)
     throw std::invalid_argument("lm cuda: rotary positions (rope) are not implemented on the device");
+}
+
+// cuda_sample's input checks: the CPU's (sampler.h check_sampling), so bad input reads the same everywhere.
+inline void check_sample_like_cpu(const LmModel& model, std::span<const SampleRequest> requests,
+                                  const SamplingParams& params) {
+  refuse_rope(model);
+  check_sampling(model.config(), requests, params);
+}
+
+inline void check_decoder_slots(const LmModel& model, int slots) {
+  refuse_rope(model);
+  if (slots < 1)
+    throw std::invalid_argument("lm cuda: a decoder needs at least one slot, got " + std::to_string(slots));
+}
+
+inline void check_batch_like_cpu(const LmModel& model, const PackedBatch& batch) {
+  refuse_rope(model);
   LmConfig probe;
   probe.vocab = model.config().vocab;
   probe.max_positions = model.config().max_positions;

@@ -5,7 +5,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -68,6 +70,9 @@ struct Device {
   }
   void copy_from(const Device& o) {
     if (n > 0) CRL_CUDA_CHECK(cudaMemcpy(data, o.data, n * sizeof(T), cudaMemcpyDeviceToDevice));
+  }
+  void from_host(const T* host, size_t count) {
+    if (count > 0) CRL_CUDA_CHECK(cudaMemcpy(data, host, count * sizeof(T), cudaMemcpyHostToDevice));
   }
 };
 
@@ -275,6 +280,93 @@ void check_device() {
   if (!lm_cuda_available(&why)) throw Error("policy \"lm\"", "backend", "no CUDA device: " + why);
 }
 
+// The device decoder of cuda_sample (sampler.h TokenDecoder): the parameters and every slot's KV cache stay
+// on the device; a round's rows go through the network together (their GEMMs are one product of `rows`
+// rows), and only the logits come back for the host's choice of token.
+class CudaDecoder final : public TokenDecoder {
+ public:
+  CudaDecoder(const LmModel& model, int slots) : model_(model), lengths_(static_cast<size_t>(slots), 0) {
+    const LmConfig& c = model.config();
+    const size_t S = static_cast<size_t>(slots), d = static_cast<size_t>(c.d_model);
+    params_ = Device<float>(model.parameters().data(), model.parameters().size());
+    for (int k = 0; k < c.layers; ++k) {
+      keys_.emplace_back(S * c.max_positions * d);
+      values_.emplace_back(S * c.max_positions * d);
+    }
+    slot_ = Device<int>(S);
+    token_ = Device<int>(S);
+    pos_ = Device<int>(S);
+    x_ = Device<float>(S * d);
+    a_ = Device<float>(S * d);
+    inv_ = Device<float>(S);
+    qkv_ = Device<float>(S * 3 * d);
+    scores_ = Device<float>(S * c.heads * c.max_positions);
+    attn_ = Device<float>(S * d);
+    u_ = Device<float>(S * c.d_ff);
+    g_ = Device<float>(S * c.d_ff);
+    logits_ = Device<float>(S * c.vocab);
+  }
+
+  void push(std::span<const int> slots, std::span<const int32_t> tokens,
+            std::vector<RowVector>& logits) override {
+    const int B = static_cast<int>(slots.size());
+    if (B == 0) return;
+    const LmConfig& c = model_.config();
+    const ParamLayout& l = model_.layout();
+    const int d = c.d_model, H = c.heads, ff = c.d_ff, V = c.vocab, M = c.max_positions;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    std::vector<int> pos(static_cast<size_t>(B));
+    for (int i = 0; i < B; ++i) pos[i] = lengths_[static_cast<size_t>(slots[i])];
+    slot_.from_host(slots.data(), slots.size());
+    token_.from_host(tokens.data(), tokens.size());
+    pos_.from_host(pos.data(), pos.size());
+    const float* P = params_.data;
+    kernels::embed<<<blocks(int64_t{B} * d), kBlock>>>(P + l.tok_emb(), P + l.pos_emb(), token_.data,
+                                                       pos_.data, x_.data, B, d);
+    check_launch();
+    for (int k = 0; k < c.layers; ++k) {
+      const BlockLayout bl = l.block(k);
+      kernels::rmsnorm_forward<<<B, kBlock>>>(x_.data, P + bl.norm1, c.norm_eps, a_.data, inv_.data, d);
+      gemm(handle_, false, false, B, 3 * d, d, a_.data, P + bl.wqkv, qkv_.data, 0.0f);
+      kernels::kv_store<<<blocks(int64_t{B} * d), kBlock>>>(qkv_.data, slot_.data, pos_.data, keys_[k].data,
+                                                            values_[k].data, B, d, M);
+      kernels::decode_attention<<<dim3(B, H), kBlock>>>(qkv_.data, keys_[k].data, values_[k].data, slot_.data,
+                                                        pos_.data, scores_.data, attn_.data, d, H, M, scale);
+      check_launch();
+      gemm(handle_, false, false, B, d, d, attn_.data, P + bl.wo, x_.data, 1.0f);  // x += attn wo
+      kernels::rmsnorm_forward<<<B, kBlock>>>(x_.data, P + bl.norm2, c.norm_eps, a_.data, inv_.data, d);
+      gemm(handle_, false, false, B, ff, d, a_.data, P + bl.w1, u_.data, 0.0f);
+      kernels::gelu_forward<<<blocks(int64_t{B} * ff), kBlock>>>(u_.data, g_.data, int64_t{B} * ff);
+      check_launch();
+      gemm(handle_, false, false, B, d, ff, g_.data, P + bl.w2, x_.data, 1.0f);  // x += gelu(u) w2
+    }
+    kernels::rmsnorm_forward<<<B, kBlock>>>(x_.data, P + l.norm_f(), c.norm_eps, a_.data, inv_.data, d);
+    gemm(handle_, false, true, B, V, d, a_.data, P + l.tok_emb(), logits_.data, 0.0f);  // tied output
+    check_launch();
+    host_.resize(static_cast<size_t>(B) * V);
+    logits_.to_host(host_.data(), host_.size());
+    for (int i = 0; i < B; ++i) {
+      RowVector& row = logits[static_cast<size_t>(slots[i])];
+      row.resize(V);
+      std::copy(host_.begin() + static_cast<int64_t>(i) * V, host_.begin() + static_cast<int64_t>(i + 1) * V,
+                row.data());
+      ++lengths_[static_cast<size_t>(slots[i])];
+    }
+  }
+
+  int length(int slot) const override { return lengths_[static_cast<size_t>(slot)]; }
+
+ private:
+  const LmModel& model_;
+  const Handle handle_;
+  std::vector<int> lengths_;
+  Device<float> params_;
+  std::vector<Device<float>> keys_, values_;  // per layer: slots x max_positions x d
+  Device<int> slot_, token_, pos_;
+  Device<float> x_, a_, inv_, qkv_, scores_, attn_, u_, g_, logits_;
+  std::vector<float> host_;
+};
+
 }  // namespace
 
 bool lm_cuda_available(std::string* why) {
@@ -325,6 +417,21 @@ std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch,
   f.params = Device<float>(model.parameters().data(), model.parameters().size());
   run_forward(handle, model, b, f);
   return run_backward(handle, model, b, f, dlogp, dvalue);
+}
+
+std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel& model, int slots) {
+  cuda_detail::check_decoder_slots(model, slots);
+  check_device();
+  return std::make_unique<CudaDecoder>(model, slots);
+}
+
+std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const SampleRequest> requests,
+                                      const SamplingParams& params) {
+  cuda_detail::check_sample_like_cpu(model, requests, params);
+  check_device();
+  if (requests.empty()) return {};
+  CudaDecoder decoder(model, static_cast<int>(requests.size()));
+  return sample_with(decoder, model.config(), requests, params);
 }
 
 }  // namespace crl::lm

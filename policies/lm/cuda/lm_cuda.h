@@ -12,11 +12,13 @@
 // Errors: a malformed batch throws the CPU's std::invalid_argument (the same check, run first, device or
 // not); no usable device throws crl::Error ("no CUDA device: ..."); a build without CUDA throws crl::Error
 // ("built without CUDA").
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "policies/lm/cpu/model.h"
+#include "policies/lm/cpu/sampler.h"
 
 namespace crl::lm {
 
@@ -33,5 +35,20 @@ ForwardResult cuda_forward(const LmModel& model, const PackedBatch& batch);
 // i.e. one extra forward per step; a device-resident session is left for later.
 std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch, std::span<const float> dlogp,
                                  std::span<const float> dvalue);
+
+// sample() (policies/lm/cpu/sampler.h) with the network on the device: the parameters and each request's
+// KV cache stay there, every round (a prompt position, then each sampled token) runs the live requests'
+// rows through the network together (cuBLAS products of `rows` rows, kv_store and decode_attention in
+// lm_kernels.cuh), and the logits come back to the host, which picks the tokens exactly as sample() does
+// (the same random draws, stops and log-probs; sampler.cpp sample_with). Log-probs equal the CPU's to float
+// rounding, so sampled tokens agree except where a draw falls within that rounding of a boundary. The same
+// requests give the same bits; a row's bits may depend on how many rows share its products (cuBLAS picks
+// kernels by shape). Errors: rope models, then the CPU's parameter checks (std::invalid_argument), then no
+// device (crl::Error), in that order on every machine.
+std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const SampleRequest> requests,
+                                      const SamplingParams& params);
+
+// The device decoder itself (for tests and callers that drive their own rounds): `slots` empty sequences.
+std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel& model, int slots);
 
 }  // namespace crl::lm

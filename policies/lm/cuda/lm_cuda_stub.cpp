@@ -28,4 +28,14 @@ std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch,
   not_built();
 }
 
+std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const SampleRequest> requests,
+                                      const SamplingParams& params) {
+  cuda_detail::check_sample_like_cpu(model, requests, params);
+  not_built();
+}
+std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel& model, int slots) {
+  cuda_detail::check_decoder_slots(model, slots);
+  not_built();
+}
+
 }  // namespace crl::lm

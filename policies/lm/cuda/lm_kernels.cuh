@@ -274,4 +274,54 @@ __global__ void embed_grad(const float* dx, const int* tokens, const int* pos, f
   }
 }
 
+// Sampling with the KV cache (cuda_sample): the layer's cache holds, per slot, max_positions rows of d keys
+// and d values (slot-major). Row r of a decode round feeds slot slot[r] at position pos[r].
+
+// keys[slot[r], pos[r]] = qkv[r, d .. 2d), values[...] = qkv[r, 2d .. 3d) (sampler.cpp KvCache::push, the
+// cache writes). One thread per entry of the rows x d block.
+__global__ void kv_store(const float* qkv, const int* slot, const int* pos, float* keys, float* values,
+                         int rows, int d, int max_positions) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(rows) * d) return;
+  const int r = static_cast<int>(i / d), c = static_cast<int>(i % d);
+  const int64_t at = (static_cast<int64_t>(slot[r]) * max_positions + pos[r]) * d + c;
+  keys[at] = qkv[static_cast<int64_t>(r) * 3 * d + d + c];
+  values[at] = qkv[static_cast<int64_t>(r) * 3 * d + 2 * d + c];
+}
+
+// Row r's (blockIdx.x) attention for head h (blockIdx.y) over its slot's cached positions 0 .. pos[r]
+// (KvCache::push, the per-head loop): p = softmax(scale q.k_j) with the maximum subtracted, attn[r, h] =
+// sum_j p_j v_j. `scores` is scratch of rows x heads x max_positions.
+__global__ void decode_attention(const float* qkv, const float* keys, const float* values, const int* slot,
+                                 const int* pos, float* scores, float* attn, int d, int heads,
+                                 int max_positions, float scale) {
+  __shared__ float scratch[kBlock];
+  const int r = blockIdx.x, h = blockIdx.y, hd = d / heads, n = pos[r] + 1;
+  const int64_t cache = static_cast<int64_t>(slot[r]) * max_positions * d;
+  float* p = scores + (static_cast<int64_t>(r) * heads + h) * max_positions;
+  const float* q = qkv + static_cast<int64_t>(r) * 3 * d + h * hd;
+  float top = -INFINITY;
+  for (int j = threadIdx.x; j < n; j += kBlock) {
+    const float* k = keys + cache + static_cast<int64_t>(j) * d + h * hd;
+    float dot = 0.0f;
+    for (int c = 0; c < hd; ++c) dot += q[c] * k[c];
+    p[j] = dot * scale;
+    top = fmaxf(top, p[j]);
+  }
+  top = block_max(top, scratch);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < n; j += kBlock) {
+    p[j] = expf(p[j] - top);
+    sum += p[j];
+  }
+  sum = block_sum(sum, scratch);  // its barrier also publishes every p[j] to the whole block
+  for (int j = threadIdx.x; j < n; j += kBlock) p[j] /= sum;
+  __syncthreads();
+  for (int c = threadIdx.x; c < hd; c += kBlock) {
+    float out = 0.0f;
+    for (int j = 0; j < n; ++j) out += p[j] * values[cache + static_cast<int64_t>(j) * d + h * hd + c];
+    attn[static_cast<int64_t>(r) * d + h * hd + c] = out;
+  }
+}
+
 }  // namespace crl::lm::kernels

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -108,6 +109,158 @@ TEST(LmCuda, EmptyBatchGivesEmptyResultsAndZeroGradient) {
   EXPECT_EQ(cuda_forward(m, b).logits.rows(), 0);
   const std::vector<float> grad = cuda_backward(m, b, {}, {});
   EXPECT_EQ(grad, std::vector<float>(static_cast<size_t>(m.size()), 0.0f));
+}
+
+// A model for the sampling tests: max_positions 48, so that prompts and samples reach the end of the
+// context, and the attention's loop over cached positions has more than one round per thread.
+LmConfig sampling_config() {
+  LmConfig c = test::small_config();
+  c.max_positions = 48;
+  return c;
+}
+
+// The device decoder's logits against the CPU's KvCache, fed the same tokens: slots advanced in rounds of
+// different sizes (one slot alone, all of them, some), up to the end of the context.
+TEST(LmCuda, DecoderLogitsMatchTheCpuCache) {
+  std::string why;
+  if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const LmConfig c = sampling_config();
+  const LmModel m = test::perturbed_model(c);
+  constexpr int kSlots = 3;
+  const std::unique_ptr<TokenDecoder> gpu = cuda_decoder(m, kSlots);
+  std::vector<KvCache> cpu(kSlots, KvCache(c));
+  std::vector<RowVector> logits(kSlots);
+  Rng rng(StreamKey{3, 0, 0, StreamRole::kLearner, 0});
+  int compared = 0;
+  std::string first;
+  for (int round = 0; gpu->length(kSlots - 1) < c.max_positions; ++round) {
+    std::vector<int> slots;
+    for (int s = 0; s < kSlots; ++s) {
+      // slot 0 every round, slot 1 every other round, slot 2 every third: rows of 1-3 per round.
+      if (round % (s + 1) == 0 && gpu->length(s) < c.max_positions) slots.push_back(s);
+    }
+    if (slots.empty()) continue;
+    std::vector<int32_t> tokens;
+    for (size_t i = 0; i < slots.size(); ++i)
+      tokens.push_back(static_cast<int32_t>(rng.uniform_int(c.vocab)));
+    gpu->push(slots, tokens, logits);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const RowVector& ref = cpu[static_cast<size_t>(slots[i])].push(m, tokens[i]);
+      const RowVector& ours = logits[static_cast<size_t>(slots[i])];
+      ASSERT_EQ(ours.size(), ref.size());
+      EXPECT_EQ(mismatches("logits", ours.data(), ref.data(), static_cast<size_t>(ref.size()), 1e-4, &first),
+                0)
+          << "round " << round << ", slot " << slots[i] << ": " << first;
+      EXPECT_EQ(gpu->length(slots[i]), cpu[static_cast<size_t>(slots[i])].length());
+      ++compared;
+    }
+  }
+  EXPECT_EQ(gpu->length(0), c.max_positions);
+  EXPECT_EQ(compared, kSlots * c.max_positions);
+}
+
+// cuda_sample against sample(): the same tokens, finish reasons and stops, log-probs (sampled, top and
+// prompt) to float rounding, for greedy and sampled requests with prompts of 1 to max_positions tokens
+// (the longest ends at the context); the same bits on a second call.
+TEST(LmCuda, SamplingMatchesTheCpu) {
+  std::string why;
+  if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const LmConfig c = sampling_config();
+  const LmModel m = test::perturbed_model(c);
+  std::vector<SampleRequest> requests;
+  for (const int length : {1, 5, 17, 40, c.max_positions}) {
+    SampleRequest r;
+    for (int t = 0; t < length; ++t) r.prompt.push_back(static_cast<int32_t>((7 * t + length) % c.vocab));
+    r.stream = StreamKey{11, static_cast<uint64_t>(length), 0, StreamRole::kExecute, 0};
+    r.prompt_logprobs_from = length > 3 ? 2 : -1;
+    requests.push_back(r);
+  }
+  for (const float temperature : {0.0f, 1.0f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.top_p = 0.9f;
+    p.max_new_tokens = 24;
+    p.top_logprobs = 3;
+    p.stop_ids = {5};
+    const std::vector<SampleResult> cpu = sample(m, requests, p);
+    const std::vector<SampleResult> gpu = cuda_sample(m, requests, p);
+    ASSERT_EQ(gpu.size(), cpu.size());
+    std::string first;
+    for (size_t r = 0; r < cpu.size(); ++r) {
+      EXPECT_EQ(gpu[r].tokens, cpu[r].tokens) << "temperature " << temperature << ", request " << r;
+      EXPECT_EQ(gpu[r].finish, cpu[r].finish);
+      if (gpu[r].tokens != cpu[r].tokens) continue;
+      EXPECT_EQ(mismatches("logprobs", gpu[r].logprobs.data(), cpu[r].logprobs.data(), cpu[r].logprobs.size(),
+                           1e-4, &first),
+                0)
+          << first;
+      ASSERT_EQ(gpu[r].prompt_logprobs.size(), cpu[r].prompt_logprobs.size());
+      for (size_t t = 0; t < cpu[r].prompt_logprobs.size(); ++t) {
+        if (std::isnan(cpu[r].prompt_logprobs[t])) {
+          EXPECT_TRUE(std::isnan(gpu[r].prompt_logprobs[t]));
+        } else {
+          EXPECT_NEAR(gpu[r].prompt_logprobs[t], cpu[r].prompt_logprobs[t],
+                      1e-4 * (1.0 + std::abs(cpu[r].prompt_logprobs[t])));
+        }
+      }
+      ASSERT_EQ(gpu[r].top.size(), cpu[r].top.size());
+      for (size_t t = 0; t < cpu[r].top.size(); ++t)
+        EXPECT_EQ(gpu[r].top[t][0].first, cpu[r].top[t][0].first);
+    }
+    EXPECT_EQ(cpu.back().finish, FinishReason::kContext) << "the full-context prompt samples one token";
+    const std::vector<SampleResult> again = cuda_sample(m, requests, p);
+    for (size_t r = 0; r < gpu.size(); ++r) {
+      EXPECT_EQ(again[r].tokens, gpu[r].tokens);
+      EXPECT_EQ(again[r].logprobs, gpu[r].logprobs) << "same requests, same bits";
+    }
+  }
+  EXPECT_TRUE(cuda_sample(m, {}, SamplingParams{}).empty());
+}
+
+// Sampling's bad input gets the CPU's errors before a device is looked for; rope models are refused.
+TEST(LmCudaNoDevice, SamplingChecksTheInputLikeTheCpu) {
+  const LmConfig c = sampling_config();
+  const LmModel m = test::perturbed_model(c);
+  std::vector<SampleRequest> bad(1);
+  bad[0].prompt = {1, c.vocab};
+  SamplingParams p;
+  std::string cpu;
+  try {
+    sample(m, bad, p);
+  } catch (const std::invalid_argument& e) {
+    cpu = e.what();
+  }
+  ASSERT_FALSE(cpu.empty());
+  try {
+    cuda_sample(m, bad, p);
+    ADD_FAILURE() << "accepted: " << cpu;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), cpu);
+  }
+  bad[0].prompt = {1};
+  p.top_p = 0.0f;
+  EXPECT_THROW(cuda_sample(m, bad, p), std::invalid_argument);
+  EXPECT_THROW(cuda_decoder(m, 0), std::invalid_argument);
+  LmConfig rope = c;
+  rope.rope = true;
+  const LmModel r = test::perturbed_model(rope);
+  EXPECT_THROW(cuda_sample(r, bad, SamplingParams{}), std::invalid_argument);
+  EXPECT_THROW(cuda_decoder(r, 1), std::invalid_argument);
+  std::string why;
+  if (lm_cuda_available(&why)) return;
+  bad[0].prompt = {1, 2};
+  for (int call = 0; call < 2; ++call) {
+    try {
+      if (call == 0) cuda_sample(m, bad, SamplingParams{});
+      if (call == 1) cuda_decoder(m, 2);
+      ADD_FAILURE() << "no error without a device";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("no CUDA device") != std::string::npos ||
+                  what.find("built without CUDA") != std::string::npos)
+          << what;
+    }
+  }
 }
 
 TEST(LmCudaNoDevice, AskingWithoutADeviceIsAClearError) {

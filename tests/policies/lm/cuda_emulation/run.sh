@@ -18,6 +18,7 @@ s = re.sub(r"([\w:]+)<<<(.*?)>>>\(", r"emu_launch(\1, \2, ", s, flags=re.S)
 open(sys.argv[1] + "/lm_cuda_emu.cpp", "w").write(s)
 PY
 FLAGS=(-std=c++20 -O2 -pthread "-I$HERE" -I. -I/usr/include/eigen3 -Itests/policies/lm)
-g++ "${FLAGS[@]}" "$WORK/lm_cuda_emu.cpp" policies/lm/cpu/model.cpp engine/error.cpp "$HERE/emu_device.cpp" \
+g++ "${FLAGS[@]}" "$WORK/lm_cuda_emu.cpp" policies/lm/cpu/model.cpp policies/lm/cpu/sampler.cpp engine/error.cpp engine/heap.cpp \
+  "$HERE/emu_device.cpp" \
   tests/policies/lm/lm_cuda_test.cpp -lgtest -lgtest_main -o "$WORK/emu_test"
 "$WORK/emu_test" --gtest_filter="${1:-LmCuda.ForwardAndEvery*}"
