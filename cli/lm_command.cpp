@@ -19,7 +19,7 @@ namespace crl::cli {
 int run_lm_train(const std::vector<std::string>& args);  // cli/lm_train.cpp
 
 std::unique_ptr<lm::LmService> load_lm_service(const std::string& checkpoint, const std::string& tokenizer,
-                                               const std::string& name) {
+                                               const std::string& name, lm::LmBackend backend) {
   lm::LmCheckpoint state = lm::load_lm_state(scenarios::read_checkpoint(checkpoint).policy(), checkpoint);
   auto tok = make_tokenizer(tokenizer);
   if (!state.tokenizer_fingerprint.empty() && state.tokenizer_fingerprint != tok->fingerprint()) {
@@ -27,7 +27,7 @@ std::unique_ptr<lm::LmService> load_lm_service(const std::string& checkpoint, co
                 "fingerprint " + tok->fingerprint() + " differs from " + state.tokenizer_fingerprint +
                     ", the tokenizer " + checkpoint + " was trained with");
   }
-  return std::make_unique<lm::LmService>(std::move(state.model), std::move(tok), name);
+  return std::make_unique<lm::LmService>(std::move(state.model), std::move(tok), name, backend);
 }
 
 void serve_lm_routes(const lm::LmService& service, server::HttpOptions& http) {
@@ -90,7 +90,7 @@ int run_init(const std::vector<std::string>& args) {
 
 int run_serve(const std::vector<std::string>& args) {
   po::options_description options;
-  std::string checkpoint, tokenizer, name;
+  std::string checkpoint, tokenizer, name, backend;
   server::HttpOptions http;
   http.port = 8000;
   options.add_options()("checkpoint", po::value(&checkpoint),
@@ -101,7 +101,9 @@ int run_serve(const std::vector<std::string>& args) {
       "host", po::value(&http.host)->default_value(http.host), "address to listen on")(
       "port", po::value(&http.port)->default_value(http.port), "port (0: any free port, printed)")(
       "threads", po::value(&http.threads)->default_value(http.threads), "I/O threads")(
-      "workers", po::value(&http.workers)->default_value(4), "requests sampled at once");
+      "workers", po::value(&http.workers)->default_value(4), "requests sampled at once")(
+      "backend", po::value(&backend)->default_value("cpu"),
+      "cpu | cuda: where the network runs while sampling (the token choice is the same code)");
   po::positional_options_description positional;
   po::variables_map vm;
   int exit_code = 0;
@@ -111,7 +113,10 @@ int run_serve(const std::vector<std::string>& args) {
   }
   if (checkpoint.empty()) throw Error("--checkpoint", "checkpoint", "missing: the model to serve");
   if (http.workers < 1 || http.threads < 1) throw Error("--workers/--threads", "", "must be >= 1");
-  const auto service = load_lm_service(checkpoint, tokenizer, name);
+  if (backend != "cpu" && backend != "cuda")
+    throw Error("--backend", "backend", "expected cpu or cuda, got " + quote(backend));
+  const auto service = load_lm_service(checkpoint, tokenizer, name,
+                                       backend == "cuda" ? lm::LmBackend::kCuda : lm::LmBackend::kCpu);
   serve_lm_routes(*service, http);
   server::EpisodeService health({});  // answers /health and /metrics; every other route is the model's
   std::signal(SIGPIPE, SIG_IGN);

@@ -18,7 +18,7 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L; then
   exit 1
 fi
 cmake -S . -B "$BUILD" -G Ninja -DCRL_CUDA=ON -DCMAKE_BUILD_TYPE=Release
-cmake --build "$BUILD" -j "$JOBS" --target learner_tests lm_cuda_tests policy_tests bench_learner bench_lm \
+cmake --build "$BUILD" -j "$JOBS" --target learner_tests lm_cuda_tests lm_serve_tests policy_tests bench_learner bench_lm \
   bench_neural
 
 # device_tests BINARY FILTER: the comparison tests skip when no device is present; here a skip is a failure.
@@ -40,6 +40,8 @@ device_tests tests/learners/learner_tests 'LearnerCuda*:LearnerGaeScan*'
 "$BUILD"/tests/learners/learner_tests
 # The language model's CUDA twin against the CPU (policies/lm/cuda).
 device_tests tests/policies/lm_cuda_tests 'LmCuda.*'
+# `crl lm serve --backend cuda` against the CPU server.
+device_tests tests/cli/lm_serve_tests 'LmServe.TheCudaBackend*'
 # The neural policy's shared-trunk network on the device (policies/neural/cuda) against the CPU, and the
 # policy's backend: cuda training against its cpu training.
 device_tests tests/policies/policy_tests 'NeuralCuda.*:NeuralCudaPolicy.*'

@@ -9,6 +9,7 @@
 #include "engine/json_reader.h"
 #include "engine/unicode_data.h"
 #include "policies/lm/cpu/sampler.h"
+#include "policies/lm/cuda/lm_cuda.h"
 #include "wire/sse.h"
 
 namespace crl::lm {
@@ -221,14 +222,31 @@ In object_body(std::string_view body) {
 
 }  // namespace
 
-LmService::LmService(LmModel model, std::shared_ptr<const Tokenizer> tokenizer, std::string model_name)
-    : model_(std::move(model)), tokenizer_(std::move(tokenizer)), name_(std::move(model_name)) {
+LmService::LmService(LmModel model, std::shared_ptr<const Tokenizer> tokenizer, std::string model_name,
+                     LmBackend backend)
+    : model_(std::move(model)),
+      tokenizer_(std::move(tokenizer)),
+      name_(std::move(model_name)),
+      backend_(backend) {
+  if (backend_ == LmBackend::kCuda) {
+    if (model_.config().rope)
+      throw Error("--backend", "cuda",
+                  "this model uses rotary positions (rope), which the CUDA twin does not");
+    std::string why;
+    if (!lm_cuda_available(&why)) throw Error("--backend", "cuda", "no CUDA device: " + why);
+  }
   if (tokenizer_->vocab_size() > model_.config().vocab) {
     throw Error("--tokenizer", "vocab",
                 "the tokenizer " + quote(tokenizer_->name()) + " has " +
                     std::to_string(tokenizer_->vocab_size()) +
                     " tokens, more than the model's vocabulary of " + std::to_string(model_.config().vocab));
   }
+}
+
+std::vector<SampleResult> LmService::run(std::span<const SampleRequest> requests,
+                                         const SamplingParams& params) const {
+  return backend_ == LmBackend::kCuda ? cuda_sample(model_, requests, params)
+                                      : sample(model_, requests, params);
 }
 
 std::optional<ServeAnswer> LmService::handle(std::string_view method, std::string_view path,
@@ -325,7 +343,7 @@ ServeAnswer LmService::completions(std::string_view body) const {
             SampleRequest{ids, StreamKey{seed, 0, static_cast<uint32_t>(i), StreamRole::kExecute, 0}});
       }
     }
-    results = sample(model_, requests, p);
+    results = run(requests, p);
   } catch (const std::invalid_argument& e) {
     return ServeAnswer{400, dump(Json{{"error",
                                        {{"message", e.what()},
@@ -518,7 +536,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
       requests.push_back(SampleRequest{
           prompt_ids[i], StreamKey{seed, 0, static_cast<uint32_t>(i), StreamRole::kExecute, 0}, start});
     }
-    results = sample(model_, requests, p);
+    results = run(requests, p);
   } catch (const BadRequest& e) {
     return ServeAnswer{400, dump(Json{{"error", {{"message", e.what()}}}})};
   } catch (const std::invalid_argument& e) {

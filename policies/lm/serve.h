@@ -54,8 +54,13 @@
 
 #include "engine/tokenizer.h"
 #include "policies/lm/cpu/model.h"
+#include "policies/lm/cpu/sampler.h"
 
 namespace crl::lm {
+
+// Where sampling runs: the CPU reference (sample()) or the CUDA twin (cuda_sample(), policies/lm/cuda/
+// lm_cuda.h: the same token choice on logits computed on the device).
+enum class LmBackend { kCpu, kCuda };
 
 struct ServeAnswer {
   int status = 200;
@@ -65,8 +70,10 @@ struct ServeAnswer {
 
 class LmService {
  public:
-  // Throws crl::Error when the tokenizer's vocabulary is larger than the model's.
-  LmService(LmModel model, std::shared_ptr<const Tokenizer> tokenizer, std::string model_name);
+  // Throws crl::Error when the tokenizer's vocabulary is larger than the model's, and for kCuda when no
+  // device is usable or the model uses rope (CPU-only).
+  LmService(LmModel model, std::shared_ptr<const Tokenizer> tokenizer, std::string model_name,
+            LmBackend backend = LmBackend::kCpu);
   // The answer for a request; nullopt for a path this service does not serve. Never throws.
   std::optional<ServeAnswer> handle(std::string_view method, std::string_view path,
                                     std::string_view body) const;
@@ -76,10 +83,12 @@ class LmService {
  private:
   ServeAnswer completions(std::string_view body) const;
   ServeAnswer generate(std::string_view body) const;
+  std::vector<SampleResult> run(std::span<const SampleRequest> requests, const SamplingParams& params) const;
 
   LmModel model_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::string name_;
+  LmBackend backend_;
 };
 
 }  // namespace crl::lm

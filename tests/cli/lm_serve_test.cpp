@@ -15,6 +15,7 @@
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
 #include "policies/lm/checkpoint.h"
+#include "policies/lm/cuda/lm_cuda.h"
 #include "scenarios/checkpoint.h"
 #include "tests/crl_cli.h"
 #include "tests/server/http_client.h"
@@ -599,6 +600,39 @@ TEST(LmServe, BadCheckpointOrTokenizerIsATypedError) {
             std::string::npos);
   EXPECT_EQ(test::crl({"lm", "serve"}).code, 1);
   EXPECT_EQ(test::crl({"lm", "bogus"}).code, 2);
+  const auto bad_backend = test::crl({"lm", "serve", "--checkpoint", fixture().checkpoint, "--tokenizer",
+                                      fixture().tokenizer, "--backend", "tpu", "--port", "0"});
+  EXPECT_EQ(bad_backend.code, 1);
+  EXPECT_NE(bad_backend.err.find("expected cpu or cuda"), std::string::npos) << bad_backend.err;
+}
+
+// --backend cuda: refused at start without a device (the server never listens); with one, the answers
+// are the CPU's tokens with log-probs to float rounding.
+TEST(LmServe, TheCudaBackendSamplesOnTheDeviceOrIsRefusedAtStart) {
+  std::string why;
+  if (!lm::lm_cuda_available(&why)) {
+    try {
+      cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "x", lm::LmBackend::kCuda);
+      ADD_FAILURE() << "the cuda backend started without a device";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--backend"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+    }
+    GTEST_SKIP() << "no CUDA device (" << why << "): the start-up refusal was checked, not the answers";
+  }
+  const auto cpu = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  const auto gpu =
+      cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny", lm::LmBackend::kCuda);
+  const json req = {
+      {"prompt", "Task: early_fact"}, {"max_tokens", 16}, {"seed", 5}, {"logprobs", 0}, {"n", 3}};
+  const json a = call(*cpu, "/v1/completions", req), b = call(*gpu, "/v1/completions", req);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(b["choices"][k]["token_ids"], a["choices"][k]["token_ids"]);
+    const json& x = a["choices"][k]["logprobs"]["token_logprobs"];
+    const json& y = b["choices"][k]["logprobs"]["token_logprobs"];
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t t = 0; t < x.size(); ++t) EXPECT_NEAR(y[t].get<double>(), x[t].get<double>(), 1e-3);
+  }
 }
 
 }  // namespace
