@@ -7,10 +7,10 @@
 
 #include "engine/error.h"
 #include "engine/json_reader.h"
+#include "engine/sse.h"
 #include "engine/unicode_data.h"
 #include "policies/lm/cpu/sampler.h"
 #include "policies/lm/cuda/lm_cuda.h"
-#include "wire/sse.h"
 
 namespace crl::lm {
 namespace {
@@ -441,19 +441,19 @@ ServeAnswer LmService::completions(std::string_view body) const {
                                        static_cast<int64_t>(std::min(t + 1, count)))
                                : Json(nullptr);
         }
-        wire::append_sse_data(events, dump(event));
+        append_sse_data(events, dump(event));
       }
     }
     if (streaming.include_usage) {
-      wire::append_sse_data(events, dump(Json{{"id", id},
-                                              {"object", "text_completion"},
-                                              {"created", 0},
-                                              {"model", name_},
-                                              {"choices", Json::array()},
-                                              {"usage", usage(prompt_tokens, completion_tokens)}}));
+      append_sse_data(events, dump(Json{{"id", id},
+                                        {"object", "text_completion"},
+                                        {"created", 0},
+                                        {"model", name_},
+                                        {"choices", Json::array()},
+                                        {"usage", usage(prompt_tokens, completion_tokens)}}));
     }
-    wire::append_sse_data(events, "[DONE]");
-    return ServeAnswer{200, std::move(events), wire::kSseContentType};
+    append_sse_data(events, "[DONE]");
+    return ServeAnswer{200, std::move(events), kSseContentType};
   }
   Json choices = Json::array();
   for (size_t k = 0; k < results.size(); ++k) {
@@ -608,11 +608,11 @@ ServeAnswer LmService::generate(std::string_view body) const {
         if (t >= std::max<size_t>(count, 1)) continue;
         Json event = item(k, std::min(t + 1, count));
         if (batch) event["index"] = k;
-        wire::append_sse_data(events, dump(event));
+        append_sse_data(events, dump(event));
       }
     }
-    wire::append_sse_data(events, "[DONE]");
-    return ServeAnswer{200, std::move(events), wire::kSseContentType};
+    append_sse_data(events, "[DONE]");
+    return ServeAnswer{200, std::move(events), kSseContentType};
   }
   Json items = Json::array();
   for (size_t k = 0; k < results.size(); ++k) items.push_back(item(k, results[k].tokens.size()));

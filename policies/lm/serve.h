@@ -40,7 +40,7 @@
 // usage} precedes [DONE]; a choice with no tokens (max_tokens 0) has one event with text "". SGLang
 // (its default, non-incremental mode): each event is the whole answer so far, {text, output_ids,
 // meta_info} (finish_reason null until the last; output_token_logprobs so far), with "index" for a batch
-// input. The events are written at once after sampling (wire/sse.h says why).
+// input. The events are written at once after sampling (engine/sse.h says why).
 // Sampling is policies/lm/cpu/sampler.h: log-probs are the model's own (temperature 1, no top-p), i.e. what
 // forward() recomputes; a request with the same seed gives the same bytes (choice i of a request draws from
 // StreamKey{seed, 0, i, kExecute, 0}; item i of an SGLang batch likewise). Omitting the seed means seed 0.

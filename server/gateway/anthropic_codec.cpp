@@ -1,12 +1,10 @@
 #include "server/gateway/anthropic_codec.h"
 
 #include "engine/json_reader.h"
+#include "engine/sse.h"
 #include "server/gateway/openai_codec.h"
-#include "wire/sse.h"
 
 namespace crl::server::gateway {
-
-using wire::append_sse_event;
 
 using json = nlohmann::json;
 

@@ -5,18 +5,16 @@
 
 #include "engine/error.h"
 #include "engine/json_reader.h"
+#include "engine/sse.h"
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
 #include "server/gateway/anthropic_codec.h"
 #include "server/gateway/openai_codec.h"
 #include "server/session_table.h"
-#include "wire/sse.h"
 #include "wire/utf8.h"
 #include "wire/wire_codec.h"
 
 namespace crl::server::gateway {
-
-using wire::kSseContentType;
 
 using json = nlohmann::json;
 

@@ -4,12 +4,10 @@
 
 #include "engine/json_escape.h"
 #include "engine/json_reader.h"
-#include "wire/sse.h"
+#include "engine/sse.h"
 #include "wire/utf8.h"
 
 namespace crl::server::gateway {
-
-using wire::append_sse_data;
 
 using json = nlohmann::json;
 

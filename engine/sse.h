@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace crl::wire {
+namespace crl {
 
 inline constexpr const char* kSseContentType = "text/event-stream";
 
@@ -25,4 +25,4 @@ inline void append_sse_event(std::string& out, std::string_view name, std::strin
   append_sse_data(out, payload);
 }
 
-}  // namespace crl::wire
+}  // namespace crl
