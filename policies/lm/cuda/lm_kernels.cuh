@@ -100,6 +100,21 @@ __global__ void gelu_backward(const float* u, float* du, int64_t n) {
   if (i < n) du[i] *= gelu_grad(u[i]);
 }
 
+// p[0 .. n) = softmax(p[0 .. n)) over the block, `top` each thread's partial maximum of its entries (the
+// CPU's max-subtracted exp, then the division by the sum). Ends with a barrier: every p[j] is visible to
+// the whole block.
+__device__ inline void softmax_in_place(float* p, int n, float top, float* scratch) {
+  top = block_max(top, scratch);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < n; j += kBlock) {
+    p[j] = expf(p[j] - top);
+    sum += p[j];
+  }
+  sum = block_sum(sum, scratch);  // its barrier also publishes every p[j] to the whole block
+  for (int j = threadIdx.x; j < n; j += kBlock) p[j] /= sum;
+  __syncthreads();
+}
+
 // Where token t's attention lives. Sequence s = seq[t] starts at token begin[s] and has n = begin[s+1] -
 // begin[s] tokens; its probabilities for head h are the n x n row-major matrix at probs + base[s] + h n n,
 // row i = t - begin[s] (the CPU's c.probs[s * heads + h]).
@@ -130,15 +145,7 @@ __global__ void attention_forward(const float* qkv, AttnIndex ix, float* probs, 
     p[j] = dot * scale;
     top = fmaxf(top, p[j]);
   }
-  top = block_max(top, scratch);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j <= i; j += kBlock) {
-    p[j] = expf(p[j] - top);
-    sum += p[j];
-  }
-  sum = block_sum(sum, scratch);  // its barrier also publishes every p[j] to the whole block
-  for (int j = threadIdx.x; j <= i; j += kBlock) p[j] /= sum;
-  __syncthreads();
+  softmax_in_place(p, i + 1, top, scratch);
   for (int c = threadIdx.x; c < hd; c += kBlock) {
     float out = 0.0f;
     for (int j = 0; j <= i; ++j)
@@ -308,15 +315,7 @@ __global__ void decode_attention(const float* qkv, const float* keys, const floa
     p[j] = dot * scale;
     top = fmaxf(top, p[j]);
   }
-  top = block_max(top, scratch);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < n; j += kBlock) {
-    p[j] = expf(p[j] - top);
-    sum += p[j];
-  }
-  sum = block_sum(sum, scratch);  // its barrier also publishes every p[j] to the whole block
-  for (int j = threadIdx.x; j < n; j += kBlock) p[j] /= sum;
-  __syncthreads();
+  softmax_in_place(p, n, top, scratch);
   for (int c = threadIdx.x; c < hd; c += kBlock) {
     float out = 0.0f;
     for (int j = 0; j < n; ++j) out += p[j] * values[cache + static_cast<int64_t>(j) * d + h * hd + c];
