@@ -237,11 +237,13 @@ TEST_F(ShellAttackTest, ManyProcessesShareOneMemoryLimit) {
     GTEST_SKIP() << "no cgroup here (" << shell::probe_sandbox().cgroup_why
                  << "): only RLIMIT_AS per process";
   }
+  // Each holder keeps its 100 MB for 10 s, longer than the eight starts take on a loaded machine: with 3 s,
+  // a late start under CI load (ctest -j2 beside builds) found an early holder gone and a third succeeded.
   auto env = start({{"memory_mb", "256"}, {"command_timeout_sec", "20"}});
   const std::string out =
       run(*env,
           "for i in 1 2 3 4 5 6 7 8; do python3 -c \"import time; x = b'x' * (100 << 20); "
-          "open('ok$i', 'w').close(); time.sleep(3)\" 2>/dev/null & done; wait; ls ok* 2>/dev/null | wc -l");
+          "open('ok$i', 'w').close(); time.sleep(10)\" 2>/dev/null & done; wait; ls ok* 2>/dev/null | wc -l");
   const int held = atoi(out.c_str());
   EXPECT_LE(held, 2) << "8 x 100 MB under memory_mb = 256: " << out;
   expect_normal_episode();
