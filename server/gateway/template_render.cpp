@@ -223,19 +223,40 @@ std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Messa
       return std::nullopt;
     }
   };
-  std::string before = try_render(known).value_or(std::string());
-  if (before.empty() || !(ends_with(before, close) && body.starts_with(before))) {
-    known.push_back({{"role", "user"}, {"content", kPlaceholder}});
-    std::optional<std::string> rendered = try_render(std::move(known));
+  // The window so far ends with the answer's close: its text is the render of the list up to the answer,
+  // when that render is a prefix of the full one ...
+  const auto as_rendered = [&](json list) -> std::optional<std::string> {
+    std::optional<std::string> before = try_render(std::move(list));
+    if (!before || before->empty() || !(ends_with(*before, close) && body.starts_with(*before)))
+      return std::nullopt;
+    return before;
+  };
+  // ... or else the render with a user turn after the answer, without that turn (a template that writes
+  // an answer differently once turns follow it).
+  const auto with_placeholder = [&](json list) -> std::optional<std::string> {
+    list.push_back({{"role", "user"}, {"content", kPlaceholder}});
+    std::optional<std::string> rendered = try_render(std::move(list));
     if (!rendered) return std::nullopt;
     std::string with_turn = std::move(*rendered);
     const std::string turn = chat_.user_prefix + std::string(kPlaceholder) + chat_.user_suffix;
     if (!ends_with(with_turn, turn)) return std::nullopt;
     with_turn.resize(with_turn.size() - turn.size());
     if (!(ends_with(with_turn, close) && body.starts_with(with_turn))) return std::nullopt;
-    before = std::move(with_turn);
+    return with_turn;
+  };
+  std::optional<std::string> before;
+  if (rewrites_answers_.load(std::memory_order_relaxed)) {
+    before = with_placeholder(known);
+    if (!before) before = as_rendered(std::move(known));
+  } else {
+    before = as_rendered(known);
+    if (!before) {
+      before = with_placeholder(std::move(known));
+      if (before) rewrites_answers_.store(true, std::memory_order_relaxed);
+    }
   }
-  return encode(body.substr(before.size()), p.originals);
+  if (!before) return std::nullopt;
+  return encode(body.substr(before->size()), p.originals);
 }
 
 }  // namespace crl::server::gateway

@@ -28,6 +28,7 @@
 //    the list up to the answer plus a placeholder user turn, less that turn. When neither is a prefix,
 //    std::nullopt (the caller writes the new messages with the per-turn strings).
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -79,6 +80,12 @@ class TemplateRenderer {
   // (they are rare in text: '<', '[' and the sentinel's lead byte), not compared with every guarded string
   // at every byte (that was a fifth of a call's CPU at an 8k-token context with Qwen3's template).
   std::array<bool, 256> first_byte_{};
+  // Set once the render up to an answer was not a prefix of the next render but the render with a
+  // placeholder turn was (Qwen3 drops an answer's empty <think> block once turns follow it): next() then
+  // tries the placeholder first and skips a render of the whole conversation that would fail again. Either
+  // way the cut is checked against the full render; for a template whose renders extend each other both
+  // give the same cut.
+  mutable std::atomic<bool> rewrites_answers_{false};
 };
 
 // A message as OpenAI servers hand it to a chat template.
