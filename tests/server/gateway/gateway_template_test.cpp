@@ -12,7 +12,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/chat_template.h"
 #include "engine/tokenizer.h"
+#include "server/gateway/template_render.h"
 #include "tests/server/gateway/gateway_fixture.h"
 #include "tests/temp_dir.h"
 
@@ -250,6 +252,47 @@ TEST(GatewayTemplate, ATemplateThatRaisesIsA400) {
   EXPECT_NE(reply.body.find("no tools here"), std::string::npos) << reply.body;
   Harness ok(bench.port(), "fine");
   ok.turn();
+}
+
+// The renderer remembers a template that rewrites answers (here: `[draft]` is dropped from an answer once a
+// turn follows it) and tries the placeholder turn first from then on; when that fails for a later
+// conversation (here: a message with `[odd]` makes the template write `~` after a last user turn) it falls
+// back to the render up to the answer. Every cut equals what a renderer without the memory gives.
+TEST(GatewayTemplate, TheRenderOrderAdaptsToTheTemplateAndFallsBack) {
+  const std::string source =
+      "{% set odd = namespace(on=false) %}{% for m in messages %}{% if '[odd]' in m.content %}"
+      "{% set odd.on = true %}{% endif %}{% endfor %}"
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+      "{% if m.role == 'assistant' and not loop.last %}{{ m.content | replace('[draft]', '') }}"
+      "{% else %}{{ m.content }}{% endif %}<|im_end|>\n"
+      "{% if loop.last and m.role == 'user' and odd.on %}~\n{% endif %}{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  const ChatTemplate chat = chat_template_from_jinja(source, "quirky");
+  const auto tokenizer = std::make_shared<ByteTokenizer>();
+  const auto conversation = [](const std::string& first, const std::string& answer) {
+    return std::vector<Message>{{MessageRole::kUser, first, {}, {}},
+                                {MessageRole::kAssistant, answer, {}, {}},
+                                {MessageRole::kUser, "b", {}, {}}};
+  };
+  const auto text = [&](const std::optional<std::vector<TokenId>>& ids) {
+    return ids ? tokenizer->decode(*ids) : std::string("(none)");
+  };
+  const TemplateRenderer remembering(tokenizer, chat);
+  const std::vector<std::vector<Message>> calls = {
+      conversation("a", "x[draft]"),       // rewritten: only the placeholder route cuts it; remembered
+      conversation("a[odd]", "y"),         // the placeholder route fails (`~`): the direct render cuts it
+      conversation("a", "y"),              // both routes cut it, at the same place
+      conversation("a[odd]", "x[draft]"),  // neither: no cut
+  };
+  const std::vector<std::string> expected = {"<|im_start|>user\nb<|im_end|>\n",
+                                             "<|im_start|>user\nb<|im_end|>\n~\n",
+                                             "<|im_start|>user\nb<|im_end|>\n", "(none)"};
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const TemplateRenderer fresh(tokenizer, chat);
+    const auto ours = remembering.next(calls[i], 1, nlohmann::ordered_json(), 0);
+    EXPECT_EQ(text(ours), text(fresh.next(calls[i], 1, nlohmann::ordered_json(), 0))) << "call " << i;
+    EXPECT_EQ(text(ours), expected[i]) << "call " << i;
+  }
 }
 
 }  // namespace
