@@ -72,6 +72,19 @@ size_t streamable(std::string_view text, size_t end, bool last) {
   return end;
 }
 
+// Calls emit(k, t) for each sampled token t of each choice k in stream order: token 0 of every choice, then
+// token 1 of every choice that has one, ...; a choice without tokens (max_tokens 0) gets one call, t = 0.
+template <typename Emit>
+void in_stream_order(const std::vector<SampleResult>& results, const Emit& emit) {
+  size_t steps = 1;
+  for (const SampleResult& r : results) steps = std::max(steps, r.tokens.size());
+  for (size_t t = 0; t < steps; ++t) {
+    for (size_t k = 0; k < results.size(); ++k) {
+      if (t < std::max<size_t>(results[k].tokens.size(), 1)) emit(k, t);
+    }
+  }
+}
+
 // OpenAI's `stream` and `stream_options`.
 struct StreamOptions {
   bool stream = false, include_usage = false, continuous_usage = false;
@@ -412,38 +425,33 @@ ServeAnswer LmService::completions(std::string_view body) const {
   if (streaming.stream) {
     std::string events;
     std::vector<size_t> sent(results.size(), 0);  // bytes of each choice's text already sent
-    size_t steps = 1;
-    for (const SampleResult& r : results) steps = std::max(steps, r.tokens.size());
-    for (size_t t = 0; t < steps; ++t) {
-      for (size_t k = 0; k < results.size(); ++k) {
-        const SampleResult& r = results[k];
-        const Choice& c = out[k];
-        const size_t count = r.tokens.size();
-        if (t >= std::max<size_t>(count, 1)) continue;
-        const bool last = t + 1 >= count;
-        const size_t upto = std::max(sent[k], streamable(c.text, count == 0 ? 0 : c.ends[t], last));
-        Json choice = {{"index", k},
-                       {"text", c.text.substr(sent[k], upto - sent[k])},
-                       {"logprobs", count == 0 ? Json(nullptr) : logprobs_of(k, t, t + 1)},
-                       {"finish_reason", last ? Json(c.finish) : Json(nullptr)},
-                       {"stop_reason", last ? c.stop_reason : Json(nullptr)},
-                       {"token_ids", count == 0 ? Json::array() : Json::array({r.tokens[t]})}};
-        sent[k] = upto;
-        if (return_prompt_ids && t == 0) choice["prompt_token_ids"] = prompt_ids[k / static_cast<size_t>(n)];
-        Json event = {{"id", id},
-                      {"object", "text_completion"},
-                      {"created", 0},
-                      {"model", name_},
-                      {"choices", Json::array({choice})}};
-        if (streaming.include_usage) {
-          event["usage"] = streaming.continuous_usage
-                               ? usage(static_cast<int64_t>(prompt_ids[k / static_cast<size_t>(n)].size()),
-                                       static_cast<int64_t>(std::min(t + 1, count)))
-                               : Json(nullptr);
-        }
-        append_sse_data(events, dump(event));
+    in_stream_order(results, [&](size_t k, size_t t) {
+      const SampleResult& r = results[k];
+      const Choice& c = out[k];
+      const size_t count = r.tokens.size();
+      const bool last = t + 1 >= count;
+      const size_t upto = std::max(sent[k], streamable(c.text, count == 0 ? 0 : c.ends[t], last));
+      Json choice = {{"index", k},
+                     {"text", c.text.substr(sent[k], upto - sent[k])},
+                     {"logprobs", count == 0 ? Json(nullptr) : logprobs_of(k, t, t + 1)},
+                     {"finish_reason", last ? Json(c.finish) : Json(nullptr)},
+                     {"stop_reason", last ? c.stop_reason : Json(nullptr)},
+                     {"token_ids", count == 0 ? Json::array() : Json::array({r.tokens[t]})}};
+      sent[k] = upto;
+      if (return_prompt_ids && t == 0) choice["prompt_token_ids"] = prompt_ids[k / static_cast<size_t>(n)];
+      Json event = {{"id", id},
+                    {"object", "text_completion"},
+                    {"created", 0},
+                    {"model", name_},
+                    {"choices", Json::array({choice})}};
+      if (streaming.include_usage) {
+        event["usage"] = streaming.continuous_usage
+                             ? usage(static_cast<int64_t>(prompt_ids[k / static_cast<size_t>(n)].size()),
+                                     static_cast<int64_t>(std::min(t + 1, count)))
+                             : Json(nullptr);
       }
-    }
+      append_sse_data(events, dump(event));
+    });
     if (streaming.include_usage) {
       append_sse_data(events, dump(Json{{"id", id},
                                         {"object", "text_completion"},
@@ -600,17 +608,11 @@ ServeAnswer LmService::generate(std::string_view body) const {
   };
   if (stream) {
     std::string events;
-    size_t steps = 1;
-    for (const SampleResult& r : results) steps = std::max(steps, r.tokens.size());
-    for (size_t t = 0; t < steps; ++t) {
-      for (size_t k = 0; k < results.size(); ++k) {
-        const size_t count = results[k].tokens.size();
-        if (t >= std::max<size_t>(count, 1)) continue;
-        Json event = item(k, std::min(t + 1, count));
-        if (batch) event["index"] = k;
-        append_sse_data(events, dump(event));
-      }
-    }
+    in_stream_order(results, [&](size_t k, size_t t) {
+      Json event = item(k, std::min(t + 1, results[k].tokens.size()));
+      if (batch) event["index"] = k;
+      append_sse_data(events, dump(event));
+    });
     append_sse_data(events, "[DONE]");
     return ServeAnswer{200, std::move(events), kSseContentType};
   }
