@@ -22,8 +22,10 @@ namespace crl::cli {
 
 std::vector<Trajectory> oracle_trajectories(const std::string& split, int first, int count,
                                             std::shared_ptr<const Tokenizer> tokenizer, const Budget& budget,
-                                            const std::string& name_space) {
-  const auto codec = make_text_codec(std::move(tokenizer), {}, chatml_template());
+                                            const std::string& name_space, const Reasoning& reasoning) {
+  TextPrompts prompts;
+  prompts.reasoning = reasoning;
+  const auto codec = make_text_codec(std::move(tokenizer), prompts, chatml_template());
   return lm::oracle_demonstrations({{"split", split}, {"view", "text"}, {"namespace", name_space}}, codec,
                                    budget, first, count, "--tasks");
 }
@@ -41,6 +43,8 @@ int run_train(const std::vector<std::string>& args) {
   lm::CopyDrillStage drill;
   std::string drill_alphabet;
   float summary_weight = 1.0f, final_weight = 1.0f;
+  bool with_reasoning = false;
+  int answer_window = 0, answer_batch = 0;
   lm::SftOptions sft;
   Budget budget;
   budget.summary_cap = 128;
@@ -74,6 +78,13 @@ int run_train(const std::vector<std::string>& args) {
       "per-turn-cap", po::value(&budget.per_turn_cap)->default_value(budget.per_turn_cap), "per-turn cap")(
       "max-compactions", po::value(&budget.max_compactions)->default_value(budget.max_compactions),
       "compactions before an episode ends truncated")(
+      "reasoning", po::bool_switch(&with_reasoning),
+      "the final answer follows a <think> block of the oracle's notes (envs/synthetic/oracle.h)")(
+      "answer-window", po::value(&answer_window)->default_value(0),
+      "with --reasoning: also train each answer after the notes on windows of N, 2N, 4N, ... tokens "
+      "before the final action (policies/lm/sft.h answer_windows; 0: no windows)")(
+      "answer-batch", po::value(&answer_batch)->default_value(0),
+      "answer windows per step beside --batch segments (0: the windows join the segments' pool)")(
       "short-capacity", po::value(&short_capacity)->default_value(0),
       "also the same tasks' demonstrations under this capacity (policies/lm/demonstrations.h; 0: none)")(
       "short-reserve", po::value(&short_reserve)->default_value(0), "the reserve of those demonstrations")(
@@ -152,12 +163,15 @@ int run_train(const std::vector<std::string>& args) {
   drill.drills.alphabet = lm::drill_alphabet(*tokenizer, drill_alphabet);
   const int max_positions = state.model.config().max_positions;
   int skipped = 0;
-  auto train = lm::sft_examples(oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space),
-                                max_positions, &skipped);
+  const Reasoning reasoning = with_reasoning ? think_reasoning() : Reasoning{};
+  const auto demos = oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space, reasoning);
+  lm::require_oracle_wins(demos, "--capacity/--reserve/--per-turn-cap");
+  auto train = lm::sft_examples(demos, max_positions, &skipped);
   if (short_capacity > 0) {
     const Budget short_budget = lm::short_demonstration_budget(budget, short_capacity, short_reserve,
                                                                "--short-capacity/--short-reserve");
-    const auto short_demos = oracle_trajectories(split, 0, tasks, tokenizer, short_budget, name_space);
+    const auto short_demos =
+        oracle_trajectories(split, 0, tasks, tokenizer, short_budget, name_space, reasoning);
     lm::require_oracle_wins(short_demos, "--short-capacity/--short-reserve");
     int short_skipped = 0;
     const auto drills = lm::sft_examples(short_demos, max_positions, &short_skipped);
@@ -166,8 +180,42 @@ int run_train(const std::vector<std::string>& args) {
     train.insert(train.end(), drills.begin(), drills.end());
   }
   lm::weight_spans(train, summary_weight, final_weight, "--summary-weight/--final-weight");
-  const auto dev =
-      lm::sft_examples(oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget), max_positions);
+  const auto dev = lm::sft_examples(
+      oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget, "default", reasoning), max_positions);
+  // The answer after the notes: where the decoded span first holds the close marker.
+  const auto answer_start = [&](std::span<const int32_t> span) -> size_t {
+    for (size_t k = 1; k <= span.size(); ++k) {
+      if (tokenizer->decode(span.first(k)).find(reasoning.close) != std::string::npos) return k;
+    }
+    return std::string::npos;
+  };
+  if (answer_window < 0) throw Error("crl lm train", "--answer-window", "must be >= 0");
+  if (answer_window > 0 && !with_reasoning)
+    throw Error("crl lm train", "--answer-window", "needs --reasoning (the answer follows the notes)");
+  // Teacher-forced answers given the oracle's notes, over the whole context (the window is everything).
+  const auto dev_answers =
+      with_reasoning ? lm::answer_windows(dev, max_positions, answer_start) : std::vector<lm::SftExample>{};
+  std::vector<lm::SftExample> answers;  // the windows' own pool (--answer-batch)
+  if (answer_window > 0) {
+    // Windows of N, 2N, 4N, ... tokens (below the model's positions): the same answer among more and more of
+    // the context, so what is learned on short windows holds among the distractors of a whole segment.
+    std::vector<lm::SftExample> windows;
+    for (int w = answer_window; w < max_positions; w *= 2) {
+      const auto more = lm::answer_windows(train, w, answer_start);
+      windows.insert(windows.end(), more.begin(), more.end());
+    }
+    std::cout << windows.size() << " answer windows (" << answer_window << " tokens and doubling)\n";
+    if (answer_batch > 0) {
+      answers = windows;
+    } else {
+      train.insert(train.end(), windows.begin(), windows.end());
+    }
+  }
+  if (answer_batch < 0) throw Error("crl lm train", "--answer-batch", "must be >= 0");
+  if (answer_batch > 0 && answer_window == 0)
+    throw Error("crl lm train", "--answer-batch", "needs --answer-window (the windows it draws from)");
+  sft.extra = &answers;
+  sft.extra_batch = answer_batch;
   auto report = [&](const char* when) {
     const lm::SftEval d = lm::evaluate_sft(state.model, dev);
     std::cout << std::fixed << std::setprecision(4) << when << ": dev loss " << d.loss << ", token accuracy "
@@ -176,6 +224,11 @@ int run_train(const std::vector<std::string>& args) {
     for (int k = 0; k < 3; ++k) {
       std::cout << "; " << kinds[k] << " " << d.kind_token_accuracy[k] << " / " << d.kind_span_exact[k]
                 << " (" << d.kind_spans[k] << ")";
+    }
+    if (!dev_answers.empty()) {
+      const lm::SftEval a = lm::evaluate_sft(state.model, dev_answers);
+      std::cout << "; answers after the notes " << a.token_accuracy << " / " << a.span_exact << " ("
+                << a.spans << ")";
     }
     std::cout << std::endl;
   };

@@ -66,6 +66,7 @@ int rollout_command(const std::vector<std::string>& args) {
   episode.env = "synthetic";
   std::string split = "dev", url, api = "sglang", tokenizer_spec = "byte", out_path, metrics_path;
   std::string chat_name = "chatml";
+  bool with_reasoning = false;
   int tasks = 60, first_task = 0, samples = 1;
   llm::LlmOptions llm;
   size_t concurrency = llm.max_in_flight;
@@ -85,6 +86,9 @@ int rollout_command(const std::vector<std::string>& args) {
       "chat-template", po::value(&chat_name)->default_value(chat_name),
       "how prompts are rendered: chatml (needs <|im_start|>, <|im_end|>) | plain (needs <|endoftext|>; for "
       "tokenizers without ChatML tokens, e.g. o200k_base, GPT-2) | PATH.jinja | PATH/tokenizer_config.json")(
+      "reasoning", po::bool_switch(&with_reasoning),
+      "the model may open its turns with a <think> ... </think> block: the environment gets the answer after "
+      "it, the block stays the policy's tokens (envs/codec.h Reasoning)")(
       "model", po::value(&llm.sampling.model), "model name sent with the openai API")(
       "temperature", po::value(&llm.sampling.temperature)->default_value(llm.sampling.temperature),
       "sampling temperature")("top-p", po::value(&llm.sampling.top_p)->default_value(llm.sampling.top_p),
@@ -140,7 +144,9 @@ int rollout_command(const std::vector<std::string>& args) {
   }
   const ChatTemplate chat = load_turn_template(chat_name);  // throws naming --chat-template
   const auto tokenizer = rollout_tokenizer(tokenizer_spec);
-  const auto codec = make_text_codec(tokenizer, {}, chat);
+  TextPrompts prompts;
+  if (with_reasoning) prompts.reasoning = think_reasoning();
+  const auto codec = make_text_codec(tokenizer, prompts, chat);
   llm.vocab_size = tokenizer->vocab_size();
   // The model ends a turn with the template's end-of-turn token (the codec checked that it is special).
   if (const auto stop = tokenizer->special_token(chat.end_of_turn)) llm.sampling.stop_token_ids = {*stop};

@@ -7,6 +7,22 @@
 
 namespace crl {
 
+Reasoning think_reasoning() {
+  return Reasoning{"<think>", "</think>"};
+}
+
+std::string answer_after_reasoning(const std::string& text, const Reasoning& reasoning) {
+  if (!reasoning.enabled()) return text;
+  constexpr const char* kSpace = " \t\r\n";
+  const size_t start = text.find_first_not_of(kSpace);
+  if (start == std::string::npos || text.compare(start, reasoning.open.size(), reasoning.open) != 0)
+    return text;
+  const size_t close = text.find(reasoning.close, start + reasoning.open.size());
+  if (close == std::string::npos) return "";
+  const size_t answer = text.find_first_not_of(kSpace, close + reasoning.close.size());
+  return answer == std::string::npos ? "" : text.substr(answer);
+}
+
 namespace {
 
 class TextCodec final : public Codec {
@@ -56,7 +72,7 @@ class TextCodec final : public Codec {
   }
   Action decode_action(std::span<const TokenId> tokens) const override {
     Action action;
-    action.text = tokenizer_->decode(summary_body(tokens));
+    action.text = answer_after_reasoning(tokenizer_->decode(summary_body(tokens)), prompts_.reasoning);
     return action;
   }
   // A text action (scripted policies, clients) is content too: only the end of turn is a special id.
@@ -72,11 +88,16 @@ class TextCodec final : public Codec {
   std::string fingerprint() const override {
     // The default template keeps the fingerprint it had before templates were configurable.
     const std::string chat = chat_ == chatml_template() ? "chatml" : chat_.definition();
+    // Reasoning counts only when on, so codecs without it keep their earlier fingerprints.
+    const std::string reasoning = prompts_.reasoning.enabled() ? "|reasoning|" + prompts_.reasoning.open +
+                                                                     "|" + prompts_.reasoning.close
+                                                               : "";
     return sha256_hex(chat + "|" + tokenizer_->fingerprint() + "|" + prompts_.summary_instruction + "|" +
-                      prompts_.resume_preface + "|" + prompts_.truncation_marker)
+                      prompts_.resume_preface + "|" + prompts_.truncation_marker + reasoning)
         .substr(0, 16);
   }
   std::shared_ptr<const Tokenizer> tokenizer() const override { return tokenizer_; }
+  Reasoning reasoning() const override { return prompts_.reasoning; }
 
  private:
   std::shared_ptr<const Tokenizer> tokenizer_;

@@ -5,7 +5,8 @@
 //    System and user turns are rendered "<|im_start|>ROLE\nTEXT<|im_end|>\n"; each assistant turn opens with
 //    "<|im_start|>assistant\n" and the policy ends it by sampling "<|im_end|>" (if it does not, the codec
 //    closes the turn itself). Another template (plain) replaces these strings. The summary instruction and
-//    the resume preface are configurable text (TextPrompts).
+//    the resume preface are configurable text (TextPrompts), and so is an optional reasoning block
+//    (Reasoning: "<think> ... </think>" before the answer, as Qwen3 and DeepSeek-R1 write it).
 //  * SymbolicCodec: observations are the environment's symbol ids, actions are symbols, and the template
 //    symbols come from the environment's spec.
 // The codec never re-encodes sampled tokens for training: decode() exists for actions and for reading.
@@ -21,6 +22,26 @@
 
 namespace crl {
 
+// A reasoning block at the start of an action, as reasoning models write one ("<think>notes</think>answer";
+// vLLM's and SGLang's reasoning parsers split it off the same way). Its tokens are the policy's like any
+// other (sampled, trained, kept in the context); the environment is given only the answer after it, so an
+// environment's action grammar stays what it is. Empty `open`: no reasoning block (the default).
+struct Reasoning {
+  std::string open;
+  std::string close;
+  bool enabled() const { return !open.empty(); }
+  bool operator==(const Reasoning&) const = default;
+};
+
+// "<think>" / "</think>": the markers of Qwen3 and DeepSeek-R1, what a user of a reasoning model expects.
+Reasoning think_reasoning();
+
+// What the environment is given of `text` under `reasoning`: text that starts (after whitespace) with the
+// open marker -> what follows the first close marker after it, leading whitespace removed, or "" when the
+// block never closes (the turn ended while reasoning: no answer, which the environment rejects as any empty
+// action); any other text unchanged, as is everything when reasoning is off.
+std::string answer_after_reasoning(const std::string& text, const Reasoning& reasoning);
+
 class Codec {
  public:
   virtual ~Codec() = default;
@@ -34,6 +55,8 @@ class Codec {
   virtual std::vector<TokenId> encode_observation(const Observation& observation,
                                                   std::span<const TokenId> action) const = 0;
   virtual Action decode_action(std::span<const TokenId> tokens) const = 0;
+  // The reasoning block this codec strips from actions (empty: none; always empty for the symbolic view).
+  virtual Reasoning reasoning() const { return {}; }
   // Tokens of an assistant turn written as text (scripted policies; clients that send only text): the text
   // view encodes it and ends the turn with "<|im_end|>"; the symbolic view reads space-separated symbol
   // names. Throws crl::Error for an unknown symbol name.
@@ -57,6 +80,7 @@ struct TextPrompts {
       "The earlier history of this task was compacted into the summary below. Continue the same task from "
       "it; the recent outputs that follow are authoritative; do not redo finished work.\n\nSummary:\n";
   std::string truncation_marker = "\n[... observation truncated ...]\n";
+  Reasoning reasoning;  // off by default
 };
 
 // Throws crl::Error if the tokenizer lacks the template's special tokens.

@@ -18,7 +18,11 @@
 namespace crl::scenarios {
 
 std::shared_ptr<const Codec> setup_codec(const proto::scenario::Setup& s, const EnvSpec& env) {
-  if (s.view() != "text" || s.tokenizer() == "byte") return make_codec(s.view(), env);
+  if (s.view() != "text") {
+    if (s.reasoning())
+      throw Error("", "reasoning", "needs view \"text\" (the view is " + quote(s.view()) + ")");
+    return make_codec(s.view(), env);
+  }
   if (!env.has_text) return make_codec(s.view(), env);  // throws: no text view
   std::shared_ptr<const Tokenizer> tokenizer;
   try {
@@ -26,7 +30,9 @@ std::shared_ptr<const Codec> setup_codec(const proto::scenario::Setup& s, const 
   } catch (const std::exception& e) {
     throw Error("", "tokenizer", quote(s.tokenizer()) + ": " + e.what());
   }
-  return make_text_codec(std::move(tokenizer));
+  TextPrompts prompts;
+  if (s.reasoning()) prompts.reasoning = think_reasoning();
+  return make_text_codec(std::move(tokenizer), prompts);
 }
 
 Budget budget_of(const proto::scenario::Setup& s) {

@@ -1,11 +1,18 @@
 #pragma once
 // A scripted oracle for the synthetic suite (tests, benchmarks, smoke runs). It reads the task, so it is not
 // a policy that could be trained: it shows what perfect play and perfect summaries look like.
-//   act():     `next` until END and the question have been shown (records + 1 turns), then `submit <answer>`.
+//   act():     `next` until END and the question have been shown (records + 1 turns), then `submit <answer>`;
+//              with a reasoning block (envs/codec.h Reasoning), the answer follows the notes it answers from:
+//              "<think>" + the summary it would write now + "</think>\nsubmit <answer>". Why: a small
+//              language model copies a value after a matching context ("FACT code=") long before it learns to
+//              look a value up from a question; written-out notes turn the answer into copies of both kinds
+//              it has.
 //   summary_*: names exactly the milestones observed so far, each once (recall 1, no invention/repetition).
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "envs/codec.h"
 #include "envs/env.h"
 #include "envs/synthetic/metrics.h"
 #include "envs/synthetic/symbolic.h"
@@ -15,7 +22,8 @@ namespace crl::envs::synthetic {
 
 class Oracle {
  public:
-  Oracle(const SyntheticTask& task, bool symbolic) : task_(&task), symbolic_(symbolic) {}
+  Oracle(const SyntheticTask& task, bool symbolic, Reasoning reasoning = {})
+      : task_(&task), symbolic_(symbolic), reasoning_(std::move(reasoning)) {}
 
   Action act() {
     Action action;
@@ -24,7 +32,11 @@ class Oracle {
       action.symbols = read_all ? symbolic_submit(task_->type, task_->answer)
                                 : std::vector<TokenId>{Vocabulary::get().next};
     } else {
-      action.text = read_all ? "submit " + task_->answer : "next";
+      action.text = !read_all ? "next"
+                    : reasoning_.enabled()
+                        ? reasoning_.open + summary_text(static_cast<int>(task_->records.size())) +
+                              reasoning_.close + "\nsubmit " + task_->answer
+                        : "submit " + task_->answer;
     }
     return action;
   }
@@ -50,6 +62,7 @@ class Oracle {
  private:
   const SyntheticTask* task_;
   bool symbolic_;
+  Reasoning reasoning_;
   int calls_ = 0;
 };
 

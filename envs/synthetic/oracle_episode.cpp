@@ -15,7 +15,7 @@ Trajectory play_oracle(std::unique_ptr<Env> env, std::shared_ptr<const Codec> co
   const bool symbolic = codec->view_name() == "symbolic";
   Episode episode(std::move(env), codec, std::move(config));
   episode.start(task);
-  Oracle oracle(synthetic->task(), symbolic);
+  Oracle oracle(synthetic->task(), symbolic, codec->reasoning());
   while (!episode.done()) {
     Decision decision;
     if (episode.request().role == Role::kSummarize) {

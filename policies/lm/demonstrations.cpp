@@ -49,7 +49,8 @@ void require_oracle_wins(const std::vector<Trajectory>& demonstrations, const st
                 "the oracle does not finish task " + quote(t.task_id) + " under this budget (reward " +
                     std::to_string(t.reward) + " after " + std::to_string(t.compactions) + " compactions" +
                     (t.reason.empty() ? std::string() : ", " + t.reason) +
-                    "): the prompt, a summary request and the rebuild need a larger capacity or reserve");
+                    "): the prompt, a summary request and the rebuild need a larger capacity or reserve, and "
+                    "its answer (with a reasoning block, its notes too) a per-turn cap that fits it");
   }
 }
 

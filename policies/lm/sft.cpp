@@ -65,6 +65,29 @@ void weight_spans(std::vector<SftExample>& examples, float summary_weight, float
   }
 }
 
+std::vector<SftExample> answer_windows(const std::vector<SftExample>& examples, int window,
+                                       const std::function<size_t(std::span<const int32_t>)>& answer_start) {
+  std::vector<SftExample> out;
+  for (const SftExample& e : examples) {
+    if (e.spans.empty() || e.span_kinds.back() != SftExample::kFinal) continue;
+    const size_t span = static_cast<size_t>(e.spans.back());
+    size_t end = span;
+    while (end < e.tokens.size() && e.mask[end - 1] != 0.0f) ++end;
+    const size_t offset = answer_start(std::span<const int32_t>(e.tokens).subspan(span, end - span));
+    if (offset == std::string::npos || offset == 0 || span + offset >= end) continue;
+    const size_t begin = span > static_cast<size_t>(std::max(window, 0)) ? span - window : 0;
+    SftExample w;
+    w.tokens.assign(e.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                    e.tokens.begin() + static_cast<std::ptrdiff_t>(end));
+    w.mask.assign(w.tokens.size(), 0.0f);
+    for (size_t t = span + offset; t < end; ++t) w.mask[t - 1 - begin] = e.mask[t - 1];
+    w.spans = {static_cast<int>(span + offset - begin)};
+    w.span_kinds = {SftExample::kFinal};
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 namespace {
 
 PackedBatch pack(const std::vector<const SftExample*>& examples, std::vector<float>& mask) {
@@ -96,6 +119,10 @@ std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::
     Rng rng(StreamKey{options.seed, static_cast<uint64_t>(step), 0, StreamRole::kLearner, 0});
     std::vector<const SftExample*> chosen;
     for (int i = 0; i < options.batch; ++i) chosen.push_back(&examples[rng.uniform_int(examples.size())]);
+    if (options.extra != nullptr && !options.extra->empty()) {
+      for (int i = 0; i < options.extra_batch; ++i)
+        chosen.push_back(&(*options.extra)[rng.uniform_int(options.extra->size())]);
+    }
     // Two halves (see SftOptions::threads); the loss is the mean over the whole minibatch's trained tokens.
     const size_t cut = chosen.size() / 2;
     const std::vector<const SftExample*> part[2] = {{chosen.begin(), chosen.begin() + cut},

@@ -6,6 +6,7 @@
 // suite's oracle (text view, the episode's own compaction rebuilds with the oracle's summaries).
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,17 @@ std::vector<SftExample> sft_examples(const std::vector<Trajectory>& trajectories
 void weight_spans(std::vector<SftExample>& examples, float summary_weight, float final_weight,
                   const std::string& where);
 
+// Short examples for the answer that follows a reasoning block (envs/codec.h Reasoning; `crl lm train
+// --answer-window N`): for each example whose final span holds one (`answer_start(span tokens)` gives the
+// offset of the answer in the span, or std::string::npos), an example of at most `window` tokens before the
+// final span, the span, trained only on the answer. Why: the answer copies a value from the notes a few
+// tokens back, which is one trained position per episode in a segment of a thousand tokens: a small model
+// saw too few to learn it (the constant answer of the closed loop). The notes themselves copy from further
+// back than the window, so they are not trained here (that would teach inventing values). Weights are the
+// answer tokens' own.
+std::vector<SftExample> answer_windows(const std::vector<SftExample>& examples, int window,
+                                       const std::function<size_t(std::span<const int32_t>)>& answer_start);
+
 struct SftOptions {
   int steps = 100;
   int batch = 4;      // examples per step
@@ -57,6 +69,11 @@ struct SftOptions {
   // trained tokens' 1: an auxiliary language-modelling loss on the context (0: the policy's tokens only).
   // The step's loss is then the weighted mean.
   double observation_weight = 0.0;
+  // A second pool drawn from on every step: `extra_batch` of its examples join the `batch` of `examples`
+  // in each minibatch (e.g. answer windows: a few dozen tokens each, many per step at little cost). Null
+  // or extra_batch 0: none.
+  const std::vector<SftExample>* extra = nullptr;
+  int extra_batch = 0;
   // Called after each step with the number of steps done (e.g. to evaluate); may be empty.
   std::function<void(int)> after_step;
 };

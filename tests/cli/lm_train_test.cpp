@@ -328,6 +328,63 @@ TEST(LmTrain, SpanKindsMarkSummariesAndTheFinalAction) {
   EXPECT_EQ(ev.kind_tokens[0] + ev.kind_tokens[1] + ev.kind_tokens[2], ev.tokens);
 }
 
+// With a reasoning block the oracle's final action is notes, then the answer (envs/synthetic/oracle.h).
+// answer_windows trains only that answer, on a window of the context before the final action.
+TEST(LmTrain, AnswerWindowsTrainOnlyTheAnswerAfterTheNotes) {
+  Budget budget = setup().budget;
+  budget.per_turn_cap = 160;  // the notes and the answer
+  const auto demos =
+      cli::oracle_trajectories("train", 0, 3, setup().tokenizer, budget, "default", think_reasoning());
+  const auto examples = lm::sft_examples(demos, 4096);
+  const Tokenizer& tokenizer = *setup().tokenizer;
+  const auto answer_start = [&](std::span<const int32_t> span) -> size_t {
+    for (size_t k = 1; k <= span.size(); ++k) {
+      if (tokenizer.decode(span.first(k)).find("</think>") != std::string::npos) return k;
+    }
+    return std::string::npos;
+  };
+  const auto trained_text = [&](const lm::SftExample& e) {
+    std::vector<int32_t> ids;
+    for (size_t t = 1; t < e.tokens.size(); ++t) {
+      if (e.mask[t - 1] != 0.0f) ids.push_back(e.tokens[t]);
+    }
+    return tokenizer.decode(ids);
+  };
+  for (const int window : {0, 8, 100000}) {
+    const auto windows = lm::answer_windows(examples, window, answer_start);
+    ASSERT_EQ(windows.size(), 3u) << "one per episode";
+    int final_index = 0;
+    for (const auto& w : windows) {
+      // The matching final action, in full.
+      while (examples[final_index].span_kinds.back() != lm::SftExample::kFinal) ++final_index;
+      const auto& full = examples[final_index++];
+      // The final action: its notes, then its answer.
+      const size_t span = static_cast<size_t>(full.spans.back());
+      size_t end = span;
+      while (end < full.tokens.size() && full.mask[end - 1] != 0.0f) ++end;
+      const std::string notes_and_answer =
+          tokenizer.decode(std::span<const int32_t>(full.tokens).subspan(span, end - span));
+      const size_t close = notes_and_answer.find("</think>");
+      ASSERT_EQ(notes_and_answer.rfind("<think>Task: ", 0), 0u) << notes_and_answer;
+      ASSERT_NE(close, std::string::npos);
+      // Trained: exactly the answer after the notes (not a token of the notes).
+      const std::string answer = trained_text(w);
+      EXPECT_EQ(answer, notes_and_answer.substr(close + 8)) << answer;
+      EXPECT_EQ(answer.rfind("\nsubmit ", 0), 0u) << answer;
+      ASSERT_EQ(w.spans.size(), 1u);
+      EXPECT_EQ(w.span_kinds[0], lm::SftExample::kFinal);
+      // The window: the final action and at most `window` tokens of the context before it.
+      const size_t begin = span - std::min(span, static_cast<size_t>(window));
+      EXPECT_EQ(w.tokens, std::vector<int32_t>(full.tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                                               full.tokens.begin() + static_cast<std::ptrdiff_t>(end)));
+    }
+  }
+  // Without a reasoning block there are no notes to answer from: no windows.
+  const auto plain =
+      lm::sft_examples(cli::oracle_trajectories("train", 0, 3, setup().tokenizer, budget), 4096);
+  EXPECT_TRUE(lm::answer_windows(plain, 8, answer_start).empty());
+}
+
 // `crl lm train` of the tiny test model (d_model 16, 2 heads, 1 layer, d_ff 16) on `tasks` train tasks and
 // one dev task for `steps` SFT steps, writing `out`, with `extra` options after.
 test::CliResult train_tiny(const std::string& out, int tasks, int steps,
@@ -363,6 +420,18 @@ TEST(LmTrain, TheBudgetOptionsAreCheckedByName) {
   EXPECT_NE(r.err.find("per_turn_cap"), std::string::npos) << r.err;
   const auto ok = train_tiny(dir.file("m.ckpt"), 1, 1, {"--per-turn-cap", "48", "--max-compactions", "5"});
   EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+TEST(LmTrain, TheAnswerWindowOptionNeedsReasoning) {
+  const test::TempDir dir{"lm_answer_window"};
+  const auto refused = train_tiny(dir.file("m.ckpt"), 1, 1, {"--answer-window", "8"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("--answer-window"), std::string::npos) << refused.err;
+  const auto ok =
+      train_tiny(dir.file("m.ckpt"), 2, 1, {"--reasoning", "--per-turn-cap", "160", "--answer-window", "8"});
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("answer windows"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("answers after the notes"), std::string::npos) << ok.out;
 }
 
 // Copy drills (policies/lm/copy_drills.h): a run of random tokens and its repeat; only the repeat's

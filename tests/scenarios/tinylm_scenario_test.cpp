@@ -16,6 +16,7 @@
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
 #include "envs/codec.h"
+#include "envs/registry.h"
 #include "policies/lm/demonstrations.h"
 #include "proto/scenario.pb.h"
 #include "scenarios/checkpoint.h"
@@ -153,6 +154,27 @@ TEST(TinyLmScenario, BadSetupsNameTheField) {
   e = error_of(cutting + "view: \"text\" " + tok + "policy { name: \"lm\" } }");
   EXPECT_NE(e.find("reserve"), std::string::npos) << e;
   EXPECT_NE(e.find("every summary request would cut"), std::string::npos) << e;
+}
+
+// `Setup.reasoning` gives the text view's codec the "<think>" block (envs/codec.h); the symbolic view has
+// no text to reason in and is refused with the field named.
+TEST(TinyLmScenario, ReasoningIsATextViewSetting) {
+  proto::scenario::Setup setup;
+  setup.set_view("text");
+  setup.set_tokenizer(source("data/tokenizers/synthetic_bpe512.json"));
+  const EnvSpec spec = make_env("synthetic", {{"view", "text"}})->spec();
+  EXPECT_FALSE(setup_codec(setup, spec)->reasoning().enabled());
+  setup.set_reasoning(true);
+  const auto codec = setup_codec(setup, spec);
+  EXPECT_EQ(codec->reasoning(), think_reasoning());
+  EXPECT_EQ(codec->decode_action(codec->encode_action("<think>x</think>\nnext")).text, "next");
+  setup.set_view("symbolic");
+  try {
+    setup_codec(setup, make_env("synthetic", {{"view", "symbolic"}})->spec());
+    ADD_FAILURE() << "a symbolic setup with reasoning was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reasoning"), std::string::npos) << e.what();
+  }
 }
 
 // The shipped file with a tiny model and a few episodes, as scenario text (arms unchanged).

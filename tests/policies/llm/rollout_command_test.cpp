@@ -194,5 +194,42 @@ TEST(RolloutCommand, PlainChatTemplateServesATokenizerWithoutChatML) {
   EXPECT_FALSE(read_trajectories(out).empty());
 }
 
+// --reasoning: a model that thinks before it acts ("<think>...</think>" then the command, as Qwen3 does)
+// wins through the codec's split; without the option the same answers are two-line commands the
+// environment refuses, so it wins nothing. The thinking stays in the export as the policy's tokens.
+TEST(RolloutCommand, ReasoningModelsAreAnsweredAfterTheirThinking) {
+  testing::ScriptedLlmOptions options;
+  options.script = [](std::string_view prompt, uint64_t seed) {
+    const std::string answer = testing::scripted_answer(prompt, testing::SummaryMode::kKeep, seed);
+    if (answer.starts_with("task=")) return answer;  // summaries as they are
+    return "<think>the log says what to do</think>\n" + answer;
+  };
+  testing::ScriptedLlmServer server(options);
+  std::vector<std::string> args = rollout_args(server.url(), temp_path("think.jsonl"), "sglang", "2");
+  *(std::find(args.begin(), args.end(), "--tasks") + 1) = "3";
+  args.insert(args.end(), {"--per-turn-cap", "128"});
+  std::vector<std::string> thinking = args;
+  thinking.push_back("--reasoning");
+  const Result r = crl(thinking);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<Trajectory> won = read_trajectories(temp_path("think.jsonl"));
+  ASSERT_EQ(won.size(), 3u);
+  const ByteTokenizer bytes;
+  for (const Trajectory& t : won) {
+    EXPECT_EQ(t.reward, 1.0) << t.task_id;
+    std::string sampled;
+    for (const Segment& s : t.segments) {
+      for (size_t k = 0; k < s.response_ids.size(); ++k) {
+        if (s.actor_mask[k]) sampled += bytes.decode(std::span<const TokenId>(&s.response_ids[k], 1));
+      }
+    }
+    EXPECT_NE(sampled.find("<think>the log says what to do</think>"), std::string::npos) << t.task_id;
+  }
+  const Result plain = crl(args);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  for (const Trajectory& t : read_trajectories(temp_path("think.jsonl")))
+    EXPECT_EQ(t.reward, 0.0) << t.task_id;
+}
+
 }  // namespace
 }  // namespace crl
