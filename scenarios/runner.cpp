@@ -252,7 +252,9 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   std::vector<Trajectory> final_eval;
   bool have_final_eval = false;
   if (!resumed) {
-    if (trainable != nullptr && s.pretrain().episodes() > 0) {
+    if (trainable != nullptr && s.has_init_checkpoint()) {  // parse_scenario checked that it loads
+      trainable->load(read_checkpoint(s.init_checkpoint()).policy(), s.init_checkpoint());
+    } else if (trainable != nullptr && s.pretrain().episodes() > 0) {
       pretrain(c, seed, *trainable, learner, schedule, runner, episodes_done);  // warm-starts its policy
     } else if (trainable != nullptr) {
       warm_start(s.warm_start(), c.train, seed, *trainable, "arm " + quote(c.arm->name) + " warm_start");

@@ -12,6 +12,7 @@
 #include "learners/options.h"
 #include "policies/policy.h"
 #include "policies/trainable.h"
+#include "scenarios/checkpoint.h"
 #include "scenarios/runner.h"
 #include "scenarios/text_location.h"
 
@@ -142,6 +143,35 @@ void check_pretrain(const Setup& s, int arm, const Locator& at, const EnvSpec& e
     at.fail(arm, {"pretrain", "policy_params"},
             "the pretrained policy's shape " + quote(a->shape()) + " differs from the arm's " +
                 quote(b->shape()) + " (only parameters that keep the shape may differ)");
+  }
+}
+
+// The initial state (Setup.init_checkpoint): a checkpoint file whose policy state loads into the arm's
+// policy (trainable, same type and shape), and the only base of the arm (no pretrain, no warm start).
+void check_init_checkpoint(const Setup& s, int arm, const Locator& at, const EnvSpec& env_spec,
+                           const std::shared_ptr<const Codec>& codec) {
+  if (!s.has_init_checkpoint()) return;
+  if (s.init_checkpoint().empty()) at.fail(arm, {"init_checkpoint"}, "is empty (a checkpoint file's path)");
+  if (s.pretrain().episodes() > 0 || s.warm_start().episodes() > 0) {
+    at.fail(arm, {"init_checkpoint"},
+            "is a base of its own: it cannot be combined with pretrain or warm_start episodes");
+  }
+  std::unique_ptr<Policy> policy;
+  try {
+    policy = make_policy(s.policy().name(), sorted(s.policy().params()), PolicyTarget{&env_spec, codec},
+                         "policy " + quote(s.policy().name()));
+  } catch (const Error&) {
+    return;  // the policy's own check names the parameter
+  }
+  auto* trainable = dynamic_cast<Trainable*>(policy.get());
+  if (trainable == nullptr) {
+    at.fail(arm, {"init_checkpoint"},
+            "policy " + quote(s.policy().name()) + " does not learn, so it has no state to start from");
+  }
+  try {
+    trainable->load(read_checkpoint(s.init_checkpoint()).policy(), s.init_checkpoint());
+  } catch (const Error& e) {
+    at.fail(arm, {"init_checkpoint"}, quote(s.init_checkpoint()) + ": " + e.what());
   }
 }
 
@@ -293,6 +323,7 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   if (t.checkpoint_every() < 0) at.fail(arm, {"training", "checkpoint_every"}, "must be >= 0");
   check_pretrain(s, arm, at, env->spec(), codec);
   check_warm_start(s, arm, at, env->spec(), codec);
+  check_init_checkpoint(s, arm, at, env->spec(), codec);
 }
 
 // The ablation table names arms of the file: the reference, and ablations other than it, each once.

@@ -273,5 +273,74 @@ TEST(TinyLmScenario, AReducedRunIsTheSameBytesOnOneAndTwoThreadsAndRecordsTheTex
   EXPECT_GT(summary_tokens, 0);
 }
 
+// Setup.init_checkpoint: every seed of the arm starts from the file's policy state (a base model trained
+// elsewhere, e.g. by `crl lm train`), not from its own initialisation; files that do not fit are refused at
+// parse time with the field named.
+TEST(TinyLmScenario, AnInitCheckpointIsEverySeedsStartingState) {
+  const test::TempDir dir("tinylm_init");
+  proto::scenario::Scenario file;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(reduced_text(), &file));
+  proto::scenario::Arm only = file.arm(0);
+  only.set_name("base");
+  file.clear_arm();
+  file.clear_table();
+  *file.add_arm() = only;
+  file.mutable_base()->mutable_training()->set_episodes(0);  // evaluate and checkpoint the starting state
+  const auto run = [&](const proto::scenario::Scenario& f, const std::string& out) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(f, &text);
+    const std::string path = dir.file(out + ".pbtxt");
+    write_file_atomic(path, text);
+    return test::crl({"run", path, "--out", dir.file(out), "--threads", "2", "--progress", "never"});
+  };
+  const auto plain = run(file, "plain");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  // A different state of the same shape: the seed-7 start with every parameter moved.
+  proto::checkpoint::Checkpoint base = read_checkpoint(checkpoint_path(dir.file("plain"), "base", 7, 0));
+  auto& parameters = *base.mutable_policy()->mutable_lm()->mutable_parameters();
+  for (float& x : parameters) x += 0.25f;
+  const std::string init = dir.file("init.ckpt");
+  write_checkpoint(init, base);
+
+  file.mutable_base()->set_init_checkpoint(init);
+  const auto started = run(file, "started");
+  ASSERT_EQ(started.code, 0) << started.err;
+  for (const uint64_t seed : {7u, 17u}) {
+    const auto got = read_checkpoint(checkpoint_path(dir.file("started"), "base", seed, 0));
+    ASSERT_EQ(got.policy().lm().parameters_size(), parameters.size());
+    EXPECT_TRUE(std::equal(parameters.begin(), parameters.end(), got.policy().lm().parameters().begin()))
+        << "seed " << seed << " did not start from the file";
+    const auto own = read_checkpoint(checkpoint_path(dir.file("plain"), "base", seed, 0));
+    EXPECT_FALSE(std::equal(parameters.begin(), parameters.end(), own.policy().lm().parameters().begin()));
+  }
+
+  // Refused: a missing file, another shape, and a second base beside it.
+  const auto error_of = [&](const proto::scenario::Scenario& f) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(f, &text);
+    try {
+      parse_scenario(text, "t.pbtxt");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  proto::scenario::Scenario bad = file;
+  bad.mutable_base()->set_init_checkpoint(dir.file("missing.ckpt"));
+  std::string e = error_of(bad);
+  EXPECT_NE(e.find("init_checkpoint"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing.ckpt"), std::string::npos) << e;
+  bad = file;
+  (*bad.mutable_base()->mutable_policy()->mutable_params())["d_model"] = "32";
+  e = error_of(bad);
+  EXPECT_NE(e.find("init_checkpoint"), std::string::npos) << e;
+  EXPECT_NE(e.find("d_model"), std::string::npos) << e;
+  bad = file;
+  bad.mutable_base()->mutable_pretrain()->set_episodes(4);
+  e = error_of(bad);
+  EXPECT_NE(e.find("init_checkpoint"), std::string::npos) << e;
+  EXPECT_NE(e.find("pretrain"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace crl::scenarios
