@@ -182,26 +182,19 @@ int run_train(const std::vector<std::string>& args) {
   lm::weight_spans(train, summary_weight, final_weight, "--summary-weight/--final-weight");
   const auto dev = lm::sft_examples(
       oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget, "default", reasoning), max_positions);
-  // The answer after the notes: where the decoded span first holds the close marker.
-  const auto answer_start = [&](std::span<const int32_t> span) -> size_t {
-    for (size_t k = 1; k <= span.size(); ++k) {
-      if (tokenizer->decode(span.first(k)).find(reasoning.close) != std::string::npos) return k;
-    }
-    return std::string::npos;
-  };
   if (answer_window < 0) throw Error("crl lm train", "--answer-window", "must be >= 0");
   if (answer_window > 0 && !with_reasoning)
     throw Error("crl lm train", "--answer-window", "needs --reasoning (the answer follows the notes)");
   // Teacher-forced answers given the oracle's notes, over the whole context (the window is everything).
-  const auto dev_answers =
-      with_reasoning ? lm::answer_windows(dev, max_positions, answer_start) : std::vector<lm::SftExample>{};
+  const auto dev_answers = with_reasoning ? lm::answer_windows(dev, max_positions, *tokenizer, reasoning)
+                                          : std::vector<lm::SftExample>{};
   std::vector<lm::SftExample> answers;  // the windows' own pool (--answer-batch)
   if (answer_window > 0) {
     // Windows of N, 2N, 4N, ... tokens (below the model's positions): the same answer among more and more of
     // the context, so what is learned on short windows holds among the distractors of a whole segment.
     std::vector<lm::SftExample> windows;
     for (int w = answer_window; w < max_positions; w *= 2) {
-      const auto more = lm::answer_windows(train, w, answer_start);
+      const auto more = lm::answer_windows(train, w, *tokenizer, reasoning);
       windows.insert(windows.end(), more.begin(), more.end());
     }
     std::cout << windows.size() << " answer windows (" << answer_window << " tokens and doubling)\n";

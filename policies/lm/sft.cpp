@@ -66,8 +66,15 @@ void weight_spans(std::vector<SftExample>& examples, float summary_weight, float
 }
 
 std::vector<SftExample> answer_windows(const std::vector<SftExample>& examples, int window,
-                                       const std::function<size_t(std::span<const int32_t>)>& answer_start) {
+                                       const Tokenizer& tokenizer, const Reasoning& reasoning) {
   std::vector<SftExample> out;
+  if (!reasoning.enabled()) return out;
+  const auto answer_start = [&](std::span<const int32_t> span) -> size_t {
+    for (size_t k = 1; k <= span.size(); ++k) {
+      if (tokenizer.decode(span.first(k)).find(reasoning.close) != std::string::npos) return k;
+    }
+    return std::string::npos;
+  };
   for (const SftExample& e : examples) {
     if (e.spans.empty() || e.span_kinds.back() != SftExample::kFinal) continue;
     const size_t span = static_cast<size_t>(e.spans.back());

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/tokenizer.h"
 #include "engine/trajectory.h"
+#include "envs/codec.h"
 #include "policies/lm/checkpoint.h"
 
 namespace crl::lm {
@@ -40,15 +42,15 @@ void weight_spans(std::vector<SftExample>& examples, float summary_weight, float
                   const std::string& where);
 
 // Short examples for the answer that follows a reasoning block (envs/codec.h Reasoning; `crl lm train
-// --answer-window N`): for each example whose final span holds one (`answer_start(span tokens)` gives the
-// offset of the answer in the span, or std::string::npos), an example of at most `window` tokens before the
-// final span, the span, trained only on the answer. Why: the answer copies a value from the notes a few
+// --answer-window N`): for each example whose final span holds one (the answer starts after the token at
+// which the decoded span first contains `reasoning.close`), an example of at most `window` tokens before
+// the final span, the span, trained only on the answer. Why: the answer copies a value from the notes a few
 // tokens back, which is one trained position per episode in a segment of a thousand tokens: a small model
 // saw too few to learn it (the constant answer of the closed loop). The notes themselves copy from further
 // back than the window, so they are not trained here (that would teach inventing values). Weights are the
-// answer tokens' own.
+// answer tokens' own. No reasoning (or a final span without its close): no window.
 std::vector<SftExample> answer_windows(const std::vector<SftExample>& examples, int window,
-                                       const std::function<size_t(std::span<const int32_t>)>& answer_start);
+                                       const Tokenizer& tokenizer, const Reasoning& reasoning);
 
 struct SftOptions {
   int steps = 100;

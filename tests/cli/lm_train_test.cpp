@@ -337,12 +337,6 @@ TEST(LmTrain, AnswerWindowsTrainOnlyTheAnswerAfterTheNotes) {
       cli::oracle_trajectories("train", 0, 3, setup().tokenizer, budget, "default", think_reasoning());
   const auto examples = lm::sft_examples(demos, 4096);
   const Tokenizer& tokenizer = *setup().tokenizer;
-  const auto answer_start = [&](std::span<const int32_t> span) -> size_t {
-    for (size_t k = 1; k <= span.size(); ++k) {
-      if (tokenizer.decode(span.first(k)).find("</think>") != std::string::npos) return k;
-    }
-    return std::string::npos;
-  };
   const auto trained_text = [&](const lm::SftExample& e) {
     std::vector<int32_t> ids;
     for (size_t t = 1; t < e.tokens.size(); ++t) {
@@ -351,7 +345,7 @@ TEST(LmTrain, AnswerWindowsTrainOnlyTheAnswerAfterTheNotes) {
     return tokenizer.decode(ids);
   };
   for (const int window : {0, 8, 100000}) {
-    const auto windows = lm::answer_windows(examples, window, answer_start);
+    const auto windows = lm::answer_windows(examples, window, tokenizer, think_reasoning());
     ASSERT_EQ(windows.size(), 3u) << "one per episode";
     int final_index = 0;
     for (const auto& w : windows) {
@@ -382,7 +376,7 @@ TEST(LmTrain, AnswerWindowsTrainOnlyTheAnswerAfterTheNotes) {
   // Without a reasoning block there are no notes to answer from: no windows.
   const auto plain =
       lm::sft_examples(cli::oracle_trajectories("train", 0, 3, setup().tokenizer, budget), 4096);
-  EXPECT_TRUE(lm::answer_windows(plain, 8, answer_start).empty());
+  EXPECT_TRUE(lm::answer_windows(plain, 8, tokenizer, think_reasoning()).empty());
 }
 
 // `crl lm train` of the tiny test model (d_model 16, 2 heads, 1 layer, d_ff 16) on `tasks` train tasks and
