@@ -190,13 +190,7 @@ int run_train(const std::vector<std::string>& args) {
                                           : std::vector<lm::SftExample>{};
   std::vector<lm::SftExample> answers;  // the windows' own pool (--answer-batch)
   if (answer_window > 0) {
-    // Windows of N, 2N, 4N, ... tokens (below the model's positions): the same answer among more and more of
-    // the context, so what is learned on short windows holds among the distractors of a whole segment.
-    std::vector<lm::SftExample> windows;
-    for (int w = answer_window; w < max_positions; w *= 2) {
-      const auto more = lm::answer_windows(train, w, *tokenizer, reasoning);
-      windows.insert(windows.end(), more.begin(), more.end());
-    }
+    const auto windows = lm::answer_window_ladder(train, answer_window, max_positions, *tokenizer, reasoning);
     std::cout << windows.size() << " answer windows (" << answer_window << " tokens and doubling)\n";
     if (answer_batch > 0) {
       answers = windows;

@@ -85,6 +85,14 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
     throw Error(kWhere, "temperature", "must be finite and >= 0");
   if (!(config_.top_p > 0.0f && config_.top_p <= 1.0f)) throw Error(kWhere, "top_p", "must be in (0, 1]");
   if (config_.sft_steps < 0) throw Error(kWhere, "sft_steps", "must be >= 0");
+  if (config_.sft_answer_window < 0) throw Error(kWhere, "sft_answer_window", "must be >= 0");
+  if (config_.sft_answer_batch < 0) throw Error(kWhere, "sft_answer_batch", "must be >= 0");
+  if (config_.sft_answer_window > 0 && !codec_->reasoning().enabled()) {
+    throw Error(kWhere, "sft_answer_window",
+                "needs the setup's reasoning block (reasoning: true): the answer follows the notes");
+  }
+  if (config_.sft_answer_batch > 0 && config_.sft_answer_window == 0)
+    throw Error(kWhere, "sft_answer_batch", "needs sft_answer_window > 0 (the windows it draws from)");
   if (config_.sft_tasks < 1) throw Error(kWhere, "sft_tasks", "must be >= 1");
   if (config_.sft_batch < 1) throw Error(kWhere, "sft_batch", "must be >= 1");
   if (!(config_.sft_lr > 0.0)) throw Error(kWhere, "sft_lr", "must be > 0");
@@ -247,7 +255,8 @@ void LmPolicy::build_base_model(uint64_t seed) {
   key << "|drills " << d.steps << "," << d.long_steps << "," << d.batch << "," << d.lr << "," << d.warmup
       << "," << d.drills.min_half << "," << d.drills.max_half << "," << d.drills.lead << ","
       << d.drills.examples << "," << d.mix << "," << d.drills.alphabet_size << "," << d.drills.lookup_fraction
-      << "," << d.drills.max_gap << "|" << config_.sft_summary_weight << "," << config_.sft_final_weight;
+      << "," << d.drills.max_gap << "|" << config_.sft_summary_weight << "," << config_.sft_final_weight
+      << "|" << config_.sft_answer_window << "," << config_.sft_answer_batch;
   for (const int32_t id : d.drills.alphabet) key << "," << id;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
@@ -290,7 +299,16 @@ void LmPolicy::run_sft(uint64_t seed, LmOptimizer& optimizer) {
       copy_drill_mix(config_.model.vocab, config_.model.max_positions, config_.drills, seed,
                      std::string(kWhere) + " drill_mix");
   examples.insert(examples.end(), mixed.begin(), mixed.end());
+  std::vector<SftExample> windows =
+      answer_window_ladder(examples, config_.sft_answer_window, config_.model.max_positions,
+                           *codec_->tokenizer(), codec_->reasoning());
+  if (config_.sft_answer_batch == 0) {
+    examples.insert(examples.end(), windows.begin(), windows.end());
+    windows.clear();
+  }
   SftOptions options;
+  options.extra = &windows;
+  options.extra_batch = config_.sft_answer_batch;
   options.steps = config_.sft_steps;
   options.batch = config_.sft_batch;
   options.lr = config_.sft_lr;
@@ -505,6 +523,11 @@ const PolicyRegistrar kRegistrar(
       {"sft_short_reserve", ParamType::kInt, "0",
        "SFT: the reserve T_comp of those short demonstrations (max(per_turn_cap, summary_cap) <= it < "
        "sft_short_capacity)"},
+      {"sft_answer_window", ParamType::kInt, "0",
+       "SFT: with the setup's reasoning block, each final answer again on windows of N, 2N, ... tokens of "
+       "context, trained only on the answer after the notes (policies/lm/sft.h answer_windows; 0: none)"},
+      {"sft_answer_batch", ParamType::kInt, "0",
+       "SFT: answer windows per step beside sft_batch segments (0: pooled with the segments)"},
       {"drill_steps", ParamType::kInt, "0",
        "copy drills before SFT (policies/lm/copy_drills.h: random runs repeated, loss on the repeat): Adam "
        "steps (0: none)"},
@@ -577,6 +600,8 @@ const PolicyRegistrar kRegistrar(
        config.drills.drills.max_gap = static_cast<int>(params.get_int("drill_gap"));
        config.sft_summary_weight = static_cast<float>(params.get_double("sft_summary_weight"));
        config.sft_final_weight = static_cast<float>(params.get_double("sft_final_weight"));
+       config.sft_answer_window = static_cast<int>(params.get_int("sft_answer_window"));
+       config.sft_answer_batch = static_cast<int>(params.get_int("sft_answer_batch"));
        return std::make_unique<LmPolicy>(target, config);
      }});
 

@@ -78,6 +78,9 @@ struct LmPolicyConfig {
   std::string drill_alphabet;
   // SFT loss weights of the summaries' and the final answer's tokens (weight_spans; actions 1).
   float sft_summary_weight = 1.0f, sft_final_weight = 1.0f;
+  // Answer windows (sft.h answer_window_ladder; needs the setup's reasoning block): the shortest window
+  // (0: none) and how many are drawn per step beside sft_batch (0: pooled with the segments).
+  int sft_answer_window = 0, sft_answer_batch = 0;
 };
 
 class LmPolicy final : public Policy, public Trainable {

@@ -95,6 +95,16 @@ std::vector<SftExample> answer_windows(const std::vector<SftExample>& examples, 
   return out;
 }
 
+std::vector<SftExample> answer_window_ladder(const std::vector<SftExample>& examples, int shortest, int limit,
+                                             const Tokenizer& tokenizer, const Reasoning& reasoning) {
+  std::vector<SftExample> out;
+  for (int64_t w = shortest; w > 0 && w < limit; w *= 2) {
+    const auto more = answer_windows(examples, static_cast<int>(w), tokenizer, reasoning);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  return out;
+}
+
 namespace {
 
 PackedBatch pack(const std::vector<const SftExample*>& examples, std::vector<float>& mask) {

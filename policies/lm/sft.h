@@ -52,6 +52,12 @@ void weight_spans(std::vector<SftExample>& examples, float summary_weight, float
 std::vector<SftExample> answer_windows(const std::vector<SftExample>& examples, int window,
                                        const Tokenizer& tokenizer, const Reasoning& reasoning);
 
+// answer_windows of `shortest`, 2x, 4x, ... tokens below `limit` (the model's positions): the same answer
+// among more and more of the context, so that what is learned on short windows holds among the distractors of
+// a whole segment. `crl lm train --answer-window` and the policy's sft_answer_window.
+std::vector<SftExample> answer_window_ladder(const std::vector<SftExample>& examples, int shortest, int limit,
+                                             const Tokenizer& tokenizer, const Reasoning& reasoning);
+
 struct SftOptions {
   int steps = 100;
   int batch = 4;      // examples per step

@@ -282,6 +282,47 @@ TEST(LmRunnerPolicy, ShortDemonstrationsChangeTheSftAndBadOnesAreRefused) {
   EXPECT_THROW(LmPolicy(f.target(), config), Error);
 }
 
+// sft_answer_window / sft_answer_batch: with the setup's reasoning block, answer windows join the SFT (pooled
+// or drawn beside the segments) and change the base model; without reasoning, or a batch without windows,
+// the policy is refused with the parameter named.
+TEST(LmRunnerPolicy, AnswerWindowsNeedReasoningAndChangeTheSft) {
+  Fixture f;
+  TextPrompts prompts;
+  prompts.reasoning = think_reasoning();
+  f.codec = make_text_codec(tokenizer(), prompts);
+  f.budget.per_turn_cap = 160;  // the notes and the answer
+  LmPolicyConfig config = Fixture::sft_config(4, 2);
+  LmPolicy plain(f.target(), config);
+  plain.initialize(11);
+  config.sft_answer_window = 16;
+  LmPolicy pooled(f.target(), config);
+  pooled.initialize(11);
+  EXPECT_NE(plain.model().parameters(), pooled.model().parameters());
+  config.sft_answer_batch = 3;
+  LmPolicy beside(f.target(), config);
+  beside.initialize(11);
+  EXPECT_NE(beside.model().parameters(), pooled.model().parameters());
+  EXPECT_NE(beside.model().parameters(), plain.model().parameters());
+
+  const auto refused = [](const PolicyTarget& target, const LmPolicyConfig& c, const std::string& field) {
+    try {
+      LmPolicy bad(target, c);
+      ADD_FAILURE() << field << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  Fixture without;  // no reasoning block: no notes to answer from
+  without.budget.per_turn_cap = 160;
+  refused(without.target(), config, "sft_answer_window");
+  LmPolicyConfig no_windows = Fixture::sft_config(4, 2);
+  no_windows.sft_answer_batch = 2;
+  refused(f.target(), no_windows, "sft_answer_batch");
+  no_windows.sft_answer_batch = 0;
+  no_windows.sft_answer_window = -1;
+  refused(f.target(), no_windows, "sft_answer_window");
+}
+
 // drill_* parameters: copy drills before SFT change the base model (the memo key has them), reproducibly;
 // drills alone need no budget; bad values are refused by name when the policy is built.
 TEST(LmRunnerPolicy, CopyDrillsBuildTheBaseModelAndBadOnesAreRefused) {
