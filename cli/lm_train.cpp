@@ -133,6 +133,8 @@ int run_train(const std::vector<std::string>& args) {
   if (tokenizer_spec.empty()) throw Error("--tokenizer", "tokenizer", "missing");
   if (out.empty()) throw Error("--out", "out", "missing: the checkpoint to write");
   if (short_capacity < 0) throw Error("--short-capacity", "short-capacity", "must be >= 0 (0: none)");
+  lm::check_answer_windows(answer_window, answer_batch, with_reasoning, "crl lm train (--reasoning)",
+                           "--answer-window", "--answer-batch");
   if (drill.steps < 0 || drill.long_steps < 0 || drill.batch < 1 || !(drill.lr > 0) || drill.warmup < 0)
     throw Error(
         "--copy-drill-steps/--copy-drill-long-steps/--copy-drill-batch/--copy-drill-lr/"
@@ -182,12 +184,8 @@ int run_train(const std::vector<std::string>& args) {
   lm::weight_spans(train, summary_weight, final_weight, "--summary-weight/--final-weight");
   const auto dev = lm::sft_examples(
       oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget, "default", reasoning), max_positions);
-  if (answer_window < 0) throw Error("crl lm train", "--answer-window", "must be >= 0");
-  if (answer_window > 0 && !with_reasoning)
-    throw Error("crl lm train", "--answer-window", "needs --reasoning (the answer follows the notes)");
   // Teacher-forced answers given the oracle's notes, over the whole context (the window is everything).
-  const auto dev_answers = with_reasoning ? lm::answer_windows(dev, max_positions, *tokenizer, reasoning)
-                                          : std::vector<lm::SftExample>{};
+  const auto dev_answers = lm::answer_windows(dev, max_positions, *tokenizer, reasoning);  // none without
   std::vector<lm::SftExample> answers;  // the windows' own pool (--answer-batch)
   if (answer_window > 0) {
     const auto windows = lm::answer_window_ladder(train, answer_window, max_positions, *tokenizer, reasoning);
@@ -198,9 +196,6 @@ int run_train(const std::vector<std::string>& args) {
       train.insert(train.end(), windows.begin(), windows.end());
     }
   }
-  if (answer_batch < 0) throw Error("crl lm train", "--answer-batch", "must be >= 0");
-  if (answer_batch > 0 && answer_window == 0)
-    throw Error("crl lm train", "--answer-batch", "needs --answer-window (the windows it draws from)");
   sft.extra = &answers;
   sft.extra_batch = answer_batch;
   auto report = [&](const char* when) {

@@ -85,14 +85,9 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
     throw Error(kWhere, "temperature", "must be finite and >= 0");
   if (!(config_.top_p > 0.0f && config_.top_p <= 1.0f)) throw Error(kWhere, "top_p", "must be in (0, 1]");
   if (config_.sft_steps < 0) throw Error(kWhere, "sft_steps", "must be >= 0");
-  if (config_.sft_answer_window < 0) throw Error(kWhere, "sft_answer_window", "must be >= 0");
-  if (config_.sft_answer_batch < 0) throw Error(kWhere, "sft_answer_batch", "must be >= 0");
-  if (config_.sft_answer_window > 0 && !codec_->reasoning().enabled()) {
-    throw Error(kWhere, "sft_answer_window",
-                "needs the setup's reasoning block (reasoning: true): the answer follows the notes");
-  }
-  if (config_.sft_answer_batch > 0 && config_.sft_answer_window == 0)
-    throw Error(kWhere, "sft_answer_batch", "needs sft_answer_window > 0 (the windows it draws from)");
+  check_answer_windows(config_.sft_answer_window, config_.sft_answer_batch, codec_->reasoning().enabled(),
+                       std::string(kWhere) + " (the setup's reasoning: true)", "sft_answer_window",
+                       "sft_answer_batch");
   if (config_.sft_tasks < 1) throw Error(kWhere, "sft_tasks", "must be >= 1");
   if (config_.sft_batch < 1) throw Error(kWhere, "sft_batch", "must be >= 1");
   if (!(config_.sft_lr > 0.0)) throw Error(kWhere, "sft_lr", "must be > 0");

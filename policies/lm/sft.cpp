@@ -105,6 +105,16 @@ std::vector<SftExample> answer_window_ladder(const std::vector<SftExample>& exam
   return out;
 }
 
+void check_answer_windows(int window, int batch, bool reasoning, const std::string& where,
+                          const std::string& window_field, const std::string& batch_field) {
+  if (window < 0) throw Error(where, window_field, "must be >= 0");
+  if (batch < 0) throw Error(where, batch_field, "must be >= 0");
+  if (window > 0 && !reasoning)
+    throw Error(where, window_field, "needs a reasoning block (the answer follows the notes)");
+  if (batch > 0 && window == 0)
+    throw Error(where, batch_field, "needs " + window_field + " > 0 (the windows it draws from)");
+}
+
 namespace {
 
 PackedBatch pack(const std::vector<const SftExample*>& examples, std::vector<float>& mask) {

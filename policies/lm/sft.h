@@ -58,6 +58,12 @@ std::vector<SftExample> answer_windows(const std::vector<SftExample>& examples, 
 std::vector<SftExample> answer_window_ladder(const std::vector<SftExample>& examples, int shortest, int limit,
                                              const Tokenizer& tokenizer, const Reasoning& reasoning);
 
+// Refuses answer-window settings that cannot work, naming `where` and the field: a negative window or batch,
+// windows without a reasoning block (no notes to answer from), a batch without windows. `window_field` and
+// `batch_field` are the caller's names (the command's --answer-window, the policy's sft_answer_window).
+void check_answer_windows(int window, int batch, bool reasoning, const std::string& where,
+                          const std::string& window_field, const std::string& batch_field);
+
 struct SftOptions {
   int steps = 100;
   int batch = 4;      // examples per step
