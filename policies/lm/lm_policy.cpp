@@ -154,7 +154,7 @@ LmPolicy::CacheSlot LmPolicy::open(const CacheKey& key, const LmModel& model,
   }
   if (slot.cache == nullptr) slot.cache = std::make_unique<KvCache>(model.config());
   // The cache's last logits are those of the prompt's last token once it has seen the whole prompt.
-  for (size_t i = slot.tokens.size(); i < prompt.size(); ++i) slot.cache->push(model, prompt[i]);
+  for (size_t i = slot.tokens.size(); i < prompt.size(); ++i) slot.cache->advance(model, prompt[i]);
   slot.tokens = prompt;
   return slot;
 }
@@ -198,10 +198,10 @@ Decision LmPolicy::decide(const Request& request) const {
     d.values.push_back(value_of(model_, frozen ? v.cache->hidden() : a.cache->hidden()));
     // Fed at once (also the last token: the next prompt starts with it), while the context has room.
     if (a.cache->length() < max_positions) {
-      a.cache->push(actor, token);
+      a.cache->advance(actor, token);
       a.tokens.push_back(token);
       if (frozen) {
-        v.cache->push(model_, token);
+        v.cache->advance(model_, token);
         v.tokens.push_back(token);
       }
     }

@@ -49,6 +49,7 @@ void PackedBatch::add_sequence(std::span<const int32_t> seq) {
 }
 
 LmModel::LmModel(const LmConfig& config) : config_(config), layout_((config.validate(), config)) {
+  if (config_.rope) rope_ = RopeTable(config_.head_dim(), config_.max_positions);
   keep_freed_memory();
   params_.assign(layout_.size(), 0.0f);
 }
@@ -134,7 +135,7 @@ ForwardResult LmModel::forward(const PackedBatch& batch) const {
     if (config_.rope) {  // the cache keeps the rotated queries and keys (what attention used)
       for (int s = 0; s < batch.sequences(); ++s) {
         for (int t = batch.offsets[s]; t < batch.offsets[s + 1]; ++t) {
-          for (int h = 0; h < 2 * H; ++h) rope_rotate(&c.qkv(t, h * hd), hd, t - batch.offsets[s]);
+          for (int h = 0; h < 2 * H; ++h) rope_.rotate(&c.qkv(t, h * hd), t - batch.offsets[s]);
         }
       }
     }
@@ -254,7 +255,7 @@ std::vector<float> LmModel::backward(const PackedBatch& batch, const ForwardResu
     if (config_.rope) {  // back through the rotation: its transpose
       for (int s = 0; s < batch.sequences(); ++s) {
         for (int t = batch.offsets[s]; t < batch.offsets[s + 1]; ++t) {
-          for (int h = 0; h < 2 * H; ++h) rope_rotate(&dqkv(t, h * hd), hd, t - batch.offsets[s], true);
+          for (int h = 0; h < 2 * H; ++h) rope_.rotate(&dqkv(t, h * hd), t - batch.offsets[s], true);
         }
       }
     }

@@ -86,12 +86,15 @@ class LmModel {
     return ConstRowMap(params_.data() + offset, rows, cols);
   }
   ConstVecMap vector(int64_t offset, int n) const { return ConstVecMap(params_.data() + offset, n); }
+  // The rotary positions' rotations (empty without rope).
+  const RopeTable& rope() const { return rope_; }
 
  private:
   void check(const PackedBatch& batch) const;
 
   LmConfig config_;
   ParamLayout layout_;
+  RopeTable rope_;
   std::vector<float> params_;
 };
 

@@ -15,6 +15,20 @@ KvCache::KvCache(const LmConfig& c) {
 }
 
 const RowVector& KvCache::push(const LmModel& model, int32_t token) {
+  advance(model, token);
+  return logits();
+}
+
+const RowVector& KvCache::logits() {
+  if (stale_ != nullptr) {
+    const LmConfig& c = stale_->config();
+    logits_.noalias() = a_ * stale_->matrix(stale_->layout().tok_emb(), c.vocab, c.d_model).transpose();
+    stale_ = nullptr;
+  }
+  return logits_;
+}
+
+void KvCache::advance(const LmModel& model, int32_t token) {
   const LmConfig& c = model.config();
   const ParamLayout& l = model.layout();
   if (token < 0 || token >= c.vocab)
@@ -34,7 +48,7 @@ const RowVector& KvCache::push(const LmModel& model, int32_t token) {
     rmsnorm_row(x_, model.vector(bl.norm1, d), c.norm_eps, a_);
     qkv_.noalias() = a_ * model.matrix(bl.wqkv, d, 3 * d);
     if (c.rope) {
-      for (int h = 0; h < 2 * H; ++h) rope_rotate(qkv_.data() + h * hd, hd, length_);
+      for (int h = 0; h < 2 * H; ++h) model.rope().rotate(qkv_.data() + h * hd, length_);
     }
     keys_[b].row(length_) = qkv_.segment(d, d);
     values_[b].row(length_) = qkv_.segment(2 * d, d);
@@ -53,9 +67,8 @@ const RowVector& KvCache::push(const LmModel& model, int32_t token) {
     x_.noalias() += u_ * model.matrix(bl.w2, ff, d);
   }
   rmsnorm_row(x_, model.vector(l.norm_f(), d), c.norm_eps, a_);
-  logits_.noalias() = a_ * model.matrix(l.tok_emb(), c.vocab, d).transpose();
+  stale_ = &model;
   ++length_;
-  return logits_;
 }
 
 int32_t pick_token(const RowVector& logits, const SamplingParams& p, Rng& rng) {

@@ -37,14 +37,20 @@ class KvCache {
   // Feeds one token at position length() and returns the logits of the next token (vocab entries).
   // Throws std::invalid_argument when the token is out of range or the cache is full (max_positions).
   const RowVector& push(const LmModel& model, int32_t token);
-  // The final normed hidden state of the last pushed token (what the value head and the logits read).
+  // push() without the logits: a prompt's tokens before its last need none, and the vocabulary projection
+  // is about a quarter of a token's work at d_model 32. logits() computes them when asked, from the same
+  // hidden state with the same operations, so the bits do not depend on which of the two fed the token.
+  void advance(const LmModel& model, int32_t token);
+  // The final normed hidden state of the last fed token (what the value head and the logits read).
   const RowVector& hidden() const { return a_; }
-  // The logits push() last returned (empty before the first push).
-  const RowVector& logits() const { return logits_; }
+  // The logits of the next token after the last fed one (empty before the first), computed on first use
+  // after advance() with the model that fed it (which must still be alive and unchanged).
+  const RowVector& logits();
 
  private:
   std::vector<RowMatrix> keys_, values_;
   int length_ = 0;
+  const LmModel* stale_ = nullptr;  // the model whose logits are not computed yet, after advance()
   RowVector x_, a_, qkv_, attn_, scores_, u_, logits_;
 };
 

@@ -205,6 +205,21 @@ TEST(LmModel, RopeScoresDependOnTheOffsetOnly) {
   EXPECT_NEAR(v[3], 4.0f, 1e-5f);
 }
 
+// The model's table of rotations (computed once) rotates with the same bits as rope_rotate, forward and
+// back, at every position up to max_positions - 1.
+TEST(LmModel, RopeTableRotatesWithTheSameBitsAsTheAngles) {
+  const RopeTable table(8, 300);
+  for (const int position : {0, 1, 2, 37, 150, 299}) {
+    for (const bool inverse : {false, true}) {
+      float a[8] = {0.3f, -1.2f, 0.7f, 0.25f, 2.5f, -0.01f, 1e-3f, -7.0f}, b[8];
+      std::copy(a, a + 8, b);
+      rope_rotate(a, 8, position, inverse);
+      table.rotate(b, position, inverse);
+      for (int i = 0; i < 8; ++i) EXPECT_EQ(a[i], b[i]) << position << " " << inverse << " " << i;
+    }
+  }
+}
+
 #if defined(__GLIBC__)
 // A model keeps the process's freed blocks in the heap (keep_freed_memory): a 64 MB block (above glibc's
 // largest dynamic mmap threshold, 32 MB, so served by mmap and unmapped on free without it) stays in the
