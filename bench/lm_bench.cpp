@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/rng.h"
 #include "policies/lm/cpu/model.h"
@@ -176,8 +177,39 @@ void BM_LmTorchSampleCached(benchmark::State& state) {
   torch_baseline(state, "sample");
 }
 
+// Rotary positions at the synthetic_tinylm shape (head_dim 16, 2 heads, q and k): every position of a
+// 1,024-token context rotated, from the angles (pow, sin, cos per pair: the code before the table) and
+// from the model's table (same bits; tests/policies/lm LmModel.RopeTableRotatesWithTheSameBitsAsTheAngles).
+constexpr int kRopeHeadDim = 16, kRopeVectors = 4, kRopePositions = 1024;
+
+void BM_LmRopeAngles(benchmark::State& state) {
+  std::vector<float> v(kRopeVectors * kRopeHeadDim, 0.5f);
+  for (auto _ : state) {
+    for (int p = 0; p < kRopePositions; ++p) {
+      for (int h = 0; h < kRopeVectors; ++h)
+        crl::lm::rope_rotate(v.data() + h * kRopeHeadDim, kRopeHeadDim, p);
+    }
+    benchmark::DoNotOptimize(v.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRopePositions);
+}
+
+void BM_LmRopeTable(benchmark::State& state) {
+  const crl::lm::RopeTable table(kRopeHeadDim, kRopePositions);
+  std::vector<float> v(kRopeVectors * kRopeHeadDim, 0.5f);
+  for (auto _ : state) {
+    for (int p = 0; p < kRopePositions; ++p) {
+      for (int h = 0; h < kRopeVectors; ++h) table.rotate(v.data() + h * kRopeHeadDim, p);
+    }
+    benchmark::DoNotOptimize(v.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRopePositions);
+}
+
 BENCHMARK(BM_LmTrainForwardBackward)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 BENCHMARK(BM_LmSampleCached)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK(BM_LmRopeAngles)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LmRopeTable)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LmCudaTrainForwardBackward)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_LmCudaSampleCached)->Arg(8)->Arg(64)->Unit(benchmark::kMillisecond);
 // Training's shapes: (tokens x d)(d x 3d), (tokens x d)(d x d_ff), (tokens x d)(d x vocab).
