@@ -47,6 +47,10 @@ class Trainable {
   // Returns the minibatch's mean negative log-likelihood before the step. A policy that cannot learn from
   // demonstrations throws crl::Error (the default; parse_scenario refuses such a setup first).
   virtual double imitate(const std::vector<Trajectory>& demonstrations, double lr);
+  // Forgets the optimizer's state (Adam's moments and step count) and keeps the parameters: an RL stage that
+  // starts from a trained base with a fresh optimizer (proto Setup.fresh_optimizer), as a trainer starts
+  // RL from a published SFT checkpoint. A policy without optimizer state (plain SGD) has nothing to forget.
+  virtual void reset_optimizer() {}
   // The registered policy name a state is saved under ("tabular", "neural").
   virtual std::string state_type() const = 0;
   // A readable description of the parameter shapes, e.g. "4 heads, 37 inputs, 64 hidden"; two states load

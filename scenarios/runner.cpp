@@ -254,6 +254,7 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
   if (!resumed) {
     if (trainable != nullptr && s.has_init_checkpoint()) {  // parse_scenario checked that it loads
       trainable->load(read_checkpoint(s.init_checkpoint()).policy(), s.init_checkpoint());
+      if (s.fresh_optimizer()) trainable->reset_optimizer();
     } else if (trainable != nullptr && s.pretrain().episodes() > 0) {
       pretrain(c, seed, *trainable, learner, schedule, runner, episodes_done);  // warm-starts its policy
     } else if (trainable != nullptr) {

@@ -150,7 +150,12 @@ void check_pretrain(const Setup& s, int arm, const Locator& at, const EnvSpec& e
 // policy (trainable, same type and shape), and the only base of the arm (no pretrain, no warm start).
 void check_init_checkpoint(const Setup& s, int arm, const Locator& at, const EnvSpec& env_spec,
                            const std::shared_ptr<const Codec>& codec) {
-  if (!s.has_init_checkpoint()) return;
+  if (!s.has_init_checkpoint()) {
+    if (s.fresh_optimizer()) {
+      at.fail(arm, {"fresh_optimizer"}, "needs init_checkpoint (the base whose optimizer state it drops)");
+    }
+    return;
+  }
   if (s.init_checkpoint().empty()) at.fail(arm, {"init_checkpoint"}, "is empty (a checkpoint file's path)");
   if (s.pretrain().episodes() > 0 || s.warm_start().episodes() > 0) {
     at.fail(arm, {"init_checkpoint"},

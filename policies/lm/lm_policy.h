@@ -97,6 +97,7 @@ class LmPolicy final : public Policy, public Trainable {
   std::string state_type() const override { return kLmPolicyType; }
   std::string shape() const override { return lm_shape(config_.model); }
   void set_greedy(bool greedy) override { greedy_ = greedy; }
+  void reset_optimizer() override { optimizer_ = LmOptimizer(model_.layout()); }
 
   const LmModel& model() const { return model_; }
   LmModel& model() { return model_; }  // tests; call clear_cache() after changing parameters

@@ -188,6 +188,12 @@ NeuralPolicy::NeuralPolicy(const PolicyTarget& target, NeuralConfig config)
   initialize(0);
 }
 
+void NeuralPolicy::reset_optimizer() {
+  actor_adam_.reset();
+  critic_adam_.reset();
+  imitation_adam_.reset();
+}
+
 void NeuralPolicy::initialize(uint64_t seed) {
   seed_ = seed;
   network_.initialize(seed, 0);

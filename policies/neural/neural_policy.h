@@ -94,6 +94,7 @@ class NeuralPolicy final : public Policy, public Trainable {
   // vocabulary).
   std::string shape() const override;
   void set_greedy(bool greedy) override { greedy_ = greedy; }
+  void reset_optimizer() override;
 
   // The decisions behind the trainable tokens of `trajectories` (in batch token order).
   TrainingDecisions decisions(const std::vector<Trajectory>& trajectories) const;

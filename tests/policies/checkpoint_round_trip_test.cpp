@@ -163,6 +163,42 @@ TEST(CheckpointRoundTrip, EveryTrainablePolicyResumesBitForBit) {
   }
 }
 
+// reset_optimizer (Setup.fresh_optimizer) keeps what the policy does and forgets how it was moving: the
+// same next actions, Adam's moments zero and its step count 0 in the saved state. Tabular (plain SGD) has
+// nothing to forget: its state is unchanged.
+TEST(CheckpointRoundTrip, AFreshOptimizerKeepsTheParameters) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Made a = make(c);
+    a.trainable->initialize(7);
+    train(c, a, 0, 3);
+    const std::string before = state_bytes(*a.trainable);
+    const std::string actions = trajectories_hash(a, 11);
+    PolicyState trained;
+    a.trainable->save(trained);
+    a.trainable->reset_optimizer();
+    EXPECT_EQ(trajectories_hash(a, 11), actions);
+    PolicyState fresh;
+    a.trainable->save(fresh);
+    if (c.policy == "tabular") {
+      EXPECT_EQ(state_bytes(*a.trainable), before);
+      continue;
+    }
+    ASSERT_TRUE(fresh.has_neural());
+    for (int h = 0; h < fresh.neural().head_size(); ++h) {
+      const auto& was = trained.neural().head(h);
+      const auto& now = fresh.neural().head(h);
+      EXPECT_TRUE(std::equal(was.parameters().begin(), was.parameters().end(), now.parameters().begin()));
+      for (const auto* adam : {&now.actor_adam(), &now.critic_adam()}) {
+        EXPECT_EQ(adam->steps(), 0) << "head " << h;
+        EXPECT_TRUE(std::all_of(adam->m().begin(), adam->m().end(), [](float x) { return x == 0.0f; }));
+        EXPECT_TRUE(std::all_of(adam->v().begin(), adam->v().end(), [](float x) { return x == 0.0f; }));
+      }
+    }
+    EXPECT_GT(trained.neural().head(0).actor_adam().steps(), 0) << "the test needs an optimizer that stepped";
+  }
+}
+
 TEST(CheckpointRoundTrip, GreedyTakesTheMostProbableAction) {
   Case c = cases()[0];
   Made m = make(c);

@@ -274,8 +274,8 @@ TEST(TinyLmScenario, AReducedRunIsTheSameBytesOnOneAndTwoThreadsAndRecordsTheTex
 }
 
 // Setup.init_checkpoint: every seed of the arm starts from the file's policy state (a base model trained
-// elsewhere, e.g. by `crl lm train`), not from its own initialisation; files that do not fit are refused at
-// parse time with the field named.
+// elsewhere, e.g. by `crl lm train`), not from its own initialisation, its optimizer state included unless
+// Setup.fresh_optimizer; files that do not fit are refused at parse time with the field named.
 TEST(TinyLmScenario, AnInitCheckpointIsEverySeedsStartingState) {
   const test::TempDir dir("tinylm_init");
   proto::scenario::Scenario file;
@@ -299,6 +299,10 @@ TEST(TinyLmScenario, AnInitCheckpointIsEverySeedsStartingState) {
   proto::checkpoint::Checkpoint base = read_checkpoint(checkpoint_path(dir.file("plain"), "base", 7, 0));
   auto& parameters = *base.mutable_policy()->mutable_lm()->mutable_parameters();
   for (float& x : parameters) x += 0.25f;
+  // And an optimizer that has trained: its state carries over unless the setup asks for a fresh one.
+  auto* adam = base.mutable_policy()->mutable_lm()->mutable_actor_adam();
+  adam->set_steps(7);
+  for (float& m : *adam->mutable_m()) m = 0.5f;
   const std::string init = dir.file("init.ckpt");
   write_checkpoint(init, base);
 
@@ -312,7 +316,19 @@ TEST(TinyLmScenario, AnInitCheckpointIsEverySeedsStartingState) {
         << "seed " << seed << " did not start from the file";
     const auto own = read_checkpoint(checkpoint_path(dir.file("plain"), "base", seed, 0));
     EXPECT_FALSE(std::equal(parameters.begin(), parameters.end(), own.policy().lm().parameters().begin()));
+    EXPECT_EQ(got.policy().lm().actor_adam().steps(), 7) << "seed " << seed;
+    EXPECT_EQ(got.policy().lm().actor_adam().m(0), 0.5f);
   }
+
+  // fresh_optimizer: the same parameters, Adam from scratch (step 0, moments zero).
+  file.mutable_base()->set_fresh_optimizer(true);
+  const auto fresh = run(file, "fresh");
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  const auto got = read_checkpoint(checkpoint_path(dir.file("fresh"), "base", 7, 0));
+  EXPECT_TRUE(std::equal(parameters.begin(), parameters.end(), got.policy().lm().parameters().begin()));
+  EXPECT_EQ(got.policy().lm().actor_adam().steps(), 0);
+  for (const float m : got.policy().lm().actor_adam().m()) ASSERT_EQ(m, 0.0f);
+  file.mutable_base()->clear_fresh_optimizer();
 
   // Refused: a missing file, another shape, and a second base beside it.
   const auto error_of = [&](const proto::scenario::Scenario& f) {
@@ -335,6 +351,12 @@ TEST(TinyLmScenario, AnInitCheckpointIsEverySeedsStartingState) {
   e = error_of(bad);
   EXPECT_NE(e.find("init_checkpoint"), std::string::npos) << e;
   EXPECT_NE(e.find("d_model"), std::string::npos) << e;
+  bad = file;
+  bad.mutable_base()->clear_init_checkpoint();
+  bad.mutable_base()->set_fresh_optimizer(true);
+  e = error_of(bad);
+  EXPECT_NE(e.find("fresh_optimizer"), std::string::npos) << e;
+  EXPECT_NE(e.find("init_checkpoint"), std::string::npos) << e;
   bad = file;
   bad.mutable_base()->mutable_pretrain()->set_episodes(4);
   e = error_of(bad);
