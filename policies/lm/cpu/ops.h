@@ -56,8 +56,8 @@ inline void rope_rotate(float* v, int head_dim, int position, bool inverse = fal
 }
 
 // rope_rotate with the cosines and sines of positions 0 .. positions - 1 computed once (the pow, sin and
-// cos per pair and token were about a tenth of an RL run's CPU at d_model 32): the same floats, so the same
-// bits as rope_rotate.
+// cos per pair and token were about 40% of an RL probe's CPU at d_model 32; bench/RESULTS.md): the same
+// floats, so the same bits as rope_rotate.
 class RopeTable {
  public:
   RopeTable() = default;

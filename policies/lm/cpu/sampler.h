@@ -37,9 +37,10 @@ class KvCache {
   // Feeds one token at position length() and returns the logits of the next token (vocab entries).
   // Throws std::invalid_argument when the token is out of range or the cache is full (max_positions).
   const RowVector& push(const LmModel& model, int32_t token);
-  // push() without the logits: a prompt's tokens before its last need none, and the vocabulary projection
-  // is about a quarter of a token's work at d_model 32. logits() computes them when asked, from the same
-  // hidden state with the same operations, so the bits do not depend on which of the two fed the token.
+  // push() without the logits: a prompt's tokens before its last need none (skipping their vocabulary
+  // projection saved about 4% of an RL probe's CPU; bench/RESULTS.md). logits() computes them when asked,
+  // from the same hidden state with the same operations, so the bits do not depend on which of the two fed
+  // the token.
   void advance(const LmModel& model, int32_t token);
   // The final normed hidden state of the last fed token (what the value head and the logits read).
   const RowVector& hidden() const { return a_; }
