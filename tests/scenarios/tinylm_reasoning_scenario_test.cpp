@@ -65,6 +65,9 @@ TEST(TinyLmReasoningScenario, EveryArmStartsFromThePinnedBaseWithOneConfiguratio
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(read_file(source(kFile)), &file));
   EXPECT_EQ(file.base().init_checkpoint(), kBase);
   EXPECT_TRUE(file.base().reasoning());
+  // RL starts with fresh Adam moments: the base's SFT moments shrank the first measured run's updates to a
+  // KL of 1e-8..8e-7 (scenarios/README.md), so every arm must drop them, and no arm may switch it back.
+  EXPECT_TRUE(file.base().fresh_optimizer());
   // Each arm changes exactly one thing (one leaf field of its `set`; the reference, joint, nothing), never
   // the base or the budget.
   for (const auto& arm : file.arm()) {
@@ -72,6 +75,7 @@ TEST(TinyLmReasoningScenario, EveryArmStartsFromThePinnedBaseWithOneConfiguratio
         << arm.name() << ": one switch per arm (none for the reference)";
     EXPECT_FALSE(arm.set().has_init_checkpoint()) << arm.name();
     EXPECT_FALSE(arm.set().has_budget()) << arm.name();
+    EXPECT_FALSE(arm.set().has_fresh_optimizer()) << arm.name();
   }
 
   const ScenarioSpec spec = parsed(shipped());
