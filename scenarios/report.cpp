@@ -25,6 +25,13 @@ std::string fixed(double value, int digits) {
   std::snprintf(buffer, sizeof(buffer), "%.*f", digits, value);
   return buffer;
 }
+// A learning rate as %g writes it (0.0003, 0.5, 1e-05): a fixed number of decimals printed the 3e-4 actor
+// rate of synthetic_tinylm_reasoning as "0.000".
+std::string rate(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
+}
 std::string percent(double value) {
   return fixed(100.0 * value, 2) + "%";
 }
@@ -424,8 +431,8 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
         << lambda_text(l) << ", correction " << (l.correction() ? "on" : "off") << ", critic target "
         << (l.critic_target() == LearnerConfig::CORRECTED ? "corrected" : "local")
         << (l.summary_loss_masked() ? ", summary loss masked" : "") << ", warm-up " << l.warmup_batches()
-        << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor " << fixed(l.actor_lr(), 3)
-        << " / critic " << fixed(l.critic_lr(), 3) << " | " << t.episodes() << " episodes, batch "
+        << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor " << rate(l.actor_lr())
+        << " / critic " << rate(l.critic_lr()) << " | " << t.episodes() << " episodes, batch "
         << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every " << t.eval_interval()
         << " |\n";
   }

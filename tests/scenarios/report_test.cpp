@@ -155,6 +155,20 @@ std::string line_with(const std::string& text, const std::string& start) {
   return text.substr(at, text.find('\n', at) - at);
 }
 
+// --- the arms table ---------------------------------------------------------------------------------------
+
+TEST(ReportArms, LearningRatesKeepTheirSignificantDigits) {
+  ScenarioSpec spec = parse_scenario(scenario_text(""), "t.pbtxt");
+  spec.arms[0].setup.mutable_learner()->set_actor_lr(0.0003);
+  spec.arms[0].setup.mutable_learner()->set_critic_lr(0.001);
+  spec.arms[1].setup.mutable_learner()->set_actor_lr(1e-5);
+  const std::string report = format_report(spec, four_arms(), "crl run t");
+  EXPECT_NE(line_with(report, "| full |").find("LR actor 0.0003 / critic 0.001 |"), std::string::npos)
+      << line_with(report, "| full |");
+  EXPECT_NE(line_with(report, "| wo_a |").find("LR actor 1e-05 /"), std::string::npos)
+      << line_with(report, "| wo_a |");
+}
+
 // --- the ablation table ---------------------------------------------------------------------------------
 
 TEST(AblationTable, OnlyWhenTheScenarioDeclaresIt) {
