@@ -1,7 +1,5 @@
 #include "engine/trajectory_io.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +7,7 @@
 #include "engine/error.h"
 #include "engine/file_io.h"
 #include "engine/json_reader.h"
+#include "engine/proto_bytes.h"
 
 namespace crl {
 
@@ -175,15 +174,7 @@ std::string to_binary(const std::vector<Trajectory>& trajectories) {
   for (const Trajectory& t : trajectories) {
     for (size_t s = 0; s < t.segments.size(); ++s) *file.add_segments() = to_proto(t, s);
   }
-  std::string out;
-  {
-    // Deterministic serialization sorts map entries, so equal trajectories give equal bytes.
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    file.SerializeToCodedStream(&coded);
-  }
-  return out;
+  return deterministic_bytes(file);
 }
 
 std::vector<Trajectory> read_trajectories(const std::string& path) {

@@ -1,8 +1,5 @@
 #include "scenarios/checkpoint.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -10,6 +7,7 @@
 
 #include "engine/error.h"
 #include "engine/file_io.h"
+#include "engine/proto_bytes.h"
 #include "engine/sha256.h"
 #include "scenarios/output_set.h"
 
@@ -36,16 +34,6 @@ std::string hex(const std::string& bytes) {
   return out;
 }
 
-std::string serialize(const google::protobuf::Message& message) {
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);  // map entries in key order: same state, same bytes
-  message.SerializeToCodedStream(&coded);
-  coded.Trim();
-  return out;
-}
-
 std::string path_component(const std::string& name) {
   const bool plain = !name.empty() && name[0] != '.' && std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -67,9 +55,9 @@ std::string encode_checkpoint(const Checkpoint& checkpoint) {
   CheckpointFile file;
   file.set_format(kCheckpointFormat);
   file.set_version(kCheckpointVersion);
-  file.set_payload(serialize(checkpoint));
+  file.set_payload(deterministic_bytes(checkpoint));
   file.set_payload_sha256(sha256_bytes(file.payload()));
-  return serialize(file);
+  return deterministic_bytes(file);
 }
 
 Checkpoint decode_checkpoint(const std::string& bytes, const std::string& path) {

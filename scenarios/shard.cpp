@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "engine/file_io.h"
+#include "engine/proto_bytes.h"
 #include "engine/sha256.h"
 #include "engine/trajectory_io.h"
 #include "proto/shard.pb.h"
@@ -159,7 +160,7 @@ void write_shard(const std::string& dir, const std::string& scenario_path, const
     const uint32_t index = static_cast<uint32_t>(job.arm * seeds.size() + job.seed_index);
     m.add_jobs(index);
     std::string bytes;
-    to_record(index, spec.arms[job.arm].name, job.result).SerializeToString(&bytes);
+    bytes = deterministic_bytes(to_record(index, spec.arms[job.arm].name, job.result));
     files.emplace_back(job_file(index), std::move(bytes));
   }
   std::string text;

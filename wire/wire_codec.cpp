@@ -1,8 +1,6 @@
 #include "wire/wire_codec.h"
 
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/unknown_field_set.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 
 #include "engine/json_escape.h"
 #include "engine/json_reader.h"
+#include "engine/proto_bytes.h"
 #include "wire/api_error.h"
 #include "wire/utf8.h"
 
@@ -517,16 +516,8 @@ void decode_message(std::string_view body, WireFormat format, Message& out) {
 }
 
 std::string encode_message(const Message& message, WireFormat format) {
+  if (format == WireFormat::kProtobuf) return deterministic_bytes(message);
   std::string out;
-  if (format == WireFormat::kProtobuf) {
-    // Deterministic serialization sorts map entries by key, so equal messages give equal bytes (protobuf's
-    // maps iterate in a per-instance hash order otherwise).
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&coded);
-    return out;
-  }
   out.reserve(256);
   write_message(out, message);
   return out;

@@ -10,6 +10,8 @@
 #include <map>
 
 #include "engine/file_io.h"
+#include "engine/proto_bytes.h"
+#include "proto/shard.pb.h"
 #include "scenarios/output_set.h"
 #include "tests/crl_cli.h"
 #include "tests/temp_dir.h"
@@ -95,6 +97,29 @@ TEST(Shard, MergeIsByteIdenticalToOneProcess) {
     const auto merged = result_files(out);
     for (const char* name : kFiles) EXPECT_EQ(merged.at(name), reference.at(name)) << name;
   }
+}
+
+// A shard's job records are the same bytes on every run: protobuf writes map entries (the example
+// trajectory's metadata) in a per-instance hash order unless serialization is deterministic, so each file
+// must equal its own message re-serialized with sorted maps, and two runs must agree byte for byte.
+TEST(Shard, JobRecordsAreTheSameBytesOnEveryRun) {
+  const test::TempDir tmp;
+  const std::string scenario = (tmp.path() / "toy.pbtxt").string();
+  write_file_atomic(scenario, toy(50));
+  run_shards(scenario, tmp.path() / "a", 1);
+  run_shards(scenario, tmp.path() / "b", 1, {"--threads", "2"});
+  int records = 0;
+  for (const auto& entry : fs::directory_iterator(shard_dir(tmp.path() / "a", 0))) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("job-", 0) != 0) continue;
+    ++records;
+    const std::string bytes = read_file(entry.path().string());
+    proto::shard::JobRecord record;
+    ASSERT_TRUE(record.ParseFromString(bytes)) << name;
+    EXPECT_EQ(bytes, deterministic_bytes(record)) << name << ": map entries not in key order";
+    EXPECT_EQ(bytes, read_file((fs::path(shard_dir(tmp.path() / "b", 0)) / name).string())) << name;
+  }
+  EXPECT_EQ(records, 6);
 }
 
 // Other seeds, the --opt=value forms and --threads: the merged report still names the single-process command.
