@@ -2,7 +2,8 @@
 // A policy the scenario runner can train with the CompactionRL learner (scenarios/runner.h). The runner owns
 // the loop: it collects a batch with the policy frozen, computes the learner's advantages and returns once
 // (from the values recorded at sampling time), asks the learner's Schedule which updates run, and calls
-// train() for each of them in order, on one thread. A Trainable updates only its own parameters.
+// train() for each of them in order (one call at a time; a trainer may spread one update over the runner's
+// threads it is handed, with the same bits as one thread). A Trainable updates only its own parameters.
 //
 // Checkpoints (proto/checkpoint.proto, scenarios/checkpoint.h): save() writes the policy's whole learnable
 // state (parameters and optimizer state) and load() restores it, so that after load() the policy's next
@@ -21,6 +22,8 @@
 
 namespace crl {
 
+class Runner;
+
 struct TrainStep {
   const std::vector<Trajectory>* trajectories = nullptr;  // the batch, in index order
   const learners::Batch* batch = nullptr;                 // learners::make_batch(*trajectories)
@@ -32,6 +35,10 @@ struct TrainStep {
   // Optional: where a trainer writes what the update did (PPO ratio, clip fraction, KL, entropy); null: not
   // measured. Trainers that do not measure leave it untouched.
   learners::UpdateStats* stats = nullptr;
+  // Optional: worker threads a trainer may spread the update's independent parts over (the scenario
+  // runner's pool, idle during train()); the result must be the same bits with or without it. Null: one
+  // thread.
+  const Runner* runner = nullptr;
 };
 
 class Trainable {

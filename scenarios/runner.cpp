@@ -282,7 +282,7 @@ SeedResult run_one(const std::string& scenario, const ArmContext& c, uint64_t se
       for (const learners::UpdateKind kind : schedule.updates(loop.batches, flat)) {
         learners::UpdateStats stats;
         trainable->train(
-            TrainStep{&batch, &flat, &targets, &learner, kind, l.actor_lr(), l.critic_lr(), &stats});
+            TrainStep{&batch, &flat, &targets, &learner, kind, l.actor_lr(), l.critic_lr(), &stats, &runner});
         if (kind == learners::UpdateKind::kActor && stats.steps > 0) add_ppo(loop.window_ppo, stats);
       }
     }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "engine/error.h"
+#include "engine/runner.h"
 #include "engine/sha256.h"
 #include "policies/lm/demonstrations.h"
 #include "policies/lm/sft.h"
@@ -57,6 +58,17 @@ struct SegmentRef {
 };
 
 using StatSums = learners::UpdateStatSums;
+
+// What one segment's forward/backward contributes to a minibatch step, kept apart so that segments can run
+// on several threads and still be added in batch order (the same bits as one thread).
+struct SegmentPart {
+  learners::LossResult loss;
+  std::vector<float> actor_grad;  // actor update: the actor part of the segment's gradient
+  std::vector<int64_t> tokens;    // actor update: batch indices of its effective actor tokens, in order
+  std::vector<double> entropy;    // ... and each one's entropy
+  std::vector<float> dvalue;      // critic update: dL/dvalue at each position with a nonzero one
+  RowMatrix hidden;               // ... and the last hidden state there (a row per position)
+};
 
 }  // namespace
 
@@ -365,68 +377,104 @@ void LmPolicy::train(const TrainStep& step) {
       part.assign(order.begin() + static_cast<int64_t>(rollouts) * m / minibatches,
                   order.begin() + static_cast<int64_t>(rollouts) * (m + 1) / minibatches);
       std::sort(part.begin(), part.end());
-      std::fill(grad.begin(), grad.end(), 0.0f);
+      // The minibatch's segments that have a token this update trains, in batch order.
+      std::vector<std::pair<int, const SegmentRef*>> work;
       for (int r : part) {
         for (const SegmentRef& ref : segments[r]) {
-          const Segment& s = *ref.segment;
-          const int64_t n = static_cast<int64_t>(s.response_ids.size());
+          const int64_t n = static_cast<int64_t>(ref.segment->response_ids.size());
           bool wanted = false;
           for (int64_t k = 0; k < n && !wanted; ++k) {
             wanted =
                 actor ? learners::effective_actor(b, ref.begin + k, o) : b.critic_mask[ref.begin + k] != 0;
           }
-          if (!wanted) continue;
-          const int64_t p = static_cast<int64_t>(s.prompt_ids.size());
-          if (p == 0 || p + n > c.max_positions) {
-            throw Error(kWhere, "max_positions",
-                        "a segment of " + std::to_string(p + n) + " tokens (prompt " + std::to_string(p) +
-                            ") of " + (*step.trajectories)[r].rollout_id + " does not fit max_positions " +
-                            std::to_string(c.max_positions));
+          if (wanted) work.emplace_back(r, &ref);
+        }
+      }
+      // Each segment's forward, losses and backward are independent (they write disjoint token ranges of
+      // b and gradients), so they may run on the runner's threads; their results are added below in order.
+      std::vector<SegmentPart> parts(work.size());
+      const auto segment_part = [&](size_t w) {
+        const auto [r, ref] = work[w];
+        const Segment& s = *ref->segment;
+        const int64_t n = static_cast<int64_t>(s.response_ids.size());
+        const int64_t p = static_cast<int64_t>(s.prompt_ids.size());
+        if (p == 0 || p + n > c.max_positions) {
+          throw Error(kWhere, "max_positions",
+                      "a segment of " + std::to_string(p + n) + " tokens (prompt " + std::to_string(p) +
+                          ") of " + (*step.trajectories)[r].rollout_id + " does not fit max_positions " +
+                          std::to_string(c.max_positions));
+        }
+        SegmentPart& out = parts[w];
+        PackedBatch pb;
+        std::vector<int32_t> seq(s.prompt_ids.begin(), s.prompt_ids.end());
+        seq.insert(seq.end(), s.response_ids.begin(), s.response_ids.end());
+        pb.add_sequence(seq);
+        const ForwardResult f = model_.forward(pb);
+        // Response token k is predicted at position p + k - 1: its log-prob and value live there.
+        for (int64_t k = 0; k < n; ++k) {
+          b.new_logprobs[ref->begin + k] = f.logp[p + k - 1];
+          b.new_values[ref->begin + k] = f.values[p + k - 1];
+        }
+        out.loss = learner.losses(b, *step.targets, normalizer, {ref->begin, ref->begin + n}, &gradients);
+        std::vector<float> dlogp(pb.size(), 0.0f), dvalue(pb.size(), 0.0f);
+        for (int64_t k = 0; k < n; ++k) {
+          const int64_t t = ref->begin + k;
+          dlogp[p + k - 1] = static_cast<float>(gradients.logprobs[t]);
+          dvalue[p + k - 1] = static_cast<float>(gradients.values[t]);
+          if (!actor || !learners::effective_actor(b, t, o)) continue;
+          const auto row = f.logits.row(p + k - 1);
+          const double lse = f.lse[p + k - 1];
+          double h = 0.0;
+          for (Eigen::Index j = 0; j < row.size(); ++j) {
+            const double lp = row[j] - lse;
+            h -= std::exp(lp) * lp;
           }
-          PackedBatch pb;
-          std::vector<int32_t> seq(s.prompt_ids.begin(), s.prompt_ids.end());
-          seq.insert(seq.end(), s.response_ids.begin(), s.response_ids.end());
-          pb.add_sequence(seq);
-          const ForwardResult f = model_.forward(pb);
-          // Response token k is predicted at position p + k - 1: its log-prob and value live there.
-          for (int64_t k = 0; k < n; ++k) {
-            b.new_logprobs[ref.begin + k] = f.logp[p + k - 1];
-            b.new_values[ref.begin + k] = f.values[p + k - 1];
+          out.tokens.push_back(t);
+          out.entropy.push_back(h);
+        }
+        if (actor) {
+          std::fill(dvalue.begin(), dvalue.end(), 0.0f);
+          std::vector<float> g = model_.backward(pb, f, dlogp, dvalue);
+          g.resize(static_cast<size_t>(layout.actor_size()));
+          out.actor_grad = std::move(g);
+        } else {
+          std::vector<int> at;
+          for (int t = 0; t < pb.size(); ++t) {
+            if (dvalue[t] != 0.0f) at.push_back(t);
           }
-          const learners::LossResult loss =
-              learner.losses(b, *step.targets, normalizer, {ref.begin, ref.begin + n}, &gradients);
-          if (epoch == 0) {
-            sums.policy += loss.policy_loss;
-            sums.value += loss.value_loss;
+          out.hidden.resize(static_cast<Eigen::Index>(at.size()), d);
+          for (size_t i = 0; i < at.size(); ++i) {
+            out.dvalue.push_back(dvalue[at[i]]);
+            out.hidden.row(static_cast<Eigen::Index>(i)) = f.hidden.row(at[i]);
           }
-          std::vector<float> dlogp(pb.size(), 0.0f), dvalue(pb.size(), 0.0f);
-          for (int64_t k = 0; k < n; ++k) {
-            const int64_t t = ref.begin + k;
-            dlogp[p + k - 1] = static_cast<float>(gradients.logprobs[t]);
-            dvalue[p + k - 1] = static_cast<float>(gradients.values[t]);
-            if (!actor || !learners::effective_actor(b, t, o)) continue;
-            sums.add_token(b.new_logprobs[t] - b.old_logprobs[t], step.targets->advantages[t],
-                           o.clip_epsilon);
-            const auto row = f.logits.row(p + k - 1);
-            const double lse = f.lse[p + k - 1];
-            double h = 0.0;
-            for (Eigen::Index j = 0; j < row.size(); ++j) {
-              const double lp = row[j] - lse;
-              h -= std::exp(lp) * lp;
+        }
+      };
+      if (step.runner != nullptr && step.runner->threads() > 1 && work.size() > 1) {
+        step.runner->run(work.size(), segment_part);
+      } else {
+        for (size_t w = 0; w < work.size(); ++w) segment_part(w);
+      }
+      std::fill(grad.begin(), grad.end(), 0.0f);
+      for (const SegmentPart& part_of : parts) {
+        if (epoch == 0) {
+          sums.policy += part_of.loss.policy_loss;
+          sums.value += part_of.loss.value_loss;
+        }
+        for (size_t i = 0; i < part_of.tokens.size(); ++i) {
+          const int64_t t = part_of.tokens[i];
+          sums.add_token(b.new_logprobs[t] - b.old_logprobs[t], step.targets->advantages[t], o.clip_epsilon);
+          sums.add_entropy(part_of.entropy[i]);
+        }
+        if (actor) {
+          for (int64_t i = 0; i < layout.actor_size(); ++i) grad[i] += part_of.actor_grad[i];
+        } else {
+          // The critic owns the value head: d/dvalue_w = sum dvalue h, d/dvalue_b = sum dvalue.
+          for (size_t i = 0; i < part_of.dvalue.size(); ++i) {
+            for (int j = 0; j < d; ++j) {
+              grad[layout.value_w() + j] +=
+                  part_of.dvalue[i] * part_of.hidden(static_cast<Eigen::Index>(i), j);
             }
-            sums.add_entropy(h);
-          }
-          if (actor) {
-            std::fill(dvalue.begin(), dvalue.end(), 0.0f);
-            const std::vector<float> g = model_.backward(pb, f, dlogp, dvalue);
-            for (int64_t i = 0; i < layout.actor_size(); ++i) grad[i] += g[i];
-          } else {
-            // The critic owns the value head: d/dvalue_w = sum dvalue h, d/dvalue_b = sum dvalue.
-            for (int t = 0; t < pb.size(); ++t) {
-              if (dvalue[t] == 0.0f) continue;
-              for (int j = 0; j < d; ++j) grad[layout.value_w() + j] += dvalue[t] * f.hidden(t, j);
-              grad[layout.value_b()] += dvalue[t];
-            }
+            grad[layout.value_b()] += part_of.dvalue[i];
           }
         }
       }

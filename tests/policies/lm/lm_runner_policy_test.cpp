@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/error.h"
+#include "engine/proto_bytes.h"
 #include "engine/runner.h"
 #include "envs/registry.h"
 #include "envs/synthetic/metrics.h"
@@ -180,6 +181,46 @@ TEST(LmRunnerPolicy, PpoRatioStartsAtOneAndCriticAndActorTouchDisjointParameters
   EXPECT_LT(stats.mean_abs_ratio, 1e-3);
   EXPECT_LT(std::fabs(stats.max_ratio - 1.0), 1e-3);
   EXPECT_GT(stats.entropy, 0.0);
+}
+
+// The update's segments may run on the scenario runner's threads (TrainStep.runner): the parameters, the
+// optimizer state and the statistics are the same bits with 1 or 3 threads as without a runner.
+TEST(LmRunnerPolicy, AnUpdateOnSeveralThreadsIsTheSameBitsAsOnOne) {
+  Fixture f;
+  LmPolicy reference(f.target(), Fixture::config());
+  reference.initialize(5);
+  std::vector<Trajectory> batch = f.episodes(reference, 3);
+  batch[0].reward = 1.0;
+  batch[2].reward = 1.0;
+  const learners::Batch flat = learners::make_batch(batch);
+  learners::LearnerOptions options;
+  options.minibatches = 2;
+  const learners::Learner learner(options, learners::Backend::kCpu);
+  const learners::Advantages targets = learner.advantages(flat);
+  auto train = [&](LmPolicy& policy, const Runner* runner, learners::UpdateStats& stats) {
+    for (const auto kind : {learners::UpdateKind::kCritic, learners::UpdateKind::kActor}) {
+      policy.train(TrainStep{&batch, &flat, &targets, &learner, kind, 1e-2, 1e-2, &stats, runner});
+    }
+  };
+  learners::UpdateStats expected;
+  train(reference, nullptr, expected);
+  proto::checkpoint::PolicyState want;
+  reference.save(want);
+  for (const int threads : {1, 3}) {
+    LmPolicy policy(f.target(), Fixture::config());
+    policy.initialize(5);
+    const Runner runner(threads);
+    learners::UpdateStats stats;
+    train(policy, &runner, stats);
+    EXPECT_EQ(policy.model().parameters(), reference.model().parameters()) << threads << " threads";
+    proto::checkpoint::PolicyState got;
+    policy.save(got);
+    EXPECT_EQ(deterministic_bytes(got), deterministic_bytes(want)) << threads << " threads: optimizer state";
+    EXPECT_EQ(stats.token_evals, expected.token_evals);
+    EXPECT_EQ(stats.approx_kl, expected.approx_kl);
+    EXPECT_EQ(stats.entropy, expected.entropy);
+    EXPECT_EQ(stats.max_ratio, expected.max_ratio);
+  }
 }
 
 // A gradient step's worth of training changes the next decisions: the cache is cleared with the parameters.
