@@ -392,8 +392,17 @@ void LmPolicy::train(const TrainStep& step) {
       }
       // Each segment's forward, losses and backward are independent (they write disjoint token ranges of
       // b and gradients), so they may run on the runner's threads; their results are added below in order.
-      std::vector<SegmentPart> parts(work.size());
-      const auto segment_part = [&](size_t w) {
+      // In chunks whose kept gradients (one actor-sized vector per segment) stay under 64 MiB: the whole
+      // minibatch at the small default sizes, a few segments per thread for a model of millions of
+      // parameters (smaller chunks cost time: the threads wait for the longest segment at every chunk's
+      // end). One thread: one segment at a time, as a plain loop.
+      const int threads = step.runner != nullptr ? step.runner->threads() : 1;
+      const size_t kept = std::max<size_t>(1, (size_t{64} << 20) / (sizeof(float) * layout.actor_size()));
+      const size_t chunk = threads > 1 ? std::max(kept, static_cast<size_t>(threads)) : 1;
+      std::vector<SegmentPart> parts;
+      size_t first = 0;  // the chunk's first index in work
+      const auto segment_part = [&](size_t i) {
+        const size_t w = first + i;
         const auto [r, ref] = work[w];
         const Segment& s = *ref->segment;
         const int64_t n = static_cast<int64_t>(s.response_ids.size());
@@ -404,7 +413,7 @@ void LmPolicy::train(const TrainStep& step) {
                           ") of " + (*step.trajectories)[r].rollout_id + " does not fit max_positions " +
                           std::to_string(c.max_positions));
         }
-        SegmentPart& out = parts[w];
+        SegmentPart& out = parts[i];
         PackedBatch pb;
         std::vector<int32_t> seq(s.prompt_ids.begin(), s.prompt_ids.end());
         seq.insert(seq.end(), s.response_ids.begin(), s.response_ids.end());
@@ -449,32 +458,36 @@ void LmPolicy::train(const TrainStep& step) {
           }
         }
       };
-      if (step.runner != nullptr && step.runner->threads() > 1 && work.size() > 1) {
-        step.runner->run(work.size(), segment_part);
-      } else {
-        for (size_t w = 0; w < work.size(); ++w) segment_part(w);
-      }
       std::fill(grad.begin(), grad.end(), 0.0f);
-      for (const SegmentPart& part_of : parts) {
-        if (epoch == 0) {
-          sums.policy += part_of.loss.policy_loss;
-          sums.value += part_of.loss.value_loss;
-        }
-        for (size_t i = 0; i < part_of.tokens.size(); ++i) {
-          const int64_t t = part_of.tokens[i];
-          sums.add_token(b.new_logprobs[t] - b.old_logprobs[t], step.targets->advantages[t], o.clip_epsilon);
-          sums.add_entropy(part_of.entropy[i]);
-        }
-        if (actor) {
-          for (int64_t i = 0; i < layout.actor_size(); ++i) grad[i] += part_of.actor_grad[i];
+      for (first = 0; first < work.size(); first += chunk) {
+        parts.assign(std::min(chunk, work.size() - first), SegmentPart{});
+        if (parts.size() > 1) {
+          step.runner->run(parts.size(), segment_part);
         } else {
-          // The critic owns the value head: d/dvalue_w = sum dvalue h, d/dvalue_b = sum dvalue.
-          for (size_t i = 0; i < part_of.dvalue.size(); ++i) {
-            for (int j = 0; j < d; ++j) {
-              grad[layout.value_w() + j] +=
-                  part_of.dvalue[i] * part_of.hidden(static_cast<Eigen::Index>(i), j);
+          segment_part(0);
+        }
+        for (const SegmentPart& part_of : parts) {
+          if (epoch == 0) {
+            sums.policy += part_of.loss.policy_loss;
+            sums.value += part_of.loss.value_loss;
+          }
+          for (size_t i = 0; i < part_of.tokens.size(); ++i) {
+            const int64_t t = part_of.tokens[i];
+            sums.add_token(b.new_logprobs[t] - b.old_logprobs[t], step.targets->advantages[t],
+                           o.clip_epsilon);
+            sums.add_entropy(part_of.entropy[i]);
+          }
+          if (actor) {
+            for (int64_t i = 0; i < layout.actor_size(); ++i) grad[i] += part_of.actor_grad[i];
+          } else {
+            // The critic owns the value head: d/dvalue_w = sum dvalue h, d/dvalue_b = sum dvalue.
+            for (size_t i = 0; i < part_of.dvalue.size(); ++i) {
+              for (int j = 0; j < d; ++j) {
+                grad[layout.value_w() + j] +=
+                    part_of.dvalue[i] * part_of.hidden(static_cast<Eigen::Index>(i), j);
+              }
+              grad[layout.value_b()] += part_of.dvalue[i];
             }
-            grad[layout.value_b()] += part_of.dvalue[i];
           }
         }
       }
