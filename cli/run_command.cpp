@@ -1,9 +1,10 @@
 // `crl run`: runs episodes of an environment with a policy and reports them.
-//  * `crl run SCENARIO --out DIR [--threads N] [--seeds 7,17] [--resume]`: trains and evaluates every arm of
-//    a scenario file over its seeds and writes summary.json, curves.csv, curves.svg and report.md into DIR as
-//    one set (scenarios/output_set.h), and checkpoints under DIR/checkpoints (scenarios/checkpoint.h) every
-//    training.checkpoint_every episodes and at the end. --resume continues every (arm, seed) from its newest
-//    checkpoint; the outputs are the bytes of an uninterrupted run (the report shows the command without
+//  * `crl run SCENARIO --out DIR [--threads N] [--seeds 7,17] [--arms A,B] [--resume]`: trains and evaluates
+//    every arm of a scenario file (or the arms --arms names, scenarios::select_arms) over its seeds and
+//    writes summary.json, curves.csv, curves.svg and report.md into DIR as one set (scenarios/output_set.h),
+//    and checkpoints under DIR/checkpoints (scenarios/checkpoint.h) every training.checkpoint_every episodes
+//    and at the end. --resume continues every (arm, seed) from its newest checkpoint; the outputs are the
+//    bytes of an uninterrupted run (the report shows the command without
 //    --resume). Temporaries that killed runs left in DIR are removed. A progress line goes to stderr when it
 //    is a terminal (--progress auto|always|never, cli/progress.h); otherwise the command is quiet apart
 //    from a short result on stdout.
@@ -42,26 +43,34 @@
 namespace crl::cli {
 namespace {
 
-// "7,17 29" -> {7, 17, 29}; throws crl::Error naming the option for anything else.
-std::vector<uint64_t> parse_seeds(const std::vector<std::string>& items) {
-  std::vector<uint64_t> seeds;
-  for (const std::string& item : items) {
+// "a,b c" -> {a, b, c}: the items of a list option given as one or several comma-separated words.
+std::vector<std::string> list_items(const std::vector<std::string>& words) {
+  std::vector<std::string> items;
+  for (const std::string& word : words) {
     std::string token;
-    std::stringstream list(item);
+    std::stringstream list(word);
     while (std::getline(list, token, ',')) {
-      if (token.empty()) continue;
-      size_t used = 0;
-      uint64_t seed = 0;
-      try {
-        seed = std::stoull(token, &used);
-      } catch (...) {
-        used = 0;
-      }
-      if (used != token.size() || token[0] == '-') {
-        throw Error("option --seeds", "", "value " + quote(token) + " is not a non-negative integer");
-      }
-      seeds.push_back(seed);
+      if (!token.empty()) items.push_back(token);
     }
+  }
+  return items;
+}
+
+// "7,17 29" -> {7, 17, 29}; throws crl::Error naming the option for anything else.
+std::vector<uint64_t> parse_seeds(const std::vector<std::string>& words) {
+  std::vector<uint64_t> seeds;
+  for (const std::string& token : list_items(words)) {
+    size_t used = 0;
+    uint64_t seed = 0;
+    try {
+      seed = std::stoull(token, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used != token.size() || token[0] == '-') {
+      throw Error("option --seeds", "", "value " + quote(token) + " is not a non-negative integer");
+    }
+    seeds.push_back(seed);
   }
   return seeds;
 }
@@ -106,7 +115,8 @@ int run_shard_command(const std::string& path, const std::string& text, const st
 }
 
 int run_scenario_command(const std::string& path, std::string out_dir, int threads,
-                         const std::vector<std::string>& seed_items, bool resume, const std::string& shard,
+                         const std::vector<std::string>& seed_items,
+                         const std::vector<std::string>& arm_items, bool resume, const std::string& shard,
                          ProgressMode progress_mode, const std::vector<std::string>& args) {
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");
   const std::string text = read_file(path);
@@ -115,7 +125,8 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
     if (!shard.empty()) throw Error("option --shard", "", "applies to training scenarios, not to " + path);
     return simulate_file(path, out_dir, threads, report_command("crl run", args), progress_mode);
   }
-  const scenarios::ScenarioSpec spec = scenarios::parse_scenario(text, path);
+  scenarios::ScenarioSpec spec = scenarios::parse_scenario(text, path);
+  if (!arm_items.empty()) spec = scenarios::select_arms(spec, list_items(arm_items), "option --arms");
   scenarios::RunOptions options;
   options.threads = threads;
   options.seeds = parse_seeds(seed_items);
@@ -176,7 +187,7 @@ int run_command(const std::vector<std::string>& args) {
   EpisodeOptions episode;
   std::string policy_name = "memory_chain_oracle";
   std::string scenario, out_path, shard;
-  std::vector<std::string> seeds;
+  std::vector<std::string> seeds, arms;
   int episodes = 1, threads = 1;
   bool trace = true, full = false, resume = false;
   std::string progress_mode = "auto";
@@ -190,8 +201,10 @@ int run_command(const std::vector<std::string>& args) {
       "with a scenario: the results folder (default results/<scenario name>); without: write the demo's "
       "trajectories here (.jsonl, or binary protobuf otherwise)")(
       "seeds", po::value(&seeds)->multitoken()->composing(),
-      "with a scenario: run these seeds instead (7,17,29)")("trace", po::value(&trace)->default_value(trace),
-                                                            "print the first episode as a readable trace")(
+      "with a scenario: run these seeds instead (7,17,29)")(
+      "arms", po::value(&arms)->multitoken()->composing(),
+      "with a scenario: run only these arms (joint,frozen; each arm's results are those of the whole run)")(
+      "trace", po::value(&trace)->default_value(trace), "print the first episode as a readable trace")(
       "full", po::bool_switch(&full), "print every run of tokens in the trace")(
       "resume", po::bool_switch(&resume),
       "with a scenario: continue every arm and seed from its newest checkpoint in --out")(
@@ -203,17 +216,20 @@ int run_command(const std::vector<std::string>& args) {
   positional.add("scenario", 1);
   po::variables_map vm;
   int exit_code = 0;
-  if (!parse_options(
-          "run", "[SCENARIO --out DIR [--threads N] [--seeds 7,17,29] [--resume] [--shard I/N]] [options]",
-          options, positional, args, vm, exit_code))
+  if (!parse_options("run",
+                     "[SCENARIO --out DIR [--threads N] [--seeds 7,17,29] [--arms A,B] [--resume] [--shard "
+                     "I/N]] [options]",
+                     options, positional, args, vm, exit_code))
     return exit_code;
   const ProgressMode progress = parse_progress_mode(progress_mode);
   if (!scenario.empty())
-    return run_scenario_command(scenario, out_path, threads, seeds, resume, shard, progress, args);
+    return run_scenario_command(scenario, out_path, threads, seeds, arms, resume, shard, progress, args);
   if (!shard.empty())
     throw Error("option --shard", "", "needs a scenario file (crl run SCENARIO --shard I/N --out DIR)");
   if (resume)
     throw Error("option --resume", "", "needs a scenario file (crl run SCENARIO --out DIR --resume)");
+  if (!arms.empty())
+    throw Error("option --arms", "", "needs a scenario file (crl run SCENARIO --arms A,B --out DIR)");
   if (episodes < 1)
     throw Error("option --episodes", "", "value " + std::to_string(episodes) + " must be >= 1");
   if (threads < 1) throw Error("option --threads", "", "value " + std::to_string(threads) + " must be >= 1");

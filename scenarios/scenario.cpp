@@ -3,6 +3,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -331,6 +332,13 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   check_init_checkpoint(s, arm, at, env->spec(), codec);
 }
 
+// "'a', 'b'": the arms of a file, for messages.
+std::string arm_list(const ScenarioSpec& spec) {
+  std::string arms;
+  for (const ArmSpec& a : spec.arms) arms += (arms.empty() ? "" : ", ") + quote(a.name);
+  return arms;
+}
+
 // The ablation table names arms of the file: the reference, and ablations other than it, each once.
 void check_table(const Scenario& file, ScenarioSpec& spec, const Locator& at) {
   spec.has_table = true;
@@ -341,8 +349,7 @@ void check_table(const Scenario& file, ScenarioSpec& spec, const Locator& at) {
     }
     return false;
   };
-  std::string arms;
-  for (const ArmSpec& a : spec.arms) arms += (arms.empty() ? "" : ", ") + quote(a.name);
+  const std::string arms = arm_list(spec);
   const auto& t = file.table();
   if (t.reference_arm().empty()) at.fail({{"table", -1}}, "an ablation table needs a reference_arm");
   if (!known(t.reference_arm())) {
@@ -420,6 +427,39 @@ ScenarioSpec parse_scenario(const std::string& text, const std::string& path) {
 
 ScenarioSpec load_scenario(const std::string& path) {
   return parse_scenario(read_file(path), path);
+}
+
+ScenarioSpec select_arms(const ScenarioSpec& spec, const std::vector<std::string>& names,
+                         const std::string& option) {
+  if (names.empty()) throw Error(option, "", "names no arm (give arm names: " + arm_list(spec) + ")");
+  std::set<std::string> wanted;
+  for (const std::string& name : names) {
+    const bool known =
+        std::any_of(spec.arms.begin(), spec.arms.end(), [&](const ArmSpec& arm) { return arm.name == name; });
+    if (!known) {
+      throw Error(option, "",
+                  "arm " + quote(name) + " is not in " + spec.path + " (arms: " + arm_list(spec) + ")");
+    }
+    if (!wanted.insert(name).second) throw Error(option, "", "names arm " + quote(name) + " twice");
+  }
+  ScenarioSpec out = spec;
+  out.arms.clear();
+  for (const ArmSpec& arm : spec.arms) {
+    if (wanted.count(arm.name)) out.arms.push_back(arm);
+  }
+  if (out.has_table) {
+    proto::scenario::TableConfig& table = out.table;
+    const bool listed = table.ablation_arms_size() > 0;
+    google::protobuf::RepeatedPtrField<std::string> kept;
+    for (const std::string& name : table.ablation_arms()) {
+      if (wanted.count(name)) *kept.Add() = name;
+    }
+    table.mutable_ablation_arms()->Swap(&kept);
+    if (!wanted.count(table.reference_arm()) || (listed && table.ablation_arms_size() == 0)) {
+      out.has_table = false;
+    }
+  }
+  return out;
 }
 
 }  // namespace crl::scenarios

@@ -49,6 +49,15 @@ ScenarioSpec parse_scenario(const std::string& text, const std::string& path);
 // Reads and parses a file. Throws crl::Error (an unreadable file names the path).
 ScenarioSpec load_scenario(const std::string& path);
 
+// `spec` with only the arms named in `names` (`crl run --arms`), in the file's order; each keeps its setup
+// and its index in the file, so an arm's results are those of the whole file's run (they depend on the arm's
+// setup and the seed only). The ablation table keeps the listed ablations that remain and is dropped when
+// its reference arm is not selected (or when none of its listed ablations is); gates are kept (a gate whose
+// arm is not run fails, naming the arm, as for any run that lacks it). Throws crl::Error naming `option`
+// for an empty list, an unknown arm (listing the file's arms) or an arm named twice.
+ScenarioSpec select_arms(const ScenarioSpec& spec, const std::vector<std::string>& names,
+                         const std::string& option);
+
 // The environment parameters of an arm as a name -> value map (the file's map, sorted).
 std::map<std::string, std::string> env_params(const proto::scenario::Setup& setup);
 std::map<std::string, std::string> policy_params(const proto::scenario::Setup& setup);

@@ -71,6 +71,13 @@ SeedResult from_record(const JobRecord& in, const std::string& where) {
   return r;
 }
 
+std::string arms_text(const ShardManifest& m) {
+  if (m.arms().empty()) return "(every arm)";
+  std::string out;
+  for (const std::string& a : m.arms()) out += (out.empty() ? "" : ",") + a;
+  return out;
+}
+
 std::string seeds_text(const ShardManifest& m) {
   std::string out;
   for (uint64_t s : m.seeds()) out += (out.empty() ? "" : ",") + std::to_string(s);
@@ -150,6 +157,7 @@ void write_shard(const std::string& dir, const std::string& scenario_path, const
   m.set_scenario_text(scenario_text);
   m.set_scenario_name(spec.name);
   for (uint64_t s : seeds) m.add_seeds(s);
+  for (const ArmSpec& arm : spec.arms) m.add_arms(arm.name);
   m.set_shard_index(shard.index);
   m.set_shard_count(shard.count);
   m.set_job_count(static_cast<uint32_t>(spec.arms.size() * seeds.size()));
@@ -190,6 +198,11 @@ MergedRun merge_shards(const std::vector<std::string>& dirs, const std::string& 
                       ", " + dirs[0] + " is of N = " + std::to_string(first.shard_count()) +
                       ": shards of another split");
     }
+    if (arms_text(m) != arms_text(first)) {
+      throw Error(dirs[d], "",
+                  "ran arms " + arms_text(m) + ", " + dirs[0] + " ran arms " + arms_text(first) +
+                      ": shards of other runs");
+    }
     if (seeds_text(m) != seeds_text(first) || m.job_count() != first.job_count()) {
       throw Error(dirs[d], "",
                   "ran seeds " + seeds_text(m) + ", " + dirs[0] + " ran seeds " + seeds_text(first) +
@@ -215,6 +228,9 @@ MergedRun merge_shards(const std::vector<std::string>& dirs, const std::string& 
     throw Error(dirs[0], "scenario_text", "does not match the manifest's SHA-256 (the manifest is damaged)");
   }
   out.spec = parse_scenario(text, first.scenario_path());
+  if (first.arms_size() > 0) {
+    out.spec = select_arms(out.spec, {first.arms().begin(), first.arms().end()}, dirs[0] + " arms");
+  }
   const std::vector<uint64_t> seeds(first.seeds().begin(), first.seeds().end());
   if (out.spec.arms.size() * seeds.size() != first.job_count()) {
     throw Error(dirs[0], "job_count",

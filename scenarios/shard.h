@@ -8,16 +8,17 @@
 //
 // A shard folder (written as one set, scenarios/output_set.h, so an interrupted shard leaves INCOMPLETE):
 //   shard.manifest     proto/shard.proto ShardManifest in text format: the scenario's path, SHA-256 and
-//                      text, its seeds, I, N, the job count, the job list, the command the merged report
-//                      names
+//                      text, its seeds, its arms, I, N, the job count, the job list, the command the merged
+//                      report names
 //   job-<i>.pb         one binary JobRecord per job of the shard (everything the report needs of that run)
 //   checkpoints/       the shard's checkpoints (so `--resume` works per shard)
 //
 // The merge refuses, naming the folder and the job: a folder with the INCOMPLETE marker or without a
-// manifest, shards of another scenario (other bytes), another N or other seeds, a shard given twice, a
-// missing shard (it names the jobs that are missing), a job list that is not the shard's, a missing or
-// foreign job record. It then assembles the result through scenarios::assemble_result() and writes it with
-// write_results(), the code a single-process run uses, so equal job results give equal bytes by construction.
+// manifest, shards of another scenario (other bytes), another N, other seeds or other arms (--arms), a shard
+// given twice, a missing shard (it names the jobs that are missing), a job list that is not the shard's, a
+// missing or foreign job record. It then assembles the result through scenarios::assemble_result() and writes
+// it with write_results(), the code a single-process run uses, so equal job results give equal bytes by
+// construction.
 //
 // The report's "Produced by" line of a merged run is the single-process command: the shard's command line
 // without --shard (and without --threads/--resume, as for any run) with the --out value replaced by the

@@ -140,6 +140,46 @@ TEST(ScenarioParser, NamesSeedsAndArmsAreChecked) {
   EXPECT_EQ(e.where(), "x.pbtxt:4:7");
 }
 
+// `crl run --arms`: the named arms in the file's order, each with its setup and file index; the ablation
+// table keeps the ablations that remain and goes when its reference arm (or every listed ablation) does.
+TEST(ScenarioParser, SelectingArmsKeepsTheirSetupsAndTrimsTheTable) {
+  const std::string text = std::string(kValid) +
+                           "arm { name: \"c\" set { learner { correction: false } } }\n"
+                           "table { reference_arm: \"a\" ablation_arms: [\"b\", \"c\"] }\n";
+  const ScenarioSpec spec = parse_scenario(text, "x.pbtxt");
+  ASSERT_TRUE(spec.has_table);
+
+  const ScenarioSpec ac = select_arms(spec, {"c", "a"}, "option --arms");
+  ASSERT_EQ(ac.arms.size(), 2u);
+  EXPECT_EQ(ac.arms[0].name, "a");  // the file's order, not the option's
+  EXPECT_EQ(ac.arms[1].name, "c");
+  EXPECT_EQ(ac.arms[1].index, 2);
+  EXPECT_FALSE(ac.arms[1].setup.learner().correction());
+  EXPECT_EQ(ac.seeds, spec.seeds);
+  ASSERT_TRUE(ac.has_table);
+  ASSERT_EQ(ac.table.ablation_arms_size(), 1);
+  EXPECT_EQ(ac.table.ablation_arms(0), "c");
+
+  EXPECT_FALSE(select_arms(spec, {"b", "c"}, "option --arms").has_table);  // no reference arm
+  EXPECT_FALSE(select_arms(spec, {"a"}, "option --arms").has_table);       // no listed ablation
+  EXPECT_EQ(select_arms(spec, {"a", "b", "c"}, "option --arms").arms.size(), 3u);
+
+  const auto message = [&](const std::vector<std::string>& names) {
+    try {
+      select_arms(spec, names, "option --arms");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({"a", "nope"}).find("option --arms"), std::string::npos);
+  EXPECT_NE(message({"a", "nope"}).find("arm \"nope\" is not in x.pbtxt (arms: \"a\", \"b\", \"c\")"),
+            std::string::npos)
+      << message({"a", "nope"});
+  EXPECT_NE(message({"b", "b"}).find("names arm \"b\" twice"), std::string::npos);
+  EXPECT_NE(message({}).find("names no arm"), std::string::npos);
+}
+
 TEST(ScenarioParser, AFileThatCannotBeReadNamesItsPath) {
   try {
     load_scenario("/nonexistent/scenario.pbtxt");

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "engine/file_io.h"
 #include "engine/proto_bytes.h"
@@ -140,6 +141,59 @@ TEST(Shard, MergeKeepsSeedsAndTheCommandLine) {
   const auto merged = result_files(out);
   for (const char* name : kFiles) EXPECT_EQ(merged.at(name), reference.at(name)) << name;
   EXPECT_NE(merged.at("report.md").find("--out=" + out.string() + " --seeds 29,7"), std::string::npos);
+}
+
+// `crl run --arms`: an arm run alone gives the results it has in the whole file's run (they depend on its
+// setup and the seed only), its shards merge into the single-process bytes, and shards of other arms do not
+// merge with them.
+TEST(Shard, ASubsetOfArmsRunsAndMergesLikeTheWholeFile) {
+  const test::TempDir tmp;
+  const std::string scenario = (tmp.path() / "toy.pbtxt").string();
+  write_file_atomic(scenario, toy(100));
+  const fs::path all = tmp.path() / "all", one = tmp.path() / "one", merged = tmp.path() / "merged";
+  ASSERT_EQ(test::crl({"run", scenario, "--out", all.string()}).code, 0);
+  const test::CliResult r = test::crl({"run", scenario, "--arms", "frozen", "--out", one.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto whole = nlohmann::json::parse(read_file((all / "summary.json").string()));
+  const auto alone = nlohmann::json::parse(read_file((one / "summary.json").string()));
+  ASSERT_EQ(whole.at("arms").size(), 2u);
+  ASSERT_EQ(alone.at("arms").size(), 1u);
+  EXPECT_EQ(whole.at("arms")[1].at("name"), "frozen");
+  EXPECT_EQ(alone.at("arms")[0], whole.at("arms")[1]);
+  EXPECT_NE(read_file((one / "report.md").string()).find("--arms frozen"), std::string::npos);
+
+  // Sharded: the same bytes as the single-process subset (its report names that command).
+  const fs::path shards = tmp.path() / "shards";
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(test::crl({"run", scenario, "--shard", std::to_string(i) + "/2", "--out", shard_dir(shards, i),
+                         "--arms", "frozen"})
+                  .code,
+              0);
+  }
+  ASSERT_EQ(merge({shard_dir(shards, 0), shard_dir(shards, 1)}, merged).code, 0);
+  const std::string expected = read_file((one / "summary.json").string());
+  EXPECT_EQ(read_file((merged / "summary.json").string()), expected);
+  EXPECT_EQ(read_file((merged / "curves.csv").string()), read_file((one / "curves.csv").string()));
+
+  // A shard of another arm selection refuses to merge with them.
+  const fs::path other = tmp.path() / "other";
+  run_shards(scenario, other, 2, {"--arms", "joint"});
+  const test::CliResult mixed = merge({shard_dir(shards, 0), shard_dir(other, 1)}, tmp.path() / "mixed");
+  EXPECT_EQ(mixed.code, 1);
+  EXPECT_NE(mixed.err.find("ran arms joint, " + shard_dir(shards, 0) + " ran arms frozen"), std::string::npos)
+      << mixed.err;
+
+  // Unknown or repeated arms, and --arms without a scenario, are errors that name the option.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"run", scenario, "--arms", "nope", "--out", (tmp.path() / "x").string()},
+        std::vector<std::string>{"run", scenario, "--arms", "joint,joint", "--out",
+                                 (tmp.path() / "x").string()},
+        std::vector<std::string>{"run", "--arms", "joint"}}) {
+    const test::CliResult e = test::crl(bad);
+    EXPECT_EQ(e.code, 1);
+    EXPECT_NE(e.err.find("option --arms"), std::string::npos) << e.err;
+  }
+  EXPECT_FALSE(fs::exists(tmp.path() / "x" / "summary.json"));
 }
 
 TEST(Shard, MergeRefusesBadShardSets) {
