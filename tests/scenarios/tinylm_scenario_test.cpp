@@ -33,6 +33,17 @@ std::string source(const std::string& relative) {
   return std::string(CRL_SOURCE_DIR) + "/" + relative;
 }
 
+// The shipped files name their tokenizers relative to the source root (the folder `crl run` is documented to
+// run from; ctest runs there too). Loading one from a test binary started elsewhere needs that folder.
+class InSourceRoot {
+ public:
+  InSourceRoot() : was_(std::filesystem::current_path()) { std::filesystem::current_path(CRL_SOURCE_DIR); }
+  ~InSourceRoot() { std::filesystem::current_path(was_); }
+
+ private:
+  std::filesystem::path was_;
+};
+
 const ArmSpec* arm_named(const ScenarioSpec& spec, const std::string& name) {
   for (const ArmSpec& arm : spec.arms) {
     if (arm.name == name) return &arm;
@@ -41,6 +52,7 @@ const ArmSpec* arm_named(const ScenarioSpec& spec, const std::string& name) {
 }
 
 TEST(TinyLmScenario, ShippedFileHasTheArmsAndOneConfiguration) {
+  const InSourceRoot here;
   const ScenarioSpec spec = load_scenario(source(kFile));
   EXPECT_GE(spec.seeds.size(), 2u);
   for (const char* name : {"sft_only", "joint", "frozen_summary", "summary_masked", "no_cross_gae",
@@ -93,6 +105,7 @@ TEST(TinyLmScenario, ShippedFileHasTheArmsAndOneConfiguration) {
 // whole records: the request at the trigger fits C - summary_cap (the shipped file once had T_comp 256 with a
 // 164-token instruction, and every record in every summary request lost its value: scenarios/README.md).
 TEST(TinyLmScenario, TheOracleWinsEveryTaskUnderEachArmsBudget) {
+  const InSourceRoot here;
   const ScenarioSpec spec = load_scenario(source(kFile));
   const auto codec = make_text_codec(make_tokenizer(source(spec.arms.front().setup.tokenizer())));
   std::set<std::string> seen;
