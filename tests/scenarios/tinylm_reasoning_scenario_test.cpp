@@ -3,6 +3,7 @@
 // arm, each arm its one switch; the base is the file data/checkpoints/MANIFEST.sha256 pins; and that base
 // wins held-out episodes (a gate computed from a run, shown failing for a model that does not start from it).
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -130,6 +131,42 @@ TEST(TinyLmReasoningScenario, ThePinnedBaseWinsAFifthOfHeldOutEpisodes) {
   file.mutable_base()->clear_fresh_optimizer();  // only with an init_checkpoint
   const ScenarioResult fresh = run_scenario(parsed(file), options);
   EXPECT_LT(fresh.arms[0].mean_accuracy, 0.2) << fresh.arms[0].mean_accuracy;
+}
+
+// scenarios/synthetic_tinylm_reasoning_credit.pbtxt answers a question about the shipped file's arms by
+// pairing its arm with that file's runs seed for seed: valid only while its base is the shipped file's, and
+// its joint and no_cross_gae arms are the shipped file's arms of those names.
+TEST(TinyLmReasoningScenario, CreditFileHasTheShippedBase) {
+  proto::scenario::Scenario credit;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      read_file(source("scenarios/synthetic_tinylm_reasoning_credit.pbtxt")), &credit));
+  const proto::scenario::Scenario file = shipped();
+  proto::scenario::Setup base = credit.base();
+  base.set_tokenizer(source(base.tokenizer()));
+  base.set_init_checkpoint(source(base.init_checkpoint()));
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(base, file.base()))
+      << "the credit file's base differs from " << kFile;
+  for (const char* name : {"joint", "no_cross_gae"}) {
+    const proto::scenario::Arm* here = nullptr;
+    const proto::scenario::Arm* there = nullptr;
+    for (const auto& arm : credit.arm())
+      if (arm.name() == name) here = &arm;
+    for (const auto& arm : file.arm())
+      if (arm.name() == name) there = &arm;
+    ASSERT_NE(here, nullptr) << name;
+    ASSERT_NE(there, nullptr) << name;
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(here->set(), there->set())) << name;
+  }
+  // The arm under test changes exactly the two learner switches it names.
+  for (const auto& arm : credit.arm()) {
+    if (arm.name() != "no_cross_gae_exec_only") continue;
+    EXPECT_EQ(leaf_fields(arm.set()), 2);
+    EXPECT_FALSE(arm.set().learner().correction());
+    EXPECT_TRUE(arm.set().learner().summary_loss_masked());
+  }
+  // And it parses as a scenario (the budget, the tokenizer and the checkpoint checked).
+  credit.mutable_base()->CopyFrom(base);
+  EXPECT_EQ(parsed(credit).arms.size(), 3u);
 }
 
 }  // namespace
