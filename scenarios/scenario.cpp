@@ -332,7 +332,7 @@ void check_setup(const Setup& s, int arm, const Locator& at) {
   check_init_checkpoint(s, arm, at, env->spec(), codec);
 }
 
-// "'a', 'b'": the arms of a file, for messages.
+// The arms of a file as '"a", "b"', for messages.
 std::string arm_list(const ScenarioSpec& spec) {
   std::string arms;
   for (const ArmSpec& a : spec.arms) arms += (arms.empty() ? "" : ", ") + quote(a.name);
