@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""scripts/train_reasoning_base.sh: the one-command recipe of the reasoning base (issue 17), run by ctest as
+`train_reasoning_base_script`. Training itself takes hours on 2 cores, so this checks what can be checked in
+seconds: its errors, that a killed run resumes at its stage (stages whose checkpoints exist are not run
+again), that a failing stage stops the run naming its log, and the closed-loop evaluation, on the committed
+base, against what data/README.md reports for it.
+
+argv[1]: the crl binary."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SCRIPT = os.path.join(ROOT, "scripts", "train_reasoning_base.sh")
+BASE = os.path.join(ROOT, "data", "checkpoints", "synthetic_tinylm_reasoning_base.ckpt")
+STAGES = ["1-short_drills", "2-long_drills_sft", "3-sft_more", "4-notes", "5-final32", "6-windows",
+          "7-windows_b1"]
+CRL = None
+
+
+def run(*args, crl=None):
+    env = dict(os.environ, CRL=crl or CRL)
+    return subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def exact(summary, mode):
+    """(wins, tasks) of the `all` line under the greedy or sampled heading of summary.txt."""
+    block = summary.split(mode + " (")[1]
+    found = re.search(r"^all +exact (\d+)/(\d+)", block, re.M)
+    return int(found.group(1)), int(found.group(2))
+
+
+class TrainReasoningBase(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.out = os.path.join(self.dir.name, "out")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def refused(self, args, message):
+        r = run(*args)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(message, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "summary.txt")))
+
+    def test_bad_arguments_are_refused_naming_the_argument(self):
+        self.refused(["--out", self.out], "--seed must be a non-negative integer, got ''")
+        self.refused(["--seed", "x1", "--out", self.out], "got 'x1'")
+        self.refused(["--seed", "1"], "--out DIR is required")
+        self.refused(["--seed", "1", "--out", self.out, "--eval-tasks", "0"], "--eval-tasks must be a positive")
+        self.refused(["--seed", "1", "--out", self.out, "--frobnicate"], "unknown argument '--frobnicate'")
+        self.refused(["--evaluate", os.path.join(self.dir.name, "missing.ckpt"), "--out", self.out],
+                     "missing.ckpt: no such file")
+        self.refused(["--evaluate", BASE, "--seed", "1", "--out", self.out], "leave out --seed")
+        self.refused(["--evaluate", BASE, "--stages-only", "--out", self.out], "exclude each other")
+        r = run("--seed", "1", "--out", self.out, crl=os.path.join(self.dir.name, "no-crl"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no-crl not found", r.stderr)
+
+    def test_a_failing_stage_stops_the_run_and_names_its_log(self):
+        fake = os.path.join(self.dir.name, "fake-crl")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'fake crl: refused' >&2\nexit 3\n")
+        os.chmod(fake, 0o755)
+        r = run("--seed", "1", "--out", self.out, crl=fake)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("stage 1-short_drills failed; its log: " + self.out + "/stage-1-short_drills.log", r.stderr)
+        self.assertIn("fake crl: refused", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "stage-1-short_drills.ckpt")))
+        self.assertFalse(os.path.exists(os.path.join(self.out, "base.ckpt")))
+
+    def test_stages_whose_checkpoints_exist_are_not_run_again(self):
+        os.makedirs(self.out)
+        for stage in STAGES:  # a run killed after its last stage: every checkpoint there
+            shutil.copy(BASE, os.path.join(self.out, "stage-%s.ckpt" % stage))
+        # A crl that fails any training and runs everything else: the run passes only if no stage trained.
+        wrapper = os.path.join(self.dir.name, "crl-no-training")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\n[ "$1 $2" = "lm train" ] && { echo "trained" >&2; exit 7; }\nexec %s "$@"\n' % CRL)
+        os.chmod(wrapper, 0o755)
+        r = run("--seed", "1", "--out", self.out, "--eval-tasks", "3", crl=wrapper)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for stage in STAGES:
+            self.assertIn("stage %s: %s/stage-%s.ckpt exists, not run again" % (stage, self.out, stage), r.stdout)
+        with open(BASE, "rb") as a, open(os.path.join(self.out, "base.ckpt"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        with open(os.path.join(self.out, "summary.txt")) as f:
+            summary = f.read()
+        self.assertEqual(exact(summary, "greedy")[1], 3)
+        self.assertEqual(exact(summary, "sampled")[1], 3)
+
+    def test_the_committed_base_evaluates_as_data_readme_reports(self):
+        # data/README.md: 25 of the 60 default-dev episodes greedy, 19 sampled at temperature 1 (seed 7). Greedy
+        # is a bound, not the number: another CPU may round a near tie differently.
+        r = run("--evaluate", BASE, "--out", self.out)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(self.out, "summary.txt")) as f:
+            summary = f.read()
+        wins, tasks = exact(summary, "greedy")
+        self.assertEqual(tasks, 60)
+        self.assertGreaterEqual(wins, 20, summary)
+        self.assertRegex(summary, r"(?m)^early_fact +exact (1[89]|20)/20")
+        self.assertEqual(exact(summary, "sampled")[1], 60)
+        for name in ("dev-greedy.jsonl", "dev-sampled.jsonl"):
+            self.assertGreater(os.path.getsize(os.path.join(self.out, name)), 0)
+        # Same checkpoint, same seed: the same evaluation, byte for byte.
+        again = os.path.join(self.dir.name, "again")
+        r = run("--evaluate", BASE, "--out", again)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(again, "summary.txt")) as f:
+            self.assertEqual(f.read(), summary)
+
+
+if __name__ == "__main__":
+    CRL = os.path.abspath(sys.argv.pop(1))
+    unittest.main()
