@@ -77,8 +77,8 @@ AdvantagesRequest parse_advantages_request(const std::string& text, const std::s
   json doc = read_json(text, where);
   if (!doc.is_object()) throw Error(where, "", "expected a JSON object at the top level");
   reject_unknown(doc,
-                 {"gamma", "lambda", "lambda_alpha", "correction", "critic_target", "summary_loss_masked",
-                  "whiten", "positive_only", "rollouts"},
+                 {"gamma", "lambda", "lambda_alpha", "correction", "correction_segments", "critic_target",
+                  "summary_loss_masked", "whiten", "positive_only", "rollouts"},
                  where, "");
   AdvantagesRequest req;
   LearnerOptions& o = req.options;
@@ -105,6 +105,13 @@ AdvantagesRequest parse_advantages_request(const std::string& text, const std::s
   }
   if (doc.contains("lambda_alpha")) o.lambda_alpha = number(doc["lambda_alpha"], where, "lambda_alpha");
   if (doc.contains("correction")) o.correction = boolean(doc["correction"], where, "correction");
+  if (doc.contains("correction_segments")) {
+    const json& c = doc["correction_segments"];
+    if (!c.is_string())
+      throw Error(where, "correction_segments", "is a " + type_of(c) + ", expected a string");
+    o.correction_segments =
+        parse_correction_segments(text_prefix(c.get<std::string>()), where, "correction_segments");
+  }
   if (doc.contains("critic_target")) {
     const json& c = doc["critic_target"];
     if (!c.is_string()) throw Error(where, "critic_target", "is a " + type_of(c) + ", expected a string");
@@ -192,6 +199,7 @@ std::string format_advantages_result(const AdvantagesRequest& request, const Adv
                                                       : json(std::string(lambda_mode_name(o.lambda_mode)));
   doc["lambda_alpha"] = o.lambda_alpha;
   doc["correction"] = o.correction;
+  doc["correction_segments"] = std::string(correction_segments_name(o.correction_segments));
   doc["critic_target"] = std::string(critic_target_name(o.critic_target));
   doc["summary_loss_masked"] = o.summary_loss_masked;
   doc["whiten"] = o.whiten_advantages;

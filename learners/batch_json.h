@@ -3,7 +3,8 @@
 //
 //   {"gamma": 1.0, "lambda": "adaptive" | "tokenwise" | 0.8, "correction": true,
 //    "critic_target": "local" | "corrected" | "stitched",
-//    optional: "lambda_alpha", "summary_loss_masked", "whiten", "positive_only",
+//    optional: "lambda_alpha", "correction_segments" ("all" | "execution" | "summary"),
+//              "summary_loss_masked", "whiten", "positive_only",
 //    "rollouts": [{"id": optional, "reward": 1.0,
 //                  "segments": [{"kind": "execution" | "summary", "values": [...], "actor_mask": [...],
 //                                "critic_mask": [...] (optional: the actor mask)}]}]}

@@ -30,6 +30,18 @@ std::string_view critic_target_name(CriticTarget target) {
   return "?";
 }
 
+std::string_view correction_segments_name(CorrectionSegments segments) {
+  switch (segments) {
+    case CorrectionSegments::kAll:
+      return "all";
+    case CorrectionSegments::kExecution:
+      return "execution";
+    case CorrectionSegments::kSummary:
+      return "summary";
+  }
+  return "?";
+}
+
 std::string_view backend_name(Backend backend) {
   return backend == Backend::kCpu ? "cpu" : "cuda";
 }
@@ -40,6 +52,14 @@ CriticTarget parse_critic_target(const std::string& name, const std::string& whe
   if (name == "corrected") return CriticTarget::kCorrected;
   if (name == "stitched") return CriticTarget::kStitched;
   throw Error(where, field, "is " + quote(name) + ", expected \"local\", \"corrected\" or \"stitched\"");
+}
+
+CorrectionSegments parse_correction_segments(const std::string& name, const std::string& where,
+                                             const std::string& field) {
+  if (name == "all") return CorrectionSegments::kAll;
+  if (name == "execution") return CorrectionSegments::kExecution;
+  if (name == "summary") return CorrectionSegments::kSummary;
+  throw Error(where, field, "is " + quote(name) + ", expected \"all\", \"execution\" or \"summary\"");
 }
 
 Backend parse_backend(const std::string& name, const std::string& where, const std::string& field) {

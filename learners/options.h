@@ -20,7 +20,24 @@ enum class CriticTarget {
   kStitched,   // GAE whose non-final segments bootstrap from V(first sampled token of s+1), R only at the end
 };
 
+// Which segments the cross-trajectory correction multiplies (spec 1.4; with `correction` on). N_after(s)
+// counts every later segment's sampled tokens whatever this says; only where the factor is applied changes.
+// kAll is the paper's method; the other two are diagnostics of where the correction's effect comes from
+// (scenarios/README.md, "synthetic_tinylm_reasoning"): the segments of the other kind keep their local
+// advantage (factor 1).
+enum class CorrectionSegments {
+  kAll,        // every segment [paper]
+  kExecution,  // execution segments only: summaries keep their full local advantage
+  kSummary,    // summary segments only: execution segments keep their full local advantage
+};
+
 enum class Backend { kCpu, kCuda };
+
+// Whether the correction multiplies a segment (`summary`: a summary segment; else an execution segment).
+// The CUDA twin (cuda/advantage_kernels.cuh) spells the same test out on the segment kinds on the device.
+constexpr bool correction_applies(CorrectionSegments segments, bool summary) {
+  return segments == CorrectionSegments::kAll || (segments == CorrectionSegments::kSummary) == summary;
+}
 
 struct LearnerOptions {
   double gamma = 1.0;
@@ -28,6 +45,7 @@ struct LearnerOptions {
   double lambda = 0.95;       // used by kFixed only
   double lambda_alpha = 1.5;  // alpha of the adaptive rule
   bool correction = true;     // false = "w/o cross-trajectory GAE": factor 1
+  CorrectionSegments correction_segments = CorrectionSegments::kAll;  // with correction: where it applies
   CriticTarget critic_target = CriticTarget::kLocal;
   bool summary_loss_masked = false;       // "w/o sum.": actor mask 0 on summary tokens, the rest unchanged
   bool token_level_normalization = true;  // false: mean per segment, then mean over segments
@@ -47,9 +65,12 @@ struct LearnerOptions {
 
 std::string_view lambda_mode_name(LambdaMode mode);
 std::string_view critic_target_name(CriticTarget target);
+std::string_view correction_segments_name(CorrectionSegments segments);  // "all", "execution", "summary"
 std::string_view backend_name(Backend backend);
 // Parse the names above; throw crl::Error(where, field, ...) naming the bad value and the accepted ones.
 CriticTarget parse_critic_target(const std::string& name, const std::string& where, const std::string& field);
+CorrectionSegments parse_correction_segments(const std::string& name, const std::string& where,
+                                             const std::string& field);
 Backend parse_backend(const std::string& name, const std::string& where, const std::string& field);
 // Checks ranges (gamma in [0,1], lambda in [0,1], alpha > 0, epsilons >= 0); throws crl::Error.
 void validate_options(const LearnerOptions& options, const std::string& where);

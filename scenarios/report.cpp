@@ -67,9 +67,36 @@ std::string xml(const std::string& text) {
   return out;
 }
 
+// "on", "off", or "on (execution segments only)" / "on (summary segments only)".
+std::string correction_text(const LearnerConfig& l) {
+  if (!l.correction()) return "off";
+  switch (l.correction_segments()) {
+    case LearnerConfig::EXECUTION:
+      return "on (execution segments only)";
+    case LearnerConfig::SUMMARY:
+      return "on (summary segments only)";
+    default:
+      return "on";
+  }
+}
+
+std::string critic_target_text(const LearnerConfig& l) {
+  switch (l.critic_target()) {
+    case LearnerConfig::CORRECTED:
+      return "corrected";
+    case LearnerConfig::STITCHED:
+      return "stitched";
+    default:
+      return "local";
+  }
+}
+
 std::string lambda_text(const LearnerConfig& l) {
   if (l.lambda_mode() == LearnerConfig::ADAPTIVE) {
     return "adaptive (1 - 1/(" + fixed(l.lambda_alpha(), 2) + " L_s))";
+  }
+  if (l.lambda_mode() == LearnerConfig::TOKENWISE) {
+    return "tokenwise (1 - 1/(" + fixed(l.lambda_alpha(), 2) + " L_s) per segment)";
   }
   return "fixed " + fixed(l.lambda(), 3);
 }
@@ -428,13 +455,12 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
     std::string policy = s.policy().name();
     for (const auto& [k, v] : policy_params(s)) policy += " " + k + "=" + v;
     out << "| " << arm.name << " | " << policy << " | gamma " << fixed(l.gamma(), 3) << ", lambda "
-        << lambda_text(l) << ", correction " << (l.correction() ? "on" : "off") << ", critic target "
-        << (l.critic_target() == LearnerConfig::CORRECTED ? "corrected" : "local")
-        << (l.summary_loss_masked() ? ", summary loss masked" : "") << ", warm-up " << l.warmup_batches()
-        << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor " << rate(l.actor_lr())
-        << " / critic " << rate(l.critic_lr()) << " | " << t.episodes() << " episodes, batch "
-        << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every " << t.eval_interval()
-        << " |\n";
+        << lambda_text(l) << ", correction " << correction_text(l) << ", critic target "
+        << critic_target_text(l) << (l.summary_loss_masked() ? ", summary loss masked" : "") << ", warm-up "
+        << l.warmup_batches() << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor "
+        << rate(l.actor_lr()) << " / critic " << rate(l.critic_lr()) << " | " << t.episodes()
+        << " episodes, batch " << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every "
+        << t.eval_interval() << " |\n";
   }
   out << "\nEnvironment: `" << spec.arms.front().setup.env().name() << "`";
   for (const auto& [k, v] : env_params(spec.arms.front().setup)) out << " " << k << "=" << v;

@@ -433,6 +433,16 @@ learners::LearnerOptions learner_options(const LearnerConfig& l) {
   o.lambda = l.lambda();
   o.lambda_alpha = l.lambda_alpha();
   o.correction = l.correction();
+  switch (l.correction_segments()) {
+    case LearnerConfig::EXECUTION:
+      o.correction_segments = learners::CorrectionSegments::kExecution;
+      break;
+    case LearnerConfig::SUMMARY:
+      o.correction_segments = learners::CorrectionSegments::kSummary;
+      break;
+    default:
+      o.correction_segments = learners::CorrectionSegments::kAll;
+  }
   switch (l.critic_target()) {
     case LearnerConfig::CORRECTED:
       o.critic_target = learners::CriticTarget::kCorrected;

@@ -137,7 +137,8 @@ void plan_segments(const Batch& batch, const LearnerOptions& options, bool zero_
       const double log_gl = log_discount(gamma, lambda);
       out.n_after[s] = later_tokens;
       double factor = 1.0;
-      if (options.correction) {
+      if (options.correction &&
+          correction_applies(options.correction_segments, batch.segment_kind[s] == SegmentKind::kSummary)) {
         factor = options.lambda_mode == LambdaMode::kTokenwise
                      ? (later_tokens == 0 ? 1.0 : std::exp(later_log))
                      : power_from_log(later_tokens, log_gl);

@@ -81,8 +81,9 @@ __global__ void segment_stats_kernel(const int64_t* seg_offsets, int64_t num_seg
 template <typename T>
 __global__ void rollout_walk_kernel(KernelOptions o, const int64_t* roll_offsets, int64_t num_rollouts,
                                     const T* rewards, const T* values, const int64_t* n_critic,
-                                    const int64_t* first_pos, int64_t* n_after, T* seg_lambda, T* seg_gl,
-                                    T* seg_factor, T* seg_ret_scale, T* seg_c0, T* seg_reward) {
+                                    const uint8_t* seg_kind, const int64_t* first_pos, int64_t* n_after,
+                                    T* seg_lambda, T* seg_gl, T* seg_factor, T* seg_ret_scale, T* seg_c0,
+                                    T* seg_reward) {
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (r >= num_rollouts) return;
   const double reward = static_cast<double>(rewards[r]);
@@ -95,7 +96,11 @@ __global__ void rollout_walk_kernel(KernelOptions o, const int64_t* roll_offsets
     const double lambda = device_lambda(o, n);
     const double log_gl = device_log_discount(o.gamma, lambda);
     double factor = 1.0;
-    if (o.correction && later_tokens > 0) {
+    // correction_applies() (learners/options.h): every segment, or only those of the chosen kind.
+    const bool summary = seg_kind[s] == static_cast<uint8_t>(SegmentKind::kSummary);
+    const bool applies = o.correction_segments == static_cast<int>(CorrectionSegments::kAll) ||
+                         (o.correction_segments == static_cast<int>(CorrectionSegments::kSummary)) == summary;
+    if (o.correction && applies && later_tokens > 0) {
       factor = o.lambda_mode == static_cast<int>(LambdaMode::kTokenwise)
                    ? exp(later_log)
                    : exp(static_cast<double>(later_tokens) * log_gl);

@@ -126,8 +126,8 @@ void DeviceLearner<T>::compute_advantages(const LearnerOptions& options) {
   if (m.num_rollouts > 0) {
     rollout_walk_kernel<T><<<blocks_for(m.num_rollouts, 128), 128>>>(
         ko, m.roll_offsets.data, m.num_rollouts, m.rewards.data, m.values.data, m.n_critic.data,
-        m.first_pos.data, m.n_after.data, m.seg_lambda.data, m.seg_gl.data, m.seg_factor.data,
-        m.seg_ret_scale.data, m.seg_c0.data, m.seg_reward.data);
+        m.seg_kind.data, m.first_pos.data, m.n_after.data, m.seg_lambda.data, m.seg_gl.data,
+        m.seg_factor.data, m.seg_ret_scale.data, m.seg_c0.data, m.seg_reward.data);
     CRL_CUDA_CHECK(cudaGetLastError());
   }
   if (m.num_tokens == 0) return;

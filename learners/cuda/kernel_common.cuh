@@ -78,8 +78,9 @@ int blocks_for(int64_t n, int threads) {
 // Options the kernels need, by value.
 struct KernelOptions {
   double gamma, lambda, alpha, clip_epsilon, value_clip, kl_coef;
-  int lambda_mode;    // LambdaMode
-  int critic_target;  // CriticTarget
+  int lambda_mode;          // LambdaMode
+  int critic_target;        // CriticTarget
+  int correction_segments;  // CorrectionSegments
   bool correction, summary_loss_masked, positive_only;
 };
 
@@ -94,6 +95,7 @@ KernelOptions kernel_options(const LearnerOptions& o) {
   k.lambda_mode = static_cast<int>(o.lambda_mode);
   k.critic_target = static_cast<int>(o.critic_target);
   k.correction = o.correction;
+  k.correction_segments = static_cast<int>(o.correction_segments);
   k.summary_loss_masked = o.summary_loss_masked;
   k.positive_only = o.positive_only;
   return k;

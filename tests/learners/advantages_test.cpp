@@ -162,6 +162,66 @@ TEST(LearnerAdvantagesTest, FactorInLogSpaceForLongTails) {
   EXPECT_NEAR(std::log(a.factor[0]), -10.0, 0.01);
 }
 
+// correction_segments: the factor multiplies only the chosen kind's segments; the others keep their local
+// advantage (factor 1), N_after and lambda are unchanged, and "all" is the default. On random batches every
+// segment's advantages equal the corrected run's (its kind chosen) or the uncorrected run's (the other kind).
+TEST(LearnerAdvantagesTest, CorrectionSegmentsChoosesWhichKindIsCorrected) {
+  // Three segments, so that an execution segment has a later summary and a summary a later execution.
+  Batch b;
+  b.begin_rollout(1.0);
+  b.add_segment(SegmentKind::kExecution, {0.5, 0.25}, {1, 1}, {1, 1});
+  b.add_segment(SegmentKind::kSummary, {0.8, 0.1, 0.3}, {1, 1, 1}, {1, 1, 1});
+  b.add_segment(SegmentKind::kExecution, {0.6}, {1}, {1});
+  b.validate();
+  const Advantages all = Learner(LearnerOptions{}).advantages(b);
+  EXPECT_NEAR(all.factor[0], std::pow(2.0 / 3.0, 4), 1e-15);  // lambda_0 = 1 - 1/3, N_after 4
+  EXPECT_NEAR(all.factor[1], 7.0 / 9.0, 1e-15);               // lambda_1 = 1 - 1/4.5, N_after 1
+  LearnerOptions none_options;
+  none_options.correction = false;
+  const Advantages none = Learner(none_options).advantages(b);
+
+  LearnerOptions execution_options;
+  execution_options.correction_segments = CorrectionSegments::kExecution;
+  const Advantages execution = Learner(execution_options).advantages(b);
+  EXPECT_EQ(execution.factor, (std::vector<double>{all.factor[0], 1.0, 1.0}));
+  LearnerOptions summary_options;
+  summary_options.correction_segments = CorrectionSegments::kSummary;
+  const Advantages summary = Learner(summary_options).advantages(b);
+  EXPECT_EQ(summary.factor, (std::vector<double>{1.0, all.factor[1], 1.0}));
+  for (const Advantages* a : {&execution, &summary}) {
+    EXPECT_EQ(a->n_after, all.n_after);
+    EXPECT_EQ(a->lambda, all.lambda);
+  }
+  // With the correction off the switch changes nothing.
+  none_options.correction_segments = CorrectionSegments::kSummary;
+  EXPECT_EQ(Learner(none_options).advantages(b).advantages, none.advantages);
+
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    const Batch r = testing::random_batch(seed);
+    for (CriticTarget target : {CriticTarget::kLocal, CriticTarget::kCorrected}) {
+      LearnerOptions o;
+      o.critic_target = target;
+      const Advantages corrected = Learner(o).advantages(r);
+      o.correction = false;
+      const Advantages uncorrected = Learner(o).advantages(r);
+      o.correction = true;
+      for (CorrectionSegments kind : {CorrectionSegments::kExecution, CorrectionSegments::kSummary}) {
+        o.correction_segments = kind;
+        const Advantages a = Learner(o).advantages(r);
+        for (int64_t s = 0; s < r.num_segments(); ++s) {
+          const bool applies =
+              (kind == CorrectionSegments::kSummary) == (r.segment_kind[s] == SegmentKind::kSummary);
+          const Advantages& expected = applies ? corrected : uncorrected;
+          for (int64_t t = r.segment_offsets[s]; t < r.segment_offsets[s + 1]; ++t) {
+            ASSERT_EQ(a.advantages[t], expected.advantages[t]) << "seed " << seed << " segment " << s;
+            ASSERT_EQ(a.returns[t], expected.returns[t]) << "seed " << seed << " segment " << s;
+          }
+        }
+      }
+    }
+  }
+}
+
 // "w/o sum.": the summary keeps its critic mask and still counts in N_after; only the actor changes.
 TEST(LearnerAdvantagesTest, SummaryLossMaskedKeepsCriticAndNAfter) {
   const Batch b = two_segment_batch();

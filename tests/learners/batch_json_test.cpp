@@ -47,6 +47,19 @@ TEST(LearnerBatchJsonTest, FixedLambdaAndCriticTargets) {
   EXPECT_EQ(req.options.lambda, 0.8);
   EXPECT_EQ(req.options.critic_target, CriticTarget::kStitched);
   EXPECT_FALSE(req.options.correction);
+  EXPECT_EQ(req.options.correction_segments, CorrectionSegments::kAll);
+  for (const auto& [name, kind] :
+       {std::pair{"execution", CorrectionSegments::kExecution},
+        std::pair{"summary", CorrectionSegments::kSummary}, std::pair{"all", CorrectionSegments::kAll}}) {
+    doc["correction_segments"] = name;
+    const AdvantagesRequest r = parse_advantages_request(doc.dump(), "b.json");
+    EXPECT_EQ(r.options.correction_segments, kind);
+    const Advantages a = Learner(r.options).advantages(r.batch);
+    EXPECT_EQ(nlohmann::json::parse(
+                  format_advantages_result(r, a, compute_diagnostics(r.batch, a)))["correction_segments"],
+              name);
+  }
+  doc.erase("correction_segments");
   doc.erase("rollouts");
   doc["rollouts"] = nlohmann::json::array();
   doc["rollouts"].push_back(
@@ -102,6 +115,11 @@ TEST(LearnerBatchJsonTest, BadInputNamesRolloutSegmentAndField) {
   d = good;
   d["critic_target"] = "global";
   expect_error(d, "critic_target", "local");
+  d = good;
+  d["correction_segments"] = "executions";
+  expect_error(d, "correction_segments", "\"executions\", expected \"all\", \"execution\" or \"summary\"");
+  d["correction_segments"] = 1;
+  expect_error(d, "correction_segments", "expected a string");
   d = good;
   d["gamma"] = 2.0;
   expect_error(d, "gamma", "[0, 1]");

@@ -39,6 +39,14 @@ inline std::vector<Variant> variants() {
   o.correction = false;
   out.push_back({"stitched target, no correction", o});
   o = {};
+  o.correction_segments = CorrectionSegments::kExecution;
+  o.critic_target = CriticTarget::kCorrected;
+  out.push_back({"correction on execution segments only, corrected target", o});
+  o = {};
+  o.correction_segments = CorrectionSegments::kSummary;
+  o.lambda_mode = LambdaMode::kTokenwise;
+  out.push_back({"correction on summary segments only, tokenwise lambda", o});
+  o = {};
   o.summary_loss_masked = true;
   o.token_level_normalization = false;
   out.push_back({"summary loss masked, per-segment means", o});

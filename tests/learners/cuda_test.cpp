@@ -93,7 +93,7 @@ bool skip_without_device() {
 }
 
 std::vector<LearnerOptions> all_switches() {
-  std::vector<LearnerOptions> out(10);
+  std::vector<LearnerOptions> out(12);
   out[1].lambda_mode = LambdaMode::kTokenwise;
   out[2].lambda_mode = LambdaMode::kFixed;
   out[2].lambda = 0.95;
@@ -108,6 +108,10 @@ std::vector<LearnerOptions> all_switches() {
   out[8].positive_only = true;
   out[9].value_clip = 0.2;
   out[9].kl_coef = 0.05;
+  out[10].correction_segments = CorrectionSegments::kExecution;
+  out[10].critic_target = CriticTarget::kCorrected;
+  out[11].correction_segments = CorrectionSegments::kSummary;
+  out[11].lambda_mode = LambdaMode::kTokenwise;
   return out;
 }
 

@@ -108,7 +108,7 @@ TEST(LearnerOptions, EverySwitchIsSettableFromAScenarioFile) {
     critic_target: STITCHED warmup_batches: 50 critic_per_actor: 2 actor_lr: 0.01 critic_lr: 0.03
     summary_loss_masked: true clip_epsilon: 0.1 token_level_normalization: false whiten_advantages: true
     whiten_epsilon: 0.001 positive_only: true value_clip: 0.2 kl_coef: 0.05 ppo_epochs: 4 minibatches: 8
-    actor_gate: true gate_threshold: 0.999)");
+    actor_gate: true gate_threshold: 0.999 correction_segments: SUMMARY)");
   const ScenarioSpec spec = parse_scenario(text, "x.pbtxt");
   const LearnerConfig& l = spec.arms.at(0).setup.learner();
   const learners::LearnerOptions o = learner_options(l);
@@ -118,6 +118,7 @@ TEST(LearnerOptions, EverySwitchIsSettableFromAScenarioFile) {
   EXPECT_EQ(o.lambda_alpha, 2.5);
   EXPECT_FALSE(o.correction);
   EXPECT_EQ(o.critic_target, learners::CriticTarget::kStitched);
+  EXPECT_EQ(o.correction_segments, learners::CorrectionSegments::kSummary);
   EXPECT_TRUE(o.summary_loss_masked);
   EXPECT_EQ(o.clip_epsilon, 0.1);
   EXPECT_FALSE(o.token_level_normalization);
@@ -143,8 +144,14 @@ TEST(LearnerOptions, EverySwitchIsSettableFromAScenarioFile) {
                     .setup.learner())
                 .critic_target,
             learners::CriticTarget::kCorrected);
-  // Defaults: one PPO epoch over one minibatch, token-level normalization on.
+  EXPECT_EQ(learner_options(parse_scenario(scenario_with("correction_segments: EXECUTION"), "x.pbtxt")
+                                .arms.at(0)
+                                .setup.learner())
+                .correction_segments,
+            learners::CorrectionSegments::kExecution);
+  // Defaults: one PPO epoch over one minibatch, token-level normalization on, the correction everywhere.
   const learners::LearnerOptions d = learner_options(LearnerConfig());
+  EXPECT_EQ(d.correction_segments, learners::CorrectionSegments::kAll);
   EXPECT_EQ(d.ppo_epochs, 1);
   EXPECT_EQ(d.minibatches, 1);
   EXPECT_TRUE(d.token_level_normalization);
