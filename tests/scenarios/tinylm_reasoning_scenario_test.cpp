@@ -157,16 +157,24 @@ TEST(TinyLmReasoningScenario, CreditFileHasTheShippedBase) {
     ASSERT_NE(there, nullptr) << name;
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(here->set(), there->set())) << name;
   }
-  // The arm under test changes exactly the two learner switches it names.
+  // The arms under test change exactly the learner switches they name.
+  int checked = 0;
   for (const auto& arm : credit.arm()) {
-    if (arm.name() != "no_cross_gae_exec_only") continue;
-    EXPECT_EQ(leaf_fields(arm.set()), 2);
-    EXPECT_FALSE(arm.set().learner().correction());
-    EXPECT_TRUE(arm.set().learner().summary_loss_masked());
+    if (arm.name() == "no_cross_gae_exec_only") {
+      EXPECT_EQ(leaf_fields(arm.set()), 2);
+      EXPECT_FALSE(arm.set().learner().correction());
+      EXPECT_TRUE(arm.set().learner().summary_loss_masked());
+      ++checked;
+    } else if (arm.name() == "correction_on_execution") {
+      EXPECT_EQ(leaf_fields(arm.set()), 1);
+      EXPECT_EQ(arm.set().learner().correction_segments(), proto::scenario::LearnerConfig::EXECUTION);
+      ++checked;
+    }
   }
+  EXPECT_EQ(checked, 2);
   // And it parses as a scenario (the budget, the tokenizer and the checkpoint checked).
   credit.mutable_base()->CopyFrom(base);
-  EXPECT_EQ(parsed(credit).arms.size(), 3u);
+  EXPECT_EQ(parsed(credit).arms.size(), 4u);
 }
 
 }  // namespace
