@@ -77,6 +77,14 @@ threads=${THREADS:-1}
 tokenizer=data/tokenizers/synthetic_words1024.json
 [ -x "$crl" ] || { echo "train_reasoning_base.sh: $crl not found (build first: scripts/build.sh)" >&2; exit 2; }
 mkdir -p "$out"
+if [ -z "$evaluate" ]; then
+  # A resumed run must be the same run: stages of another seed in DIR would be taken as this seed's.
+  if [ -f "$out/seed" ] && [ "$(cat "$out/seed")" != "$seed" ]; then
+    echo "train_reasoning_base.sh: $out holds the stages of seed $(cat "$out/seed"), not $seed: use another --out" >&2
+    exit 2
+  fi
+  echo "$seed" > "$out/seed"
+fi
 
 common=(--tokenizer "$tokenizer" --namespace phase3 --split train --tasks 1440 --seed "$seed"
   --threads "$threads" --capacity 1024 --reserve 384 --summary-cap 96 --max-compactions 5

@@ -62,6 +62,13 @@ class TrainReasoningBase(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("no-crl not found", r.stderr)
 
+    def test_a_directory_of_another_seed_is_refused(self):
+        os.makedirs(self.out)
+        with open(os.path.join(self.out, "seed"), "w") as f:
+            f.write("2\n")
+        shutil.copy(BASE, os.path.join(self.out, "stage-1-short_drills.ckpt"))
+        self.refused(["--seed", "1", "--out", self.out], "holds the stages of seed 2, not 1")
+
     def test_a_failing_stage_stops_the_run_and_names_its_log(self):
         fake = os.path.join(self.dir.name, "fake-crl")
         with open(fake, "w") as f:
