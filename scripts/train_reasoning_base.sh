@@ -88,7 +88,7 @@ fi
 
 common=(--tokenizer "$tokenizer" --namespace phase3 --split train --tasks 1440 --seed "$seed"
   --threads "$threads" --capacity 1024 --reserve 384 --summary-cap 96 --max-compactions 5
-  --summary-weight 8 --final-weight 8)
+  --summary-weight 8)
 previous=""
 stage() {  # stage NAME ARGS...: one `crl lm train` from the previous stage's checkpoint
   local name=$1
@@ -113,16 +113,17 @@ stage() {  # stage NAME ARGS...: one `crl lm train` from the previous stage's ch
 
 if [ -z "$evaluate" ]; then
   stage 1-short_drills --d-model 32 --heads 2 --layers 2 --d-ff 128 --rope --per-turn-cap 48 \
-    --copy-drill-steps 3000 --copy-drill-batch 16 --steps 0
-  stage 2-long_drills_sft --per-turn-cap 48 --copy-drill-long-steps 1500 --copy-drill-gap 700 \
-    --copy-drill-batch 8 --copy-drill-mix 2400 --steps 4000 --batch 4 --lr 3e-3 --warmup 30 --cosine
-  stage 3-sft_more --per-turn-cap 48 --copy-drill-mix 2400 --steps 4000 --batch 4 --lr 1e-3
-  stage 4-notes --reasoning --per-turn-cap 96 --steps 1500 --batch 4 --lr 1e-3 --warmup 30 --cosine
+    --final-weight 8 --copy-drill-steps 3000 --copy-drill-batch 16 --steps 0
+  stage 2-long_drills_sft --per-turn-cap 48 --final-weight 8 --copy-drill-long-steps 1500 \
+    --copy-drill-gap 700 --copy-drill-batch 8 --copy-drill-mix 2400 --steps 4000 --batch 4 --lr 3e-3 --warmup 30 --cosine
+  stage 3-sft_more --per-turn-cap 48 --final-weight 8 --copy-drill-mix 2400 --steps 4000 --batch 4 --lr 1e-3
+  stage 4-notes --reasoning --per-turn-cap 96 --final-weight 8 --steps 1500 --batch 4 --lr 1e-3 --warmup 30 \
+    --cosine
   stage 5-final32 --reasoning --per-turn-cap 96 --final-weight 32 --steps 1500 --batch 4 --lr 1e-3
-  stage 6-windows --reasoning --per-turn-cap 96 --answer-window 16 --answer-batch 32 --steps 1000 --batch 4 \
-    --lr 1e-3
-  stage 7-windows_b1 --reasoning --per-turn-cap 96 --answer-window 16 --answer-batch 32 --steps 1000 \
-    --batch 1 --lr 1e-3
+  stage 6-windows --reasoning --per-turn-cap 96 --final-weight 8 --answer-window 16 --answer-batch 32 \
+    --steps 1000 --batch 4 --lr 1e-3
+  stage 7-windows_b1 --reasoning --per-turn-cap 96 --final-weight 8 --answer-window 16 --answer-batch 32 \
+    --steps 1000 --batch 1 --lr 1e-3
   cp "$previous" "$out/base.ckpt.tmp" && mv "$out/base.ckpt.tmp" "$out/base.ckpt"
   echo "base: $out/base.ckpt"
   [ "$stages_only" = 1 ] && exit 0

@@ -101,6 +101,41 @@ class TrainReasoningBase(unittest.TestCase):
         self.assertEqual(exact(summary, "greedy")[1], 3)
         self.assertEqual(exact(summary, "sampled")[1], 3)
 
+    def test_every_stage_is_a_valid_crl_lm_train_call_from_the_previous_stage(self):
+        # A stand-in for `crl lm train` records its arguments and writes the --out checkpoint (a copy of the
+        # committed base); everything else runs the real crl. Each call's options must be options of the real
+        # `crl lm train` (its --help), none given twice (boost refuses that only after hours of earlier stages).
+        record = os.path.join(self.dir.name, "calls.txt")
+        wrapper = os.path.join(self.dir.name, "crl-recording")
+        with open(wrapper, "w") as f:
+            f.write("#!/usr/bin/python3\nimport shutil, subprocess, sys\n"
+                    "if sys.argv[1:3] == ['lm', 'train']:\n"
+                    "    with open(%r, 'a') as f: f.write('\\t'.join(sys.argv[3:]) + '\\n')\n"
+                    "    shutil.copy(%r, sys.argv[sys.argv.index('--out') + 1]); sys.exit(0)\n"
+                    "sys.exit(subprocess.call([%r] + sys.argv[1:]))\n" % (record, BASE, CRL))
+        os.chmod(wrapper, 0o755)
+        r = run("--seed", "5", "--out", self.out, "--eval-tasks", "2", crl=wrapper)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        help_text = subprocess.run([CRL, "lm", "train", "--help"], capture_output=True, text=True).stdout
+        known = set(re.findall(r"--([a-z][a-z0-9-]*)", help_text))
+        with open(record) as f:
+            calls = [line.rstrip("\n").split("\t") for line in f]
+        self.assertEqual(len(calls), len(STAGES))
+        previous = None
+        for stage, args in zip(STAGES, calls):
+            options = [a[2:] for a in args if a.startswith("--")]
+            self.assertEqual(sorted(set(options)), sorted(options), "%s gives an option twice: %s" % (stage, args))
+            self.assertLessEqual(set(options), known, stage)
+            self.assertEqual(args[args.index("--seed") + 1], "5", stage)
+            self.assertEqual(args[args.index("--out") + 1], os.path.join(self.out, "stage-%s.ckpt" % stage))
+            if previous is None:
+                self.assertNotIn("--init", args)
+            else:
+                self.assertEqual(args[args.index("--init") + 1], previous, stage)
+            previous = args[args.index("--out") + 1]
+        self.assertIn("--reasoning", calls[-1])
+        self.assertTrue(os.path.exists(os.path.join(self.out, "summary.txt")))
+
     def test_the_committed_base_evaluates_as_data_readme_reports(self):
         # data/README.md: 25 of the 60 default-dev episodes greedy, 19 sampled at temperature 1 (seed 7). Greedy
         # is a bound, not the number: another CPU may round a near tie differently.
