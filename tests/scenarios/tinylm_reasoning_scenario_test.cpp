@@ -165,16 +165,18 @@ TEST(TinyLmReasoningScenario, CreditFileHasTheShippedBase) {
       EXPECT_FALSE(arm.set().learner().correction());
       EXPECT_TRUE(arm.set().learner().summary_loss_masked());
       ++checked;
-    } else if (arm.name() == "correction_on_execution") {
+    } else if (arm.name() == "correction_on_execution" || arm.name() == "correction_on_summary") {
       EXPECT_EQ(leaf_fields(arm.set()), 1);
-      EXPECT_EQ(arm.set().learner().correction_segments(), proto::scenario::LearnerConfig::EXECUTION);
+      EXPECT_EQ(arm.set().learner().correction_segments(), arm.name() == "correction_on_execution"
+                                                               ? proto::scenario::LearnerConfig::EXECUTION
+                                                               : proto::scenario::LearnerConfig::SUMMARY);
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 3);
   // And it parses as a scenario (the budget, the tokenizer and the checkpoint checked).
   credit.mutable_base()->CopyFrom(base);
-  EXPECT_EQ(parsed(credit).arms.size(), 4u);
+  EXPECT_EQ(parsed(credit).arms.size(), 5u);
 }
 
 }  // namespace
