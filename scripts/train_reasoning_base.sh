@@ -134,7 +134,8 @@ fi
 serve_log=$out/serve.log
 "$crl" lm serve --checkpoint "$evaluate" --tokenizer "$tokenizer" --port 0 > "$serve_log" 2>&1 &
 server=$!
-trap 'kill $server 2>/dev/null || true' EXIT
+# Stop the server when the script ends, however it ends, and wait for it: no server outlives the script.
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 port=""
 for _ in $(seq 1 100); do
   port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$serve_log")

@@ -27,6 +27,20 @@ def run(*args, crl=None):
     return subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, timeout=600, env=env)
 
 
+def processes_naming(text):
+    """The command lines of running processes that contain `text` (a temporary path: a leaked server)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                line = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in line and "train_reasoning_base" not in line:
+            found.append(line)
+    return found
+
+
 def exact(summary, mode):
     """(wins, tasks) of the `all` line under the greedy or sampled heading of summary.txt."""
     block = summary.split(mode + " (")[1]
@@ -96,6 +110,7 @@ class TrainReasoningBase(unittest.TestCase):
             self.assertIn("stage %s: %s/stage-%s.ckpt exists, not run again" % (stage, self.out, stage), r.stdout)
         with open(BASE, "rb") as a, open(os.path.join(self.out, "base.ckpt"), "rb") as b:
             self.assertEqual(a.read(), b.read())
+        self.assertEqual(processes_naming(self.out), [], "crl lm serve outlived the script")
         with open(os.path.join(self.out, "summary.txt")) as f:
             summary = f.read()
         self.assertEqual(exact(summary, "greedy")[1], 3)
@@ -105,14 +120,15 @@ class TrainReasoningBase(unittest.TestCase):
         # A stand-in for `crl lm train` records its arguments and writes the --out checkpoint (a copy of the
         # committed base); everything else runs the real crl. Each call's options must be options of the real
         # `crl lm train` (its --help), none given twice (boost refuses that only after hours of earlier stages).
+        # The real crl replaces the stand-in's process (exec), so the script's kill of `crl lm serve` reaches it.
         record = os.path.join(self.dir.name, "calls.txt")
         wrapper = os.path.join(self.dir.name, "crl-recording")
         with open(wrapper, "w") as f:
-            f.write("#!/usr/bin/python3\nimport shutil, subprocess, sys\n"
+            f.write("#!/usr/bin/python3\nimport os, shutil, sys\n"
                     "if sys.argv[1:3] == ['lm', 'train']:\n"
                     "    with open(%r, 'a') as f: f.write('\\t'.join(sys.argv[3:]) + '\\n')\n"
                     "    shutil.copy(%r, sys.argv[sys.argv.index('--out') + 1]); sys.exit(0)\n"
-                    "sys.exit(subprocess.call([%r] + sys.argv[1:]))\n" % (record, BASE, CRL))
+                    "os.execv(%r, [%r] + sys.argv[1:])\n" % (record, BASE, CRL, CRL))
         os.chmod(wrapper, 0o755)
         r = run("--seed", "5", "--out", self.out, "--eval-tasks", "2", crl=wrapper)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
