@@ -34,7 +34,7 @@ enum class CorrectionSegments {
 enum class Backend { kCpu, kCuda };
 
 // Whether the correction multiplies a segment (`summary`: a summary segment; else an execution segment).
-// The CUDA twin (cuda/advantage_kernels.cuh) spells the same test out on the segment kinds on the device.
+// constexpr, so the CUDA kernels (cuda/advantage_kernels.cuh) call this same function on the device.
 constexpr bool correction_applies(CorrectionSegments segments, bool summary) {
   return segments == CorrectionSegments::kAll || (segments == CorrectionSegments::kSummary) == summary;
 }

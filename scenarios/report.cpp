@@ -10,6 +10,7 @@
 #include "envs/registry.h"
 #include "scenarios/ablation_table.h"
 #include "scenarios/output_set.h"
+#include "scenarios/runner.h"
 #include "scenarios/statistics.h"
 #include "scenarios/summary_curves.h"
 
@@ -67,28 +68,12 @@ std::string xml(const std::string& text) {
   return out;
 }
 
-// "on", "off", or "on (execution segments only)" / "on (summary segments only)".
-std::string correction_text(const LearnerConfig& l) {
-  if (!l.correction()) return "off";
-  switch (l.correction_segments()) {
-    case LearnerConfig::EXECUTION:
-      return "on (execution segments only)";
-    case LearnerConfig::SUMMARY:
-      return "on (summary segments only)";
-    default:
-      return "on";
-  }
-}
-
-std::string critic_target_text(const LearnerConfig& l) {
-  switch (l.critic_target()) {
-    case LearnerConfig::CORRECTED:
-      return "corrected";
-    case LearnerConfig::STITCHED:
-      return "stitched";
-    default:
-      return "local";
-  }
+// "on", "off", or "on (execution segments only)" / "on (summary segments only)": the learner's own names
+// (learners/options.h), through the runner's mapping of the file's fields.
+std::string correction_text(const learners::LearnerOptions& o) {
+  if (!o.correction) return "off";
+  if (o.correction_segments == learners::CorrectionSegments::kAll) return "on";
+  return "on (" + std::string(learners::correction_segments_name(o.correction_segments)) + " segments only)";
 }
 
 std::string lambda_text(const LearnerConfig& l) {
@@ -455,12 +440,13 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
     std::string policy = s.policy().name();
     for (const auto& [k, v] : policy_params(s)) policy += " " + k + "=" + v;
     out << "| " << arm.name << " | " << policy << " | gamma " << fixed(l.gamma(), 3) << ", lambda "
-        << lambda_text(l) << ", correction " << correction_text(l) << ", critic target "
-        << critic_target_text(l) << (l.summary_loss_masked() ? ", summary loss masked" : "") << ", warm-up "
-        << l.warmup_batches() << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor "
-        << rate(l.actor_lr()) << " / critic " << rate(l.critic_lr()) << " | " << t.episodes()
-        << " episodes, batch " << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every "
-        << t.eval_interval() << " |\n";
+        << lambda_text(l) << ", correction " << correction_text(learner_options(l)) << ", critic target "
+        << learners::critic_target_name(learner_options(l).critic_target)
+        << (l.summary_loss_masked() ? ", summary loss masked" : "") << ", warm-up " << l.warmup_batches()
+        << " batches, " << l.critic_per_actor() << " critic : 1 actor, LR actor " << rate(l.actor_lr())
+        << " / critic " << rate(l.critic_lr()) << " | " << t.episodes() << " episodes, batch "
+        << t.batch_size() << ", eval " << t.eval_episodes() << " episodes, every " << t.eval_interval()
+        << " |\n";
   }
   out << "\nEnvironment: `" << spec.arms.front().setup.env().name() << "`";
   for (const auto& [k, v] : env_params(spec.arms.front().setup)) out << " " << k << "=" << v;

@@ -96,10 +96,9 @@ __global__ void rollout_walk_kernel(KernelOptions o, const int64_t* roll_offsets
     const double lambda = device_lambda(o, n);
     const double log_gl = device_log_discount(o.gamma, lambda);
     double factor = 1.0;
-    // correction_applies() (learners/options.h): every segment, or only those of the chosen kind.
-    const bool summary = seg_kind[s] == static_cast<uint8_t>(SegmentKind::kSummary);
-    const bool applies = o.correction_segments == static_cast<int>(CorrectionSegments::kAll) ||
-                         (o.correction_segments == static_cast<int>(CorrectionSegments::kSummary)) == summary;
+    // The CPU learner's test (learners/options.h; constexpr, callable here with --expt-relaxed-constexpr).
+    const bool applies = correction_applies(static_cast<CorrectionSegments>(o.correction_segments),
+                                            seg_kind[s] == static_cast<uint8_t>(SegmentKind::kSummary));
     if (o.correction && applies && later_tokens > 0) {
       factor = o.lambda_mode == static_cast<int>(LambdaMode::kTokenwise)
                    ? exp(later_log)
