@@ -171,12 +171,16 @@ TEST(TinyLmReasoningScenario, CreditFileHasTheShippedBase) {
                                                                ? proto::scenario::LearnerConfig::EXECUTION
                                                                : proto::scenario::LearnerConfig::SUMMARY);
       ++checked;
+    } else if (arm.name() == "joint_corrected_critic") {
+      EXPECT_EQ(leaf_fields(arm.set()), 1);
+      EXPECT_EQ(arm.set().learner().critic_target(), proto::scenario::LearnerConfig::CORRECTED);
+      ++checked;
     }
   }
-  EXPECT_EQ(checked, 3);
+  EXPECT_EQ(checked, 4);
   // And it parses as a scenario (the budget, the tokenizer and the checkpoint checked).
   credit.mutable_base()->CopyFrom(base);
-  EXPECT_EQ(parsed(credit).arms.size(), 5u);
+  EXPECT_EQ(parsed(credit).arms.size(), 6u);
 }
 
 }  // namespace
