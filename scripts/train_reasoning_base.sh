@@ -90,6 +90,7 @@ common=(--tokenizer "$tokenizer" --namespace phase3 --split train --tasks 1440 -
   --threads "$threads" --capacity 1024 --reserve 384 --summary-cap 96 --max-compactions 5
   --summary-weight 8)
 previous=""
+trained=0
 stage() {  # stage NAME ARGS...: one `crl lm train` from the previous stage's checkpoint
   local name=$1
   shift
@@ -109,9 +110,22 @@ stage() {  # stage NAME ARGS...: one `crl lm train` from the previous stage's ch
     echo "stage $name: done in $((SECONDS - started)) s"
   fi
   previous=$ckpt
+  teacher_forced "$name" >> "$out/stages.txt.tmp"
+}
+# The teacher-forced dev metrics a stage's log ends with (`crl lm train`'s "after:" line), one line per stage
+# for summary.txt: the final `submit`'s exact (written straight from the context) and, with notes, the answer's
+# exact after the oracle's notes. Where seeds part (data/README.md): after stage 3 the final actions' exact.
+teacher_forced() {
+  local after
+  after=$({ grep '^after:' "$out/stage-$1.log" 2>/dev/null || true; } | tail -n 1)  # no log: n/a
+  local final notes
+  final=$(sed -n 's/.*; final actions [0-9.]* \/ \([0-9.]*\) .*/\1/p' <<< "$after")
+  notes=$(sed -n 's/.*; answers after the notes [0-9.]* \/ \([0-9.]*\) .*/\1/p' <<< "$after")
+  echo "stage $1: teacher-forced dev exact: final actions ${final:-n/a}, answers after the notes ${notes:-n/a}"
 }
 
 if [ -z "$evaluate" ]; then
+  rm -f "$out/stages.txt.tmp"
   stage 1-short_drills --d-model 32 --heads 2 --layers 2 --d-ff 128 --rope --per-turn-cap 48 \
     --final-weight 8 --copy-drill-steps 3000 --copy-drill-batch 16 --steps 0
   stage 2-long_drills_sft --per-turn-cap 48 --final-weight 8 --copy-drill-long-steps 1500 \
@@ -125,9 +139,12 @@ if [ -z "$evaluate" ]; then
   stage 7-windows_b1 --reasoning --per-turn-cap 96 --final-weight 8 --answer-window 16 --answer-batch 32 \
     --steps 1000 --batch 1 --lr 1e-3
   cp "$previous" "$out/base.ckpt.tmp" && mv "$out/base.ckpt.tmp" "$out/base.ckpt"
+  mv "$out/stages.txt.tmp" "$out/stages.txt"
+  cat "$out/stages.txt"
   echo "base: $out/base.ckpt"
   [ "$stages_only" = 1 ] && exit 0
   evaluate=$out/base.ckpt
+  trained=1
 fi
 
 # Closed loop: serve the checkpoint on a free port, play the first N default-dev tasks greedy and sampled.
@@ -159,5 +176,6 @@ for mode in greedy:0 sampled:1; do
   echo "$name (temperature $temperature):" >> "$summary"
   grep -E '^(early_fact|latest_update|ordered_plan|all) ' "$out/dev-$name.txt" >> "$summary"
 done
+[ "$trained" = 0 ] || cat "$out/stages.txt" >> "$summary"
 mv "$summary" "$out/summary.txt"
 cat "$out/summary.txt"
