@@ -133,6 +133,33 @@ TEST(TinyLmReasoningScenario, ThePinnedBaseWinsAFifthOfHeldOutEpisodes) {
   EXPECT_LT(fresh.arms[0].mean_accuracy, 0.2) << fresh.arms[0].mean_accuracy;
 }
 
+// scenarios/synthetic_tinylm_reasoning_long.pbtxt asks whether four times the training changes the shipped
+// file's results, paired seed for seed with that file's 512-episode runs: valid only while it is the shipped
+// file with more episodes (and checkpoints along the way), and its arms are the shipped file's arms.
+TEST(TinyLmReasoningScenario, LongFileIsTheShippedFileTrainedLonger) {
+  proto::scenario::Scenario longer;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      read_file(source("scenarios/synthetic_tinylm_reasoning_long.pbtxt")), &longer));
+  const proto::scenario::Scenario file = shipped();
+  proto::scenario::Setup base = longer.base();
+  base.set_tokenizer(source(base.tokenizer()));
+  base.set_init_checkpoint(source(base.init_checkpoint()));
+  EXPECT_EQ(base.training().episodes(), 4 * file.base().training().episodes());
+  EXPECT_EQ(base.training().checkpoint_every(), file.base().training().episodes());
+  base.mutable_training()->set_episodes(file.base().training().episodes());
+  base.mutable_training()->clear_checkpoint_every();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(base, file.base()))
+      << "the long file's base differs from " << kFile << " in more than its episodes";
+  ASSERT_EQ(longer.arm_size(), 3);
+  for (const auto& arm : longer.arm()) {
+    const proto::scenario::Arm* there = nullptr;
+    for (const auto& candidate : file.arm())
+      if (candidate.name() == arm.name()) there = &candidate;
+    ASSERT_NE(there, nullptr) << arm.name();
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(arm.set(), there->set())) << arm.name();
+  }
+}
+
 // scenarios/synthetic_tinylm_reasoning_credit.pbtxt answers a question about the shipped file's arms by
 // pairing its arm with that file's runs seed for seed: valid only while its base is the shipped file's, and
 // its joint and no_cross_gae arms are the shipped file's arms of those names.
