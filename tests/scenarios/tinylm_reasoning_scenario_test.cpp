@@ -133,17 +133,24 @@ TEST(TinyLmReasoningScenario, ThePinnedBaseWinsAFifthOfHeldOutEpisodes) {
   EXPECT_LT(fresh.arms[0].mean_accuracy, 0.2) << fresh.arms[0].mean_accuracy;
 }
 
+// A companion scenario file (one that pairs its runs with the shipped file's), parsed, with its base's
+// tokenizer and init_checkpoint resolved as shipped() resolves the shipped file's.
+proto::scenario::Scenario companion(const std::string& path) {
+  proto::scenario::Scenario scenario;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(read_file(source(path)), &scenario)) << path;
+  proto::scenario::Setup& base = *scenario.mutable_base();
+  base.set_tokenizer(source(base.tokenizer()));
+  base.set_init_checkpoint(source(base.init_checkpoint()));
+  return scenario;
+}
+
 // scenarios/synthetic_tinylm_reasoning_long.pbtxt asks whether four times the training changes the shipped
 // file's results, paired seed for seed with that file's 512-episode runs: valid only while it is the shipped
 // file with more episodes (and checkpoints along the way), and its arms are the shipped file's arms.
 TEST(TinyLmReasoningScenario, LongFileIsTheShippedFileTrainedLonger) {
-  proto::scenario::Scenario longer;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      read_file(source("scenarios/synthetic_tinylm_reasoning_long.pbtxt")), &longer));
+  const proto::scenario::Scenario longer = companion("scenarios/synthetic_tinylm_reasoning_long.pbtxt");
   const proto::scenario::Scenario file = shipped();
   proto::scenario::Setup base = longer.base();
-  base.set_tokenizer(source(base.tokenizer()));
-  base.set_init_checkpoint(source(base.init_checkpoint()));
   EXPECT_EQ(base.training().episodes(), 4 * file.base().training().episodes());
   EXPECT_EQ(base.training().checkpoint_every(), file.base().training().episodes());
   base.mutable_training()->set_episodes(file.base().training().episodes());
@@ -164,14 +171,9 @@ TEST(TinyLmReasoningScenario, LongFileIsTheShippedFileTrainedLonger) {
 // pairing its arm with that file's runs seed for seed: valid only while its base is the shipped file's, and
 // its joint and no_cross_gae arms are the shipped file's arms of those names.
 TEST(TinyLmReasoningScenario, CreditFileHasTheShippedBase) {
-  proto::scenario::Scenario credit;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      read_file(source("scenarios/synthetic_tinylm_reasoning_credit.pbtxt")), &credit));
+  const proto::scenario::Scenario credit = companion("scenarios/synthetic_tinylm_reasoning_credit.pbtxt");
   const proto::scenario::Scenario file = shipped();
-  proto::scenario::Setup base = credit.base();
-  base.set_tokenizer(source(base.tokenizer()));
-  base.set_init_checkpoint(source(base.init_checkpoint()));
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(base, file.base()))
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(credit.base(), file.base()))
       << "the credit file's base differs from " << kFile;
   for (const char* name : {"joint", "no_cross_gae"}) {
     const proto::scenario::Arm* here = nullptr;
@@ -205,8 +207,8 @@ TEST(TinyLmReasoningScenario, CreditFileHasTheShippedBase) {
     }
   }
   EXPECT_EQ(checked, 4);
-  // And it parses as a scenario (the budget, the tokenizer and the checkpoint checked).
-  credit.mutable_base()->CopyFrom(base);
+  // And it parses as a scenario (the budget, the tokenizer and the checkpoint checked; companion() resolved
+  // the paths).
   EXPECT_EQ(parsed(credit).arms.size(), 6u);
 }
 
