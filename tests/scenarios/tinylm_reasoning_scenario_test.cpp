@@ -144,6 +144,13 @@ proto::scenario::Scenario companion(const std::string& path) {
   return scenario;
 }
 
+// The arm of that name in `scenario`, or null.
+const proto::scenario::Arm* arm_named(const proto::scenario::Scenario& scenario, const std::string& name) {
+  for (const auto& arm : scenario.arm())
+    if (arm.name() == name) return &arm;
+  return nullptr;
+}
+
 // scenarios/synthetic_tinylm_reasoning_long.pbtxt asks whether four times the training changes the shipped
 // file's results, paired seed for seed with that file's 512-episode runs: valid only while it is the shipped
 // file with more episodes (and checkpoints along the way), and its arms are the shipped file's arms.
@@ -159,12 +166,12 @@ TEST(TinyLmReasoningScenario, LongFileIsTheShippedFileTrainedLonger) {
       << "the long file's base differs from " << kFile << " in more than its episodes";
   ASSERT_EQ(longer.arm_size(), 3);
   for (const auto& arm : longer.arm()) {
-    const proto::scenario::Arm* there = nullptr;
-    for (const auto& candidate : file.arm())
-      if (candidate.name() == arm.name()) there = &candidate;
+    const proto::scenario::Arm* there = arm_named(file, arm.name());
     ASSERT_NE(there, nullptr) << arm.name();
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(arm.set(), there->set())) << arm.name();
   }
+  // And it parses as a scenario (its table, the budget, the tokenizer and the checkpoint checked).
+  EXPECT_EQ(parsed(longer).arms.size(), 3u);
 }
 
 // scenarios/synthetic_tinylm_reasoning_credit.pbtxt answers a question about the shipped file's arms by
@@ -176,12 +183,8 @@ TEST(TinyLmReasoningScenario, CreditFileHasTheShippedBase) {
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(credit.base(), file.base()))
       << "the credit file's base differs from " << kFile;
   for (const char* name : {"joint", "no_cross_gae"}) {
-    const proto::scenario::Arm* here = nullptr;
-    const proto::scenario::Arm* there = nullptr;
-    for (const auto& arm : credit.arm())
-      if (arm.name() == name) here = &arm;
-    for (const auto& arm : file.arm())
-      if (arm.name() == name) there = &arm;
+    const proto::scenario::Arm* here = arm_named(credit, name);
+    const proto::scenario::Arm* there = arm_named(file, name);
     ASSERT_NE(here, nullptr) << name;
     ASSERT_NE(there, nullptr) << name;
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(here->set(), there->set())) << name;
