@@ -15,7 +15,8 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 
-def render(case):
+def compiled(case):
+    """The case's template compiled once, as a function that renders the case (bench/baselines times it)."""
     now = datetime.datetime.fromtimestamp(case.get("now", 0), tz=datetime.timezone.utc)
 
     def raise_exception(message):
@@ -39,7 +40,11 @@ def render(case):
     variables.update(messages=case["messages"], tools=case.get("tools"), documents=None,
                      add_generation_prompt=case.get("add_generation_prompt", False))
     variables.update(case.get("extra") or {})
-    return template.render(**variables)
+    return lambda: template.render(**variables)
+
+
+def render(case):
+    return compiled(case)()
 
 
 def main():
@@ -53,4 +58,5 @@ def main():
     sys.stdout.write(json.dumps(out, ensure_ascii=False))
 
 
-main()
+if __name__ == "__main__":
+    main()
