@@ -62,17 +62,20 @@ std::string strip(std::string_view s, const std::string* chars, bool left, bool 
     }
     return 0;
   };
-  std::vector<size_t> starts;  // code point starts
-  for (size_t i = 0; i < s.size(); i += code_point(s, i).size()) starts.push_back(i);
-  size_t b = 0, e = starts.size();
+  // Only the ends are looked at (a message of 8k tokens is stripped on every render by most templates). A
+  // code point starts at byte 0 or at a byte that is not a continuation byte, as code_point() reads them.
+  size_t from = 0, to = s.size();
   if (left) {
-    while (b < e && strippable(starts[b])) ++b;
+    while (from < to && strippable(from)) from += code_point(s, from).size();
   }
   if (right) {
-    while (e > b && strippable(starts[e - 1])) --e;
+    while (to > from) {
+      size_t start = to - 1;
+      while (start > from && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      if (!strippable(start)) break;
+      to = start;
+    }
   }
-  const size_t from = b < starts.size() ? starts[b] : s.size();
-  const size_t to = e < starts.size() ? starts[e] : s.size();
   return std::string(s.substr(from, to - from));
 }
 

@@ -117,6 +117,11 @@ TEST(Jinja, LoopsFiltersTests) {
                    "{{ 'a-b'.replace('-', '+') }}|{{ 'hello world'.title() }}|{{ "
                    "'a</think>b'.split('</think>')[-1] }}"),
             "a b|a|True|a+b|Hello World|b");
+  // Stripping looks at code points from both ends (expected strings from Python's str.strip).
+  EXPECT_EQ(render("[{{ s.strip() }}|{{ 'éaé'.strip('é') }}|{{ 'xé'.rstrip('é') }}|{{ 'é  '.rstrip() }}|"
+                   "{{ '  '.strip() }}|{{ 'ab'.strip('ba') }}|{{ s|trim }}]",
+                   {{"s", "\u3000 a\u00a0b \u2003"}}),
+            "[a\u00a0b|a|x|é|||a\u00a0b]");
 }
 
 TEST(Jinja, MacrosAndCallBlocks) {
