@@ -147,54 +147,76 @@ void Interpreter::exec_for(const Node& node) {
   const Value iterable = eval(*node.expr);
   if (iterable.is_none() || iterable.is_number() || iterable.is_callable() || iterable.is_namespace())
     fail(ErrorKind::kType, "'" + iterable.type_name() + "' object is not iterable");
-  List items = iterate(*this, iterable);
+  // A list is iterated in place (lists are immutable); strings and dicts become lists first.
+  List made;
+  const List* items = &made;
+  if (iterable.is_list()) {
+    items = &iterable.as_list();
+  } else {
+    made = iterate(*this, iterable);
+  }
   const auto parent = scope_;
+  // Each iteration has a fresh scope (a `set` in one iteration is not seen by the next, as in jinja2); the
+  // Scope object and the `loop` dict are reused when nothing outlived the iteration that held them (a macro
+  // defined in the body keeps its scope, `set x = loop` keeps the dict): copy on write. A chat template runs
+  // this once per message per loop, and some (gpt-oss) loop over the rest of the conversation per message.
+  std::shared_ptr<Scope> frame;
+  std::shared_ptr<Dict> loop_dict;
+  const auto enter = [&] {
+    if (frame && frame.use_count() == 1) {
+      frame->vars.items.clear();
+    } else {
+      frame = std::make_shared<Scope>();
+      frame->parent = parent;
+    }
+    scope_ = frame;
+  };
   const auto bind = [&](const Value& item) {
     if (node.targets.size() == 1) {
-      scope_->vars[node.targets[0]] = item;
+      scope_->vars.set(node.targets[0], item);
       return;
     }
     const List parts = iterate(*this, item);
     if (parts.size() != node.targets.size())
       fail(ErrorKind::kType, "cannot unpack " + std::to_string(parts.size()) + " values into " +
                                  std::to_string(node.targets.size()) + " loop variables");
-    for (size_t k = 0; k < parts.size(); ++k) scope_->vars[node.targets[k]] = parts[k];
+    for (size_t k = 0; k < parts.size(); ++k) scope_->vars.set(node.targets[k], parts[k]);
   };
   if (node.condition) {  // `for x in xs if cond`: the filter runs first, loop.length counts what passed
     List kept;
-    for (const Value& item : items) {
+    for (const Value& item : *items) {
       count_iterations(1);
-      scope_ = std::make_shared<Scope>();
-      scope_->parent = parent;
+      enter();
       bind(item);
       const bool keep = eval(*node.condition).truthy();
       scope_ = parent;
       if (keep) kept.push_back(item);
     }
-    items = std::move(kept);
+    made = std::move(kept);
+    items = &made;
   }
-  const int64_t n = static_cast<int64_t>(items.size());
+  const int64_t n = static_cast<int64_t>(items->size());
   for (int64_t k = 0; k < n; ++k) {
     count_iterations(1);
-    scope_ = std::make_shared<Scope>();
-    scope_->parent = parent;
-    bind(items[static_cast<size_t>(k)]);
-    // The keys are distinct: appended without Dict::set's lookup (this runs once per iteration of every
-    // loop of a chat template, twice per message for most templates).
-    Dict loop;
-    loop.items.reserve(11);
-    loop.items.emplace_back("index0", Value(k));
-    loop.items.emplace_back("index", Value(k + 1));
-    loop.items.emplace_back("revindex0", Value(n - k - 1));
-    loop.items.emplace_back("revindex", Value(n - k));
-    loop.items.emplace_back("first", Value(k == 0));
-    loop.items.emplace_back("last", Value(k == n - 1));
-    loop.items.emplace_back("length", Value(n));
-    loop.items.emplace_back("depth", Value(int64_t{1}));
-    loop.items.emplace_back("depth0", Value(int64_t{0}));
-    if (k > 0) loop.items.emplace_back("previtem", items[static_cast<size_t>(k - 1)]);
-    if (k + 1 < n) loop.items.emplace_back("nextitem", items[static_cast<size_t>(k + 1)]);
-    scope_->vars["loop"] = Value(std::move(loop));
+    enter();
+    bind((*items)[static_cast<size_t>(k)]);
+    if (!loop_dict || loop_dict.use_count() != 1) loop_dict = std::make_shared<Dict>();
+    // The keys are distinct: appended without Dict::set's lookup.
+    std::vector<std::pair<std::string, Value>>& loop = loop_dict->items;
+    loop.clear();
+    loop.reserve(11);
+    loop.emplace_back("index0", Value(k));
+    loop.emplace_back("index", Value(k + 1));
+    loop.emplace_back("revindex0", Value(n - k - 1));
+    loop.emplace_back("revindex", Value(n - k));
+    loop.emplace_back("first", Value(k == 0));
+    loop.emplace_back("last", Value(k == n - 1));
+    loop.emplace_back("length", Value(n));
+    loop.emplace_back("depth", Value(int64_t{1}));
+    loop.emplace_back("depth0", Value(int64_t{0}));
+    if (k > 0) loop.emplace_back("previtem", (*items)[static_cast<size_t>(k - 1)]);
+    if (k + 1 < n) loop.emplace_back("nextitem", (*items)[static_cast<size_t>(k + 1)]);
+    scope_->vars.set("loop", Value::shared_dict(loop_dict));
     Flow flow;
     try {
       flow = exec_body(node.body);
@@ -232,8 +254,7 @@ void Interpreter::exec_set(const Node& node) {
 
 Value Interpreter::lookup(const std::string& name) const {
   for (const Scope* s = scope_.get(); s; s = s->parent.get()) {
-    const auto it = s->vars.find(name);
-    if (it != s->vars.end()) return it->second;
+    if (const Value* v = s->vars.find(name)) return *v;
   }
   if (const Value* v = variables_->find(name)) return *v;
   if (const Value* v = globals_.find(name)) return *v;
@@ -241,7 +262,7 @@ Value Interpreter::lookup(const std::string& name) const {
 }
 
 void Interpreter::assign(const std::string& name, Value value) {
-  scope_->vars[name] = std::move(value);
+  scope_->vars.set(name, std::move(value));
 }
 
 Value Interpreter::call(const Value& callee, const CallArgs& args) {
@@ -270,24 +291,24 @@ Value Interpreter::call_macro(const Node& macro, const std::shared_ptr<Scope>& c
     for (size_t k = 0; k < macro.targets.size(); ++k) {
       const std::string& param = macro.targets[k];
       if (k < args.positional.size()) {
-        frame->vars[param] = args.positional[k];
+        frame->vars.set(param, args.positional[k]);
       } else if (const Value* v = args.named_arg(param)) {
-        frame->vars[param] = *v;
+        frame->vars.set(param, *v);
       } else if (k < macro.defaults.size() && macro.defaults[k]) {
-        frame->vars[param] = eval(*macro.defaults[k]);
+        frame->vars.set(param, eval(*macro.defaults[k]));
       } else {
-        frame->vars[param] = Value::undefined("parameter '" + param + "' was not provided");
+        frame->vars.set(param, Value::undefined("parameter '" + param + "' was not provided"));
       }
     }
     for (const auto& [name, value] : args.named) {
       if (name == "caller") {
-        frame->vars["caller"] = value;
+        frame->vars.set("caller", value);
         continue;
       }
       if (std::find(macro.targets.begin(), macro.targets.end(), name) == macro.targets.end())
         fail(ErrorKind::kType, what + " takes no keyword argument " + quote(name));
     }
-    if (!caller.is_undefined()) frame->vars["caller"] = caller;
+    if (!caller.is_undefined()) frame->vars.set("caller", caller);
     const Flow flow = exec_body(macro.body);
     if (flow != Flow::kNormal) fail(ErrorKind::kSyntax, "break or continue outside a for loop");
   } catch (...) {

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/jinja/ast.h"
@@ -81,8 +80,10 @@ class Interpreter {
   uint64_t iterations_ = 0;
 };
 
+// The names a loop iteration, a macro call or the template sets: few per scope, so a flat list searched
+// linearly (cheaper than hashing the name at every lookup, and a loop can clear and reuse it).
 struct Interpreter::Scope {
-  std::unordered_map<std::string, Value> vars;
+  Dict vars;
   std::shared_ptr<Scope> parent;
 };
 

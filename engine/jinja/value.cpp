@@ -36,7 +36,7 @@ const Value* CallArgs::named_arg(std::string_view name) const {
 
 Value Value::undefined(std::string hint) {
   Value v;
-  v.s_ = std::make_shared<const std::string>(std::move(hint));
+  v.p_ = std::make_shared<const std::string>(std::move(hint));
   return v;
 }
 
@@ -49,17 +49,26 @@ Value Value::none() {
 Value::Value(bool b) : kind_(Kind::kBool), b_(b) {}
 Value::Value(int64_t i) : kind_(Kind::kInt), i_(i) {}
 Value::Value(double f) : kind_(Kind::kFloat), f_(f) {}
-Value::Value(std::string s) : kind_(Kind::kString), s_(std::make_shared<const std::string>(std::move(s))) {}
+Value::Value(std::string s) : kind_(Kind::kString), p_(std::make_shared<const std::string>(std::move(s))) {}
 Value::Value(List list) : kind_(Kind::kList) {
   for (const Value& v : list) depth_ = std::max(depth_, v.depth_ + 1);
   depth_ = std::max<uint32_t>(depth_, 1);
-  l_ = std::make_shared<const List>(std::move(list));
+  p_ = std::make_shared<const List>(std::move(list));
 }
 
 Value::Value(Dict dict) : kind_(Kind::kDict) {
   for (const auto& [k, v] : dict.items) depth_ = std::max(depth_, v.depth_ + 1);
   depth_ = std::max<uint32_t>(depth_, 1);
-  d_ = std::make_shared<Dict>(std::move(dict));
+  p_ = std::make_shared<Dict>(std::move(dict));
+}
+
+Value Value::shared_dict(std::shared_ptr<Dict> dict) {
+  Value v;
+  v.kind_ = Kind::kDict;
+  for (const auto& [k, item] : dict->items) v.depth_ = std::max(v.depth_, item.depth_ + 1);
+  v.depth_ = std::max<uint32_t>(v.depth_, 1);
+  v.p_ = std::shared_ptr<const Dict>(std::move(dict));
+  return v;
 }
 
 Value Value::make_namespace(Dict attributes) {
@@ -72,7 +81,7 @@ Value Value::make_namespace(Dict attributes) {
 Value Value::callable(std::shared_ptr<const Callable> c) {
   Value v;
   v.kind_ = Kind::kCallable;
-  v.c_ = std::move(c);
+  v.p_ = std::move(c);
   return v;
 }
 
@@ -88,11 +97,11 @@ bool Value::truthy() const {
     case Kind::kFloat:
       return f_ != 0;
     case Kind::kString:
-      return !s_->empty();
+      return !as_string().empty();
     case Kind::kList:
-      return !l_->empty();
+      return !as_list().empty();
     case Kind::kDict:
-      return !d_->items.empty();
+      return !as_dict().items.empty();
     case Kind::kNamespace:
     case Kind::kCallable:
       return true;
@@ -173,7 +182,7 @@ std::string Value::str() const {
     case Kind::kUndefined:
       return "";
     case Kind::kString:
-      return *s_;
+      return as_string();
     default:
       return repr();
   }
@@ -206,24 +215,24 @@ std::string Value::repr() const {
     case Kind::kFloat:
       return python_float_repr(f_);
     case Kind::kString:
-      return python_string_repr(*s_);
+      return python_string_repr(as_string());
     case Kind::kList: {
       std::string out = "[";
-      for (size_t k = 0; k < l_->size(); ++k) out += (k ? ", " : "") + (*l_)[k].repr();
+      for (size_t k = 0; k < as_list().size(); ++k) out += (k ? ", " : "") + as_list()[k].repr();
       return out + "]";
     }
     case Kind::kDict:
     case Kind::kNamespace: {
       std::string out = kind_ == Kind::kNamespace ? "<Namespace {" : "{";
       bool first = true;
-      for (const auto& [k, v] : d_->items) {
+      for (const auto& [k, v] : as_dict().items) {
         out += (first ? "" : ", ") + python_string_repr(k) + ": " + v.repr();
         first = false;
       }
       return out + (kind_ == Kind::kNamespace ? "}>" : "}");
     }
     case Kind::kCallable:
-      return "<" + c_->name() + ">";
+      return "<" + as_callable().name() + ">";
   }
   return "";
 }
