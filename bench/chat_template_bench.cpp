@@ -28,6 +28,7 @@
 
 #include "engine/chat_template.h"
 #include "engine/file_io.h"
+#include "engine/heap.h"
 
 namespace crl {
 namespace {
@@ -117,6 +118,7 @@ void BM_ChatTemplateRender(benchmark::State& state, const std::string& model) {
     state.SkipWithError(("no " + config_of(model) + " (run scripts/install_deps.sh)").c_str());
     return;
   }
+  keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp): the gateway renders there
   const ChatTemplate chat = load_chat_template(config_of(model));
   const ChatRenderRequest request = request_for(model);
   try {

@@ -1,12 +1,40 @@
 #pragma once
 // The syntax tree of a template: expressions and statements, each with the line it starts on.
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/jinja/value.h"
 
 namespace crl::jinja {
+
+// The operators of kBinary and kCompare, resolved when parsing (comparing operator strings at every
+// evaluation was a tenth of a render).
+enum class Op : uint8_t {
+  kNone,
+  kAnd,
+  kOr,
+  kConcat,  // ~
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kFloorDiv,
+  kMod,
+  kPow,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kIn,
+  kNotIn
+};
+// The operator spelled `text` ("+", "and", "not in", ...); kNone for anything else.
+Op operator_from(std::string_view text);
 
 struct Expr {
   enum class Kind {
@@ -28,8 +56,10 @@ struct Expr {
   Kind kind = Kind::kLiteral;
   int line = 1;
   Value value;
-  std::string name;  // name, attribute, operator, filter or test
+  std::string name;   // name, attribute, operator, filter or test
+  Op op = Op::kNone;  // kBinary: name's operator
   std::vector<std::string> ops;
+  std::vector<Op> compare_ops;  // kCompare: ops' operators
   std::vector<std::unique_ptr<Expr>> args;
   std::vector<std::string> arg_names;  // for calls, filters, tests: "" for a positional argument
   bool negated = false;

@@ -101,9 +101,11 @@ Interpreter::Flow Interpreter::exec(const Node& node) {
     case Node::Kind::kText:
       write(node.text);
       return Flow::kNormal;
-    case Node::Kind::kOutput:
-      write(eval(*node.expr).str());
+    case Node::Kind::kOutput: {
+      const Value v = eval(*node.expr);
+      write(v.is_string() ? v.as_string() : v.str());  // a string is written without a copy
       return Flow::kNormal;
+    }
     case Node::Kind::kIf:
       for (size_t k = 0; k < node.conditions.size(); ++k) {
         if (eval(*node.conditions[k]).truthy()) return exec_body(node.bodies[k]);
@@ -200,22 +202,27 @@ void Interpreter::exec_for(const Node& node) {
     count_iterations(1);
     enter();
     bind((*items)[static_cast<size_t>(k)]);
-    if (!loop_dict || loop_dict.use_count() != 1) loop_dict = std::make_shared<Dict>();
-    // The keys are distinct: appended without Dict::set's lookup.
+    // The keys are distinct: written without Dict::set's lookup, and kept when the dict is reused.
+    static const std::string kKeys[] = {"index0", "index", "revindex0", "revindex", "first",   "last",
+                                        "length", "depth", "depth0",    "previtem", "nextitem"};
+    if (!loop_dict || loop_dict.use_count() != 1) {
+      loop_dict = std::make_shared<Dict>();
+      loop_dict->items.reserve(11);
+      for (size_t key = 0; key < 9; ++key) loop_dict->items.emplace_back(kKeys[key], Value());
+    }
     std::vector<std::pair<std::string, Value>>& loop = loop_dict->items;
-    loop.clear();
-    loop.reserve(11);
-    loop.emplace_back("index0", Value(k));
-    loop.emplace_back("index", Value(k + 1));
-    loop.emplace_back("revindex0", Value(n - k - 1));
-    loop.emplace_back("revindex", Value(n - k));
-    loop.emplace_back("first", Value(k == 0));
-    loop.emplace_back("last", Value(k == n - 1));
-    loop.emplace_back("length", Value(n));
-    loop.emplace_back("depth", Value(int64_t{1}));
-    loop.emplace_back("depth0", Value(int64_t{0}));
-    if (k > 0) loop.emplace_back("previtem", (*items)[static_cast<size_t>(k - 1)]);
-    if (k + 1 < n) loop.emplace_back("nextitem", (*items)[static_cast<size_t>(k + 1)]);
+    loop.resize(9);
+    loop[0].second = Value(k);
+    loop[1].second = Value(k + 1);
+    loop[2].second = Value(n - k - 1);
+    loop[3].second = Value(n - k);
+    loop[4].second = Value(k == 0);
+    loop[5].second = Value(k == n - 1);
+    loop[6].second = Value(n);
+    loop[7].second = Value(int64_t{1});
+    loop[8].second = Value(int64_t{0});
+    if (k > 0) loop.emplace_back(kKeys[9], (*items)[static_cast<size_t>(k - 1)]);
+    if (k + 1 < n) loop.emplace_back(kKeys[10], (*items)[static_cast<size_t>(k + 1)]);
     scope_->vars.set("loop", Value::shared_dict(loop_dict));
     Flow flow;
     try {
@@ -444,24 +451,32 @@ Value Interpreter::eval_compare(const Expr& e) {
   for (size_t k = 0; k < e.ops.size(); ++k) {
     Value right = eval(*e.args[k + 1]);
     line_ = e.line;
-    const std::string& op = e.ops[k];
     bool r;
-    if (op == "==") {
-      r = equal(left, right);
-    } else if (op == "!=") {
-      r = !equal(left, right);
-    } else if (op == "in") {
-      r = contains(*this, right, left);
-    } else if (op == "not in") {
-      r = !contains(*this, right, left);
-    } else if (op == "<") {
-      r = less(*this, left, right);
-    } else if (op == ">") {
-      r = less(*this, right, left);
-    } else if (op == "<=") {
-      r = !less(*this, right, left);
-    } else {
-      r = !less(*this, left, right);
+    switch (e.compare_ops[k]) {
+      case Op::kEq:
+        r = equal(left, right);
+        break;
+      case Op::kNe:
+        r = !equal(left, right);
+        break;
+      case Op::kIn:
+        r = contains(*this, right, left);
+        break;
+      case Op::kNotIn:
+        r = !contains(*this, right, left);
+        break;
+      case Op::kLt:
+        r = less(*this, left, right);
+        break;
+      case Op::kGt:
+        r = less(*this, right, left);
+        break;
+      case Op::kLe:
+        r = !less(*this, right, left);
+        break;
+      default:  // kGe
+        r = !less(*this, left, right);
+        break;
     }
     if (!r) return Value(false);
     left = std::move(right);
@@ -470,19 +485,19 @@ Value Interpreter::eval_compare(const Expr& e) {
 }
 
 Value Interpreter::eval_binary(const Expr& e) {
-  const std::string& op = e.name;
-  if (op == "and") {
+  const std::string& op = e.name;  // for messages
+  if (e.op == Op::kAnd) {
     Value a = eval(*e.args[0]);
     return a.truthy() ? eval(*e.args[1]) : a;
   }
-  if (op == "or") {
+  if (e.op == Op::kOr) {
     Value a = eval(*e.args[0]);
     return a.truthy() ? a : eval(*e.args[1]);
   }
   const Value a = eval(*e.args[0]);
   const Value b = eval(*e.args[1]);
   line_ = e.line;
-  if (op == "~") {
+  if (e.op == Op::kConcat) {
     std::string s = a.str();
     const std::string t = b.str();
     check_size(s.size() + t.size(), "string");
@@ -494,7 +509,7 @@ Value Interpreter::eval_binary(const Expr& e) {
     fail(ErrorKind::kType,
          "unsupported operand types for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
   };
-  if (op == "+") {
+  if (e.op == Op::kAdd) {
     if (a.is_string() && b.is_string()) {
       check_size(a.as_string().size() + b.as_string().size(), "string");
       return Value(a.as_string() + b.as_string());
@@ -506,7 +521,7 @@ Value Interpreter::eval_binary(const Expr& e) {
       return Value(std::move(out));
     }
   }
-  if (op == "*" && (a.is_string() || a.is_list() || b.is_string() || b.is_list())) {
+  if (e.op == Op::kMul && (a.is_string() || a.is_list() || b.is_string() || b.is_list())) {
     const Value& seq = a.is_string() || a.is_list() ? a : b;
     const Value& count = a.is_string() || a.is_list() ? b : a;
     if (!count.is_int() && !count.is_bool()) type_error();
@@ -527,19 +542,19 @@ Value Interpreter::eval_binary(const Expr& e) {
   }
   if (!a.is_number() || !b.is_number()) type_error();
   const bool floats = a.is_float() || b.is_float();
-  if (op == "/") {
+  if (e.op == Op::kDiv) {
     if (b.as_float() == 0) fail(ErrorKind::kType, "division by zero");
     return Value(a.as_float() / b.as_float());
   }
   if (floats) {
     const double x = a.as_float(), y = b.as_float();
-    if (op == "+") return Value(x + y);
-    if (op == "-") return Value(x - y);
-    if (op == "*") return Value(x * y);
-    if (op == "**") return Value(std::pow(x, y));
+    if (e.op == Op::kAdd) return Value(x + y);
+    if (e.op == Op::kSub) return Value(x - y);
+    if (e.op == Op::kMul) return Value(x * y);
+    if (e.op == Op::kPow) return Value(std::pow(x, y));
     if (y == 0) fail(ErrorKind::kType, "float division by zero");
-    if (op == "//") return Value(std::floor(x / y));
-    if (op == "%") {
+    if (e.op == Op::kFloorDiv) return Value(std::floor(x / y));
+    if (e.op == Op::kMod) {
       double m = std::fmod(x, y);
       if (m != 0 && ((m < 0) != (y < 0))) m += y;
       return Value(m);
@@ -547,19 +562,19 @@ Value Interpreter::eval_binary(const Expr& e) {
   }
   const int64_t x = a.as_int(), y = b.as_int();
   int64_t r = 0;
-  if (op == "+") {
+  if (e.op == Op::kAdd) {
     if (!checked_add(x, y, r)) fail(ErrorKind::kType, "integer overflow");
     return Value(r);
   }
-  if (op == "-") {
+  if (e.op == Op::kSub) {
     if (__builtin_sub_overflow(x, y, &r)) fail(ErrorKind::kType, "integer overflow");
     return Value(r);
   }
-  if (op == "*") {
+  if (e.op == Op::kMul) {
     if (!checked_mul(x, y, r)) fail(ErrorKind::kType, "integer overflow");
     return Value(r);
   }
-  if (op == "**") {
+  if (e.op == Op::kPow) {
     if (y < 0) return Value(std::pow(static_cast<double>(x), static_cast<double>(y)));
     if (x == 0 || x == 1) return Value(y == 0 ? int64_t{1} : x);
     if (x == -1) return Value(y % 2 ? int64_t{-1} : int64_t{1});
@@ -576,7 +591,7 @@ Value Interpreter::eval_binary(const Expr& e) {
     --q;
     m += y;
   }
-  return op == "//" ? Value(q) : Value(m);
+  return e.op == Op::kFloorDiv ? Value(q) : Value(m);
 }
 
 }  // namespace crl::jinja

@@ -328,6 +328,7 @@ class Parser {
   ExprPtr binary(const std::string& op, ExprPtr a, ExprPtr b, int line) {
     auto e = expr(Expr::Kind::kBinary, line);
     e->name = op;
+    e->op = operator_from(op);
     e->args.push_back(std::move(a));
     e->args.push_back(std::move(b));
     return e;
@@ -392,6 +393,7 @@ class Parser {
         cmp->args.push_back(std::move(first));
       }
       cmp->ops.push_back(op);
+      cmp->compare_ops.push_back(operator_from(op));
       cmp->args.push_back(parse_math1());
     }
     return cmp ? std::move(cmp) : std::move(first);
@@ -628,6 +630,18 @@ class Parser {
 };
 
 }  // namespace
+
+Op operator_from(std::string_view text) {
+  static constexpr std::pair<std::string_view, Op> kOperators[] = {
+      {"and", Op::kAnd}, {"or", Op::kOr}, {"~", Op::kConcat},    {"+", Op::kAdd}, {"-", Op::kSub},
+      {"*", Op::kMul},   {"/", Op::kDiv}, {"//", Op::kFloorDiv}, {"%", Op::kMod}, {"**", Op::kPow},
+      {"==", Op::kEq},   {"!=", Op::kNe}, {"<", Op::kLt},        {"<=", Op::kLe}, {">", Op::kGt},
+      {">=", Op::kGe},   {"in", Op::kIn}, {"not in", Op::kNotIn}};
+  for (const auto& [spelling, op] : kOperators) {
+    if (spelling == text) return op;
+  }
+  return Op::kNone;
+}
 
 Body parse(const std::vector<Token>& tokens, const std::string& template_name, int max_depth) {
   return Parser(tokens, template_name, max_depth).run();
