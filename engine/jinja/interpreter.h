@@ -67,11 +67,14 @@ class Interpreter {
   Value lookup(const std::string& name) const;
   void assign(const std::string& name, Value value);
   void write(const std::string& text);
+  // Ends a render: clears the scopes that macros closed over (breaking their reference cycles).
+  void release_closures();
 
   const std::string& name_;
   Limits limits_;
   int64_t now_unix_;
   std::shared_ptr<Scope> scope_;
+  std::vector<std::shared_ptr<Scope>> closures_;  // scopes a macro or caller() was defined in
   const Dict* variables_ = nullptr;
   Dict globals_;
   std::vector<std::string> outputs_;  // a stack: macros and block sets capture their output
