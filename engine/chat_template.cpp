@@ -73,6 +73,8 @@ void ChatTemplate::require_turns(const std::string& option) const {
 
 std::string ChatTemplate::render(const ChatRenderRequest& request) const {
   if (jinja) return render_with_jinja(*jinja, request);
+  if (!request.message_values.is_undefined())
+    throw Error("chat request", "message_values", "only a Jinja template renders converted messages");
   if (!request.tools.is_null())
     throw Error("chat request", "tools", "the " + name + " template renders no tools");
   if (!request.messages.is_array())

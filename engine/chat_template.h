@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "engine/jinja/value.h"
 #include "engine/tokenizer.h"
 
 namespace crl {
@@ -48,6 +49,11 @@ struct ChatRenderRequest {
   bool add_generation_prompt = true;
   nlohmann::ordered_json extra;
   std::optional<int64_t> now_unix;  // what strftime_now() formats (UTC); absent: the wall clock
+  // The messages and tools already as template values, used instead of `messages` and `tools` when
+  // `message_values` is a list (a Jinja template only; not checked: the caller built them as OpenAI
+  // messages). A caller that renders a growing conversation many times converts each message once
+  // (server/gateway/template_render.h); `tool_values` undefined or none: no tools.
+  jinja::Value message_values, tool_values;
 };
 
 // A Jinja chat template as loaded from a file (the engine/jinja/ template, the named variants, bos/eos).

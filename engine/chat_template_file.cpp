@@ -60,10 +60,16 @@ void check_messages(const nlohmann::ordered_json& messages) {
 }
 
 std::string render_jinja(const JinjaChatSource& source, const ChatRenderRequest& request) {
-  check_messages(request.messages);
-  const bool with_tools = !request.tools.is_null() && !(request.tools.is_array() && request.tools.empty());
-  if (!request.tools.is_null() && !request.tools.is_array())
-    throw Error("chat request", "tools", "must be an array or null");
+  const bool converted = request.message_values.is_list();
+  bool with_tools;
+  if (converted) {
+    with_tools = request.tool_values.is_list() && !request.tool_values.as_list().empty();
+  } else {
+    check_messages(request.messages);
+    with_tools = !request.tools.is_null() && !(request.tools.is_array() && request.tools.empty());
+    if (!request.tools.is_null() && !request.tools.is_array())
+      throw Error("chat request", "tools", "must be an array or null");
+  }
   if (!request.extra.is_null() && !request.extra.is_object())
     throw Error("chat request", "extra", "template variables must be an object");
   jinja::Dict vars;
@@ -71,8 +77,13 @@ std::string render_jinja(const JinjaChatSource& source, const ChatRenderRequest&
   // documents, add_generation_prompt, then the caller's extra variables (which may override).
   if (!source.bos_token.empty()) vars.set("bos_token", jinja::Value(source.bos_token));
   if (!source.eos_token.empty()) vars.set("eos_token", jinja::Value(source.eos_token));
-  vars.set("messages", jinja::from_json(request.messages));
-  vars.set("tools", request.tools.is_null() ? jinja::Value::none() : jinja::from_json(request.tools));
+  if (converted) {
+    vars.set("messages", request.message_values);
+    vars.set("tools", request.tool_values.is_undefined() ? jinja::Value::none() : request.tool_values);
+  } else {
+    vars.set("messages", jinja::from_json(request.messages));
+    vars.set("tools", request.tools.is_null() ? jinja::Value::none() : jinja::from_json(request.tools));
+  }
   vars.set("documents", jinja::Value::none());
   vars.set("add_generation_prompt", jinja::Value(request.add_generation_prompt));
   if (request.extra.is_object()) {

@@ -19,6 +19,7 @@ struct ToolCall {
   std::string id;
   std::string name;
   std::string arguments;  // a JSON text (the OpenAI API's convention)
+  bool operator==(const ToolCall&) const = default;
 };
 
 enum class MessageRole { kSystem, kUser, kAssistant, kTool };
@@ -28,6 +29,7 @@ struct Message {
   std::string content;               // text parts joined
   std::vector<ToolCall> tool_calls;  // assistant only
   std::string tool_call_id;          // tool only
+  bool operator==(const Message&) const = default;
 };
 
 // What an assistant turn says: its text and the tool calls parsed out of it.

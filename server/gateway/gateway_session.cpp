@@ -85,7 +85,7 @@ void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys
   render_now_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  shared_.renderer->first_prompt(turn.messages, turn.tools, render_now_, system, rest);
+  shared_.renderer->first_prompt(turn.messages, turn.tools, render_now_, system, rest, &converted_);
   make_episode(std::move(system), std::move(rest));
   known_ = std::move(keys);
   tools_key_ = tools_key(turn.tools);
@@ -193,9 +193,9 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
       return held_->completion;  // a retry: the stored answer, nothing sampled twice
     }
     if (held_ && keys[n0] == held_->key) {
-      env_->stage_step(
-          shared_.renderer->observation(held_->decision.tokens, turn.messages, n0, turn.tools, render_now_),
-          0.0, false, false);
+      env_->stage_step(shared_.renderer->observation(held_->decision.tokens, turn.messages, n0, turn.tools,
+                                                     render_now_, &converted_),
+                       0.0, false, false);
       const Decision decision = std::move(held_->decision);
       held_.reset();
       episode_->submit(decision);

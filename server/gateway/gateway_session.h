@@ -143,7 +143,8 @@ class GatewaySession {
   std::optional<bool> plain_;  // which API the session speaks (set by its first call)
   std::string known_text_;     // plain completions: the last prompt
   uint64_t tools_key_ = 0;
-  int64_t render_now_ = 0;  // strftime_now() of a Jinja template: the time the window started
+  int64_t render_now_ = 0;       // strftime_now() of a Jinja template: the time the window started
+  ConvertedMessages converted_;  // a Jinja template's values of the harness's messages, kept between calls
   std::optional<Held> held_;
   std::vector<Trajectory> parts_;
   std::optional<Trajectory> trajectory_;

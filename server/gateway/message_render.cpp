@@ -44,9 +44,9 @@ void MessageRenderer::add_turn(const Message& message, std::vector<TextPiece>& p
 }
 
 void MessageRenderer::first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools,
-                                   int64_t now_unix, std::vector<TokenId>& system,
-                                   std::vector<TokenId>& rest) const {
-  if (template_) return template_->first(messages, tools, now_unix, system, rest);
+                                   int64_t now_unix, std::vector<TokenId>& system, std::vector<TokenId>& rest,
+                                   ConvertedMessages* memo) const {
+  if (template_) return template_->first(messages, tools, now_unix, system, rest, memo);
   std::deque<std::string> held;
   std::deque<Message> made;  // the pieces view their text: alive until the ids are encoded
   std::vector<TextPiece> pieces;
@@ -73,15 +73,15 @@ void MessageRenderer::first_prompt(std::span<const Message> messages, const nloh
 
 std::vector<TokenId> MessageRenderer::observation(std::span<const TokenId> action,
                                                   std::span<const Message> messages, size_t answer,
-                                                  const nlohmann::ordered_json& tools,
-                                                  int64_t now_unix) const {
+                                                  const nlohmann::ordered_json& tools, int64_t now_unix,
+                                                  ConvertedMessages* memo) const {
   std::deque<std::string> held;
   std::vector<TextPiece> pieces;
   const bool closed = !action.empty() && action.back() == end_of_turn_;
   if (!closed) pieces.push_back(TextPiece{chat_.end_of_turn, true});
   if (!chat_.after_end_of_turn.empty()) pieces.push_back(TextPiece{chat_.after_end_of_turn, true});
   if (template_) {
-    if (auto turns = template_->next(messages, answer, tools, now_unix)) {
+    if (auto turns = template_->next(messages, answer, tools, now_unix, memo)) {
       std::vector<TokenId> out = tokenizer_->encode_pieces(pieces);
       out.insert(out.end(), turns->begin(), turns->end());
       return out;

@@ -54,12 +54,6 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-json slice(const json& list, size_t n) {
-  json out = json::array();
-  for (size_t i = 0; i < n && i < list.size(); ++i) out.push_back(list[i]);
-  return out;
-}
-
 GatewayError template_error(const std::string& message) {
   return GatewayError(400, "invalid_request_error", "template_error", message, "messages");
 }
@@ -96,9 +90,7 @@ TemplateRenderer::TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, C
   for (const std::string& g : guarded_) first_byte_[static_cast<unsigned char>(g.front())] = true;
 }
 
-TemplateRenderer::Protected TemplateRenderer::protect(std::span<const Message> messages,
-                                                      const json& tools) const {
-  Protected p;
+void TemplateRenderer::guard_strings(json& value, std::vector<std::string>& originals) const {
   const auto guard = [&](std::string& text) {
     std::string out;
     size_t from = 0;
@@ -108,9 +100,9 @@ TemplateRenderer::Protected TemplateRenderer::protect(std::span<const Message> m
         if (text.compare(i, g.size(), g) != 0) continue;
         out.append(text, from, i - from);
         out += kOpen;
-        out += std::to_string(p.originals.size());
+        out += std::to_string(originals.size());
         out += kClose;
-        p.originals.push_back(g);
+        originals.push_back(g);
         i += g.size() - 1;
         from = i + 1;
         break;
@@ -120,28 +112,58 @@ TemplateRenderer::Protected TemplateRenderer::protect(std::span<const Message> m
     out.append(text, from, std::string::npos);
     text = std::move(out);
   };
-  const auto walk = [&](auto&& self, json& value) -> void {
-    if (value.is_string()) {
-      guard(value.get_ref<std::string&>());
-    } else if (value.is_array() || value.is_object()) {
-      for (auto& item : value) self(self, item);
+  const auto walk = [&](auto&& self, json& item) -> void {
+    if (item.is_string()) {
+      guard(item.get_ref<std::string&>());
+    } else if (item.is_array() || item.is_object()) {
+      for (auto& inner : item) self(self, inner);
     }
   };
-  p.messages = json::array();
-  for (const Message& m : messages) p.messages.push_back(template_message(m));
-  walk(walk, p.messages);
-  if (tools.is_array() && !tools.empty()) {
-    p.tools = tools;
-    walk(walk, p.tools);
-  }
-  return p;
+  walk(walk, value);
 }
 
-std::string TemplateRenderer::render(json messages, const json& tools, bool generation_prompt,
-                                     int64_t now_unix) const {
+void TemplateRenderer::protect(ConvertedMessages& memo, std::span<const Message> messages,
+                               const json& tools) const {
+  if (!memo.converted_tools || memo.tools != tools) {
+    memo = ConvertedMessages{};  // the tools' sentinels are numbered first: everything again
+    memo.tools = tools;
+    memo.converted_tools = true;
+    if (tools.is_array() && !tools.empty()) {
+      json guarded = tools;
+      guard_strings(guarded, memo.originals);
+      memo.tool_values = jinja::from_json(guarded);
+    }
+  }
+  size_t same = 0;
+  while (same < memo.messages.size() && same < messages.size() && memo.messages[same] == messages[same])
+    ++same;
+  if (same < memo.messages.size()) {  // the harness's list differs from here on (or is shorter)
+    memo.originals.resize(memo.originals_before[same]);
+    memo.messages.resize(same);
+    memo.values.resize(same);
+    memo.originals_before.resize(same);
+  }
+  for (size_t i = same; i < messages.size(); ++i) {
+    memo.originals_before.push_back(memo.originals.size());
+    json m = template_message(messages[i]);
+    guard_strings(m, memo.originals);
+    memo.values.push_back(jinja::from_json(m));
+    memo.messages.push_back(messages[i]);
+  }
+}
+
+std::string TemplateRenderer::render(const ConvertedMessages& memo, size_t count, bool placeholder,
+                                     bool with_tools, bool generation_prompt, int64_t now_unix) const {
+  jinja::List list(memo.values.begin(), memo.values.begin() + static_cast<std::ptrdiff_t>(count));
+  if (placeholder) {
+    jinja::Dict turn;
+    turn.set("role", jinja::Value("user"));
+    turn.set("content", jinja::Value(std::string(kPlaceholder)));
+    list.push_back(jinja::Value(std::move(turn)));
+  }
   ChatRenderRequest request;
-  request.messages = std::move(messages);
-  request.tools = tools;
+  request.message_values = jinja::Value(std::move(list));
+  if (with_tools) request.tool_values = memo.tool_values;
   request.add_generation_prompt = generation_prompt;
   request.now_unix = now_unix;
   try {
@@ -175,11 +197,14 @@ std::vector<TokenId> TemplateRenderer::encode(std::string_view text,
 }
 
 void TemplateRenderer::first(std::span<const Message> messages, const json& tools, int64_t now_unix,
-                             std::vector<TokenId>& system, std::vector<TokenId>& rest) const {
-  Protected p = protect(messages, tools);
+                             std::vector<TokenId>& system, std::vector<TokenId>& rest,
+                             ConvertedMessages* memo) const {
+  ConvertedMessages local;
+  ConvertedMessages& m = memo ? *memo : local;
+  protect(m, messages, tools);
+  const bool has_tools = m.tool_values.is_list();
   const size_t leading = !messages.empty() && messages[0].role == MessageRole::kSystem ? 1 : 0;
-  const json system_messages = slice(p.messages, leading);
-  const std::string full = render(std::move(p.messages), p.tools, true, now_unix);
+  const std::string full = render(m, messages.size(), false, has_tools, true, now_unix);
   if (!ends_with(full, chat_.assistant_prefix)) {
     throw template_error("the chat template " + quote(chat_.name) +
                          " does not end this conversation with its assistant header " +
@@ -190,11 +215,11 @@ void TemplateRenderer::first(std::span<const Message> messages, const json& tool
   // that is how the full render starts), kept by every rebuild.
   size_t cut = 0;
   for (const bool with_tools : {true, false}) {
-    if (with_tools && p.tools.is_null()) continue;
+    if (with_tools && !has_tools) continue;
     if (!with_tools && leading == 0) continue;
     std::string s;
     try {
-      s = render(system_messages, with_tools ? p.tools : json(), false, now_unix);
+      s = render(m, leading, false, with_tools, false, now_unix);
     } catch (const GatewayError&) {
       continue;  // e.g. Llama 3.1 puts the tools into the first user turn: none without one
     }
@@ -203,39 +228,41 @@ void TemplateRenderer::first(std::span<const Message> messages, const json& tool
       break;
     }
   }
-  system = encode(body.substr(0, cut), p.originals);
-  rest = encode(body.substr(cut), p.originals);
+  system = encode(body.substr(0, cut), m.originals);
+  rest = encode(body.substr(cut), m.originals);
 }
 
 std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Message> messages, size_t answer,
-                                                           const json& tools, int64_t now_unix) const {
-  Protected p = protect(messages, tools);
-  json known = slice(p.messages, answer + 1);
-  const std::string full = render(std::move(p.messages), p.tools, true, now_unix);
+                                                           const json& tools, int64_t now_unix,
+                                                           ConvertedMessages* memo) const {
+  ConvertedMessages local;
+  ConvertedMessages& m = memo ? *memo : local;
+  protect(m, messages, tools);
+  const bool has_tools = m.tool_values.is_list();
+  const std::string full = render(m, messages.size(), false, has_tools, true, now_unix);
   if (!ends_with(full, chat_.assistant_prefix)) return std::nullopt;
   const std::string_view body = std::string_view(full).substr(0, full.size() - chat_.assistant_prefix.size());
   const std::string close = chat_.end_of_turn + chat_.after_end_of_turn;
   // The renders of shorter lists may be refused (a template that wants a user turn last): then no prefix.
-  const auto try_render = [&](json list) -> std::optional<std::string> {
+  const auto try_render = [&](bool placeholder) -> std::optional<std::string> {
     try {
-      return render(std::move(list), p.tools, false, now_unix);
+      return render(m, answer + 1, placeholder, has_tools, false, now_unix);
     } catch (const GatewayError&) {
       return std::nullopt;
     }
   };
   // The window so far ends with the answer's close: its text is the render of the list up to the answer,
   // when that render is a prefix of the full one ...
-  const auto as_rendered = [&](json list) -> std::optional<std::string> {
-    std::optional<std::string> before = try_render(std::move(list));
+  const auto as_rendered = [&]() -> std::optional<std::string> {
+    std::optional<std::string> before = try_render(false);
     if (!before || before->empty() || !(ends_with(*before, close) && body.starts_with(*before)))
       return std::nullopt;
     return before;
   };
   // ... or else the render with a user turn after the answer, without that turn (a template that writes
   // an answer differently once turns follow it).
-  const auto with_placeholder = [&](json list) -> std::optional<std::string> {
-    list.push_back({{"role", "user"}, {"content", kPlaceholder}});
-    std::optional<std::string> rendered = try_render(std::move(list));
+  const auto with_placeholder = [&]() -> std::optional<std::string> {
+    std::optional<std::string> rendered = try_render(true);
     if (!rendered) return std::nullopt;
     std::string with_turn = std::move(*rendered);
     const std::string turn = chat_.user_prefix + std::string(kPlaceholder) + chat_.user_suffix;
@@ -246,17 +273,17 @@ std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Messa
   };
   std::optional<std::string> before;
   if (rewrites_answers_.load(std::memory_order_relaxed)) {
-    before = with_placeholder(known);
-    if (!before) before = as_rendered(std::move(known));
+    before = with_placeholder();
+    if (!before) before = as_rendered();
   } else {
-    before = as_rendered(known);
+    before = as_rendered();
     if (!before) {
-      before = with_placeholder(std::move(known));
+      before = with_placeholder();
       if (before) rewrites_answers_.store(true, std::memory_order_relaxed);
     }
   }
   if (!before) return std::nullopt;
-  return encode(body.substr(before->size()), p.originals);
+  return encode(body.substr(before->size()), m.originals);
 }
 
 }  // namespace crl::server::gateway

@@ -38,10 +38,25 @@
 #include <vector>
 
 #include "engine/chat_template.h"
+#include "engine/jinja/value.h"
 #include "engine/tokenizer.h"
 #include "server/gateway/chat_messages.h"
 
 namespace crl::server::gateway {
+
+// What a session keeps between calls: its messages protected and converted to template values, so that a
+// call converts only what is new (at an 8k-token context, converting the whole list was a fifth of a call's
+// CPU). Message i is reused while it equals the harness's message i; the tools while they are equal (a
+// change converts everything again: their sentinels are numbered first).
+struct ConvertedMessages {
+  std::vector<Message> messages;         // as the harness sent them
+  std::vector<jinja::Value> values;      // each protected and converted (template_message)
+  std::vector<size_t> originals_before;  // originals.size() before each message
+  std::vector<std::string> originals;    // what sentinel N stands for: the tools' first, then messages'
+  nlohmann::ordered_json tools;          // the tools converted, as sent
+  jinja::Value tool_values;              // none when there are none
+  bool converted_tools = false;
+};
 
 class TemplateRenderer {
  public:
@@ -50,25 +65,27 @@ class TemplateRenderer {
 
   // Throws GatewayError (400 template_error) when the template refuses the messages (raise_exception) or
   // does not end the render with its assistant header.
+  // `memo`: the session's converted messages, brought up to `messages` (null: converted for this call only).
   void first(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
-             std::vector<TokenId>& system, std::vector<TokenId>& rest) const;
+             std::vector<TokenId>& system, std::vector<TokenId>& rest,
+             ConvertedMessages* memo = nullptr) const;
   // The text after the answer messages[answer] (without its close, which the caller writes) up to the
   // generation prompt, as ids; std::nullopt when the template's renders do not extend each other.
   std::optional<std::vector<TokenId>> next(std::span<const Message> messages, size_t answer,
-                                           const nlohmann::ordered_json& tools, int64_t now_unix) const;
+                                           const nlohmann::ordered_json& tools, int64_t now_unix,
+                                           ConvertedMessages* memo = nullptr) const;
 
   // The special-token strings message text is kept from (for tests and the README).
   const std::vector<std::string>& guarded() const { return guarded_; }
 
  private:
-  struct Protected {
-    nlohmann::ordered_json messages, tools;
-    std::vector<std::string> originals;
-  };
-  Protected protect(std::span<const Message> messages, const nlohmann::ordered_json& tools) const;
-  // `messages` by value: the caller moves a list it no longer needs (a conversation of 8k tokens is a copy
-  // of all its text otherwise, once per render).
-  std::string render(nlohmann::ordered_json messages, const nlohmann::ordered_json& tools,
+  // Brings `memo` up to `messages` and `tools`: guarded strings replaced by sentinels, then converted.
+  void protect(ConvertedMessages& memo, std::span<const Message> messages,
+               const nlohmann::ordered_json& tools) const;
+  // Replaces the guarded strings in every string of `value` by sentinels numbered from originals.size().
+  void guard_strings(nlohmann::ordered_json& value, std::vector<std::string>& originals) const;
+  // The template's render of the first `count` converted messages (and a placeholder user turn after them).
+  std::string render(const ConvertedMessages& memo, size_t count, bool placeholder, bool with_tools,
                      bool generation_prompt, int64_t now_unix) const;
   // The rendered text as ids: sentinels become their originals as ordinary text.
   std::vector<TokenId> encode(std::string_view text, const std::vector<std::string>& originals) const;

@@ -48,6 +48,27 @@ TEST(ChatTemplate, JinjaFileDerivesTheSameTurnsAsTheBuiltin) {
   EXPECT_NE(t.definition(), chatml_template().definition());  // the source is part of the fingerprint
 }
 
+// Messages already converted to template values render as the same messages in JSON do; the built-ins
+// refuse them (they render from JSON only).
+TEST(ChatTemplate, ConvertedMessagesRenderAsTheirJson) {
+  const test::TempDir dir("chat_template");
+  const ChatTemplate t = load_chat_template(dir.write("chatml.jinja", kChatml));
+  ChatRenderRequest from_json_request;
+  from_json_request.messages = nlohmann::ordered_json::array(
+      {{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", "u"}}});
+  ChatRenderRequest converted;
+  converted.message_values = jinja::from_json(from_json_request.messages);
+  EXPECT_EQ(t.render(converted), t.render(from_json_request));
+  EXPECT_EQ(t.render(converted),
+            "<|im_start|>system\ns<|im_end|>\n<|im_start|>user\nu<|im_end|>\n<|im_start|>assistant\n");
+  try {
+    chatml_template().render(converted);
+    ADD_FAILURE() << "the built-in rendered converted messages";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("message_values"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ChatTemplate, TokenizerConfigWithNamedTemplatesAndTokens) {
   const test::TempDir dir("chat_template");
   json config = {{"bos_token", {{"content", "<s>"}, {"lstrip", false}}},

@@ -295,6 +295,57 @@ TEST(GatewayTemplate, TheRenderOrderAdaptsToTheTemplateAndFallsBack) {
   }
 }
 
+// A session keeps its messages converted to template values between calls (ConvertedMessages) and converts
+// only what changed: a growing list, a history edited in the middle, a shorter list, other tools. Every cut
+// equals what a conversion from scratch gives, including the numbering of the sentinels that guard message
+// text (U+E000 here) in the messages and the tools.
+TEST(GatewayTemplate, ASessionsConvertedMessagesCutAsAConversionFromScratch) {
+  const std::string source =
+      "{% if tools %}<|im_start|>system\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}<|im_end|>\n"
+      "{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  const ChatTemplate chat = chat_template_from_jinja(source, "memo");
+  const auto tokenizer = std::make_shared<ByteTokenizer>();
+  const TemplateRenderer renderer(tokenizer, chat);
+  const std::string guard = "\xEE\x80\x80";  // the sentinel's lead character: always guarded
+  const auto msg = [](MessageRole role, std::string text) { return Message{role, std::move(text), {}, {}}; };
+  const ordered tools = ordered::parse(
+      R"([{"type": "function", "function": {"name": "f", "description": "d)" + guard + R"("}}])");
+  const ordered other_tools = ordered::parse(R"([{"type": "function", "function": {"name": "g"}}])");
+  std::vector<Message> list = {msg(MessageRole::kSystem, "sys" + guard),
+                               msg(MessageRole::kUser, "a" + guard)};
+  ConvertedMessages memo;
+  const auto same_first = [&](const std::string& label, const ordered& t) {
+    std::vector<TokenId> system, rest, fresh_system, fresh_rest;
+    renderer.first(list, t, 0, system, rest, &memo);
+    renderer.first(list, t, 0, fresh_system, fresh_rest);
+    EXPECT_EQ(tokenizer->decode(system), tokenizer->decode(fresh_system)) << label;
+    EXPECT_EQ(tokenizer->decode(rest), tokenizer->decode(fresh_rest)) << label;
+    EXPECT_EQ(memo.values.size(), list.size()) << label;
+  };
+  const auto same_next = [&](const std::string& label, size_t answer, const ordered& t) {
+    const auto ours = renderer.next(list, answer, t, 0, &memo);
+    const auto fresh = renderer.next(list, answer, t, 0);
+    ASSERT_TRUE(ours && fresh) << label;
+    EXPECT_EQ(tokenizer->decode(*ours), tokenizer->decode(*fresh)) << label;
+    EXPECT_NE(tokenizer->decode(*ours).find(list.back().content), std::string::npos) << label;
+  };
+  same_first("first call", tools);
+  list.push_back(msg(MessageRole::kAssistant, "x" + guard));
+  list.push_back(msg(MessageRole::kUser, "b" + guard + " c" + guard));
+  same_next("a turn", 2, tools);
+  list.push_back(msg(MessageRole::kAssistant, "y"));
+  list.push_back(msg(MessageRole::kUser, "d" + guard));
+  same_next("another turn", 4, tools);
+  list[1].content = "edited" + guard + guard;  // the harness rewrote its history
+  same_first("an edited history", tools);
+  list.resize(3);
+  list.push_back(msg(MessageRole::kUser, "e"));
+  same_next("a shorter list", 2, tools);
+  same_next("other tools", 2, other_tools);
+  same_first("no tools", ordered());
+}
+
 }  // namespace
 }  // namespace crl::server::gateway::testing
 
