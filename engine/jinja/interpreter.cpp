@@ -505,14 +505,22 @@ Value Interpreter::eval_binary(const Expr& e) {
     Value a = eval(*e.args[0]);
     return a.truthy() ? a : eval(*e.args[1]);
   }
-  const Value a = eval(*e.args[0]);
+  Value a = eval(*e.args[0]);
   const Value b = eval(*e.args[1]);
   line_ = e.line;
+  // A string built by the left operand and held by nothing else is appended to in place.
+  const auto append = [&](std::string& left, const std::string& right) {
+    check_size(left.size() + right.size(), "string");
+    left += right;
+  };
   if (e.op == Op::kConcat) {
+    if (std::string* left = a.unique_string()) {
+      append(*left, b.is_string() ? b.as_string() : b.str());
+      return a;
+    }
     std::string s = a.str();
-    const std::string t = b.str();
-    check_size(s.size() + t.size(), "string");
-    return Value(s + t);
+    append(s, b.is_string() ? b.as_string() : b.str());
+    return Value(std::move(s));
   }
   if (a.is_undefined()) fail(ErrorKind::kUndefined, a.undefined_hint());
   if (b.is_undefined()) fail(ErrorKind::kUndefined, b.undefined_hint());
@@ -522,6 +530,10 @@ Value Interpreter::eval_binary(const Expr& e) {
   };
   if (e.op == Op::kAdd) {
     if (a.is_string() && b.is_string()) {
+      if (std::string* left = a.unique_string()) {
+        append(*left, b.as_string());
+        return a;
+      }
       check_size(a.as_string().size() + b.as_string().size(), "string");
       return Value(a.as_string() + b.as_string());
     }

@@ -49,7 +49,13 @@ Value Value::none() {
 Value::Value(bool b) : kind_(Kind::kBool), b_(b) {}
 Value::Value(int64_t i) : kind_(Kind::kInt), i_(i) {}
 Value::Value(double f) : kind_(Kind::kFloat), f_(f) {}
-Value::Value(std::string s) : kind_(Kind::kString), p_(std::make_shared<const std::string>(std::move(s))) {}
+// Not a const object: unique_string() may append to it while this value is its only owner.
+Value::Value(std::string s) : kind_(Kind::kString), p_(std::make_shared<std::string>(std::move(s))) {}
+
+std::string* Value::unique_string() {
+  if (kind_ != Kind::kString || p_.use_count() != 1) return nullptr;
+  return const_cast<std::string*>(static_cast<const std::string*>(p_.get()));
+}
 Value::Value(List list) : kind_(Kind::kList) {
   for (const Value& v : list) depth_ = std::max(depth_, v.depth_ + 1);
   depth_ = std::max<uint32_t>(depth_, 1);

@@ -96,6 +96,10 @@ class Value {
   Dict& namespace_attributes() const { return *const_cast<Dict*>(static_cast<const Dict*>(p_.get())); }
   const Callable& as_callable() const { return *static_cast<const Callable*>(p_.get()); }
 
+  // The string to append to in place when this value is a string that nothing else shares (a concatenation
+  // chain `a + b + c` then copies the text once, not once per `+`); null otherwise.
+  std::string* unique_string();
+
   // A dict value sharing `dict` (the interpreter reuses its loop variable's dict when nothing else holds it:
   // copy on write, see Interpreter::exec_for).
   static Value shared_dict(std::shared_ptr<Dict> dict);
