@@ -81,7 +81,14 @@ std::vector<TokenId> MessageRenderer::observation(std::span<const TokenId> actio
   if (!closed) pieces.push_back(TextPiece{chat_.end_of_turn, true});
   if (!chat_.after_end_of_turn.empty()) pieces.push_back(TextPiece{chat_.after_end_of_turn, true});
   if (template_) {
-    if (auto turns = template_->next(messages, answer, tools, now_unix, memo)) {
+    // The window's text of the answer and its close, for a cut with one render (template_render.h).
+    std::string answer_text;
+    if (memo) {
+      answer_text = tokenizer_->decode(action);
+      if (!closed) answer_text += chat_.end_of_turn;
+      answer_text += chat_.after_end_of_turn;
+    }
+    if (auto turns = template_->next(messages, answer, tools, now_unix, memo, answer_text)) {
       std::vector<TokenId> out = tokenizer_->encode_pieces(pieces);
       out.insert(out.end(), turns->begin(), turns->end());
       return out;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "engine/error.h"
 #include "server/gateway/gateway_error.h"
@@ -125,7 +126,9 @@ void TemplateRenderer::guard_strings(json& value, std::vector<std::string>& orig
 void TemplateRenderer::protect(ConvertedMessages& memo, std::span<const Message> messages,
                                const json& tools) const {
   if (!memo.converted_tools || memo.tools != tools) {
+    const uint64_t cuts = memo.one_render_cuts;
     memo = ConvertedMessages{};  // the tools' sentinels are numbered first: everything again
+    memo.one_render_cuts = cuts;
     memo.tools = tools;
     memo.converted_tools = true;
     if (tools.is_array() && !tools.empty()) {
@@ -137,6 +140,7 @@ void TemplateRenderer::protect(ConvertedMessages& memo, std::span<const Message>
   size_t same = 0;
   while (same < memo.messages.size() && same < messages.size() && memo.messages[same] == messages[same])
     ++same;
+  if (same < memo.last_count) memo.last_render.clear();  // not a render of these messages any more
   if (same < memo.messages.size()) {  // the harness's list differs from here on (or is shorter)
     memo.originals.resize(memo.originals_before[same]);
     memo.messages.resize(same);
@@ -230,18 +234,40 @@ void TemplateRenderer::first(std::span<const Message> messages, const json& tool
   }
   system = encode(body.substr(0, cut), m.originals);
   rest = encode(body.substr(cut), m.originals);
+  m.last_render = full;
+  m.last_count = messages.size();
 }
 
 std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Message> messages, size_t answer,
                                                            const json& tools, int64_t now_unix,
-                                                           ConvertedMessages* memo) const {
+                                                           ConvertedMessages* memo,
+                                                           std::string_view answer_text) const {
   ConvertedMessages local;
   ConvertedMessages& m = memo ? *memo : local;
   protect(m, messages, tools);
   const bool has_tools = m.tool_values.is_list();
-  const std::string full = render(m, messages.size(), false, has_tools, true, now_unix);
+  const std::string last = std::exchange(m.last_render, std::string());
+  const bool after_last = !last.empty() && m.last_count == answer && !answer_text.empty();
+  std::string full = render(m, messages.size(), false, has_tools, true, now_unix);
   if (!ends_with(full, chat_.assistant_prefix)) return std::nullopt;
+  // Kept for the next call, whichever way this one cuts.
+  struct Remember {
+    ConvertedMessages& memo;
+    std::string& text;
+    size_t count;
+    ~Remember() {
+      memo.last_render = std::move(text);
+      memo.last_count = count;
+    }
+  } remember{m, full, messages.size()};
   const std::string_view body = std::string_view(full).substr(0, full.size() - chat_.assistant_prefix.size());
+  // One render: the last call's render (the window's text up to the answer, when nothing was compacted)
+  // and the answer as sampled, closed, start this render: the cut is what follows.
+  if (after_last && body.size() >= last.size() + answer_text.size() && body.starts_with(last) &&
+      body.substr(last.size()).starts_with(answer_text)) {
+    ++m.one_render_cuts;
+    return encode(body.substr(last.size() + answer_text.size()), m.originals);
+  }
   const std::string close = chat_.end_of_turn + chat_.after_end_of_turn;
   // The renders of shorter lists may be refused (a template that wants a user turn last): then no prefix.
   const auto try_render = [&](bool placeholder) -> std::optional<std::string> {

@@ -54,8 +54,13 @@ struct ConvertedMessages {
   std::vector<size_t> originals_before;  // originals.size() before each message
   std::vector<std::string> originals;    // what sentinel N stands for: the tools' first, then messages'
   nlohmann::ordered_json tools;          // the tools converted, as sent
-  jinja::Value tool_values;              // none when there are none
+  jinja::Value tool_values;              // undefined when there are none
   bool converted_tools = false;
+  // The last call's render of the whole list with the generation prompt, and how many messages it had
+  // (cleared when those messages or the tools change): next() cuts with one render when it extends.
+  std::string last_render;
+  size_t last_count = 0;
+  uint64_t one_render_cuts = 0;  // next() calls that needed no second render (tests, metrics)
 };
 
 class TemplateRenderer {
@@ -71,9 +76,15 @@ class TemplateRenderer {
              ConvertedMessages* memo = nullptr) const;
   // The text after the answer messages[answer] (without its close, which the caller writes) up to the
   // generation prompt, as ids; std::nullopt when the template's renders do not extend each other.
+  // `answer_text`: the window's text of the answer as sampled, with the close the caller writes after it.
+  // When the memo's last render was of messages[0, answer) and this render starts with that render and
+  // `answer_text`, the cut is what follows (one render: the template writes the harness's copy of the answer
+  // as it was sampled, and the window's text equals the template's render); otherwise the cut is past the
+  // render of the list up to the answer (a second render).
   std::optional<std::vector<TokenId>> next(std::span<const Message> messages, size_t answer,
                                            const nlohmann::ordered_json& tools, int64_t now_unix,
-                                           ConvertedMessages* memo = nullptr) const;
+                                           ConvertedMessages* memo = nullptr,
+                                           std::string_view answer_text = {}) const;
 
   // The special-token strings message text is kept from (for tests and the README).
   const std::vector<std::string>& guarded() const { return guarded_; }

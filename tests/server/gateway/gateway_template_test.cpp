@@ -323,26 +323,39 @@ TEST(GatewayTemplate, ASessionsConvertedMessagesCutAsAConversionFromScratch) {
     EXPECT_EQ(tokenizer->decode(rest), tokenizer->decode(fresh_rest)) << label;
     EXPECT_EQ(memo.values.size(), list.size()) << label;
   };
-  const auto same_next = [&](const std::string& label, size_t answer, const ordered& t) {
-    const auto ours = renderer.next(list, answer, t, 0, &memo);
+  // `one_render`: whether the cut needs no second render (the answer as sampled, closed, follows the last
+  // render); either way it equals the cut of a conversion from scratch with two renders.
+  const auto same_next = [&](const std::string& label, size_t answer, const ordered& t, bool one_render) {
+    const uint64_t cuts = memo.one_render_cuts;
+    const std::string answer_text = list[answer].content + "<|im_end|>\n";  // as the window holds it
+    const auto ours = renderer.next(list, answer, t, 0, &memo, answer_text);
     const auto fresh = renderer.next(list, answer, t, 0);
     ASSERT_TRUE(ours && fresh) << label;
     EXPECT_EQ(tokenizer->decode(*ours), tokenizer->decode(*fresh)) << label;
     EXPECT_NE(tokenizer->decode(*ours).find(list.back().content), std::string::npos) << label;
+    EXPECT_EQ(memo.one_render_cuts - cuts, one_render ? 1u : 0u) << label;
   };
   same_first("first call", tools);
-  list.push_back(msg(MessageRole::kAssistant, "x" + guard));
+  list.push_back(msg(MessageRole::kAssistant, "x" + guard));  // guarded: not its sampled text in the render
   list.push_back(msg(MessageRole::kUser, "b" + guard + " c" + guard));
-  same_next("a turn", 2, tools);
+  same_next("a turn", 2, tools, false);
   list.push_back(msg(MessageRole::kAssistant, "y"));
   list.push_back(msg(MessageRole::kUser, "d" + guard));
-  same_next("another turn", 4, tools);
+  same_next("another turn", 4, tools, true);
+  list.push_back(msg(MessageRole::kAssistant, "z"));
+  list.push_back(msg(MessageRole::kUser, "f"));
+  same_next("a third turn", 6, tools, true);
   list[1].content = "edited" + guard + guard;  // the harness rewrote its history
   same_first("an edited history", tools);
   list.resize(3);
   list.push_back(msg(MessageRole::kUser, "e"));
-  same_next("a shorter list", 2, tools);
-  same_next("other tools", 2, other_tools);
+  same_next("a shorter list", 2, tools, false);  // the last render was of more messages
+  list.push_back(msg(MessageRole::kAssistant, "w"));
+  list.push_back(msg(MessageRole::kUser, "g"));
+  same_next("after the shorter list", 4, tools, true);
+  list.push_back(msg(MessageRole::kAssistant, "v"));
+  list.push_back(msg(MessageRole::kUser, "h"));
+  same_next("other tools", 6, other_tools, false);  // everything converted again
   same_first("no tools", ordered());
 }
 
