@@ -270,12 +270,16 @@ void Interpreter::exec_set(const Node& node) {
   for (size_t k = 0; k < parts.size(); ++k) assign(node.targets[k], parts[k]);
 }
 
-Value Interpreter::lookup(const std::string& name) const {
+const Value* Interpreter::find_name(const std::string& name) const {
   for (const Scope* s = scope_.get(); s; s = s->parent.get()) {
-    if (const Value* v = s->vars.find(name)) return *v;
+    if (const Value* v = s->vars.find(name)) return v;
   }
-  if (const Value* v = variables_->find(name)) return *v;
-  if (const Value* v = globals_.find(name)) return *v;
+  if (const Value* v = variables_->find(name)) return v;
+  return globals_.find(name);
+}
+
+Value Interpreter::lookup(const std::string& name) const {
+  if (const Value* v = find_name(name)) return *v;
   return Value::undefined("'" + name + "' is undefined");
 }
 
@@ -389,6 +393,14 @@ Value Interpreter::eval_node(const Expr& e) {
       return Value(std::move(dict));
     }
     case Expr::Kind::kGetattr: {
+      // `name.attribute` (message.content, loop.index0, ns.x: most of a chat template's lookups) reads the
+      // name's value where it is stored, without copying it.
+      if (e.args[0]->kind == Expr::Kind::kName) {
+        if (const Value* obj = find_name(e.args[0]->name)) {
+          line_ = e.line;
+          return get_attribute(*this, *obj, e.name);
+        }
+      }
       const Value obj = eval(*e.args[0]);
       line_ = e.line;
       return get_attribute(*this, obj, e.name);

@@ -65,6 +65,8 @@ class Interpreter {
   bool eval_test(const Expr& e);
   CallArgs eval_args(const Expr& e, size_t first);
   Value lookup(const std::string& name) const;
+  // Where `name` is stored (a scope, the variables, the globals); null when it is not defined.
+  const Value* find_name(const std::string& name) const;
   void assign(const std::string& name, Value value);
   void write(const std::string& text);
   // Ends a render: clears the scopes that macros closed over (breaking their reference cycles).
