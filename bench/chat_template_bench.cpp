@@ -109,8 +109,14 @@ ChatRenderRequest request_for(const std::string& model) {
   return request;
 }
 
-double rendered_mb(size_t bytes, int64_t iterations) {
-  return static_cast<double>(bytes) * static_cast<double>(iterations) / 1e6;
+// The counters every row reports: the rendered text's size, and messages and megabytes rendered per second.
+void report(benchmark::State& state, size_t bytes, size_t messages) {
+  const double n = static_cast<double>(state.iterations());
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["messages_per_s"] =
+      benchmark::Counter(static_cast<double>(messages) * n, benchmark::Counter::kIsRate);
+  state.counters["MB_per_s"] =
+      benchmark::Counter(static_cast<double>(bytes) * n / 1e6, benchmark::Counter::kIsRate);
 }
 
 void BM_ChatTemplateRender(benchmark::State& state, const std::string& model) {
@@ -133,11 +139,7 @@ void BM_ChatTemplateRender(benchmark::State& state, const std::string& model) {
     bytes = text.size();
     benchmark::DoNotOptimize(text.data());
   }
-  state.counters["bytes"] = static_cast<double>(bytes);
-  state.counters["messages_per_s"] = benchmark::Counter(
-      static_cast<double>(conversation(model).size() * state.iterations()), benchmark::Counter::kIsRate);
-  state.counters["MB_per_s"] =
-      benchmark::Counter(rendered_mb(bytes, state.iterations()), benchmark::Counter::kIsRate);
+  report(state, bytes, conversation(model).size());
 }
 
 void BM_Jinja2Render(benchmark::State& state, const std::string& model) {
@@ -194,11 +196,7 @@ void BM_Jinja2Render(benchmark::State& state, const std::string& model) {
     state.SetIterationTime(answer["cpu_s"].get<double>());
   }
   fs::remove(file);
-  state.counters["bytes"] = static_cast<double>(bytes);
-  state.counters["messages_per_s"] = benchmark::Counter(
-      static_cast<double>(conversation(model).size() * state.iterations()), benchmark::Counter::kIsRate);
-  state.counters["MB_per_s"] =
-      benchmark::Counter(rendered_mb(bytes, state.iterations()), benchmark::Counter::kIsRate);
+  report(state, bytes, conversation(model).size());
 }
 
 void BM_ChatmlTurns(benchmark::State& state) {
@@ -218,11 +216,7 @@ void BM_ChatmlTurns(benchmark::State& state) {
     bytes = text.size();
     benchmark::DoNotOptimize(text.data());
   }
-  state.counters["bytes"] = static_cast<double>(bytes);
-  state.counters["messages_per_s"] = benchmark::Counter(
-      static_cast<double>(messages.size() * state.iterations()), benchmark::Counter::kIsRate);
-  state.counters["MB_per_s"] =
-      benchmark::Counter(rendered_mb(bytes, state.iterations()), benchmark::Counter::kIsRate);
+  report(state, bytes, messages.size());
 }
 
 BENCHMARK(BM_ChatmlTurns);

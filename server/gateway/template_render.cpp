@@ -247,23 +247,23 @@ std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Messa
   protect(m, messages, tools);
   const bool has_tools = m.tool_values.is_list();
   const std::string last = std::exchange(m.last_render, std::string());
-  const bool after_last = !last.empty() && m.last_count == answer && !answer_text.empty();
   std::string full = render(m, messages.size(), false, has_tools, true, now_unix);
   if (!ends_with(full, chat_.assistant_prefix)) return std::nullopt;
-  // Kept for the next call, whichever way this one cuts.
-  struct Remember {
-    ConvertedMessages& memo;
-    std::string& text;
-    size_t count;
-    ~Remember() {
-      memo.last_render = std::move(text);
-      memo.last_count = count;
-    }
-  } remember{m, full, messages.size()};
+  std::optional<std::vector<TokenId>> cut =
+      cut_after_answer(m, full, last, answer_text, answer, has_tools, now_unix);
+  m.last_render = std::move(full);  // kept for the next call, whichever way this one cut
+  m.last_count = messages.size();
+  return cut;
+}
+
+std::optional<std::vector<TokenId>> TemplateRenderer::cut_after_answer(
+    ConvertedMessages& m, const std::string& full, const std::string& last, std::string_view answer_text,
+    size_t answer, bool has_tools, int64_t now_unix) const {
   const std::string_view body = std::string_view(full).substr(0, full.size() - chat_.assistant_prefix.size());
   // One render: the last call's render (the window's text up to the answer, when nothing was compacted)
   // and the answer as sampled, closed, start this render: the cut is what follows.
-  if (after_last && body.size() >= last.size() + answer_text.size() && body.starts_with(last) &&
+  if (!last.empty() && m.last_count == answer && !answer_text.empty() &&
+      body.size() >= last.size() + answer_text.size() && body.starts_with(last) &&
       body.substr(last.size()).starts_with(answer_text)) {
     ++m.one_render_cuts;
     return encode(body.substr(last.size() + answer_text.size()), m.originals);

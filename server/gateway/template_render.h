@@ -98,6 +98,11 @@ class TemplateRenderer {
   // The template's render of the first `count` converted messages (and a placeholder user turn after them).
   std::string render(const ConvertedMessages& memo, size_t count, bool placeholder, bool with_tools,
                      bool generation_prompt, int64_t now_unix) const;
+  // next()'s cut of `full` (this call's render): past `last` and the answer as sampled when they start it,
+  // else past a second render of the list up to the answer. `m.last_count` is still the last render's.
+  std::optional<std::vector<TokenId>> cut_after_answer(ConvertedMessages& m, const std::string& full,
+                                                       const std::string& last, std::string_view answer_text,
+                                                       size_t answer, bool has_tools, int64_t now_unix) const;
   // The rendered text as ids: sentinels become their originals as ordinary text.
   std::vector<TokenId> encode(std::string_view text, const std::vector<std::string>& originals) const;
 
