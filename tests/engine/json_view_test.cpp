@@ -136,6 +136,34 @@ TEST(JsonView, RefusesHostileInputWithTheOffsetAndWhatWasExpected) {
   EXPECT_NE(message.find("byte 0x00"), std::string::npos) << message;
 }
 
+// Long strings are scanned 16 and 8 bytes at a time: a byte that needs a look (an escape, a quote, a control
+// byte, non-ASCII) is found at every offset of strings of every length around those widths, decoded as
+// read_json decodes it, and a refused byte is named by its exact offset.
+TEST(JsonView, FindsEverySpecialByteAtEveryOffsetOfALongString) {
+  for (size_t length = 1; length <= 50; ++length) {
+    for (size_t at = 0; at < length; ++at) {
+      for (const std::string_view special : {"\\n", "\\\"", "\xC3\xA9", "\xF0\x9F\x98\x80", "\x7f"}) {
+        std::string text =
+            "[\"" + std::string(at, 'a') + std::string(special) + std::string(length - at, 'b') + "\"]";
+        const JsonDocument doc = JsonDocument::parse(text, "test");
+        EXPECT_EQ(std::string((*doc.root().begin()).string()), read_json(text, "test")[0].get<std::string>())
+            << "length " << length << ", offset " << at << ", " << special;
+      }
+      for (const char bad : {'\x01', '\x1f', '\xff', '\x80'}) {
+        const std::string text = "[\"" + std::string(at, 'a') + bad + std::string(length - at, 'b') + "\"]";
+        std::string message;
+        error_kind(text, &message);
+        EXPECT_NE(message.find("(byte " + std::to_string(2 + at) + ")"), std::string::npos)
+            << "length " << length << ", offset " << at << ": " << message;
+      }
+    }
+    // Without an escape the value is a view into the text, whatever its length.
+    const std::string text = "[\"" + std::string(length, 'q') + "\"]";
+    const JsonDocument doc = JsonDocument::parse(text, "test");
+    EXPECT_EQ((*doc.root().begin()).string().data(), text.data() + 2);
+  }
+}
+
 TEST(JsonView, NumbersAreExact) {
   const JsonDocument doc = JsonDocument::parse(
       "[18446744073709551615, 18446744073709551616, -9223372036854775808, -9223372036854775809, -0, "
