@@ -27,6 +27,7 @@
 #include "engine/json_reader.h"
 #include "engine/tokenizer.h"
 #include "policies/llm/llm_api.h"
+#include "server/gateway/chat_messages.h"
 #include "server/gateway/gateway.h"
 #include "server/gateway/openai_codec.h"
 #include "tests/policies/llm/scripted_llm_server.h"
@@ -364,6 +365,19 @@ void BM_ChatBodyDecode(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
 }
 BENCHMARK(BM_ChatBodyDecode);
+
+// The keys of the same body's messages, computed on every call to see whether the harness kept its history
+// (server/gateway/chat_messages.h): a pass over every byte, beside the decoding's pass above.
+void BM_ChatMessageKeys(benchmark::State& state) {
+  const std::string body = chat_body_8k();
+  const server::gateway::ChatRequest request = server::gateway::parse_chat_request(body);
+  for (auto _ : state) {
+    for (const auto& message : request.turn.messages)
+      benchmark::DoNotOptimize(server::gateway::message_key(message));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+}
+BENCHMARK(BM_ChatMessageKeys);
 
 // The stand-in's answer to one turn (14 tokens with their log-probs), as the gateway's upstream call reads
 // it.

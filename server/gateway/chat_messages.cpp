@@ -13,9 +13,11 @@ using json = nlohmann::ordered_json;  // tool calls keep their keys in the order
 namespace {
 
 // The keys only recognise a session's own history (a harness that found a collision could confuse only its
-// own session), so a fast non-cryptographic hash will do: two SplitMix64 lanes over 8-byte words, a few
-// nanoseconds per 8 bytes and no copy of the text (SHA-256 over a canonical copy cost about 50 us for an
-// 8 KB history on every call: bench/RESULTS.md, gateway).
+// own session), so a fast non-cryptographic hash will do, with no copy of the text (SHA-256 over a canonical
+// copy cost about 50 us for an 8 KB history on every call: bench/RESULTS.md, gateway). Every message of the
+// history is hashed on every call, so the bulk of a long field goes through four independent lanes of
+// xxHash64's round (multiply, rotate, multiply: the lanes overlap in the pipeline, about a byte per cycle),
+// folded into two SplitMix64 lanes that also take the short fields and the tail word by word.
 class KeyHasher {
  public:
   void add(uint64_t value) {
@@ -25,6 +27,20 @@ class KeyHasher {
   void add_field(std::string_view field) {  // length-prefixed: no two field lists hash the same way
     add(field.size());
     size_t i = 0;
+    if (field.size() >= 64) {
+      constexpr uint64_t kP1 = 0x9E3779B185EBCA87ull, kP2 = 0xC2B2AE3D27D4EB4Full;
+      const auto round = [](uint64_t lane, uint64_t word) {
+        lane += word * kP2;
+        return ((lane << 31) | (lane >> 33)) * kP1;
+      };
+      uint64_t lane[4] = {a_ + kP1 + kP2, b_ + kP2, a_ ^ b_, b_ - kP1};
+      for (; i + 32 <= field.size(); i += 32) {
+        uint64_t words[4];
+        std::memcpy(words, field.data() + i, 32);
+        for (int k = 0; k < 4; ++k) lane[k] = round(lane[k], words[k]);
+      }
+      for (const uint64_t l : lane) add(l);
+    }
     for (; i + 8 <= field.size(); i += 8) {
       uint64_t word;
       std::memcpy(&word, field.data() + i, 8);

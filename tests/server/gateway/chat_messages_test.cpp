@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 namespace crl::server::gateway {
 namespace {
@@ -64,6 +65,26 @@ TEST(ChatMessages, ArgumentKeysAgreeWithNlohmannsCanonicalDump) {
       EXPECT_EQ(key_with_arguments(texts[i]) == key_with_arguments(texts[j]), same_dump)
           << texts[i] << " vs " << texts[j];
     }
+  }
+}
+
+// Long contents go through the hash's four-lane bulk path: every byte, in the bulk and in the tail, and the
+// length count (a history edit anywhere in a long message must be seen).
+TEST(ChatMessages, EveryByteOfALongContentCountsInItsKey) {
+  Message message;
+  message.role = MessageRole::kUser;
+  for (const size_t length : {63, 64, 65, 95, 96, 97, 300}) {
+    message.content.assign(length, 'x');
+    const uint64_t key = message_key(message);
+    EXPECT_EQ(message_key(message), key);
+    std::set<uint64_t> seen = {key};
+    for (size_t at = 0; at < length; ++at) {
+      message.content[at] = 'y';
+      EXPECT_TRUE(seen.insert(message_key(message)).second) << "length " << length << ", byte " << at;
+      message.content[at] = 'x';
+    }
+    message.content += '\0';  // one more (zero) byte: a different length, a different key
+    EXPECT_NE(message_key(message), key) << "length " << length;
   }
 }
 
