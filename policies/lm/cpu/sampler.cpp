@@ -167,7 +167,8 @@ void check_sampling(const LmConfig& c, std::span<const SampleRequest> requests, 
 }
 
 std::vector<SampleResult> sample_with(TokenDecoder& decoder, const LmConfig& c,
-                                      std::span<const SampleRequest> requests, const SamplingParams& p) {
+                                      std::span<const SampleRequest> requests, const SamplingParams& p,
+                                      const SampleObserver& observer) {
   size_t longest_stop = 0;
   for (const std::string& s : p.stop_strings) longest_stop = std::max(longest_stop, s.size());
   const size_t n = requests.size();
@@ -252,6 +253,12 @@ std::vector<SampleResult> sample_with(TokenDecoder& decoder, const LmConfig& c,
       }
       any = any || !done[r];
     }
+    if (observer) {
+      // Finished: stopped now or before, or out of tokens (the last step, or not fed again: the context).
+      std::vector<char> finished(done);
+      if (step + 1 >= p.max_new_tokens) std::fill(finished.begin(), finished.end(), 1);
+      if (!observer(step, out, finished)) break;
+    }
     if (!slots.empty()) decoder.push(slots, tokens, logits);
     if (!any) break;
   }
@@ -278,10 +285,10 @@ class CpuDecoder final : public TokenDecoder {
 }  // namespace
 
 std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleRequest> requests,
-                                 const SamplingParams& p) {
+                                 const SamplingParams& p, const SampleObserver& observer) {
   check_sampling(model.config(), requests, p);
   CpuDecoder decoder(model, requests.size());
-  return sample_with(decoder, model.config(), requests, p);
+  return sample_with(decoder, model.config(), requests, p, observer);
 }
 
 }  // namespace crl::lm

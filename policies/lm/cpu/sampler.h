@@ -18,6 +18,7 @@
 // what top_k kept: the order of Hugging Face's warpers and vLLM) reaches top_p (at least one token), then
 // samples among them.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -97,9 +98,19 @@ struct SampleResult {
   std::vector<std::vector<std::pair<int32_t, float>>> prompt_top;
 };
 
+// Watches sampling as it goes (a server streaming tokens as they are sampled, policies/lm/serve.h): called
+// after each sampling round, `step` = the index of the token each sequence still going has just sampled,
+// with the results so far (their tokens, log-probs, text and top tokens up to that token) and, per
+// sequence, whether it is finished (its result is final: a stop, the token limit, the context). A sequence
+// that finished in an earlier round is not in this round (its tokens end before `step`). Returning false
+// stops sampling there: the results so far are returned, unfinished ones with finish kLength. Observing
+// changes no token, draw or log-prob.
+using SampleObserver =
+    std::function<bool(int step, std::span<const SampleResult> results, std::span<const char> finished)>;
+
 // Throws std::invalid_argument naming the field for bad parameters or prompts.
 std::vector<SampleResult> sample(const LmModel& model, std::span<const SampleRequest> requests,
-                                 const SamplingParams& params);
+                                 const SamplingParams& params, const SampleObserver& observer = {});
 
 // Where the next-token logits come from: one sequence per slot (slot r = request r), each fed one token at
 // a time. The CPU's is a KvCache per slot; the CUDA twin's keeps the caches on the device and advances all
@@ -123,7 +134,8 @@ void check_sampling(const LmConfig& config, std::span<const SampleRequest> reque
 // the prompts feeds token t of every prompt that has one; each sampling round feeds the token just sampled
 // of every sequence that goes on. The tokens, stops and random draws are the same whatever the decoder.
 std::vector<SampleResult> sample_with(TokenDecoder& decoder, const LmConfig& config,
-                                      std::span<const SampleRequest> requests, const SamplingParams& params);
+                                      std::span<const SampleRequest> requests, const SamplingParams& params,
+                                      const SampleObserver& observer = {});
 
 // One token from a logits row under the parameters (exposed for tests); rng is used only when temperature >
 // 0.

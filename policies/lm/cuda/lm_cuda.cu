@@ -426,12 +426,12 @@ std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel& model, int slots) {
 }
 
 std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const SampleRequest> requests,
-                                      const SamplingParams& params) {
+                                      const SamplingParams& params, const SampleObserver& observer) {
   cuda_detail::check_sample_like_cpu(model, requests, params);
   check_device();
   if (requests.empty()) return {};
   CudaDecoder decoder(model, static_cast<int>(requests.size()));
-  return sample_with(decoder, model.config(), requests, params);
+  return sample_with(decoder, model.config(), requests, params, observer);
 }
 
 }  // namespace crl::lm

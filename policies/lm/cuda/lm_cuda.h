@@ -46,7 +46,7 @@ std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch,
 // kernels by shape). Errors: rope models, then the CPU's parameter checks (std::invalid_argument), then no
 // device (crl::Error), in that order on every machine.
 std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const SampleRequest> requests,
-                                      const SamplingParams& params);
+                                      const SamplingParams& params, const SampleObserver& observer = {});
 
 // The device decoder itself (for tests and callers that drive their own rounds): `slots` empty sequences.
 std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel& model, int slots);

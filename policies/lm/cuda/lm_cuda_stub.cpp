@@ -29,7 +29,7 @@ std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch,
 }
 
 std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const SampleRequest> requests,
-                                      const SamplingParams& params) {
+                                      const SamplingParams& params, const SampleObserver&) {
   cuda_detail::check_sample_like_cpu(model, requests, params);
   not_built();
 }

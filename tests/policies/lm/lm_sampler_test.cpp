@@ -252,6 +252,50 @@ TEST(LmSampler, StopIdsAndLimits) {
   EXPECT_EQ(ctx.tokens.size(), 16u - 3u + 1u);
 }
 
+// An observer sees every round as it is sampled (the tokens so far, which sequences are finished: a stop
+// id, the token limit, the context), changes nothing, and stops sampling when it returns false.
+TEST(LmSampler, AnObserverSeesEachRoundAndCanStopIt) {
+  const LmConfig c = test::small_config();
+  const LmModel m = test::perturbed_model(c);
+  const std::vector<SampleRequest> r = make_requests(c, 3);
+  SamplingParams p;
+  p.max_new_tokens = 8;
+  const std::vector<SampleResult> plain = sample(m, r, p);
+  p.stop_ids = {plain[1].tokens[2]};  // sequence 1 stops early; the others may too
+  const std::vector<SampleResult> expected = sample(m, r, p);
+  std::vector<std::vector<int32_t>> seen(3);
+  std::vector<int> finished_at(3, -1);
+  int rounds = 0;
+  const std::vector<SampleResult> observed =
+      sample(m, r, p, [&](int step, std::span<const SampleResult> so_far, std::span<const char> finished) {
+        EXPECT_EQ(step, rounds++);
+        for (size_t k = 0; k < 3; ++k) {
+          if (so_far[k].tokens.size() != static_cast<size_t>(step) + 1) continue;  // finished before
+          EXPECT_EQ(finished_at[k], -1) << k;
+          seen[k].push_back(so_far[k].tokens.back());
+          if (finished[k]) finished_at[k] = step;
+        }
+        return true;
+      });
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(observed[k].tokens, expected[k].tokens) << k;
+    EXPECT_EQ(observed[k].logprobs, expected[k].logprobs) << k;
+    EXPECT_EQ(seen[k], expected[k].tokens) << "each token seen in its round";
+    EXPECT_EQ(finished_at[k], static_cast<int>(expected[k].tokens.size()) - 1)
+        << "finished in its last round";
+  }
+  EXPECT_LT(expected[1].tokens.size(), 8u);
+  // Stopped after the second round: two tokens each, the rest never sampled.
+  const std::vector<SampleResult> cut = sample(
+      m, r, p, [](int step, std::span<const SampleResult>, std::span<const char>) { return step < 1; });
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(cut[k].tokens,
+              std::vector<int32_t>(expected[k].tokens.begin(),
+                                   expected[k].tokens.begin() +
+                                       std::min<long>(2, static_cast<long>(expected[k].tokens.size()))));
+  }
+}
+
 // A stop string that spans several tokens ends sampling at the token that completes its first occurrence,
 // at temperature 0 and when sampling (the stopped run is a prefix of the free run: same stream).
 TEST(LmSampler, MultiTokenStopStrings) {
