@@ -35,7 +35,8 @@ void serve_lm_routes(const lm::LmService& service, server::HttpOptions& http) {
     const std::string_view path = call.target.substr(0, call.target.find('?'));
     auto answer = service.handle(call.method, path, call.body);
     if (!answer) return std::nullopt;
-    return server::HttpAnswer{answer->status, std::move(answer->content_type), std::move(answer->body), 0};
+    return server::HttpAnswer{answer->status, std::move(answer->content_type), std::move(answer->body), 0,
+                              std::move(answer->stream)};
   };
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // Server-sent events (the WHATWG EventSource format) for streaming answers: the gateway's and `crl lm
-// serve`'s (policies/lm/serve.h). Both have the whole answer before they write (the gateway's upstream call
-// is token-in, token-out and not streamed; the small model samples a whole answer in milliseconds), so a
-// stream is one body of events with Content-Type text/event-stream; an SSE reader cannot tell the
-// difference, and nothing is half-sent when a call fails (that is an ordinary error answer).
+// serve`'s (policies/lm/serve.h). `crl lm serve` sends each sampling round's events as they are sampled
+// (a chunked body, server/router.h HttpAnswer::stream). The gateway has the whole answer before it writes
+// (its upstream call is token-in, token-out and not streamed), so its stream is one body of events with
+// Content-Type text/event-stream; an SSE reader cannot tell the difference, and nothing is half-sent when a
+// call fails (that is an ordinary error answer).
 #include <string>
 #include <string_view>
 

@@ -14,6 +14,51 @@ namespace crl::server {
 
 namespace websocket = beast::websocket;
 
+bool BodyPipe::put(std::string_view piece) {
+  std::lock_guard lock(mutex_);
+  pending_.append(piece);
+  if (woken_) return false;
+  woken_ = true;
+  return true;
+}
+
+bool BodyPipe::end(bool complete) {
+  std::lock_guard lock(mutex_);
+  ended_ = true;
+  complete_ = complete;
+  if (woken_) return false;
+  woken_ = true;
+  return true;
+}
+
+BodyPipe::Taken BodyPipe::take() {
+  std::lock_guard lock(mutex_);
+  woken_ = false;
+  Taken taken;
+  taken.bytes.swap(pending_);
+  taken.ended = ended_;
+  taken.complete = complete_;
+  return taken;
+}
+
+namespace {
+
+// The head fields every answer has (a streamed one adds Transfer-Encoding: chunked).
+template <typename Body>
+void set_head(http::response<Body>& response, const HttpAnswer& answer, bool keep_alive) {
+  response.set(http::field::server, "crl/" CRL_VERSION);
+  response.set(http::field::content_type, answer.content_type);
+  // The one HTML answer is the viewer's page (GET /ui): it goes out with its Content-Security-Policy.
+  if (answer.content_type.rfind("text/html", 0) == 0)
+    response.set("Content-Security-Policy", ui_page_policy());
+  if (answer.retry_after > 0) {
+    response.set(http::field::retry_after, std::to_string(static_cast<int>(std::ceil(answer.retry_after))));
+  }
+  response.keep_alive(keep_alive);
+}
+
+}  // namespace
+
 HttpConnection::HttpConnection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id)
     : stream_(std::move(socket)), server_(server), id_(id) {}
 
@@ -52,6 +97,7 @@ void HttpConnection::drain() {
 
 void HttpConnection::drain_deadline() {
   if (phase_ == Phase::kUpgraded) return close();
+  if (pipe_) return close();  // a streamed answer is cut: its head is out, no 503 can follow
   if (phase_ == Phase::kWorking) {
     return answer(error_answer(503, "drain_deadline",
                                "the server shut down before this request finished (drain timeout of " +
@@ -63,13 +109,91 @@ void HttpConnection::drain_deadline() {
   if (phase_ != Phase::kWriting) close();
 }
 
-void HttpConnection::on_handled(HttpAnswer handled) {
-  if (phase_ != Phase::kWorking) return;  // answered at the drain deadline already
+void HttpConnection::on_handled(HttpAnswer handled, std::shared_ptr<BodyPipe> pipe) {
+  if (phase_ != Phase::kWorking) {  // answered at the drain deadline already
+    if (pipe) pipe->close();
+    return;
+  }
   // Past the drain deadline a request still being handled gets the deadline's 503 whichever comes first,
   // its handler's answer or drain_deadline(): the gateway's upstream calls are cancelled at the deadline,
   // so their (cancelled) answers can now arrive before it.
-  if (server_.deadline_passed) return drain_deadline();
+  if (server_.deadline_passed) {
+    if (pipe) pipe->close();
+    return drain_deadline();
+  }
+  if (pipe) return answer_streamed(std::move(handled), std::move(pipe));
   answer(std::move(handled), keep_alive_);
+}
+
+void HttpConnection::answer_streamed(HttpAnswer answer, std::shared_ptr<BodyPipe> pipe) {
+  busy_ = true;
+  pipe_ = std::move(pipe);
+  if (parser_->get().version() == 10) {  // no chunked coding in HTTP/1.0: the whole body at its end
+    answer.stream = nullptr;
+    collected_ = std::move(answer);
+    phase_ = Phase::kStreaming;
+    return pump();
+  }
+  server_.service.metrics().count_response(answer.status);
+  stream_head_.emplace(static_cast<http::status>(answer.status), 11);
+  set_head(*stream_head_, answer, keep_alive_ && !server_.draining);
+  stream_head_->chunked(true);
+  stream_head_writer_.emplace(*stream_head_);
+  chunk_in_flight_ = true;
+  last_chunk_sent_ = false;
+  deadline_ = Clock::now() + to_duration(server_.options.request_timeout_s);
+  phase_ = Phase::kWriting;
+  http::async_write_header(
+      stream_, *stream_head_writer_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_stream_write(ec); });
+}
+
+void HttpConnection::pump() {
+  if (!pipe_ || chunk_in_flight_ || last_chunk_sent_) return;
+  BodyPipe::Taken taken = pipe_->take();
+  if (collected_) {
+    collected_->body += taken.bytes;
+    if (!taken.ended) return;
+    if (!taken.complete) return close();
+    HttpAnswer whole = std::move(*collected_);
+    collected_.reset();
+    pipe_.reset();
+    return answer(std::move(whole), keep_alive_);
+  }
+  const auto write = [this](const auto& buffers) {
+    chunk_in_flight_ = true;
+    deadline_ = Clock::now() + to_duration(server_.options.request_timeout_s);
+    phase_ = Phase::kWriting;
+    net::async_write(stream_, buffers, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->on_stream_write(ec);
+    });
+  };
+  if (!taken.bytes.empty()) {  // never an empty chunk: that would be the last one
+    chunk_ = std::move(taken.bytes);
+    return write(http::make_chunk(net::buffer(chunk_)));
+  }
+  if (taken.ended) {
+    if (!taken.complete) return close();  // the producer failed: no last chunk, the client sees a cut body
+    last_chunk_sent_ = true;
+    return write(http::make_chunk_last());
+  }
+  phase_ = Phase::kStreaming;  // waits for the producer (woken by its next piece)
+}
+
+void HttpConnection::on_stream_write(beast::error_code ec) {
+  chunk_in_flight_ = false;
+  if (ec) return close();  // the client went away (or did not read within the deadline)
+  if (!last_chunk_sent_) return pump();
+  busy_ = false;
+  phase_ = Phase::kIdle;
+  const bool keep = stream_head_->keep_alive();
+  stream_head_writer_.reset();
+  stream_head_.reset();
+  pipe_.reset();
+  chunk_.clear();
+  last_chunk_sent_ = false;
+  if (!keep) return close();
+  read();
 }
 
 void HttpConnection::set_reading(bool on) {
@@ -230,15 +354,7 @@ void HttpConnection::answer(HttpAnswer answer, bool keep_alive) {
   server_.service.metrics().count_response(answer.status);
   const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
   response_.emplace(static_cast<http::status>(answer.status), version == 10 ? 10 : 11);
-  response_->set(http::field::server, "crl/" CRL_VERSION);
-  response_->set(http::field::content_type, answer.content_type);
-  // The one HTML answer is the viewer's page (GET /ui): it goes out with its Content-Security-Policy.
-  if (answer.content_type.rfind("text/html", 0) == 0)
-    response_->set("Content-Security-Policy", ui_page_policy());
-  if (answer.retry_after > 0) {
-    response_->set(http::field::retry_after, std::to_string(static_cast<int>(std::ceil(answer.retry_after))));
-  }
-  response_->keep_alive(keep_alive && !server_.draining);
+  set_head(*response_, answer, keep_alive && !server_.draining);
   response_->body() = std::move(answer.body);
   response_->prepare_payload();
   deadline_ = Clock::now() + to_duration(server_.options.request_timeout_s);
@@ -288,6 +404,10 @@ void HttpConnection::upgrade() {
 }
 
 void HttpConnection::close() {
+  if (pipe_) {
+    pipe_->close();
+    pipe_.reset();
+  }
   beast::error_code ignored;
   phase_ = Phase::kClosed;
   set_reading(false);

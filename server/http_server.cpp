@@ -30,9 +30,11 @@ std::optional<HttpAnswer> HttpServer::Impl::handle(const OwnedCall& call) {
   std::optional<HttpAnswer> handled;
   if (!deadline_passed && options.routes) handled = options.routes(call.view(draining));
   if (!deadline_passed && !handled) handled = route(service, call.view(draining));
-  // Counted out before the answer is posted: a client that has its answer sees the handler finished.
-  if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
   return handled;
+}
+
+void HttpServer::Impl::handled_one() {
+  if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
 }
 
 void HttpServer::Impl::submit(std::shared_ptr<HttpConnection> connection, OwnedCall call) {
@@ -40,11 +42,41 @@ void HttpServer::Impl::submit(std::shared_ptr<HttpConnection> connection, OwnedC
   net::post(pool, [this, connection = std::move(connection), call = std::move(call),
                    guard = net::make_work_guard(ioc)]() mutable {
     std::optional<HttpAnswer> handled = handle(call);
-    if (handled) {
-      net::post(connection->executor(), [connection, handled = std::move(*handled)]() mutable {
-        connection->on_handled(std::move(handled));
-      });
+    if (!handled || !handled->stream) {
+      // Counted out before the answer is posted: a client that has its answer sees the handler finished.
+      handled_one();
+      if (handled) {
+        net::post(connection->executor(), [connection, handled = std::move(*handled)]() mutable {
+          connection->on_handled(std::move(handled));
+        });
+      }
+      return;
     }
+    // A streamed answer: its head goes out now; the producer runs here, still counted in in_flight (the
+    // drain waits for it), each piece waking the connection when no wake-up is pending.
+    const auto produce = std::move(handled->stream);
+    handled->stream = nullptr;
+    auto pipe = std::make_shared<BodyPipe>();
+    const auto wake = [&connection] {
+      net::post(connection->executor(), [connection] { connection->pump(); });
+    };
+    if (!handled->body.empty() && pipe->put(handled->body)) wake();
+    handled->body.clear();
+    net::post(connection->executor(), [connection, pipe, handled = std::move(*handled)]() mutable {
+      connection->on_handled(std::move(handled), std::move(pipe));
+    });
+    bool complete = true;
+    try {
+      produce([&](std::string_view piece) {
+        if (pipe->gone()) return false;
+        if (!piece.empty() && pipe->put(piece)) wake();
+        return true;
+      });
+    } catch (...) {  // (LmService's producers do not throw; a failure must not escape a pool thread)
+      complete = false;
+    }
+    handled_one();
+    if (pipe->end(complete)) wake();
   });
 }
 
@@ -67,6 +99,14 @@ bool HttpServer::Impl::try_inline(std::shared_ptr<HttpConnection>& connection, O
   ++in_flight;
   net::defer(ioc, [this, connection = std::move(connection), call = std::move(call)]() mutable {
     std::optional<HttpAnswer> handled = handle(call);
+    if (handled && handled->stream) {  // not expected here (the gateway does not stream): its whole body
+      handled->stream([&](std::string_view piece) {
+        handled->body += piece;
+        return true;
+      });
+      handled->stream = nullptr;
+    }
+    handled_one();
     --inline_calls;
     if (handled) {
       net::defer(connection->executor(), [connection, handled = std::move(*handled)]() mutable {

@@ -33,6 +33,14 @@
 // (sandboxed children die with the process), while the destructor of HttpServer waits for them.
 // GET /metrics (server/metrics.h) is answered on the I/O thread too, like GET /health: it reads counters
 // only.
+// Streamed answers (HttpAnswer::stream, `crl lm serve`'s server-sent events): the head goes out with
+// Transfer-Encoding: chunked as soon as the handler returns; the producer then runs on the same worker
+// (still counted as in flight, so the drain waits for it) and each piece it writes is sent when the
+// connection is free, pieces written meanwhile as one chunk (no empty chunk, no copy per piece beyond the
+// pile-up). Each chunk's write has the request deadline (a client that does not read is cut off); waiting
+// for the producer has none. A failed write or a client that closed makes the producer's next write return
+// false; the drain deadline cuts a stream (no last chunk: the client sees an incomplete body), and so does a
+// producer that throws. HTTP/1.0 requests get the whole body with a Content-Length at its end.
 // The gateway (`crl serve --llm`, HttpOptions::gateway) is the exception to "I/O threads never run handlers":
 // its calls run on the I/O thread that read them while fewer than threads - 1 do (one I/O thread is always
 // left free), out of the connection's strand; the rest use the pool. At the drain deadline the gateway's

@@ -76,9 +76,10 @@ struct HttpServer::Impl {
   // A gateway call answered on the I/O thread that read it (HttpOptions::gateway_inline): true when it was
   // taken (fewer than threads - 1 such calls were running), false to submit() it instead.
   bool try_inline(std::shared_ptr<HttpConnection>& connection, OwnedCall& call);
-  // The handler of a routed request (routes, then route()), counted out of in_flight; nullopt when the drain
-  // deadline had passed before it started.
+  // The handler of a routed request (routes, then route()); nullopt when the drain deadline had passed
+  // before it started. The caller counts it out of in_flight (handled_one()) once its answer is produced.
   std::optional<HttpAnswer> handle(const OwnedCall& call);
+  void handled_one();
   // The drain deadline passed: in-flight upstream calls of the gateway are cancelled, so that a call blocked
   // on a silent LLM returns (its connection has had its 503) and run() is not held by an I/O thread.
   void cancel_upstream();

@@ -20,6 +20,7 @@
 //                                       Upgrade: websocket is an OpenEnv session (taken by the transport)
 //   /v1/sessions..., /v1/chat/completions, /v1/messages: the compaction gateway, `crl serve --llm` only
 //                                       (server/gateway/gateway.h; 404 gateway_disabled otherwise)
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -47,11 +48,21 @@ struct HttpCall {
   std::string_view api_key = {};
 };
 
+// Writes one piece of a streamed body; false once the client can no longer receive it (stop producing).
+using BodyWriter = std::function<bool(std::string_view piece)>;
+
 struct HttpAnswer {
   int status = 200;
   std::string content_type;
   std::string body;
   double retry_after = 0;  // > 0: send a Retry-After header (429)
+  // Set: the rest of the body is produced while it is sent (server-sent events as a model samples, `crl lm
+  // serve`). The transport sends the head and `body` at once with Transfer-Encoding: chunked, then runs
+  // `stream` on the worker that handled the request and sends each piece as soon as the connection is free
+  // (pieces written meanwhile go out together); the body ends when it returns (if it throws, the
+  // connection is closed before the last chunk, so the client sees a cut body, not a complete one).
+  // HTTP/1.0 clients get the whole body once it ends. Never set by routes that run on an I/O thread.
+  std::function<void(const BodyWriter&)> stream = {};
 };
 
 HttpAnswer route(EpisodeService& service, const HttpCall& call);

@@ -63,26 +63,45 @@ std::vector<size_t> token_ends(const Tokenizer& tokenizer, const std::vector<int
   return ends;
 }
 
-// What a stream may show of `text` once its tokens up to byte `end` are sampled: at most the answer's
-// final text (nothing past a stop string), and only whole characters (the bytes of a character split
-// across tokens wait for the token that completes it). `last`: the answer is complete, all of it.
-size_t streamable(std::string_view text, size_t end, bool last) {
-  if (last || end >= text.size()) return text.size();
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return end;
+// `end`, moved back before a character whose bytes are not all there yet (its lead byte is among the last
+// three before `end` and asks for more bytes than follow it): a stream shows a split character only once the
+// token that completes it is sampled. Bytes that can never form a character are shown as they come.
+size_t whole_characters(std::string_view text, size_t end) {
+  size_t lead = end;
+  while (lead > 0 && end - lead < 3 && (static_cast<unsigned char>(text[lead - 1]) & 0xC0) == 0x80) --lead;
+  if (lead == 0) return end;
+  const auto c = static_cast<unsigned char>(text[lead - 1]);
+  const size_t needs = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  return needs > end - (lead - 1) ? lead - 1 : end;
 }
 
-// Calls emit(k, t) for each sampled token t of each choice k in stream order: token 0 of every choice, then
-// token 1 of every choice that has one, ...; a choice without tokens (max_tokens 0) gets one call, t = 0.
-template <typename Emit>
-void in_stream_order(const std::vector<SampleResult>& results, const Emit& emit) {
-  size_t steps = 1;
-  for (const SampleResult& r : results) steps = std::max(steps, r.tokens.size());
-  for (size_t t = 0; t < steps; ++t) {
-    for (size_t k = 0; k < results.size(); ++k) {
-      if (t < std::max<size_t>(results[k].tokens.size(), 1)) emit(k, t);
+// What a stream shows of an answer that is not finished, its text `text` so far: whole characters only
+// (whole_characters), and not a tail that may still turn into a stop string (it waits for the tokens that
+// decide; vLLM holds such text back the same way), so that nothing past a stop string is ever shown.
+size_t shown_so_far(std::string_view text, const std::vector<std::string>& stops) {
+  size_t cut = text.size();
+  for (const std::string& stop : stops) {
+    for (size_t length = std::min(stop.size() - 1, text.size()); length > 0; --length) {
+      if (text.substr(text.size() - length) == std::string_view(stop).substr(0, length)) {
+        cut = std::min(cut, text.size() - length);
+        break;
+      }
     }
   }
+  return whole_characters(text, cut);
+}
+
+// Appends the events of one sampling round (a SampleObserver's call) for each sequence that sampled in it,
+// in index order: `event(k, finished)`. Then writes them; false when the client is gone.
+template <typename Event>
+bool write_round(const BodyWriter& write, int step, std::span<const SampleResult> results,
+                 std::span<const char> finished, const Event& event) {
+  std::string events;
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (results[k].tokens.size() == static_cast<size_t>(step) + 1)
+      append_sse_data(events, event(k, finished[k] != 0));
+  }
+  return write(events);
 }
 
 // OpenAI's `stream` and `stream_options`.
@@ -257,9 +276,20 @@ LmService::LmService(LmModel model, std::shared_ptr<const Tokenizer> tokenizer, 
 }
 
 std::vector<SampleResult> LmService::run(std::span<const SampleRequest> requests,
-                                         const SamplingParams& params) const {
-  return backend_ == LmBackend::kCuda ? cuda_sample(model_, requests, params)
-                                      : sample(model_, requests, params);
+                                         const SamplingParams& params, const SampleObserver& observer) const {
+  return backend_ == LmBackend::kCuda ? cuda_sample(model_, requests, params, observer)
+                                      : sample(model_, requests, params, observer);
+}
+
+std::string collect(const ServeAnswer& answer) {
+  std::string body = answer.body;
+  if (answer.stream) {
+    answer.stream([&body](std::string_view piece) {
+      body += piece;
+      return true;
+    });
+  }
+  return body;
 }
 
 std::optional<ServeAnswer> LmService::handle(std::string_view method, std::string_view path,
@@ -307,35 +337,42 @@ std::optional<ServeAnswer> LmService::handle(std::string_view method, std::strin
   }
 }
 
-ServeAnswer LmService::completions(std::string_view body) const {
-  const LmConfig& c = model_.config();
-  std::vector<SampleResult> results;
+// The OpenAI request, read and checked before anything is sampled (a bad request is a 400, never a stream).
+struct LmService::CompletionJob {
   std::vector<std::vector<int32_t>> prompt_ids;
+  std::vector<SampleRequest> requests;
   SamplingParams p;
   int n = 1, logprobs = -1;
   uint64_t seed = 0;
   bool include_stop = false, return_prompt_ids = false;
   StreamOptions streaming;
+};
+
+ServeAnswer LmService::completions(std::string_view body) const {
+  const LmConfig& c = model_.config();
+  auto job = std::make_shared<CompletionJob>();
+  SamplingParams& p = job->p;
   try {
     const In req = object_body(body);
     const In* prompt = find(req, "prompt");
     if (prompt == nullptr) throw BadRequest("prompt", "prompt is missing");
     bool batch = false;
-    prompt_ids = prompts(*prompt, "prompt", *tokenizer_, c, batch);
+    job->prompt_ids = prompts(*prompt, "prompt", *tokenizer_, c, batch);
     p.max_new_tokens = static_cast<int>(integer(req, "max_tokens", 16, 0, INT32_MAX));
     p.max_new_tokens = std::min(p.max_new_tokens, c.max_positions);  // the context ends it sooner anyway
     p.temperature = static_cast<float>(number(req, "temperature", 1.0, 0.0, 1e6));
     p.top_p = static_cast<float>(number(req, "top_p", 1.0, 1e-9, 1.0));
-    n = static_cast<int>(integer(req, "n", 1, 1, 16));
-    seed = static_cast<uint64_t>(integer(req, "seed", 0, INT64_MIN, INT64_MAX));
+    job->n = static_cast<int>(integer(req, "n", 1, 1, 16));
+    job->seed = static_cast<uint64_t>(integer(req, "seed", 0, INT64_MIN, INT64_MAX));
     p.stop_strings = stop_strings(req);
     p.stop_ids = stop_ids(req, c.vocab);
-    logprobs = static_cast<int>(integer(req, "logprobs", -1, 0, 20));
-    p.top_logprobs = std::max(0, logprobs);
-    include_stop = boolean(req, "include_stop_str_in_output", false);
-    return_prompt_ids = boolean(req, "return_token_ids", false);
+    job->logprobs = static_cast<int>(integer(req, "logprobs", -1, 0, 20));
+    p.top_logprobs = std::max(0, job->logprobs);
+    job->include_stop = boolean(req, "include_stop_str_in_output", false);
+    job->return_prompt_ids = boolean(req, "return_token_ids", false);
     p.top_k = top_k(req);
     if (boolean(req, "echo", false)) throw BadRequest("echo", "echo is not supported");
+    StreamOptions& streaming = job->streaming;
     streaming.stream = boolean(req, "stream", false);
     if (const In* o = find(req, "stream_options"); o != nullptr) {
       if (!streaming.stream)  // vLLM's check and wording
@@ -346,17 +383,16 @@ ServeAnswer LmService::completions(std::string_view body) const {
     }
     if (const In* m = find(req, "model"); m != nullptr && !m->is_string())
       throw BadRequest("model", "model must be a string");
-    if (static_cast<int>(prompt_ids.size()) * n > kMaxPrompts)
+    if (static_cast<int>(job->prompt_ids.size()) * job->n > kMaxPrompts)
       throw BadRequest("n", "prompts x n must be at most " + std::to_string(kMaxPrompts));
     p.tokenizer = tokenizer_.get();
-    std::vector<SampleRequest> requests;
-    for (const auto& ids : prompt_ids) {
-      for (int i = 0; i < n; ++i) {
-        requests.push_back(
-            SampleRequest{ids, StreamKey{seed, 0, static_cast<uint32_t>(i), StreamRole::kExecute, 0}});
+    for (const auto& ids : job->prompt_ids) {
+      for (int i = 0; i < job->n; ++i) {
+        job->requests.push_back(
+            SampleRequest{ids, StreamKey{job->seed, 0, static_cast<uint32_t>(i), StreamRole::kExecute, 0}});
       }
     }
-    results = run(requests, p);
+    check_sampling(c, job->requests, p);
   } catch (const std::invalid_argument& e) {
     return ServeAnswer{400, dump(Json{{"error",
                                        {{"message", e.what()},
@@ -370,120 +406,154 @@ ServeAnswer LmService::completions(std::string_view body) const {
                         {"code", nullptr}};
     return ServeAnswer{400, dump(Json{{"error", error}})};
   }
-  // Each choice's final text (cut at a stop string), stop_reason and finish_reason.
-  struct Choice {
-    std::string text;
-    Json stop_reason;
-    const char* finish;
-    std::vector<size_t> ends;  // token_ends()
-  };
-  std::vector<Choice> out(results.size());
-  int64_t completion_tokens = 0, prompt_tokens = 0;
-  for (const auto& ids : prompt_ids) prompt_tokens += static_cast<int64_t>(ids.size()) * n;
-  for (size_t k = 0; k < results.size(); ++k) {
-    const SampleResult& r = results[k];
-    Choice& c = out[k];
-    completion_tokens += static_cast<int64_t>(r.tokens.size());
-    c.text = r.text;
-    c.stop_reason = nullptr;
-    if (r.stop_string >= 0) {
-      c.stop_reason = p.stop_strings[r.stop_string];
-      c.text.resize(static_cast<size_t>(r.stop_offset) +
-                    (include_stop ? p.stop_strings[r.stop_string].size() : 0));
-    } else if (r.finish == FinishReason::kStop) {
-      c.stop_reason = r.tokens.back();
-    }
-    c.finish = r.finish == FinishReason::kStop ? "stop" : "length";
-    c.ends = token_ends(*tokenizer_, r.tokens);
+  if (job->streaming.stream) {
+    ServeAnswer answer{200, "", kSseContentType};
+    answer.stream = [this, job](const BodyWriter& write) { stream_completions(*job, write); };
+    return answer;
   }
-  // The logprobs object of tokens [from, to) of choice k (text_offset: where each starts in the choice's
-  // text), or null without `logprobs`.
-  const auto logprobs_of = [&](size_t k, size_t from, size_t to) -> Json {
-    if (logprobs < 0) return nullptr;
-    const SampleResult& r = results[k];
-    Json tokens = Json::array(), values = Json::array(), offsets = Json::array(), tops = Json::array();
-    for (size_t t = from; t < to; ++t) {
-      tokens.push_back(piece_text(*tokenizer_, r.tokens[t]));
-      values.push_back(r.logprobs[t]);
-      offsets.push_back(t == 0 ? 0 : out[k].ends[t - 1]);
-      if (logprobs > 0) {
-        Json top = Json::object();
-        for (const auto& [id, value] : r.top[t]) top[piece_text(*tokenizer_, id)] = value;
-        tops.push_back(top);
-      }
-    }
-    return Json{{"text_offset", offsets},
-                {"token_logprobs", values},
-                {"tokens", tokens},
-                {"top_logprobs", logprobs > 0 ? tops : Json(nullptr)}};
-  };
-  const std::string id = "cmpl-" + std::to_string(seed);
-  const auto usage = [](int64_t prompt, int64_t completion) {
-    return Json{
-        {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
-  };
-  if (streaming.stream) {
-    std::string events;
-    std::vector<size_t> sent(results.size(), 0);  // bytes of each choice's text already sent
-    in_stream_order(results, [&](size_t k, size_t t) {
-      const SampleResult& r = results[k];
-      const Choice& c = out[k];
-      const size_t count = r.tokens.size();
-      const bool last = t + 1 >= count;
-      const size_t upto = std::max(sent[k], streamable(c.text, count == 0 ? 0 : c.ends[t], last));
-      Json choice = {{"index", k},
-                     {"text", c.text.substr(sent[k], upto - sent[k])},
-                     {"logprobs", count == 0 ? Json(nullptr) : logprobs_of(k, t, t + 1)},
-                     {"finish_reason", last ? Json(c.finish) : Json(nullptr)},
-                     {"stop_reason", last ? c.stop_reason : Json(nullptr)},
-                     {"token_ids", count == 0 ? Json::array() : Json::array({r.tokens[t]})}};
-      sent[k] = upto;
-      if (return_prompt_ids && t == 0) choice["prompt_token_ids"] = prompt_ids[k / static_cast<size_t>(n)];
-      Json event = {{"id", id},
-                    {"object", "text_completion"},
-                    {"created", 0},
-                    {"model", name_},
-                    {"choices", Json::array({choice})}};
-      if (streaming.include_usage) {
-        event["usage"] = streaming.continuous_usage
-                             ? usage(static_cast<int64_t>(prompt_ids[k / static_cast<size_t>(n)].size()),
-                                     static_cast<int64_t>(std::min(t + 1, count)))
-                             : Json(nullptr);
-      }
-      append_sse_data(events, dump(event));
-    });
-    if (streaming.include_usage) {
-      append_sse_data(events, dump(Json{{"id", id},
-                                        {"object", "text_completion"},
-                                        {"created", 0},
-                                        {"model", name_},
-                                        {"choices", Json::array()},
-                                        {"usage", usage(prompt_tokens, completion_tokens)}}));
-    }
-    append_sse_data(events, "[DONE]");
-    return ServeAnswer{200, std::move(events), kSseContentType};
-  }
+  const std::vector<SampleResult> results = run(job->requests, p);
   Json choices = Json::array();
+  int64_t completion_tokens = 0;
   for (size_t k = 0; k < results.size(); ++k) {
+    const SampleResult& r = results[k];
+    completion_tokens += static_cast<int64_t>(r.tokens.size());
+    const std::vector<size_t> ends = token_ends(*tokenizer_, r.tokens);
     Json choice = {{"index", k},
-                   {"text", out[k].text},
-                   {"logprobs", logprobs_of(k, 0, results[k].tokens.size())},
-                   {"finish_reason", out[k].finish},
-                   {"stop_reason", out[k].stop_reason},
-                   {"token_ids", results[k].tokens}};
-    if (return_prompt_ids) choice["prompt_token_ids"] = prompt_ids[k / static_cast<size_t>(n)];
+                   {"text", final_text(*job, r)},
+                   {"logprobs", logprobs_json(*job, r, ends, 0, r.tokens.size())},
+                   {"finish_reason", r.finish == FinishReason::kStop ? "stop" : "length"},
+                   {"stop_reason", stop_reason(*job, r)},
+                   {"token_ids", r.tokens}};
+    if (job->return_prompt_ids) choice["prompt_token_ids"] = job->prompt_ids[k / static_cast<size_t>(job->n)];
     choices.push_back(choice);
   }
-  const Json answer = {{"id", id},           {"object", "text_completion"},
-                       {"created", 0},       {"model", name_},
-                       {"choices", choices}, {"usage", usage(prompt_tokens, completion_tokens)}};
+  const Json answer = {{"id", "cmpl-" + std::to_string(job->seed)},
+                       {"object", "text_completion"},
+                       {"created", 0},
+                       {"model", name_},
+                       {"choices", choices},
+                       {"usage", usage_json(prompt_tokens(*job), completion_tokens)}};
   return ServeAnswer{200, dump(answer)};
+}
+
+// A choice's final text: cut at its stop string (which stays with include_stop_str_in_output).
+std::string LmService::final_text(const CompletionJob& job, const SampleResult& r) {
+  std::string text = r.text;
+  if (r.stop_string >= 0) {
+    text.resize(static_cast<size_t>(r.stop_offset) +
+                (job.include_stop ? job.p.stop_strings[static_cast<size_t>(r.stop_string)].size() : 0));
+  }
+  return text;
+}
+
+// vLLM's stop_reason: the stop string, the stop token's id, or null.
+nlohmann::ordered_json LmService::stop_reason(const CompletionJob& job, const SampleResult& r) {
+  if (r.stop_string >= 0) return job.p.stop_strings[static_cast<size_t>(r.stop_string)];
+  if (r.finish == FinishReason::kStop) return r.tokens.back();
+  return nullptr;
+}
+
+int64_t LmService::prompt_tokens(const CompletionJob& job) {
+  int64_t total = 0;
+  for (const auto& ids : job.prompt_ids) total += static_cast<int64_t>(ids.size()) * job.n;
+  return total;
+}
+
+nlohmann::ordered_json LmService::usage_json(int64_t prompt, int64_t completion) {
+  return Json{
+      {"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+// The logprobs object of tokens [from, to) of a choice (text_offset: where each starts in the choice's text,
+// from `ends`, token_ends() of its tokens so far), or null without `logprobs`.
+nlohmann::ordered_json LmService::logprobs_json(const CompletionJob& job, const SampleResult& r,
+                                                const std::vector<size_t>& ends, size_t from,
+                                                size_t to) const {
+  if (job.logprobs < 0) return nullptr;
+  Json tokens = Json::array(), values = Json::array(), offsets = Json::array(), tops = Json::array();
+  for (size_t t = from; t < to; ++t) {
+    tokens.push_back(piece_text(*tokenizer_, r.tokens[t]));
+    values.push_back(r.logprobs[t]);
+    offsets.push_back(t == 0 ? 0 : ends[t - 1]);
+    if (job.logprobs > 0) {
+      Json top = Json::object();
+      for (const auto& [id, value] : r.top[t]) top[piece_text(*tokenizer_, id)] = value;
+      tops.push_back(top);
+    }
+  }
+  return Json{{"text_offset", offsets},
+              {"token_logprobs", values},
+              {"tokens", tokens},
+              {"top_logprobs", job.logprobs > 0 ? tops : Json(nullptr)}};
+}
+
+// The OpenAI stream (vLLM's chunks), written round by round as the tokens are sampled.
+void LmService::stream_completions(const CompletionJob& job, const BodyWriter& write) const {
+  const size_t choices = job.requests.size();
+  const std::string id = "cmpl-" + std::to_string(job.seed);
+  std::vector<size_t> sent(choices, 0);            // bytes of each choice's text already sent
+  std::vector<std::vector<size_t>> ends(choices);  // token_ends() of each choice's tokens so far
+  int64_t completion_tokens = 0;
+  // The event of choice k's newest token (or, without tokens, its only event).
+  const auto event = [&](size_t k, const SampleResult& r, bool finished) {
+    const size_t count = r.tokens.size();
+    if (count > ends[k].size()) {
+      const int32_t token = r.tokens[count - 1];
+      ends[k].push_back((ends[k].empty() ? 0 : ends[k].back()) +
+                        tokenizer_->decode(std::span<const int32_t>(&token, 1)).size());
+      ++completion_tokens;
+    }
+    const std::string text = finished ? final_text(job, r) : r.text;
+    const size_t upto = std::max(sent[k], finished ? text.size() : shown_so_far(text, job.p.stop_strings));
+    const size_t t = count == 0 ? 0 : count - 1;
+    Json choice = {{"index", k},
+                   {"text", text.substr(sent[k], upto - sent[k])},
+                   {"logprobs", count == 0 ? Json(nullptr) : logprobs_json(job, r, ends[k], t, t + 1)},
+                   {"finish_reason",
+                    finished ? Json(r.finish == FinishReason::kStop ? "stop" : "length") : Json(nullptr)},
+                   {"stop_reason", finished ? stop_reason(job, r) : Json(nullptr)},
+                   {"token_ids", count == 0 ? Json::array() : Json::array({r.tokens[t]})}};
+    sent[k] = upto;
+    const std::vector<int32_t>& prompt = job.prompt_ids[k / static_cast<size_t>(job.n)];
+    if (job.return_prompt_ids && t == 0) choice["prompt_token_ids"] = prompt;
+    Json out = {{"id", id},
+                {"object", "text_completion"},
+                {"created", 0},
+                {"model", name_},
+                {"choices", Json::array({choice})}};
+    if (job.streaming.include_usage) {
+      out["usage"] = job.streaming.continuous_usage
+                         ? usage_json(static_cast<int64_t>(prompt.size()), static_cast<int64_t>(count))
+                         : Json(nullptr);
+    }
+    return dump(out);
+  };
+  const std::vector<SampleResult> results =
+      run(job.requests, job.p,
+          [&](int step, std::span<const SampleResult> so_far, std::span<const char> finished) {
+            return write_round(write, step, so_far, finished,
+                               [&](size_t k, bool done) { return event(k, so_far[k], done); });
+          });
+  std::string events;
+  for (size_t k = 0; k < results.size(); ++k) {  // max_tokens 0: one event per choice, its only one
+    if (results[k].tokens.empty()) append_sse_data(events, event(k, results[k], true));
+  }
+  if (job.streaming.include_usage) {
+    append_sse_data(events, dump(Json{{"id", id},
+                                      {"object", "text_completion"},
+                                      {"created", 0},
+                                      {"model", name_},
+                                      {"choices", Json::array()},
+                                      {"usage", usage_json(prompt_tokens(job), completion_tokens)}}));
+  }
+  append_sse_data(events, "[DONE]");
+  write(events);
 }
 
 ServeAnswer LmService::generate(std::string_view body) const {
   const LmConfig& c = model_.config();
-  std::vector<SampleResult> results;
   std::vector<std::vector<int32_t>> prompt_ids;
+  std::vector<SampleRequest> requests;
   SamplingParams p;
   bool batch = false, return_logprob = false, no_stop_trim = false, text_in_logprobs = false, stream = false;
   int top_num = 0, start = -1;
@@ -534,7 +604,6 @@ ServeAnswer LmService::generate(std::string_view body) const {
       }
     }
     p.tokenizer = tokenizer_.get();
-    std::vector<SampleRequest> requests;
     for (size_t i = 0; i < prompt_ids.size(); ++i) {
       if (start >= static_cast<int>(prompt_ids[i].size()))
         throw BadRequest("logprob_start_len", "logprob_start_len (" + std::to_string(start) +
@@ -544,19 +613,16 @@ ServeAnswer LmService::generate(std::string_view body) const {
       requests.push_back(SampleRequest{
           prompt_ids[i], StreamKey{seed, 0, static_cast<uint32_t>(i), StreamRole::kExecute, 0}, start});
     }
-    results = run(requests, p);
+    check_sampling(c, requests, p);
   } catch (const BadRequest& e) {
     return ServeAnswer{400, dump(Json{{"error", {{"message", e.what()}}}})};
   } catch (const std::invalid_argument& e) {
     return ServeAnswer{400, dump(Json{{"error", {{"message", e.what()}}}})};
   }
-  // Item k of the answer after its first `count` tokens (count < all: a stream's partial answer, no
+  // Item k of the answer, its result `r` so far (`done`: final; else a stream's partial answer, no
   // finish_reason yet).
-  std::vector<std::vector<size_t>> ends;
-  for (const SampleResult& r : results) ends.push_back(token_ends(*tokenizer_, r.tokens));
-  const auto item = [&](size_t k, size_t count) {
-    const SampleResult& r = results[k];
-    const bool done = count == r.tokens.size();
+  const auto item = [=, this](size_t k, const SampleResult& r, bool done) {
+    const size_t count = r.tokens.size();
     std::string text = r.text;
     Json finish = nullptr;
     if (r.stop_string >= 0) {
@@ -567,7 +633,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
     } else if (done) {
       finish = {{"type", "length"}, {"length", r.tokens.size()}};
     }
-    if (!done) text.resize(streamable(text, count == 0 ? 0 : ends[k][count - 1], false));
+    if (!done) text.resize(shown_so_far(text, p.stop_strings));
     Json meta = {{"id", k < rids.size() ? rids[k] : std::to_string(k)},
                  {"finish_reason", finish},
                  {"prompt_tokens", prompt_ids[k].size()},
@@ -607,17 +673,31 @@ ServeAnswer LmService::generate(std::string_view body) const {
                 {"meta_info", meta}};
   };
   if (stream) {
-    std::string events;
-    in_stream_order(results, [&](size_t k, size_t t) {
-      Json event = item(k, std::min(t + 1, results[k].tokens.size()));
-      if (batch) event["index"] = k;
-      append_sse_data(events, dump(event));
-    });
-    append_sse_data(events, "[DONE]");
-    return ServeAnswer{200, std::move(events), kSseContentType};
+    // SGLang's stream, written round by round as the tokens are sampled.
+    ServeAnswer answer{200, "", kSseContentType};
+    answer.stream = [this, item, batch, requests = std::move(requests), p](const BodyWriter& write) {
+      const auto event = [&](size_t k, const SampleResult& r, bool done) {
+        Json out = item(k, r, done);
+        if (batch) out["index"] = k;
+        return dump(out);
+      };
+      const std::vector<SampleResult> results = run(
+          requests, p, [&](int step, std::span<const SampleResult> so_far, std::span<const char> finished) {
+            return write_round(write, step, so_far, finished,
+                               [&](size_t k, bool done) { return event(k, so_far[k], done); });
+          });
+      std::string events;
+      for (size_t k = 0; k < results.size(); ++k) {  // max_new_tokens 0: one event per item, its only one
+        if (results[k].tokens.empty()) append_sse_data(events, event(k, results[k], true));
+      }
+      append_sse_data(events, "[DONE]");
+      write(events);
+    };
+    return answer;
   }
+  const std::vector<SampleResult> results = run(requests, p);
   Json items = Json::array();
-  for (size_t k = 0; k < results.size(); ++k) items.push_back(item(k, results[k].tokens.size()));
+  for (size_t k = 0; k < results.size(); ++k) items.push_back(item(k, results[k], true));
   return ServeAnswer{200, dump(batch ? items : items[0])};
 }
 

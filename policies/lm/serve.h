@@ -40,14 +40,20 @@
 // usage} precedes [DONE]; a choice with no tokens (max_tokens 0) has one event with text "". SGLang
 // (its default, non-incremental mode): each event is the whole answer so far, {text, output_ids,
 // meta_info} (finish_reason null until the last; output_token_logprobs so far), with "index" for a batch
-// input. The events are written at once after sampling (engine/sse.h says why).
+// input. The events are written as the model samples (ServeAnswer::stream): each sampling round's events
+// (token t of every choice still going) go to the client before token t + 1 is sampled, so a client sees its
+// first token after one round, and a client that goes away stops the sampling at the next round. Text that
+// may still become a stop string waits for the tokens that decide it (vLLM does the same), so nothing past a
+// stop string is ever shown and the deltas join to the non-streamed text.
 // Sampling is policies/lm/cpu/sampler.h: log-probs are the model's own (temperature 1, no top-p), i.e. what
 // forward() recomputes; a request with the same seed gives the same bytes (choice i of a request draws from
 // StreamKey{seed, 0, i, kExecute, 0}; item i of an SGLang batch likewise). Omitting the seed means seed 0.
 // The model has no end-of-sequence token of its own: sampling stops at a stop id, a stop string, the token
 // limit, or the context (max_positions; finish_reason "length"). A prompt longer than max_positions is a 400.
 // `created` is 0 and the id is "cmpl-<seed>" so that answers are reproducible byte for byte.
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,11 +68,21 @@ namespace crl::lm {
 // lm_cuda.h: the same token choice on logits computed on the device).
 enum class LmBackend { kCpu, kCuda };
 
+// Writes one piece of a streamed body; false once the client can no longer receive it (stop producing).
+using BodyWriter = std::function<bool(std::string_view piece)>;
+
 struct ServeAnswer {
   int status = 200;
-  std::string body;  // JSON, or server-sent events with content_type text/event-stream
+  std::string body;  // JSON (or, with `stream`, the body's first bytes: none)
   std::string content_type = "application/json";
+  // Set for `stream: true`: produces the server-sent events, sampling as it writes (run it after the head
+  // is sent, off the I/O thread; the request is already checked, so it always answers 200). Unset: `body`
+  // is the whole answer.
+  std::function<void(const BodyWriter&)> stream = {};
 };
+
+// The whole body of an answer, its stream run to the end (tests; clients that cannot take a chunked body).
+std::string collect(const ServeAnswer& answer);
 
 class LmService {
  public:
@@ -81,9 +97,18 @@ class LmService {
   const LmModel& model() const { return model_; }
 
  private:
+  struct CompletionJob;
   ServeAnswer completions(std::string_view body) const;
+  void stream_completions(const CompletionJob& job, const BodyWriter& write) const;
+  static std::string final_text(const CompletionJob& job, const SampleResult& r);
+  static nlohmann::ordered_json stop_reason(const CompletionJob& job, const SampleResult& r);
+  static int64_t prompt_tokens(const CompletionJob& job);
+  static nlohmann::ordered_json usage_json(int64_t prompt, int64_t completion);
+  nlohmann::ordered_json logprobs_json(const CompletionJob& job, const SampleResult& r,
+                                       const std::vector<size_t>& ends, size_t from, size_t to) const;
   ServeAnswer generate(std::string_view body) const;
-  std::vector<SampleResult> run(std::span<const SampleRequest> requests, const SamplingParams& params) const;
+  std::vector<SampleResult> run(std::span<const SampleRequest> requests, const SamplingParams& params,
+                                const SampleObserver& observer = {}) const;
 
   LmModel model_;
   std::shared_ptr<const Tokenizer> tokenizer_;

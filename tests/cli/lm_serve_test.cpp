@@ -293,7 +293,8 @@ std::string stream_body(const lm::LmService& service, const std::string& path, c
   EXPECT_TRUE(answer.has_value());
   EXPECT_EQ(answer->status, 200) << answer->body;
   EXPECT_EQ(answer->content_type, "text/event-stream");
-  return answer->body;
+  EXPECT_TRUE(answer->stream) << "a stream is produced as it is sampled";
+  return lm::collect(*answer);
 }
 
 // A stream is the non-streamed answer cut into one event per token: OpenAI's deltas join to the same text,
@@ -339,7 +340,9 @@ TEST(LmServe, StreamsCutTheAnswerIntoOneEventPerToken) {
     EXPECT_EQ(c["finish_reason"], last ? json("length") : json(nullptr)) << e;
     EXPECT_TRUE(c["stop_reason"].is_null());
     EXPECT_EQ(c.contains("prompt_token_ids"), e < 2) << "the prompt's ids in each choice's first event";
-    if (e < 2) EXPECT_EQ(c["prompt_token_ids"], whole["choices"][k]["prompt_token_ids"]);
+    if (e < 2) {
+      EXPECT_EQ(c["prompt_token_ids"], whole["choices"][k]["prompt_token_ids"]);
+    }
   }
   for (size_t k = 0; k < 2; ++k) {
     const json& c = whole["choices"][k];
@@ -431,6 +434,95 @@ TEST(LmServe, StreamsCutTheAnswerIntoOneEventPerToken) {
   EXPECT_EQ(reply.status, 200);
   EXPECT_EQ(reply.content_type, "text/event-stream");
   EXPECT_EQ(reply.body, stream_body(*service, "/generate", gen));
+}
+
+// A stream is produced as the model samples: one write per sampling round (the events of that round's
+// tokens), then the usage and [DONE]; a writer that refuses (the client is gone) stops the sampling at once.
+TEST(LmServe, StreamsWriteEachRoundAsItIsSampledAndStopWhenTheClientLeaves) {
+  const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  const json req = {{"prompt", "Task: early_fact"},
+                    {"max_tokens", 12},
+                    {"seed", 3},
+                    {"n", 2},
+                    {"stream", true},
+                    {"stream_options", {{"include_usage", true}}}};
+  for (const std::string path : {"/v1/completions", "/generate"}) {
+    json body = req;
+    if (path == "/generate") {
+      body = {{"text", {"Task: early_fact", "Task: ordered_plan"}},
+              {"sampling_params", {{"max_new_tokens", 12}, {"sampling_seed", 3}}},
+              {"stream", true}};
+    }
+    const auto answer = service->handle("POST", path, body.dump());
+    ASSERT_TRUE(answer && answer->stream);
+    std::vector<std::string> pieces;
+    answer->stream([&](std::string_view piece) {
+      pieces.emplace_back(piece);
+      return true;
+    });
+    ASSERT_EQ(pieces.size(), 13u) << path << ": 12 rounds, then the end";
+    std::string joined;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      joined += pieces[i];
+      if (i < 12) {
+        EXPECT_EQ(sse_events(pieces[i] + "data: [DONE]\n\n").size(), 2u) << path << " round " << i;
+      }
+    }
+    EXPECT_EQ(joined, stream_body(*service, path, body)) << path;
+    EXPECT_NE(pieces.back().find("data: [DONE]"), std::string::npos);
+
+    // The client is gone after the first round: nothing more is sampled (one more write: the end, refused).
+    int writes = 0;
+    const auto again = service->handle("POST", path, body.dump());
+    again->stream([&](std::string_view) {
+      ++writes;
+      return false;
+    });
+    EXPECT_EQ(writes, 2) << path;
+  }
+}
+
+// Text that may still become a stop string waits in a stream until the tokens that decide it: with a stop
+// string that begins like a piece of the answer but never completes, no event's text so far ends with a
+// beginning of it, and the deltas still join to the whole answer.
+TEST(LmServe, StreamsHoldBackWhatMayBecomeAStopString) {
+  const auto service = cli::load_lm_service(fixture().checkpoint, fixture().tokenizer, "tiny");
+  json req = {{"prompt", "Task: early_fact"}, {"max_tokens", 16}, {"seed", 3}, {"logprobs", 0}};
+  const json plain = call(*service, "/v1/completions", req)["choices"][0];
+  const std::string full = plain["text"].get<std::string>();
+  ASSERT_GE(full.size(), 8u) << full;
+  // The last byte of the text after some token (printable ASCII), then bytes the answer never holds.
+  const json& offsets = plain["logprobs"]["text_offset"];
+  std::string stop;
+  for (size_t t = 1; t + 1 < offsets.size() && stop.empty(); ++t) {
+    const size_t end = offsets[t].get<size_t>();
+    if (end > 0 && full[end - 1] >= 0x21 && full[end - 1] < 0x7f)
+      stop = full.substr(end - 1, 1) + "\x01\x02\x03";
+  }
+  ASSERT_FALSE(stop.empty()) << full;
+  req["stop"] = stop;
+  const json cut = call(*service, "/v1/completions", req)["choices"][0];
+  ASSERT_EQ(cut["text"], full) << "the stop string never completes";
+  ASSERT_EQ(cut["finish_reason"], "length");
+  req["stream"] = true;
+  const std::vector<json> events = sse_events(stream_body(*service, "/v1/completions", req));
+  ASSERT_EQ(events.size(), 16u);
+  std::string joined;
+  int held = 0;
+  for (size_t t = 0; t < events.size(); ++t) {
+    joined += events[t]["choices"][0]["text"].get<std::string>();
+    if (t + 1 == events.size()) break;
+    for (size_t length = 1; length < stop.size(); ++length) {
+      EXPECT_FALSE(joined.size() >= length &&
+                   joined.compare(joined.size() - length, length, stop, 0, length) == 0)
+          << "event " << t << " shows the beginning of the stop string: " << joined;
+    }
+    // The text the tokens so far decode to (the next token's offset): longer when something was held.
+    const size_t so_far = plain["logprobs"]["text_offset"][t + 1].get<size_t>();
+    if (joined.size() < so_far) ++held;
+  }
+  EXPECT_EQ(joined, full);
+  EXPECT_GT(held, 0) << "the answer contains the stop string's first two bytes: something was held back";
 }
 
 TEST(LmServe, TopKOneIsGreedyOnBothApis) {

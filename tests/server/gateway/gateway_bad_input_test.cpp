@@ -72,7 +72,7 @@ TEST(GatewayBadInput, HostileJsonBodiesAre400WithTheOffset) {
   expect_openai_error(bad, 400, "bad_json");
   EXPECT_NE(message_of(bad).find("byte 48"), std::string::npos) << bad.body;
   EXPECT_NE(message_of(bad).find("expected ',' or '}'"), std::string::npos) << bad.body;
-  for (const std::string body : {
+  for (const std::string& body : {
            std::string(R"({"messages": [{"role": "user", "content": "\ud800"}]})"),  // lone surrogate
            std::string(R"({"messages": [{"role": "user", "content": "\udc00x"}]})"),
            std::string(R"({"messages": [{"role": "user", "content": "a\qb"}]})"),  // bad escape
