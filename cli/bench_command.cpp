@@ -58,6 +58,11 @@ const std::vector<BenchPlan>& bench_plans() {
        0.1,
        {},
        "language-model policy: training and KV-cache sampling vs PyTorch, sgemm at its shapes"},
+      {"lm_serve",
+       ".",
+       0.1,
+       {},
+       "crl lm serve over HTTP: a streamed answer's first bytes vs the whole answer"},
   };
   return plans;
 }
