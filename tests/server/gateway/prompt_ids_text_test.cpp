@@ -19,6 +19,11 @@ std::vector<TokenId> tokens(std::mt19937_64& rng, size_t n) {
   return out;
 }
 
+// A context template of random ids (turn header, summary instruction, resume prefix and suffix, marker).
+ContextTemplate random_template(std::mt19937_64& rng) {
+  return ContextTemplate{tokens(rng, 4), tokens(rng, 12), tokens(rng, 6), tokens(rng, 3), tokens(rng, 5)};
+}
+
 // The body as write_request writes it from the prompt's spans, and as it writes it with the cached text.
 void expect_same_body(const PromptView& prompt, std::string_view ids_text) {
   for (const llm::ApiKind api : {llm::ApiKind::kSglang, llm::ApiKind::kOpenAi}) {
@@ -44,7 +49,7 @@ void expect_same_body(const PromptView& prompt, std::string_view ids_text) {
 TEST(PromptIdsText, BodiesAreIdenticalToTheFullEncodingAcrossCompactionsAndRestarts) {
   std::mt19937_64 rng(18);
   Budget budget{2048, 512, 2, 64, 256, 1000};
-  ContextTemplate tmpl{tokens(rng, 4), tokens(rng, 12), tokens(rng, 6), tokens(rng, 3), tokens(rng, 5)};
+  const ContextTemplate tmpl = random_template(rng);
   Context context(budget, tmpl);
   PromptIdsText text;
   uint64_t generation = 1;
@@ -86,7 +91,7 @@ TEST(PromptIdsText, BodiesAreIdenticalToTheFullEncodingAcrossCompactionsAndResta
 TEST(PromptIdsText, ASessionsSecondCallWritesOnlyItsNewIds) {
   std::mt19937_64 rng(19);
   Budget budget{16384, 512, 2, 64, 256, 3};
-  ContextTemplate tmpl{tokens(rng, 4), tokens(rng, 12), tokens(rng, 6), tokens(rng, 3), tokens(rng, 5)};
+  const ContextTemplate tmpl = random_template(rng);
   Context context(budget, tmpl);
   PromptIdsText text;
   ASSERT_TRUE(context.start(tokens(rng, 40), tokens(rng, 8000)));
@@ -108,7 +113,7 @@ TEST(PromptIdsText, ASessionsSecondCallWritesOnlyItsNewIds) {
 TEST(PromptIdsText, ANewGenerationIsNeverServedTheOldText) {
   std::mt19937_64 rng(5);
   Budget budget{2048, 512, 2, 64, 256, 10};
-  ContextTemplate tmpl{tokens(rng, 4), tokens(rng, 12), tokens(rng, 6), tokens(rng, 3), tokens(rng, 5)};
+  const ContextTemplate tmpl = random_template(rng);
   Context context(budget, tmpl);
   PromptIdsText text;
   ASSERT_TRUE(context.start(tokens(rng, 40), tokens(rng, 300)));
