@@ -9,6 +9,9 @@ commas; several items pool their seeds (a seed given twice on one side is an err
     scripts/paired_seeds.py results/credit/summary.json:no_cross_gae_exec_only \\
         results/replication/summary.json:no_cross_gae
 
+`--seeds 41,53,67` (before the two sides) compares only those seeds: each side must hold every one of them
+and may hold others (a run with more seeds than the other side's, as a subset planned before the run).
+
 prints each seed's accuracies and difference (first - second, in points), then the mean difference, its 95%
 percentile bootstrap interval (10,000 resamples of the seeds drawn with random.Random(0): the same numbers
 on every run; report.md uses the same method with another generator), the seeds on each side and the exact
@@ -98,12 +101,41 @@ def compare(first, second):
     return lines
 
 
-def main(argv):
-    if len(argv) != 3 or argv[1] in ("-h", "--help"):
-        print(__doc__.strip(), file=sys.stderr if len(argv) != 2 else sys.stdout)
-        return 0 if len(argv) == 2 and argv[1] in ("-h", "--help") else 2
+def restrict(side, seeds, which):
+    """The side's accuracies of `seeds` only (each must be there)."""
+    missing = sorted(set(seeds) - set(side))
+    if missing:
+        raise BadInput(f"--seeds: the {which} side has no seed {missing} (it holds {sorted(side)})")
+    return {s: side[s] for s in seeds}
+
+
+def parse_seeds(text):
     try:
-        print("\n".join(compare(read_side(argv[1]), read_side(argv[2]))))
+        seeds = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise BadInput(f"--seeds {text!r}: expected comma-separated integers (41,53,67)")
+    if len(set(seeds)) != len(seeds):
+        raise BadInput(f"--seeds {text!r}: a seed is given twice")
+    return seeds
+
+
+def main(argv):
+    args = argv[1:]
+    if len(args) == 1 and args[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    seeds_text = None
+    if len(args) == 4 and args[0] == "--seeds":
+        seeds_text, args = args[1], args[2:]
+    if len(args) != 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    try:
+        first, second = read_side(args[0]), read_side(args[1])
+        if seeds_text is not None:
+            seeds = parse_seeds(seeds_text)
+            first, second = restrict(first, seeds, "first"), restrict(second, seeds, "second")
+        print("\n".join(compare(first, second)))
     except BadInput as e:
         print(f"paired_seeds.py: error: {e}", file=sys.stderr)
         return 2

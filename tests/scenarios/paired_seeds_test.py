@@ -63,6 +63,22 @@ class PairedSeeds(unittest.TestCase):
         self.assertIn("| 4 | 30.00 | 10.00 | +20.00 |", r.stdout)
         self.assertIn("of 4 seeds", r.stdout)
 
+    def test_seeds_restricts_both_sides(self):
+        r = run("--seeds", "1,3", f"{self.a}:x", f"{self.b}:y")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("| 1 | 50.00 | 40.00 | +10.00 |", r.stdout)
+        self.assertNotIn("| 2 |", r.stdout)
+        self.assertIn("first ahead on 2, behind on 0, tied on 0 of 2 seeds", r.stdout)
+        # Sides with other seeds beyond the chosen ones compare on those alone.
+        r = run("--seeds", "1,2,3", f"{self.a}:all7", f"{self.b}:y")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("of 3 seeds", r.stdout)
+        for seeds, says in (("1,9", "the first side has no seed [9]"), ("1,x", "expected comma-separated"),
+                            ("1,1", "a seed is given twice")):
+            bad = run("--seeds", seeds, f"{self.a}:x", f"{self.b}:y")
+            self.assertEqual(bad.returncode, 2, seeds)
+            self.assertIn(says, bad.stderr, seeds)
+
     def test_bad_input_names_what_is_wrong(self):
         cases = [
             ((f"{self.a}:nope", f"{self.b}:y"), "no arm 'nope' (arms: 'x', 'all7')"),
