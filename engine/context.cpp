@@ -1,7 +1,5 @@
 #include "engine/context.h"
 
-#include <algorithm>
-
 #include "engine/error.h"
 
 namespace crl {
@@ -51,13 +49,6 @@ bool Context::start(std::span<const TokenId> system, std::span<const TokenId> us
   arena_.truncate(marker_.end);  // keep the template tokens, forget the previous episode
   steps_.clear();
   step_spans_.clear();
-  // Room for the first messages and a full window's worth of turns after them (at most 64k tokens, 256 KB),
-  // before they are appended: the arena's storage then stays put through the first turns instead of moving
-  // (a copy of the whole history) at the first action after a long first message, and what caches a prompt
-  // by its tokens' address (the gateway's id text, server/gateway/prompt_ids_text.h) keeps its cache.
-  // Untouched room costs no resident memory.
-  arena_.reserve(arena_.size() + system.size() + user.size() +
-                 static_cast<size_t>(std::clamp<int64_t>(budget_.capacity, 0, 65536)));
   system_ = arena_.append(system, Provenance::kPrompt);
   prefix_ = {system_, arena_.append(user, Provenance::kPrompt)};
   window_tokens_ = system_.size() + prefix_[1].size();

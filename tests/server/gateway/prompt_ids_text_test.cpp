@@ -85,31 +85,6 @@ TEST(PromptIdsText, BodiesAreIdenticalToTheFullEncodingAcrossCompactionsAndResta
 
 // Without the generation bump, a restarted context's identical span layout would reuse stale text: the
 // generation is what tells the two arenas' lives apart.
-// A session whose first message is long (a harness's 8k-token context): its next calls write only the new
-// ids. The context reserves room for its window at the start, so the arena's storage does not move at the
-// first action (which would cost the whole text again, on every session's second call).
-TEST(PromptIdsText, ASessionsSecondCallWritesOnlyItsNewIds) {
-  std::mt19937_64 rng(19);
-  Budget budget{16384, 512, 2, 64, 256, 3};
-  const ContextTemplate tmpl = random_template(rng);
-  Context context(budget, tmpl);
-  PromptIdsText text;
-  ASSERT_TRUE(context.start(tokens(rng, 40), tokens(rng, 8000)));
-  PromptView prompt;
-  context.execution_prompt(prompt);
-  text.text(prompt, 1, 0);
-  EXPECT_EQ(text.last_written(), static_cast<size_t>(prompt.size()));
-  for (int turn = 0; turn < 40; ++turn) {
-    const int64_t before = prompt.size();
-    context.append_action(tokens(rng, 30), Provenance::kSampled);
-    context.append_observation(tokens(rng, 50));
-    context.execution_prompt(prompt);
-    const std::string_view ids = text.text(prompt, 1, 0);
-    EXPECT_EQ(text.last_written(), static_cast<size_t>(prompt.size() - before)) << "turn " << turn;
-    if (turn % 10 == 0) expect_same_body(prompt, ids);
-  }
-}
-
 TEST(PromptIdsText, ANewGenerationIsNeverServedTheOldText) {
   std::mt19937_64 rng(5);
   Budget budget{2048, 512, 2, 64, 256, 10};
