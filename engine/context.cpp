@@ -1,5 +1,7 @@
 #include "engine/context.h"
 
+#include <algorithm>
+
 #include "engine/error.h"
 
 namespace crl {
