@@ -43,7 +43,8 @@ int run_train(const std::vector<std::string>& args) {
   lm::CopyDrillStage drill;
   std::string drill_alphabet;
   float summary_weight = 1.0f, final_weight = 1.0f;
-  bool with_reasoning = false;
+  bool with_reasoning = false, eval_only = false;
+  std::string eval_namespace = "default";
   int answer_window = 0, answer_batch = 0;
   lm::SftOptions sft;
   Budget budget;
@@ -56,8 +57,14 @@ int run_train(const std::vector<std::string>& args) {
       "demonstrations: synthetic namespace (dev evaluation: always the default namespace)")(
       "tasks", po::value(&tasks)->default_value(tasks), "demonstrations: tasks 0 .. N-1 of the split")(
       "eval-tasks", po::value(&eval_tasks)->default_value(eval_tasks),
-      "dev tasks evaluated before and after")("steps", po::value(&sft.steps)->default_value(sft.steps),
-                                              "Adam steps")(
+      "dev tasks evaluated before and after")("eval-namespace",
+                                              po::value(&eval_namespace)->default_value(eval_namespace),
+                                              "the synthetic namespace of the dev tasks evaluated (default: "
+                                              "the 60 default-dev tasks that closed-loop "
+                                              "evaluations play; phase3: 180 others)")(
+      "eval-only", po::bool_switch(&eval_only),
+      "evaluate the --init checkpoint on the dev tasks, print one `dev:` line and write nothing")(
+      "steps", po::value(&sft.steps)->default_value(sft.steps), "Adam steps")(
       "batch", po::value(&sft.batch)->default_value(sft.batch), "segments per step")(
       "lr", po::value(&sft.lr)->default_value(sft.lr), "learning rate (the peak with a schedule)")(
       "warmup", po::value(&sft.warmup)->default_value(0), "linear warm-up steps")(
@@ -131,7 +138,14 @@ int run_train(const std::vector<std::string>& args) {
     return exit_code;
   }
   if (tokenizer_spec.empty()) throw Error("--tokenizer", "tokenizer", "missing");
-  if (out.empty()) throw Error("--out", "out", "missing: the checkpoint to write");
+  if (eval_only) {
+    if (init.empty())
+      throw Error("--eval-only", "init", "missing: --eval-only evaluates the --init checkpoint");
+    if (!out.empty()) throw Error("--out", "out", "--eval-only writes nothing: leave out --out");
+  } else if (out.empty()) {
+    throw Error("--out", "out", "missing: the checkpoint to write");
+  }
+  if (eval_tasks < 1) throw Error("--eval-tasks", std::to_string(eval_tasks), "must be >= 1");
   if (short_capacity < 0) throw Error("--short-capacity", "short-capacity", "must be >= 0 (0: none)");
   lm::check_answer_windows(answer_window, answer_batch, with_reasoning, "crl lm train (--reasoning)",
                            "--answer-window", "--answer-batch");
@@ -166,38 +180,10 @@ int run_train(const std::vector<std::string>& args) {
   const int max_positions = state.model.config().max_positions;
   int skipped = 0;
   const Reasoning reasoning = with_reasoning ? think_reasoning() : Reasoning{};
-  const auto demos = oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space, reasoning);
-  lm::require_oracle_wins(demos, "--capacity/--reserve/--per-turn-cap");
-  auto train = lm::sft_examples(demos, max_positions, &skipped);
-  if (short_capacity > 0) {
-    const Budget short_budget = lm::short_demonstration_budget(budget, short_capacity, short_reserve,
-                                                               "--short-capacity/--short-reserve");
-    const auto short_demos =
-        oracle_trajectories(split, 0, tasks, tokenizer, short_budget, name_space, reasoning);
-    lm::require_oracle_wins(short_demos, "--short-capacity/--short-reserve");
-    int short_skipped = 0;
-    const auto drills = lm::sft_examples(short_demos, max_positions, &short_skipped);
-    skipped += short_skipped;
-    std::cout << drills.size() << " short segments (capacity " << short_capacity << ")\n";
-    train.insert(train.end(), drills.begin(), drills.end());
-  }
-  lm::weight_spans(train, summary_weight, final_weight, "--summary-weight/--final-weight");
   const auto dev = lm::sft_examples(
-      oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget, "default", reasoning), max_positions);
+      oracle_trajectories("dev", 0, eval_tasks, tokenizer, budget, eval_namespace, reasoning), max_positions);
   // Teacher-forced answers given the oracle's notes, over the whole context (the window is everything).
   const auto dev_answers = lm::answer_windows(dev, max_positions, *tokenizer, reasoning);  // none without
-  std::vector<lm::SftExample> answers;  // the windows' own pool (--answer-batch)
-  if (answer_window > 0) {
-    const auto windows = lm::answer_window_ladder(train, answer_window, max_positions, *tokenizer, reasoning);
-    std::cout << windows.size() << " answer windows (" << answer_window << " tokens and doubling)\n";
-    if (answer_batch > 0) {
-      answers = windows;
-    } else {
-      train.insert(train.end(), windows.begin(), windows.end());
-    }
-  }
-  sft.extra = &answers;
-  sft.extra_batch = answer_batch;
   auto report = [&](const char* when) {
     const lm::SftEval d = lm::evaluate_sft(state.model, dev);
     std::cout << std::fixed << std::setprecision(4) << when << ": dev loss " << d.loss << ", token accuracy "
@@ -214,6 +200,38 @@ int run_train(const std::vector<std::string>& args) {
     }
     std::cout << std::endl;
   };
+  if (eval_only) {
+    report("dev");
+    return 0;
+  }
+  const auto demos = oracle_trajectories(split, 0, tasks, tokenizer, budget, name_space, reasoning);
+  lm::require_oracle_wins(demos, "--capacity/--reserve/--per-turn-cap");
+  auto train = lm::sft_examples(demos, max_positions, &skipped);
+  if (short_capacity > 0) {
+    const Budget short_budget = lm::short_demonstration_budget(budget, short_capacity, short_reserve,
+                                                               "--short-capacity/--short-reserve");
+    const auto short_demos =
+        oracle_trajectories(split, 0, tasks, tokenizer, short_budget, name_space, reasoning);
+    lm::require_oracle_wins(short_demos, "--short-capacity/--short-reserve");
+    int short_skipped = 0;
+    const auto drills = lm::sft_examples(short_demos, max_positions, &short_skipped);
+    skipped += short_skipped;
+    std::cout << drills.size() << " short segments (capacity " << short_capacity << ")\n";
+    train.insert(train.end(), drills.begin(), drills.end());
+  }
+  lm::weight_spans(train, summary_weight, final_weight, "--summary-weight/--final-weight");
+  std::vector<lm::SftExample> answers;  // the windows' own pool (--answer-batch)
+  if (answer_window > 0) {
+    const auto windows = lm::answer_window_ladder(train, answer_window, max_positions, *tokenizer, reasoning);
+    std::cout << windows.size() << " answer windows (" << answer_window << " tokens and doubling)\n";
+    if (answer_batch > 0) {
+      answers = windows;
+    } else {
+      train.insert(train.end(), windows.begin(), windows.end());
+    }
+  }
+  sft.extra = &answers;
+  sft.extra_batch = answer_batch;
   std::cout << train.size() << " training segments (" << skipped << " longer than " << max_positions
             << " skipped), " << dev.size() << " dev segments\n";
   report("before");

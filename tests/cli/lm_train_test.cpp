@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <iterator>
 #include <limits>
 #include <set>
 
@@ -403,6 +405,46 @@ TEST(LmTrain, CommandWritesACheckpointThatServes) {
           ->status,
       200);
   EXPECT_EQ(test::crl({"lm", "train", "--out", out}).code, 1);  // no tokenizer
+}
+
+// --eval-only evaluates the --init checkpoint and writes nothing: the line equals the training run's "after:"
+// on the same dev tasks; --eval-namespace chooses other dev tasks (phase3: not the default dev tasks that
+// closed-loop evaluations play); a missing --init, an --out beside it and no dev tasks are refused by name.
+TEST(LmTrain, EvalOnlyEvaluatesTheCheckpointAndWritesNothing) {
+  const test::TempDir dir{"lm_eval_only"};
+  const std::string ckpt = dir.file("m.ckpt");
+  const auto trained = train_tiny(ckpt, 2, 2);
+  ASSERT_EQ(trained.code, 0) << trained.err;
+  const auto after = trained.out.substr(trained.out.find("after: ") + 7);
+  const auto eval = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"lm",           "train", "--tokenizer", setup().tokenizer_path,
+                                     "--eval-tasks", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return test::crl(args);
+  };
+  const auto same = eval({"--init", ckpt, "--eval-only"});
+  ASSERT_EQ(same.code, 0) << same.err;
+  ASSERT_EQ(same.out.rfind("dev: ", 0), 0u) << same.out;
+  EXPECT_EQ(same.out.substr(5), after.substr(0, after.find('\n') + 1));
+  const auto other = eval({"--init", ckpt, "--eval-only", "--eval-namespace", "phase3"});
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_NE(other.out, same.out);  // other tasks, another loss
+  // The checkpoint only: --eval-only wrote nothing.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
+  const auto no_init = eval({"--eval-only"});
+  EXPECT_EQ(no_init.code, 1);
+  EXPECT_NE(no_init.err.find("--eval-only evaluates the --init checkpoint"), std::string::npos)
+      << no_init.err;
+  const auto with_out = eval({"--init", ckpt, "--eval-only", "--out", dir.file("x.ckpt")});
+  EXPECT_EQ(with_out.code, 1);
+  EXPECT_NE(with_out.err.find("leave out --out"), std::string::npos) << with_out.err;
+  const auto none = test::crl({"lm", "train", "--tokenizer", setup().tokenizer_path, "--init", ckpt,
+                               "--eval-only", "--eval-tasks", "0"});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.err.find("--eval-tasks"), std::string::npos) << none.err;
+  const auto bad_namespace = eval({"--init", ckpt, "--eval-only", "--eval-namespace", "nope"});
+  EXPECT_EQ(bad_namespace.code, 1);
+  EXPECT_NE(bad_namespace.err.find("nope"), std::string::npos) << bad_namespace.err;
 }
 
 // The whole episode budget is an option (the scenario's per-turn cap and compactions too) and is checked.

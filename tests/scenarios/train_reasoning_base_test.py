@@ -48,6 +48,42 @@ def exact(summary, mode):
     return int(found.group(1)), int(found.group(2))
 
 
+def recording_crl(directory, gate_rule):
+    """A stand-in for `crl lm train` that records each call's arguments (calls.txt) and writes the --out
+    checkpoint (a copy of the committed base) with a stage log's `after:` line; an `--eval-only` call (the
+    gate) prints a `dev:` line whose final actions' exact is gate_rule(the --init path), a Python expression
+    in `init`. Everything else runs the real crl, which replaces the stand-in's process (exec), so the
+    script's kill of `crl lm serve` reaches it. Returns (wrapper path, record path)."""
+    record = os.path.join(directory, "calls.txt")
+    wrapper = os.path.join(directory, "crl-recording")
+    with open(wrapper, "w") as f:
+        f.write("#!/usr/bin/python3\nimport os, shutil, sys\n"
+                "if sys.argv[1:3] == ['lm', 'train']:\n"
+                "    with open(%r, 'a') as f: f.write('\\t'.join(sys.argv[3:]) + '\\n')\n"
+                "    if '--eval-only' in sys.argv:\n"
+                "        init = sys.argv[sys.argv.index('--init') + 1]\n"
+                "        print('dev: dev loss 0.2, token accuracy 0.9, exact spans 0.7 (1317); actions 1 / 1 (1020); '\n"
+                "              'summaries 0.9 / 0.1 (706); final actions 0.9 / %%.4f (180)' %% (%s)); sys.exit(0)\n"
+                "    print('after: dev loss 0.1, token accuracy 0.9, exact spans 0.8 (439); actions 1 / 1 (340); '\n"
+                "          'summaries 0.9 / 0.3 (79); final actions 0.9 / 0.2500 (20); answers after the notes 0.9 / '\n"
+                "          '0.7500 (20)')\n"
+                "    shutil.copy(%r, sys.argv[sys.argv.index('--out') + 1]); sys.exit(0)\n"
+                "os.execv(%r, [%r] + sys.argv[1:])\n" % (record, gate_rule, BASE, CRL, CRL))
+    os.chmod(wrapper, 0o755)
+    return wrapper, record
+
+
+def recorded_calls(record):
+    """(training calls, gate calls): each an argument list."""
+    with open(record) as f:
+        calls = [line.rstrip("\n").split("\t") for line in f]
+    return [c for c in calls if "--eval-only" not in c], [c for c in calls if "--eval-only" in c]
+
+
+def argument(args, name):
+    return args[args.index(name) + 1]
+
+
 class TrainReasoningBase(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
@@ -63,8 +99,9 @@ class TrainReasoningBase(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.out, "summary.txt")))
 
     def test_bad_arguments_are_refused_naming_the_argument(self):
-        self.refused(["--out", self.out], "--seed must be a non-negative integer, got ''")
+        self.refused(["--out", self.out], "--seed must be a non-negative integer of at most 15 digits, got ''")
         self.refused(["--seed", "x1", "--out", self.out], "got 'x1'")
+        self.refused(["--seed", "1" * 16, "--out", self.out], "of at most 15 digits")
         self.refused(["--seed", "1"], "--out DIR is required")
         self.refused(["--seed", "1", "--out", self.out, "--eval-tasks", "0"], "--eval-tasks must be a positive")
         self.refused(["--seed", "1", "--out", self.out, "--frobnicate"], "unknown argument '--frobnicate'")
@@ -102,7 +139,8 @@ class TrainReasoningBase(unittest.TestCase):
         # A crl that fails any training and runs everything else: the run passes only if no stage trained.
         wrapper = os.path.join(self.dir.name, "crl-no-training")
         with open(wrapper, "w") as f:
-            f.write('#!/bin/sh\n[ "$1 $2" = "lm train" ] && { echo "trained" >&2; exit 7; }\nexec %s "$@"\n' % CRL)
+            f.write('#!/bin/sh\ncase "$*" in *--eval-only*) echo "dev: dev loss 0.2; final actions 0.9 / 0.6000 (180)"; exit 0;; esac\n'
+                    '[ "$1 $2" = "lm train" ] && { echo "trained" >&2; exit 7; }\nexec %s "$@"\n' % CRL)
         os.chmod(wrapper, 0o755)
         r = run("--seed", "1", "--out", self.out, "--eval-tasks", "3", crl=wrapper)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -124,25 +162,22 @@ class TrainReasoningBase(unittest.TestCase):
         # committed base); everything else runs the real crl. Each call's options must be options of the real
         # `crl lm train` (its --help), none given twice (boost refuses that only after hours of earlier stages).
         # The real crl replaces the stand-in's process (exec), so the script's kill of `crl lm serve` reaches it.
-        record = os.path.join(self.dir.name, "calls.txt")
-        wrapper = os.path.join(self.dir.name, "crl-recording")
-        with open(wrapper, "w") as f:
-            f.write("#!/usr/bin/python3\nimport os, shutil, sys\n"
-                    "if sys.argv[1:3] == ['lm', 'train']:\n"
-                    "    with open(%r, 'a') as f: f.write('\\t'.join(sys.argv[3:]) + '\\n')\n"
-                    "    print('after: dev loss 0.1, token accuracy 0.9, exact spans 0.8 (439); actions 1 / 1 (340); '\n"
-                    "          'summaries 0.9 / 0.3 (79); final actions 0.9 / 0.2500 (20); answers after the notes 0.9 / '\n"
-                    "          '0.7500 (20)')\n"
-                    "    shutil.copy(%r, sys.argv[sys.argv.index('--out') + 1]); sys.exit(0)\n"
-                    "os.execv(%r, [%r] + sys.argv[1:])\n" % (record, BASE, CRL, CRL))
-        os.chmod(wrapper, 0o755)
+        wrapper, record = recording_crl(self.dir.name, "0.25")
         r = run("--seed", "5", "--out", self.out, "--eval-tasks", "2", crl=wrapper)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         help_text = subprocess.run([CRL, "lm", "train", "--help"], capture_output=True, text=True).stdout
         known = set(re.findall(r"--([a-z][a-z0-9-]*)", help_text))
-        with open(record) as f:
-            calls = [line.rstrip("\n").split("\t") for line in f]
+        calls, gates = recorded_calls(record)
         self.assertEqual(len(calls), len(STAGES))
+        # One gate, after stage 2, on its checkpoint: the 180 phase3 dev tasks, stage 2's budget.
+        self.assertEqual(len(gates), 1)
+        self.assertEqual(argument(gates[0], "--init"), os.path.join(self.out, "stage-2-long_drills_sft.ckpt"))
+        self.assertEqual(argument(gates[0], "--eval-namespace"), "phase3")
+        self.assertEqual(argument(gates[0], "--eval-tasks"), "180")
+        self.assertEqual(argument(gates[0], "--per-turn-cap"), argument(calls[1], "--per-turn-cap"))
+        self.assertNotIn("--out", gates[0])
+        options = [a[2:] for a in gates[0] if a.startswith("--")]
+        self.assertLessEqual(set(options), known, "gate")
         previous = None
         for stage, args in zip(STAGES, calls):
             options = [a[2:] for a in args if a.startswith("--")]
@@ -162,6 +197,63 @@ class TrainReasoningBase(unittest.TestCase):
         for stage in STAGES:
             self.assertIn("stage %s: teacher-forced dev exact: final actions 0.2500, answers after the notes 0.7500"
                           % stage, summary)
+        self.assertIn("gate, attempt 0 (seed 5): final actions exact 0.2500 on 180 phase3 dev tasks (passes at >= "
+                      "0.15): passed", summary)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "attempt-1")))
+
+    def test_a_seed_that_misses_the_gate_starts_over_with_the_next_seed(self):
+        # Attempts 0 and 1 stay under the gate (0.0100 < 0.15), attempt 2 passes (0.3000): stages 1-2 three times
+        # with seeds 7, 1007, 2007, then stages 3-7 from attempt 2's stage 2, in DIR/attempt-2/.
+        wrapper, record = recording_crl(self.dir.name, "0.3 if 'attempt-2' in init else 0.01")
+        r = run("--seed", "7", "--out", self.out, "--stages-only", crl=wrapper)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        calls, gates = recorded_calls(record)
+        self.assertEqual([argument(c, "--seed") for c in calls], ["7"] * 2 + ["1007"] * 2 + ["2007"] * 7)
+        dirs = [self.out, os.path.join(self.out, "attempt-1"), os.path.join(self.out, "attempt-2")]
+        self.assertEqual([argument(g, "--init") for g in gates],
+                         [os.path.join(d, "stage-2-long_drills_sft.ckpt") for d in dirs])
+        self.assertNotIn("--init", calls[2])  # a fresh model for every attempt
+        self.assertNotIn("--init", calls[4])
+        previous = None
+        for stage, args in zip(STAGES, calls[4:]):
+            self.assertEqual(argument(args, "--out"), os.path.join(dirs[2], "stage-%s.ckpt" % stage))
+            if previous:
+                self.assertEqual(argument(args, "--init"), previous)
+            previous = argument(args, "--out")
+        with open(os.path.join(self.out, "gates.txt")) as f:
+            gates_text = f.read()
+        self.assertEqual(gates_text.count("): failed\n"), 2, gates_text)
+        self.assertIn("attempt 2 (seed 2007): final actions exact 0.3000", gates_text)
+        with open(os.path.join(self.out, "stages.txt")) as f:
+            self.assertTrue(f.read().startswith(gates_text))
+        with open(BASE, "rb") as a, open(os.path.join(self.out, "base.ckpt"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        # Resumed, nothing trains again: every attempt's stages exist, the gates are measured again.
+        os.remove(record)
+        r = run("--seed", "7", "--out", self.out, "--stages-only", crl=wrapper)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        calls, gates = recorded_calls(record)
+        self.assertEqual((len(calls), len(gates)), (0, 3))
+
+    def test_four_attempts_under_the_gate_stop_with_an_error_and_no_base(self):
+        wrapper, record = recording_crl(self.dir.name, "0.1499")
+        r = run("--seed", "3", "--out", self.out, crl=wrapper)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("stage 2 missed the gate on all 4 attempts (seeds 3, 1003, ... 3003)", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "base.ckpt")))
+        self.assertFalse(os.path.exists(os.path.join(self.out, "summary.txt")))
+        calls, gates = recorded_calls(record)
+        self.assertEqual((len(calls), len(gates)), (8, 4))  # stages 1-2 four times, no stage 3
+        with open(os.path.join(self.out, "gates.txt")) as f:
+            self.assertEqual(f.read().count("0.1499 on 180 phase3 dev tasks (passes at >= 0.15): failed"), 4)
+
+    def test_a_gate_evaluation_that_fails_stops_the_run_naming_its_log(self):
+        wrapper, _ = recording_crl(self.dir.name, "sys.exit(4)")  # the evaluation exits 4, printing nothing
+        r = run("--seed", "2", "--out", self.out, crl=wrapper)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("the gate's evaluation failed; its log: " + self.out + "/gate.log", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "base.ckpt")))
+        self.assertFalse(os.path.exists(os.path.join(self.out, "attempt-1")))
 
     def test_the_committed_base_evaluates_as_data_readme_reports(self):
         # data/README.md: 25 of the 60 default-dev episodes greedy, 19 sampled at temperature 1 (seed 7). Greedy
