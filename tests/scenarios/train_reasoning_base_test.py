@@ -191,6 +191,8 @@ class TrainReasoningBase(unittest.TestCase):
                 self.assertEqual(args[args.index("--init") + 1], previous, stage)
             previous = args[args.index("--out") + 1]
         self.assertIn("--reasoning", calls[-1])
+        # Stage 2's long drills and its mix are half lookups (without them the copy formed on 2 of 12 seeds).
+        self.assertEqual(argument(calls[1], "--copy-drill-lookup"), "0.5")
         # summary.txt ends with each stage's teacher-forced dev exacts, read from the stage's log.
         with open(os.path.join(self.out, "summary.txt")) as f:
             summary = f.read()
@@ -254,6 +256,30 @@ class TrainReasoningBase(unittest.TestCase):
         self.assertIn("the gate's evaluation failed; its log: " + self.out + "/gate.log", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.out, "base.ckpt")))
         self.assertFalse(os.path.exists(os.path.join(self.out, "attempt-1")))
+
+    def test_editing_the_script_during_a_run_does_not_change_the_run(self):
+        # A copy of the script whose first training call rewrites the copy (as a user editing the recipe while
+        # a run of hours goes on): the run must go on with the script it started with.
+        # The whole run, evaluation included: bash reads the commands after the training block from the file
+        # only when it reaches them.
+        os.makedirs(os.path.join(self.dir.name, "repo", "scripts"))
+        os.symlink(os.path.join(ROOT, "data"), os.path.join(self.dir.name, "repo", "data"))
+        copy = os.path.join(self.dir.name, "repo", "scripts", "train_reasoning_base.sh")
+        shutil.copy(SCRIPT, copy)
+        wrapper, record = recording_crl(self.dir.name, "0.5")
+        editing = os.path.join(self.dir.name, "crl-editing")
+        with open(editing, "w") as f:
+            f.write("#!/bin/sh\nprintf 'echo edited; exit 9\\n%%.0s' $(seq 1 400) > %s\nexec %s \"$@\"\n"
+                    % (copy, wrapper))
+        os.chmod(editing, 0o755)
+        r = subprocess.run(["bash", copy, "--seed", "4", "--out", self.out, "--eval-tasks", "1"], capture_output=True,
+                           text=True, timeout=600, env=dict(os.environ, CRL=editing))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("edited", r.stdout)
+        self.assertEqual(len(recorded_calls(record)[0]), len(STAGES))
+        self.assertEqual(exact(r.stdout, "greedy")[1], 1)
+        with open(copy) as f:
+            self.assertTrue(f.read().startswith("echo edited"))  # the file did change under the run
 
     def test_the_committed_base_evaluates_as_data_readme_reports(self):
         # data/README.md: 25 of the 60 default-dev episodes greedy, 19 sampled at temperature 1 (seed 7). Greedy
