@@ -54,7 +54,7 @@ int run_train(const std::vector<std::string>& args) {
                                                          "start from this checkpoint (else a fresh model)")(
       "split", po::value(&split)->default_value(split), "demonstrations: synthetic split")(
       "namespace", po::value(&name_space)->default_value(name_space),
-      "demonstrations: synthetic namespace (dev evaluation: always the default namespace)")(
+      "demonstrations: synthetic namespace (the dev tasks: --eval-namespace)")(
       "tasks", po::value(&tasks)->default_value(tasks), "demonstrations: tasks 0 .. N-1 of the split")(
       "eval-tasks", po::value(&eval_tasks)->default_value(eval_tasks),
       "dev tasks evaluated before and after")("eval-namespace",
