@@ -114,10 +114,8 @@ int run_serve(const std::vector<std::string>& args) {
   }
   if (checkpoint.empty()) throw Error("--checkpoint", "checkpoint", "missing: the model to serve");
   if (http.workers < 1 || http.threads < 1) throw Error("--workers/--threads", "", "must be >= 1");
-  if (backend != "cpu" && backend != "cuda")
-    throw Error("--backend", "backend", "expected cpu or cuda, got " + quote(backend));
-  const auto service = load_lm_service(checkpoint, tokenizer, name,
-                                       backend == "cuda" ? lm::LmBackend::kCuda : lm::LmBackend::kCpu);
+  const auto service =
+      load_lm_service(checkpoint, tokenizer, name, lm::parse_backend(backend, "--backend", "backend"));
   serve_lm_routes(*service, http);
   server::EpisodeService health({});  // answers /health and /metrics; every other route is the model's
   std::signal(SIGPIPE, SIG_IGN);

@@ -45,6 +45,7 @@ int run_train(const std::vector<std::string>& args) {
   float summary_weight = 1.0f, final_weight = 1.0f;
   bool with_reasoning = false, eval_only = false;
   std::string eval_namespace = "default";
+  std::string backend = "cpu";
   int answer_window = 0, answer_batch = 0;
   lm::SftOptions sft;
   Budget budget;
@@ -70,6 +71,8 @@ int run_train(const std::vector<std::string>& args) {
       "warmup", po::value(&sft.warmup)->default_value(0), "linear warm-up steps")(
       "cosine", po::bool_switch(&sft.cosine), "cosine decay to lr/10 at the last step")(
       "threads", po::value(&sft.threads)->default_value(1), "1 or 2 (the same bits)")(
+      "backend", po::value(&backend)->default_value(backend),
+      "cpu | cuda: where the training passes run (copy drills and SFT; evaluation stays on the CPU)")(
       "observation-weight", po::value(&sft.observation_weight)->default_value(0.0),
       "weight of the context tokens' next-token loss (0: only the policy's tokens)")(
       "eval-every", po::value(&eval_every)->default_value(0), "also evaluate on dev every N steps (0: no)")(
@@ -157,6 +160,8 @@ int run_train(const std::vector<std::string>& args) {
   if (sft.steps < 0 || sft.batch < 1 || !(sft.lr > 0) || sft.warmup < 0 || eval_every < 0)
     throw Error("--steps/--batch/--lr/--warmup/--eval-every", "", "out of range");
   budget.validate("--capacity/--reserve/--summary-cap");
+  sft.backend = lm::parse_backend(backend, "--backend", "backend");
+  lm::require_backend(sft.backend, "--backend", "backend");  // before minutes of rendering, not after
   const auto tokenizer = make_tokenizer(tokenizer_spec);
   lm::LmCheckpoint state;
   if (!init.empty()) {
@@ -259,7 +264,7 @@ int run_train(const std::vector<std::string>& args) {
         held_out.lookup_fraction > 0
             ? lm::copy_drill_examples(state.model.config().vocab, max_positions, held_out, where)
             : std::vector<lm::SftExample>{};
-    lm::train_copy_drills(state.model, state.optimizer, drill, seed, sft.threads, where, [&](int done) {
+    const auto drill_step = [&](int done) {
       if (done % 250 == 0 || done == drill.steps + drill.long_steps) {
         const lm::SftEval e = lm::evaluate_sft(state.model, check);
         std::cout << std::fixed << std::setprecision(4) << "copy drills step " << done << ": held-out loss "
@@ -270,7 +275,9 @@ int run_train(const std::vector<std::string>& args) {
         }
         std::cout << std::endl;
       }
-    });
+    };
+    lm::train_copy_drills(state.model, state.optimizer, drill, seed, sft.threads, where, drill_step,
+                          sft.backend);
     report("after copy drills");
   }
   const auto mixed =

@@ -213,7 +213,7 @@ std::vector<SftExample> copy_drill_mix(int vocab, int max_positions, const CopyD
 
 std::vector<float> train_copy_drills(LmModel& model, LmOptimizer& optimizer, const CopyDrillStage& stage,
                                      uint64_t seed, int threads, const std::string& where,
-                                     const std::function<void(int)>& after_step) {
+                                     const std::function<void(int)>& after_step, LmBackend backend) {
   if (stage.steps < 0 || stage.long_steps < 0 || stage.batch < 1 || !(stage.lr > 0) || stage.warmup < 0)
     throw Error(where, "steps/long steps/batch/lr/warmup",
                 "out of range (steps, long steps and warm-up >= 0, batch >= 1, lr > 0), got steps " +
@@ -236,6 +236,7 @@ std::vector<float> train_copy_drills(LmModel& model, LmOptimizer& optimizer, con
     o.warmup = done_before == 0 ? stage.warmup : 0;  // the second stage goes on at the rate reached
     o.seed = drill_seed + 1;
     o.threads = threads;
+    o.backend = backend;
     if (after_step) o.after_step = [&](int done) { after_step(done_before + done); };
     const std::vector<float> l = train_sft(model, optimizer, examples, o);
     losses.insert(losses.end(), l.begin(), l.end());

@@ -102,9 +102,10 @@ std::vector<SftExample> copy_drill_mix(int vocab, int max_positions, const CopyD
                                        uint64_t seed, const std::string& where);
 
 // Throws crl::Error naming `where` and the field when the stage is out of range. Returns each step's loss
-// (both stages'). after_step gets the step counted over both stages.
+// (both stages'). after_step gets the step counted over both stages; `backend` is where the passes run.
 std::vector<float> train_copy_drills(LmModel& model, LmOptimizer& optimizer, const CopyDrillStage& stage,
                                      uint64_t seed, int threads, const std::string& where,
-                                     const std::function<void(int)>& after_step = {});
+                                     const std::function<void(int)>& after_step = {},
+                                     LmBackend backend = LmBackend::kCpu);
 
 }  // namespace crl::lm

@@ -106,6 +106,7 @@ LmPolicy::LmPolicy(const PolicyTarget& target, LmPolicyConfig config)
   if (config_.sft_warmup < 0) throw Error(kWhere, "sft_warmup", "must be >= 0");
   if (config_.sft_threads < 1 || config_.sft_threads > 2)
     throw Error(kWhere, "sft_threads", "must be 1 or 2");
+  require_backend(config_.backend, kWhere, "backend");
   if (config_.sft_short_capacity < 0) throw Error(kWhere, "sft_short_capacity", "must be >= 0 (0: none)");
   for (const auto& [weight, field] : {std::pair{config_.sft_summary_weight, "sft_summary_weight"},
                                       std::pair{config_.sft_final_weight, "sft_final_weight"}}) {
@@ -263,7 +264,8 @@ void LmPolicy::build_base_model(uint64_t seed) {
       << "," << d.drills.min_half << "," << d.drills.max_half << "," << d.drills.lead << ","
       << d.drills.examples << "," << d.mix << "," << d.drills.alphabet_size << "," << d.drills.lookup_fraction
       << "," << d.drills.max_gap << "|" << config_.sft_summary_weight << "," << config_.sft_final_weight
-      << "|" << config_.sft_answer_window << "," << config_.sft_answer_batch;
+      << "|" << config_.sft_answer_window << "," << config_.sft_answer_batch << "|"
+      << static_cast<int>(config_.backend);  // the back-ends agree to rounding, not in every bit
   for (const int32_t id : d.drills.alphabet) key << "," << id;
   for (const auto& [k, v] : env_params_) key << "|" << k << "=" << v;
   const std::string id = sha256_hex(key.str());
@@ -280,7 +282,7 @@ void LmPolicy::build_base_model(uint64_t seed) {
   // One Adam from the drills through SFT (as from a pretraining checkpoint); RL gets a fresh one.
   LmOptimizer base_optimizer(model_.layout());
   train_copy_drills(model_, base_optimizer, config_.drills, seed, config_.sft_threads,
-                    std::string(kWhere) + " drill_*");
+                    std::string(kWhere) + " drill_*", {}, config_.backend);
   if (config_.sft_steps > 0) run_sft(seed, base_optimizer);
   std::lock_guard<std::mutex> lock(sft_mutex());
   sft_memo()[id] = SftMemo{model_.parameters(), sft_first_, sft_last_};
@@ -322,6 +324,7 @@ void LmPolicy::run_sft(uint64_t seed, LmOptimizer& optimizer) {
   options.warmup = config_.sft_warmup;
   options.cosine = config_.sft_cosine;
   options.threads = config_.sft_threads;
+  options.backend = config_.backend;
   options.seed = seed;
   const std::vector<float> losses = train_sft(model_, optimizer, examples, options);
   if (!losses.empty()) {
@@ -418,7 +421,7 @@ void LmPolicy::train(const TrainStep& step) {
         std::vector<int32_t> seq(s.prompt_ids.begin(), s.prompt_ids.end());
         seq.insert(seq.end(), s.response_ids.begin(), s.response_ids.end());
         pb.add_sequence(seq);
-        const ForwardResult f = model_.forward(pb);
+        const ForwardResult f = forward_pass(config_.backend, model_, pb);
         // Response token k is predicted at position p + k - 1: its log-prob and value live there.
         for (int64_t k = 0; k < n; ++k) {
           b.new_logprobs[ref->begin + k] = f.logp[p + k - 1];
@@ -443,7 +446,7 @@ void LmPolicy::train(const TrainStep& step) {
         }
         if (actor) {
           std::fill(dvalue.begin(), dvalue.end(), 0.0f);
-          std::vector<float> g = model_.backward(pb, f, dlogp, dvalue);
+          std::vector<float> g = backward_pass(config_.backend, model_, pb, f, dlogp, dvalue);
           g.resize(static_cast<size_t>(layout.actor_size()));
           out.actor_grad = std::move(g);
         } else {
@@ -618,8 +621,10 @@ const PolicyRegistrar kRegistrar(
       {"drill_alphabet", ParamType::kString, "",
        "copy drills: draw from the distinct tokens of this text (\"0123456789\": the digits); empty: the "
        "whole vocabulary"},
-      {"rope", ParamType::kBool, "false",
-       "rotary positions (relative) instead of learned absolute ones; CPU only (the CUDA twin refuses it)"}},
+      {"rope", ParamType::kBool, "false", "rotary positions (relative) instead of learned absolute ones"},
+      {"backend", ParamType::kString, "cpu",
+       "cpu | cuda: where the training passes run (copy drills, SFT, the PPO updates; policies/lm/"
+       "backend.h); episodes sample on the CPU either way. cuda needs a device (refused at start)"}},
      [](const Params& params, const PolicyTarget& target) -> std::unique_ptr<Policy> {
        LmPolicyConfig config;
        config.model.d_model = static_cast<int>(params.get_int("d_model"));
@@ -641,6 +646,7 @@ const PolicyRegistrar kRegistrar(
        config.sft_short_capacity = params.get_int("sft_short_capacity");
        config.sft_short_reserve = params.get_int("sft_short_reserve");
        config.model.rope = params.get_bool("rope");
+       config.backend = parse_backend(params.get_string("backend"), kWhere, "backend");
        config.drills.steps = static_cast<int>(params.get_int("drill_steps"));
        config.drills.long_steps = static_cast<int>(params.get_int("drill_long_steps"));
        config.drills.batch = static_cast<int>(params.get_int("drill_batch"));

@@ -50,6 +50,7 @@
 #include <tuple>
 #include <vector>
 
+#include "policies/lm/backend.h"
 #include "policies/lm/checkpoint.h"
 #include "policies/lm/copy_drills.h"
 #include "policies/lm/cpu/sampler.h"
@@ -70,6 +71,8 @@ struct LmPolicyConfig {
   int sft_warmup = 0;       // linear warm-up steps of the SFT rate (sft.h SftOptions)
   bool sft_cosine = false;  // cosine decay of the SFT rate to a tenth at the last step
   int sft_threads = 1;      // 2: each SFT step's two halves on two threads (same bits, sft.h)
+  // Where the training passes run (drills, SFT, PPO updates); episodes sample on the CPU either way.
+  LmBackend backend = LmBackend::kCpu;
   // Short demonstrations added to the SFT set (demonstrations.h short_demonstration_budget); 0: none.
   int64_t sft_short_capacity = 0, sft_short_reserve = 0;
   // Copy drills before SFT (copy_drills.h; drills.steps 0: none), drawn from the tokens of drill_alphabet

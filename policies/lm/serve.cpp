@@ -16,7 +16,6 @@
 namespace crl::lm {
 namespace {
 
-
 using Json = nlohmann::ordered_json;  // answers: keys in the order the APIs document them
 
 // A token's text for the logprob tables: its UTF-8, or vLLM's "bytes:\xNN..." when the bytes are a part of a
@@ -99,13 +98,7 @@ LmService::LmService(LmModel model, std::shared_ptr<const Tokenizer> tokenizer, 
       tokenizer_(std::move(tokenizer)),
       name_(std::move(model_name)),
       backend_(backend) {
-  if (backend_ == LmBackend::kCuda) {
-    if (model_.config().rope)
-      throw Error("--backend", "cuda",
-                  "this model uses rotary positions (rope), which the CUDA twin does not");
-    std::string why;
-    if (!lm_cuda_available(&why)) throw Error("--backend", "cuda", "no CUDA device: " + why);
-  }
+  require_backend(backend_, "--backend", "backend");
   if (tokenizer_->vocab_size() > model_.config().vocab) {
     throw Error("--tokenizer", "vocab",
                 "the tokenizer " + quote(tokenizer_->name()) + " has " +

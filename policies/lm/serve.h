@@ -59,14 +59,11 @@
 #include <string_view>
 
 #include "engine/tokenizer.h"
+#include "policies/lm/backend.h"
 #include "policies/lm/cpu/model.h"
 #include "policies/lm/cpu/sampler.h"
 
 namespace crl::lm {
-
-// Where sampling runs: the CPU reference (sample()) or the CUDA twin (cuda_sample(), policies/lm/cuda/
-// lm_cuda.h: the same token choice on logits computed on the device).
-enum class LmBackend { kCpu, kCuda };
 
 // Writes one piece of a streamed body; false once the client can no longer receive it (stop producing).
 using BodyWriter = std::function<bool(std::string_view piece)>;

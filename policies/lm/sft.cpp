@@ -165,7 +165,7 @@ std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::
       if (part[h].empty()) return;
       std::vector<float> mask;
       const PackedBatch batch = pack(part[h], mask);
-      const ForwardResult f = model.forward(batch);
+      const ForwardResult f = forward_pass(options.backend, model, batch);
       std::vector<float> dlogp(batch.size(), 0.0f);
       for (int t = 0; t < batch.size(); ++t) {
         const double w = mask[t] != 0.0f ? mask[t] : options.observation_weight;
@@ -174,7 +174,7 @@ std::vector<float> train_sft(LmModel& model, LmOptimizer& optimizer, const std::
         dlogp[t] = static_cast<float>(-w / count);
       }
       const std::vector<float> dvalue(batch.size(), 0.0f);
-      grad[h] = model.backward(batch, f, dlogp, dvalue);
+      grad[h] = backward_pass(options.backend, model, batch, f, dlogp, dvalue);
     };
     if (options.threads >= 2 && !part[0].empty() && !part[1].empty()) {
       std::thread second(run, 1);

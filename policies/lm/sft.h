@@ -13,6 +13,7 @@
 #include "engine/tokenizer.h"
 #include "engine/trajectory.h"
 #include "envs/codec.h"
+#include "policies/lm/backend.h"
 #include "policies/lm/checkpoint.h"
 
 namespace crl::lm {
@@ -79,6 +80,8 @@ struct SftOptions {
   // backward passes are independent and whose gradients are added in that order; threads 2 runs the second
   // half on its own thread. The result is the same bits for 1 and 2 threads.
   int threads = 1;
+  // Where each half's forward and backward run (backend.h; the CPU by default).
+  LmBackend backend = LmBackend::kCpu;
   // Weight of every other token's next-token loss (observations, templates, copied text) beside the
   // trained tokens' 1: an auxiliary language-modelling loss on the context (0: the policy's tokens only).
   // The step's loss is then the weighted mean.

@@ -18,6 +18,7 @@
 #include "engine/error.h"
 #include "engine/file_io.h"
 #include "policies/lm/copy_drills.h"
+#include "policies/lm/cuda/lm_cuda.h"
 #include "policies/lm/demonstrations.h"
 #include "policies/lm/sft.h"
 #include "tests/crl_cli.h"
@@ -445,6 +446,31 @@ TEST(LmTrain, EvalOnlyEvaluatesTheCheckpointAndWritesNothing) {
   const auto bad_namespace = eval({"--init", ckpt, "--eval-only", "--eval-namespace", "nope"});
   EXPECT_EQ(bad_namespace.code, 1);
   EXPECT_NE(bad_namespace.err.find("nope"), std::string::npos) << bad_namespace.err;
+}
+
+// --backend: an unknown name is refused by name; cuda without a device is refused before any work (nothing
+// printed, no checkpoint); cpu is the default (the same bytes). With a device, LmCuda.SftStepsMatchTheCpu
+// compares the two back-ends' training.
+TEST(LmTrain, TheBackendIsCheckedBeforeAnyWork) {
+  const test::TempDir dir{"lm_backend"};
+  const auto unknown = train_tiny(dir.file("m.ckpt"), 1, 1, {"--backend", "tpu"});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.err.find("--backend"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("expected cpu or cuda, got \"tpu\""), std::string::npos) << unknown.err;
+  std::string why;
+  if (!lm::lm_cuda_available(&why)) {
+    const auto cuda = train_tiny(dir.file("m.ckpt"), 1, 1, {"--backend", "cuda"});
+    EXPECT_EQ(cuda.code, 1);
+    EXPECT_NE(cuda.err.find("--backend"), std::string::npos) << cuda.err;
+    EXPECT_NE(cuda.err.find(why), std::string::npos) << cuda.err;
+    EXPECT_EQ(cuda.out, "") << "work started before the back-end was checked";
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m.ckpt")));
+  const auto cpu = train_tiny(dir.file("cpu.ckpt"), 1, 2, {"--backend", "cpu"});
+  const auto plain = train_tiny(dir.file("plain.ckpt"), 1, 2);
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(read_file(dir.file("cpu.ckpt")), read_file(dir.file("plain.ckpt")));
 }
 
 // The whole episode budget is an option (the scenario's per-turn cap and compactions too) and is checked.

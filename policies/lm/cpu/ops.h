@@ -84,6 +84,11 @@ class RopeTable {
     }
   }
 
+  // The tables themselves ([position x half], row-major), for the CUDA twin, which rotates with these floats.
+  int half() const { return half_; }
+  const std::vector<float>& cosines() const { return cos_; }
+  const std::vector<float>& sines() const { return sin_; }
+
  private:
   int half_ = 0;
   std::vector<float> cos_, sin_;  // [position x half]

@@ -12,27 +12,18 @@
 
 namespace crl::lm::cuda_detail {
 
-// Rotary positions are CPU-only: the twin refuses such a model rather than compute a different one.
-inline void refuse_rope(const LmModel& model) {
-  if (model.config().rope)
-    throw std::invalid_argument("lm cuda: rotary positions (rope) are not implemented on the device");
-}
-
 // cuda_sample's input checks: the CPU's (sampler.h check_sampling), so bad input reads the same everywhere.
 inline void check_sample_like_cpu(const LmModel& model, std::span<const SampleRequest> requests,
                                   const SamplingParams& params) {
-  refuse_rope(model);
   check_sampling(model.config(), requests, params);
 }
 
-inline void check_decoder_slots(const LmModel& model, int slots) {
-  refuse_rope(model);
+inline void check_decoder_slots(int slots) {
   if (slots < 1)
     throw std::invalid_argument("lm cuda: a decoder needs at least one slot, got " + std::to_string(slots));
 }
 
 inline void check_batch_like_cpu(const LmModel& model, const PackedBatch& batch) {
-  refuse_rope(model);
   LmConfig probe;
   probe.vocab = model.config().vocab;
   probe.max_positions = model.config().max_positions;

@@ -134,16 +134,38 @@ struct DeviceLayer {
   Device<float> x_in, a, inv1, qkv, probs, attn, x_mid, m, inv2, u, g;
 };
 
-// Everything forward leaves on the device.
-struct DeviceForward {
-  Device<float> params;
-  std::vector<DeviceLayer> layers;
-  Device<float> x_final, inv_f, hidden, logits, lse, logp, values;
-};
-
 void check_launch() {
   CRL_CUDA_CHECK(cudaGetLastError());
 }
+
+// The CPU's rotary tables (RopeTable) on the device; empty for a model with learned positions.
+struct DeviceRope {
+  bool on = false;
+  Device<float> cosines, sines;
+  DeviceRope() = default;
+  explicit DeviceRope(const LmModel& model) : on(model.config().rope) {
+    if (!on) return;
+    const RopeTable& table = model.rope();
+    cosines = Device<float>(table.cosines().data(), table.cosines().size());
+    sines = Device<float>(table.sines().data(), table.sines().size());
+  }
+  // Turns the query and key heads of `rows` qkv rows (3d wide) by their positions pos[r], as model.cpp does
+  // after the QKV product (inverse: back, as its backward does to dqkv). Nothing without rope.
+  void rotate(float* qkv, const int* pos, int rows, int d, int heads, bool inverse) const {
+    if (!on || rows == 0) return;
+    kernels::rope_rotate<<<blocks(int64_t{rows} * d), kBlock>>>(qkv, pos, cosines.data, sines.data, rows, d,
+                                                                heads, inverse ? 1 : 0);
+    check_launch();
+  }
+};
+
+// Everything forward leaves on the device.
+struct DeviceForward {
+  Device<float> params;
+  DeviceRope rope;
+  std::vector<DeviceLayer> layers;
+  Device<float> x_final, inv_f, hidden, logits, lse, logp, values;
+};
 
 void run_forward(const Handle& handle, const LmModel& model, const DeviceBatch& b, DeviceForward& f) {
   const LmConfig& c = model.config();
@@ -153,8 +175,8 @@ void run_forward(const Handle& handle, const LmModel& model, const DeviceBatch& 
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
   const float* P = f.params.data;
   Device<float> x(Td);
-  kernels::embed<<<blocks(static_cast<int64_t>(Td)), kBlock>>>(P + l.tok_emb(), P + l.pos_emb(),
-                                                               b.tokens.data, b.pos.data, x.data, T, d);
+  kernels::embed<<<blocks(static_cast<int64_t>(Td)), kBlock>>>(
+      P + l.tok_emb(), c.rope ? nullptr : P + l.pos_emb(), b.tokens.data, b.pos.data, x.data, T, d);
   check_launch();
   f.layers.resize(c.layers);
   for (int k = 0; k < c.layers; ++k) {
@@ -166,6 +188,7 @@ void run_forward(const Handle& handle, const LmModel& model, const DeviceBatch& 
     kernels::rmsnorm_forward<<<T, kBlock>>>(L.x_in.data, P + bl.norm1, c.norm_eps, L.a.data, L.inv1.data, d);
     L.qkv = Device<float>(Td * 3);
     gemm(handle, false, false, T, 3 * d, d, L.a.data, P + bl.wqkv, L.qkv.data, 0.0f);
+    f.rope.rotate(L.qkv.data, b.pos.data, T, d, H, false);  // the cache keeps the rotated queries and keys
     L.probs = Device<float>(static_cast<size_t>(b.prob_size));
     L.attn = Device<float>(Td);
     kernels::attention_forward<<<dim3(T, H), kBlock>>>(L.qkv.data, b.index(), L.probs.data, L.attn.data, d, H,
@@ -262,12 +285,13 @@ std::vector<float> run_backward(const Handle& handle, const LmModel& model, cons
     kernels::attention_backward_key<<<dim3(T, H), kBlock>>>(L.qkv.data, b.index(), L.probs.data, ds.data,
                                                             dattn.data, dqkv.data, d, H);
     check_launch();
+    f.rope.rotate(dqkv.data, b.pos.data, T, d, H, true);  // back through the rotation: its transpose
     gemm(handle, true, false, d, 3 * d, T, L.a.data, dqkv.data, G + bl.wqkv, 1.0f);  // dWqkv += a^T dqkv
     gemm(handle, false, true, T, d, 3 * d, dqkv.data, P + bl.wqkv, da.data, 0.0f);   // da = dqkv Wqkv^T
     rmsnorm_backward(L.x_in, L.inv1, P + bl.norm1, da, G + bl.norm1, dx, T, d, true);
   }
   kernels::embed_grad<<<blocks(d), kBlock>>>(dx.data, b.tokens.data, b.pos.data, G + l.tok_emb(),
-                                             G + l.pos_emb(), T, d);
+                                             c.rope ? nullptr : G + l.pos_emb(), T, d);
   check_launch();
   std::vector<float> out(static_cast<size_t>(l.size()));
   grad.to_host(out.data(), out.size());
@@ -289,6 +313,7 @@ class CudaDecoder final : public TokenDecoder {
     const LmConfig& c = model.config();
     const size_t S = static_cast<size_t>(slots), d = static_cast<size_t>(c.d_model);
     params_ = Device<float>(model.parameters().data(), model.parameters().size());
+    rope_ = DeviceRope(model);
     for (int k = 0; k < c.layers; ++k) {
       keys_.emplace_back(S * c.max_positions * d);
       values_.emplace_back(S * c.max_positions * d);
@@ -321,13 +346,14 @@ class CudaDecoder final : public TokenDecoder {
     token_.from_host(tokens.data(), tokens.size());
     pos_.from_host(pos.data(), pos.size());
     const float* P = params_.data;
-    kernels::embed<<<blocks(int64_t{B} * d), kBlock>>>(P + l.tok_emb(), P + l.pos_emb(), token_.data,
-                                                       pos_.data, x_.data, B, d);
+    kernels::embed<<<blocks(int64_t{B} * d), kBlock>>>(P + l.tok_emb(), c.rope ? nullptr : P + l.pos_emb(),
+                                                       token_.data, pos_.data, x_.data, B, d);
     check_launch();
     for (int k = 0; k < c.layers; ++k) {
       const BlockLayout bl = l.block(k);
       kernels::rmsnorm_forward<<<B, kBlock>>>(x_.data, P + bl.norm1, c.norm_eps, a_.data, inv_.data, d);
       gemm(handle_, false, false, B, 3 * d, d, a_.data, P + bl.wqkv, qkv_.data, 0.0f);
+      rope_.rotate(qkv_.data, pos_.data, B, d, H, false);  // before the cache keeps the keys
       kernels::kv_store<<<blocks(int64_t{B} * d), kBlock>>>(qkv_.data, slot_.data, pos_.data, keys_[k].data,
                                                             values_[k].data, B, d, M);
       kernels::decode_attention<<<dim3(B, H), kBlock>>>(qkv_.data, keys_[k].data, values_[k].data, slot_.data,
@@ -361,6 +387,7 @@ class CudaDecoder final : public TokenDecoder {
   const Handle handle_;
   std::vector<int> lengths_;
   Device<float> params_;
+  DeviceRope rope_;
   std::vector<Device<float>> keys_, values_;  // per layer: slots x max_positions x d
   Device<int> slot_, token_, pos_;
   Device<float> x_, a_, inv_, qkv_, scores_, attn_, u_, g_, logits_;
@@ -390,6 +417,7 @@ ForwardResult cuda_forward(const LmModel& model, const PackedBatch& batch) {
   const DeviceBatch b(batch, model.config().heads);
   DeviceForward f;
   f.params = Device<float>(model.parameters().data(), model.parameters().size());
+  f.rope = DeviceRope(model);
   run_forward(handle, model, b, f);
   f.x_final.to_host(r.x_final.data(), static_cast<size_t>(r.x_final.size()));
   f.inv_f.to_host(r.inv_f.data(), r.inv_f.size());
@@ -415,12 +443,13 @@ std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch,
   const DeviceBatch b(batch, model.config().heads);
   DeviceForward f;
   f.params = Device<float>(model.parameters().data(), model.parameters().size());
+  f.rope = DeviceRope(model);
   run_forward(handle, model, b, f);
   return run_backward(handle, model, b, f, dlogp, dvalue);
 }
 
 std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel& model, int slots) {
-  cuda_detail::check_decoder_slots(model, slots);
+  cuda_detail::check_decoder_slots(slots);
   check_device();
   return std::make_unique<CudaDecoder>(model, slots);
 }

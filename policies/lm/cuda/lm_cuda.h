@@ -2,12 +2,12 @@
 // The language model's training pass on a CUDA device: the same forward and backward as LmModel::forward /
 // LmModel::backward (policies/lm/cpu/model.h), float32, on the same flat parameter buffer (config.h's
 // ParamLayout). cuBLAS does the matrix products (full float, no TF32); own kernels do RMSNorm (forward and
-// backward), causal attention per sequence and head (softmax with max subtraction; a query only reads keys of
-// its own packed sequence), exact GELU, log-softmax with the target gather, the value head and the
-// embedding scatter. Every reduction runs in a fixed order, so repeated calls give the same bits. The CPU is
-// the reference; tests/policies/lm/lm_cuda_test.cpp compares them (skipped with a message where no device is
-// present; scripts/gpu_check.sh makes a skip a failure). In a build without nvcc the entry points report
-// that CUDA was not built (lm_cuda_stub.cpp).
+// backward), rotary positions (the CPU's own tables), causal attention per sequence and head (softmax with
+// max subtraction; a query only reads keys of its own packed sequence), exact GELU, log-softmax with the
+// target gather, the value head and the embedding scatter. Every reduction runs in a fixed order, so repeated
+// calls give the same bits. The CPU is the reference; tests/policies/lm/lm_cuda_test.cpp compares them
+// (skipped with a message where no device is present; scripts/gpu_check.sh makes a skip a failure). In a
+// build without nvcc the entry points report that CUDA was not built (lm_cuda_stub.cpp).
 //
 // Errors: a malformed batch throws the CPU's std::invalid_argument (the same check, run first, device or
 // not); no usable device throws crl::Error ("no CUDA device: ..."); a build without CUDA throws crl::Error
@@ -43,8 +43,8 @@ std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch,
 // (the same random draws, stops and log-probs; sampler.cpp sample_with). Log-probs equal the CPU's to float
 // rounding, so sampled tokens agree except where a draw falls within that rounding of a boundary. The same
 // requests give the same bits; a row's bits may depend on how many rows share its products (cuBLAS picks
-// kernels by shape). Errors: rope models, then the CPU's parameter checks (std::invalid_argument), then no
-// device (crl::Error), in that order on every machine.
+// kernels by shape). Errors: the CPU's parameter checks (std::invalid_argument), then no device
+// (crl::Error), in that order on every machine.
 std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const SampleRequest> requests,
                                       const SamplingParams& params, const SampleObserver& observer = {});
 

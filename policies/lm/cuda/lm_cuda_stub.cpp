@@ -34,7 +34,7 @@ std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const Samp
   not_built();
 }
 std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel& model, int slots) {
-  cuda_detail::check_decoder_slots(model, slots);
+  cuda_detail::check_decoder_slots(slots);
   not_built();
 }
 

@@ -36,13 +36,35 @@ __device__ inline float block_max(float v, float* scratch) {
   return r;
 }
 
-// x[t] = tok_emb[tokens[t]] + pos_emb[pos[t]]  (model.cpp forward, first loop). One thread per entry.
+// x[t] = tok_emb[tokens[t]] + pos_emb[pos[t]]  (model.cpp forward, first loop); pos_emb null (rotary
+// positions): x[t] = tok_emb[tokens[t]]. One thread per entry.
 __global__ void embed(const float* tok, const float* pos_emb, const int* tokens, const int* pos, float* x,
                       int T, int d) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<int64_t>(T) * d) return;
   const int t = static_cast<int>(i / d), c = static_cast<int>(i % d);
-  x[i] = tok[static_cast<int64_t>(tokens[t]) * d + c] + pos_emb[static_cast<int64_t>(pos[t]) * d + c];
+  const float token = tok[static_cast<int64_t>(tokens[t]) * d + c];
+  x[i] = pos_emb ? token + pos_emb[static_cast<int64_t>(pos[t]) * d + c] : token;
+}
+
+// Rotary positions (ops.h RopeTable::rotate): each pair (v[i], v[i + half]) of every query and key head of
+// row r (the first 2d entries of a 3d-wide qkv row) turned by the angle of position pos[r], with the CPU's
+// own cosine and sine tables ([position x half]); inverse = 1 turns back (the transpose, for the backward on
+// dqkv). The products are __fmul_rn, which the compiler never fuses into an FMA, so a rotation has the
+// CPU's bits. One thread per pair.
+__global__ void rope_rotate(float* qkv, const int* pos, const float* cosines, const float* sines, int rows,
+                            int d, int heads, int inverse) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(rows) * d) return;  // d pairs per row: 2 heads vectors of `half` pairs
+  const int half = d / heads / 2;
+  const int r = static_cast<int>(i / d), pair = static_cast<int>(i % d);
+  const int vec = pair / half, k = pair % half;  // vec < heads: a query head; else a key head
+  float* v = qkv + static_cast<int64_t>(r) * 3 * d + static_cast<int64_t>(vec) * 2 * half;
+  const int64_t at = static_cast<int64_t>(pos[r]) * half + k;
+  const float c = cosines[at], s = inverse ? -sines[at] : sines[at];
+  const float a = v[k], b = v[k + half];
+  v[k] = __fmul_rn(a, c) - __fmul_rn(b, s);
+  v[k + half] = __fmul_rn(a, s) + __fmul_rn(b, c);
 }
 
 // y = x g / sqrt(mean(x^2) + eps), inv[t] = that 1/sqrt (ops.h rmsnorm_row). One block per row.
@@ -268,8 +290,8 @@ __global__ void value_into_trunk(const float* vw, const float* dvalue, float* dh
   dh[i] += vw[i % d] * dvalue[i / d];
 }
 
-// dtok[tokens[t]] += dx[t], dpos[pos[t]] += dx[t], t in order (no atomics, so the bits do not depend on
-// scheduling). One thread per column.
+// dtok[tokens[t]] += dx[t], dpos[pos[t]] += dx[t] (dpos null with rotary positions: their gradient stays 0),
+// t in order (no atomics, so the bits do not depend on scheduling). One thread per column.
 __global__ void embed_grad(const float* dx, const int* tokens, const int* pos, float* dtok, float* dpos,
                            int T, int d) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -277,7 +299,7 @@ __global__ void embed_grad(const float* dx, const int* tokens, const int* pos, f
   for (int t = 0; t < T; ++t) {
     const float g = dx[static_cast<int64_t>(t) * d + c];
     dtok[static_cast<int64_t>(tokens[t]) * d + c] += g;
-    dpos[static_cast<int64_t>(pos[t]) * d + c] += g;
+    if (dpos) dpos[static_cast<int64_t>(pos[t]) * d + c] += g;
   }
 }
 

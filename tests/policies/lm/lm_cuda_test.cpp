@@ -1,10 +1,10 @@
 // The language model's CUDA twin (policies/lm/cuda/) against the CPU reference (policies/lm/cpu/): logits,
 // log-probs, values and every parameter tensor's gradient on random weights and a packed batch whose
 // sequences include lengths 0 and 1, in both value-head modes and at sizes that exercise the kernels' strided
-// loops (sequences longer than a block, head_dim above a block). Where no device is usable (or the build has
-// no CUDA), LmCuda.* skips with the reason; scripts/gpu_check.sh runs it on a GPU machine and fails on a
-// skip. LmCudaNoDevice.* checks the errors on machines without a device (the batch checks run on every
-// machine).
+// loops (sequences longer than a block, head_dim above a block), with learned and with rotary positions.
+// Where no device is usable (or the build has no CUDA), LmCuda.* skips with the reason; scripts/gpu_check.sh
+// runs it on a GPU machine and fails on a skip. LmCudaNoDevice.* checks the errors on machines without a
+// device (the batch checks run on every machine).
 #include "policies/lm/cuda/lm_cuda.h"
 
 #include <gtest/gtest.h>
@@ -23,25 +23,6 @@
 namespace crl::lm {
 namespace {
 
-// Mismatches of ours against ref (the CPU): |a - r| > rel |r| + floor, floor = rel * max|ref| / 10, as in
-// lm_torch_test.cpp (entries tiny next to the tensor's scale are compared absolutely).
-int mismatches(const std::string& name, const float* ours, const float* ref, size_t n, double rel,
-               std::string* first) {
-  double scale = 0.0;
-  for (size_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
-  const double floor = rel * scale / 10.0 + 1e-30;
-  int bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double diff = std::abs(static_cast<double>(ours[i]) - ref[i]);
-    if (!(diff <= rel * std::abs(static_cast<double>(ref[i])) + floor)) {  // NaN counts as a mismatch
-      if (bad++ == 0)
-        *first = name + "[" + std::to_string(i) + "]: cuda " + std::to_string(ours[i]) + " cpu " +
-                 std::to_string(ref[i]);
-    }
-  }
-  return bad;
-}
-
 void compare(const LmModel& m, const PackedBatch& b) {
   const test::LossInputs in = test::make_loss_inputs(b.size());
   const ForwardResult cpu = m.forward(b);
@@ -56,17 +37,22 @@ void compare(const LmModel& m, const PackedBatch& b) {
   ASSERT_EQ(gpu_grad.size(), cpu_grad.size());
   constexpr double kRel = 1e-4;
   std::string first;
-  EXPECT_EQ(mismatches("logits", gpu.logits.data(), cpu.logits.data(), cpu.logits.size(), kRel, &first), 0)
+  EXPECT_EQ(test::mismatches("logits", gpu.logits.data(), cpu.logits.data(), cpu.logits.size(), kRel, &first),
+            0)
       << first;
-  EXPECT_EQ(mismatches("logp", gpu.logp.data(), cpu.logp.data(), cpu.logp.size(), kRel, &first), 0) << first;
-  EXPECT_EQ(mismatches("values", gpu.values.data(), cpu.values.data(), cpu.values.size(), kRel, &first), 0)
+  EXPECT_EQ(test::mismatches("logp", gpu.logp.data(), cpu.logp.data(), cpu.logp.size(), kRel, &first), 0)
       << first;
-  EXPECT_EQ(mismatches("hidden", gpu.hidden.data(), cpu.hidden.data(), cpu.hidden.size(), kRel, &first), 0)
+  EXPECT_EQ(test::mismatches("values", gpu.values.data(), cpu.values.data(), cpu.values.size(), kRel, &first),
+            0)
+      << first;
+  EXPECT_EQ(test::mismatches("hidden", gpu.hidden.data(), cpu.hidden.data(), cpu.hidden.size(), kRel, &first),
+            0)
       << first;
   for (const auto& [name, range] : test::named_tensors(m.config(), m.layout())) {
     const size_t n = static_cast<size_t>(range.second - range.first);
-    EXPECT_EQ(mismatches(name, gpu_grad.data() + range.first, cpu_grad.data() + range.first, n, kRel, &first),
-              0)
+    EXPECT_EQ(
+        test::mismatches(name, gpu_grad.data() + range.first, cpu_grad.data() + range.first, n, kRel, &first),
+        0)
         << first;
   }
   // Same inputs, same bits (fixed-order reductions, no atomics).
@@ -77,9 +63,13 @@ TEST(LmCuda, ForwardAndEveryGradientMatchTheCpu) {
   std::string why;
   if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
   for (bool shared : {false, true}) {
-    SCOPED_TRACE(shared ? "value_grad_to_trunk" : "detached value head");
-    const LmConfig c = test::small_config(shared);
-    compare(test::perturbed_model(c), test::make_batch(c, {5, 0, 1, 11, 7, 16}));
+    for (bool rope : {false, true}) {
+      SCOPED_TRACE(std::string(shared ? "value_grad_to_trunk" : "detached value head") +
+                   (rope ? ", rotary positions" : ", learned positions"));
+      LmConfig c = test::small_config(shared);
+      c.rope = rope;
+      compare(test::perturbed_model(c), test::make_batch(c, {5, 0, 1, 11, 7, 16}));
+    }
   }
 }
 
@@ -87,15 +77,20 @@ TEST(LmCuda, ForwardAndEveryGradientMatchTheCpu) {
 TEST(LmCuda, LongSequencesAndWideHeadsMatchTheCpu) {
   std::string why;
   if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  for (const auto& [d_model, heads, lengths] : {std::tuple{64, 4, std::vector<int>{200, 0, 1, 130, 3}},
-                                                std::tuple{160, 1, std::vector<int>{1, 0, 40}}}) {
+  for (const auto& [d_model, heads, lengths, rope] :
+       {std::tuple{64, 4, std::vector<int>{200, 0, 1, 130, 3}, false},
+        std::tuple{160, 1, std::vector<int>{1, 0, 40}, false},
+        std::tuple{64, 4, std::vector<int>{3, 200, 0, 130}, true},
+        std::tuple{160, 1, std::vector<int>{40, 1}, true}}) {
     LmConfig c = test::small_config(true);
     c.vocab = 300;
     c.d_model = d_model;
     c.heads = heads;
     c.d_ff = 96;
     c.max_positions = 256;
-    SCOPED_TRACE("d_model " + std::to_string(d_model) + " heads " + std::to_string(heads));
+    c.rope = rope;
+    SCOPED_TRACE("d_model " + std::to_string(d_model) + " heads " + std::to_string(heads) +
+                 (rope ? " rope" : ""));
     compare(test::perturbed_model(c), test::make_batch(c, lengths));
   }
 }
@@ -113,18 +108,19 @@ TEST(LmCuda, EmptyBatchGivesEmptyResultsAndZeroGradient) {
 
 // A model for the sampling tests: max_positions 48, so that prompts and samples reach the end of the
 // context, and the attention's loop over cached positions has more than one round per thread.
-LmConfig sampling_config() {
+LmConfig sampling_config(bool rope = false) {
   LmConfig c = test::small_config();
   c.max_positions = 48;
+  c.rope = rope;
   return c;
 }
 
 // The device decoder's logits against the CPU's KvCache, fed the same tokens: slots advanced in rounds of
-// different sizes (one slot alone, all of them, some), up to the end of the context.
-TEST(LmCuda, DecoderLogitsMatchTheCpuCache) {
-  std::string why;
-  if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  const LmConfig c = sampling_config();
+// different sizes (one slot alone, all of them, some), up to the end of the context; learned and rotary
+// positions (the rotation before the cache keeps a key, at each slot's own position).
+void check_decoder(bool rope) {
+  SCOPED_TRACE(rope ? "rotary positions" : "learned positions");
+  const LmConfig c = sampling_config(rope);
   const LmModel m = test::perturbed_model(c);
   constexpr int kSlots = 3;
   const std::unique_ptr<TokenDecoder> gpu = cuda_decoder(m, kSlots);
@@ -148,8 +144,9 @@ TEST(LmCuda, DecoderLogitsMatchTheCpuCache) {
       const RowVector& ref = cpu[static_cast<size_t>(slots[i])].push(m, tokens[i]);
       const RowVector& ours = logits[static_cast<size_t>(slots[i])];
       ASSERT_EQ(ours.size(), ref.size());
-      EXPECT_EQ(mismatches("logits", ours.data(), ref.data(), static_cast<size_t>(ref.size()), 1e-4, &first),
-                0)
+      EXPECT_EQ(
+          test::mismatches("logits", ours.data(), ref.data(), static_cast<size_t>(ref.size()), 1e-4, &first),
+          0)
           << "round " << round << ", slot " << slots[i] << ": " << first;
       EXPECT_EQ(gpu->length(slots[i]), cpu[static_cast<size_t>(slots[i])].length());
       ++compared;
@@ -162,10 +159,9 @@ TEST(LmCuda, DecoderLogitsMatchTheCpuCache) {
 // cuda_sample against sample(): the same tokens, finish reasons and stops, log-probs (sampled, top and
 // prompt) to float rounding, for greedy and sampled requests with prompts of 1 to max_positions tokens
 // (the longest ends at the context); the same bits on a second call.
-TEST(LmCuda, SamplingMatchesTheCpu) {
-  std::string why;
-  if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  const LmConfig c = sampling_config();
+void check_sampling_against_cpu(bool rope) {
+  SCOPED_TRACE(rope ? "rotary positions" : "learned positions");
+  const LmConfig c = sampling_config(rope);
   const LmModel m = test::perturbed_model(c);
   std::vector<SampleRequest> requests;
   for (const int length : {1, 5, 17, 40, c.max_positions}) {
@@ -190,8 +186,8 @@ TEST(LmCuda, SamplingMatchesTheCpu) {
       EXPECT_EQ(gpu[r].tokens, cpu[r].tokens) << "temperature " << temperature << ", request " << r;
       EXPECT_EQ(gpu[r].finish, cpu[r].finish);
       if (gpu[r].tokens != cpu[r].tokens) continue;
-      EXPECT_EQ(mismatches("logprobs", gpu[r].logprobs.data(), cpu[r].logprobs.data(), cpu[r].logprobs.size(),
-                           1e-4, &first),
+      EXPECT_EQ(test::mismatches("logprobs", gpu[r].logprobs.data(), cpu[r].logprobs.data(),
+                                 cpu[r].logprobs.size(), 1e-4, &first),
                 0)
           << first;
       ASSERT_EQ(gpu[r].prompt_logprobs.size(), cpu[r].prompt_logprobs.size());
@@ -217,7 +213,19 @@ TEST(LmCuda, SamplingMatchesTheCpu) {
   EXPECT_TRUE(cuda_sample(m, {}, SamplingParams{}).empty());
 }
 
-// Sampling's bad input gets the CPU's errors before a device is looked for; rope models are refused.
+TEST(LmCuda, DecoderLogitsMatchTheCpuCache) {
+  std::string why;
+  if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  for (const bool rope : {false, true}) check_decoder(rope);
+}
+
+TEST(LmCuda, SamplingMatchesTheCpu) {
+  std::string why;
+  if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  for (const bool rope : {false, true}) check_sampling_against_cpu(rope);
+}
+
+// Sampling's bad input gets the CPU's errors before a device is looked for.
 TEST(LmCudaNoDevice, SamplingChecksTheInputLikeTheCpu) {
   const LmConfig c = sampling_config();
   const LmModel m = test::perturbed_model(c);
@@ -241,11 +249,6 @@ TEST(LmCudaNoDevice, SamplingChecksTheInputLikeTheCpu) {
   p.top_p = 0.0f;
   EXPECT_THROW(cuda_sample(m, bad, p), std::invalid_argument);
   EXPECT_THROW(cuda_decoder(m, 0), std::invalid_argument);
-  LmConfig rope = c;
-  rope.rope = true;
-  const LmModel r = test::perturbed_model(rope);
-  EXPECT_THROW(cuda_sample(r, bad, SamplingParams{}), std::invalid_argument);
-  EXPECT_THROW(cuda_decoder(r, 1), std::invalid_argument);
 }
 
 TEST(LmCudaNoDevice, AskingWithoutADeviceIsAClearError) {
@@ -275,18 +278,6 @@ TEST(LmCudaNoDevice, AskingWithoutADeviceIsAClearError) {
 }
 
 // Malformed input gets the CPU's own errors, before (and whether or not) a device is looked for.
-// Rotary positions are CPU-only: the twin refuses such a model with or without a device rather than
-// computing a different model.
-TEST(LmCudaNoDevice, RopeModelsAreRefused) {
-  LmConfig c = test::small_config();
-  c.rope = true;
-  const LmModel m = test::perturbed_model(c);
-  const PackedBatch b = test::make_batch(c, {3, 1});
-  const std::vector<float> zeros(b.size(), 0.0f);
-  EXPECT_THROW(cuda_forward(m, b), std::invalid_argument);
-  EXPECT_THROW(cuda_backward(m, b, zeros, zeros), std::invalid_argument);
-}
-
 TEST(LmCudaNoDevice, MalformedBatchesGetTheCpuErrors) {
   const LmConfig c = test::small_config();
   const LmModel m = test::perturbed_model(c);

@@ -14,6 +14,7 @@
 #include "envs/synthetic/synthetic_env.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
+#include "policies/lm/cuda/lm_cuda.h"
 #include "policies/lm/demonstrations.h"
 #include "policies/lm/lm_policy.h"
 #include "scenarios/runner.h"
@@ -82,6 +83,26 @@ TEST(LmRunnerPolicy, RegisteredForTheTextViewOnly) {
   }
   EXPECT_THROW(make_policy("lm", {{"heads", "3"}}, f.target()), Error);
   EXPECT_THROW(make_policy("lm", {{"top_p", "0"}}, f.target()), Error);
+  // The training back-end: a name it knows, and cuda only with a device (asked at start, not at the first
+  // update). With a device, LmCuda.RunnerUpdatesMatchTheCpu compares the updates.
+  try {
+    make_policy("lm", {{"backend", "tpu"}}, f.target());
+    FAIL() << "backend tpu was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "backend");
+    EXPECT_NE(std::string(e.what()).find("expected cpu or cuda, got \"tpu\""), std::string::npos) << e.what();
+  }
+  std::string why;
+  if (!lm_cuda_available(&why)) {
+    try {
+      make_policy("lm", {{"backend", "cuda"}}, f.target());
+      FAIL() << "backend cuda was accepted without a device";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.field(), "backend");
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(make_policy("lm", {{"backend", "cpu"}}, f.target())->name(), "lm");
 }
 
 // Decisions: the sampled tokens with the model's own log-prob and value at the position that predicted each

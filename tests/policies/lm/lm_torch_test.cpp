@@ -72,25 +72,6 @@ std::optional<Reference> run_reference(const LmModel& m, const PackedBatch& b, c
   return r;
 }
 
-// Mismatches of ours against ref: |a - r| > rel |r| + floor, floor = rel * max|ref| / 10 (entries that are
-// tiny next to the tensor's scale are compared absolutely: their relative error is cancellation noise).
-int mismatches(const std::string& name, const float* ours, const float* ref, size_t n, double rel,
-               std::string* first = nullptr) {
-  double scale = 0.0;
-  for (size_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
-  const double floor = rel * scale / 10.0 + 1e-30;
-  int bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double diff = std::abs(static_cast<double>(ours[i]) - ref[i]);
-    if (diff > rel * std::abs(static_cast<double>(ref[i])) + floor) {
-      if (bad++ == 0 && first != nullptr)
-        *first = name + "[" + std::to_string(i) + "]: ours " + std::to_string(ours[i]) + " reference " +
-                 std::to_string(ref[i]);
-    }
-  }
-  return bad;
-}
-
 class LmTorchTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(LmTorchTest, ForwardLossAndEveryGradientMatchPyTorch) {
@@ -112,10 +93,13 @@ TEST_P(LmTorchTest, ForwardLossAndEveryGradientMatchPyTorch) {
   ASSERT_EQ(ref->grad.size(), grad.size());
   constexpr double kRel = 1e-4;
   std::string first;
-  EXPECT_EQ(mismatches("logits", f.logits.data(), ref->logits.data(), ref->logits.size(), kRel, &first), 0)
+  EXPECT_EQ(test::mismatches("logits", f.logits.data(), ref->logits.data(), ref->logits.size(), kRel, &first),
+            0)
       << first;
-  EXPECT_EQ(mismatches("logp", f.logp.data(), ref->logp.data(), ref->logp.size(), kRel, &first), 0) << first;
-  EXPECT_EQ(mismatches("values", f.values.data(), ref->values.data(), ref->values.size(), kRel, &first), 0)
+  EXPECT_EQ(test::mismatches("logp", f.logp.data(), ref->logp.data(), ref->logp.size(), kRel, &first), 0)
+      << first;
+  EXPECT_EQ(test::mismatches("values", f.values.data(), ref->values.data(), ref->values.size(), kRel, &first),
+            0)
       << first;
   EXPECT_NEAR(loss, ref->loss, kRel * std::abs(ref->loss) + 1e-6);
 
@@ -123,7 +107,8 @@ TEST_P(LmTorchTest, ForwardLossAndEveryGradientMatchPyTorch) {
   double total_abs = 0.0;
   for (const auto& [name, range] : test::named_tensors(c, m.layout())) {
     const auto [begin, end] = range;
-    EXPECT_EQ(mismatches(name, grad.data() + begin, ref->grad.data() + begin, end - begin, kRel, &first), 0)
+    EXPECT_EQ(
+        test::mismatches(name, grad.data() + begin, ref->grad.data() + begin, end - begin, kRel, &first), 0)
         << first;
     for (int64_t i = begin; i < end; ++i) total_abs += std::abs(ref->grad[i]);
     if (name.find("wqkv") != std::string::npos || name == "pos_emb") {
@@ -152,7 +137,7 @@ TEST(LmTorchCheck, ComparisonDetectsASmallDifference) {
   LmModel moved = m;
   moved.parameters()[m.layout().norm_f() + 3] *= 1.01f;
   const ForwardResult f = moved.forward(b);
-  EXPECT_GT(mismatches("logits", f.logits.data(), ref->logits.data(), ref->logits.size(), 1e-4), 0);
+  EXPECT_GT(test::mismatches("logits", f.logits.data(), ref->logits.data(), ref->logits.size(), 1e-4), 0);
 }
 
 // Where `import torch` fails the reference exits 3 and the tests skip with the reason (a fake torch module

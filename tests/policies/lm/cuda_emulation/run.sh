@@ -5,15 +5,16 @@
 # substitute for scripts/gpu_check.sh on a real device (no float behaviour of the GPU, no races, no launch
 # limits). Slow (minutes: one fiber per CUDA thread); not part of ctest.
 # Usage: tests/policies/lm/cuda_emulation/run.sh [gtest filter]   (default: LmCuda.ForwardAndEvery*)
+# CRL_EMU_SOURCE=FILE runs FILE in place of policies/lm/cuda/lm_cuda.cu (a seeded bug, to see a test fail).
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 HERE=tests/policies/lm/cuda_emulation
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 # kernel<<<grid, block>>>(args) -> emu_launch(kernel, grid, block, args)
-python3 - "$WORK" <<'PY'
+python3 - "$WORK" "${CRL_EMU_SOURCE:-policies/lm/cuda/lm_cuda.cu}" <<'PY'
 import re, sys
-s = open("policies/lm/cuda/lm_cuda.cu").read()
+s = open(sys.argv[2]).read()
 s = re.sub(r"([\w:]+)<<<(.*?)>>>\(", r"emu_launch(\1, \2, ", s, flags=re.S)
 open(sys.argv[1] + "/lm_cuda_emu.cpp", "w").write(s)
 PY
