@@ -18,8 +18,8 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L; then
   exit 1
 fi
 cmake -S . -B "$BUILD" -G Ninja -DCRL_CUDA=ON -DCMAKE_BUILD_TYPE=Release
-cmake --build "$BUILD" -j "$JOBS" --target learner_tests lm_cuda_tests lm_serve_tests policy_tests bench_learner bench_lm \
-  bench_neural
+cmake --build "$BUILD" -j "$JOBS" --target crl learner_tests lm_cuda_tests lm_serve_tests policy_tests bench_learner \
+  bench_lm bench_neural
 
 # device_tests BINARY FILTER: the comparison tests skip when no device is present; here a skip is a failure.
 device_tests() {
@@ -45,6 +45,18 @@ device_tests tests/cli/lm_serve_tests 'LmServe.TheCudaBackend*'
 # The neural policy's shared-trunk network on the device (policies/neural/cuda) against the CPU, and the
 # policy's backend: cuda training against its cpu training.
 device_tests tests/policies/policy_tests 'NeuralCuda.*:NeuralCudaPolicy.*'
+
+# One recipe-shaped training run on each back-end (the committed base's shape, rotary positions, 300 SFT
+# steps on the phase3 demonstrations; `crl lm train --backend`): wall time and the dev metrics side by side.
+for backend in cpu cuda; do
+  start=$(date +%s.%N)
+  "$BUILD"/crl lm train --tokenizer data/tokenizers/synthetic_words1024.json --namespace phase3 --tasks 200 \
+    --eval-tasks 10 --capacity 1024 --reserve 384 --summary-cap 96 --max-compactions 5 --per-turn-cap 48 \
+    --d-model 32 --heads 2 --layers 2 --d-ff 128 --rope --steps 300 --batch 4 --seed 1 --backend "$backend" \
+    --out "$BUILD/gpu_check_sft_$backend.ckpt" | grep "^after:"
+  echo "crl lm train --backend $backend: $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')" \
+    "s wall (300 steps, batch 4)"
+done
 
 # GPU benchmarks beside the CPU rows of the same binaries (the NumPy baseline is slow at 10M tokens: it is
 # left out here; run bench_learner without a filter for the full table).
