@@ -5,18 +5,18 @@
 // everywhere by LmTrain.TheBackendIsCheckedBeforeAnyWork and LmRunnerPolicy.RegisteredForTheTextViewOnly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "engine/rng.h"
-#include "envs/registry.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
+#include "lm_runner_fixture.h"
 #include "lm_test_util.h"
 #include "policies/lm/cuda/lm_cuda.h"
 #include "policies/lm/lm_policy.h"
 #include "policies/lm/sft.h"
-#include "scenarios/runner.h"
 
 namespace crl::lm {
 namespace {
@@ -77,29 +77,16 @@ TEST(LmCuda, SftStepsMatchTheCpu) {
 TEST(LmCuda, RunnerUpdatesMatchTheCpu) {
   std::string why;
   if (!lm_cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  const std::map<std::string, std::string> env_params{{"view", "text"}, {"split", "train"}};
-  const std::unique_ptr<Env> env = make_env("synthetic", env_params);
-  const auto tokenizer =
-      make_tokenizer(std::string(CRL_SOURCE_DIR) + "/data/tokenizers/synthetic_bpe512.json");
-  const std::shared_ptr<const Codec> codec = make_text_codec(tokenizer);
-  const Budget budget{1024, 256, 2, 48, 96, 3};
-  const PolicyTarget target{&env->spec(), codec, env_params, &budget};
-  LmPolicyConfig config;
-  config.model.d_model = 16;
-  config.model.heads = 2;
-  config.model.layers = 1;
-  config.model.d_ff = 32;
-  config.model.max_positions = 1024;
+  const test::RunnerFixture f;
+  LmPolicyConfig config = test::RunnerFixture::config();
   config.model.rope = true;
-  LmPolicy cpu(target, config);
+  LmPolicy cpu(f.target(), config);
   config.backend = LmBackend::kCuda;
-  LmPolicy gpu(target, config);
+  LmPolicy gpu(f.target(), config);
   cpu.initialize(5);
   gpu.initialize(5);
   ASSERT_EQ(gpu.model().parameters(), cpu.model().parameters());
-  const Runner runner(1);
-  std::vector<Trajectory> batch = scenarios::collect_episodes(
-      scenarios::EpisodeSetup{"synthetic", env_params, codec, budget}, cpu, 7, "train-", 0, 3, runner);
+  std::vector<Trajectory> batch = f.episodes(cpu, 3);
   batch[0].reward = 1.0;
   batch[2].reward = 1.0;
   const learners::Batch flat = learners::make_batch(batch);

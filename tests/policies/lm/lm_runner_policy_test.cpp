@@ -14,6 +14,7 @@
 #include "envs/synthetic/synthetic_env.h"
 #include "learners/batch.h"
 #include "learners/learner.h"
+#include "lm_runner_fixture.h"
 #include "policies/lm/cuda/lm_cuda.h"
 #include "policies/lm/demonstrations.h"
 #include "policies/lm/lm_policy.h"
@@ -22,44 +23,8 @@
 namespace crl::lm {
 namespace {
 
-std::shared_ptr<const Tokenizer> tokenizer() {
-  static const auto t =
-      make_tokenizer(std::string(CRL_SOURCE_DIR) + "/data/tokenizers/synthetic_bpe512.json");
-  return t;
-}
-
-// A tiny model on the synthetic suite's text view with the committed BPE tokenizer; C = 1024 compacts.
-struct Fixture {
-  std::map<std::string, std::string> params{{"view", "text"}, {"split", "train"}};
-  std::unique_ptr<Env> env = make_env("synthetic", params);
-  std::shared_ptr<const Codec> codec = make_text_codec(tokenizer());
-  Budget budget{1024, 256, 2, 48, 96, 3};
-  PolicyTarget target() const { return PolicyTarget{&env->spec(), codec, params, &budget}; }
-  static LmPolicyConfig config() {
-    LmPolicyConfig c;
-    c.model.d_model = 16;
-    c.model.heads = 2;
-    c.model.layers = 1;
-    c.model.d_ff = 32;
-    c.model.max_positions = 1024;
-    return c;
-  }
-  // config() with SFT of `steps` steps of 4 segments from tasks 0 .. tasks-1.
-  static LmPolicyConfig sft_config(int steps, int tasks) {
-    LmPolicyConfig c = config();
-    c.sft_steps = steps;
-    c.sft_tasks = tasks;
-    c.sft_batch = 4;
-    return c;
-  }
-  scenarios::EpisodeSetup setup() const {
-    return scenarios::EpisodeSetup{"synthetic", params, codec, budget};
-  }
-  std::vector<Trajectory> episodes(const Policy& policy, int count, int threads = 1) const {
-    const Runner runner(threads);
-    return scenarios::collect_episodes(setup(), policy, 7, "train-", 0, count, runner);
-  }
-};
+using Fixture = test::RunnerFixture;
+using test::tokenizer;
 
 TEST(LmRunnerPolicy, RegisteredForTheTextViewOnly) {
   Fixture f;
