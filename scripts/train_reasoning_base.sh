@@ -40,7 +40,9 @@
 # attempt's number is in DIR/gates.txt and at the head of DIR/stages.txt. Without lookups in stage 2 the gate
 # then failed on all four attempts of seeds 1 and 3 (2 of 12 stage-2 runs passed); with them, on five fresh
 # seeds planned before they ran (5-9), it passed on 3 (5, 6, 8), and seeds 5 and 6 won 21 and 23 of 60 greedy
-# in closed loop (data/README.md has each number), so they are in stage 2.
+# in closed loop (data/README.md has each number), so they are in stage 2. On two more fresh seeds (10, 11;
+# seventeenth session) seed 11 passed at once and won 23 of 60, seed 10 missed all four attempts (no base):
+# with lookups the gate passes on 4 of 10 stage-2 runs so far, so a seed gets a base about 87% of the time.
 # Each stage writes DIR/stage-N-NAME.ckpt (an attempt K > 0: DIR/attempt-K/stage-N-NAME.ckpt) and its log; a stage whose checkpoint exists is not run again, so a
 # killed run resumes at the stage it was in (each checkpoint is written to a temporary file and renamed by
 # `crl lm train`). Where the committed file's chain is not recorded exactly (stage 2's mix, stages 4-6's
