@@ -18,6 +18,7 @@
 #include "engine/rng.h"
 #include "policies/neural/cuda/network_cuda.h"
 #include "policies/neural/network.h"
+#include "tests/float_mismatches.h"
 
 namespace crl::neural {
 namespace {
@@ -63,24 +64,7 @@ Network random_network(NetworkShape shape, uint64_t seed) {
   return net;
 }
 
-// Mismatches of ours against ref (the CPU): |a - r| > rel |r| + floor, floor = rel * max|ref| / 10 (entries
-// tiny next to the tensor's scale, e.g. a one-row group's log-prob 0, are compared absolutely); NaN counts.
-int mismatches(const std::string& name, const float* ours, const float* ref, size_t n, double rel,
-               std::string* first) {
-  double scale = 0.0;
-  for (size_t i = 0; i < n; ++i) scale = std::max(scale, std::abs(static_cast<double>(ref[i])));
-  const double floor = rel * scale / 10.0 + 1e-30;
-  int bad = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double diff = std::abs(static_cast<double>(ours[i]) - ref[i]);
-    if (!(diff <= rel * std::abs(static_cast<double>(ref[i])) + floor)) {
-      if (bad++ == 0)
-        *first = name + "[" + std::to_string(i) + "]: cuda " + std::to_string(ours[i]) + " cpu " +
-                 std::to_string(ref[i]);
-    }
-  }
-  return bad;
-}
+using crl::test::mismatches;  // tests/float_mismatches.h
 
 constexpr double kRel = 1e-4;
 
