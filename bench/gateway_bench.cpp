@@ -3,6 +3,8 @@
 //
 //   BM_DirectUpstream        one SGLang /generate call with the token ids of an 8k-token context, straight to
 //                            the stand-in upstream (tests/policies/llm/scripted_llm_server.h)
+//   BM_GatewayConcurrentSessions  256 sessions' calls at once against a 50 ms upstream: the worker pool that
+//                            grows against a fixed pool of 32 (calls/s, the batch the upstream saw)
 //   BM_GatewayChatTurn       one chat-completions turn through the gateway at an 8k-token context (byte
 //                            tokenizer: the harness sends ~8 KB of history, the gateway forwards 8k ids),
 //                            each followed (untimed by the framework) by the same request straight to the
@@ -18,10 +20,12 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "engine/heap.h"
 #include "engine/json_reader.h"
@@ -212,6 +216,67 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
+
+// A trainer's sessions at once against an upstream that takes 50 ms to answer (an LLM's call; real ones take
+// seconds, which only widens the gap): 256 harnesses on their own keep-alive connections, one chat call each
+// per iteration, all started together (a thread each, the same cost in both rows). Arg: the server's
+// --max-workers: 32 keeps the default 32 workers fixed (how every `crl serve` ran before its pool grew),
+// 0 is the default (the pool grows to one thread per request in flight). Counters: calls_per_s (wall),
+// round_ms (wall per iteration: all 256 answered), peak_at_upstream (the most calls inside the stand-in at
+// once: the batch an inference server would have seen).
+void BM_GatewayConcurrentSessions(benchmark::State& state) {
+  constexpr int kSessions = 256;
+  const int max_workers = static_cast<int>(state.range(0));
+  testing::ScriptedLlmOptions llm;
+  llm.log_calls = false;
+  llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
+  llm.faults.delay_s = 0.05;
+  testing::ScriptedLlmServer upstream(llm);
+  server::gateway::GatewayOptions options;
+  options.upstream.base_url = upstream.url();
+  options.budget = Budget{65536, 16384, 2, 1024, 1024, 8};
+  server::gateway::Gateway gateway(options, nullptr);
+  server::HttpOptions http;
+  http.gateway = &gateway;
+  http.max_workers = max_workers;
+  server::testing::TestServer serve(http);
+  std::vector<std::unique_ptr<server::testing::HttpClient>> clients;
+  std::vector<json> histories;
+  for (int i = 0; i < kSessions; ++i) {
+    clients.push_back(std::make_unique<server::testing::HttpClient>(serve.port()));
+    histories.push_back(json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
+                                     {{"role", "user"}, {"content", "task " + std::to_string(i)}}}));
+  }
+  std::atomic<int> failures{0};
+  const Clock::time_point started = Clock::now();
+  for (auto _ : state) {
+    std::vector<std::thread> harnesses;
+    for (int i = 0; i < kSessions; ++i) {
+      harnesses.emplace_back([&, i] {
+        const std::string path = "/v1/sessions/wide-" + std::to_string(i) + "/v1/chat/completions";
+        const auto reply = clients[i]->call("POST", path, json{{"messages", histories[i]}}.dump());
+        if (reply.status != 200) {
+          ++failures;
+          return;
+        }
+        histories[i].push_back(json::parse(reply.body)["choices"][0]["message"]);
+        histories[i].push_back({{"role", "user"}, {"content", "output of the step: fine"}});
+      });
+    }
+    for (auto& harness : harnesses) harness.join();
+    if (failures > 0) {
+      state.SkipWithError("a gateway call failed");
+      break;
+    }
+  }
+  const double calls = static_cast<double>(state.iterations()) * kSessions;
+  state.counters["calls_per_s"] = benchmark::Counter(calls, benchmark::Counter::kIsRate);
+  state.counters["round_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - started).count() /
+                               std::max<double>(1, static_cast<double>(state.iterations()));
+  state.counters["peak_at_upstream"] = static_cast<double>(upstream.peak_in_flight());
+  state.SetItemsProcessed(static_cast<int64_t>(calls));
+}
+BENCHMARK(BM_GatewayConcurrentSessions)->Arg(32)->Arg(0)->UseRealTime()->MinTime(2.0);
 
 // The gateway's handler driven in process, without the harness's HTTP connection: Gateway::route on this
 // thread, the upstream call to the stand-in (its own thread) on loopback as in production. The CPU time of

@@ -114,6 +114,7 @@ int run_serve(const std::vector<std::string>& args) {
   }
   if (checkpoint.empty()) throw Error("--checkpoint", "checkpoint", "missing: the model to serve");
   if (http.workers < 1 || http.threads < 1) throw Error("--workers/--threads", "", "must be >= 1");
+  http.max_workers = http.workers;  // sampling is CPU work: requests beyond --workers wait their turn
   const auto service =
       load_lm_service(checkpoint, tokenizer, name, lm::parse_backend(backend, "--backend", "backend"));
   serve_lm_routes(*service, http);

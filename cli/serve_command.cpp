@@ -41,8 +41,11 @@ int serve_command(const std::vector<std::string>& args) {
       "threads", po::value(&http.threads)->default_value(http.threads),
       "I/O threads (accept, parse, write; never environment code)")(
       "workers", po::value(&http.workers)->default_value(http.workers),
-      "worker threads for requests (steps, batches, rollouts: the environment code); a blocked step or a "
-      "rollout holds one for its whole run")(
+      "worker threads kept for requests (steps, batches, rollouts, gateway calls: the environment code and "
+      "the LLM waits); a blocked step or a rollout holds one for its whole run")(
+      "max-workers", po::value(&http.max_workers)->default_value(http.max_workers),
+      "the most worker threads (>= --workers): the pool grows while every thread is busy; 0: one per request "
+      "in flight, so no request waits for a thread (requests beyond N wait in a queue)")(
       "max-connections", po::value(&http.max_connections)->default_value(http.max_connections),
       "open connections at most; one beyond gets 503 too_many_connections with Retry-After")(
       "max-sessions", po::value(&max_sessions)->default_value(max_sessions),
@@ -128,6 +131,12 @@ int serve_command(const std::vector<std::string>& args) {
   }
   if (http.workers < 1 || http.workers > 4096) {
     throw Error("option --workers", "", "value " + std::to_string(http.workers) + " must be in 1 .. 4096");
+  }
+  if (http.max_workers != 0 && (http.max_workers < http.workers || http.max_workers > 65536)) {
+    throw Error("option --max-workers", "",
+                "value " + std::to_string(http.max_workers) +
+                    " must be 0 (one per request in flight) or in " + std::to_string(http.workers) +
+                    " (--workers) .. 65536");
   }
   if (http.max_connections < 1) throw Error("option --max-connections", "", "value must be >= 1");
   if (!(http.drain_timeout_s >= 0)) throw Error("option --drain-timeout", "", "value must be >= 0");

@@ -23,7 +23,19 @@ namespace {
 constexpr auto kDeadlineGrace = std::chrono::seconds(1);
 // Refused connections lingering at once at most; beyond, they are closed without an answer.
 constexpr int kMaxRefusing = 64;
+// A worker thread beyond --workers that has had nothing to do for this long leaves.
+constexpr auto kWorkerIdleExit = std::chrono::seconds(10);
 }  // namespace
+
+WorkerPool::Options worker_pool_options(const HttpOptions& options) {
+  WorkerPool::Options out;
+  out.min_threads = static_cast<size_t>(std::max(1, options.workers));
+  out.max_threads = options.max_workers > 0 ? static_cast<size_t>(options.max_workers)
+                                            : size_t{options.max_connections} + 1;
+  out.max_threads = std::max(out.max_threads, out.min_threads);
+  out.idle_exit = kWorkerIdleExit;
+  return out;
+}
 
 std::optional<HttpAnswer> HttpServer::Impl::handle(const OwnedCall& call) {
   // Started after the drain deadline: its connection has had its 503 and the server is going away.
@@ -39,8 +51,8 @@ void HttpServer::Impl::handled_one() {
 
 void HttpServer::Impl::submit(std::shared_ptr<HttpConnection> connection, OwnedCall call) {
   ++in_flight;
-  net::post(pool, [this, connection = std::move(connection), call = std::move(call),
-                   guard = net::make_work_guard(ioc)]() mutable {
+  pool.post([this, connection = std::move(connection), call = std::move(call),
+             guard = net::make_work_guard(ioc)]() mutable {
     std::optional<HttpAnswer> handled = handle(call);
     if (!handled || !handled->stream) {
       // Counted out before the answer is posted: a client that has its answer sees the handler finished.
@@ -123,7 +135,7 @@ void HttpServer::Impl::cancel_upstream() {
 
 void HttpServer::Impl::run_on_pool(std::function<void()> work) {
   ++in_flight;
-  net::post(pool, [this, work = std::move(work), guard = net::make_work_guard(ioc)] {
+  pool.post([this, work = std::move(work), guard = net::make_work_guard(ioc)] {
     if (!deadline_passed) work();
     if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
   });
@@ -190,7 +202,7 @@ void HttpServer::Impl::schedule_reap() {
     if (ec || draining) return;
     // Destroying an episode may run environment code (a sandbox's teardown): on the pool, one reap at a time.
     if (!reaping.exchange(true)) {
-      net::post(pool, [this] {
+      pool.post([this] {
         service.reap_idle();
         if (options.gateway != nullptr) options.gateway->reap_idle();  // gateway sessions, same timeout
         reaping = false;
@@ -295,6 +307,9 @@ HttpServer::Stats HttpServer::stats() const {
   }
   out.reading = impl_->reading;
   out.handling = impl_->in_flight;
+  const WorkerPool::Stats pool = impl_->pool.stats();
+  out.worker_threads = pool.threads;
+  out.queued = pool.queued;
   return out;
 }
 

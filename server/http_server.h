@@ -5,12 +5,15 @@
 // Threads. `threads` I/O threads run one io_context: they accept, read, parse and write, and never run
 // environment code. Each connection is a strand (its requests are handled in order; a connection reads its
 // next request only after answering the previous one). Every routed request except GET /health runs on a
-// separate worker pool of `workers` threads (steps, batches, creates, deletes, exports, info, rollouts, and
+// separate worker pool (server/worker_pool.h: steps, batches, creates, deletes, exports, info, rollouts, and
 // the idle reaper), and its answer is posted back to the connection's strand. A step that blocks (a shell
 // command, a remote environment, a silent LLM behind POST /v1/rollouts) therefore holds one worker, never
-// an I/O thread: /health is answered on the I/O thread at any load. A rollout holds its worker for its
-// whole run; requests beyond the pool's size wait in its queue, which is bounded by max_connections (one
-// request in flight per connection).
+// an I/O thread: /health is answered on the I/O thread at any load. The pool keeps `workers` threads and
+// grows while every thread is busy, by default to one thread per request in flight (at most one per
+// connection), so a rollout that holds its worker for its whole run never makes another request wait: a
+// trainer's 256 concurrent rollouts are 256 requests at the LLM at once. `max_workers` caps it; requests
+// beyond the cap wait in the pool's queue (bounded by max_connections). Threads beyond `workers` leave after
+// 10 s without work.
 // Connections: at most max_connections at once; one beyond gets 503 too_many_connections with Retry-After: 1
 // at once (before its request is read) and is closed after at most 1 s of lingering (at most 64 such
 // refusals at once; beyond, a connection is closed without an answer), so an fd limit is not the only
@@ -65,7 +68,8 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7411;  // 0: an ephemeral port (read it back with port())
   int threads = 2;       // I/O threads
-  int workers = 32;      // worker pool for routed requests (blocking environment code, rollouts)
+  int workers = 32;      // worker threads kept for routed requests (blocking environment code, rollouts)
+  int max_workers = 0;   // the pool's ceiling (>= workers); 0: one thread per request in flight
   uint32_t max_connections = 1024;
   uint32_t max_body_bytes = 8u << 20;
   // Routes answered before the engine's own, on the worker pool (`crl lm serve`): an answer, or nullopt to
@@ -95,11 +99,14 @@ class HttpServer {
   // more I/O threads (the worker pool has its own).
   void run();
   // Counts, thread-safe (tests wait on them instead of sleeping): open connections, connections with part
-  // of a request received, requests handed to the worker pool whose handler has not returned.
+  // of a request received, requests handed to the worker pool whose handler has not returned; the pool's
+  // threads alive now and requests waiting for one (only past max_workers).
   struct Stats {
     size_t connections = 0;
     size_t reading = 0;
     size_t handling = 0;
+    size_t worker_threads = 0;
+    size_t queued = 0;
   };
   Stats stats() const;
   // After run(): requests whose handler had not returned when run() returned (blocked past the deadline).

@@ -8,7 +8,6 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "server/http_server.h"
+#include "server/worker_pool.h"
 
 namespace crl::server {
 
@@ -51,6 +51,10 @@ struct OwnedCall {
   }
 };
 
+// The worker pool's bounds from HttpOptions: `workers` threads kept, growing to `max_workers` (0: to one
+// per request that can be in flight, one per connection plus the reaper's).
+WorkerPool::Options worker_pool_options(const HttpOptions& options);
+
 struct HttpServer::Impl {
   Impl(HttpOptions o, EpisodeService& s)
       : options(std::move(o)),
@@ -63,7 +67,7 @@ struct HttpServer::Impl {
         deadline_grace(strand),
         accept_retry(strand),
         sweeper(strand),
-        pool(static_cast<size_t>(std::max(1, options.workers))) {}
+        pool(worker_pool_options(options)) {}
 
   void accept();
   void refuse_connection(tcp::socket socket);
@@ -128,7 +132,7 @@ struct HttpServer::Impl {
   net::steady_timer sweeper;  // request deadlines, checked a few times per timeout
   // Declared after the io_context, so destroyed (joined) first: its queued handlers hold work guards on the
   // io_context and connections that unregister above.
-  net::thread_pool pool;
+  WorkerPool pool;
   uint64_t next_connection_id = 0;
   uint16_t port = 0;
 };

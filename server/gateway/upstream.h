@@ -24,8 +24,9 @@ namespace crl::server::gateway {
 
 struct UpstreamOptions {
   llm::ApiKind api = llm::ApiKind::kSglang;
-  std::string base_url;        // http://HOST:PORT[/PREFIX]
-  size_t max_in_flight = 256;  // per lane (a lane serves one call at a time: the workers bound the calls)
+  std::string base_url;  // http://HOST:PORT[/PREFIX]
+  size_t max_in_flight =
+      256;  // per lane (a lane serves one call at a time: the server's threads bound the calls)
   double request_timeout_s = 120.0;  // per call, every retry included: past it the call is a 504
   int max_retries = 1;               // on connection errors and 5xx (policies/llm/http_client.h)
   double backoff_s = 0.05;

@@ -98,6 +98,8 @@ TEST(Cli, BadInputGetsOneLineErrors) {
       {{"inspect", dir + "/missing.jsonl"}, 1, "missing.jsonl"},
       {{"inspect", dir + "/garbage.jsonl"}, 1, "garbage.jsonl:1"},
       {{"inspect"}, 2, "FILE"},
+      {{"serve", "--workers", "8", "--max-workers", "4"}, 1, "--max-workers"},
+      {{"serve", "--max-workers", "-1"}, 1, "must be 0 (one per request in flight) or in 32 (--workers)"},
   };
   for (const Case& c : cases) {
     const Result r = crl(c.args);

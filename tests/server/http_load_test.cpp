@@ -149,6 +149,49 @@ TEST(HttpLoad, HealthAnswersWhileStepsBlock) {
   EXPECT_EQ(step_b.reply.status, 200) << step_b.error << step_b.reply.body;
 }
 
+// Blocked requests do not make others wait for a thread: with two workers kept, forty steps blocked in
+// environment code at once are forty handlers running (a fixed pool of two would hold 38 in its queue, as a
+// trainer's concurrent rollouts were held behind the first 32). With --max-workers 2 the rest wait in the
+// queue and run once the gate opens.
+void block_steps_at_once(int workers, int max_workers, int steps) {
+  HttpOptions http;
+  http.workers = workers;
+  http.max_workers = max_workers;
+  TestServer s(http);
+  GateOpener opener;
+  std::vector<std::string> ids;
+  for (int i = 0; i < steps; ++i) ids.push_back(create_gate_episode(s.port(), "t" + std::to_string(i)));
+  std::vector<std::unique_ptr<BlockedStep>> blocked;
+  for (const std::string& id : ids) blocked.push_back(std::make_unique<BlockedStep>(s.port(), id));
+  const int running = max_workers == 0 ? steps : max_workers;
+  ASSERT_TRUE(gate().wait_entered(running)) << "fewer than " << running << " steps ran at once";
+  if (running < steps) {
+    for (int i = 0; i < 6000 && s.server.stats().queued < size_t(steps - running); ++i)
+      std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(s.server.stats().queued, size_t(steps - running));
+    EXPECT_EQ(s.server.stats().worker_threads, size_t(max_workers));
+  } else {
+    EXPECT_EQ(s.server.stats().queued, 0u);
+    EXPECT_GE(s.server.stats().worker_threads, size_t(steps));
+  }
+  EXPECT_EQ(s.server.stats().handling, size_t(steps));
+  const std::string health = raw_exchange(s.port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", true, 20.0);
+  EXPECT_EQ(health.rfind("HTTP/1.1 200", 0), 0u) << health;
+  gate().release();
+  for (auto& step : blocked) {
+    step->thread.join();
+    EXPECT_EQ(step->reply.status, 200) << step->error << step->reply.body;
+  }
+}
+
+TEST(HttpLoad, BlockedStepsDoNotQueueBehindTheKeptWorkers) {
+  block_steps_at_once(2, 0, 40);
+}
+
+TEST(HttpLoad, PastMaxWorkersRequestsWaitInTheQueue) {
+  block_steps_at_once(2, 2, 6);
+}
+
 TEST(HttpLoad, ConnectionsBeyondTheLimitGet503WithRetryAfter) {
   HttpOptions http;
   http.max_connections = 2;

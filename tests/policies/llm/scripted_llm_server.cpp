@@ -182,6 +182,10 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
   std::vector<LoggedCall> log;
   std::map<size_t, int> seen;  // request body hash -> attempts
   uint64_t completions = 0;
+  // On the io thread only: requests read and not yet answered, and the hold's waiting timers.
+  uint64_t in_flight = 0;
+  bool held_released = false;
+  std::vector<asio::steady_timer*> holding;
 
   struct Answer {
     int status = 200;
@@ -368,6 +372,24 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
     return answer;
   }
 
+  // FaultOptions::hold_until_in_flight: waits (at most hold_s) until that many requests are in at once.
+  asio::awaitable<void> hold() {
+    const int until = options.faults.hold_until_in_flight;
+    if (until <= 0 || held_released) co_return;
+    if (in_flight >= static_cast<uint64_t>(until)) {
+      held_released = true;
+      for (asio::steady_timer* timer : holding) timer->cancel();
+      holding.clear();
+      co_return;
+    }
+    asio::steady_timer timer(io, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                     std::chrono::duration<double>(options.faults.hold_s)));
+    holding.push_back(&timer);
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    std::erase(holding, &timer);
+  }
+
   asio::awaitable<void> session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
@@ -377,14 +399,18 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       co_await http::async_read(stream, buffer, request, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
       ++owner->attempts_;
+      ++in_flight;  // every coroutine runs on the one io thread: plain counters
+      owner->peak_in_flight_ = std::max<uint64_t>(owner->peak_in_flight_, in_flight);
       Answer answer =
           handle(std::string(request.target()), request.body(), std::string(request["X-SMG-Routing-Key"]));
+      co_await hold();
       if (answer.delay_s > 0) {
         asio::steady_timer timer(io, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                          std::chrono::duration<double>(answer.delay_s)));
         co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       }
       if (answer.drop) {
+        --in_flight;
         stream.socket().shutdown(tcp::socket::shutdown_both, ec);
         stream.close();
         co_return;
@@ -396,6 +422,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       response.body() = std::move(answer.body);
       response.prepare_payload();
       co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, ec));
+      --in_flight;
       if (ec || !request.keep_alive()) co_return;
     }
   }

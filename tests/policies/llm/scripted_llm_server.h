@@ -15,7 +15,7 @@
 // Fault injection, all deterministic: a fixed delay; the first N attempts of each distinct request body
 // answered 503 or dropped (closed without an answer), so retries succeed; requests whose sampling seed is
 // selected by `sticky_every` always get `sticky_fault` (5xx, drop, malformed JSON, hang past any deadline,
-// 400, or an abort finish reason).
+// 400, or an abort finish reason). A hold keeps answers until a given number of requests is in at once.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -40,6 +40,10 @@ struct FaultOptions {
   uint64_t sticky_every = 0;  // requests with sampling_seed % sticky_every == 0 always get sticky_fault
   std::string sticky_fault;   // 5xx | drop | malformed | hang | 400 | abort
   double hang_s = 30;
+  // Answers wait until this many requests are inside the server at once (then all go, and nothing waits
+  // again), at most hold_s: a test sees how many calls reach the upstream together. 0: off.
+  int hold_until_in_flight = 0;
+  double hold_s = 60;
 };
 
 struct ScriptedLlmOptions {
@@ -85,6 +89,7 @@ class ScriptedLlmServer {
   std::vector<LoggedCall> calls() const;
   uint64_t attempts() const { return attempts_; }  // HTTP requests received, faults included
   uint64_t connections() const { return connections_; }
+  uint64_t peak_in_flight() const { return peak_in_flight_; }  // most requests inside at once
   void clear_log();
 
   struct Impl;
@@ -93,7 +98,7 @@ class ScriptedLlmServer {
   std::shared_ptr<Impl> impl_;
   std::thread thread_;
   uint16_t port_ = 0;
-  std::atomic<uint64_t> attempts_{0}, connections_{0};
+  std::atomic<uint64_t> attempts_{0}, connections_{0}, peak_in_flight_{0};
   friend struct Impl;
 };
 
