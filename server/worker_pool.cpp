@@ -61,10 +61,16 @@ void WorkerPool::work() {
           wake_.wait_for(lock, options_.idle_exit, [&] { return !queue_.empty() || stopping_; });
       --idle_;
       if (!woken && threads_.size() > options_.min_threads) {
-        // Leaves: its handle goes to `left_`, joined by the next post() or by join().
+        // Leaves: its handle goes to `left_` (joined by the next post(), the next thread to leave, or
+        // join()), and it joins those that left before it, so an idle server keeps at most one ended
+        // thread's stack.
+        std::vector<std::thread> earlier;
+        earlier.swap(left_);
         const auto self = threads_.find(std::this_thread::get_id());
         left_.push_back(std::move(self->second));
         threads_.erase(self);
+        lock.unlock();
+        for (auto& thread : earlier) thread.join();
         return;
       }
       continue;

@@ -137,6 +137,27 @@ TEST(WorkerPool, ThreadsBeyondTheFloorLeaveWhenIdle) {
   pool.join();
 }
 
+// Posts from several threads while threads keep leaving (idle_exit 1 ms) and coming back: every task runs
+// once, whatever the interleaving (also run under ThreadSanitizer when the pool changes).
+TEST(WorkerPool, PostsRaceThreadsThatLeave) {
+  WorkerPool pool({.min_threads = 1, .max_threads = 8, .idle_exit = 1ms});
+  std::atomic<int> ran{0};
+  std::vector<std::thread> posters;
+  for (int p = 0; p < 4; ++p) {
+    posters.emplace_back([&, p] {
+      for (int i = 0; i < 500; ++i) {
+        pool.post([&] { ++ran; });
+        if ((i + p) % 50 == 0) std::this_thread::sleep_for(2ms);  // let threads go idle and leave
+      }
+    });
+  }
+  for (auto& poster : posters) poster.join();
+  EXPECT_TRUE(eventually([&] { return ran.load() == 2000; })) << ran.load();
+  EXPECT_LE(pool.stats().peak_threads, 8u);
+  pool.join();
+  EXPECT_EQ(ran.load(), 2000);
+}
+
 // stop(): running tasks finish, queued ones are destroyed without running, later posts are dropped.
 TEST(WorkerPool, StopDropsWhatHasNotStarted) {
   WorkerPool pool({.min_threads = 1, .max_threads = 1});
