@@ -26,11 +26,15 @@ turn_id the server announced, so a step retried after a lost answer returns the 
 nothing twice.
 """
 
+import asyncio
+import concurrent.futures
+import functools
 import http.client
 import importlib
 import json
 import os
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -59,6 +63,37 @@ def _load_protos(path=None):
         return importlib.import_module("server_pb2")
     except ImportError:
         return None
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def blocking_pool():
+    """The threads that run this package's blocking calls for asyncio code (the trainers' adapters).
+
+    Not asyncio's default executor: it has min(32, CPUs + 4) threads, so a trainer's concurrent rollouts were at
+    most 32 requests at the server (6 on a 2-core node) and the rest waited, and a sampling function that used
+    asyncio.to_thread itself could starve behind the episodes waiting for it. A call here holds a thread while
+    it waits on the network, so the pool is wide: threads are made on demand, up to $CRL_CLIENT_THREADS
+    (default 1024)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            raw = os.environ.get("CRL_CLIENT_THREADS", "1024")
+            try:
+                threads = int(raw)
+            except ValueError:
+                threads = 0
+            if threads < 1:
+                raise ValueError(f"$CRL_CLIENT_THREADS = {raw!r}: expected a positive integer (threads)")
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="crl")
+        return _pool
+
+
+async def in_thread(fn, *args):
+    """Runs the blocking fn(*args) on blocking_pool() and awaits its result."""
+    return await asyncio.get_running_loop().run_in_executor(blocking_pool(), functools.partial(fn, *args))
 
 
 # Which message each endpoint takes and returns, for the binary encoding.

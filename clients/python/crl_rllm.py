@@ -20,11 +20,10 @@ The real rllm classes are used when `rllm` is importable; otherwise stand-ins wi
 (pass your own with `classes=(Episode, Trajectory, Step)`).
 """
 
-import asyncio
 import dataclasses
 import uuid
 
-from crl_client import Session
+from crl_client import Session, in_thread
 from crl_segments import call_fields, check_rollout, model_calls, rollout_int_id
 
 
@@ -133,5 +132,5 @@ class CrlWorkflow:
             with Session(self.server_url) as session:
                 return session.rollouts([episode], self.llm, self.timeout)
 
-        answer = await asyncio.to_thread(run)
+        answer = await in_thread(run)
         return rollout_to_episode(answer["rollouts"][0], uid=str(uid), task=task, classes=self.classes)

@@ -25,10 +25,9 @@ Standard library only: the real `TrajectoryID` is used when skyrl_train is impor
 the same fields (`instance_id`, `repetition_id`).
 """
 
-import asyncio
 import dataclasses
 
-from crl_client import Session
+from crl_client import Session, in_thread
 from crl_segments import check_rollout, floats, ints
 
 
@@ -138,5 +137,5 @@ class CrlGenerator:
             with Session(self.server_url) as session:
                 return session.rollouts(episodes, llm, self.timeout)
 
-        answer = await asyncio.to_thread(run)
+        answer = await in_thread(run)
         return rollouts_to_generator_output(answer["rollouts"], tids)

@@ -48,7 +48,7 @@ import os
 import socket
 import threading
 
-from crl_client import CrlError, Session
+from crl_client import CrlError, Session, in_thread
 from crl_segments import RolloutId, weight_versions
 
 
@@ -265,7 +265,7 @@ def make_rollout_generate(llm_url=None, api=None, server_url=None, env=None, bud
         flight = _start_flight(session)
         try:
             flight.check()
-            answer = await asyncio.to_thread(session.rollouts, [create], llm, timeout)
+            answer = await in_thread(session.rollouts, [create], llm, timeout)
         except Aborted:
             return _aborted(sample)
         except (CrlError, OSError) as error:
@@ -292,7 +292,7 @@ def make_generate(sample_fn, server_url=None, env=None, budget=None, binary=Fals
         session = Session(url, binary=binary, session_key=session_key(sample))
         flight = _start_flight(session)
         try:
-            segments = await asyncio.to_thread(_run_episode_blocking, session, create, sample_fn, sampling_params,
+            segments = await in_thread(_run_episode_blocking, session, create, sample_fn, sampling_params,
                                                loop, flight)
         except Aborted:
             return _aborted(sample)

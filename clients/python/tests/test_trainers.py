@@ -6,6 +6,7 @@ import asyncio
 import http.server
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -21,7 +22,7 @@ import crl_segments  # noqa: E402
 import crl_skyrl  # noqa: E402
 import crl_slime  # noqa: E402
 import test_client as tc  # noqa: E402
-from crl_client import Session  # noqa: E402
+from crl_client import Session, in_thread  # noqa: E402
 
 
 def synthetic_episodes(n, seed=7):
@@ -187,10 +188,16 @@ class SegmentRulesTest(unittest.TestCase):
 class _StandInServer:
     """A loopback HTTP server that records request headers; /v1/rollouts waits until released (to test abort)."""
 
-    def __init__(self):
+    def __init__(self, hold_until=0):
         self.headers = []
         self.release = threading.Event()
         self.entered = threading.Event()
+        # hold_until > 0: POSTs wait (at most 20 s) until that many are inside at once, instead of for release.
+        self.hold_until = hold_until
+        self.inside = 0
+        self.peak = 0
+        self.reached = threading.Event()
+        self.lock = threading.Lock()
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -207,7 +214,17 @@ class _StandInServer:
                 outer.headers.append(dict(self.headers))
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 outer.entered.set()
-                outer.release.wait(30)
+                if outer.hold_until:
+                    with outer.lock:
+                        outer.inside += 1
+                        outer.peak = max(outer.peak, outer.inside)
+                        if outer.inside >= outer.hold_until:
+                            outer.reached.set()
+                    outer.reached.wait(20)
+                    with outer.lock:
+                        outer.inside -= 1
+                else:
+                    outer.release.wait(30)
                 self.answer({"rollouts": [{"status": "completed", "segments": []}]})
 
             def answer(self, body):
@@ -221,7 +238,10 @@ class _StandInServer:
                 except OSError:
                     pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            request_queue_size = 256  # listen backlog: 64 connections at once (the default, 5, drops SYNs)
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -270,6 +290,39 @@ class RoutingAndAbortTest(unittest.TestCase):
         self.assertLess(seconds, 20)  # cut, not waited out (the stand-in holds the answer for 30 s)
         self.assertEqual(self.stand_in.headers[0].get("X-Crl-Session"), "group-4")
         self.assertEqual(crl_slime.abort(), 0)  # nothing left in flight
+
+
+class ConcurrencyTest(unittest.TestCase):
+    """A trainer's concurrent generate calls are concurrent requests at the server. asyncio.to_thread's default
+    executor has min(32, CPUs + 4) threads: 6 of 64 rollouts reached the server on a 2-core machine."""
+
+    def test_in_thread_is_wide(self):
+        barrier = threading.Barrier(64, timeout=20)
+
+        async def run():
+            return await asyncio.gather(*(in_thread(barrier.wait) for _ in range(64)))
+
+        self.assertEqual(sorted(asyncio.run(run())), list(range(64)))  # all 64 waited at once
+
+    def test_slime_rollouts_reach_the_server_together(self):
+        stand_in = _StandInServer(hold_until=64)
+        self.addCleanup(stand_in.stop)
+        args = types.SimpleNamespace(seed=7, crl_server_url=stand_in.url, crl_llm_url="http://127.0.0.1:9")
+        samples = [tc.StandInSample(group_index=i, index=0, metadata={"env": "synthetic", "split": "dev",
+                                                                         "index": i}) for i in range(64)]
+
+        async def run():
+            return await asyncio.gather(*(crl_slime.generate(args, s, {}) for s in samples))
+
+        asyncio.run(run())
+        self.assertEqual(stand_in.peak, 64, "rollouts at the server at once")
+
+    def test_a_bad_thread_count_is_refused_by_name(self):
+        code = ("import os, crl_client; os.environ['CRL_CLIENT_THREADS'] = 'many'\n"
+                "try:\n    crl_client.blocking_pool()\nexcept ValueError as e:\n    print(e)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), check=True)
+        self.assertIn("$CRL_CLIENT_THREADS = 'many': expected a positive integer", out.stdout)
 
 
 if __name__ == "__main__":
