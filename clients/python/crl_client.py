@@ -21,9 +21,11 @@ Rollout mode (the server drives the LLM itself, token in / token out):
 Behind a fleet (HAProxy, `crl deploy haproxy`), ``Session(url, session_key="group-7")`` sends the key as the
 ``X-Crl-Session`` header on every request, so a GRPO group's creates and batch steps stay on one backend.
 
-A Session holds one keep-alive connection and is not thread-safe: use one per thread. Episode.step carries the
-turn_id the server announced, so a step retried after a lost answer returns the stored answer and applies
-nothing twice.
+A Session holds one keep-alive connection and is not thread-safe: use one per thread (cancel() is the exception:
+it may be called from any thread). Episode.step carries the turn_id the server announced, so a step retried after
+a lost answer returns the stored answer and applies nothing twice. A server at its --max-connections answers a
+new connection 503 too_many_connections before reading anything; the Session then waits for a place (Retry-After,
+for at most ``connection_wait`` seconds, default 600) rather than failing the call.
 """
 
 import asyncio
@@ -33,6 +35,7 @@ import http.client
 import importlib
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -105,7 +108,7 @@ class Session:
     """One connection to a server; creates episodes and sends batched steps."""
 
     def __init__(self, base_url="http://127.0.0.1:7411", binary=False, timeout=30.0, retries=3, proto_path=None,
-                 session_key=None):
+                 session_key=None, connection_wait=600.0):
         url = urllib.parse.urlsplit(base_url)
         # The fleet's affinity key (HAProxy hashes on X-Crl-Session); a header value must be one printable line.
         if session_key is not None and (not str(session_key) or not str(session_key).isprintable()):
@@ -115,6 +118,12 @@ class Session:
         self.port = url.port or 80
         self.timeout = timeout
         self.retries = retries
+        # A 503 too_many_connections (the server at --max-connections refused the connection before reading
+        # the request, so nothing was applied) is retried after its Retry-After for at most this many seconds:
+        # a trainer with more samples in flight than the server has connections waits for places instead of
+        # failing the extra samples. 0: raise at once.
+        self.connection_wait = connection_wait
+        self._cancelled = threading.Event()
         self.pb = _load_protos(proto_path) if binary else None
         if binary and self.pb is None:
             raise ImportError("binary=True needs the generated server_pb2 module (see the module docstring)")
@@ -130,6 +139,18 @@ class Session:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def cancel(self):
+        """From any thread: the request in flight fails at once (its socket is shut down) and so does every
+        later one (ConnectionAbortedError), including one waiting for a connection place."""
+        self._cancelled.set()
+        conn = self._conn
+        sock = getattr(conn, "sock", None) if conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self):
         return self
@@ -168,21 +189,32 @@ class Session:
         if self.pb is not None:
             headers["Accept"] = PROTOBUF
         attempts = self.retries + 1 if retry else 1
-        for attempt in range(attempts):
-            try:
-                conn = self._connection()
-                conn.request(method, path, body=payload, headers=headers)
-                response = conn.getresponse()
-                data = response.read()
-                if response.getheader("Connection", "").lower() == "close":
+        place_deadline = time.monotonic() + self.connection_wait
+        while True:
+            for attempt in range(attempts):
+                if self._cancelled.is_set():
+                    raise ConnectionAbortedError("the session was cancelled")
+                try:
+                    conn = self._connection()
+                    conn.request(method, path, body=payload, headers=headers)
+                    response = conn.getresponse()
+                    data = response.read()
+                    if response.getheader("Connection", "").lower() == "close":
+                        self.close()
+                    break
+                except (ConnectionError, http.client.HTTPException, OSError):
                     self.close()
+                    if attempt + 1 == attempts or self._cancelled.is_set():
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
+            answer = self._decode(response.status, response.getheader("Content-Type", JSON), data, response_type)
+            if response.status != 503 or answer.get("code") != "too_many_connections":
                 break
-            except (ConnectionError, http.client.HTTPException, OSError):
-                self.close()
-                if attempt + 1 == attempts:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        answer = self._decode(response.status, response.getheader("Content-Type", JSON), data, response_type)
+            pause = min(max(float(answer.get("retry_after") or 1.0), 0.05), 5.0)
+            if time.monotonic() + pause > place_deadline:
+                break
+            self.close()
+            self._cancelled.wait(pause)
         if response.status >= 400:
             raise CrlError(
                 response.status,

@@ -45,7 +45,6 @@ import importlib
 import inspect
 import math
 import os
-import socket
 import threading
 
 from crl_client import CrlError, Session, in_thread
@@ -96,14 +95,8 @@ class _Flight:
 
     def abort(self):
         self.aborted.set()
-        # Cut a long call (rollout mode) where it waits: closing the socket makes its read fail at once.
-        conn = self.session._conn
-        sock = getattr(conn, "sock", None) if conn is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        # Cut a long call (rollout mode) where it waits, reading or waiting for a connection place.
+        self.session.cancel()
 
     def check(self):
         if self.aborted.is_set():

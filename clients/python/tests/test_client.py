@@ -396,6 +396,53 @@ class OperationsTest(unittest.TestCase):
         finally:
             self.assertEqual(server.stop(), 0)
 
+    def test_a_full_server_is_waited_for_not_failed(self):
+        """At --max-connections, a new connection gets 503 too_many_connections before its request is read: the
+        client waits for a place (connection_wait) instead of failing the call; with no wait it fails at once."""
+        server = Server("--max-connections", "1")
+        try:
+            holder = Session(server.url)
+            holder.health()  # keeps the one connection open (keep-alive)
+            with Session(server.url, connection_wait=0) as impatient:
+                with self.assertRaises(CrlError) as err:
+                    impatient.health()
+                self.assertEqual((err.exception.status, err.exception.code), (503, "too_many_connections"))
+            result = {}
+
+            def wait_for_place():
+                with Session(server.url, connection_wait=60) as patient:
+                    result["answer"] = patient.health()
+
+            waiter = threading.Thread(target=wait_for_place)
+            waiter.start()
+            time.sleep(1.5)  # refused at least once meanwhile (Retry-After: 1); not a timing assertion
+            self.assertNotIn("answer", result)
+            holder.close()  # frees the place
+            waiter.join(timeout=60)
+            self.assertEqual(result.get("answer", {}).get("status"), "ok")
+            # cancel() ends a wait for a place at once.
+            holder = Session(server.url)
+            holder.health()
+            waiting = Session(server.url, connection_wait=60)
+            failure = {}
+
+            def cancelled_wait():
+                try:
+                    waiting.health()
+                except ConnectionAbortedError as e:
+                    failure["error"] = e
+
+            canceller = threading.Thread(target=cancelled_wait)
+            canceller.start()
+            time.sleep(0.5)
+            waiting.cancel()
+            canceller.join(timeout=10)
+            self.assertFalse(canceller.is_alive())
+            self.assertIn("error", failure)
+            holder.close()
+        finally:
+            self.assertEqual(server.stop(), 0)
+
     def test_sigterm_drains_and_exits_zero(self):
         server = Server()
         stop_at = time.monotonic() + 60  # a bound only: the stop below ends the load
