@@ -287,9 +287,15 @@ HttpServer::HttpServer(HttpOptions options, EpisodeService& service)
       if (!e) s.begin_drain();
     });
   }
+  s.metrics_token = s.service.metrics().set_transport([this] {
+    const Stats now = stats();
+    return TransportLoad{now.connections, now.handling, now.worker_threads, now.queued};
+  });
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  impl_->service.metrics().clear_transport(impl_->metrics_token);
+}
 
 uint16_t HttpServer::port() const {
   return impl_->port;

@@ -135,6 +135,7 @@ struct HttpServer::Impl {
   WorkerPool pool;
   uint64_t next_connection_id = 0;
   uint16_t port = 0;
+  uint64_t metrics_token = 0;  // ServerMetrics::set_transport's, for the destructor's clear_transport
 };
 
 }  // namespace crl::server

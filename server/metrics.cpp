@@ -166,6 +166,30 @@ ServerMetrics::ServerMetrics() {
       "Restores that failed: unreadable, foreign or corrupt snapshot files, replays off the state hash.");
   snapshot_restore_seconds = &r.histogram("crl_snapshot_restore_duration_seconds",
                                           "Latency of one restore (read, claim, replay).", latency_buckets());
+  r.gauge("crl_http_connections_open", "Client connections open now.",
+          [this] { return static_cast<double>(transport_load().connections); });
+  r.gauge("crl_http_requests_in_flight", "Requests being handled now (workers and gateway calls).",
+          [this] { return static_cast<double>(transport_load().handling); });
+  r.gauge("crl_http_worker_threads", "Worker threads alive (--workers kept; more while all are busy).",
+          [this] { return static_cast<double>(transport_load().worker_threads); });
+  r.gauge("crl_http_requests_queued", "Requests waiting for a worker thread (only past --max-workers).",
+          [this] { return static_cast<double>(transport_load().queued); });
+}
+
+uint64_t ServerMetrics::set_transport(std::function<TransportLoad()> read) {
+  std::lock_guard lock(transport_mutex_);
+  transport_ = std::move(read);
+  return ++transport_token_;
+}
+
+void ServerMetrics::clear_transport(uint64_t token) {
+  std::lock_guard lock(transport_mutex_);
+  if (token == transport_token_) transport_ = nullptr;
+}
+
+TransportLoad ServerMetrics::transport_load() const {
+  std::lock_guard lock(transport_mutex_);  // held while reading: clear_transport waits for a read under way
+  return transport_ ? transport_() : TransportLoad{};
 }
 
 void ServerMetrics::count_response(int status) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,11 @@ class MetricsRegistry {
 // "0.005", "1", "+Inf" style numbers (shortest round-trip form).
 std::string format_metric_value(double value);
 
+// The HTTP transport's load, read when /metrics renders (server/http_server.h HttpServer::Stats).
+struct TransportLoad {
+  size_t connections = 0, handling = 0, worker_threads = 0, queued = 0;
+};
+
 // The metrics of `crl serve`. Counted by the HTTP layer (answers by status code), the router (latencies
 // around the service calls) and the service (sessions, compactions, tokens, LLM calls of rollout mode).
 struct ServerMetrics {
@@ -109,8 +115,18 @@ struct ServerMetrics {
   // One answer with this HTTP status (crl_http_responses_total{code,class}).
   void count_response(int status);
   std::string render() const { return registry.render(); }
+  // The server answering this /metrics reports its load through `read` (thread-safe): the gauges
+  // crl_http_connections_open, crl_http_requests_in_flight, crl_http_worker_threads and
+  // crl_http_requests_queued (0 while no server reports). Returns a token for clear_transport, which removes
+  // `read` unless a later server has replaced it.
+  uint64_t set_transport(std::function<TransportLoad()> read);
+  void clear_transport(uint64_t token);
 
  private:
+  TransportLoad transport_load() const;
+  mutable std::mutex transport_mutex_;
+  std::function<TransportLoad()> transport_;
+  uint64_t transport_token_ = 0;
   std::vector<std::pair<int, Counter*>> by_code_;
   Counter* other_code_ = nullptr;
   Counter* by_class_[6] = {};

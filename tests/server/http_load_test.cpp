@@ -177,6 +177,17 @@ void block_steps_at_once(int workers, int max_workers, int steps) {
   EXPECT_EQ(s.server.stats().handling, size_t(steps));
   const std::string health = raw_exchange(s.port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", true, 20.0);
   EXPECT_EQ(health.rfind("HTTP/1.1 200", 0), 0u) << health;
+  // What an operator sees of it (GET /metrics, answered on the I/O thread like /health).
+  const std::string metrics = raw_exchange(s.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", true, 20.0);
+  EXPECT_NE(metrics.find("\ncrl_http_requests_in_flight " + std::to_string(steps) + "\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("\ncrl_http_requests_queued " + std::to_string(steps - running) + "\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(
+      metrics.find("\ncrl_http_worker_threads " + std::to_string(s.server.stats().worker_threads) + "\n"),
+      std::string::npos)
+      << metrics;
   gate().release();
   for (auto& step : blocked) {
     step->thread.join();
