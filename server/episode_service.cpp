@@ -136,6 +136,7 @@ proto::InfoResponse EpisodeService::info() const {
   limits->set_max_batch(options_.max_batch);
   limits->set_threads(options_.threads);
   limits->set_max_client_timeout_s(options_.max_client_timeout_s);
+  limits->set_max_llm_in_flight(options_.max_llm_in_flight);
   *out.mutable_default_budget() = budget_to(Budget{});
   return out;
 }

@@ -18,7 +18,9 @@ masks and log-probs are the export's own (never re-tokenized).
 Each prompt's `env_extras` entry may carry `crl` = {env, task_id or split + index, seed, params, budget}; a
 prompt without one uses the generator's defaults and its position as the task index. The engine samples
 every action and summary from the LLM server (POST /v1/rollouts, rollout mode), so SkyRL's own inference
-engines serve the calls when `llm.base_url` is their HTTP endpoint. Rewards are token-level lists: the
+engines serve the calls when `llm.base_url` is their HTTP endpoint; the batch's calls go there at once (without
+`max_in_flight` in `llm`: the batch size, up to the server's `--max-llm-in-flight`, from GET /v1/info). Rewards
+are token-level lists: the
 rollout's terminal reward on the last response token of its last segment, 0 elsewhere.
 
 Standard library only: the real `TrajectoryID` is used when skyrl_train is importable, else a stand-in with
@@ -135,6 +137,11 @@ class CrlGenerator:
 
         def run():
             with Session(self.server_url) as session:
+                if not llm.get("max_in_flight") and episodes:
+                    # The whole batch at the inference server at once, as SkyRL's own generator sends it (the
+                    # server's default is 64), up to the server's limit.
+                    limit = int((session.info().get("limits") or {}).get("max_llm_in_flight") or 0)
+                    llm["max_in_flight"] = min(len(episodes), limit) if limit > 0 else len(episodes)
                 return session.rollouts(episodes, llm, self.timeout)
 
         answer = await in_thread(run)

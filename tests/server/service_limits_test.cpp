@@ -167,6 +167,7 @@ TEST(ServiceLimits, ClientTimeoutsAreBoundedByTheServer) {
   (*remote.mutable_params())["timeout_ms"] = "61000";
   EXPECT_EQ(expect_error([&] { service.create(remote); }, 400, "over_limit").field(), "params.timeout_ms");
   EXPECT_EQ(service.info().limits().max_client_timeout_s(), 60.0);
+  EXPECT_EQ(service.info().limits().max_llm_in_flight(), ServiceOptions{}.max_llm_in_flight);
 }
 
 // Item 5: split dev has 60 tasks; index 60 ran task 0 as "dev-60", an unknown id ran task 0.

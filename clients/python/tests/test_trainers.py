@@ -188,8 +188,10 @@ class SegmentRulesTest(unittest.TestCase):
 class _StandInServer:
     """A loopback HTTP server that records request headers; /v1/rollouts waits until released (to test abort)."""
 
-    def __init__(self, hold_until=0):
+    def __init__(self, hold_until=0, llm_limit=256):
         self.headers = []
+        self.bodies = []  # the JSON bodies of POSTs
+        self.llm_limit = llm_limit  # GET /v1/info's limits.max_llm_in_flight
         self.release = threading.Event()
         self.entered = threading.Event()
         # hold_until > 0: POSTs wait (at most 20 s) until that many are inside at once, instead of for release.
@@ -208,11 +210,14 @@ class _StandInServer:
 
             def do_GET(self):
                 outer.headers.append(dict(self.headers))
-                self.answer({"status": "ok"})
+                if self.path == "/v1/info":
+                    self.answer({"limits": {"max_llm_in_flight": outer.llm_limit}})
+                else:
+                    self.answer({"status": "ok"})
 
             def do_POST(self):
                 outer.headers.append(dict(self.headers))
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0)))))
                 outer.entered.set()
                 if outer.hold_until:
                     with outer.lock:
@@ -316,6 +321,20 @@ class ConcurrencyTest(unittest.TestCase):
 
         asyncio.run(run())
         self.assertEqual(stand_in.peak, 64, "rollouts at the server at once")
+
+    def test_skyrl_sends_its_batch_at_once(self):
+        """Without max_in_flight in `llm`, a SkyRL batch's LLM calls all go at once (the server's default is 64),
+        up to the server's limit from GET /v1/info; a value the user gave is kept."""
+        batch = {"prompts": [[{"role": "user", "content": "task"}]] * 5, "env_extras": [None] * 5}
+        for limit, llm, expected in ((256, {}, 5), (3, {}, 3), (256, {"max_in_flight": 2}, 2)):
+            stand_in = _StandInServer(llm_limit=limit)
+            stand_in.release.set()
+            self.addCleanup(stand_in.stop)
+            generator = crl_skyrl.CrlGenerator(stand_in.url, dict(llm, base_url="http://127.0.0.1:9"))
+            asyncio.run(generator.generate(batch))
+            self.assertEqual(stand_in.bodies[0]["llm"]["max_in_flight"], expected, (limit, llm))
+            # The default is per call (the next batch may differ), not written into the generator's llm.
+            self.assertEqual("max_in_flight" in generator.llm, "max_in_flight" in llm)
 
     def test_a_bad_thread_count_is_refused_by_name(self):
         code = ("import os, crl_client; os.environ['CRL_CLIENT_THREADS'] = 'many'\n"
