@@ -34,6 +34,7 @@ import tempfile
 import time
 
 CRL = os.environ.get("CRL_BIN", "build/crl")
+LLM_BIN = os.environ.get("CRL_LLM_SERVER_BIN", os.path.join(os.path.dirname(CRL), "crl_scripted_llm_server"))
 HAPROXY = shutil.which("haproxy") or ("/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None)
 procs = []
 
@@ -336,6 +337,54 @@ def snapshot_fleet(tmp, single):
           % (sorted(outcomes.items(), key=str), time.monotonic() - started))
 
 
+def gateway_fleet(tmp):
+    """Gateway sessions behind the fleet (`crl serve --llm` backends): every call of a session reaches the one
+    backend that holds it, however the harness names the session (the path, a Bearer token, or the body of an
+    explicit create), so no backend opens a second copy of it; sessions are spread over the backends."""
+    llm = subprocess.Popen([LLM_BIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    procs.append(llm)
+    ready, _, _ = select.select([llm.stdout], [], [], 20)
+    line = llm.stdout.readline().decode() if ready else ""
+    if not line.startswith("listening on "):
+        fail("the scripted LLM server printed %r" % line)
+    url = "http://127.0.0.1:" + line.strip()[len("listening on "):]
+    ports = {t: start_serve(t, ["--llm", url, "--api", "sglang", "--tokenizer", "byte"]) for t in ("g0", "g1", "g2")}
+    bind, _ = start_haproxy(tmp, "gateway.cfg", ports)
+    sessions = [("path", "gp-%d" % i) for i in range(6)] + [("bearer", "gb-%d" % i) for i in range(6)]
+    sessions += [("create", "gc-%d" % i) for i in range(4)]
+    holders = {}
+    for kind, sid in sessions:
+        if kind == "create":
+            status, body = call(bind, "POST", "/v1/sessions", json.dumps({"session_id": sid}))
+            if status != 200:
+                fail("gateway create %s: %d %s" % (sid, status, body[:200]))
+        messages = [{"role": "system", "content": "You are a test agent."},
+                    {"role": "user", "content": "do the task of " + sid}]
+        for turn in range(4):
+            headers = {"Authorization": "Bearer " + sid} if kind == "bearer" else {}
+            path = "/v1/chat/completions" if kind == "bearer" else "/v1/sessions/%s/v1/chat/completions" % sid
+            status, body = call(bind, "POST", path, json.dumps({"model": "m", "messages": messages}), headers)
+            if status != 200:
+                fail("gateway call %d of %s through HAProxy: %d %s" % (turn, sid, status, body[:200]))
+            messages.append(json.loads(body)["choices"][0]["message"])
+            messages.append({"role": "user", "content": "observation %d" % turn})
+        found = []
+        for tag, port in ports.items():
+            status, body = call(port, "GET", "/v1/sessions/" + sid)
+            if status == 200:
+                found.append((tag, json.loads(body)))
+        if len(found) != 1:
+            fail("gateway session %s (%s) is held by %d backends: %s" % (sid, kind, len(found), found))
+        tag, state = found[0]
+        if state.get("history_edits") != 0 or state.get("upstream_calls", 0) < 4:
+            fail("gateway session %s on %s: %s" % (sid, tag, state))
+        holders[sid] = tag
+    if len(set(holders.values())) < 2:
+        fail("gateway sessions were not spread: all on %s" % set(holders.values()))
+    print("ok: %d gateway sessions through HAProxy, each on one backend (%s)"
+          % (len(sessions), sorted(set(holders.values()))))
+
+
 def main():
     bad_input_is_refused()
     if HAPROXY is None:
@@ -424,6 +473,7 @@ def main():
         print("ok: %d episodes through HAProxy, byte-identical exports; spread %s; header-pinned %s (%.1f s)"
               % (n, sorted(no_header), sorted(with_header), time.monotonic() - started))
         snapshot_fleet(tmp, single)
+        gateway_fleet(tmp)
         return 0
     finally:
         for p in procs:
