@@ -13,6 +13,7 @@
 #include "server/http_server.h"
 #include "tests/server/http_client.h"
 #include "tests/server/test_server.h"
+#include "tests/server/wait_helpers.h"
 #include "wire/wire_codec.h"
 
 namespace crl::server {
@@ -25,37 +26,8 @@ using testing::TestServer;
 using namespace std::chrono_literals;
 
 // Steps of `test_gate` episodes block until the gate opens.
-struct Gate {
-  std::mutex mutex;
-  std::condition_variable changed;
-  bool open = false;
-  int entered = 0;
-
-  void reset() {
-    std::lock_guard lock(mutex);
-    open = false;
-    entered = 0;
-  }
-  void release() {
-    std::lock_guard lock(mutex);
-    open = true;
-    changed.notify_all();
-  }
-  // True once `n` steps are blocked in the gate (false after a minute: a hang, not a timing assumption).
-  bool wait_entered(int n) {
-    std::unique_lock lock(mutex);
-    return changed.wait_for(lock, 60s, [&] { return entered >= n; });
-  }
-  void pass() {
-    std::unique_lock lock(mutex);
-    ++entered;
-    changed.notify_all();
-    changed.wait(lock, [&] { return open; });
-  }
-};
-
-Gate& gate() {
-  static Gate g;
+testing::Barrier& gate() {
+  static testing::Barrier g;
   return g;
 }
 
@@ -63,7 +35,7 @@ Gate& gate() {
 // failed assertion must not leave a worker blocked for the server's destructor to wait on.
 struct GateOpener {
   GateOpener() { gate().reset(); }
-  ~GateOpener() { gate().release(); }
+  ~GateOpener() { gate().open(); }
 };
 
 class GateEnv : public Env {
@@ -83,7 +55,7 @@ class GateEnv : public Env {
     return Start{Observation{"system", {}}, Observation{"go", {}}};
   }
   StepResult do_step(const Action&) override {
-    gate().pass();
+    gate().enter();
     StepResult r;
     r.observation.text = "done";
     r.reward = 1.0;
@@ -142,7 +114,7 @@ TEST(HttpLoad, HealthAnswersWhileStepsBlock) {
       raw_exchange(s.port(), "GET /v1/info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false, 20.0);
   EXPECT_EQ(info.rfind("HTTP/1.1 200", 0), 0u) << info;
   EXPECT_EQ(s.server.stats().handling, 2u);
-  gate().release();
+  gate().open();
   step_a.thread.join();
   step_b.thread.join();
   EXPECT_EQ(step_a.reply.status, 200) << step_a.error << step_a.reply.body;
@@ -166,9 +138,8 @@ void block_steps_at_once(int workers, int max_workers, int steps) {
   const int running = max_workers == 0 ? steps : max_workers;
   ASSERT_TRUE(gate().wait_entered(running)) << "fewer than " << running << " steps ran at once";
   if (running < steps) {
-    for (int i = 0; i < 6000 && s.server.stats().queued < size_t(steps - running); ++i)
-      std::this_thread::sleep_for(10ms);
-    EXPECT_EQ(s.server.stats().queued, size_t(steps - running));
+    EXPECT_TRUE(testing::eventually([&] { return s.server.stats().queued == size_t(steps - running); }))
+        << s.server.stats().queued;
     EXPECT_EQ(s.server.stats().worker_threads, size_t(max_workers));
   } else {
     EXPECT_EQ(s.server.stats().queued, 0u);
@@ -188,7 +159,7 @@ void block_steps_at_once(int workers, int max_workers, int steps) {
       metrics.find("\ncrl_http_worker_threads " + std::to_string(s.server.stats().worker_threads) + "\n"),
       std::string::npos)
       << metrics;
-  gate().release();
+  gate().open();
   for (auto& step : blocked) {
     step->thread.join();
     EXPECT_EQ(step->reply.status, 200) << step->error << step->reply.body;
@@ -244,7 +215,7 @@ TEST(HttpLoad, DrainDeadlineIsHardWithStuckWork) {
               std::future_status::ready)
         << "run() did not return by the drain deadline";
     EXPECT_EQ(server.unfinished(), 1u);
-    gate().release();
+    gate().open();
     stuck.thread.join();
     EXPECT_EQ(stuck.reply.status, 503) << stuck.error << stuck.reply.body;
     EXPECT_NE(stuck.reply.body.find("drain_deadline"), std::string::npos) << stuck.reply.body;
@@ -267,7 +238,7 @@ TEST(HttpLoad, DrainWaitsForWorkThatFinishesInTime) {
   server.request_stop();
   // Until the step ends, the server keeps draining (bounded wait: a hang fails instead of blocking forever).
   EXPECT_EQ(running.wait_for(0s), std::future_status::timeout);
-  gate().release();
+  gate().open();
   step.thread.join();
   EXPECT_EQ(step.reply.status, 200) << step.error << step.reply.body;
   EXPECT_FALSE(step.reply.keep_alive);  // Connection: close during the drain

@@ -1,58 +1,25 @@
 // The server's worker pool (server/worker_pool.h): tasks that block do not make later tasks wait while the
 // pool may grow; past its ceiling they queue in order; threads beyond the floor leave when idle; stop drops
-// what has not started. Every wait is on an event with a generous bound (a hang fails, no timing is
-// asserted).
+// what has not started. Waits: tests/server/wait_helpers.h (no timing is asserted).
 #include "server/worker_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "tests/server/wait_helpers.h"
 
 namespace crl::server {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Counts the tasks that entered and holds them until opened.
-class Barrier {
- public:
-  void enter() {
-    std::unique_lock lock(mutex_);
-    ++entered_;
-    changed_.notify_all();
-    changed_.wait_for(lock, 60s, [&] { return open_; });
-  }
-  bool wait_entered(int n, std::chrono::seconds bound = 60s) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, bound, [&] { return entered_ >= n; });
-  }
-  int entered() {
-    std::lock_guard lock(mutex_);
-    return entered_;
-  }
-  void open() {
-    std::lock_guard lock(mutex_);
-    open_ = true;
-    changed_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  int entered_ = 0;
-  bool open_ = false;
-};
-
-template <typename F>
-bool eventually(F done) {
-  for (int i = 0; i < 6000 && !done(); ++i) std::this_thread::sleep_for(10ms);
-  return done();
-}
+using testing::Barrier;
+using testing::eventually;
 
 // Sixty-four tasks that each wait for all the others: they can only finish if all run at once. A fixed pool
 // of the floor's two threads would hold 62 of them in its queue.

@@ -9,16 +9,12 @@
 #include <thread>
 
 #include "tests/server/gateway/gateway_fixture.h"
+#include "tests/server/wait_helpers.h"
 
 namespace crl::server::gateway::testing {
 namespace {
 
-// Bounded polling for a condition the server reaches on its own (no timing is asserted).
-template <typename F>
-bool eventually(F done) {
-  for (int i = 0; i < 2000 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  return done();
-}
+using server::testing::eventually;
 
 // The only worker is held by a blocking request; a gateway call is still answered, so it did not go through
 // the pool (with the pool hop it would wait until the blocker gives up, 30 s later).
