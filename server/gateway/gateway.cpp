@@ -196,6 +196,13 @@ std::shared_ptr<GatewaySession> Gateway::find(const std::string& id) const {
   return it->second;
 }
 
+std::shared_ptr<GatewaySession> Gateway::existing(const std::string& id) const {
+  check_id(id);
+  std::lock_guard lock(mutex_);
+  const auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
 std::shared_ptr<GatewaySession> Gateway::find_or_create(const std::string& id) {
   check_id(id);
   std::lock_guard lock(mutex_);
@@ -283,12 +290,31 @@ HttpAnswer Gateway::create(const HttpCall& call) {
 
 HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
   require_method(call, "POST");
-  ChatRequest request = parse_chat_request(call.body);
-  request.turn.routing_key = std::string(call.routing_key);
-  const std::shared_ptr<GatewaySession> session = find_or_create(id);
+  // A session's body is decoded under its lock, against the body it kept (kept_request.h); a call on an
+  // unknown id decodes first, so that a malformed one creates no session.
+  std::shared_ptr<GatewaySession> session = existing(id);
+  KeptRequest first;
+  ChatRequest request;
+  const bool decoded = !session;
+  if (decoded) {
+    request = parse_chat_request(call.body, first);
+    session = find_or_create(id);
+  }
   Completion completion;
   {
     SessionLock lock(*session);
+    KeptRequest& kept = session->kept_request();
+    if (decoded)
+      kept = std::move(first);
+    else
+      request = parse_chat_request(call.body, kept);
+    request.turn.routing_key = std::string(call.routing_key);
+    // The messages go back to the session's kept body whatever the call's outcome.
+    struct GiveBack {
+      KeptRequest& kept;
+      ChatTurn& turn;
+      ~GiveBack() { kept.give_back(std::move(turn.messages)); }
+    } give_back{kept, request.turn};
     completion = session->chat(request.turn);
   }
   const std::string& model = request.model.empty() ? options_.model : request.model;

@@ -62,6 +62,7 @@ class Gateway {
  private:
   std::shared_ptr<GatewaySession> find(const std::string& id) const;
   std::shared_ptr<GatewaySession> find_or_create(const std::string& id);
+  std::shared_ptr<GatewaySession> existing(const std::string& id) const;  // null when unknown
   HttpAnswer create(const HttpCall& call);
   HttpAnswer chat(const HttpCall& call, const std::string& id);
   HttpAnswer completions(const HttpCall& call, const std::string& id);

@@ -177,8 +177,11 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
   check_open(false);
   if (turn.messages.empty())
     throw bad_request("empty_messages", "messages is empty: give at least one", "messages");
-  std::vector<uint64_t> keys(turn.messages.size());
-  for (size_t i = 0; i < keys.size(); ++i) keys[i] = message_key(turn.messages[i]);
+  std::vector<uint64_t> keys = turn.keys;
+  if (keys.size() != turn.messages.size()) {
+    keys.resize(turn.messages.size());
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = message_key(turn.messages[i]);
+  }
   if (!episode_) {
     start_part(turn, std::move(keys));
     return drive(turn);
@@ -341,6 +344,7 @@ void GatewaySession::reward(double reward, const std::string& status) {
     }
   }
   parts_.push_back(episode_->finish());
+  kept_request_.clear();  // no more calls: the memory goes
   Trajectory t = merge(std::move(parts_));
   parts_.clear();
   t.reward = reward;

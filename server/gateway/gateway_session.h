@@ -42,6 +42,7 @@
 #include "envs/episode.h"
 #include "server/gateway/chat_messages.h"
 #include "server/gateway/harness_env.h"
+#include "server/gateway/kept_request.h"
 #include "server/gateway/message_render.h"
 #include "server/gateway/prompt_ids_text.h"
 #include "server/gateway/upstream.h"
@@ -71,6 +72,7 @@ struct SessionConfig {
 // One call of a harness, whatever API carried it.
 struct ChatTurn {
   std::vector<Message> messages;
+  std::vector<uint64_t> keys;    // message_key of each message when the decoder computed them (else empty)
   nlohmann::ordered_json tools;  // null or the OpenAI tools list, keys in the request's order
   int64_t max_tokens = 0;        // 0: the budget decides alone
   std::optional<double> temperature, top_p;
@@ -103,6 +105,8 @@ class GatewaySession {
   const Trajectory& trajectory() const { return *trajectory_; }
   nlohmann::json state() const;
   const std::string& id() const { return id_; }
+  // The session's last chat-completions body, decoded (kept_request.h); dropped when the rollout ends.
+  KeptRequest& kept_request() { return kept_request_; }
 
   std::mutex mutex;
   // Set (under `mutex`) when the idle reaper removed the session: a call that still holds it answers 404.
@@ -155,6 +159,7 @@ class GatewaySession {
   std::vector<int64_t> cached_tokens_;  // per successful upstream call, in order
   PromptIdsText ids_text_;              // the last forwarded prompt's id text (only new ids are written)
   uint64_t episode_generation_ = 0;     // bumped by make_episode: ids_text_ never outlives its arena
+  KeptRequest kept_request_;
 };
 
 }  // namespace crl::server::gateway

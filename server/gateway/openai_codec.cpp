@@ -200,21 +200,103 @@ ChatRequest parse_completion_request(std::string_view body) {
   return out;
 }
 
-ChatRequest parse_chat_request(std::string_view body) {
-  const JsonDocument doc = read_request_body(body);
-  const JsonView request = doc.root();
-  ChatRequest out;
-  const JsonView messages = request.find("messages");
-  if (!messages.is_array())
-    throw bad_request("bad_messages", "messages must be a list of messages", "messages");
-  out.turn.messages.reserve(messages.size());
-  size_t i = 0;
-  for (const JsonView message : messages) out.turn.messages.push_back(parse_openai_message(message, i++));
+namespace {
+
+// What a chat request says besides its messages.
+void read_chat_fields(JsonView request, ChatRequest& out) {
   if (const JsonView tools = request.find("tools"); !tools.is_none()) {
     if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
     out.turn.tools = tools.to_ordered_json();
   }
   read_common(request, out);
+}
+
+JsonView messages_of(JsonView request) {
+  const JsonView messages = request.find("messages");
+  if (!messages.is_array())
+    throw bad_request("bad_messages", "messages must be a list of messages", "messages");
+  return messages;
+}
+
+uint32_t end_of(JsonView value, const char* text) {
+  const std::string_view raw = value.raw();
+  return static_cast<uint32_t>(raw.data() + raw.size() - text);
+}
+
+// The body after the messages it repeats of the kept one (kept_request.h); nullopt when the reader refuses
+// the rest (the whole body is decoded then, for the error's exact words).
+std::optional<ChatRequest> parse_chat_rest(std::string_view body, const KeptRequest::Repeat& repeat,
+                                           KeptRequest& kept) {
+  const std::string document = kept.rest_document(body, repeat);
+  std::optional<JsonDocument> doc;
+  try {
+    doc = JsonDocument::parse(document, "the request body");
+  } catch (const JsonError&) {
+    return std::nullopt;
+  }
+  const JsonView request = doc->root(), messages = request.find("messages");
+  // The placeholder's array is the one the prefix opened (the same bytes); checked all the same.
+  if (!request.is_object() || !messages.is_array() || messages.size() == 0 ||
+      messages.raw().data() != document.data() + kept.messages_open())
+    return std::nullopt;
+  ChatRequest out;
+  std::vector<Message> fresh;
+  std::vector<uint32_t> ends;
+  std::vector<uint64_t> keys;
+  fresh.reserve(messages.size() - 1);
+  size_t i = 0;
+  for (const JsonView message : messages) {
+    if (i++ == 0) continue;  // the placeholder
+    fresh.push_back(parse_openai_message(message, repeat.messages + i - 2));
+    keys.push_back(message_key(fresh.back()));
+    ends.push_back(static_cast<uint32_t>(kept.body_offset(repeat, end_of(message, document.data()))));
+  }
+  read_chat_fields(request, out);
+  kept.keep_rest(body, repeat, ends, std::move(fresh), keys);
+  return out;
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(std::string_view body) {
+  const JsonDocument doc = read_request_body(body);
+  const JsonView request = doc.root();
+  ChatRequest out;
+  const JsonView messages = messages_of(request);
+  out.turn.messages.reserve(messages.size());
+  size_t i = 0;
+  for (const JsonView message : messages) out.turn.messages.push_back(parse_openai_message(message, i++));
+  read_chat_fields(request, out);
+  return out;
+}
+
+ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
+  if (const KeptRequest::Repeat repeat = kept.repeated(body); repeat.messages > 0) {
+    if (std::optional<ChatRequest> out = parse_chat_rest(body, repeat, kept)) {
+      out->turn.messages = kept.lend_messages();
+      out->turn.keys = kept.keys();
+      return std::move(*out);
+    }
+  }
+  const JsonDocument doc = read_request_body(body);
+  const JsonView request = doc.root();
+  ChatRequest out;
+  const JsonView messages = messages_of(request);
+  std::vector<Message> decoded;
+  std::vector<uint32_t> ends;
+  std::vector<uint64_t> keys;
+  decoded.reserve(messages.size());
+  size_t i = 0;
+  for (const JsonView message : messages) {
+    decoded.push_back(parse_openai_message(message, i++));
+    keys.push_back(message_key(decoded.back()));
+    ends.push_back(end_of(message, body.data()));
+  }
+  read_chat_fields(request, out);
+  kept.keep_whole(body, static_cast<size_t>(messages.raw().data() - body.data()), std::move(ends),
+                  std::move(decoded), std::move(keys));
+  out.turn.messages = kept.lend_messages();
+  out.turn.keys = kept.keys();
   return out;
 }
 

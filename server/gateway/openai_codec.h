@@ -20,6 +20,7 @@
 #include "engine/json_view.h"
 #include "server/gateway/gateway_error.h"
 #include "server/gateway/gateway_session.h"
+#include "server/gateway/kept_request.h"
 
 namespace crl::server::gateway {
 
@@ -32,6 +33,10 @@ struct ChatRequest {
 
 // Throws GatewayError 400 naming the field.
 ChatRequest parse_chat_request(std::string_view body);
+// The same, reading only what `body` adds to the session's kept body (kept_request.h) and keeping `body`:
+// turn.messages are lent by `kept` (give them back after the call) and turn.keys hold their keys. The
+// answer and every error are parse_chat_request's.
+ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept);
 // A plain completion request (turn.prompt set). Throws GatewayError 400 naming the field.
 ChatRequest parse_completion_request(std::string_view body);
 // Stop strings: a list of 1..16 non-empty strings of at most 1024 bytes (OpenAI's `stop` may also be one

@@ -104,6 +104,37 @@ TEST(GatewayBadInput, HostileJsonBodiesAre400WithTheOffset) {
   expect_alive(bench.port());
 }
 
+// A live session decodes each body after the messages it repeats of its last one (kept_request.h): broken
+// text after them, a key repeated across them, a bad new message are the same 400s as on a first call, and
+// the session goes on from its last good body, nothing recorded twice.
+TEST(GatewayBadInput, MalformedBodiesOnALiveSessionAre400AndItGoesOn) {
+  Bench bench;
+  Harness h(bench.port(), "live");
+  h.turn();
+  h.add("user", "second");
+  const std::string good = json{{"max_tokens", 64}, {"messages", h.messages}}.dump();  // max_tokens first
+  const std::string open = good.substr(0, good.rfind(']'));                            // the list, not closed
+  const auto post = [&](const std::string& body) { return h.client.call("POST", h.path(), body); };
+  expect_openai_error(post(open), 400, "bad_json");
+  expect_openai_error(post(open + ",]}"), 400, "bad_json");
+  expect_openai_error(post(open + "]} trailing"), 400, "bad_json");
+  expect_openai_error(post(open + "],\"max_tokens\":8}"), 400, "duplicate_key");
+  expect_openai_error(post(open + R"(,{"role":"wizard","content":"x"}]})"), 400, "bad_role",
+                      "messages[" + std::to_string(h.messages.size()) + "].role");
+  expect_openai_error(post(open + "],\"n\":2}"), 400, "bad_field", "n");
+  // None of them reached the upstream; the good body is the session's second turn.
+  EXPECT_EQ(bench.upstream->calls().size(), 1u);
+  const auto reply = post(good);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(bench.upstream->calls().size(), 2u);
+  EXPECT_EQ(h.state()["history_edits"], 0);
+  // A malformed first call creates no session.
+  expect_openai_error(h.client.call("POST", "/v1/sessions/never/v1/chat/completions", "{\"messages\": ["),
+                      400, "bad_json");
+  expect_openai_error(h.client.call("GET", "/v1/sessions/never"), 404, "unknown_session");
+  expect_alive(bench.port());
+}
+
 TEST(GatewayBadInput, ASessionEndsWithItsReward) {
   Bench bench;
   Harness h(bench.port(), "ended");

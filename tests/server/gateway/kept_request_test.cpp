@@ -1,0 +1,259 @@
+// A session's kept body (server/gateway/kept_request.h): a chat body decoded after the messages it repeats
+// of the last one gives exactly what decoding it whole gives (messages, their keys, every other field), and
+// exactly the same error (status, code, message, field) when it is refused; the differential test runs both
+// decoders over thousands of bodies derived from a conversation by appends, edits, truncations and
+// corruptions.
+#include "server/gateway/kept_request.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "server/gateway/openai_codec.h"
+
+namespace crl::server::gateway {
+namespace {
+
+using nlohmann::json;
+
+// What a decode gave: the request's fields, or the error's.
+struct Outcome {
+  std::optional<ChatRequest> request;
+  int status = 0;
+  std::string code, message, param;
+};
+
+Outcome whole(const std::string& body) {
+  Outcome out;
+  try {
+    out.request = parse_chat_request(body);
+  } catch (const GatewayError& e) {
+    out.status = e.status();
+    out.code = e.code();
+    out.message = e.what();
+    out.param = e.param();
+  }
+  return out;
+}
+
+Outcome incremental(const std::string& body, KeptRequest& kept) {
+  Outcome out;
+  try {
+    out.request = parse_chat_request(body, kept);
+    EXPECT_EQ(out.request->turn.keys.size(), out.request->turn.messages.size());
+    for (size_t i = 0; i < out.request->turn.messages.size(); ++i)
+      EXPECT_EQ(out.request->turn.keys[i], message_key(out.request->turn.messages[i]))
+          << "key of message " << i;
+    // A copy is compared; the decoded messages go back to the kept body as after a call.
+    std::vector<Message> lent = out.request->turn.messages;
+    kept.give_back(std::move(out.request->turn.messages));
+    out.request->turn.messages = std::move(lent);
+  } catch (const GatewayError& e) {
+    out.status = e.status();
+    out.code = e.code();
+    out.message = e.what();
+    out.param = e.param();
+  }
+  return out;
+}
+
+void expect_same(const Outcome& a, const Outcome& b, const std::string& body) {
+  SCOPED_TRACE("body: " + body.substr(0, 400));
+  ASSERT_EQ(a.request.has_value(), b.request.has_value()) << a.message << " | " << b.message;
+  if (!a.request) {
+    EXPECT_EQ(a.status, b.status);
+    EXPECT_EQ(a.code, b.code);
+    EXPECT_EQ(a.message, b.message);
+    EXPECT_EQ(a.param, b.param);
+    return;
+  }
+  const ChatTurn &x = a.request->turn, &y = b.request->turn;
+  EXPECT_EQ(x.messages, y.messages);
+  EXPECT_EQ(x.tools, y.tools);
+  EXPECT_EQ(x.max_tokens, y.max_tokens);
+  EXPECT_EQ(x.temperature, y.temperature);
+  EXPECT_EQ(x.top_p, y.top_p);
+  EXPECT_EQ(x.top_k, y.top_k);
+  EXPECT_EQ(x.stop, y.stop);
+  EXPECT_EQ(a.request->stream, b.request->stream);
+  EXPECT_EQ(a.request->include_usage, b.request->include_usage);
+  EXPECT_EQ(a.request->model, b.request->model);
+}
+
+json conversation(int turns) {
+  json messages =
+      json::array({{{"role", "system"}, {"content", "You are a test agent. \"Quotes\", \\ and \u00e9."}},
+                   {{"role", "user"}, {"content", "Task: count to " + std::to_string(turns)}}});
+  for (int i = 0; i < turns; ++i) {
+    if (i % 3 == 2) {
+      messages.push_back(
+          {{"role", "assistant"},
+           {"content", nullptr},
+           {"tool_calls",
+            json::array({{{"id", "call_" + std::to_string(i)},
+                          {"type", "function"},
+                          {"function", {{"name", "shell"}, {"arguments", "{\"cmd\": \"ls\"}"}}}}})}});
+      messages.push_back(
+          {{"role", "tool"}, {"tool_call_id", "call_" + std::to_string(i)}, {"content", "a\nb"}});
+    } else {
+      messages.push_back({{"role", "assistant"}, {"content", "step " + std::to_string(i)}});
+      messages.push_back(
+          {{"role", "user"},
+           {"content", json::array({{{"type", "text"}, {"text", "ok \n\t" + std::to_string(i)}}})}});
+    }
+  }
+  return messages;
+}
+
+json body_of(const json& messages) {
+  return {{"model", "m"}, {"messages", messages}, {"max_tokens", 64}, {"temperature", 0.5}};
+}
+
+TEST(KeptRequest, AGrowingConversationDecodesOnlyItsNewMessages) {
+  KeptRequest kept;
+  const json all = conversation(12);
+  for (size_t n = 2; n <= all.size(); n += 2) {
+    const json messages(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+    const std::string body = body_of(messages).dump();
+    expect_same(incremental(body, kept), whole(body), body);
+    EXPECT_EQ(kept.last_repeated(), n == 2 ? 0u : n - 2) << "messages taken from the kept body";
+  }
+  // The same body again (a harness's retry): every message repeats, nothing is new.
+  const std::string body = body_of(all).dump();
+  expect_same(incremental(body, kept), whole(body), body);
+  EXPECT_EQ(kept.last_repeated(), all.size());
+}
+
+TEST(KeptRequest, WhitespaceKeysBeforeTheListAndToolsAfterIt) {
+  KeptRequest kept;
+  const json all = conversation(6);
+  json tools = json::array(
+      {{{"type", "function"}, {"function", {{"name", "shell"}, {"parameters", json::object()}}}}});
+  for (size_t n = 2; n <= all.size(); n += 2) {
+    json body = {{"stream", false},
+                 {"max_tokens", 32},
+                 {"messages", json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n))},
+                 {"tools", tools},
+                 {"stop", json::array({"</done>"})}};
+    const std::string text = " \n" + body.dump(2) + "\n";  // pretty-printed, keys sorted: messages second
+    expect_same(incremental(text, kept), whole(text), text);
+  }
+  EXPECT_GT(kept.last_repeated(), 0u);
+}
+
+TEST(KeptRequest, AKeyBeforeTheListRepeatedAfterItIsStillADuplicate) {
+  KeptRequest kept;
+  const std::string first = R"({"model":"a","messages":[{"role":"user","content":"hi"}]})";
+  expect_same(incremental(first, kept), whole(first), first);
+  const std::string second =
+      R"({"model":"a","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}],"model":"b"})";
+  const Outcome out = incremental(second, kept);
+  expect_same(out, whole(second), second);
+  EXPECT_EQ(out.code, "duplicate_key");
+}
+
+TEST(KeptRequest, ABadNewMessageIsNamedByItsIndexInTheWholeList) {
+  KeptRequest kept;
+  const json all = conversation(4);
+  const std::string first = body_of(all).dump();
+  incremental(first, kept);
+  json more = all;
+  more.push_back({{"role", "wizard"}, {"content", "x"}});
+  const std::string second = body_of(more).dump();
+  const Outcome out = incremental(second, kept);
+  expect_same(out, whole(second), second);
+  EXPECT_EQ(out.param, "messages[" + std::to_string(all.size()) + "].role");
+  // The refused body changed nothing kept: the next good body still repeats the first one's messages.
+  more.back() = {{"role", "user"}, {"content", "x"}};
+  const std::string third = body_of(more).dump();
+  expect_same(incremental(third, kept), whole(third), third);
+  EXPECT_EQ(kept.last_repeated(), all.size());
+}
+
+TEST(KeptRequest, MessagesNotGivenBackAreNotReused) {
+  KeptRequest kept;
+  const std::string body = body_of(conversation(3)).dump();
+  ChatRequest first = parse_chat_request(body, kept);
+  EXPECT_EQ(kept.repeated(body).messages, 0u) << "lent messages cannot be taken again";
+  kept.give_back(std::move(first.turn.messages));
+  EXPECT_EQ(kept.repeated(body).messages, conversation(3).size());
+  kept.clear();
+  EXPECT_EQ(kept.repeated(body).messages, 0u);
+}
+
+// Bodies derived from the last accepted one, as harnesses (and attackers) send them.
+std::string mutate(const std::string& last, const json& all, std::mt19937_64& rng) {
+  const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
+  switch (rng() % 9) {
+    case 0:
+    case 1: {  // the conversation at some length (mostly growing)
+      const size_t n = 1 + pick(all.size());
+      return body_of(json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n))).dump();
+    }
+    case 2: {  // one byte changed anywhere
+      std::string s = last;
+      if (!s.empty()) s[pick(s.size())] = "{}[],:\"\\ax0 \x01\xc3"[pick(15)];
+      return s;
+    }
+    case 3: {  // cut anywhere
+      return last.substr(0, pick(last.size() + 1));
+    }
+    case 4: {  // bytes inserted anywhere
+      std::string s = last;
+      const char* inserts[] = {",", " ",  "{\"role\":\"user\",\"content\":\"z\"},",
+                               "]", "\"", ",\"model\":\"q\""};
+      s.insert(pick(s.size() + 1), inserts[pick(6)]);
+      return s;
+    }
+    case 5: {  // an earlier message edited (the harness rewrote its history)
+      json messages = json::parse(body_of(all).dump())["messages"];
+      const size_t n = 2 + pick(all.size() - 1);
+      messages = json(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(n));
+      messages[pick(n)]["content"] = "edited " + std::to_string(rng() % 100);
+      return body_of(messages).dump();
+    }
+    case 6: {  // a bad message appended
+      json messages = json::parse(body_of(all).dump())["messages"];
+      messages.push_back(json::array({1, 2}));
+      return body_of(messages).dump();
+    }
+    case 7: {  // the same body again
+      return last;
+    }
+    default: {  // the last body with one more message appended textually before the list's end
+      const size_t close = last.rfind(']');
+      if (close == std::string::npos) return last;
+      std::string s = last;
+      s.insert(close, ",{\"role\":\"user\",\"content\":\"more \\u00e9\"}");
+      return s;
+    }
+  }
+}
+
+TEST(KeptRequest, DecodesAsTheWholeBodyDoesOverThousandsOfDerivedBodies) {
+  const json all = conversation(10);
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    KeptRequest kept;
+    std::string last = body_of(json(all.begin(), all.begin() + 4)).dump();
+    size_t reused = 0;
+    for (int step = 0; step < 700; ++step) {
+      const std::string body = mutate(last, all, rng);
+      const Outcome a = incremental(body, kept), b = whole(body);
+      expect_same(a, b, body);
+      if (::testing::Test::HasFailure()) return;  // one body in the log, not hundreds
+      if (a.request) {
+        last = body;
+        reused += kept.last_repeated();
+      }
+    }
+    EXPECT_GT(reused, 0u) << "the derived bodies exercised the kept path";
+  }
+}
+
+}  // namespace
+}  // namespace crl::server::gateway
