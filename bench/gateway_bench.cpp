@@ -278,6 +278,20 @@ void BM_GatewayConcurrentSessions(benchmark::State& state) {
 }
 BENCHMARK(BM_GatewayConcurrentSessions)->Arg(32)->Arg(0)->UseRealTime()->MinTime(2.0);
 
+// A session's first call and its later ones go through two functions, so that an instruction count can
+// take the later ones alone (noipa: identical bodies are otherwise folded into one function): `valgrind
+// --tool=callgrind --toggle-collect='*route_turn*' build/bench/bench_gateway
+// --benchmark_filter=BM_GatewayRouteCpu/` (user-space instructions per turn, free of this VM's noise;
+// bench/RESULTS.md, eighth pass).
+[[gnu::noipa]] server::HttpAnswer route_start(server::gateway::Gateway& gateway, const server::HttpCall& call,
+                                              const std::vector<std::string_view>& parts) {
+  return gateway.route(call, parts);
+}
+[[gnu::noipa]] server::HttpAnswer route_turn(server::gateway::Gateway& gateway, const server::HttpCall& call,
+                                             const std::vector<std::string_view>& parts) {
+  return gateway.route(call, parts);
+}
+
 // The gateway's handler driven in process, without the harness's HTTP connection: Gateway::route on this
 // thread, the upstream call to the stand-in (its own thread) on loopback as in production. The CPU time of
 // this thread per call is the gateway's work per call (request parsing, keys, rendering, Episode::submit,
@@ -292,12 +306,16 @@ BENCHMARK(BM_GatewayConcurrentSessions)->Arg(32)->Arg(0)->UseRealTime()->MinTime
 // `content`: the first user message (8k tokens of the stack's tokenizer).
 void route_cpu(benchmark::State& state, Stack& s, const std::string& content) {
   s.upstream->clear_log();
+  // Session ids unique across the runs of this function (Google Benchmark runs it more than once on one
+  // stack): a later run's first call must start a session, not edit the history of an earlier run's.
+  static int runs = 0;
+  const std::string run = std::to_string(runs++);
   int session = 0, turns = 0;
   json messages;
   std::string path;
   std::vector<std::string_view> parts;
   const auto fresh = [&] {
-    path = "/v1/sessions/cpu-" + std::to_string(session++) + "/v1/chat/completions";
+    path = "/v1/sessions/cpu-" + run + "-" + std::to_string(session++) + "/v1/chat/completions";
     parts.clear();
     for (size_t at = 1; at < path.size();) {
       const size_t slash = std::min(path.find('/', at), path.size());
@@ -323,7 +341,8 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content) {
     rusage before{}, after{};
     getrusage(RUSAGE_THREAD, &before);
     const double start = thread_cpu_seconds();
-    const server::HttpAnswer answer = s.gateway->route(call, parts);
+    const server::HttpAnswer answer =
+        first ? route_start(*s.gateway, call, parts) : route_turn(*s.gateway, call, parts);
     cpu.push_back(thread_cpu_seconds() - start);
     (first ? starts : turns_cpu).push_back(cpu.back());
     first = false;

@@ -19,13 +19,16 @@ namespace crl {
 class JsonParser {
  public:
   JsonParser(std::string_view text, const std::string& where, int max_depth, JsonDocument& doc)
-      : text_(text), where_(where), max_depth_(max_depth), doc_(doc) {}
+      : text_(text), where_(where), max_depth_(max_depth), doc_(doc), stack_(scratch().stack),
+        keys_(scratch().keys) {
+    stack_.clear();  // (a parse that threw left its levels)
+  }
 
   void run() {
     if (text_.size() >= UINT32_MAX) fail_at(0, "a text shorter than 4 GiB");
     // A UTF-8 byte order mark is skipped (nlohmann does; RFC 8259 allows a reader to ignore it).
     if (text_.size() >= 3 && text_.compare(0, 3, "\xEF\xBB\xBF") == 0) pos_ = 3;
-    doc_.nodes_.reserve(16 + std::min<size_t>(text_.size() / 64, 4096));
+    doc_.nodes_.reserve(16 + std::min<size_t>(text_.size() / 16, 4096));  // a value per ~16 bytes: answers
     bool after_value = false;  // false: a value is expected next; true: one was just read
     while (true) {
       skip_space();
@@ -482,8 +485,19 @@ class JsonParser {
   const int max_depth_;
   JsonDocument& doc_;
   size_t pos_ = 0;
-  std::vector<Level> stack_;
-  std::vector<Keys> keys_;  // by depth, reused
+  // The open levels and their keys, kept per thread between parses: a small document (an LLM's answer)
+  // otherwise paid more for these vectors' allocations than for its bytes. One parse runs at a time on a
+  // thread (run() calls nothing that parses).
+  struct Scratch {
+    std::vector<Level> stack;
+    std::vector<Keys> keys;  // by depth, reused
+  };
+  static Scratch& scratch() {
+    thread_local Scratch s;
+    return s;
+  }
+  std::vector<Level>& stack_;
+  std::vector<Keys>& keys_;
 };
 
 static_assert(sizeof(JsonDocument::Node) == 48, "the node layout the memory bound in json_view.h states");

@@ -1,10 +1,12 @@
 #include "server/gateway/prompt_ids_text.h"
 
-#include "engine/json_escape.h"
+#include <charconv>
+#include <span>
 
 namespace crl::server::gateway {
 
 namespace {
+constexpr size_t kMaxIdChars = 12;  // a comma and "-2147483648"
 bool same_span(const Span& a, const Span& b) {
   return a.begin == b.begin && a.end == b.end;
 }
@@ -13,12 +15,11 @@ bool same_span(const Span& a, const Span& b) {
 std::string_view PromptIdsText::text(const PromptView& prompt, uint64_t generation, int compactions) {
   const std::vector<Span>& spans = prompt.spans();
   // Which spans are already written: all of the cached ones when they open the new list (same arena life).
+  // Spans are offsets into the arena, so a reallocation of its storage (the window's first action moves
+  // it) changes nothing written; `generation` tells a new arena (or one truncated for a new episode) apart.
   size_t from = 0;
-  // The arena by the address of its tokens (PromptView does not expose the arena): a reallocation only
-  // costs a rewrite; a new arena at an old address is told apart by `generation`.
-  const TokenId* arena = spans.empty() ? nullptr : prompt.tokens(spans[0]).data() - spans[0].begin;
-  if (arena_ != nullptr && arena_ == arena && generation_ == generation && compactions_ == compactions &&
-      spans_.size() <= spans.size() && std::equal(spans_.begin(), spans_.end(), spans.begin(), same_span)) {
+  if (cached_ && generation_ == generation && compactions_ == compactions && spans_.size() <= spans.size() &&
+      std::equal(spans_.begin(), spans_.end(), spans.begin(), same_span)) {
     from = spans_.size();
     text_.pop_back();  // the closing ']'
   } else {
@@ -32,16 +33,24 @@ std::string_view PromptIdsText::text(const PromptView& prompt, uint64_t generati
   }
   last_written_ = 0;
   for (size_t s = from; s < spans.size(); ++s) {
-    for (const TokenId id : prompt.tokens(spans[s])) {
-      if (ids_ > 0) text_ += ',';
-      append_json_int(text_, static_cast<int64_t>(id));
+    // Written in place: room for the widest id and its comma each, cut to what was written (an append per id
+    // cost about five times the digits' own work: bench/RESULTS.md, eighth pass).
+    const std::span<const TokenId> ids = prompt.tokens(spans[s]);
+    const size_t at = text_.size();
+    text_.resize(at + ids.size() * kMaxIdChars);
+    char* out = text_.data() + at;
+    char* const end = text_.data() + text_.size();
+    for (const TokenId id : ids) {
+      if (ids_ > 0) *out++ = ',';
+      out = std::to_chars(out, end, id).ptr;
       ++ids_;
-      ++last_written_;
     }
+    text_.resize(static_cast<size_t>(out - text_.data()));
+    last_written_ += ids.size();
     spans_.push_back(spans[s]);
   }
   text_ += ']';
-  arena_ = arena;
+  cached_ = true;
   generation_ = generation;
   compactions_ = compactions;
   return text_;

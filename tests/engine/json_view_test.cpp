@@ -211,6 +211,27 @@ TEST(JsonView, DepthLimitAndDuplicateKeysNameThePath) {
   EXPECT_NO_THROW(JsonDocument::parse(R"([{"a": 1}, {"a": 2}, {"b": {"a": 3}, "a": 4}])", "test"));
 }
 
+// The parser's levels and key lists are kept per thread between parses: a parse that failed half-way
+// (deep, inside a large object's hashed keys) leaves nothing that changes the next one's answer.
+TEST(JsonView, AFailedParseLeavesNothingBehindForTheNext) {
+  std::string big = "{\"o\": {";
+  for (int i = 0; i < 40; ++i) big += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  EXPECT_EQ(error_kind(big + "\"k7\": [[[{\"x\": 1,"), JsonErrorKind::kDuplicateKey);
+  EXPECT_EQ(error_kind(std::string(70, '[')), JsonErrorKind::kTooDeep);
+  EXPECT_EQ(error_kind(R"({"a": {"b": [{"c": 1,)"), JsonErrorKind::kSyntax);
+  // The same keys at the same depths, now in fresh objects: accepted; and a duplicate is still one.
+  EXPECT_NO_THROW(JsonDocument::parse(R"({"o": {"k7": 1, "c": {"x": 1}}, "a": {"b": [{"c": 1}]}})", "test"));
+  std::string field;
+  EXPECT_EQ(error_kind(R"({"o": {"k1": 1, "k1": 2}})", nullptr, &field), JsonErrorKind::kDuplicateKey);
+  EXPECT_EQ(field, "o.k1");
+  const JsonDocument doc = JsonDocument::parse(R"([1, {"a": [2, 3]}, 4])", "test");
+  ASSERT_EQ(doc.root().size(), 3u);
+  EXPECT_EQ(doc.root().find("a").exists(), false);
+  size_t count = 0;
+  for (const JsonView v : doc.root()) count += v.is_number() ? 1 : v.find("a").size();
+  EXPECT_EQ(count, 4u);
+}
+
 // ---- differential test against read_json (nlohmann) ----
 
 class Generator {

@@ -103,5 +103,27 @@ TEST(PromptIdsText, ANewGenerationIsNeverServedTheOldText) {
   EXPECT_EQ(text.last_written(), static_cast<size_t>(prompt.size()));
 }
 
+// The window's first action reallocates the arena's storage (every session's second call): the offsets
+// stay, so only the new ids are written, and the text is still exact.
+TEST(PromptIdsText, AMovedArenaWritesOnlyTheNewIds) {
+  std::mt19937_64 rng(9);
+  Budget budget{65536, 16384, 2, 1024, 1024, 8};
+  Context context(budget, random_template(rng));
+  PromptIdsText text;
+  ASSERT_TRUE(context.start(tokens(rng, 40), tokens(rng, 300)));
+  PromptView prompt;
+  context.execution_prompt(prompt);
+  const TokenId* before = prompt.tokens(prompt.spans()[0]).data();
+  text.text(prompt, 1, 0);
+  context.append_action(tokens(rng, 5000), Provenance::kSampled);  // past any slack: the storage moves
+  context.append_observation(tokens(rng, 20));
+  context.execution_prompt(prompt);
+  ASSERT_NE(prompt.tokens(prompt.spans()[0]).data(), before)
+      << "the arena did not move: the test tests nothing";
+  const std::string_view ids = text.text(prompt, 1, 0);
+  expect_same_body(prompt, ids);
+  EXPECT_LT(text.last_written(), static_cast<size_t>(prompt.size()) - 300);
+}
+
 }  // namespace
 }  // namespace crl::server::gateway
