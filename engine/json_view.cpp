@@ -19,7 +19,11 @@ namespace crl {
 class JsonParser {
  public:
   JsonParser(std::string_view text, const std::string& where, int max_depth, JsonDocument& doc)
-      : text_(text), where_(where), max_depth_(max_depth), doc_(doc), stack_(scratch().stack),
+      : text_(text),
+        where_(where),
+        max_depth_(max_depth),
+        doc_(doc),
+        stack_(scratch().stack),
         keys_(scratch().keys) {
     stack_.clear();  // (a parse that threw left its levels)
   }
@@ -502,8 +506,26 @@ class JsonParser {
 
 static_assert(sizeof(JsonDocument::Node) == 48, "the node layout the memory bound in json_view.h states");
 
+namespace {
+// One node array per thread kept between documents: a parse takes it (cleared, its capacity kept) and a
+// document gives its own back when it ends, the larger of the two kept. Arrays above kMaxSpareNodes (192 KiB)
+// go back to the heap, so a thread keeps little after a large document.
+constexpr size_t kMaxSpareNodes = 4096;
+std::vector<JsonDocument::Node>& spare_nodes() {
+  thread_local std::vector<JsonDocument::Node> spare;
+  return spare;
+}
+}  // namespace
+
+JsonDocument::~JsonDocument() {
+  std::vector<Node>& spare = spare_nodes();
+  if (nodes_.capacity() > spare.capacity() && nodes_.capacity() <= kMaxSpareNodes) spare.swap(nodes_);
+}
+
 JsonDocument JsonDocument::parse(std::string_view text, const std::string& where, int max_depth) {
   JsonDocument doc;
+  doc.nodes_.swap(spare_nodes());
+  doc.nodes_.clear();
   JsonParser(text, where, max_depth, doc).run();
   return doc;
 }

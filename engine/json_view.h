@@ -117,6 +117,14 @@ class JsonDocument {
   // Parses `text` (which must outlive the document). `where` names the source in errors. Throws JsonError.
   static JsonDocument parse(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth);
 
+  JsonDocument() = default;
+  JsonDocument(JsonDocument&&) noexcept = default;
+  JsonDocument& operator=(JsonDocument&&) noexcept = default;
+  // Gives the node array's storage to the next parse on this thread (a small document, an LLM's answer, paid
+  // more for that allocation and the heap's consolidation it triggered than for its bytes). A thread keeps at
+  // most one array of at most 4096 nodes (192 KiB) so.
+  ~JsonDocument();
+
   JsonView root() const { return JsonView(this, 0); }
 
   // 48 bytes per value (plus the node array's growth slack): at most 24 times the text before the slack (a

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 
 namespace crl {
@@ -167,7 +168,8 @@ TEST(JsonView, FindsEverySpecialByteAtEveryOffsetOfALongString) {
 TEST(JsonView, NumbersAreExact) {
   const JsonDocument doc = JsonDocument::parse(
       "[18446744073709551615, 18446744073709551616, -9223372036854775808, -9223372036854775809, -0, "
-      "0.1, 1e-400, 4.9406564584124654e-324, 123456789012345678901234567890, 1E2]",
+      "0.1, 1e-400, 4.9406564584124654e-324, 123456789012345678901234567890, 1E2, 10000000000000000000, "
+      "99999999999999999999]",
       "test");
   std::vector<JsonView> n(doc.root().begin(), doc.root().end());
   EXPECT_EQ(n[0].number_kind(), JsonNumberKind::kUnsigned);
@@ -184,6 +186,11 @@ TEST(JsonView, NumbersAreExact) {
   EXPECT_EQ(n[8].number(), 123456789012345678901234567890.0);
   EXPECT_EQ(n[9].number(), 100.0);
   EXPECT_EQ(n[9].number_kind(), JsonNumberKind::kFloat);
+  // Twenty digits: the first that may overflow (the nineteen before it are read unchecked).
+  EXPECT_EQ(n[10].number_kind(), JsonNumberKind::kUnsigned);
+  EXPECT_EQ(static_cast<uint64_t>(n[10].integer()), 10000000000000000000ull);
+  EXPECT_EQ(n[11].number_kind(), JsonNumberKind::kFloat);
+  EXPECT_EQ(n[11].number(), 99999999999999999999.0);
 }
 
 TEST(JsonView, DepthLimitAndDuplicateKeysNameThePath) {
@@ -230,6 +237,26 @@ TEST(JsonView, AFailedParseLeavesNothingBehindForTheNext) {
   size_t count = 0;
   for (const JsonView v : doc.root()) count += v.is_number() ? 1 : v.find("a").size();
   EXPECT_EQ(count, 4u);
+}
+
+// Node arrays go from an ended document to the next parse on the thread: documents alive together, ended in
+// either order, each keep their own values.
+TEST(JsonView, DocumentsAliveTogetherKeepTheirOwnNodes) {
+  for (int round = 0; round < 3; ++round) {
+    auto a = std::make_unique<JsonDocument>(JsonDocument::parse(R"({"a": [1, 2, 3]})", "a"));
+    const JsonDocument b = JsonDocument::parse(R"({"b": {"c": "x"}})", "b");
+    if (round == 1) a.reset();  // a's array goes back first; c then takes it
+    std::string many = "[0";
+    for (int i = 1; i < 2000; ++i) many += "," + std::to_string(i);
+    const JsonDocument c = JsonDocument::parse(many + "]", "c");
+    EXPECT_EQ(b.root().find("b").find("c").string(), "x");
+    ASSERT_EQ(c.root().size(), 2000u);
+    EXPECT_EQ(c.root().find("x").exists(), false);
+    int64_t sum = 0;
+    for (const JsonView v : c.root()) sum += v.integer();
+    EXPECT_EQ(sum, 1999 * 2000 / 2);
+    if (a) EXPECT_EQ(a->root().find("a").size(), 3u);
+  }
 }
 
 // ---- differential test against read_json (nlohmann) ----
