@@ -258,46 +258,47 @@ std::optional<ChatRequest> parse_chat_rest(std::string_view body, const KeptRequ
 
 }  // namespace
 
-ChatRequest parse_chat_request(std::string_view body) {
+namespace {
+
+// The whole body; with `ends`, where each message's text ends and where the list opens.
+ChatRequest read_whole(std::string_view body, std::vector<uint32_t>* ends, size_t* list_open) {
   const JsonDocument doc = read_request_body(body);
   const JsonView request = doc.root();
   ChatRequest out;
   const JsonView messages = messages_of(request);
   out.turn.messages.reserve(messages.size());
   size_t i = 0;
-  for (const JsonView message : messages) out.turn.messages.push_back(parse_openai_message(message, i++));
+  for (const JsonView message : messages) {
+    out.turn.messages.push_back(parse_openai_message(message, i++));
+    if (ends) ends->push_back(end_of(message, body.data()));
+  }
   read_chat_fields(request, out);
+  if (list_open) *list_open = static_cast<size_t>(messages.raw().data() - body.data());
   return out;
 }
 
+}  // namespace
+
+ChatRequest parse_chat_request(std::string_view body) {
+  return read_whole(body, nullptr, nullptr);
+}
+
 ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
-  if (const KeptRequest::Repeat repeat = kept.repeated(body); repeat.messages > 0) {
-    if (std::optional<ChatRequest> out = parse_chat_rest(body, repeat, kept)) {
-      out->turn.messages = kept.lend_messages();
-      out->turn.keys = kept.keys();
-      return std::move(*out);
-    }
+  std::optional<ChatRequest> out;
+  if (const KeptRequest::Repeat repeat = kept.repeated(body); repeat.messages > 0)
+    out = parse_chat_rest(body, repeat, kept);
+  if (!out) {
+    std::vector<uint32_t> ends;
+    size_t list_open = 0;
+    out = read_whole(body, &ends, &list_open);
+    std::vector<uint64_t> keys;
+    keys.reserve(out->turn.messages.size());
+    for (const Message& m : out->turn.messages) keys.push_back(message_key(m));
+    kept.keep_whole(body, list_open, std::move(ends), std::move(out->turn.messages), std::move(keys));
   }
-  const JsonDocument doc = read_request_body(body);
-  const JsonView request = doc.root();
-  ChatRequest out;
-  const JsonView messages = messages_of(request);
-  std::vector<Message> decoded;
-  std::vector<uint32_t> ends;
-  std::vector<uint64_t> keys;
-  decoded.reserve(messages.size());
-  size_t i = 0;
-  for (const JsonView message : messages) {
-    decoded.push_back(parse_openai_message(message, i++));
-    keys.push_back(message_key(decoded.back()));
-    ends.push_back(end_of(message, body.data()));
-  }
-  read_chat_fields(request, out);
-  kept.keep_whole(body, static_cast<size_t>(messages.raw().data() - body.data()), std::move(ends),
-                  std::move(decoded), std::move(keys));
-  out.turn.messages = kept.lend_messages();
-  out.turn.keys = kept.keys();
-  return out;
+  out->turn.messages = kept.lend_messages();
+  out->turn.keys = kept.keys();
+  return std::move(*out);
 }
 
 namespace {

@@ -27,10 +27,12 @@ struct Outcome {
   std::string code, message, param;
 };
 
-Outcome whole(const std::string& body) {
+// Runs a decode, keeping its request or its error.
+template <class Decode>
+Outcome outcome_of(Decode decode) {
   Outcome out;
   try {
-    out.request = parse_chat_request(body);
+    out.request = decode();
   } catch (const GatewayError& e) {
     out.status = e.status();
     out.code = e.code();
@@ -40,24 +42,21 @@ Outcome whole(const std::string& body) {
   return out;
 }
 
+Outcome whole(const std::string& body) {
+  return outcome_of([&] { return parse_chat_request(body); });
+}
+
 Outcome incremental(const std::string& body, KeptRequest& kept) {
-  Outcome out;
-  try {
-    out.request = parse_chat_request(body, kept);
-    EXPECT_EQ(out.request->turn.keys.size(), out.request->turn.messages.size());
-    for (size_t i = 0; i < out.request->turn.messages.size(); ++i)
-      EXPECT_EQ(out.request->turn.keys[i], message_key(out.request->turn.messages[i]))
-          << "key of message " << i;
-    // A copy is compared; the decoded messages go back to the kept body as after a call.
-    std::vector<Message> lent = out.request->turn.messages;
-    kept.give_back(std::move(out.request->turn.messages));
-    out.request->turn.messages = std::move(lent);
-  } catch (const GatewayError& e) {
-    out.status = e.status();
-    out.code = e.code();
-    out.message = e.what();
-    out.param = e.param();
-  }
+  Outcome out = outcome_of([&] { return parse_chat_request(body, kept); });
+  if (!out.request) return out;
+  EXPECT_EQ(out.request->turn.keys.size(), out.request->turn.messages.size());
+  for (size_t i = 0; i < out.request->turn.messages.size(); ++i)
+    EXPECT_EQ(out.request->turn.keys[i], message_key(out.request->turn.messages[i]))
+        << "key of message " << i;
+  // A copy is compared; the decoded messages go back to the kept body as after a call.
+  std::vector<Message> lent = out.request->turn.messages;
+  kept.give_back(std::move(out.request->turn.messages));
+  out.request->turn.messages = std::move(lent);
   return out;
 }
 
