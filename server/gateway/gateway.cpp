@@ -311,10 +311,13 @@ HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
     request.turn.routing_key = std::string(call.routing_key);
     // The messages go back to the session's kept body whatever the call's outcome.
     struct GiveBack {
-      KeptRequest& kept;
+      GatewaySession& session;
       ChatTurn& turn;
-      ~GiveBack() { kept.give_back(std::move(turn.messages)); }
-    } give_back{kept, request.turn};
+      ~GiveBack() {
+        session.kept_request().give_back(std::move(turn.messages));
+        if (session.ended()) session.kept_request().clear();  // a call after the reward keeps nothing
+      }
+    } give_back{*session, request.turn};
     completion = session->chat(request.turn);
   }
   const std::string& model = request.model.empty() ? options_.model : request.model;

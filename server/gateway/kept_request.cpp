@@ -73,7 +73,7 @@ std::vector<Message> KeptRequest::lend_messages() {
 void KeptRequest::give_back(std::vector<Message> messages) {
   if (!lent_) return;
   lent_ = false;
-  if (messages.size() != ends_.size()) {  // not what was lent: keep nothing
+  if (messages.size() != ends_.size() || body_.size() > kMaxKeptBytes) {  // not what was lent, or too large
     clear();
     return;
   }

@@ -17,9 +17,10 @@
 // messages. A rest that the reader refuses is decoded again whole, so the error a harness sees names the
 // same byte and field either way; a message's error names its index in the whole list.
 //
-// Memory: the body and its decoded messages, about twice the conversation's text per session (dropped when
-// the rollout ends). Only the OpenAI chat route keeps one (Anthropic bodies and plain completions decode
-// whole).
+// Memory: the body and its decoded messages, about twice the conversation's text per session, dropped when
+// the rollout ends. The harness's list keeps growing after compactions while the window does not, so a
+// body over kMaxKeptBytes is not kept (such a session decodes every body whole: CPU, not memory). Only the
+// OpenAI chat route keeps one (Anthropic bodies and plain completions decode whole).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -31,6 +32,8 @@ namespace crl::server::gateway {
 
 class KeptRequest {
  public:
+  static constexpr size_t kMaxKeptBytes = 4u << 20;
+
   // The first messages of `body` that repeat the kept body's byte for byte: how many, and where the rest of
   // `body` starts (one past the last of them). {0, 0} when nothing is kept or nothing repeats.
   struct Repeat {

@@ -184,6 +184,21 @@ TEST(KeptRequest, MessagesNotGivenBackAreNotReused) {
   EXPECT_EQ(kept.repeated(body).messages, 0u);
 }
 
+// A harness's list grows without bound after compactions: a body over the limit is decoded (exactly, whole)
+// but not kept.
+TEST(KeptRequest, ABodyOverTheLimitIsNotKept) {
+  KeptRequest kept;
+  json messages =
+      json::array({{{"role", "user"}, {"content", std::string(KeptRequest::kMaxKeptBytes, 'x')}}});
+  const std::string body = body_of(messages).dump();
+  expect_same(incremental(body, kept), whole(body), "(over the limit)");
+  EXPECT_EQ(kept.repeated(body).messages, 0u);
+  messages[0]["content"] = "small";
+  const std::string small = body_of(messages).dump();
+  incremental(small, kept);
+  EXPECT_EQ(kept.repeated(small).messages, 1u);
+}
+
 // Bodies derived from the last accepted one, as harnesses (and attackers) send them.
 std::string mutate(const std::string& last, const json& all, std::mt19937_64& rng) {
   const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
