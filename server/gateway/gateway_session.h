@@ -41,6 +41,7 @@
 #include "engine/trajectory.h"
 #include "envs/episode.h"
 #include "server/gateway/chat_messages.h"
+#include "server/gateway/chat_turn.h"
 #include "server/gateway/harness_env.h"
 #include "server/gateway/kept_request.h"
 #include "server/gateway/message_render.h"
@@ -67,19 +68,6 @@ struct SessionConfig {
   std::string rollout_id;  // default: the session id
   llm::SamplingParams sampling;
   std::map<std::string, std::string> metadata;  // copied into every exported segment
-};
-
-// One call of a harness, whatever API carried it.
-struct ChatTurn {
-  std::vector<Message> messages;
-  std::vector<uint64_t> keys;    // message_key of each message when the decoder computed them (else empty)
-  nlohmann::ordered_json tools;  // null or the OpenAI tools list, keys in the request's order
-  int64_t max_tokens = 0;        // 0: the budget decides alone
-  std::optional<double> temperature, top_p;
-  std::optional<int> top_k;
-  std::string routing_key;            // X-SMG-Routing-Key from the harness, else the session id
-  std::vector<std::string> stop;      // stop strings, passed upstream
-  std::optional<std::string> prompt;  // a plain completion: the whole text so far (messages unused)
 };
 
 struct Completion {

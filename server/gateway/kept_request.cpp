@@ -65,19 +65,44 @@ void KeptRequest::keep_rest(std::string_view body, const Repeat& repeat,
   last_repeated_ = repeat.messages;
 }
 
-std::vector<Message> KeptRequest::lend_messages() {
-  lent_ = true;
-  return std::move(messages_);
+void KeptRequest::see_tools(JsonView tools) {
+  has_tools_ = true;
+  const std::string_view text = tools.raw();
+  if (tools_valid_ && text == tools_text_) return;
+  tools_ = tools.to_ordered_json();
+  tools_key_ = tools_key(tools_);
+  tools_text_.assign(text);
+  tools_valid_ = true;
+  ++tools_decoded_;
 }
 
-void KeptRequest::give_back(std::vector<Message> messages) {
+void KeptRequest::lend(ChatTurn& turn) {
+  lent_ = true;
+  turn.messages = std::move(messages_);
+  turn.keys = keys_;
+  if (has_tools_) {
+    turn.tools = std::move(tools_);
+    turn.tools_key = tools_key_;
+    tools_valid_ = false;  // until it comes back
+  } else {
+    turn.tools = nullptr;
+    turn.tools_key = 0;
+  }
+}
+
+void KeptRequest::give_back(ChatTurn& turn) {
   if (!lent_) return;
   lent_ = false;
-  if (messages.size() != ends_.size() || body_.size() > kMaxKeptBytes) {  // not what was lent, or too large
+  if (has_tools_) {
+    tools_ = std::move(turn.tools);
+    tools_valid_ = true;
+  }
+  if (turn.messages.size() != ends_.size() ||
+      body_.size() > kMaxKeptBytes) {  // not what was lent, or too large
     clear();
     return;
   }
-  messages_ = std::move(messages);
+  messages_ = std::move(turn.messages);
 }
 
 void KeptRequest::clear() {
@@ -88,6 +113,10 @@ void KeptRequest::clear() {
   ends_ = {};
   messages_ = {};
   keys_ = {};
+  has_tools_ = tools_valid_ = false;
+  tools_text_.clear();
+  tools_text_.shrink_to_fit();
+  tools_ = nullptr;
 }
 
 }  // namespace crl::server::gateway

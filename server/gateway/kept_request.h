@@ -26,7 +26,9 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/json_view.h"
 #include "server/gateway/chat_messages.h"
+#include "server/gateway/chat_turn.h"
 
 namespace crl::server::gateway {
 
@@ -57,15 +59,23 @@ class KeptRequest {
   void keep_rest(std::string_view body, const Repeat& repeat, const std::vector<uint32_t>& new_ends,
                  std::vector<Message> new_messages, const std::vector<uint64_t>& new_keys);
 
-  // The decoded messages and their keys are lent to a call and given back after it (a call that throws
-  // before giving them back leaves nothing kept: the next body decodes whole).
-  std::vector<Message> lend_messages();
+  // The body's tools (an array): taken from the kept ones when their text is the same bytes, else decoded
+  // (to the chat template's JSON), keyed and kept. An agent harness sends the same tools on every call;
+  // decoding and keying them was most of a call's CPU with a few tools (bench/RESULTS.md, eighth pass).
+  void see_tools(JsonView tools);
+  void see_no_tools() { has_tools_ = false; }
+
+  // The decoded messages, their keys and the tools are lent to a call and given back after it (a call that
+  // throws before giving them back leaves nothing kept: the next body decodes whole).
+  void lend(ChatTurn& turn);
+  void give_back(ChatTurn& turn);
   const std::vector<uint64_t>& keys() const { return keys_; }
-  void give_back(std::vector<Message> messages);
 
   void clear();
-  // The messages the last decode took from the kept body (for tests and benchmarks).
+  // The messages the last decode took from the kept body, and how many tools lists were decoded (for tests
+  // and benchmarks).
   size_t last_repeated() const { return last_repeated_; }
+  size_t tools_decoded() const { return tools_decoded_; }
   void set_last_repeated(size_t n) { last_repeated_ = n; }
 
  private:
@@ -75,6 +85,12 @@ class KeptRequest {
   std::vector<uint32_t> ends_;  // one past each message's last byte
   std::vector<Message> messages_;
   std::vector<uint64_t> keys_;  // message_key of each
+  bool has_tools_ = false;      // the last decoded body has tools
+  bool tools_valid_ = false;    // tools_ is the decoding of tools_text_ (and is not lent)
+  std::string tools_text_;
+  nlohmann::ordered_json tools_;
+  uint64_t tools_key_ = 0;
+  size_t tools_decoded_ = 0;
   bool lent_ = false;
   size_t last_repeated_ = 0;
 };

@@ -202,11 +202,16 @@ ChatRequest parse_completion_request(std::string_view body) {
 
 namespace {
 
-// What a chat request says besides its messages.
-void read_chat_fields(JsonView request, ChatRequest& out) {
+// What a chat request says besides its messages; with `kept`, the tools go there (KeptRequest::see_tools).
+void read_chat_fields(JsonView request, ChatRequest& out, KeptRequest* kept) {
   if (const JsonView tools = request.find("tools"); !tools.is_none()) {
     if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
-    out.turn.tools = tools.to_ordered_json();
+    if (kept)
+      kept->see_tools(tools);
+    else
+      out.turn.tools = tools.to_ordered_json();
+  } else if (kept) {
+    kept->see_no_tools();
   }
   read_common(request, out);
 }
@@ -251,7 +256,7 @@ std::optional<ChatRequest> parse_chat_rest(std::string_view body, const KeptRequ
     keys.push_back(message_key(fresh.back()));
     ends.push_back(static_cast<uint32_t>(kept.body_offset(repeat, end_of(message, document.data()))));
   }
-  read_chat_fields(request, out);
+  read_chat_fields(request, out, &kept);
   kept.keep_rest(body, repeat, ends, std::move(fresh), keys);
   return out;
 }
@@ -261,7 +266,8 @@ std::optional<ChatRequest> parse_chat_rest(std::string_view body, const KeptRequ
 namespace {
 
 // The whole body; with `ends`, where each message's text ends and where the list opens.
-ChatRequest read_whole(std::string_view body, std::vector<uint32_t>* ends, size_t* list_open) {
+ChatRequest read_whole(std::string_view body, std::vector<uint32_t>* ends, size_t* list_open,
+                       KeptRequest* kept) {
   const JsonDocument doc = read_request_body(body);
   const JsonView request = doc.root();
   ChatRequest out;
@@ -272,7 +278,7 @@ ChatRequest read_whole(std::string_view body, std::vector<uint32_t>* ends, size_
     out.turn.messages.push_back(parse_openai_message(message, i++));
     if (ends) ends->push_back(end_of(message, body.data()));
   }
-  read_chat_fields(request, out);
+  read_chat_fields(request, out, kept);
   if (list_open) *list_open = static_cast<size_t>(messages.raw().data() - body.data());
   return out;
 }
@@ -280,7 +286,7 @@ ChatRequest read_whole(std::string_view body, std::vector<uint32_t>* ends, size_
 }  // namespace
 
 ChatRequest parse_chat_request(std::string_view body) {
-  return read_whole(body, nullptr, nullptr);
+  return read_whole(body, nullptr, nullptr, nullptr);
 }
 
 ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
@@ -290,14 +296,13 @@ ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
   if (!out) {
     std::vector<uint32_t> ends;
     size_t list_open = 0;
-    out = read_whole(body, &ends, &list_open);
+    out = read_whole(body, &ends, &list_open, &kept);
     std::vector<uint64_t> keys;
     keys.reserve(out->turn.messages.size());
     for (const Message& m : out->turn.messages) keys.push_back(message_key(m));
     kept.keep_whole(body, list_open, std::move(ends), std::move(out->turn.messages), std::move(keys));
   }
-  out->turn.messages = kept.lend_messages();
-  out->turn.keys = kept.keys();
+  kept.lend(out->turn);
   return std::move(*out);
 }
 

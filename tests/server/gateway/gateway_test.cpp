@@ -166,6 +166,18 @@ TEST(Gateway, ToolCallsGoThroughTheTemplateAndComeBackParsed) {
   EXPECT_EQ(h.state()["history_edits"], 0);
   const std::string second = tokenizer->decode(bench.upstream->calls()[1].prompt);
   EXPECT_NE(second.find("<tool_response>\na b c\n</tool_response>"), std::string::npos) << second;
+  // Other tools (one changed description), then none: each a history edit, the tools seen as sent.
+  json changed = tools;
+  changed[0]["function"]["description"] = "run a command now";
+  h.add("user", "again");
+  h.turn({{"tools", changed}});
+  EXPECT_EQ(h.state()["history_edits"], 1);
+  EXPECT_NE(tokenizer->decode(bench.upstream->calls()[2].prompt).find("run a command now"),
+            std::string::npos);
+  h.add("user", "and without tools");
+  h.turn();
+  EXPECT_EQ(h.state()["history_edits"], 2);
+  EXPECT_EQ(tokenizer->decode(bench.upstream->calls()[3].prompt).find("<tools>"), std::string::npos);
   ASSERT_EQ(h.reward(1).status, 200);
   check_exact(h.export_json(), bench.upstream->calls());
 }

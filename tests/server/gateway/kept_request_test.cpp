@@ -54,9 +54,10 @@ Outcome incremental(const std::string& body, KeptRequest& kept) {
     EXPECT_EQ(out.request->turn.keys[i], message_key(out.request->turn.messages[i]))
         << "key of message " << i;
   // A copy is compared; the decoded messages go back to the kept body as after a call.
-  std::vector<Message> lent = out.request->turn.messages;
-  kept.give_back(std::move(out.request->turn.messages));
-  out.request->turn.messages = std::move(lent);
+  if (out.request->turn.tools_key)
+    EXPECT_EQ(*out.request->turn.tools_key, tools_key(out.request->turn.tools));
+  ChatTurn lent = out.request->turn;
+  kept.give_back(lent);
   return out;
 }
 
@@ -108,8 +109,20 @@ json conversation(int turns) {
   return messages;
 }
 
-json body_of(const json& messages) {
-  return {{"model", "m"}, {"messages", messages}, {"max_tokens", 64}, {"temperature", 0.5}};
+json body_of(const json& messages, const json& tools = nullptr) {
+  json body = {{"model", "m"}, {"messages", messages}, {"max_tokens", 64}, {"temperature", 0.5}};
+  if (!tools.is_null()) body["tools"] = tools;
+  return body;
+}
+
+json tools_list(const std::string& description) {
+  return json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "shell"},
+          {"description", description},
+          {"parameters", {{"type", "object"}, {"properties", {{"cmd", {{"type", "string"}}}}}}}}}},
+       {{"type", "function"}, {"function", {{"name", "done"}, {"parameters", json::object()}}}}});
 }
 
 TEST(KeptRequest, AGrowingConversationDecodesOnlyItsNewMessages) {
@@ -178,10 +191,36 @@ TEST(KeptRequest, MessagesNotGivenBackAreNotReused) {
   const std::string body = body_of(conversation(3)).dump();
   ChatRequest first = parse_chat_request(body, kept);
   EXPECT_EQ(kept.repeated(body).messages, 0u) << "lent messages cannot be taken again";
-  kept.give_back(std::move(first.turn.messages));
+  kept.give_back(first.turn);
   EXPECT_EQ(kept.repeated(body).messages, conversation(3).size());
   kept.clear();
   EXPECT_EQ(kept.repeated(body).messages, 0u);
+}
+
+// The same tools on every call are decoded and keyed once; other tools (or none) are seen as they are.
+TEST(KeptRequest, ToolsAreDecodedOncePerDistinctText) {
+  KeptRequest kept;
+  const json all = conversation(6);
+  const json tools = tools_list("run a command"), other = tools_list("run a command, politely");
+  for (size_t n = 2; n <= 8; n += 2) {
+    const std::string body =
+        body_of(json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)), tools).dump();
+    expect_same(incremental(body, kept), whole(body), body);
+  }
+  EXPECT_EQ(kept.tools_decoded(), 1u);
+  const std::string changed = body_of(all, other).dump();
+  const Outcome with_other = incremental(changed, kept);
+  expect_same(with_other, whole(changed), changed);
+  EXPECT_EQ(kept.tools_decoded(), 2u);
+  EXPECT_NE(*with_other.request->turn.tools_key, tools_key(tools));
+  const std::string none = body_of(all).dump();
+  const Outcome without = incremental(none, kept);
+  expect_same(without, whole(none), none);
+  EXPECT_TRUE(without.request->turn.tools.is_null());
+  EXPECT_EQ(without.request->turn.tools_key.value_or(1), 0u);
+  const std::string back = body_of(all, tools).dump();
+  expect_same(incremental(back, kept), whole(back), back);
+  EXPECT_EQ(kept.tools_decoded(), 3u);
 }
 
 // A harness's list grows without bound after compactions: a body over the limit is decoded (exactly, whole)
@@ -204,9 +243,10 @@ std::string mutate(const std::string& last, const json& all, std::mt19937_64& rn
   const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
   switch (rng() % 9) {
     case 0:
-    case 1: {  // the conversation at some length (mostly growing)
+    case 1: {  // the conversation at some length (mostly growing), with one of two tool lists or none
       const size_t n = 1 + pick(all.size());
-      return body_of(json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n))).dump();
+      const json tools[] = {nullptr, tools_list("a"), tools_list("b")};
+      return body_of(json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)), tools[pick(3)]).dump();
     }
     case 2: {  // one byte changed anywhere
       std::string s = last;

@@ -1,0 +1,27 @@
+#pragma once
+// One call of a harness as the session sees it, whatever API carried it (openai_codec.h, anthropic_codec.h).
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/gateway/chat_messages.h"
+
+namespace crl::server::gateway {
+
+// One call of a harness, whatever API carried it.
+struct ChatTurn {
+  std::vector<Message> messages;
+  std::vector<uint64_t> keys;    // message_key of each message when the decoder computed them (else empty)
+  nlohmann::ordered_json tools;  // null or the OpenAI tools list, keys in the request's order
+  std::optional<uint64_t> tools_key;  // tools_key(tools) when the decoder computed it
+  int64_t max_tokens = 0;             // 0: the budget decides alone
+  std::optional<double> temperature, top_p;
+  std::optional<int> top_k;
+  std::string routing_key;            // X-SMG-Routing-Key from the harness, else the session id
+  std::vector<std::string> stop;      // stop strings, passed upstream
+  std::optional<std::string> prompt;  // a plain completion: the whole text so far (messages unused)
+};
+
+}  // namespace crl::server::gateway
