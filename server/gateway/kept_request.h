@@ -76,7 +76,6 @@ class KeptRequest {
   // and benchmarks).
   size_t last_repeated() const { return last_repeated_; }
   size_t tools_decoded() const { return tools_decoded_; }
-  void set_last_repeated(size_t n) { last_repeated_ = n; }
 
  private:
   bool valid_ = false;  // body_ and messages_ describe the same body

@@ -261,10 +261,6 @@ std::optional<ChatRequest> parse_chat_rest(std::string_view body, const KeptRequ
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // The whole body; with `ends`, where each message's text ends and where the list opens.
 ChatRequest read_whole(std::string_view body, std::vector<uint32_t>* ends, size_t* list_open,
                        KeptRequest* kept) {
