@@ -339,8 +339,9 @@ def snapshot_fleet(tmp, single):
 
 def gateway_fleet(tmp):
     """Gateway sessions behind the fleet (`crl serve --llm` backends): every call of a session reaches the one
-    backend that holds it, however the harness names the session (the path, a Bearer token, or the body of an
-    explicit create), so no backend opens a second copy of it; sessions are spread over the backends."""
+    backend that holds it, however the harness names the session (the path, a Bearer token, the body of an
+    explicit create, or an Anthropic client's x-api-key), so no backend opens a second copy of it; sessions
+    are spread over the backends."""
     llm = subprocess.Popen([LLM_BIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     procs.append(llm)
     ready, _, _ = select.select([llm.stdout], [], [], 20)
@@ -351,7 +352,7 @@ def gateway_fleet(tmp):
     ports = {t: start_serve(t, ["--llm", url, "--api", "sglang", "--tokenizer", "byte"]) for t in ("g0", "g1", "g2")}
     bind, _ = start_haproxy(tmp, "gateway.cfg", ports)
     sessions = [("path", "gp-%d" % i) for i in range(6)] + [("bearer", "gb-%d" % i) for i in range(6)]
-    sessions += [("create", "gc-%d" % i) for i in range(4)]
+    sessions += [("create", "gc-%d" % i) for i in range(4)] + [("apikey", "ga-%d" % i) for i in range(4)]
     holders = {}
     for kind, sid in sessions:
         if kind == "create":
@@ -360,13 +361,23 @@ def gateway_fleet(tmp):
                 fail("gateway create %s: %d %s" % (sid, status, body[:200]))
         messages = [{"role": "system", "content": "You are a test agent."},
                     {"role": "user", "content": "do the task of " + sid}]
+        if kind == "apikey":  # an Anthropic client: the session is its API key, the system prompt apart
+            messages = messages[1:]
         for turn in range(4):
-            headers = {"Authorization": "Bearer " + sid} if kind == "bearer" else {}
-            path = "/v1/chat/completions" if kind == "bearer" else "/v1/sessions/%s/v1/chat/completions" % sid
-            status, body = call(bind, "POST", path, json.dumps({"model": "m", "messages": messages}), headers)
+            if kind == "apikey":
+                request = {"model": "m", "max_tokens": 64, "system": "You are a test agent.", "messages": messages}
+                status, body = call(bind, "POST", "/v1/messages", json.dumps(request), {"x-api-key": sid})
+            else:
+                headers = {"Authorization": "Bearer " + sid} if kind == "bearer" else {}
+                path = "/v1/chat/completions" if kind == "bearer" else "/v1/sessions/%s/v1/chat/completions" % sid
+                status, body = call(bind, "POST", path, json.dumps({"model": "m", "messages": messages}), headers)
             if status != 200:
                 fail("gateway call %d of %s through HAProxy: %d %s" % (turn, sid, status, body[:200]))
-            messages.append(json.loads(body)["choices"][0]["message"])
+            answer = json.loads(body)
+            if kind == "apikey":
+                messages.append({"role": "assistant", "content": answer["content"]})
+            else:
+                messages.append(answer["choices"][0]["message"])
             messages.append({"role": "user", "content": "observation %d" % turn})
         found = []
         for tag, port in ports.items():
