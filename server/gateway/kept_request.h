@@ -4,7 +4,7 @@
 // Why: a harness resends its whole message list on every call and the list grows at its end, so the JSON
 // text of call N+1 starts with the text of call N's messages, byte for byte (the same harness writes the same
 // messages the same way). Decoding the whole body (a JSON pass over every byte, every message's text copied
-// into a Message and hashed into its key) was about a quarter of the gateway's CPU per call at 8k tokens
+// into a Message and hashed into its key) was about a quarter of a turn's instructions at 8k tokens
 // (bench/RESULTS.md, eighth pass), and it grew with the context.
 //
 // How, and why it is exact: the kept body's messages are kept decoded, each with its key and the offset one
@@ -61,7 +61,8 @@ class KeptRequest {
 
   // The body's tools (an array): taken from the kept ones when their text is the same bytes, else decoded
   // (to the chat template's JSON), keyed and kept. An agent harness sends the same tools on every call;
-  // decoding and keying them was most of a call's CPU with a few tools (bench/RESULTS.md, eighth pass).
+  // decoding and keying them was two thirds of a turn's instructions with eight tools (bench/RESULTS.md,
+  // eighth pass).
   void see_tools(JsonView tools);
   void see_no_tools() { has_tools_ = false; }
 
@@ -69,7 +70,6 @@ class KeptRequest {
   // throws before giving them back leaves nothing kept: the next body decodes whole).
   void lend(ChatTurn& turn);
   void give_back(ChatTurn& turn);
-  const std::vector<uint64_t>& keys() const { return keys_; }
 
   void clear();
   // The messages the last decode took from the kept body, and how many tools lists were decoded (for tests

@@ -36,8 +36,9 @@ std::string_view PromptIdsText::text(const PromptView& prompt, uint64_t generati
   last_written_ = 0;
   for (size_t s = from; s < spans.size(); ++s) {
     // Written in place, a block of ids at a time: room for the widest id and its comma each, cut to what was
-    // written (an append per id cost about five times the digits' own work: bench/RESULTS.md, eighth pass).
-    // Blocks, not the span at once: room sized for the widest ids touches twice the pages the text takes.
+    // written (an append per id took about three times the instructions: callgrind, bench/RESULTS.md eighth
+    // pass). Blocks, not the span at once: room sized for the widest ids touches twice the pages the text
+    // takes.
     const std::span<const TokenId> ids = prompt.tokens(spans[s]);
     for (size_t block = 0; block < ids.size(); block += kBlock) {
       const size_t n = std::min(kBlock, ids.size() - block);
