@@ -1,5 +1,7 @@
 #include "server/gateway/anthropic_codec.h"
 
+#include <optional>
+
 #include "engine/json_reader.h"
 #include "engine/sse.h"
 #include "server/gateway/openai_codec.h"
@@ -138,7 +140,35 @@ std::string message_id(const Completion& c) {
 
 }  // namespace
 
-MessagesRequest parse_messages_request(std::string_view body, bool count_only) {
+namespace {
+
+// Anthropic tools as the chat template takes them: OpenAI function tools.
+nlohmann::ordered_json anthropic_tools(JsonView tools) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  size_t t = 0;
+  for (const JsonView tool : tools) {
+    const JsonView name = tool.find("name");
+    if (!name.is_string())
+      throw bad_request("bad_tools", "tools[" + std::to_string(t) + "] needs a name", "tools");
+    nlohmann::ordered_json function = {{"name", name.to_ordered_json()}};
+    if (const JsonView description = tool.find("description"); description.exists())
+      function["description"] = description.to_ordered_json();
+    const JsonView schema = tool.find("input_schema");
+    function["parameters"] = schema.exists() ? schema.to_ordered_json() : nlohmann::ordered_json::object();
+    out.push_back({{"type", "function"}, {"function", function}});
+    ++t;
+  }
+  return out;
+}
+
+void anthropic_element(JsonView element, size_t index, std::vector<Message>& out) {
+  add_turn(element, "messages[" + std::to_string(index) + "]", out);
+}
+
+// The whole body; with `layout`, where its messages lie, and with `kept`, its tools go there
+// (KeptRequest::see_tools).
+MessagesRequest read_whole(std::string_view body, bool count_only, MessagesLayout* layout,
+                           KeptRequest* kept) {
   const JsonDocument doc = read_request_body(body);
   const JsonView request = doc.root();
   MessagesRequest out;
@@ -147,25 +177,23 @@ MessagesRequest parse_messages_request(std::string_view body, bool count_only) {
   const JsonView messages = request.find("messages");
   if (!messages.is_array())
     throw bad_request("bad_messages", "messages must be a list of messages", "messages");
+  if (layout) {
+    layout->lead = out.turn.messages.size();
+    layout->list_open = static_cast<size_t>(messages.raw().data() - body.data());
+  }
   size_t i = 0;
-  for (const JsonView message : messages)
-    add_turn(message, "messages[" + std::to_string(i++) + "]", out.turn.messages);
+  for (const JsonView message : messages) {
+    anthropic_element(message, i++, out.turn.messages);
+    if (layout) layout->add(message, body.data(), out.turn.messages.size());
+  }
   if (const JsonView tools = request.find("tools"); !tools.is_none()) {
     if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
-    out.turn.tools = nlohmann::ordered_json::array();
-    size_t t = 0;
-    for (const JsonView tool : tools) {
-      const JsonView name = tool.find("name");
-      if (!name.is_string())
-        throw bad_request("bad_tools", "tools[" + std::to_string(t) + "] needs a name", "tools");
-      nlohmann::ordered_json function = {{"name", name.to_ordered_json()}};
-      if (const JsonView description = tool.find("description"); description.exists())
-        function["description"] = description.to_ordered_json();
-      const JsonView schema = tool.find("input_schema");
-      function["parameters"] = schema.exists() ? schema.to_ordered_json() : nlohmann::ordered_json::object();
-      out.turn.tools.push_back({{"type", "function"}, {"function", function}});
-      ++t;
-    }
+    if (kept)
+      kept->see_tools(tools, anthropic_tools);
+    else
+      out.turn.tools = anthropic_tools(tools);
+  } else if (kept) {
+    kept->see_no_tools();
   }
   const JsonView max_tokens = request.find("max_tokens");
   if (!count_only) {
@@ -186,6 +214,31 @@ MessagesRequest parse_messages_request(std::string_view body, bool count_only) {
   if (const JsonView stream = request.find("stream"); stream.is_bool()) out.stream = stream.boolean();
   if (const JsonView model = request.find("model"); model.is_string()) out.model = model.string();
   return out;
+}
+
+}  // namespace
+
+MessagesRequest parse_messages_request(std::string_view body, bool count_only) {
+  return read_whole(body, count_only, nullptr, nullptr);
+}
+
+MessagesRequest parse_messages_request(std::string_view body, KeptRequest& kept) {
+  std::optional<MessagesRequest> out;
+  // Only the middle (kept_request.h, step 1): the system and tools may follow the list, so a body whose
+  // tail changed decodes whole.
+  if (const KeptRequest::Repeat repeat = kept.repeated(body, BodyApi::kAnthropicMessages);
+      repeat.elements > 0)
+    out = kept.decode_middle(body, repeat, anthropic_element);
+  if (!out) {
+    MessagesLayout layout;
+    out = read_whole(body, false, &layout, &kept);
+    std::vector<uint64_t> keys;
+    keys.reserve(out->turn.messages.size());
+    for (const Message& m : out->turn.messages) keys.push_back(message_key(m));
+    kept.keep_whole(body, BodyApi::kAnthropicMessages, std::move(layout), *out, std::move(keys));
+  }
+  kept.lend(out->turn);
+  return std::move(*out);
 }
 
 std::string anthropic_message_json(const Completion& c, const std::string& model) {

@@ -17,17 +17,18 @@
 
 #include "server/gateway/gateway_error.h"
 #include "server/gateway/gateway_session.h"
+#include "server/gateway/kept_request.h"
 
 namespace crl::server::gateway {
 
-struct MessagesRequest {
-  ChatTurn turn;
-  bool stream = false;
-  std::string model;
-};
+using MessagesRequest = CallRequest;
 
 // Throws GatewayError 400 naming the field. `count_only`: max_tokens is not required.
 MessagesRequest parse_messages_request(std::string_view body, bool count_only);
+// The same (max_tokens required), reading only what `body` adds to the session's kept body
+// (kept_request.h) and keeping `body`: turn.messages and turn.tools are lent by `kept` (give them back
+// after the call) and turn.keys hold the messages' keys. The answer and every error are the other's.
+MessagesRequest parse_messages_request(std::string_view body, KeptRequest& kept);
 std::string anthropic_message_json(const Completion& completion, const std::string& model);
 std::string anthropic_message_sse(const Completion& completion, const std::string& model);
 std::string anthropic_error_json(const GatewayError& error);

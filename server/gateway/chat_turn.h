@@ -24,4 +24,12 @@ struct ChatTurn {
   std::optional<std::string> prompt;  // a plain completion: the whole text so far (messages unused)
 };
 
+// A decoded call of any API: the turn and how to answer it.
+struct CallRequest {
+  ChatTurn turn;
+  bool stream = false;
+  bool include_usage = false;  // OpenAI's stream_options.include_usage
+  std::string model;
+};
+
 }  // namespace crl::server::gateway

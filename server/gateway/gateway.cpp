@@ -288,38 +288,42 @@ HttpAnswer Gateway::create(const HttpCall& call) {
   return json_answer(200, session->state().dump());
 }
 
-HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
-  require_method(call, "POST");
+Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode,
+                              CallRequest& request) {
   // A session's body is decoded under its lock, against the body it kept (kept_request.h); a call on an
   // unknown id decodes first, so that a malformed one creates no session.
   std::shared_ptr<GatewaySession> session = existing(id);
   KeptRequest first;
-  ChatRequest request;
   const bool decoded = !session;
   if (decoded) {
-    request = parse_chat_request(call.body, first);
+    request = decode(call.body, first);
     session = find_or_create(id);
   }
-  Completion completion;
-  {
-    SessionLock lock(*session);
-    KeptRequest& kept = session->kept_request();
-    if (decoded)
-      kept = std::move(first);
-    else
-      request = parse_chat_request(call.body, kept);
-    request.turn.routing_key = std::string(call.routing_key);
-    // The messages go back to the session's kept body whatever the call's outcome.
-    struct GiveBack {
-      GatewaySession& session;
-      ChatTurn& turn;
-      ~GiveBack() {
-        session.kept_request().give_back(turn);
-        if (session.ended()) session.kept_request().clear();  // a call after the reward keeps nothing
-      }
-    } give_back{*session, request.turn};
-    completion = session->chat(request.turn);
-  }
+  SessionLock lock(*session);
+  KeptRequest& kept = session->kept_request();
+  if (decoded)
+    kept = std::move(first);
+  else
+    request = decode(call.body, kept);
+  request.turn.routing_key = std::string(call.routing_key);
+  // The messages go back to the session's kept body whatever the call's outcome.
+  struct GiveBack {
+    GatewaySession& session;
+    ChatTurn& turn;
+    ~GiveBack() {
+      session.kept_request().give_back(turn);
+      if (session.ended()) session.kept_request().clear();  // a call after the reward keeps nothing
+    }
+  } give_back{*session, request.turn};
+  return session->chat(request.turn);
+}
+
+HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
+  require_method(call, "POST");
+  ChatRequest request;
+  const Completion completion = kept_call(
+      call, id, [](std::string_view body, KeptRequest& kept) { return parse_chat_request(body, kept); },
+      request);
   const std::string& model = request.model.empty() ? options_.model : request.model;
   if (request.stream)
     return HttpAnswer{200, kSseContentType, chat_completion_sse(completion, model, request.include_usage), 0};
@@ -344,14 +348,10 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
 
 HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
   require_method(call, "POST");
-  MessagesRequest request = parse_messages_request(call.body, false);
-  request.turn.routing_key = std::string(call.routing_key);
-  const std::shared_ptr<GatewaySession> session = find_or_create(id);
-  Completion completion;
-  {
-    SessionLock lock(*session);
-    completion = session->chat(request.turn);
-  }
+  MessagesRequest request;
+  const Completion completion = kept_call(
+      call, id, [](std::string_view body, KeptRequest& kept) { return parse_messages_request(body, kept); },
+      request);
   const std::string& model = request.model.empty() ? options_.model : request.model;
   if (request.stream) return HttpAnswer{200, kSseContentType, anthropic_message_sse(completion, model), 0};
   return json_answer(200, anthropic_message_json(completion, model));

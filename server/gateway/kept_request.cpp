@@ -8,41 +8,111 @@ namespace {
 bool same_prefix(std::string_view a, std::string_view b, size_t n) {
   return a.size() >= n && b.size() >= n && std::memcmp(a.data(), b.data(), n) == 0;
 }
+
+// The middle's document (kept_request.h, step 1): its text before the middle, and the array's '[' in it.
+constexpr std::string_view kMiddleOpen = "{\"m\":[0", kMiddleClose = "]}";
+constexpr size_t kMiddleList = 5;
 }  // namespace
 
-KeptRequest::Repeat KeptRequest::repeated(std::string_view body) const {
-  if (!valid_ || lent_ || ends_.empty()) return {};
-  // The usual call repeats every kept message: one comparison. Otherwise the largest count whose text is a
+void MessagesLayout::add(JsonView element, const char* text, size_t messages_so_far) {
+  const std::string_view raw = element.raw();
+  ends.push_back(static_cast<uint32_t>(raw.data() + raw.size() - text));
+  produced.push_back(static_cast<uint32_t>(messages_so_far));
+}
+
+KeptRequest::Repeat KeptRequest::repeated(std::string_view body, BodyApi api) const {
+  const std::vector<uint32_t>& ends = layout_.ends;
+  if (!valid_ || lent_ || api != api_ || ends.empty()) return {};
+  // The usual call repeats every kept element: one comparison. Otherwise the largest count whose text is a
   // common prefix (a prefix that matches makes every shorter one match: a binary search).
-  if (same_prefix(body, body_, ends_.back())) return {ends_.size(), ends_.back()};
-  size_t lo = 0, hi = ends_.size() - 1;  // lo messages repeat; more than hi do not
+  if (same_prefix(body, body_, ends.back())) return {ends.size(), layout_.produced.back(), ends.back()};
+  size_t lo = 0, hi = ends.size() - 1;  // lo elements repeat; more than hi do not
   while (lo < hi) {
     const size_t mid = lo + (hi - lo + 1) / 2;
-    if (same_prefix(body, body_, ends_[mid - 1]))
+    if (same_prefix(body, body_, ends[mid - 1]))
       lo = mid;
     else
       hi = mid - 1;
   }
   if (lo == 0) return {};
-  return {lo, ends_[lo - 1]};
+  return {lo, layout_.produced[lo - 1], ends[lo - 1]};
+}
+
+std::optional<CallRequest> KeptRequest::decode_middle(std::string_view body, const Repeat& repeat,
+                                                      ElementDecoder element) {
+  // The tools lent with the answer must be the kept body's (a refused body may have decoded others since).
+  if (!kept_tools_ok_) return std::nullopt;
+  const std::string_view tail = std::string_view(body_).substr(layout_.ends.back());
+  if (body.size() < repeat.rest_at + tail.size() ||
+      std::memcmp(body.data() + body.size() - tail.size(), tail.data(), tail.size()) != 0)
+    return std::nullopt;
+  const std::string_view middle = body.substr(repeat.rest_at, body.size() - tail.size() - repeat.rest_at);
+  std::string document;
+  document.reserve(kMiddleOpen.size() + middle.size() + kMiddleClose.size());
+  document.append(kMiddleOpen).append(middle).append(kMiddleClose);
+  std::optional<JsonDocument> doc;
+  try {
+    doc = JsonDocument::parse(document, "the request body");
+  } catch (const JsonError&) {
+    return std::nullopt;
+  }
+  // The document must be the one array the text around the middle opens and closes (so the root has no
+  // other key): a middle such as `,1],"k":[2` reads as valid JSON with a second key, and is not a list of
+  // elements.
+  const JsonView root = doc->root(), list = root.find("m");
+  if (!root.is_object() || !list.is_array() || list.raw().data() != document.data() + kMiddleList ||
+      list.raw().size() != document.size() - kMiddleClose.size() + 1 - kMiddleList)
+    return std::nullopt;
+  std::vector<Message> fresh;
+  std::vector<uint32_t> ends, counts;
+  fresh.reserve(list.size() - 1);
+  size_t i = 0;
+  for (const JsonView item : list) {
+    if (i++ == 0) continue;  // the placeholder
+    const size_t before = fresh.size();
+    element(item, repeat.elements + i - 2, fresh);  // an element it accepts is an object: raw() is its text
+    counts.push_back(static_cast<uint32_t>(fresh.size() - before));
+    const std::string_view raw = item.raw();
+    ends.push_back(static_cast<uint32_t>(repeat.rest_at +
+                                         (raw.data() + raw.size() - (document.data() + kMiddleOpen.size()))));
+  }
+  std::vector<uint64_t> keys;
+  keys.reserve(fresh.size());
+  for (const Message& m : fresh) keys.push_back(message_key(m));
+  CallRequest out = fields_;
+  splice(body, repeat, ends, counts, fresh, keys);
+  last_read_middle_ = true;
+  return out;
 }
 
 std::string KeptRequest::rest_document(std::string_view body, const Repeat& repeat) const {
   std::string document;
-  document.reserve(messages_open_ + 2 + (body.size() - repeat.rest_at));
-  document.append(body.substr(0, messages_open_ + 1));
+  document.reserve(layout_.list_open + 2 + (body.size() - repeat.rest_at));
+  document.append(body.substr(0, layout_.list_open + 1));
   document += '0';
   document.append(body.substr(repeat.rest_at));
   return document;
 }
 
-void KeptRequest::keep_whole(std::string_view body, size_t messages_open, std::vector<uint32_t> ends,
-                             std::vector<Message> messages, std::vector<uint64_t> keys) {
+void KeptRequest::keep_fields(const CallRequest& decoded) {
+  fields_ = decoded;  // (its messages are moved out or were never there; tools are kept apart)
+  fields_.turn.messages.clear();
+  fields_.turn.keys.clear();
+  fields_.turn.tools = nullptr;
+  fields_.turn.tools_key.reset();
+  kept_tools_ok_ = true;  // the tools seen last were this body's
+  last_read_middle_ = false;
+}
+
+void KeptRequest::keep_whole(std::string_view body, BodyApi api, MessagesLayout layout, CallRequest& decoded,
+                             std::vector<uint64_t> keys) {
   body_.assign(body);
-  messages_open_ = messages_open;
-  ends_ = std::move(ends);
-  messages_ = std::move(messages);
+  api_ = api;
+  layout_ = std::move(layout);
+  messages_ = std::move(decoded.turn.messages);
+  decoded.turn.messages.clear();
   keys_ = std::move(keys);
+  keep_fields(decoded);
   valid_ = true;
   lent_ = false;
   last_repeated_ = 0;
@@ -50,12 +120,25 @@ void KeptRequest::keep_whole(std::string_view body, size_t messages_open, std::v
 
 void KeptRequest::keep_rest(std::string_view body, const Repeat& repeat,
                             const std::vector<uint32_t>& new_ends, std::vector<Message> new_messages,
-                            const std::vector<uint64_t>& new_keys) {
+                            const std::vector<uint64_t>& new_keys, const CallRequest& decoded) {
+  splice(body, repeat, new_ends, std::vector<uint32_t>(new_ends.size(), 1), new_messages, new_keys);
+  keep_fields(decoded);
+}
+
+void KeptRequest::splice(std::string_view body, const Repeat& repeat, const std::vector<uint32_t>& new_ends,
+                         const std::vector<uint32_t>& new_counts, std::vector<Message>& new_messages,
+                         const std::vector<uint64_t>& new_keys) {
   // The kept text up to rest_at is body's own (that is what repeated() compared): only the rest is copied.
   body_.resize(repeat.rest_at);
   body_.append(body.substr(repeat.rest_at));
-  ends_.resize(repeat.messages);
-  ends_.insert(ends_.end(), new_ends.begin(), new_ends.end());
+  layout_.ends.resize(repeat.elements);
+  layout_.produced.resize(repeat.elements);
+  size_t produced = repeat.messages;
+  for (size_t k = 0; k < new_ends.size(); ++k) {
+    layout_.ends.push_back(new_ends[k]);
+    produced += new_counts[k];
+    layout_.produced.push_back(static_cast<uint32_t>(produced));
+  }
   messages_.resize(repeat.messages);
   for (Message& m : new_messages) messages_.push_back(std::move(m));
   keys_.resize(repeat.messages);
@@ -65,15 +148,23 @@ void KeptRequest::keep_rest(std::string_view body, const Repeat& repeat,
   last_repeated_ = repeat.messages;
 }
 
-void KeptRequest::see_tools(JsonView tools) {
+void KeptRequest::see_tools(JsonView tools, ToolsDecoder decode) {
   has_tools_ = true;
+  kept_tools_ok_ = false;  // until the body is kept
   const std::string_view text = tools.raw();
-  if (tools_valid_ && text == tools_text_) return;
-  tools_ = tools.to_ordered_json();
+  if (tools_valid_ && tools_decoder_ == decode && text == tools_text_) return;
+  tools_valid_ = false;
+  tools_ = decode(tools);
   tools_key_ = tools_key(tools_);
   tools_text_.assign(text);
+  tools_decoder_ = decode;
   tools_valid_ = true;
   ++tools_decoded_;
+}
+
+void KeptRequest::see_no_tools() {
+  has_tools_ = false;
+  kept_tools_ok_ = false;  // until the body is kept
 }
 
 void KeptRequest::lend(ChatTurn& turn) {
@@ -97,7 +188,7 @@ void KeptRequest::give_back(ChatTurn& turn) {
     tools_ = std::move(turn.tools);
     tools_valid_ = true;
   }
-  if (turn.messages.size() != ends_.size() ||
+  if (turn.messages.size() != message_count() ||
       body_.size() > kMaxKeptBytes) {  // not what was lent, or too large
     clear();
     return;
@@ -110,10 +201,12 @@ void KeptRequest::clear() {
   lent_ = false;
   body_.clear();
   body_.shrink_to_fit();
-  ends_ = {};
+  layout_ = {};
   messages_ = {};
   keys_ = {};
-  has_tools_ = tools_valid_ = false;
+  fields_ = {};
+  has_tools_ = tools_valid_ = kept_tools_ok_ = false;
+  tools_decoder_ = nullptr;
   tools_text_.clear();
   tools_text_.shrink_to_fit();
   tools_ = nullptr;

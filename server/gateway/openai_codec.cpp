@@ -202,14 +202,19 @@ ChatRequest parse_completion_request(std::string_view body) {
 
 namespace {
 
+// A chat request's tools as the chat template takes them: the OpenAI list as it is, keys in their order.
+nlohmann::ordered_json openai_tools(JsonView tools) {
+  return tools.to_ordered_json();
+}
+
 // What a chat request says besides its messages; with `kept`, the tools go there (KeptRequest::see_tools).
 void read_chat_fields(JsonView request, ChatRequest& out, KeptRequest* kept) {
   if (const JsonView tools = request.find("tools"); !tools.is_none()) {
     if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
     if (kept)
-      kept->see_tools(tools);
+      kept->see_tools(tools, openai_tools);
     else
-      out.turn.tools = tools.to_ordered_json();
+      out.turn.tools = openai_tools(tools);
   } else if (kept) {
     kept->see_no_tools();
   }
@@ -228,8 +233,12 @@ uint32_t end_of(JsonView value, const char* text) {
   return static_cast<uint32_t>(raw.data() + raw.size() - text);
 }
 
-// The body after the messages it repeats of the kept one (kept_request.h); nullopt when the reader refuses
-// the rest (the whole body is decoded then, for the error's exact words).
+void openai_element(JsonView element, size_t index, std::vector<Message>& out) {
+  out.push_back(parse_openai_message(element, index));
+}
+
+// The body after the messages it repeats of the kept one (kept_request.h, step 2); nullopt when the reader
+// refuses the rest (the whole body is decoded then, for the error's exact words).
 std::optional<ChatRequest> parse_chat_rest(std::string_view body, const KeptRequest::Repeat& repeat,
                                            KeptRequest& kept) {
   const std::string document = kept.rest_document(body, repeat);
@@ -252,18 +261,17 @@ std::optional<ChatRequest> parse_chat_rest(std::string_view body, const KeptRequ
   size_t i = 0;
   for (const JsonView message : messages) {
     if (i++ == 0) continue;  // the placeholder
-    fresh.push_back(parse_openai_message(message, repeat.messages + i - 2));
+    fresh.push_back(parse_openai_message(message, repeat.elements + i - 2));
     keys.push_back(message_key(fresh.back()));
     ends.push_back(static_cast<uint32_t>(kept.body_offset(repeat, end_of(message, document.data()))));
   }
   read_chat_fields(request, out, &kept);
-  kept.keep_rest(body, repeat, ends, std::move(fresh), keys);
+  kept.keep_rest(body, repeat, ends, std::move(fresh), keys, out);
   return out;
 }
 
-// The whole body; with `ends`, where each message's text ends and where the list opens.
-ChatRequest read_whole(std::string_view body, std::vector<uint32_t>* ends, size_t* list_open,
-                       KeptRequest* kept) {
+// The whole body; with `layout`, where its messages lie.
+ChatRequest read_whole(std::string_view body, MessagesLayout* layout, KeptRequest* kept) {
   const JsonDocument doc = read_request_body(body);
   const JsonView request = doc.root();
   ChatRequest out;
@@ -272,31 +280,32 @@ ChatRequest read_whole(std::string_view body, std::vector<uint32_t>* ends, size_
   size_t i = 0;
   for (const JsonView message : messages) {
     out.turn.messages.push_back(parse_openai_message(message, i++));
-    if (ends) ends->push_back(end_of(message, body.data()));
+    if (layout) layout->add(message, body.data(), i);
   }
   read_chat_fields(request, out, kept);
-  if (list_open) *list_open = static_cast<size_t>(messages.raw().data() - body.data());
+  if (layout) layout->list_open = static_cast<size_t>(messages.raw().data() - body.data());
   return out;
 }
 
 }  // namespace
 
 ChatRequest parse_chat_request(std::string_view body) {
-  return read_whole(body, nullptr, nullptr, nullptr);
+  return read_whole(body, nullptr, nullptr);
 }
 
 ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
   std::optional<ChatRequest> out;
-  if (const KeptRequest::Repeat repeat = kept.repeated(body); repeat.messages > 0)
-    out = parse_chat_rest(body, repeat, kept);
+  if (const KeptRequest::Repeat repeat = kept.repeated(body, BodyApi::kOpenAIChat); repeat.elements > 0) {
+    out = kept.decode_middle(body, repeat, openai_element);
+    if (!out) out = parse_chat_rest(body, repeat, kept);
+  }
   if (!out) {
-    std::vector<uint32_t> ends;
-    size_t list_open = 0;
-    out = read_whole(body, &ends, &list_open, &kept);
+    MessagesLayout layout;
+    out = read_whole(body, &layout, &kept);
     std::vector<uint64_t> keys;
     keys.reserve(out->turn.messages.size());
     for (const Message& m : out->turn.messages) keys.push_back(message_key(m));
-    kept.keep_whole(body, list_open, std::move(ends), std::move(out->turn.messages), std::move(keys));
+    kept.keep_whole(body, BodyApi::kOpenAIChat, std::move(layout), *out, std::move(keys));
   }
   kept.lend(out->turn);
   return std::move(*out);

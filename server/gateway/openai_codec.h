@@ -24,12 +24,7 @@
 
 namespace crl::server::gateway {
 
-struct ChatRequest {
-  ChatTurn turn;
-  bool stream = false;
-  bool include_usage = false;
-  std::string model;
-};
+using ChatRequest = CallRequest;
 
 // Throws GatewayError 400 naming the field.
 ChatRequest parse_chat_request(std::string_view body);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "server/gateway/anthropic_codec.h"
 #include "server/gateway/openai_codec.h"
 
 namespace crl::server::gateway {
@@ -46,16 +47,25 @@ Outcome whole(const std::string& body) {
   return outcome_of([&] { return parse_chat_request(body); });
 }
 
-Outcome incremental(const std::string& body, KeptRequest& kept) {
-  Outcome out = outcome_of([&] { return parse_chat_request(body, kept); });
+Outcome whole_anthropic(const std::string& body) {
+  return outcome_of([&] { return parse_messages_request(body, false); });
+}
+
+enum class Api { kOpenAI, kAnthropic };
+
+Outcome incremental(const std::string& body, KeptRequest& kept, Api api = Api::kOpenAI) {
+  Outcome out = outcome_of([&] {
+    return api == Api::kOpenAI ? parse_chat_request(body, kept) : parse_messages_request(body, kept);
+  });
   if (!out.request) return out;
   EXPECT_EQ(out.request->turn.keys.size(), out.request->turn.messages.size());
   for (size_t i = 0; i < out.request->turn.messages.size(); ++i)
     EXPECT_EQ(out.request->turn.keys[i], message_key(out.request->turn.messages[i]))
         << "key of message " << i;
   // A copy is compared; the decoded messages go back to the kept body as after a call.
-  if (out.request->turn.tools_key)
+  if (out.request->turn.tools_key) {
     EXPECT_EQ(*out.request->turn.tools_key, tools_key(out.request->turn.tools));
+  }
   ChatTurn lent = out.request->turn;
   kept.give_back(lent);
   return out;
@@ -133,11 +143,81 @@ TEST(KeptRequest, AGrowingConversationDecodesOnlyItsNewMessages) {
     const std::string body = body_of(messages).dump();
     expect_same(incremental(body, kept), whole(body), body);
     EXPECT_EQ(kept.last_repeated(), n == 2 ? 0u : n - 2) << "messages taken from the kept body";
+    EXPECT_EQ(kept.last_read_middle(), n > 2) << "only the new messages were read";
   }
   // The same body again (a harness's retry): every message repeats, nothing is new.
   const std::string body = body_of(all).dump();
   expect_same(incremental(body, kept), whole(body), body);
   EXPECT_EQ(kept.last_repeated(), all.size());
+  EXPECT_TRUE(kept.last_read_middle());
+}
+
+// Text inserted between the kept messages and the kept tail that is not a list of messages: a second key, a
+// key repeated, a second document, a dangling comma, an unclosed string. Each decodes as the whole body does.
+TEST(KeptRequest, AMiddleThatIsNotJustMessagesDecodesAsTheWholeBody) {
+  const std::string first = body_of(conversation(2)).dump();
+  const size_t close = first.find("],\"model\"");
+  ASSERT_NE(close, std::string::npos);
+  const std::string message = R"({"role":"user","content":"x"})";
+  const char* middles[] = {"",
+                           "  \n",
+                           ",",
+                           ",1",
+                           ",1],\"n\":[2",
+                           ",1],\"n\":2,\"x\":[",
+                           ",1],\"max_tokens\":[2",
+                           ",1]}{\"a\":[",
+                           ",\"",
+                           ",[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                           "[[[[[[[[[[[[[[[[[[[[[[[["};
+  for (const char* m : middles) {
+    for (const std::string& middle : {std::string(m), "," + message + m}) {
+      KeptRequest kept;
+      incremental(first, kept);
+      std::string body = first;
+      body.insert(close, middle);
+      const Outcome a = incremental(body, kept);
+      expect_same(a, whole(body), body);
+      // What was kept is still the first body (or this one, when it was good): a good next body decodes.
+      std::string next = a.request ? body : first;
+      next.insert(next.find("],\"model\""), "," + message);
+      expect_same(incremental(next, kept), whole(next), next);
+    }
+  }
+}
+
+// A refused body whose tools differ must not leave its tools with the kept body: the next body that repeats
+// the kept one (tools and all) gets the kept tools.
+TEST(KeptRequest, ARefusedBodyWithOtherToolsLeavesTheKeptToolsAlone) {
+  KeptRequest kept;
+  const json all = conversation(4);
+  const json tools = tools_list("a"), other = tools_list("b");
+  const std::string first = body_of(json(all.begin(), all.begin() + 4), tools).dump();
+  expect_same(incremental(first, kept), whole(first), first);
+  json refused = body_of(json(all.begin(), all.begin() + 6), other);
+  refused["max_tokens"] = 0;
+  const Outcome bad = incremental(refused.dump(), kept);
+  expect_same(bad, whole(refused.dump()), refused.dump());
+  EXPECT_EQ(bad.param, "max_tokens");
+  const std::string next = body_of(json(all.begin(), all.begin() + 6), tools).dump();
+  const Outcome good = incremental(next, kept);
+  expect_same(good, whole(next), next);
+  EXPECT_EQ(good.request->turn.tools, tools_list("a"));
+}
+
+// A body that both APIs accept, kept by one, is decoded whole by the other (the fields differ: OpenAI reads
+// `stop`, Anthropic `stop_sequences`; Anthropic's `system` is a message).
+TEST(KeptRequest, AKeptBodyOfOneApiIsNotReadForTheOther) {
+  KeptRequest kept;
+  json body = {{"max_tokens", 8},
+               {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+               {"stop", json::array({"x"})}};
+  expect_same(incremental(body.dump(), kept), whole(body.dump()), body.dump());
+  body["messages"].push_back({{"role", "assistant"}, {"content", "ho"}});
+  const Outcome a = incremental(body.dump(), kept, Api::kAnthropic);
+  expect_same(a, whole_anthropic(body.dump()), body.dump());
+  EXPECT_TRUE(a.request->turn.stop.empty());
+  EXPECT_EQ(kept.last_repeated(), 0u);
 }
 
 TEST(KeptRequest, WhitespaceKeysBeforeTheListAndToolsAfterIt) {
@@ -190,11 +270,11 @@ TEST(KeptRequest, MessagesNotGivenBackAreNotReused) {
   KeptRequest kept;
   const std::string body = body_of(conversation(3)).dump();
   ChatRequest first = parse_chat_request(body, kept);
-  EXPECT_EQ(kept.repeated(body).messages, 0u) << "lent messages cannot be taken again";
+  EXPECT_EQ(kept.repeated(body, BodyApi::kOpenAIChat).messages, 0u) << "lent messages cannot be taken again";
   kept.give_back(first.turn);
-  EXPECT_EQ(kept.repeated(body).messages, conversation(3).size());
+  EXPECT_EQ(kept.repeated(body, BodyApi::kOpenAIChat).messages, conversation(3).size());
   kept.clear();
-  EXPECT_EQ(kept.repeated(body).messages, 0u);
+  EXPECT_EQ(kept.repeated(body, BodyApi::kOpenAIChat).messages, 0u);
 }
 
 // The same tools on every call are decoded and keyed once; other tools (or none) are seen as they are.
@@ -231,11 +311,11 @@ TEST(KeptRequest, ABodyOverTheLimitIsNotKept) {
       json::array({{{"role", "user"}, {"content", std::string(KeptRequest::kMaxKeptBytes, 'x')}}});
   const std::string body = body_of(messages).dump();
   expect_same(incremental(body, kept), whole(body), "(over the limit)");
-  EXPECT_EQ(kept.repeated(body).messages, 0u);
+  EXPECT_EQ(kept.repeated(body, BodyApi::kOpenAIChat).messages, 0u);
   messages[0]["content"] = "small";
   const std::string small = body_of(messages).dump();
   incremental(small, kept);
-  EXPECT_EQ(kept.repeated(small).messages, 1u);
+  EXPECT_EQ(kept.repeated(small, BodyApi::kOpenAIChat).messages, 1u);
 }
 
 // Bodies derived from the last accepted one, as harnesses (and attackers) send them.
@@ -246,7 +326,9 @@ std::string mutate(const std::string& last, const json& all, std::mt19937_64& rn
     case 1: {  // the conversation at some length (mostly growing), with one of two tool lists or none
       const size_t n = 1 + pick(all.size());
       const json tools[] = {nullptr, tools_list("a"), tools_list("b")};
-      return body_of(json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)), tools[pick(3)]).dump();
+      json body = body_of(json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)), tools[pick(3)]);
+      if (pick(15) == 0) body["max_tokens"] = 0;  // refused after its tools were seen
+      return body.dump();
     }
     case 2: {  // one byte changed anywhere
       std::string s = last;
@@ -306,6 +388,130 @@ TEST(KeptRequest, DecodesAsTheWholeBodyDoesOverThousandsOfDerivedBodies) {
       }
     }
     EXPECT_GT(reused, 0u) << "the derived bodies exercised the kept path";
+  }
+}
+
+// Anthropic bodies: a system prompt outside the list (a lead message), turns that map onto several messages
+// (tool_result blocks), and the cache_control marker Claude Code moves to the newest message on every call.
+json anthropic_conversation(int turns) {
+  json messages = json::array({{{"role", "user"}, {"content", "Task: count to " + std::to_string(turns)}}});
+  for (int i = 0; i < turns; ++i) {
+    if (i % 2 == 0) {
+      messages.push_back({{"role", "assistant"},
+                          {"content", json::array({{{"type", "text"}, {"text", "step " + std::to_string(i)}},
+                                                   {{"type", "tool_use"},
+                                                    {"id", "tu_" + std::to_string(i)},
+                                                    {"name", "shell"},
+                                                    {"input", {{"cmd", "ls"}}}}})}});
+      messages.push_back({{"role", "user"},
+                          {"content", json::array({{{"type", "tool_result"},
+                                                    {"tool_use_id", "tu_" + std::to_string(i)},
+                                                    {"content", "a\nb \u00e9"}},
+                                                   {{"type", "text"}, {"text", "and go on"}}})}});
+    } else {
+      messages.push_back({{"role", "assistant"}, {"content", "thinking about " + std::to_string(i)}});
+      messages.push_back({{"role", "user"}, {"content", "ok " + std::to_string(i)}});
+    }
+  }
+  return messages;
+}
+
+json anthropic_tools_list(const std::string& description) {
+  return json::array(
+      {{{"name", "shell"},
+        {"description", description},
+        {"input_schema", {{"type", "object"}, {"properties", {{"cmd", {{"type", "string"}}}}}}}},
+       {{"name", "done"}, {"input_schema", json::object()}}});
+}
+
+// Claude Code's shape: the newest message's last block carries cache_control (a string content becomes a
+// block for it).
+json anthropic_body(json messages, const json& tools, const json& system, bool cache_newest) {
+  if (cache_newest && !messages.empty()) {
+    json& last = messages.back()["content"];
+    if (last.is_string()) last = json::array({{{"type", "text"}, {"text", last.get<std::string>()}}});
+    last.back()["cache_control"] = {{"type", "ephemeral"}};
+  }
+  json body = {{"model", "claude"}, {"max_tokens", 512}, {"messages", messages}};
+  if (!system.is_null()) body["system"] = system;
+  if (!tools.is_null()) body["tools"] = tools;
+  body["metadata"] = {{"user_id", "u"}};
+  return body;
+}
+
+const json kSystemBlocks = json::array(
+    {{{"type", "text"}, {"text", "You are a coding agent."}, {"cache_control", {{"type", "ephemeral"}}}}});
+
+TEST(KeptRequest, AnAnthropicConversationDecodesOnlyItsNewTurns) {
+  const json all = anthropic_conversation(10);
+  for (const bool cache_newest : {false, true}) {
+    KeptRequest kept;
+    for (size_t n = 1; n <= all.size(); n += 2) {
+      const std::string body = anthropic_body(json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)),
+                                              anthropic_tools_list("run"), kSystemBlocks, cache_newest)
+                                   .dump();
+      const Outcome a = incremental(body, kept, Api::kAnthropic);
+      expect_same(a, whole_anthropic(body), body);
+      // (With the marker, the first body's only turn changes in the second.)
+      if (n > (cache_newest ? 3u : 1u)) {
+        EXPECT_TRUE(kept.last_read_middle()) << n;
+        // The newest kept turn is read again when the harness moved its cache_control marker.
+        EXPECT_GE(kept.last_repeated(), 1u) << n;
+      }
+    }
+    EXPECT_EQ(kept.tools_decoded(), 1u);
+  }
+}
+
+// Bodies derived from the last accepted one: other lengths, system prompts and tools (which sit after the
+// list, in the tail), moved cache markers, and the byte edits of mutate().
+std::string mutate_anthropic(const std::string& last, const json& all, std::mt19937_64& rng) {
+  const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
+  switch (rng() % 8) {
+    case 0:
+    case 1:
+    case 2: {
+      const size_t n = 1 + pick(all.size());
+      const json tools[] = {nullptr, anthropic_tools_list("a"), anthropic_tools_list("b"),
+                            json::array({{{"description", "no name"}}})};
+      const json systems[] = {nullptr, "Be brief.", kSystemBlocks, json::array({1})};
+      json body =
+          anthropic_body(json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n)),
+                         tools[pick(3) + (pick(20) == 0)], systems[pick(3) + (pick(20) == 0)], pick(2) == 0);
+      if (pick(15) == 0) body["max_tokens"] = 0;
+      return body.dump();
+    }
+    case 3: {  // a turn with a bad block appended
+      json body = json::parse(last, nullptr, false);
+      if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) return last;
+      body["messages"].push_back({{"role", "user"}, {"content", json::array({{{"type", "image"}}})}});
+      return body.dump();
+    }
+    default:
+      return mutate(last, all, rng);  // byte edits, cuts, insertions, the same body again
+  }
+}
+
+TEST(KeptRequest, AnthropicBodiesDecodeAsTheWholeBodyDoesOverThousandsOfDerivedBodies) {
+  const json all = anthropic_conversation(10);
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    KeptRequest kept;
+    std::string last =
+        anthropic_body(json(all.begin(), all.begin() + 3), anthropic_tools_list("a"), kSystemBlocks, true)
+            .dump();
+    size_t middles = 0;
+    for (int step = 0; step < 700; ++step) {
+      const std::string body = mutate_anthropic(last, all, rng);
+      const Outcome a = incremental(body, kept, Api::kAnthropic), b = whole_anthropic(body);
+      expect_same(a, b, body);
+      if (::testing::Test::HasFailure()) return;  // one body in the log, not hundreds
+      if (a.request) {
+        last = body;
+        middles += kept.last_read_middle();
+      }
+    }
+    EXPECT_GT(middles, 20u) << "the derived bodies exercised the middle";
   }
 }
 
