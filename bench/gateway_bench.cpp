@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -314,28 +315,38 @@ BENCHMARK(BM_GatewayConcurrentSessions)->Arg(32)->Arg(0)->UseRealTime()->MinTime
 void route_cpu(benchmark::State& state, Stack& s, const std::string& content, const json& tools = nullptr,
                bool anthropic = false) {
   s.upstream->clear_log();
-  // Session ids unique across the runs of this function (Google Benchmark runs it more than once on one
-  // stack): a later run's first call must start a session, not edit the history of an earlier run's.
-  static int runs = 0;
-  const std::string run = std::to_string(runs++);
-  int session = 0, turns = 0;
-  json messages;
-  std::string path;
-  std::vector<std::string_view> parts;
+  // A row's conversation goes on across the runs of this function (Google Benchmark runs it more than once:
+  // a few iterations to size the run, then the run), so that every run measures the same mix of turns
+  // (under callgrind, runs of a few iterations each would otherwise all be sessions' early turns).
+  struct Conversation {
+    int session = 0, turns = 0;
+    bool first = true;  // the next call is a session's first
+    json messages;
+    std::string path;
+    std::vector<std::string_view> parts;
+  };
+  static std::map<std::string, Conversation> conversations;
+  const std::string row = std::to_string(content.size()) + (tools.is_null() ? "" : "tools") +
+                          (anthropic ? "anthropic" : "openai") +
+                          std::to_string(reinterpret_cast<uintptr_t>(&s));
+  const bool created = !conversations.count(row);
+  Conversation& c = conversations[row];
+  json& messages = c.messages;
   const auto fresh = [&] {
-    path = "/v1/sessions/cpu-" + run + "-" + std::to_string(session++) +
-           (anthropic ? "/v1/messages" : "/v1/chat/completions");
-    parts.clear();
-    for (size_t at = 1; at < path.size();) {
-      const size_t slash = std::min(path.find('/', at), path.size());
-      parts.push_back(std::string_view(path).substr(at, slash - at));
+    c.path = "/v1/sessions/cpu-" + row + "-" + std::to_string(c.session++) +
+             (anthropic ? "/v1/messages" : "/v1/chat/completions");
+    c.parts.clear();
+    for (size_t at = 1; at < c.path.size();) {
+      const size_t slash = std::min(c.path.find('/', at), c.path.size());
+      c.parts.push_back(std::string_view(c.path).substr(at, slash - at));
       at = slash + 1;
     }
     messages = anthropic ? json::array({{{"role", "user"}, {"content", content}}})
                          : json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
                                         {{"role", "user"}, {"content", content}}});
+    c.first = true;
   };
-  fresh();
+  if (created) fresh();
   const auto request_body = [&] {
     if (!anthropic) {
       json request = {{"messages", messages}};
@@ -365,7 +376,6 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
     return request.dump();
   };
   std::vector<double> cpu, starts, turns_cpu;  // all calls; first calls of sessions; the others
-  bool first = true;
   int64_t faults = 0;
   double user_us = 0, sys_us = 0;  // getrusage's split of the same CPU time (microsecond ticks, summed)
   for (auto _ : state) {
@@ -373,17 +383,17 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
     const std::string body = request_body();
     server::HttpCall call;
     call.method = "POST";
-    call.target = path;
+    call.target = c.path;
     call.body = body;
     state.ResumeTiming();
     rusage before{}, after{};
     getrusage(RUSAGE_THREAD, &before);
     const double start = thread_cpu_seconds();
     const server::HttpAnswer answer =
-        first ? route_start(*s.gateway, call, parts) : route_turn(*s.gateway, call, parts);
+        c.first ? route_start(*s.gateway, call, c.parts) : route_turn(*s.gateway, call, c.parts);
     cpu.push_back(thread_cpu_seconds() - start);
-    (first ? starts : turns_cpu).push_back(cpu.back());
-    first = false;
+    (c.first ? starts : turns_cpu).push_back(cpu.back());
+    c.first = false;
     getrusage(RUSAGE_THREAD, &after);
     faults += after.ru_minflt - before.ru_minflt;
     const auto us = [](const timeval& t) {
@@ -402,14 +412,11 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
     else
       messages.push_back(json::parse(answer.body)["choices"][0]["message"]);
     messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
-    if (++turns % 32 == 0) {
-      fresh();
-      first = true;
-    }
+    if (++c.turns % 32 == 0) fresh();
     state.ResumeTiming();
   }
   double total = 0;
-  for (const double c : cpu) total += c;
+  for (const double t : cpu) total += t;
   const double mean = cpu.empty() ? 0 : total / static_cast<double>(cpu.size());
   state.counters["cpu_us"] = mean * 1e6;
   state.counters["cpu_p50_us"] = percentile(cpu, 0.5) * 1e6;
