@@ -2,8 +2,10 @@
 
 #include <optional>
 
+#include "engine/json_escape.h"
 #include "engine/json_reader.h"
 #include "engine/sse.h"
+#include "server/gateway/answer_writer.h"
 #include "server/gateway/openai_codec.h"
 
 namespace crl::server::gateway {
@@ -122,15 +124,19 @@ json stop_sequence(const Completion& c) {
   return c.stop_sequence.empty() ? json(nullptr) : json(c.stop_sequence);
 }
 
+// A tool call's arguments as a tool_use block's input: the JSON they hold, or {} when they hold none.
+json tool_input(const ToolCall& call) {
+  json input = json::parse(call.arguments, nullptr, false);
+  return input.is_discarded() ? json::object() : input;
+}
+
 json content_blocks(const Completion& c) {
   json blocks = json::array();
   if (!c.reply.content.empty() || c.reply.tool_calls.empty())
     blocks.push_back({{"type", "text"}, {"text", c.reply.content}});
-  for (const ToolCall& call : c.reply.tool_calls) {
-    json input = json::parse(call.arguments, nullptr, false);
-    if (input.is_discarded()) input = json::object();
-    blocks.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", input}});
-  }
+  for (const ToolCall& call : c.reply.tool_calls)
+    blocks.push_back(
+        {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call)}});
   return blocks;
 }
 
@@ -242,17 +248,48 @@ MessagesRequest parse_messages_request(std::string_view body, KeptRequest& kept)
 }
 
 std::string anthropic_message_json(const Completion& c, const std::string& model) {
-  return dump({{"id", message_id(c)},
-               {"type", "message"},
-               {"role", "assistant"},
-               {"model", model},
-               {"content", content_blocks(c)},
-               {"stop_reason", stop_reason(c)},
-               {"stop_sequence", stop_sequence(c)},
-               {"usage",
-                {{"input_tokens", c.prompt_tokens},
-                 {"output_tokens", c.completion_tokens},
-                 {"cache_read_input_tokens", c.cached_tokens}}}});
+  // By hand (answer_writer.h): {"content":[...],"id","model","role","stop_reason","stop_sequence","type",
+  // "usage":{...}}, keys sorted as nlohmann's dump wrote them.
+  std::string out;
+  out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
+  out += "{\"content\":[";
+  bool first = true;
+  if (!c.reply.content.empty() || c.reply.tool_calls.empty()) {
+    out += "{\"text\":";
+    put_string(out, c.reply.content);
+    out += ",\"type\":\"text\"}";
+    first = false;
+  }
+  for (const ToolCall& call : c.reply.tool_calls) {
+    if (!first) out += ',';
+    first = false;
+    out += "{\"id\":";
+    put_string(out, call.id);
+    out += ",\"input\":";
+    out += dump(tool_input(call));
+    out += ",\"name\":";
+    put_string(out, call.name);
+    out += ",\"type\":\"tool_use\"}";
+  }
+  out += "],\"id\":";
+  put_string(out, message_id(c));
+  out += ",\"model\":";
+  put_string(out, model);
+  out += ",\"role\":\"assistant\",\"stop_reason\":";
+  put_string(out, stop_reason(c));
+  out += ",\"stop_sequence\":";
+  if (c.stop_sequence.empty())
+    out += "null";
+  else
+    put_string(out, c.stop_sequence);
+  out += ",\"type\":\"message\",\"usage\":{\"cache_read_input_tokens\":";
+  append_json_int(out, c.cached_tokens);
+  out += ",\"input_tokens\":";
+  append_json_int(out, c.prompt_tokens);
+  out += ",\"output_tokens\":";
+  append_json_int(out, c.completion_tokens);
+  out += "}}";
+  return out;
 }
 
 std::string anthropic_message_sse(const Completion& c, const std::string& model) {

@@ -5,7 +5,7 @@
 #include "engine/json_escape.h"
 #include "engine/json_reader.h"
 #include "engine/sse.h"
-#include "wire/utf8.h"
+#include "server/gateway/answer_writer.h"
 
 namespace crl::server::gateway {
 
@@ -328,17 +328,7 @@ std::string dump(const json& value) {
 
 namespace {
 
-// The answers are written by hand, byte for byte what nlohmann's dump of the same object writes (keys in
-// sorted order, its escapes; test GatewayCodec.AnswersAreByteIdenticalToNlohmannsDump): building the
-// object and dumping it cost more than the rest of the answer path.
-void put_string(std::string& out, std::string_view s) {
-  if (wire::is_valid_utf8(s)) {
-    append_json_string(out, s);
-  } else {  // nlohmann's replacement of ill-formed sequences (U+FFFD), as before
-    out += dump(json(std::string(s)));
-  }
-}
-
+// The answers are written by hand (answer_writer.h).
 void put_usage(std::string& out, const Completion& c) {
   out += "\"usage\":{\"completion_tokens\":";
   append_json_int(out, c.completion_tokens);

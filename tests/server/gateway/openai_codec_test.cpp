@@ -1,12 +1,15 @@
-// The hand-written chat.completion and text_completion answers (server/gateway/openai_codec.cpp) are byte
-// for byte nlohmann's dump of the same objects (the writer they replaced, kept here as the reference), over
-// generated completions: quotes, control characters, non-ASCII and ill-formed UTF-8 in every string, tool
-// calls with and without content.
+// The hand-written chat.completion and text_completion answers (server/gateway/openai_codec.cpp) and
+// Anthropic message answers (anthropic_codec.cpp) are byte for byte nlohmann's dump of the same objects
+// (the writer they replaced, kept here as the reference), over generated completions: quotes, control
+// characters, non-ASCII and ill-formed UTF-8 in every string, tool calls with and without content, with
+// arguments that hold JSON or not, stop sequences.
 #include "server/gateway/openai_codec.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
+
+#include "server/gateway/anthropic_codec.h"
 
 namespace crl::server::gateway {
 namespace {
@@ -59,6 +62,32 @@ std::string reference_text(const Completion& c, const std::string& model) {
                {"usage", usage_json(c)}});
 }
 
+std::string reference_anthropic(const Completion& c, const std::string& model) {
+  json blocks = json::array();
+  if (!c.reply.content.empty() || c.reply.tool_calls.empty())
+    blocks.push_back({{"type", "text"}, {"text", c.reply.content}});
+  for (const ToolCall& call : c.reply.tool_calls) {
+    json input = json::parse(call.arguments, nullptr, false);
+    if (input.is_discarded()) input = json::object();
+    blocks.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", input}});
+  }
+  const char* stop_reason = !c.stop_sequence.empty()          ? "stop_sequence"
+                            : c.finish_reason == "length"     ? "max_tokens"
+                            : c.finish_reason == "tool_calls" ? "tool_use"
+                                                              : "end_turn";
+  return dump({{"id", "msg_" + c.id.substr(c.id.find('-') + 1)},
+               {"type", "message"},
+               {"role", "assistant"},
+               {"model", model},
+               {"content", blocks},
+               {"stop_reason", stop_reason},
+               {"stop_sequence", c.stop_sequence.empty() ? json(nullptr) : json(c.stop_sequence)},
+               {"usage",
+                {{"input_tokens", c.prompt_tokens},
+                 {"output_tokens", c.completion_tokens},
+                 {"cache_read_input_tokens", c.cached_tokens}}}});
+}
+
 std::string random_text(std::mt19937_64& rng) {
   static const char* kPieces[] = {"a",    "ok ",  "\"",           "\\",       "\n",         "\t",
                                   "\x01", "\x1f", "\x7f",         "é",        "€",          "😀",
@@ -87,6 +116,37 @@ TEST(GatewayCodec, AnswersAreByteIdenticalToNlohmannsDump) {
     ASSERT_EQ(chat_completion_json(c, model), reference_chat(c, model)) << i;
     ASSERT_EQ(text_completion_json(c, model), reference_text(c, model)) << i;
   }
+}
+
+TEST(GatewayCodec, AnthropicAnswersAreByteIdenticalToNlohmannsDump) {
+  std::mt19937_64 rng(19);
+  const char* kArguments[] = {
+      "{\"cmd\": \"ls -la\", \"n\": 3, \"deep\": {\"b\": [1, 2.5, null], \"a\": \"\\u00e9\"}}",
+      "[1, 2]",
+      "\"s\"",
+      "not json",
+      "",
+      "{\"x\": \"\\ud800\"}"};
+  size_t with_input = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Completion c;
+    c.id = (rng() % 8 ? "chatcmpl-s" : "nodash") + random_text(rng) + "-" + std::to_string(i);
+    c.reply.content = random_text(rng);
+    const size_t calls = rng() % 3;
+    for (size_t k = 0; k < calls; ++k) {
+      const std::string arguments = rng() % 2 ? kArguments[rng() % std::size(kArguments)] : random_text(rng);
+      with_input += !json::parse(arguments, nullptr, false).is_discarded();
+      c.reply.tool_calls.push_back(ToolCall{"toolu_" + random_text(rng), random_text(rng), arguments});
+    }
+    c.finish_reason = calls ? "tool_calls" : (rng() % 2 ? "stop" : "length");
+    if (rng() % 4 == 0) c.stop_sequence = random_text(rng);
+    c.prompt_tokens = static_cast<int64_t>(rng() % 100000);
+    c.completion_tokens = static_cast<int64_t>(rng() % 1000);
+    c.cached_tokens = static_cast<int64_t>(rng() % 100000) - 1;
+    const std::string model = rng() % 4 ? "claude" : random_text(rng);
+    ASSERT_EQ(anthropic_message_json(c, model), reference_anthropic(c, model)) << i;
+  }
+  EXPECT_GT(with_input, 500u) << "tool calls whose arguments hold JSON";
 }
 
 }  // namespace
