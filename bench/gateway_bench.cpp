@@ -32,6 +32,7 @@
 #include "engine/json_reader.h"
 #include "engine/tokenizer.h"
 #include "policies/llm/llm_api.h"
+#include "server/gateway/anthropic_codec.h"
 #include "server/gateway/chat_messages.h"
 #include "server/gateway/gateway.h"
 #include "server/gateway/openai_codec.h"
@@ -571,8 +572,9 @@ void BM_UpstreamAnswerParse(benchmark::State& state) {
 }
 BENCHMARK(BM_UpstreamAnswerParse);
 
-// The chat.completion answer the harness gets.
-void BM_ChatCompletionWrite(benchmark::State& state) {
+// The answer the harness gets, per API and mode (arg): 0 chat.completion, 1 its server-sent events, 2 an
+// Anthropic message, 3 its events (Claude Code streams every call).
+void BM_AnswerWrite(benchmark::State& state) {
   server::gateway::Completion c;
   c.id = "chatcmpl-bench-12-0";
   c.created = 1764650000;
@@ -581,9 +583,24 @@ void BM_ChatCompletionWrite(benchmark::State& state) {
   c.prompt_tokens = 8000;
   c.completion_tokens = 14;
   c.cached_tokens = 7900;
-  for (auto _ : state) benchmark::DoNotOptimize(server::gateway::chat_completion_json(c, "crl-gateway"));
+  const std::string model = "crl-gateway";
+  for (auto _ : state) {
+    switch (state.range(0)) {
+      case 0:
+        benchmark::DoNotOptimize(server::gateway::chat_completion_json(c, model));
+        break;
+      case 1:
+        benchmark::DoNotOptimize(server::gateway::chat_completion_sse(c, model, true));
+        break;
+      case 2:
+        benchmark::DoNotOptimize(server::gateway::anthropic_message_json(c, model));
+        break;
+      default:
+        benchmark::DoNotOptimize(server::gateway::anthropic_message_sse(c, model));
+    }
+  }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_ChatCompletionWrite);
+BENCHMARK(BM_AnswerWrite)->DenseRange(0, 3);
 
 }  // namespace

@@ -120,24 +120,10 @@ const char* stop_reason(const Completion& c) {
   return "end_turn";
 }
 
-json stop_sequence(const Completion& c) {
-  return c.stop_sequence.empty() ? json(nullptr) : json(c.stop_sequence);
-}
-
 // A tool call's arguments as a tool_use block's input: the JSON they hold, or {} when they hold none.
 json tool_input(const ToolCall& call) {
   json input = json::parse(call.arguments, nullptr, false);
   return input.is_discarded() ? json::object() : input;
-}
-
-json content_blocks(const Completion& c) {
-  json blocks = json::array();
-  if (!c.reply.content.empty() || c.reply.tool_calls.empty())
-    blocks.push_back({{"type", "text"}, {"text", c.reply.content}});
-  for (const ToolCall& call : c.reply.tool_calls)
-    blocks.push_back(
-        {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", tool_input(call)}});
-  return blocks;
 }
 
 std::string message_id(const Completion& c) {
@@ -292,44 +278,88 @@ std::string anthropic_message_json(const Completion& c, const std::string& model
   return out;
 }
 
+namespace {
+
+// "event: NAME\ndata: {": the payload's members and its end are written by the caller.
+void open_event(std::string& out, std::string_view name) {
+  out += "event: ";
+  out += name;
+  out += "\ndata: {";
+}
+
+}  // namespace
+
 std::string anthropic_message_sse(const Completion& c, const std::string& model) {
+  // By hand (answer_writer.h), as anthropic_message_json: every payload's keys sorted.
   std::string out;
-  append_sse_event(out, "message_start",
-                   dump({{"type", "message_start"},
-                         {"message",
-                          {{"id", message_id(c)},
-                           {"type", "message"},
-                           {"role", "assistant"},
-                           {"model", model},
-                           {"content", json::array()},
-                           {"stop_reason", nullptr},
-                           {"stop_sequence", nullptr},
-                           {"usage",
-                            {{"input_tokens", c.prompt_tokens},
-                             {"output_tokens", 0},
-                             {"cache_read_input_tokens", c.cached_tokens}}}}}}));
-  const json blocks = content_blocks(c);
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const json& block = blocks[i];
-    json start = block, delta;
-    if (block["type"] == "text") {
-      start["text"] = "";
-      delta = {{"type", "text_delta"}, {"text", block["text"]}};
-    } else {
-      start["input"] = json::object();
-      delta = {{"type", "input_json_delta"}, {"partial_json", block["input"].dump()}};
-    }
-    append_sse_event(out, "content_block_start",
-                     dump({{"type", "content_block_start"}, {"index", i}, {"content_block", start}}));
-    append_sse_event(out, "content_block_delta",
-                     dump({{"type", "content_block_delta"}, {"index", i}, {"delta", delta}}));
-    append_sse_event(out, "content_block_stop", dump({{"type", "content_block_stop"}, {"index", i}}));
+  out.reserve(1536 + 2 * c.reply.content.size());
+  open_event(out, "message_start");
+  out += "\"message\":{\"content\":[],\"id\":";
+  put_string(out, message_id(c));
+  out += ",\"model\":";
+  put_string(out, model);
+  out += ",\"role\":\"assistant\",\"stop_reason\":null,\"stop_sequence\":null,\"type\":\"message\",";
+  out += "\"usage\":{\"cache_read_input_tokens\":";
+  append_json_int(out, c.cached_tokens);
+  out += ",\"input_tokens\":";
+  append_json_int(out, c.prompt_tokens);
+  out += ",\"output_tokens\":0}},\"type\":\"message_start\"}\n\n";
+  size_t index = 0;
+  // A block's three events; `start` and `delta` write the content block and the delta objects.
+  const auto block = [&](const auto& start, const auto& delta) {
+    open_event(out, "content_block_start");
+    out += "\"content_block\":{";
+    start();
+    out += "},\"index\":";
+    append_json_int(out, static_cast<int64_t>(index));
+    out += ",\"type\":\"content_block_start\"}\n\n";
+    open_event(out, "content_block_delta");
+    out += "\"delta\":{";
+    delta();
+    out += "},\"index\":";
+    append_json_int(out, static_cast<int64_t>(index));
+    out += ",\"type\":\"content_block_delta\"}\n\n";
+    open_event(out, "content_block_stop");
+    out += "\"index\":";
+    append_json_int(out, static_cast<int64_t>(index));
+    out += ",\"type\":\"content_block_stop\"}\n\n";
+    ++index;
+  };
+  if (!c.reply.content.empty() || c.reply.tool_calls.empty()) {
+    block([&] { out += "\"text\":\"\",\"type\":\"text\""; },
+          [&] {
+            out += "\"text\":";
+            put_string(out, c.reply.content);
+            out += ",\"type\":\"text_delta\"";
+          });
   }
-  append_sse_event(out, "message_delta",
-                   dump({{"type", "message_delta"},
-                         {"delta", {{"stop_reason", stop_reason(c)}, {"stop_sequence", stop_sequence(c)}}},
-                         {"usage", {{"output_tokens", c.completion_tokens}}}}));
-  append_sse_event(out, "message_stop", dump({{"type", "message_stop"}}));
+  for (const ToolCall& call : c.reply.tool_calls) {
+    block(
+        [&] {
+          out += "\"id\":";
+          put_string(out, call.id);
+          out += ",\"input\":{},\"name\":";
+          put_string(out, call.name);
+          out += ",\"type\":\"tool_use\"";
+        },
+        [&] {
+          out += "\"partial_json\":";
+          put_string(out, tool_input(call).dump());
+          out += ",\"type\":\"input_json_delta\"";
+        });
+  }
+  open_event(out, "message_delta");
+  out += "\"delta\":{\"stop_reason\":";
+  put_string(out, stop_reason(c));
+  out += ",\"stop_sequence\":";
+  if (c.stop_sequence.empty())
+    out += "null";
+  else
+    put_string(out, c.stop_sequence);
+  out += "},\"type\":\"message_delta\",\"usage\":{\"output_tokens\":";
+  append_json_int(out, c.completion_tokens);
+  out += "}}\n\n";
+  append_sse_event(out, "message_stop", "{\"type\":\"message_stop\"}");
   return out;
 }
 

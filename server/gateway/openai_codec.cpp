@@ -313,13 +313,6 @@ ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
 
 namespace {
 
-json usage_json(const Completion& c) {
-  return {{"prompt_tokens", c.prompt_tokens},
-          {"completion_tokens", c.completion_tokens},
-          {"total_tokens", c.prompt_tokens + c.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", c.cached_tokens}}}};
-}
-
 std::string dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -389,36 +382,74 @@ std::string chat_completion_json(const Completion& c, const std::string& model) 
   return out;
 }
 
+namespace {
+
+// One chunk of a stream: data: {"choices":[{CHOICE}],"created":..,"id":..,"model":..,"object":..[,"usage":
+// null]} (the choice's members are written by `choice`, sorted as the rest).
+template <class Choice>
+void put_chunk(std::string& out, const Completion& c, const std::string& model, std::string_view object,
+               bool include_usage, Choice choice) {
+  out += "data: {\"choices\":[{";
+  choice();
+  out += "}],";
+  put_header(out, c, model, object);
+  if (include_usage)
+    out += "\"usage\":null";
+  else
+    out.pop_back();  // the header's ','
+  out += "}\n\n";
+}
+
+// The usage chunk that ends a stream when asked: no choices, the usage.
+void put_usage_chunk(std::string& out, const Completion& c, const std::string& model,
+                     std::string_view object) {
+  out += "data: {\"choices\":[],";
+  put_header(out, c, model, object);
+  put_usage(out, c);
+  out += "}\n\n";
+}
+
+}  // namespace
+
 std::string chat_completion_sse(const Completion& c, const std::string& model, bool include_usage) {
+  // By hand (answer_writer.h), as chat_completion_json.
   std::string out;
-  const auto chunk = [&](const json& delta, const json& finish) {
-    json item = {
-        {"id", c.id},
-        {"object", "chat.completion.chunk"},
-        {"created", c.created},
-        {"model", model},
-        {"choices",
-         json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
-    if (include_usage) item["usage"] = nullptr;
-    append_sse_data(out, dump(item));
-  };
-  chunk({{"role", "assistant"}, {"content", ""}}, nullptr);
-  if (!c.reply.content.empty()) chunk({{"content", c.reply.content}}, nullptr);
+  out.reserve(1024 + 2 * c.reply.content.size());
+  constexpr std::string_view kObject = "chat.completion.chunk";
+  constexpr std::string_view kNoFinish = ",\"finish_reason\":null,\"index\":0,\"logprobs\":null";
+  put_chunk(out, c, model, kObject, include_usage, [&] {
+    out += "\"delta\":{\"content\":\"\",\"role\":\"assistant\"}";
+    out += kNoFinish;
+  });
+  if (!c.reply.content.empty()) {
+    put_chunk(out, c, model, kObject, include_usage, [&] {
+      out += "\"delta\":{\"content\":";
+      put_string(out, c.reply.content);
+      out += '}';
+      out += kNoFinish;
+    });
+  }
   for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
     const ToolCall& call = c.reply.tool_calls[i];
-    chunk(
-        {{"tool_calls", json::array({{{"index", i},
-                                      {"id", call.id},
-                                      {"type", "function"},
-                                      {"function", {{"name", call.name}, {"arguments", call.arguments}}}}})}},
-        nullptr);
+    put_chunk(out, c, model, kObject, include_usage, [&] {
+      out += "\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":";
+      put_string(out, call.arguments);
+      out += ",\"name\":";
+      put_string(out, call.name);
+      out += "},\"id\":";
+      put_string(out, call.id);
+      out += ",\"index\":";
+      append_json_int(out, static_cast<int64_t>(i));
+      out += ",\"type\":\"function\"}]}";
+      out += kNoFinish;
+    });
   }
-  chunk(json::object(), c.finish_reason);
-  if (include_usage) {
-    const json usage = {{"id", c.id},     {"object", "chat.completion.chunk"}, {"created", c.created},
-                        {"model", model}, {"choices", json::array()},          {"usage", usage_json(c)}};
-    append_sse_data(out, dump(usage));
-  }
+  put_chunk(out, c, model, kObject, include_usage, [&] {
+    out += "\"delta\":{},\"finish_reason\":";
+    put_string(out, c.finish_reason);
+    out += ",\"index\":0,\"logprobs\":null";
+  });
+  if (include_usage) put_usage_chunk(out, c, model, kObject);
   append_sse_data(out, "[DONE]");
   return out;
 }
@@ -438,25 +469,22 @@ std::string text_completion_json(const Completion& c, const std::string& model) 
 }
 
 std::string text_completion_sse(const Completion& c, const std::string& model, bool include_usage) {
+  // By hand (answer_writer.h), as text_completion_json.
   std::string out;
-  const auto chunk = [&](const std::string& text, const json& finish) {
-    json item = {
-        {"id", c.id},
-        {"object", "text_completion"},
-        {"created", c.created},
-        {"model", model},
-        {"choices",
-         json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
-    if (include_usage) item["usage"] = nullptr;
-    append_sse_data(out, dump(item));
-  };
-  if (!c.reply.content.empty()) chunk(c.reply.content, nullptr);
-  chunk("", c.finish_reason);
-  if (include_usage) {
-    const json usage = {{"id", c.id},     {"object", "text_completion"}, {"created", c.created},
-                        {"model", model}, {"choices", json::array()},    {"usage", usage_json(c)}};
-    append_sse_data(out, dump(usage));
+  out.reserve(768 + 2 * c.reply.content.size());
+  constexpr std::string_view kObject = "text_completion";
+  if (!c.reply.content.empty()) {
+    put_chunk(out, c, model, kObject, include_usage, [&] {
+      out += "\"finish_reason\":null,\"index\":0,\"logprobs\":null,\"text\":";
+      put_string(out, c.reply.content);
+    });
   }
+  put_chunk(out, c, model, kObject, include_usage, [&] {
+    out += "\"finish_reason\":";
+    put_string(out, c.finish_reason);
+    out += ",\"index\":0,\"logprobs\":null,\"text\":\"\"";
+  });
+  if (include_usage) put_usage_chunk(out, c, model, kObject);
   append_sse_data(out, "[DONE]");
   return out;
 }

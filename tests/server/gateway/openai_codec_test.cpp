@@ -9,6 +9,7 @@
 
 #include <random>
 
+#include "engine/sse.h"
 #include "server/gateway/anthropic_codec.h"
 
 namespace crl::server::gateway {
@@ -62,7 +63,7 @@ std::string reference_text(const Completion& c, const std::string& model) {
                {"usage", usage_json(c)}});
 }
 
-std::string reference_anthropic(const Completion& c, const std::string& model) {
+json reference_blocks(const Completion& c) {
   json blocks = json::array();
   if (!c.reply.content.empty() || c.reply.tool_calls.empty())
     blocks.push_back({{"type", "text"}, {"text", c.reply.content}});
@@ -71,21 +72,131 @@ std::string reference_anthropic(const Completion& c, const std::string& model) {
     if (input.is_discarded()) input = json::object();
     blocks.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", input}});
   }
-  const char* stop_reason = !c.stop_sequence.empty()          ? "stop_sequence"
-                            : c.finish_reason == "length"     ? "max_tokens"
-                            : c.finish_reason == "tool_calls" ? "tool_use"
-                                                              : "end_turn";
+  return blocks;
+}
+
+const char* reference_stop_reason(const Completion& c) {
+  return !c.stop_sequence.empty()          ? "stop_sequence"
+         : c.finish_reason == "length"     ? "max_tokens"
+         : c.finish_reason == "tool_calls" ? "tool_use"
+                                           : "end_turn";
+}
+
+std::string reference_anthropic(const Completion& c, const std::string& model) {
   return dump({{"id", "msg_" + c.id.substr(c.id.find('-') + 1)},
                {"type", "message"},
                {"role", "assistant"},
                {"model", model},
-               {"content", blocks},
-               {"stop_reason", stop_reason},
+               {"content", reference_blocks(c)},
+               {"stop_reason", reference_stop_reason(c)},
                {"stop_sequence", c.stop_sequence.empty() ? json(nullptr) : json(c.stop_sequence)},
                {"usage",
                 {{"input_tokens", c.prompt_tokens},
                  {"output_tokens", c.completion_tokens},
                  {"cache_read_input_tokens", c.cached_tokens}}}});
+}
+
+// The streams as they were written with nlohmann.
+std::string reference_chat_sse(const Completion& c, const std::string& model, bool include_usage) {
+  std::string out;
+  const auto chunk = [&](const json& delta, const json& finish) {
+    json item = {
+        {"id", c.id},
+        {"object", "chat.completion.chunk"},
+        {"created", c.created},
+        {"model", model},
+        {"choices",
+         json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+    if (include_usage) item["usage"] = nullptr;
+    append_sse_data(out, dump(item));
+  };
+  chunk({{"role", "assistant"}, {"content", ""}}, nullptr);
+  if (!c.reply.content.empty()) chunk({{"content", c.reply.content}}, nullptr);
+  for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
+    const ToolCall& call = c.reply.tool_calls[i];
+    chunk(
+        {{"tool_calls", json::array({{{"index", i},
+                                      {"id", call.id},
+                                      {"type", "function"},
+                                      {"function", {{"name", call.name}, {"arguments", call.arguments}}}}})}},
+        nullptr);
+  }
+  chunk(json::object(), c.finish_reason);
+  if (include_usage) {
+    const json usage = {{"id", c.id},     {"object", "chat.completion.chunk"}, {"created", c.created},
+                        {"model", model}, {"choices", json::array()},          {"usage", usage_json(c)}};
+    append_sse_data(out, dump(usage));
+  }
+  append_sse_data(out, "[DONE]");
+  return out;
+}
+
+std::string reference_text_sse(const Completion& c, const std::string& model, bool include_usage) {
+  std::string out;
+  const auto chunk = [&](const std::string& text, const json& finish) {
+    json item = {
+        {"id", c.id},
+        {"object", "text_completion"},
+        {"created", c.created},
+        {"model", model},
+        {"choices",
+         json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+    if (include_usage) item["usage"] = nullptr;
+    append_sse_data(out, dump(item));
+  };
+  if (!c.reply.content.empty()) chunk(c.reply.content, nullptr);
+  chunk("", c.finish_reason);
+  if (include_usage) {
+    const json usage = {{"id", c.id},     {"object", "text_completion"}, {"created", c.created},
+                        {"model", model}, {"choices", json::array()},    {"usage", usage_json(c)}};
+    append_sse_data(out, dump(usage));
+  }
+  append_sse_data(out, "[DONE]");
+  return out;
+}
+
+std::string reference_anthropic_sse(const Completion& c, const std::string& model) {
+  std::string out;
+  append_sse_event(out, "message_start",
+                   dump({{"type", "message_start"},
+                         {"message",
+                          {{"id", "msg_" + c.id.substr(c.id.find('-') + 1)},
+                           {"type", "message"},
+                           {"role", "assistant"},
+                           {"model", model},
+                           {"content", json::array()},
+                           {"stop_reason", nullptr},
+                           {"stop_sequence", nullptr},
+                           {"usage",
+                            {{"input_tokens", c.prompt_tokens},
+                             {"output_tokens", 0},
+                             {"cache_read_input_tokens", c.cached_tokens}}}}}}));
+  const json blocks = reference_blocks(c);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const json& block = blocks[i];
+    json start = block, delta;
+    if (block["type"] == "text") {
+      start["text"] = "";
+      delta = {{"type", "text_delta"}, {"text", block["text"]}};
+    } else {
+      start["input"] = json::object();
+      delta = {{"type", "input_json_delta"}, {"partial_json", block["input"].dump()}};
+    }
+    append_sse_event(out, "content_block_start",
+                     dump({{"type", "content_block_start"}, {"index", i}, {"content_block", start}}));
+    append_sse_event(out, "content_block_delta",
+                     dump({{"type", "content_block_delta"}, {"index", i}, {"delta", delta}}));
+    append_sse_event(out, "content_block_stop", dump({{"type", "content_block_stop"}, {"index", i}}));
+  }
+  append_sse_event(
+      out, "message_delta",
+      dump({{"type", "message_delta"},
+            {"delta",
+             {{"stop_reason", reference_stop_reason(c)},
+              {"stop_sequence", c.stop_sequence.empty() ? json(nullptr) : json(c.stop_sequence)}}},
+            {"usage", {{"output_tokens", c.completion_tokens}}}}));
+  append_sse_event(out, "message_stop", dump({{"type", "message_stop"}}));
+  return out;
 }
 
 std::string random_text(std::mt19937_64& rng) {
@@ -115,6 +226,10 @@ TEST(GatewayCodec, AnswersAreByteIdenticalToNlohmannsDump) {
     const std::string model = rng() % 4 ? "crl-gateway" : random_text(rng);
     ASSERT_EQ(chat_completion_json(c, model), reference_chat(c, model)) << i;
     ASSERT_EQ(text_completion_json(c, model), reference_text(c, model)) << i;
+    for (const bool usage : {false, true}) {
+      ASSERT_EQ(chat_completion_sse(c, model, usage), reference_chat_sse(c, model, usage)) << i;
+      ASSERT_EQ(text_completion_sse(c, model, usage), reference_text_sse(c, model, usage)) << i;
+    }
   }
 }
 
@@ -145,6 +260,7 @@ TEST(GatewayCodec, AnthropicAnswersAreByteIdenticalToNlohmannsDump) {
     c.cached_tokens = static_cast<int64_t>(rng() % 100000) - 1;
     const std::string model = rng() % 4 ? "claude" : random_text(rng);
     ASSERT_EQ(anthropic_message_json(c, model), reference_anthropic(c, model)) << i;
+    ASSERT_EQ(anthropic_message_sse(c, model), reference_anthropic_sse(c, model)) << i;
   }
   EXPECT_GT(with_input, 500u) << "tool calls whose arguments hold JSON";
 }
