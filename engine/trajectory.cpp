@@ -28,6 +28,17 @@ void Recorder::begin_execution(const PromptView& prompt, int compaction_index) {
   segment.kind = SegmentKind::kExecution;
   prompt.copy_to(segment.prompt_ids, &segment.prompt_provenance);
   segment.compaction_index = compaction_index;
+  // Room for a window's worth of responses up front: growing six vectors in doubling steps was one
+  // reallocation per turn or two of an agent session (tens of turns), each a heap block of KBs whose
+  // allocation set off glibc's consolidation of the small blocks freed since (about 8% of a gateway turn's
+  // instructions, bench/RESULTS.md ninth pass). finish() gives the unused room back.
+  constexpr size_t kRoom = 1024;
+  segment.response_ids.reserve(kRoom);
+  segment.response_provenance.reserve(kRoom);
+  segment.actor_mask.reserve(kRoom);
+  segment.critic_mask.reserve(kRoom);
+  segment.logprobs.reserve(kRoom);
+  segment.values.reserve(kRoom);
   segments_.push_back(std::move(segment));
 }
 
@@ -87,6 +98,14 @@ Trajectory Recorder::finish(Trajectory header) {
     if (segment.kind == SegmentKind::kExecution && segment.n_sampled == 0) {
       ++trajectory.dropped_segments;
       continue;
+    }
+    if (segment.response_ids.capacity() > segment.response_ids.size() + 256) {  // (begin_execution's room)
+      segment.response_ids.shrink_to_fit();
+      segment.response_provenance.shrink_to_fit();
+      segment.actor_mask.shrink_to_fit();
+      segment.critic_mask.shrink_to_fit();
+      segment.logprobs.shrink_to_fit();
+      segment.values.shrink_to_fit();
     }
     trajectory.segments.push_back(std::move(segment));
   }

@@ -106,12 +106,18 @@ void KeptRequest::keep_fields(const CallRequest& decoded) {
 
 void KeptRequest::keep_whole(std::string_view body, BodyApi api, MessagesLayout layout, CallRequest& decoded,
                              std::vector<uint64_t> keys) {
+  body_.reserve(body.size() + body.size() / 2 + 4096);
   body_.assign(body);
   api_ = api;
   layout_ = std::move(layout);
   messages_ = std::move(decoded.turn.messages);
   decoded.turn.messages.clear();
   keys_ = std::move(keys);
+  const size_t room = 2 * messages_.size() + 64;
+  messages_.reserve(room);
+  keys_.reserve(room);
+  layout_.ends.reserve(room);
+  layout_.produced.reserve(room);
   keep_fields(decoded);
   valid_ = true;
   lent_ = false;

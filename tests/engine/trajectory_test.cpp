@@ -57,6 +57,36 @@ TEST(Recorder, BuildsSegmentsWithMasksNAfterAndDropsEmptyExecutions) {
   EXPECT_EQ(t.sampled_tokens(), 7);
 }
 
+// An open execution segment has room for a window of responses (no reallocation per turn); a finished
+// trajectory holds only what its segments use.
+TEST(Recorder, AFinishedSegmentGivesBackTheRoomItDidNotUse) {
+  TokenArena arena;
+  const PromptView view(&arena, {arena.append(std::vector<TokenId>{1, 2, 3}, Provenance::kPrompt)});
+  Recorder r;
+  r.begin_execution(view, 0);
+  const size_t room = r.open_segment()->response_ids.capacity();
+  EXPECT_GE(room, 1024u);
+  for (int turn = 0; turn < 20; ++turn) {
+    r.append(std::vector<TokenId>(14, 10), Provenance::kSampled, std::vector<float>(14, -0.5f));
+    r.append(std::vector<TokenId>(30, 20), Provenance::kEnvironment);
+  }
+  EXPECT_EQ(r.open_segment()->response_ids.capacity(), room) << "880 tokens fit the room: no reallocation";
+  r.add_summary(view, std::vector<TokenId>{5}, {}, {}, "stop", 0, "s");
+  r.begin_execution(view, 1);  // a short window: 3 turns
+  for (int turn = 0; turn < 3; ++turn) {
+    r.append(std::vector<TokenId>(14, 10), Provenance::kSampled, std::vector<float>(14, -0.5f));
+    r.append(std::vector<TokenId>(30, 20), Provenance::kEnvironment);
+  }
+  const Trajectory t = r.finish(Trajectory{});
+  ASSERT_EQ(t.segments.size(), 3u);
+  const Segment& s = t.segments[2];
+  EXPECT_EQ(s.response_ids.size(), 132u);
+  for (const size_t capacity :
+       {s.response_ids.capacity(), s.response_provenance.capacity(), s.actor_mask.capacity(),
+        s.critic_mask.capacity(), s.logprobs.capacity(), s.values.capacity()})
+    EXPECT_LE(capacity, 132u + 256u);
+}
+
 TEST(Trajectory, ValidateNamesTheRolloutSegmentAndField) {
   Trajectory t = sample_trajectory();
   t.segments[1].n_sampled = 2;
