@@ -126,6 +126,17 @@ json tool_input(const ToolCall& call) {
   return input.is_discarded() ? json::object() : input;
 }
 
+// "stop_reason":R,"stop_sequence":S (null when none matched).
+void put_stop(std::string& out, const Completion& c) {
+  out += "\"stop_reason\":";
+  put_string(out, stop_reason(c));
+  out += ",\"stop_sequence\":";
+  if (c.stop_sequence.empty())
+    out += "null";
+  else
+    put_string(out, c.stop_sequence);
+}
+
 std::string message_id(const Completion& c) {
   return "msg_" + c.id.substr(c.id.find('-') + 1);
 }
@@ -224,10 +235,7 @@ MessagesRequest parse_messages_request(std::string_view body, KeptRequest& kept)
   if (!out) {
     MessagesLayout layout;
     out = read_whole(body, false, &layout, &kept);
-    std::vector<uint64_t> keys;
-    keys.reserve(out->turn.messages.size());
-    for (const Message& m : out->turn.messages) keys.push_back(message_key(m));
-    kept.keep_whole(body, BodyApi::kAnthropicMessages, std::move(layout), *out, std::move(keys));
+    kept.keep_whole(body, BodyApi::kAnthropicMessages, std::move(layout), *out);
   }
   kept.lend(out->turn);
   return std::move(*out);
@@ -261,13 +269,8 @@ std::string anthropic_message_json(const Completion& c, const std::string& model
   put_string(out, message_id(c));
   out += ",\"model\":";
   put_string(out, model);
-  out += ",\"role\":\"assistant\",\"stop_reason\":";
-  put_string(out, stop_reason(c));
-  out += ",\"stop_sequence\":";
-  if (c.stop_sequence.empty())
-    out += "null";
-  else
-    put_string(out, c.stop_sequence);
+  out += ",\"role\":\"assistant\",";
+  put_stop(out, c);
   out += ",\"type\":\"message\",\"usage\":{\"cache_read_input_tokens\":";
   append_json_int(out, c.cached_tokens);
   out += ",\"input_tokens\":";
@@ -349,13 +352,8 @@ std::string anthropic_message_sse(const Completion& c, const std::string& model)
         });
   }
   open_event(out, "message_delta");
-  out += "\"delta\":{\"stop_reason\":";
-  put_string(out, stop_reason(c));
-  out += ",\"stop_sequence\":";
-  if (c.stop_sequence.empty())
-    out += "null";
-  else
-    put_string(out, c.stop_sequence);
+  out += "\"delta\":{";
+  put_stop(out, c);
   out += "},\"type\":\"message_delta\",\"usage\":{\"output_tokens\":";
   append_json_int(out, c.completion_tokens);
   out += "}}\n\n";

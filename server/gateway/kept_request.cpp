@@ -104,18 +104,21 @@ void KeptRequest::keep_fields(const CallRequest& decoded) {
   last_read_middle_ = false;
 }
 
-void KeptRequest::keep_whole(std::string_view body, BodyApi api, MessagesLayout layout, CallRequest& decoded,
-                             std::vector<uint64_t> keys) {
+void KeptRequest::keep_whole(std::string_view body, BodyApi api, MessagesLayout layout,
+                             CallRequest& decoded) {
+  // Room for the session's next calls up front: growing by appends reallocated a block of KBs every few
+  // turns, and each such allocation set off glibc's consolidation of the small blocks freed since.
   body_.reserve(body.size() + body.size() / 2 + 4096);
   body_.assign(body);
   api_ = api;
   layout_ = std::move(layout);
   messages_ = std::move(decoded.turn.messages);
   decoded.turn.messages.clear();
-  keys_ = std::move(keys);
   const size_t room = 2 * messages_.size() + 64;
   messages_.reserve(room);
+  keys_.clear();
   keys_.reserve(room);
+  for (const Message& m : messages_) keys_.push_back(message_key(m));
   layout_.ends.reserve(room);
   layout_.produced.reserve(room);
   keep_fields(decoded);

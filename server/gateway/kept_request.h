@@ -99,9 +99,8 @@ class KeptRequest {
     return document_offset - (layout_.list_open + 2) + repeat.rest_at;
   }
 
-  // Keeps `body`, decoded whole: its layout, `decoded`'s fields and its messages (moved out) with their keys.
-  void keep_whole(std::string_view body, BodyApi api, MessagesLayout layout, CallRequest& decoded,
-                  std::vector<uint64_t> keys);
+  // Keeps `body`, decoded whole: its layout, `decoded`'s fields and its messages (moved out), keyed.
+  void keep_whole(std::string_view body, BodyApi api, MessagesLayout layout, CallRequest& decoded);
   // Keeps `body`, decoded after `repeat` (one message per new element; OpenAI): the kept messages before it,
   // then the new ones (`new_ends`: offsets in `body`), and `decoded`'s fields.
   void keep_rest(std::string_view body, const Repeat& repeat, const std::vector<uint32_t>& new_ends,

@@ -302,10 +302,7 @@ ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
   if (!out) {
     MessagesLayout layout;
     out = read_whole(body, &layout, &kept);
-    std::vector<uint64_t> keys;
-    keys.reserve(out->turn.messages.size());
-    for (const Message& m : out->turn.messages) keys.push_back(message_key(m));
-    kept.keep_whole(body, BodyApi::kOpenAIChat, std::move(layout), *out, std::move(keys));
+    kept.keep_whole(body, BodyApi::kOpenAIChat, std::move(layout), *out);
   }
   kept.lend(out->turn);
   return std::move(*out);
