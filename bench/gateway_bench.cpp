@@ -14,7 +14,9 @@
 // per direct call); for the gateway, added_p50_us / added_p99_us = its percentile minus the
 // direct call's of BM_DirectUpstream (run just before), same_p50_us = the p50 of the interleaved direct
 // calls with the gateway's own requests, and pair_added_p50_us / pair_added_p99_us = the percentiles of
-// (gateway call - its direct twin), the overhead with the machine's load drift taken out. Items = calls.
+// (gateway call - its direct twin), the overhead with the machine's load drift taken out; call_cpu_us /
+// twin_cpu_us: the whole process's CPU per gateway call and per twin, and added_cpu_us their difference (all
+// the CPU the gateway adds to a call, its server thread included). Items = calls.
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -94,6 +96,13 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// CPU seconds all this process's threads have used.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // CPU seconds this thread has used (the gateway's work on a call runs on the thread that routes it).
 double thread_cpu_seconds() {
   timespec ts{};
@@ -156,6 +165,7 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   };
   fresh();
   std::vector<double> seconds, twins, pairs;
+  double call_cpu = 0, twin_cpu = 0;  // the process's CPU seconds over the recorded calls and their twins
   server::testing::HttpClient direct(s.upstream->port());
   s.upstream->clear_log();
   int turns = 0;
@@ -164,8 +174,10 @@ void BM_GatewayChatTurn(benchmark::State& state) {
     const std::string body = json{{"messages", messages}}.dump();
     if (timed) state.ResumeTiming();
     const Clock::time_point start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     const auto reply = client.call("POST", path, body);
     const double took = std::chrono::duration<double>(Clock::now() - start).count();
+    const double cpu = process_cpu_seconds() - cpu_start;
     if (timed) state.PauseTiming();
     if (reply.status != 200) {
       state.SkipWithError(("gateway call failed: " + reply.body).c_str());
@@ -182,14 +194,18 @@ void BM_GatewayChatTurn(benchmark::State& state) {
           {"return_logprob", true},
           {"rid", "bench-twin"}}.dump();
       const Clock::time_point twin_start = Clock::now();
+      const double twin_cpu_start = process_cpu_seconds();
       const auto twin_reply = direct.call("POST", "/generate", twin);
       const double twin_took = std::chrono::duration<double>(Clock::now() - twin_start).count();
+      const double twin_cpu_used = process_cpu_seconds() - twin_cpu_start;
       if (twin_reply.status != 200) state.SkipWithError("direct twin call failed");
       s.upstream->clear_log();
       if (timed) {
         seconds.push_back(took);
         twins.push_back(twin_took);
         pairs.push_back(took - twin_took);
+        call_cpu += cpu;
+        twin_cpu += twin_cpu_used;
       }
     }
     messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
@@ -215,6 +231,14 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   state.counters["same_p50_us"] = percentile(twins, 0.5) * 1e6;
   state.counters["pair_added_p50_us"] = percentile(pairs, 0.5) * 1e6;
   state.counters["pair_added_p99_us"] = percentile(pairs, 0.99) * 1e6;
+  // CPU of the whole process (harness, server threads, stand-in) per call through the gateway and per twin:
+  // the difference is all the gateway adds to a call (its I/O thread reading the harness's request and
+  // writing the answer, the turn, its own upstream exchange), net of the harness sending the twin's larger
+  // body itself.
+  const double n = std::max<double>(1, static_cast<double>(pairs.size()));
+  state.counters["call_cpu_us"] = call_cpu / n * 1e6;
+  state.counters["twin_cpu_us"] = twin_cpu / n * 1e6;
+  state.counters["added_cpu_us"] = (call_cpu - twin_cpu) / n * 1e6;
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
