@@ -189,15 +189,7 @@ MessagesRequest read_whole(std::string_view body, bool count_only, MessagesLayou
     anthropic_element(message, i++, out.turn.messages);
     if (layout) layout->add(message, body.data(), out.turn.messages.size());
   }
-  if (const JsonView tools = request.find("tools"); !tools.is_none()) {
-    if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
-    if (kept)
-      kept->see_tools(tools, anthropic_tools);
-    else
-      out.turn.tools = anthropic_tools(tools);
-  } else if (kept) {
-    kept->see_no_tools();
-  }
+  read_tools(request, anthropic_tools, kept, out.turn);
   const JsonView max_tokens = request.find("max_tokens");
   if (!count_only) {
     if (!max_tokens.is_integer() || max_tokens.integer() < 1)

@@ -130,6 +130,18 @@ std::vector<std::string> parse_stop(JsonView value, const std::string& field, bo
   return out;
 }
 
+void read_tools(JsonView request, ToolsDecoder decode, KeptRequest* kept, ChatTurn& turn) {
+  if (const JsonView tools = request.find("tools"); !tools.is_none()) {
+    if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
+    if (kept)
+      kept->see_tools(tools, decode);
+    else
+      turn.tools = decode(tools);
+  } else if (kept) {
+    kept->see_no_tools();
+  }
+}
+
 JsonDocument read_request_body(std::string_view body) {
   std::optional<JsonDocument> request;
   try {
@@ -209,15 +221,7 @@ nlohmann::ordered_json openai_tools(JsonView tools) {
 
 // What a chat request says besides its messages; with `kept`, the tools go there (KeptRequest::see_tools).
 void read_chat_fields(JsonView request, ChatRequest& out, KeptRequest* kept) {
-  if (const JsonView tools = request.find("tools"); !tools.is_none()) {
-    if (!tools.is_array()) throw bad_request("bad_tools", "tools must be a list", "tools");
-    if (kept)
-      kept->see_tools(tools, openai_tools);
-    else
-      out.turn.tools = openai_tools(tools);
-  } else if (kept) {
-    kept->see_no_tools();
-  }
+  read_tools(request, openai_tools, kept, out.turn);
   read_common(request, out);
 }
 

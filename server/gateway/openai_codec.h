@@ -37,6 +37,9 @@ ChatRequest parse_completion_request(std::string_view body);
 // Stop strings: a list of 1..16 non-empty strings of at most 1024 bytes (OpenAI's `stop` may also be one
 // string; null or absent: none). Throws GatewayError 400 naming `field`.
 std::vector<std::string> parse_stop(JsonView value, const std::string& field, bool allow_string);
+// A request's `tools` (absent, null or a list; 400 otherwise) decoded into `turn.tools`, or with `kept`
+// seen by it (KeptRequest::see_tools: decoded once per distinct text).
+void read_tools(JsonView request, ToolsDecoder decode, KeptRequest* kept, ChatTurn& turn);
 // One message of a chat request, messages[index] (its path in errors).
 Message parse_openai_message(JsonView message, size_t index);
 // A request body read with the fast reader (engine/json_view.h): its views point into `body`. Throws
