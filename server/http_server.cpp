@@ -15,6 +15,7 @@
 #include "server/http_connection.h"
 #include "server/http_server_impl.h"
 #include "server/router.h"
+#include "server/thread_name.h"
 
 namespace crl::server {
 
@@ -338,7 +339,12 @@ void HttpServer::run() {
     s.schedule_sweep();
   });
   std::vector<std::thread> io_threads;
-  for (int i = 1; i < s.options.threads; ++i) io_threads.emplace_back([&s] { s.ioc.run(); });
+  for (int i = 1; i < s.options.threads; ++i) {
+    io_threads.emplace_back([&s] {
+      name_this_thread("crl-io");
+      s.ioc.run();
+    });
+  }
   s.ioc.run();
   for (auto& t : io_threads) t.join();
 }

@@ -4,6 +4,8 @@
 #include <system_error>
 #include <utility>
 
+#include "server/thread_name.h"
+
 namespace crl::server {
 
 namespace {
@@ -52,6 +54,7 @@ void WorkerPool::spawn_if_needed() {
 }
 
 void WorkerPool::work() {
+  name_this_thread("crl-worker");
   std::unique_lock lock(mutex_);
   while (true) {
     if (stopping_) return;

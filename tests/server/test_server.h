@@ -6,12 +6,16 @@
 
 #include "server/episode_service.h"
 #include "server/http_server.h"
+#include "server/thread_name.h"
 
 namespace crl::server::testing {
 
 struct TestServer {
   explicit TestServer(HttpOptions http = {}, ServiceOptions service_options = {})
-      : service(service_options), server(with_port0(http), service), thread([this] { server.run(); }) {}
+      : service(service_options), server(with_port0(http), service), thread([this] {
+          name_this_thread("crl-io");  // (the thread that runs the server is its first I/O thread)
+          server.run();
+        }) {}
   ~TestServer() {
     server.request_stop();
     thread.join();

@@ -4,10 +4,12 @@
 #include "server/worker_pool.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -32,6 +34,26 @@ TEST(WorkerPool, BlockedTasksNeverMakeOthersWaitBelowTheCeiling) {
   EXPECT_EQ(stats.queued, 0u);
   EXPECT_GE(stats.threads, 64u);
   barrier.open();
+  pool.join();
+}
+
+// A worker is named crl-worker (server/thread_name.h): what `top -H` and perf show, and what the gateway
+// bench sums the server's CPU by.
+TEST(WorkerPool, WorkersAreNamed) {
+  WorkerPool pool({.min_threads = 1, .max_threads = 2});
+  std::mutex mutex;
+  std::string name;
+  std::atomic<bool> done{false};
+  pool.post([&] {
+    char buffer[16] = {};
+    pthread_getname_np(pthread_self(), buffer, sizeof(buffer));
+    std::lock_guard lock(mutex);
+    name = buffer;
+    done = true;
+  });
+  EXPECT_TRUE(eventually([&] { return done.load(); }));
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(name, "crl-worker");
   pool.join();
 }
 
