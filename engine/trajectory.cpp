@@ -23,6 +23,19 @@ std::string_view episode_status_name(EpisodeStatus status) {
   return "unknown";
 }
 
+namespace {
+// The six per-token vectors of a segment's response, which grow together.
+template <class F>
+void for_each_response_vector(Segment& segment, F f) {
+  f(segment.response_ids);
+  f(segment.response_provenance);
+  f(segment.actor_mask);
+  f(segment.critic_mask);
+  f(segment.logprobs);
+  f(segment.values);
+}
+}  // namespace
+
 void Recorder::begin_execution(const PromptView& prompt, int compaction_index) {
   Segment segment;
   segment.kind = SegmentKind::kExecution;
@@ -32,13 +45,7 @@ void Recorder::begin_execution(const PromptView& prompt, int compaction_index) {
   // reallocation per turn or two of an agent session (tens of turns), each a heap block of KBs whose
   // allocation set off glibc's consolidation of the small blocks freed since (about 8% of a gateway turn's
   // instructions, bench/RESULTS.md ninth pass). finish() gives the unused room back.
-  constexpr size_t kRoom = 1024;
-  segment.response_ids.reserve(kRoom);
-  segment.response_provenance.reserve(kRoom);
-  segment.actor_mask.reserve(kRoom);
-  segment.critic_mask.reserve(kRoom);
-  segment.logprobs.reserve(kRoom);
-  segment.values.reserve(kRoom);
+  for_each_response_vector(segment, [](auto& v) { v.reserve(1024); });
   segments_.push_back(std::move(segment));
 }
 
@@ -99,14 +106,8 @@ Trajectory Recorder::finish(Trajectory header) {
       ++trajectory.dropped_segments;
       continue;
     }
-    if (segment.response_ids.capacity() > segment.response_ids.size() + 256) {  // (begin_execution's room)
-      segment.response_ids.shrink_to_fit();
-      segment.response_provenance.shrink_to_fit();
-      segment.actor_mask.shrink_to_fit();
-      segment.critic_mask.shrink_to_fit();
-      segment.logprobs.shrink_to_fit();
-      segment.values.shrink_to_fit();
-    }
+    if (segment.response_ids.capacity() > segment.response_ids.size() + 256)  // (begin_execution's room)
+      for_each_response_vector(segment, [](auto& v) { v.shrink_to_fit(); });
     trajectory.segments.push_back(std::move(segment));
   }
   segments_.clear();

@@ -282,6 +282,15 @@ void open_event(std::string& out, std::string_view name) {
   out += "\ndata: {";
 }
 
+// "index":N,"type":TYPE}\n\n: the end of a content block's event.
+void close_block_event(std::string& out, size_t index, std::string_view type) {
+  out += "\"index\":";
+  append_json_int(out, static_cast<int64_t>(index));
+  out += ",\"type\":\"";
+  out += type;
+  out += "\"}\n\n";
+}
+
 }  // namespace
 
 std::string anthropic_message_sse(const Completion& c, const std::string& model) {
@@ -305,19 +314,15 @@ std::string anthropic_message_sse(const Completion& c, const std::string& model)
     open_event(out, "content_block_start");
     out += "\"content_block\":{";
     start();
-    out += "},\"index\":";
-    append_json_int(out, static_cast<int64_t>(index));
-    out += ",\"type\":\"content_block_start\"}\n\n";
+    out += "},";
+    close_block_event(out, index, "content_block_start");
     open_event(out, "content_block_delta");
     out += "\"delta\":{";
     delta();
-    out += "},\"index\":";
-    append_json_int(out, static_cast<int64_t>(index));
-    out += ",\"type\":\"content_block_delta\"}\n\n";
+    out += "},";
+    close_block_event(out, index, "content_block_delta");
     open_event(out, "content_block_stop");
-    out += "\"index\":";
-    append_json_int(out, static_cast<int64_t>(index));
-    out += ",\"type\":\"content_block_stop\"}\n\n";
+    close_block_event(out, index, "content_block_stop");
     ++index;
   };
   if (!c.reply.content.empty() || c.reply.tool_calls.empty()) {
