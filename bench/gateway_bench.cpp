@@ -134,6 +134,40 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+// A harness's own SGLang /generate body with the ids of an 8k-token context (byte tokenizer ids).
+std::string direct_generate_body() {
+  json ids = json::array();
+  for (size_t i = 0; i < kContext; ++i) ids.push_back(97 + static_cast<int>(i % 26));
+  return json{{"input_ids", ids},
+              {"sampling_params", {{"max_new_tokens", 64}, {"temperature", 1.0}, {"stop_token_ids", {258}}}},
+              {"return_logprob", true},
+              {"rid", "bench"}}
+      .dump();
+}
+
+// A stand-in upstream answering every call "ok, next step" after `delay_s`, a gateway in front of it, and
+// the server around the gateway (`http`: its options, the gateway set here).
+struct WideStack {
+  WideStack(double delay_s, server::HttpOptions http) : upstream(stand_in(delay_s)) {
+    server::gateway::GatewayOptions options;
+    options.upstream.base_url = upstream.url();
+    options.budget = Budget{65536, 16384, 2, 1024, 1024, 8};
+    gateway = std::make_unique<server::gateway::Gateway>(options, nullptr);
+    http.gateway = gateway.get();
+    serve = std::make_unique<server::testing::TestServer>(http);
+  }
+  static testing::ScriptedLlmOptions stand_in(double delay_s) {
+    testing::ScriptedLlmOptions llm;
+    llm.log_calls = false;
+    llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
+    llm.faults.delay_s = delay_s;
+    return llm;
+  }
+  testing::ScriptedLlmServer upstream;
+  std::unique_ptr<server::gateway::Gateway> gateway;
+  std::unique_ptr<server::testing::TestServer> serve;
+};
+
 double direct_p50 = 0, direct_p99 = 0;
 
 // Arg 1: the stand-in of the stack whose server answers gateway calls on its I/O thread; 0: the pool stack's
@@ -142,13 +176,7 @@ double direct_p50 = 0, direct_p99 = 0;
 void BM_DirectUpstream(benchmark::State& state) {
   Stack& s = state.range(0) != 0 ? stack() : pool_stack();
   server::testing::HttpClient client(s.upstream->port());
-  json ids = json::array();
-  for (size_t i = 0; i < kContext; ++i) ids.push_back(97 + static_cast<int>(i % 26));
-  const std::string body = json{
-      {"input_ids", ids},
-      {"sampling_params", {{"max_new_tokens", 64}, {"temperature", 1.0}, {"stop_token_ids", {258}}}},
-      {"return_logprob", true},
-      {"rid", "bench"}}.dump();
+  const std::string body = direct_generate_body();
   std::vector<double> seconds, cpu;
   for (auto _ : state) {
     const Clock::time_point start = Clock::now();
@@ -281,20 +309,11 @@ BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
 // once: the batch an inference server would have seen).
 void BM_GatewayConcurrentSessions(benchmark::State& state) {
   constexpr int kSessions = 256;
-  const int max_workers = static_cast<int>(state.range(0));
-  testing::ScriptedLlmOptions llm;
-  llm.log_calls = false;
-  llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
-  llm.faults.delay_s = 0.05;
-  testing::ScriptedLlmServer upstream(llm);
-  server::gateway::GatewayOptions options;
-  options.upstream.base_url = upstream.url();
-  options.budget = Budget{65536, 16384, 2, 1024, 1024, 8};
-  server::gateway::Gateway gateway(options, nullptr);
   server::HttpOptions http;
-  http.gateway = &gateway;
-  http.max_workers = max_workers;
-  server::testing::TestServer serve(http);
+  http.max_workers = static_cast<int>(state.range(0));
+  WideStack wide(0.05, http);
+  testing::ScriptedLlmServer& upstream = wide.upstream;
+  server::testing::TestServer& serve = *wide.serve;
   std::vector<std::unique_ptr<server::testing::HttpClient>> clients;
   std::vector<json> histories;
   for (int i = 0; i < kSessions; ++i) {
@@ -422,25 +441,12 @@ void BM_GatewayThroughput(benchmark::State& state) {
   const int harnesses = static_cast<int>(state.range(0));
   const bool direct = state.range(1) == 1;
   keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
-  testing::ScriptedLlmOptions llm;
-  llm.log_calls = false;
-  llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
-  testing::ScriptedLlmServer upstream(llm);
-  server::gateway::GatewayOptions options;
-  options.upstream.base_url = upstream.url();
-  options.budget = Budget{65536, 16384, 2, 1024, 1024, 8};
-  server::gateway::Gateway gateway(options, nullptr);
   server::HttpOptions http;
-  http.gateway = &gateway;
   http.max_body_bytes = 64u << 20;
-  server::testing::TestServer serve(http);
-  json ids = json::array();
-  for (size_t i = 0; i < kContext; ++i) ids.push_back(97 + static_cast<int>(i % 26));
-  const std::string direct_body = json{
-      {"input_ids", ids},
-      {"sampling_params", {{"max_new_tokens", 64}, {"temperature", 1.0}, {"stop_token_ids", {258}}}},
-      {"return_logprob", true},
-      {"rid", "bench"}}.dump();
+  WideStack wide(0, http);
+  testing::ScriptedLlmServer& upstream = wide.upstream;
+  server::testing::TestServer& serve = *wide.serve;
+  const std::string direct_body = direct_generate_body();
   std::optional<NullProxy> null_proxy;
   if (state.range(1) == 2) null_proxy.emplace(upstream.port(), direct_body);
   std::atomic<bool> stop{false};
