@@ -71,7 +71,10 @@ class Global final : public Callable {
         for (const auto& [k, v] : p.as_dict().items) d.set(k, v);
       }
       for (const auto& [k, v] : args.named) d.set(k, v);
-      return name_ == "dict" ? Value(std::move(d)) : Value::make_namespace(std::move(d));
+      if (name_ == "dict") return Value(std::move(d));
+      Value made = Value::make_namespace(std::move(d));
+      in.adopt_namespace(made);
+      return made;
     }
     if (name_ == "strftime_now") {
       if (args.positional.empty() || !args.positional[0].is_string())

@@ -67,10 +67,18 @@ std::string Interpreter::render(const Body& body, const Dict& variables) {
 void Interpreter::release_closures() {
   // A macro holds the scope it was defined in, and that scope (or a namespace or list in it) holds the
   // macro: a cycle of shared pointers that outlives the render unless broken here (it leaked the whole
-  // render's state, ~120 KB per render of gpt-oss's template).
-  for (const std::shared_ptr<Scope>& s : closures_) s->vars.items.clear();
+  // render's state, ~120 KB per render of gpt-oss's template). The cycle can also run through an enclosing
+  // scope (a macro defined in a loop, kept in a namespace set at the top level) or through namespaces alone
+  // (`set ns.me = ns`), so every scope up from a closure and every namespace of the render is cleared.
+  // Nothing made during a render outlives it (it returns text), so clearing them changes no result.
+  for (const std::shared_ptr<Scope>& s : closures_) {
+    for (Scope* at = s.get(); at != nullptr; at = at->parent.get()) at->vars.items.clear();
+  }
   closures_.clear();
+  for (Scope* at = scope_.get(); at != nullptr; at = at->parent.get()) at->vars.items.clear();
   scope_.reset();
+  for (const Value& made : namespaces_) made.namespace_attributes().items.clear();
+  namespaces_.clear();
 }
 
 void Interpreter::fail(ErrorKind kind, const std::string& message) const {

@@ -43,6 +43,9 @@ class Interpreter {
   void count_iterations(uint64_t n);
   const Limits& limits() const { return limits_; }
   int64_t now_unix() const { return now_unix_; }
+  // For namespace(): a namespace made during this render, whose attributes are cleared when it ends (a
+  // namespace can hold itself, or a macro whose scope holds it: cycles of shared pointers).
+  void adopt_namespace(const Value& made) { namespaces_.push_back(made); }
   // Calls a callable value (a macro, a global, a method) with already evaluated arguments.
   Value call(const Value& callee, const CallArgs& args);
   // Renders a macro body in a fresh scope (used by the macro values this interpreter creates).
@@ -69,7 +72,8 @@ class Interpreter {
   const Value* find_name(const std::string& name) const;
   void assign(const std::string& name, Value value);
   void write(const std::string& text);
-  // Ends a render: clears the scopes that macros closed over (breaking their reference cycles).
+  // Ends a render: clears the scopes that macros closed over, their enclosing scopes and the namespaces
+  // made during the render (breaking their reference cycles).
   void release_closures();
 
   const std::string& name_;
@@ -77,6 +81,7 @@ class Interpreter {
   int64_t now_unix_;
   std::shared_ptr<Scope> scope_;
   std::vector<std::shared_ptr<Scope>> closures_;  // scopes a macro or caller() was defined in
+  std::vector<Value> namespaces_;                 // made by namespace() in this render
   const Dict* variables_ = nullptr;
   Dict globals_;
   std::vector<std::string> outputs_;  // a stack: macros and block sets capture their output

@@ -5,6 +5,8 @@
 #include <malloc.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "engine/jinja/template.h"
 #include "engine/jinja/template_error.h"
@@ -206,6 +208,42 @@ TEST(Jinja, RendersWithMacrosLeaveNothingBehind) {
   const size_t after = mallinfo2().uordblks;
   EXPECT_LT(after, before + 64 * 1024)
       << "the heap grew by " << (after - before) << " bytes over 400 renders";
+}
+
+// The cycle need not pass through a scope a macro was defined in: a macro defined in a loop and kept in a
+// namespace of the top level (the loop's scope holds the top level's, which holds the namespace), or a
+// namespace that holds itself, with no macro at all. Each render here makes a fresh 4 KB string inside the
+// cycle, so a leak would grow the heap by megabytes over the 400 renders (found by LeakSanitizer,
+// `scripts/check.sh --sanitize`).
+TEST(Jinja, RendersWithCyclesThroughNamespacesLeaveNothingBehind) {
+  const std::vector<std::string> sources = {
+      "{% set ns = namespace(ms=[], pad=messages[0] ~ '!') %}{% for x in messages %}{% macro m() %}<{{ "
+      "x|length "
+      "}}>{% endmacro %}{% set ns.ms = ns.ms + [m] %}{% endfor %}{% for f in ns.ms %}{{ f() }}{% endfor %}"
+      "{% if fail %}{{ raise_exception('no') }}{% endif %}",
+      "{% set ns = namespace(pad=messages[0] ~ '!') %}{% set ns.me = ns %}{% set other = namespace(peer=ns) "
+      "%}"
+      "{% set ns.peer = other %}{{ ns.pad|length }}{% if fail %}{{ raise_exception('no') }}{% endif %}",
+  };
+  for (const std::string& source : sources) {
+    const Template t = Template::parse(source, "cycle.jinja");
+    Dict vars;
+    vars.set("messages", from_json(nlohmann::json::array({std::string(4096, 'a'), std::string(4096, 'b')})));
+    Dict failing = vars;
+    failing.set("fail", Value(true));
+    const auto render_many = [&](int n) {
+      for (int k = 0; k < n; ++k) {
+        EXPECT_FALSE(t.render(vars).empty());
+        EXPECT_THROW(t.render(failing), TemplateError);
+      }
+    };
+    render_many(50);
+    const size_t before = mallinfo2().uordblks;
+    render_many(400);
+    const size_t after = mallinfo2().uordblks;
+    EXPECT_LT(after, before + 64 * 1024)
+        << "the heap grew by " << (after - before) << " bytes over 400 renders of " << source;
+  }
 }
 
 TEST(Jinja, HostileTemplatesHitTypedLimits) {
