@@ -186,6 +186,10 @@ TEST(Jinja, ErrorsNameTheLine) {
 // every render of a template with macros (gpt-oss's) leaks its whole state. Measured on the heap (glibc's
 // mallinfo2): after a warm-up, 400 more renders (and 100 that raise) leave the bytes in use where they were.
 TEST(Jinja, RendersWithMacrosLeaveNothingBehind) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP()
+      << "glibc's heap measure reads 0 under AddressSanitizer; its LeakSanitizer checks this instead";
+#endif
   const Template t = Template::parse(
       "{% macro top(x) %}<{{ x }}>{% endmacro %}{% set ns = namespace(ms=[]) %}"
       "{% for m in messages %}{% macro inner() %}[{{ m }}]{% endmacro %}{% set ns.ms = ns.ms + [inner] %}"
@@ -216,6 +220,10 @@ TEST(Jinja, RendersWithMacrosLeaveNothingBehind) {
 // cycle, so a leak would grow the heap by megabytes over the 400 renders (found by LeakSanitizer,
 // `scripts/check.sh --sanitize`).
 TEST(Jinja, RendersWithCyclesThroughNamespacesLeaveNothingBehind) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP()
+      << "glibc's heap measure reads 0 under AddressSanitizer; its LeakSanitizer checks this instead";
+#endif
   const std::vector<std::string> sources = {
       "{% set ns = namespace(ms=[], pad=messages[0] ~ '!') %}{% for x in messages %}{% macro m() %}<{{ "
       "x|length "
