@@ -3,10 +3,6 @@
 //
 //   BM_DirectUpstream        one SGLang /generate call with the token ids of an 8k-token context, straight to
 //                            the stand-in upstream (tests/policies/llm/scripted_llm_server.h)
-//   BM_GatewayConcurrentSessions  256 sessions' calls at once against a 50 ms upstream: the worker pool that
-//                            grows against a fixed pool of 32 (calls/s, the batch the upstream saw)
-//   BM_GatewayThroughput     4 or 16 harnesses calling at once, as fast as answers come, through the gateway
-//                            and (twin rows) straight to the stand-in: the server threads' CPU per call
 //   BM_GatewayChatTurn       one chat-completions turn through the gateway at an 8k-token context (byte
 //                            tokenizer: the harness sends ~8 KB of history, the gateway forwards 8k ids),
 //                            each followed (untimed by the framework) by the same request straight to the
@@ -19,23 +15,19 @@
 // (gateway call - its direct twin), the overhead with the machine's load drift taken out; call_cpu_us /
 // twin_cpu_us: the whole process's CPU per gateway call and per twin, and added_cpu_us their difference (all
 // the CPU the gateway adds to a call, its server thread included); server_cpu_us: the server's threads'
-// CPU per call. Items = calls.
+// CPU per call. Items = calls. Below them: the gateway's handler alone (BM_GatewayRouteCpu*) and its codecs.
+// Many harnesses at once: bench/gateway_load_bench.cpp (the same binary, bench_gateway).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <thread>
 
+#include "bench/gateway_bench_support.h"
 #include "engine/heap.h"
 #include "engine/json_reader.h"
 #include "engine/tokenizer.h"
@@ -44,7 +36,6 @@
 #include "server/gateway/chat_messages.h"
 #include "server/gateway/gateway.h"
 #include "server/gateway/openai_codec.h"
-#include "server/thread_name.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/server/http_client.h"
 #include "tests/server/test_server.h"
@@ -55,7 +46,7 @@ using namespace crl;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kContext = 8000;
+using namespace crl::gateway_bench;
 
 struct Stack {
   // inline_calls: HttpOptions::gateway_inline (gateway calls answered on the I/O thread that read them);
@@ -96,77 +87,6 @@ Stack& pool_stack() {
   static Stack s(false);
   return s;
 }
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
-
-// CPU seconds all this process's threads have used.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// CPU seconds of this process's threads whose name starts with `prefix` (/proc/self/task/*/comm, and the
-// time on CPU from schedstat): the server's threads are named crl-io and crl-worker (server/thread_name.h).
-double named_threads_cpu_seconds(std::string_view prefix) {
-  double total = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name.rfind(prefix, 0) != 0) continue;
-    std::ifstream schedstat(task.path() / "schedstat");
-    uint64_t ns = 0;
-    schedstat >> ns;
-    total += static_cast<double>(ns) * 1e-9;
-  }
-  return total;
-}
-
-// CPU seconds this thread has used (the gateway's work on a call runs on the thread that routes it).
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// A harness's own SGLang /generate body with the ids of an 8k-token context (byte tokenizer ids).
-std::string direct_generate_body() {
-  json ids = json::array();
-  for (size_t i = 0; i < kContext; ++i) ids.push_back(97 + static_cast<int>(i % 26));
-  return json{{"input_ids", ids},
-              {"sampling_params", {{"max_new_tokens", 64}, {"temperature", 1.0}, {"stop_token_ids", {258}}}},
-              {"return_logprob", true},
-              {"rid", "bench"}}
-      .dump();
-}
-
-// A stand-in upstream answering every call "ok, next step" after `delay_s`, a gateway in front of it, and
-// the server around the gateway (`http`: its options, the gateway set here).
-struct WideStack {
-  WideStack(double delay_s, server::HttpOptions http) : upstream(stand_in(delay_s)) {
-    server::gateway::GatewayOptions options;
-    options.upstream.base_url = upstream.url();
-    options.budget = Budget{65536, 16384, 2, 1024, 1024, 8};
-    gateway = std::make_unique<server::gateway::Gateway>(options, nullptr);
-    http.gateway = gateway.get();
-    serve = std::make_unique<server::testing::TestServer>(http);
-  }
-  static testing::ScriptedLlmOptions stand_in(double delay_s) {
-    testing::ScriptedLlmOptions llm;
-    llm.log_calls = false;
-    llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
-    llm.faults.delay_s = delay_s;
-    return llm;
-  }
-  testing::ScriptedLlmServer upstream;
-  std::unique_ptr<server::gateway::Gateway> gateway;
-  std::unique_ptr<server::testing::TestServer> serve;
-};
 
 double direct_p50 = 0, direct_p99 = 0;
 
@@ -299,233 +219,6 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
-
-// A trainer's sessions at once against an upstream that takes 50 ms to answer (an LLM's call; real ones take
-// seconds, which only widens the gap): 256 harnesses on their own keep-alive connections, one chat call each
-// per iteration, all started together (a thread each, the same cost in both rows). Arg: the server's
-// --max-workers: 32 keeps the default 32 workers fixed (how every `crl serve` ran before its pool grew),
-// 0 is the default (the pool grows to one thread per request in flight). Counters: calls_per_s (wall),
-// round_ms (wall per iteration: all 256 answered), peak_at_upstream (the most calls inside the stand-in at
-// once: the batch an inference server would have seen).
-void BM_GatewayConcurrentSessions(benchmark::State& state) {
-  constexpr int kSessions = 256;
-  server::HttpOptions http;
-  http.max_workers = static_cast<int>(state.range(0));
-  WideStack wide(0.05, http);
-  testing::ScriptedLlmServer& upstream = wide.upstream;
-  server::testing::TestServer& serve = *wide.serve;
-  std::vector<std::unique_ptr<server::testing::HttpClient>> clients;
-  std::vector<json> histories;
-  for (int i = 0; i < kSessions; ++i) {
-    clients.push_back(std::make_unique<server::testing::HttpClient>(serve.port()));
-    histories.push_back(json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
-                                     {{"role", "user"}, {"content", "task " + std::to_string(i)}}}));
-  }
-  std::atomic<int> failures{0};
-  const Clock::time_point started = Clock::now();
-  for (auto _ : state) {
-    std::vector<std::thread> harnesses;
-    for (int i = 0; i < kSessions; ++i) {
-      harnesses.emplace_back([&, i] {
-        const std::string path = "/v1/sessions/wide-" + std::to_string(i) + "/v1/chat/completions";
-        const auto reply = clients[i]->call("POST", path, json{{"messages", histories[i]}}.dump());
-        if (reply.status != 200) {
-          ++failures;
-          return;
-        }
-        histories[i].push_back(json::parse(reply.body)["choices"][0]["message"]);
-        histories[i].push_back({{"role", "user"}, {"content", "output of the step: fine"}});
-      });
-    }
-    for (auto& harness : harnesses) harness.join();
-    if (failures > 0) {
-      state.SkipWithError("a gateway call failed");
-      break;
-    }
-  }
-  const double calls = static_cast<double>(state.iterations()) * kSessions;
-  state.counters["calls_per_s"] = benchmark::Counter(calls, benchmark::Counter::kIsRate);
-  state.counters["round_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - started).count() /
-                               std::max<double>(1, static_cast<double>(state.iterations()));
-  state.counters["peak_at_upstream"] = static_cast<double>(upstream.peak_in_flight());
-  state.SetItemsProcessed(static_cast<int64_t>(calls));
-}
-BENCHMARK(BM_GatewayConcurrentSessions)->Arg(32)->Arg(0)->UseRealTime()->MinTime(2.0);
-
-// The floor under any gateway on this machine: a proxy with no gateway logic at all. Each harness connection
-// gets a thread (blocking reads and writes: the fewest syscalls and no thread hops) that reads a request,
-// sends one fixed 8k-token /generate body to the stand-in over its own keep-alive connection, reads the
-// answer, and writes a fixed chat.completion back. Its threads are named crl-null (their CPU is what two
-// loopback HTTP exchanges per call cost here, the upstream's 40 KB body included).
-class NullProxy {
- public:
-  NullProxy(uint16_t upstream_port, std::string upstream_body)
-      : upstream_port_(upstream_port),
-        upstream_body_(std::move(upstream_body)),
-        acceptor_(ioc_, server::testing::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0)) {
-    accepting_ = std::thread([this] {
-      server::name_this_thread("crl-null");
-      for (;;) {
-        server::testing::tcp::socket socket(ioc_);
-        boost::system::error_code error;
-        acceptor_.accept(socket, error);
-        if (error || stopping_) return;
-        socket.set_option(server::testing::tcp::no_delay(true));
-        std::lock_guard<std::mutex> lock(mutex_);
-        connections_.emplace_back([this, socket = std::move(socket)]() mutable { serve(socket); });
-      }
-    });
-  }
-  ~NullProxy() {
-    stopping_ = true;
-    boost::system::error_code ignored;
-    {  // wake the accept with a connection of our own
-      server::testing::tcp::socket poke(ioc_);
-      poke.connect(acceptor_.local_endpoint(), ignored);
-    }
-    accepting_.join();
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& t : connections_) t.join();  // each ends when its harness closes the connection
-  }
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
-
- private:
-  void serve(server::testing::tcp::socket& socket) {
-    namespace http = server::testing::http;
-    server::name_this_thread("crl-null");
-    server::testing::HttpClient upstream(upstream_port_);
-    boost::beast::flat_buffer buffer;
-    buffer.reserve(64 << 10);
-    const std::string answer =
-        R"({"id":"chatcmpl-null","object":"chat.completion","created":0,"model":"crl","choices":[{"index":0,)"
-        R"("message":{"role":"assistant","content":"ok, next step"},"finish_reason":"stop"}],)"
-        R"("usage":{"prompt_tokens":8000,"completion_tokens":14,"total_tokens":8014}})";
-    for (;;) {
-      http::request<http::string_body> request;
-      boost::system::error_code error;
-      http::read(socket, buffer, request, error);
-      if (error) return;
-      const auto reply = upstream.call("POST", "/generate", upstream_body_);
-      http::response<http::string_body> response{
-          reply.status == 200 ? http::status::ok : http::status::bad_gateway, 11};
-      response.set(http::field::content_type, "application/json");
-      response.keep_alive(true);
-      response.body() = answer;
-      response.prepare_payload();
-      http::write(socket, response, error);
-      if (error) return;
-    }
-  }
-
-  uint16_t upstream_port_;
-  std::string upstream_body_;
-  boost::asio::io_context ioc_;
-  server::testing::tcp::acceptor acceptor_;
-  std::atomic<bool> stopping_{false};
-  std::thread accepting_;
-  std::mutex mutex_;
-  std::vector<std::thread> connections_;
-};
-
-// Calls per second per core of gateway work when the gateway is busy (the goal's regime: a trainer's many
-// harnesses at 8k-token contexts), not one call at a time on an idle machine. Args: harnesses at once (each
-// a thread with its own session and keep-alive connection, calling as soon as its answer comes, for 3 s of
-// wall time, against a stand-in upstream that answers at once), and 1 for the direct twin: the same
-// harnesses calling the stand-in straight with 8k-token /generate bodies, the baseline of the same run, or 2
-// for the same harnesses through NullProxy (above: the floor of any proxy's CPU per call here).
-// Counters: calls_per_s (wall), server_cpu_us (CPU of the server's threads, crl-io and crl-worker, per call:
-// the gateway's whole work, its two HTTP exchanges' and wake-ups' kernel time included),
-// gateway_calls_per_core_s = 1e6 / server_cpu_us, process_cpu_us (every thread: harnesses, server,
-// stand-in; the gateway row's minus the twin's is what the gateway adds to a call at this load), p50_us.
-void BM_GatewayThroughput(benchmark::State& state) {
-  const int harnesses = static_cast<int>(state.range(0));
-  const bool direct = state.range(1) == 1;
-  keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
-  server::HttpOptions http;
-  http.max_body_bytes = 64u << 20;
-  WideStack wide(0, http);
-  testing::ScriptedLlmServer& upstream = wide.upstream;
-  server::testing::TestServer& serve = *wide.serve;
-  const std::string direct_body = direct_generate_body();
-  std::optional<NullProxy> null_proxy;
-  if (state.range(1) == 2) null_proxy.emplace(upstream.port(), direct_body);
-  std::atomic<bool> stop{false};
-  std::atomic<int> failures{0};
-  std::atomic<int64_t> calls{0};
-  std::vector<std::vector<double>> latencies(harnesses);
-  const auto harness = [&](int index) {
-    server::testing::HttpClient client(direct       ? upstream.port()
-                                       : null_proxy ? null_proxy->port()
-                                                    : serve.port());
-    int session = 0, turns = 0;
-    json messages;
-    std::string path;
-    const auto fresh = [&] {
-      path = "/v1/sessions/tp-" + std::to_string(index) + "-" + std::to_string(session++) +
-             "/v1/chat/completions";
-      messages = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
-                              {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
-    };
-    fresh();
-    while (!stop.load(std::memory_order_relaxed)) {
-      // The direct twin's harness keeps the same history and writes the same body (then sends the ids in
-      // its place), so that the two rows' process_cpu_us differ by what the gateway adds alone.
-      const std::string body = json{{"messages", messages}}.dump();
-      const Clock::time_point start = Clock::now();
-      const auto reply =
-          direct ? client.call("POST", "/generate", direct_body) : client.call("POST", path, body);
-      latencies[index].push_back(std::chrono::duration<double>(Clock::now() - start).count());
-      if (reply.status != 200) {
-        ++failures;
-        return;
-      }
-      ++calls;
-      const json answer = json::parse(reply.body);
-      messages.push_back(direct ? json{{"role", "assistant"}, {"content", answer["text"]}}
-                                : answer["choices"][0]["message"]);
-      messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
-      if (++turns % 32 == 0) fresh();  // stay near 8k tokens
-    }
-  };
-  for (auto _ : state) {
-    std::vector<std::thread> threads;
-    for (int i = 0; i < harnesses; ++i) threads.emplace_back(harness, i);
-    // Half a second to warm up (connections, the pool's threads, sessions' first calls), then 3 s measured;
-    // the end is read before the harnesses stop (a NullProxy thread ends with its connection, its CPU with
-    // it).
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    const int64_t calls_start = calls.load();
-    const double server_start = named_threads_cpu_seconds("crl-");
-    const double process_start = process_cpu_seconds();
-    const Clock::time_point started = Clock::now();
-    std::this_thread::sleep_for(std::chrono::seconds(3));
-    const double server_cpu = named_threads_cpu_seconds("crl-") - server_start;
-    const double process_cpu = process_cpu_seconds() - process_start;
-    const double n = std::max<double>(1, static_cast<double>(calls.load() - calls_start));
-    const double wall = std::chrono::duration<double>(Clock::now() - started).count();
-    stop = true;
-    for (auto& t : threads) t.join();
-    state.SetIterationTime(wall);
-    state.counters["calls_per_s"] = n / wall;
-    state.counters["server_cpu_us"] = server_cpu / n * 1e6;
-    state.counters["gateway_calls_per_core_s"] = server_cpu > 0 ? n / server_cpu : 0;
-    state.counters["process_cpu_us"] = process_cpu / n * 1e6;
-    state.SetItemsProcessed(static_cast<int64_t>(n));
-  }
-  if (failures > 0) state.SkipWithError("a call failed");
-  std::vector<double> all;
-  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  state.counters["p50_us"] = percentile(all, 0.5) * 1e6;
-}
-BENCHMARK(BM_GatewayThroughput)
-    ->Args({4, 0})
-    ->Args({4, 1})
-    ->Args({4, 2})
-    ->Args({16, 0})
-    ->Args({16, 1})
-    ->Args({16, 2})
-    ->Iterations(1)
-    ->UseManualTime();
 
 // A session's first call and its later ones go through two functions, so that an instruction count can
 // take the later ones alone (noipa: identical bodies are otherwise folded into one function): `valgrind

@@ -1,0 +1,70 @@
+#pragma once
+// What bench/gateway_bench.cpp (one call at a time, the gateway's handler in process) and
+// bench/gateway_load_bench.cpp (many harnesses at once) share: the context size, percentiles, CPU clocks
+// and a harness's own /generate body. Both files build into bench_gateway.
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crl::gateway_bench {
+
+using json = nlohmann::json;
+
+inline constexpr size_t kContext = 8000;  // tokens of context (byte tokenizer: one per byte)
+
+inline double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+// CPU seconds all this process's threads have used.
+inline double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// CPU seconds of this process's threads whose name starts with `prefix` (/proc/self/task/*/comm, and the
+// time on CPU from schedstat): the server's threads are named crl-io and crl-worker (server/thread_name.h).
+inline double named_threads_cpu_seconds(std::string_view prefix) {
+  double total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::ifstream schedstat(task.path() / "schedstat");
+    uint64_t ns = 0;
+    schedstat >> ns;
+    total += static_cast<double>(ns) * 1e-9;
+  }
+  return total;
+}
+
+// CPU seconds this thread has used (the gateway's work on a call runs on the thread that routes it).
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// A harness's own SGLang /generate body with the ids of an 8k-token context (byte tokenizer ids).
+inline std::string direct_generate_body() {
+  json ids = json::array();
+  for (size_t i = 0; i < kContext; ++i) ids.push_back(97 + static_cast<int>(i % 26));
+  return json{{"input_ids", ids},
+              {"sampling_params", {{"max_new_tokens", 64}, {"temperature", 1.0}, {"stop_token_ids", {258}}}},
+              {"return_logprob", true},
+              {"rid", "bench"}}
+      .dump();
+}
+
+}  // namespace crl::gateway_bench
