@@ -93,14 +93,19 @@ Sha256& Sha256::update_f64(double value) {
 }
 
 std::array<uint8_t, 32> Sha256::digest() {
+  // The padding written into the block in place (a byte at a time through update() cost as much as the
+  // compression of a short message: sampling seeds hash one short line per LLM call).
   const uint64_t bits = length_ * 8;
-  const uint8_t pad = 0x80;
-  update(&pad, 1);
-  const uint8_t zero = 0;
-  while (buffered_ != 56) update(&zero, 1);
-  uint8_t length_bytes[8];
-  for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-  update(length_bytes, 8);
+  buffer_[buffered_++] = 0x80;
+  if (buffered_ > 56) {
+    std::memset(buffer_ + buffered_, 0, 64 - buffered_);
+    compress(buffer_);
+    buffered_ = 0;
+  }
+  std::memset(buffer_ + buffered_, 0, 56 - buffered_);
+  for (int i = 0; i < 8; ++i) buffer_[56 + i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  compress(buffer_);
+  buffered_ = 0;
   std::array<uint8_t, 32> out{};
   for (int i = 0; i < 8; ++i) {
     for (int j = 0; j < 4; ++j) out[4 * i + j] = static_cast<uint8_t>(state_[i] >> (24 - 8 * j));

@@ -1,5 +1,6 @@
 #include "policies/llm/llm_api.h"
 
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,11 +30,17 @@ const char* api_path(ApiKind kind) {
 }
 
 uint64_t sampling_seed(const StreamKey& stream) {
-  const std::string canonical = "crl-sampling|" + std::to_string(stream.seed) + "|" +
-                                std::to_string(stream.task) + "|" + std::to_string(stream.sample) + "|" +
-                                std::to_string(static_cast<uint32_t>(stream.role)) + "|" +
-                                std::to_string(stream.ordinal);
-  return sha256_u64(canonical) & ((uint64_t{1} << 63) - 1);
+  // "crl-sampling|seed|task|sample|role|ordinal", written into a buffer on the stack (one per LLM call).
+  char canonical[128] = "crl-sampling";
+  char* at = canonical + 12;
+  char* const end = canonical + sizeof(canonical);
+  for (const uint64_t field : {stream.seed, stream.task, uint64_t{stream.sample},
+                               uint64_t{static_cast<uint32_t>(stream.role)}, stream.ordinal}) {
+    *at++ = '|';
+    at = std::to_chars(at, end, field).ptr;  // 6 fields of at most 21 bytes: the buffer holds them
+  }
+  return sha256_u64(std::string_view(canonical, static_cast<size_t>(at - canonical))) &
+         ((uint64_t{1} << 63) - 1);
 }
 
 namespace {

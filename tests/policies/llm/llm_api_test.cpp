@@ -243,5 +243,14 @@ TEST(LlmApi, SamplingSeedIsAPureFunctionOfTheStreamKey) {
   EXPECT_NE(sampling_seed(key), sampling_seed(other));
 }
 
+// The derivation is a published contract (README: SHA-256 of "crl-sampling|seed|task|sample|role|ordinal",
+// first 8 bytes big-endian, masked to 63 bits): paired runs and other tools reproduce it. Values from
+// Python's hashlib, including the longest line (every field at its maximum: two SHA-256 blocks).
+TEST(LlmApi, SamplingSeedMatchesItsPublishedDerivation) {
+  EXPECT_EQ(sampling_seed(StreamKey{7, 1234, 2, StreamRole::kExecute, 5}), 0x5168ef8e7c201c3aull);
+  EXPECT_EQ(sampling_seed(StreamKey{UINT64_MAX, UINT64_MAX, UINT32_MAX, StreamRole::kSimulation, UINT64_MAX}),
+            0x7c55341338beaadbull);
+}
+
 }  // namespace
 }  // namespace crl::llm
