@@ -135,13 +135,14 @@ class JsonParser {
     node.text_size = static_cast<uint32_t>(text.size());
   }
 
-  // A new node for the value starting at pos_, as the next child of the open container.
+  // A new node for the value starting at pos_, as the next child of the open container. (Built in place: a
+  // node is 48 bytes, and an LLM's answer is mostly small numbers, one node each.)
   JsonDocument::Node& add(JsonType type) {
     if (doc_.nodes_.size() >= UINT32_MAX - 1) fail("a document of fewer than 2^32 values");
-    JsonDocument::Node node;
+    JsonDocument::Node& node = doc_.nodes_.emplace_back();
     node.type = type;
     if (!stack_.empty()) {
-      Level& level = stack_.back();
+      const Level& level = stack_.back();
       JsonDocument::Node& parent = doc_.nodes_[level.node];
       ++parent.count;
       if (parent.type == JsonType::kObject) {
@@ -149,8 +150,7 @@ class JsonParser {
         node.key_size = static_cast<uint32_t>(level.key.size());
       }
     }
-    doc_.nodes_.push_back(node);
-    return doc_.nodes_.back();
+    return node;
   }
 
   void open(JsonType type) {
@@ -233,39 +233,48 @@ class JsonParser {
     fail("expected a value (an object, array, string, number, true, false or null)");
   }
 
-  bool digit_at(size_t at) const { return at < text_.size() && text_[at] >= '0' && text_[at] <= '9'; }
-
+  // A number at pos_, scanned with a pointer (an LLM's answer is mostly numbers: ids and log-probs).
   void number() {
-    const size_t start = pos_;
-    const bool negative = text_[pos_] == '-';
-    if (negative) ++pos_;
-    if (!digit_at(pos_)) fail("expected a digit");
+    const char* const text = text_.data();
+    const char* const stop = text + text_.size();
+    const char* p = text + pos_;
+    const auto digit = [stop](const char* at) {
+      return at < stop && static_cast<unsigned char>(*at - '0') < 10;
+    };
+    const auto fail_here = [&](const char* at, const char* expected) {
+      fail_at(static_cast<size_t>(at - text), expected);
+    };
+    const bool negative = *p == '-';
+    if (negative) ++p;
+    if (!digit(p)) fail_here(p, "expected a digit");
     uint64_t value = 0;
-    bool overflow = false;
-    if (text_[pos_] == '0') {
-      ++pos_;
+    bool overflow = false;  // more than 64 bits (exact: no division per digit)
+    if (*p == '0') {
+      ++p;
     } else {
-      while (digit_at(pos_)) {
-        const auto d = static_cast<uint64_t>(text_[pos_] - '0');
-        overflow |= value > (UINT64_MAX - d) / 10;
-        value = value * 10 + d;
-        ++pos_;
+      while (digit(p)) {
+        const auto d = static_cast<uint64_t>(*p - '0');
+        overflow |= __builtin_mul_overflow(value, uint64_t{10}, &value);
+        overflow |= __builtin_add_overflow(value, d, &value);
+        ++p;
       }
     }
     bool is_float = false;
-    if (pos_ < text_.size() && text_[pos_] == '.') {
-      ++pos_;
-      if (!digit_at(pos_)) fail("expected a digit after the decimal point");
-      while (digit_at(pos_)) ++pos_;
+    if (p < stop && *p == '.') {
+      ++p;
+      if (!digit(p)) fail_here(p, "expected a digit after the decimal point");
+      while (digit(p)) ++p;
       is_float = true;
     }
-    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      ++pos_;
-      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
-      if (!digit_at(pos_)) fail("expected a digit in the exponent");
-      while (digit_at(pos_)) ++pos_;
+    if (p < stop && (*p == 'e' || *p == 'E')) {
+      ++p;
+      if (p < stop && (*p == '+' || *p == '-')) ++p;
+      if (!digit(p)) fail_here(p, "expected a digit in the exponent");
+      while (digit(p)) ++p;
       is_float = true;
     }
+    const size_t start = pos_;
+    pos_ = static_cast<size_t>(p - text);
     const std::string_view written = text_.substr(start, pos_ - start);
     JsonDocument::Node& node = add(JsonType::kNumber);
     set_text(node, written);
