@@ -211,6 +211,18 @@ GenerateResult parse_openai(JsonView body, int vocab_size) {
 }  // namespace
 
 namespace {
+// A JSON string of an identifier (the request id): ASCII, the common case, written directly (nlohmann's DOM
+// and dump cost half the request's tail); anything else through nlohmann, which refuses invalid UTF-8.
+void append_identifier(std::string& out, const std::string& text) {
+  for (const char c : text) {
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      out += json(text).dump();
+      return;
+    }
+  }
+  append_json_string(out, text);
+}
+
 // The body is `head` + the prompt's id list + `tail`; write_request joins them, write_request_parts keeps
 // them apart (the same functions write both, so the two bodies are the same bytes).
 void write_head(ApiKind kind, const SamplingParams& sampling, std::string& out) {
@@ -239,7 +251,7 @@ void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sa
     out += ",\"no_stop_trim\":true,\"skip_special_tokens\":false,\"sampling_seed\":";
     append_json_int(out, static_cast<int64_t>(call.sampling_seed));
     out += "},\"return_logprob\":true,\"logprob_start_len\":-1,\"rid\":";
-    out += json(call.rid).dump();
+    append_identifier(out, call.rid);
     out += '}';
     return;
   }
@@ -257,7 +269,7 @@ void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sa
   append_id_list(out, sampling.stop_token_ids);
   if (!sampling.stop.empty()) out += ",\"stop\":" + json(sampling.stop).dump();
   out += ",\"skip_special_tokens\":false,\"include_stop_str_in_output\":true,\"user\":";
-  out += json(call.rid).dump();
+  append_identifier(out, call.rid);
   out += '}';
 }
 }  // namespace

@@ -70,6 +70,27 @@ TEST(LlmApi, RequestPartsJoinToTheWholeBody) {
   }
 }
 
+// The request id is written as nlohmann writes it, byte for byte, whatever it holds (quotes, backslashes,
+// control bytes, non-ASCII UTF-8); invalid UTF-8 is refused, never sent as a broken body.
+TEST(LlmApi, RequestIdsAreWrittenAsJsonStrings) {
+  Prompt prompt({1, 2});
+  SamplingParams sampling;
+  for (const std::string rid : {std::string("r/execute/3"), std::string("a\"b\\c\n\t\x01\x1f\x7f"),
+                                std::string("\xc3\xa9t\xc3\xa9/summarize/0"), std::string()}) {
+    for (const ApiKind kind : {ApiKind::kSglang, ApiKind::kOpenAi}) {
+      GenerateCall call{&prompt.view, 8, 1, rid};
+      std::string body;
+      write_request(kind, call, sampling, body);
+      const std::string field = kind == ApiKind::kSglang ? "\"rid\":" : "\"user\":";
+      EXPECT_NE(body.find(field + json(rid).dump()), std::string::npos) << body;
+      EXPECT_EQ(json::parse(body)[kind == ApiKind::kSglang ? "rid" : "user"], rid);
+    }
+  }
+  GenerateCall broken{&prompt.view, 8, 1, "r\xff"};
+  std::string body;
+  EXPECT_ANY_THROW(write_request(ApiKind::kSglang, broken, sampling, body));
+}
+
 TEST(LlmApi, OpenAiRequestUsesATokenIdPrompt) {
   Prompt prompt({1, 2, 3});
   GenerateCall call{&prompt.view, 16, 42, "x"};
