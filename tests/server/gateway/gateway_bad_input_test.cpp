@@ -209,6 +209,7 @@ TEST(GatewayBadInput, ASlowUpstreamMeetsTheDeadline) {
   Harness h(bench.port(), "slow");
   const auto reply = h.post({{"messages", h.messages}});
   expect_openai_error(reply, 504, "upstream_timeout");
+  EXPECT_NE(reply.body.find("the deadline of 0.2 s passed"), std::string::npos) << reply.body;
   EXPECT_EQ(reply.retry_after, "1");
   expect_alive(bench.port());
 }
