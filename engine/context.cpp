@@ -15,7 +15,10 @@ void PromptView::assign(const TokenArena* arena, std::span<const Span> first, st
                         Span last) {
   arena_ = arena;
   spans_.clear();
-  spans_.reserve(first.size() + second.size() + 1);
+  // Grown geometrically: a gateway session's prompt gains spans every turn, and an exact reserve reallocated
+  // (and freed a block of the heap's large sizes) on every call.
+  const size_t needed = first.size() + second.size() + 1;
+  if (spans_.capacity() < needed) spans_.reserve(std::max(needed, 2 * spans_.capacity()));
   spans_.insert(spans_.end(), first.begin(), first.end());
   spans_.insert(spans_.end(), second.begin(), second.end());
   spans_.push_back(last);
