@@ -539,28 +539,13 @@ JsonDocument JsonDocument::parse(std::string_view text, const std::string& where
   return doc;
 }
 
-namespace {
-[[noreturn]] void wrong_type(const char* wanted) {
+void JsonView::wrong_type(const char* wanted) {
   throw Error("JsonView", "", std::string("the value is not ") + wanted);
-}
-}  // namespace
-
-JsonType JsonView::type() const {
-  return doc_->nodes()[index_].type;
-}
-
-bool JsonView::is_integer() const {
-  return is_number() && doc_->nodes()[index_].kind != JsonNumberKind::kFloat;
 }
 
 bool JsonView::boolean() const {
   if (!is_bool()) wrong_type("a boolean");
   return doc_->nodes()[index_].flag;
-}
-
-std::string_view JsonView::string() const {
-  if (!is_string()) wrong_type("a string");
-  return doc_->nodes()[index_].text_view();
 }
 
 JsonNumberKind JsonView::number_kind() const {
@@ -587,39 +572,12 @@ int64_t JsonView::integer() const {
   return node.kind == JsonNumberKind::kSigned ? node.number.i : static_cast<int64_t>(node.number.u);
 }
 
-size_t JsonView::size() const {
-  if (!is_array() && !is_object()) return 0;
-  return doc_->nodes()[index_].count;
-}
-
 JsonView JsonView::find(std::string_view key) const {
   if (!is_object()) return {};
   for (JsonView member : *this) {
     if (member.key() == key) return member;
   }
   return {};
-}
-
-std::string_view JsonView::key() const {
-  return exists() ? doc_->nodes()[index_].key_view() : std::string_view();
-}
-
-std::string_view JsonView::raw() const {
-  return exists() ? doc_->nodes()[index_].text_view() : std::string_view();
-}
-
-JsonView::Iterator& JsonView::Iterator::operator++() {
-  index_ = doc_->nodes()[index_].end;
-  return *this;
-}
-
-JsonView::Iterator JsonView::begin() const {
-  if (size() == 0) return end();
-  return Iterator(doc_, index_ + 1);
-}
-
-JsonView::Iterator JsonView::end() const {
-  return Iterator(doc_, exists() ? doc_->nodes()[index_].end : 0);
 }
 
 template <typename Json>

@@ -106,6 +106,8 @@ class JsonView {
  private:
   template <typename Json>
   Json as() const;
+  [[noreturn]] static void wrong_type(const char* wanted);
+  const auto& node() const;
   friend class JsonDocument;
   JsonView(const JsonDocument* doc, uint32_t index) : doc_(doc), index_(index) {}
   const JsonDocument* doc_ = nullptr;
@@ -155,5 +157,40 @@ class JsonDocument {
   std::unique_ptr<std::string>
       unescaped_;  // strings with escapes, decoded (capacity fixed: views stay valid)
 };
+
+// The accessors the hot paths call per value (an LLM answer's ids and log-probs, a request's messages),
+// inline: out of line, their calls were a fifth of reading an answer.
+inline const auto& JsonView::node() const {
+  return doc_->nodes()[index_];
+}
+inline JsonType JsonView::type() const {
+  return node().type;
+}
+inline bool JsonView::is_integer() const {
+  return is_number() && node().kind != JsonNumberKind::kFloat;
+}
+inline std::string_view JsonView::string() const {
+  if (!is_string()) wrong_type("a string");
+  return node().text_view();
+}
+inline size_t JsonView::size() const {
+  return is_array() || is_object() ? node().count : 0;
+}
+inline std::string_view JsonView::key() const {
+  return exists() ? node().key_view() : std::string_view();
+}
+inline std::string_view JsonView::raw() const {
+  return exists() ? node().text_view() : std::string_view();
+}
+inline JsonView::Iterator& JsonView::Iterator::operator++() {
+  index_ = doc_->nodes()[index_].end;
+  return *this;
+}
+inline JsonView::Iterator JsonView::begin() const {
+  return size() == 0 ? end() : Iterator(doc_, index_ + 1);
+}
+inline JsonView::Iterator JsonView::end() const {
+  return Iterator(doc_, exists() ? node().end : 0);
+}
 
 }  // namespace crl

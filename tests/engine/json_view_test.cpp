@@ -255,7 +255,9 @@ TEST(JsonView, DocumentsAliveTogetherKeepTheirOwnNodes) {
     int64_t sum = 0;
     for (const JsonView v : c.root()) sum += v.integer();
     EXPECT_EQ(sum, 1999 * 2000 / 2);
-    if (a) EXPECT_EQ(a->root().find("a").size(), 3u);
+    if (a) {
+      EXPECT_EQ(a->root().find("a").size(), 3u);
+    }
   }
 }
 
