@@ -117,6 +117,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   HeadScanner scanner_;
   std::optional<RequestParser> parser_;
   std::optional<http::response<http::string_body>> response_;
+  std::string response_head_;  // response_'s head as text (server/response_head.h), written with its body
   // A streamed answer under way: its pipe, head, the chunk being written and, for HTTP/1.0, the answer
   // collected until its end.
   std::shared_ptr<BodyPipe> pipe_;
