@@ -23,16 +23,17 @@
 // connection can be trusted to start a request.
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "server/request_body.h"
+
 namespace crl::server {
 
-using RequestParser = boost::beast::http::request_parser<boost::beast::http::string_body>;
+using RequestParser = boost::beast::http::request_parser<AppendedStringBody>;
 
 inline constexpr size_t kHeaderLimit = 16 * 1024;
 // Unparsed bytes a connection buffers at most (the parser moves body bytes out as they come). A chunk
