@@ -98,11 +98,22 @@ std::vector<std::string_view> split_path(std::string_view path) {
 }  // namespace
 
 bool is_gateway_path(std::string_view path) {
-  // The router's test (server/router.cpp), on the same split.
-  const std::vector<std::string_view> parts = split_path(path);
-  return parts.size() >= 2 && parts[0] == "v1" &&
-         (parts[1] == "sessions" || (parts[1] == "chat" && parts.size() == 3) || parts[1] == "messages" ||
-          (parts[1] == "completions" && parts.size() == 2));
+  // The router's test (server/router.cpp), on the same split, without building the list (asked on every
+  // request, before it is routed): the first two parts and the count.
+  std::string_view first, second;
+  size_t count = 0;
+  for (size_t at = 0; at < path.size();) {
+    const size_t slash = std::min(path.find('/', at), path.size());
+    if (slash > at) {
+      if (count == 0) first = path.substr(at, slash - at);
+      if (count == 1) second = path.substr(at, slash - at);
+      ++count;
+    }
+    at = slash + 1;
+  }
+  return count >= 2 && first == "v1" &&
+         (second == "sessions" || (second == "chat" && count == 3) || second == "messages" ||
+          (second == "completions" && count == 2));
 }
 
 HttpAnswer gateway_refusal(std::string_view path, int status, const std::string& code,

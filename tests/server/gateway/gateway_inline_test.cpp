@@ -16,6 +16,22 @@ namespace {
 
 using server::testing::eventually;
 
+// Which requests are the gateway's (asked of every request before it is routed, to answer it inline): the
+// router's own test, on the path's non-empty parts.
+TEST(GatewayInline, GatewayPathsAreTheRoutersGatewayRoutes) {
+  for (const char* path :
+       {"/v1/sessions/s1/v1/chat/completions", "/v1/sessions", "/v1/sessions/", "/v1/chat/completions",
+        "//v1//chat//completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/completions",
+        "/v1/sessions/s1/v1/messages", "v1/completions"}) {
+    EXPECT_TRUE(is_gateway_path(path)) << path;
+  }
+  for (const char* path : {"", "/", "/v1", "/v1/", "/health", "/v1/episodes", "/v1/chat",
+                           "/v1/chat/completions/x", "/v1/completions/x", "/v2/sessions", "/x/v1/sessions",
+                           "/v1/session", "/V1/sessions", "/v1/episodes/e1/step"}) {
+    EXPECT_FALSE(is_gateway_path(path)) << path;
+  }
+}
+
 // The only worker is held by a blocking request; a gateway call is still answered, so it did not go through
 // the pool (with the pool hop it would wait until the blocker gives up, 30 s later).
 TEST(GatewayInline, AGatewayCallIsAnsweredWhileTheOnlyWorkerIsBusy) {
