@@ -217,11 +217,15 @@ class JsonParser {
     }
     if (c == '-' || (c >= '0' && c <= '9')) return number();
     static constexpr std::string_view kTrue = "true", kFalse = "false", kNull = "null";
-    for (const std::string_view word : {kTrue, kFalse, kNull}) {
-      if (c != word[0]) continue;
-      for (size_t i = 1; i < word.size(); ++i) {
-        if (pos_ + i >= text_.size() || text_[pos_ + i] != word[i])
-          fail_at(pos_ + i, "expected the literal " + std::string(word));
+    const std::string_view word = c == 't'   ? kTrue
+                                  : c == 'f' ? kFalse
+                                  : c == 'n' ? kNull
+                                             : std::string_view();
+    if (!word.empty()) {
+      if (text_.compare(pos_, word.size(), word) != 0) {  // the first byte that differs, for the message
+        size_t i = 1;
+        while (pos_ + i < text_.size() && i < word.size() && text_[pos_ + i] == word[i]) ++i;
+        fail_at(pos_ + i, "expected the literal " + std::string(word));
       }
       JsonDocument::Node& node = add(word == kNull ? JsonType::kNull : JsonType::kBool);
       node.flag = word == kTrue;
@@ -231,6 +235,14 @@ class JsonParser {
       return;
     }
     fail("expected a value (an object, array, string, number, true, false or null)");
+  }
+
+  // Whether the 8 bytes at p are all ASCII digits (each byte's high nibble is 3 and adding 6 keeps it 3).
+  static bool eight_digits(const char* p) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    constexpr uint64_t kHigh = 0xF0F0F0F0F0F0F0F0ull;
+    return ((x & kHigh) | (((x + 0x0606060606060606ull) & kHigh) >> 4)) == 0x3333333333333333ull;
   }
 
   // A number at pos_, scanned with a pointer (an LLM's answer is mostly numbers: ids and log-probs).
@@ -263,6 +275,8 @@ class JsonParser {
     if (p < stop && *p == '.') {
       ++p;
       if (!digit(p)) fail_here(p, "expected a digit after the decimal point");
+      // Log-probs are written with 16-17 significant digits: eight at a time, then one at a time.
+      while (stop - p >= 8 && eight_digits(p)) p += 8;
       while (digit(p)) ++p;
       is_float = true;
     }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -186,11 +187,37 @@ TEST(JsonView, NumbersAreExact) {
   EXPECT_EQ(n[8].number(), 123456789012345678901234567890.0);
   EXPECT_EQ(n[9].number(), 100.0);
   EXPECT_EQ(n[9].number_kind(), JsonNumberKind::kFloat);
-  // Twenty digits: the first that may overflow (the nineteen before it are read unchecked).
+  // Twenty digits: the first count that may overflow 64 bits.
   EXPECT_EQ(n[10].number_kind(), JsonNumberKind::kUnsigned);
   EXPECT_EQ(static_cast<uint64_t>(n[10].integer()), 10000000000000000000ull);
   EXPECT_EQ(n[11].number_kind(), JsonNumberKind::kFloat);
   EXPECT_EQ(n[11].number(), 99999999999999999999.0);
+}
+
+// Fractions are scanned eight digits at a time, then one at a time: every length reads back as strtod
+// reads it, a byte that ends the digits is found at every offset, and literals are refused at the first
+// byte that differs.
+TEST(JsonView, FractionsOfEveryLengthAndLiteralsAreReadExactly) {
+  for (size_t digits = 1; digits <= 24; ++digits) {
+    std::string written = "-0.";
+    for (size_t i = 0; i < digits; ++i) written += static_cast<char>('1' + (i * 7) % 9);
+    const JsonDocument doc = JsonDocument::parse("[" + written + "]", "test");
+    EXPECT_EQ((*doc.root().begin()).number(), std::strtod(written.c_str(), nullptr)) << written;
+    for (const char end : {'x', ':', '/'}) {  // (':' and '/' border the digits in ASCII)
+      std::string message;
+      EXPECT_EQ(error_kind("[" + written + end + "1234567]", &message), JsonErrorKind::kSyntax) << written;
+      EXPECT_NE(message.find("(byte " + std::to_string(1 + written.size()) + ")"), std::string::npos)
+          << message;
+      EXPECT_NE(message.find(std::string("found '") + end + "'"), std::string::npos) << message;
+    }
+  }
+  for (const auto& [text, byte] : std::vector<std::pair<std::string, int>>{
+           {"[tru]", 4}, {"[trUe]", 3}, {"[nulL]", 4}, {"[fals", 5}, {"[t", 2}, {"[nil]", 2}}) {
+    std::string message;
+    EXPECT_EQ(error_kind(text, &message), JsonErrorKind::kSyntax) << text;
+    EXPECT_NE(message.find("(byte " + std::to_string(byte) + "): expected the literal"), std::string::npos)
+        << text << ": " << message;
+  }
 }
 
 TEST(JsonView, DepthLimitAndDuplicateKeysNameThePath) {
