@@ -3,12 +3,15 @@
 // bench/gateway_load_bench.cpp (many harnesses at once) share: the context size, percentiles, CPU clocks
 // and a harness's own /generate body. Both files build into bench_gateway.
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +48,35 @@ inline double named_threads_cpu_seconds(std::string_view prefix) {
     uint64_t ns = 0;
     schedstat >> ns;
     total += static_cast<double>(ns) * 1e-9;
+  }
+  return total;
+}
+
+// The same threads' CPU split into user space and kernel (utime and stime of /proc/self/task/*/stat, in
+// clock ticks: 10 ms each, so read over seconds of load, not per call). The kernel's part of a proxy is
+// mostly loopback TCP, which no user-space work removes.
+struct UserSys {
+  double user = 0, sys = 0;
+};
+inline UserSys named_threads_user_sys_seconds(std::string_view prefix) {
+  UserSys total;
+  const double tick = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind(prefix, 0) != 0) continue;
+    std::ifstream stat_file(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');  // the name may hold spaces and parentheses: fields follow the last
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string skip;
+    for (int field = 3; field < 14; ++field) fields >> skip;  // state .. cmajflt
+    uint64_t utime = 0, stime = 0;
+    fields >> utime >> stime;
+    total.user += static_cast<double>(utime) * tick;
+    total.sys += static_cast<double>(stime) * tick;
   }
   return total;
 }
