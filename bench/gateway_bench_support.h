@@ -35,20 +35,27 @@ inline double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// CPU seconds of this process's threads whose name starts with `prefix` (/proc/self/task/*/comm, and the
-// time on CPU from schedstat): the server's threads are named crl-io and crl-worker (server/thread_name.h).
-inline double named_threads_cpu_seconds(std::string_view prefix) {
-  double total = 0;
+// Calls `read(task directory)` for each of this process's threads whose name starts with `prefix`
+// (/proc/self/task/*/comm): the server's threads are named crl-io and crl-worker (server/thread_name.h).
+template <typename Read>
+void for_each_named_thread(std::string_view prefix, Read&& read) {
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(task.path() / "comm");
     std::string name;
     std::getline(comm, name);
-    if (name.rfind(prefix, 0) != 0) continue;
-    std::ifstream schedstat(task.path() / "schedstat");
+    if (name.rfind(prefix, 0) == 0) read(task.path());
+  }
+}
+
+// CPU seconds of those threads (their time on CPU from schedstat).
+inline double named_threads_cpu_seconds(std::string_view prefix) {
+  double total = 0;
+  for_each_named_thread(prefix, [&](const std::filesystem::path& task) {
+    std::ifstream schedstat(task / "schedstat");
     uint64_t ns = 0;
     schedstat >> ns;
     total += static_cast<double>(ns) * 1e-9;
-  }
+  });
   return total;
 }
 
@@ -61,15 +68,11 @@ struct UserSys {
 inline UserSys named_threads_user_sys_seconds(std::string_view prefix) {
   UserSys total;
   const double tick = 1.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name.rfind(prefix, 0) != 0) continue;
-    std::ifstream stat_file(task.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  for_each_named_thread(prefix, [&](const std::filesystem::path& task) {
+    std::ifstream stat_file(task / "stat");
+    const std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
     const size_t close = stat.rfind(')');  // the name may hold spaces and parentheses: fields follow the last
-    if (close == std::string::npos) continue;
+    if (close == std::string::npos || close + 2 > stat.size()) return;
     std::istringstream fields(stat.substr(close + 2));
     std::string skip;
     for (int field = 3; field < 14; ++field) fields >> skip;  // state .. cmajflt
@@ -77,7 +80,7 @@ inline UserSys named_threads_user_sys_seconds(std::string_view prefix) {
     fields >> utime >> stime;
     total.user += static_cast<double>(utime) * tick;
     total.sys += static_cast<double>(stime) * tick;
-  }
+  });
   return total;
 }
 
