@@ -37,7 +37,7 @@ uint64_t sampling_seed(const StreamKey& stream) {
   for (const uint64_t field : {stream.seed, stream.task, uint64_t{stream.sample},
                                uint64_t{static_cast<uint32_t>(stream.role)}, stream.ordinal}) {
     *at++ = '|';
-    at = std::to_chars(at, end, field).ptr;  // 6 fields of at most 21 bytes: the buffer holds them
+    at = std::to_chars(at, end, field).ptr;  // 12 + 5 x 21 bytes at most: the buffer holds them
   }
   return sha256_u64(std::string_view(canonical, static_cast<size_t>(at - canonical))) &
          ((uint64_t{1} << 63) - 1);
