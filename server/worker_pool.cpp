@@ -24,24 +24,25 @@ WorkerPool::~WorkerPool() {
 
 void WorkerPool::post(std::function<void()> task) {
   std::vector<std::thread> left;
+  bool wake_one = false;
   {
     std::unique_lock lock(mutex_);
     if (stopping_) return;  // `task` is destroyed here, after the lock (its captures may take other locks)
     queue_.push_back(std::move(task));
-    spawn_if_needed();
+    wake_one = spawn_if_needed();
     left.swap(left_);
   }
+  // Notified once the lock is released: a worker woken under it would at once block on the mutex this thread
+  // still holds (a futex wait and a wake more per task; strace at load, bench/RESULTS.md eleventh pass).
+  if (wake_one) wake_.notify_one();
   for (auto& thread : left) thread.join();
 }
 
-void WorkerPool::spawn_if_needed() {
+bool WorkerPool::spawn_if_needed() {
   // Idle threads still count while a notification is on its way to them, and the tasks they will take are
   // still queued: so a task needs a new thread exactly when the queue outnumbers the idle threads.
-  if (idle_ >= queue_.size()) {
-    wake_.notify_one();
-    return;
-  }
-  if (threads_.size() >= options_.max_threads) return;  // it waits for the next thread to come free
+  if (idle_ >= queue_.size()) return true;                    // an idle thread takes it: wake one
+  if (threads_.size() >= options_.max_threads) return false;  // it waits for the next thread to come free
   try {
     std::thread thread([this] { work(); });  // it runs once this lock is released
     const auto id = thread.get_id();
@@ -51,6 +52,7 @@ void WorkerPool::spawn_if_needed() {
     // No thread to be had (resource limits): the task waits for a running thread, or for the next post to
     // try again. A server must not fail a request's read for it.
   }
+  return false;
 }
 
 void WorkerPool::work() {

@@ -51,8 +51,9 @@ class WorkerPool {
 
  private:
   void work();
-  // Under `mutex_`: a thread for the queue's newest task, unless an idle one will take it.
-  void spawn_if_needed();
+  // Under `mutex_`: a thread for the queue's newest task, unless an idle one will take it. True: an idle
+  // one will, and is to be woken once the lock is released.
+  bool spawn_if_needed();
 
   const Options options_;
   mutable std::mutex mutex_;
