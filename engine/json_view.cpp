@@ -52,6 +52,16 @@ class JsonParser {
           continue;
         }
         scalar();
+        // Arrays of numbers (an LLM answer's ids, its log-probs): "1,2,3" read here, without a round
+        // through this loop per element. Only a comma followed at once by a number's first byte is taken;
+        // anything else (spaces, other values, the end, errors) goes the general way.
+        if (!stack_.empty() && doc_.nodes_[stack_.back().node].type == JsonType::kArray) {
+          while (pos_ + 1 < text_.size() && text_[pos_] == ',' &&
+                 (text_[pos_ + 1] == '-' || static_cast<unsigned char>(text_[pos_ + 1] - '0') < 10)) {
+            ++pos_;
+            number();
+          }
+        }
         after_value = true;
         continue;
       }
