@@ -232,8 +232,10 @@ void HttpConnection::scan_head() {
     case HeadScanner::State::kNeedMore:
       break;
   }
-  // As much as the buffer holds (32 KB): a request whose head and body fit arrives in one read, where reads
-  // of 8 KB took two for a gateway call's 9 KB (and four for a 32 KB history).
+  // As much as the buffer holds (kReadBufferLimit, 32 KB): a request whose head and body fit arrives in one
+  // read, where reads of 8 KB took two for a gateway call's 9 KB; and since Beast reads a body only into the
+  // buffer's free capacity, the body's reads are as large (a 100 KB body: four reads, not thirteen). A
+  // connection keeps that buffer between requests.
   stream_.socket().async_read_some(
       buffer_.prepare(buffer_.max_size() - buffer_.size()),
       [self = shared_from_this()](beast::error_code ec, size_t n) {
@@ -281,13 +283,6 @@ void HttpConnection::on_head(std::string_view bytes) {
 
 void HttpConnection::read_body() {
   if (parser_->is_done()) return on_read({});
-  // A body of known length is read up to kReadBufferLimit bytes at a time: Beast reads only into the
-  // buffer's free capacity, which the head's reads left at about 8 KB, so a 100 KB body took thirteen reads
-  // (and as many wake-ups) instead of four. A connection keeps at most that buffer (32 KB) between requests.
-  if (const auto remaining = parser_->content_length_remaining();
-      remaining && *remaining > buffer_.capacity() - buffer_.size()) {
-    buffer_.reserve(std::min<size_t>(buffer_.size() + static_cast<size_t>(*remaining), kReadBufferLimit));
-  }
   http::async_read(stream_, buffer_, *parser_,
                    [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
 }
