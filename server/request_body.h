@@ -2,9 +2,9 @@
 // The body type of the requests the server reads (RequestParser in server/http_request.h): a std::string,
 // like Beast's string_body, filled by appending each piece the parser hands over. Beast's string_body grows
 // the string with resize() and then copies into it, so every body was written twice (zeros, then the
-// bytes): for a gateway call's 40 KB body that memset alone was ~9k instructions (callgrind,
-// bench/RESULTS.md eleventh pass). Limits stay the parser's (body_limit: 413); a declared length is reserved
-// once.
+// bytes): for a gateway call's ~9 KB body that memset was ~9k instructions (callgrind counts its
+// `rep stosb` a byte at a time; bench/RESULTS.md eleventh pass). Limits stay the parser's (body_limit: 413);
+// a declared length is reserved once.
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/error.hpp>
