@@ -127,7 +127,9 @@ BENCHMARK(BM_DirectUpstream)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
 void BM_GatewayChatTurn(benchmark::State& state) {
   Stack& s = state.range(0) != 0 ? stack() : pool_stack();
   server::testing::HttpClient client(s.serve->port());
-  int session = 0;
+  // Numbered across the framework's runs of this function (it runs it several times on the same stack): a
+  // session id used again with a fresh history would be a history edit, whose part close is not a turn.
+  static int session = 0;
   json messages;
   std::string path;
   const auto fresh = [&] {
