@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "tests/fuzz/corpus_replay.h"
@@ -196,12 +198,45 @@ TEST(WireCodec, InvalidUtf8IsReplaced) {
                        "b"),
             "a\xEF\xBF\xBD"
             "b");
-  EXPECT_EQ(valid_utf8("\xe2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // truncated sequence
+  // One U+FFFD per maximal subpart: a sequence cut short is one, each byte of a surrogate is one.
+  EXPECT_EQ(valid_utf8("\xe2\x82"), "\xEF\xBF\xBD");
+  EXPECT_EQ(valid_utf8("\xe2\x82 x"), "\xEF\xBF\xBD x");
+  EXPECT_EQ(valid_utf8("\xe2\x82\xe2\x82\xac"), "\xEF\xBF\xBD\xE2\x82\xAC");  // cut, then a whole euro sign
   EXPECT_EQ(valid_utf8("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
+  EXPECT_EQ(valid_utf8("\xf4\x90\x80\x80"),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // > U+10FFFF
+  EXPECT_EQ(valid_utf8("\xf0\x9f\x98"), "\xEF\xBF\xBD");          // an emoji cut after three bytes
   EXPECT_TRUE(is_valid_utf8("plain"));
-  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));  // overlong
+  EXPECT_TRUE(is_valid_utf8("\xf0\x9f\x98\x80 \xe2\x82\xac \xc3\xa9 \xf4\x8f\xbf\xbf"));
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));      // overlong
+  EXPECT_FALSE(is_valid_utf8("\xe0\x80\xaf"));  // overlong
+  EXPECT_FALSE(is_valid_utf8("\xf0\x9f\x98"));
   const ApiError e(400, "bad", "value \xff", "f\xfe");
   EXPECT_NO_THROW(encode_message(e.body(), WireFormat::kJson));
+}
+
+// The same replacement as nlohmann's dump with error_handler_t::replace (what the gateway's answers were
+// written with, and the convention of Python's and browsers' decoders), on random bytes biased towards
+// UTF-8's edges: lead bytes, continuation bytes, and the bytes that bound overlong forms and surrogates.
+TEST(WireCodec, InvalidUtf8IsReplacedAsNlohmannReplacesIt) {
+  static const unsigned char kBytes[] = {'a',  ' ',  0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0,
+                                         0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0,
+                                         0xF1, 0xF3, 0xF4, 0xF5, 0xFF, 0x82, 0xAC, 0x98, 0x80};
+  std::mt19937_64 rng(20261205);
+  int repaired = 0;
+  for (int n = 0; n < 20000; ++n) {
+    std::string text;
+    const size_t size = rng() % 12;
+    for (size_t i = 0; i < size; ++i) text += static_cast<char>(kBytes[rng() % std::size(kBytes)]);
+    const std::string dumped =
+        nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const std::string expected = nlohmann::json::parse(dumped).get<std::string>();
+    ASSERT_EQ(valid_utf8(text), expected)
+        << nlohmann::json(text).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+    ASSERT_EQ(is_valid_utf8(text), expected == text);
+    repaired += expected != text;
+  }
+  EXPECT_GT(repaired, 10000);  // most strings needed a repair
 }
 
 TEST(WireCodec, FuzzSeedCorpusReplays) {
