@@ -29,6 +29,14 @@ TOOLS = [{"type": "function",
                        "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
                                       "required": ["command"]}}}]
 
+COMMAND_BYTES = 4096  # the longest command sent to the environment, in UTF-8 bytes
+
+
+def bounded(command):
+    """The command cut to COMMAND_BYTES UTF-8 bytes (at a character boundary)."""
+    return command.encode()[:COMMAND_BYTES].decode(errors="ignore")
+
+
 _TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>", re.S)
 
 
@@ -91,8 +99,12 @@ def run_episode(args, session, index):
     delete(f"{args.server}/v1/sessions/{sid}")
     post_json(f"{args.server}/v1/sessions", {"session_id": sid, "seed": args.seed, "sample_index": index,
                                              "metadata": {"harness_seed": str(args.seed)}})
+    # The environment's own budget is not the model's: a command is whatever text the model wrote (re-tokenized
+    # by the environment, possibly into more tokens than were sampled), so its per-turn cap is wide and a
+    # longer command is cut to that many UTF-8 bytes (at most one token per byte), as a shell tool bounds
+    # its input.
     env = session.create(args.env, split=args.split, index=index, seed=args.seed,
-                         budget={"capacity": 65536, "reserve": 1024})
+                         budget={"capacity": 65536, "reserve": 2 * COMMAND_BYTES, "per_turn_cap": COMMAND_BYTES})
     messages = []
     for role, content in turns_of(env.prompt_text):
         messages.append({"role": "system" if role == "system" else "user", "content": content})
@@ -118,7 +130,7 @@ def run_episode(args, session, index):
                 command = json.loads(calls[0]["function"]["arguments"]).get("command", "")
             except (ValueError, AttributeError):
                 command = calls[0]["function"]["arguments"]
-        answer = env.step(text=command.strip())
+        answer = env.step(text=bounded(command.strip()))
         while answer.get("kind") == "compaction_request":  # the environment's own window: not used here
             answer = env.step(text="(none)", kind="summary")
         observation = "\n".join(c for _, c in turns_of(answer.get("append_text", ""))) or answer.get("append_text", "")

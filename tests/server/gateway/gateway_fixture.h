@@ -38,6 +38,11 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
   }
   // Stop strings: an answer that runs past the "\nObservation:" a ReAct harness stops on.
   if (tail.find("STOPTEST") != std::string_view::npos) return "run ls\nObservation: invented\nmore";
+  // Sampled bytes that are not valid UTF-8 (a multi-byte character cut by max_tokens, a small model's
+  // stray bytes): a truncated 3-byte sequence and a byte that never starts one.
+  if (tail.find("BROKENUTF8") != std::string_view::npos) return "cut \xE2\x82 and \xFF end";
+  if (tail.find("BROKENTOOL") != std::string_view::npos)
+    return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls \xFF\"}}\n</tool_call>";
   if (tail.find("please call the tool") != std::string_view::npos)
     return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls -la\"}}\n</tool_call>";
   std::string marker = "none";

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The README's "against crl's own small LM server" commands, end to end (ctest gateway_example_lm): a
+tokenizer trained on the synthetic suite, an untrained `crl lm init` checkpoint whose context holds the
+gateway's --capacity, `crl lm serve`, `crl serve --llm` in front of it, and agent_harness.py for one episode.
+
+What it guards that the scripted-LLM test cannot: a real model's answers. An untrained model samples stray
+bytes (ill-formed UTF-8) and long commands; the harness must finish, and its copies of the answers (repaired
+UTF-8) must be recognised as the gateway's own answers: no history edits, one execution segment whose
+trainable tokens are exactly the sampled ones."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CRL_BIN = os.environ.get("CRL_BIN", "build/crl")
+
+
+def first_line(proc, what):
+    line = proc.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise RuntimeError(f"{what}: unexpected first line {line!r}: {proc.stderr.read()}")
+    return line[len("listening on "):]
+
+
+def check(cmd, cwd):
+    run = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, f"{cmd}: {run.stdout} {run.stderr}"
+
+
+def main():
+    crl = os.path.abspath(CRL_BIN)
+    processes = []
+    with tempfile.TemporaryDirectory() as work:
+        try:
+            check([crl, "tokenize", "--train", "synthetic:train", "--vocab", "512", "--out", "tok/tokenizer.json"],
+                  work)
+            check([crl, "lm", "init", "--out", "lm.ckpt", "--tokenizer", "tok/tokenizer.json", "--max-positions",
+                   "4096"], work)
+            lm = subprocess.Popen([crl, "lm", "serve", "--checkpoint", "lm.ckpt", "--tokenizer", "tok/tokenizer.json",
+                                   "--port", "0"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+            processes.append(lm)
+            lm_address = first_line(lm, "crl lm serve").split()[0]
+            server = subprocess.Popen([crl, "serve", "--port", "0", "--llm", f"http://{lm_address}", "--api",
+                                       "sglang", "--tokenizer", "tok/tokenizer.json", "--capacity", "4096",
+                                       "--reserve", "1024", "--summary-cap", "256", "--per-turn-cap", "64"],
+                                      cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            processes.append(server)
+            address = first_line(server, "crl serve")
+            run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
+                                  "http://" + address, "--episodes", "1", "--max-turns", "6", "--out", "runs"],
+                                 cwd=work, capture_output=True, text=True, timeout=120)
+            print(run.stdout, run.stderr)
+            assert run.returncode == 0, "the harness failed"
+            with open(os.path.join(work, "runs", "harness-0.json")) as f:
+                exported = json.load(f)
+            segments = exported["segments"]
+            assert segments, "no segments"
+            execution = [s for s in segments if s.get("kind", "execution") == "execution"]
+            assert len(execution) == 1, f"{len(execution)} execution segments: the harness's copies were taken " \
+                                        f"for history edits ({segments[-1]['metadata'].get('part_end')})"
+            metadata = segments[0]["metadata"]
+            assert metadata["history_edits"] == "0", metadata
+            for s in segments:
+                masks, provenance = s["loss_mask"], s["response_provenance"]
+                assert len(masks) == len(s["response_ids"]) == len(provenance)
+                for m, p in zip(masks, provenance):
+                    assert m == (1 if p == "SAMPLED" else 0), (m, p)
+                assert any(masks), "a segment with nothing trainable"
+            print(f"ok: {len(segments)} segment(s), no history edits")
+        finally:
+            for proc in reversed(processes):
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+                    proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+// Answers whose sampled bytes are not valid UTF-8 (a multi-byte character cut by max_tokens, an untrained
+// model's stray bytes). The harness gets valid UTF-8 (each ill-formed sequence as U+FFFD, as the export's
+// response_text has it) and copies that text back; the copy must still be recognised as our answer, or every
+// turn would close its window as a history edit and compaction would never see a long window. The recorded
+// ids stay the upstream's own bytes.
+#include "tests/server/gateway/gateway_fixture.h"
+
+namespace crl::server::gateway::testing {
+namespace {
+
+// One U+FFFD per ill-formed sequence (wire/utf8.h): the cut euro sign is one, the 0xFF another.
+const std::string kReplaced = "cut \xEF\xBF\xBD and \xEF\xBF\xBD end";
+
+TEST(GatewayUtf8, ChatAnswersAreValidAndTheirCopiesAreRecognised) {
+  for (const llm::ApiKind api : {llm::ApiKind::kSglang, llm::ApiKind::kOpenAi}) {
+    Bench bench(api);
+    Harness h(bench.port(), "utf8-chat", "BROKENUTF8");
+    for (int turn = 0; turn < 3; ++turn) {
+      const json answer = h.turn();
+      ASSERT_FALSE(answer.is_null());
+      EXPECT_EQ(answer["choices"][0]["message"]["content"], kReplaced);
+      h.add("user", "BROKENUTF8 next");
+    }
+    EXPECT_EQ(h.state()["history_edits"], 0) << "the harness's copy of a repaired answer is our answer";
+    // A retry of the last call (the same messages) is served the stored answer.
+    h.messages.erase(h.messages.end() - 1);
+    h.messages.erase(h.messages.end() - 1);
+    h.turn();
+    EXPECT_EQ(h.state()["retries_served"], 1);
+    ASSERT_EQ(h.reward(1.0).status, 200);
+    const json exported = h.export_json();
+    ASSERT_EQ(exported["segments"].size(), 1u);
+    const auto calls = bench.upstream->calls();
+    ASSERT_EQ(calls.size(), 3u);
+    const auto tokenizer = make_tokenizer("byte");
+    EXPECT_EQ(tokenizer->decode(calls[0].output), "cut \xE2\x82 and \xFF end<|im_end|>");
+    check_exact(exported, calls);  // the ids are the upstream's bytes, not the repaired text's
+  }
+}
+
+TEST(GatewayUtf8, ToolCallArgumentsWithBrokenBytesAreParsedAndRecognised) {
+  Bench bench;
+  Harness h(bench.port(), "utf8-tool", "BROKENTOOL");
+  const json answer = h.turn();
+  ASSERT_FALSE(answer.is_null());
+  const json& message = answer["choices"][0]["message"];
+  ASSERT_TRUE(message.contains("tool_calls")) << "the call was not parsed: " << message.dump();
+  ASSERT_EQ(message["tool_calls"].size(), 1u) << message.dump();
+  EXPECT_EQ(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"cmd", "ls \xEF\xBF\xBD"}}));
+  h.messages.push_back(
+      {{"role", "tool"}, {"tool_call_id", message["tool_calls"][0]["id"]}, {"content", "a"}});
+  h.turn();
+  EXPECT_EQ(h.state()["history_edits"], 0);
+}
+
+TEST(GatewayUtf8, PlainCompletionCopiesAreRecognised) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  std::string prompt = "marker=x BROKENUTF8 Task:";
+  for (int turn = 0; turn < 3; ++turn) {
+    const auto reply = client.call("POST", "/v1/sessions/utf8-plain/v1/completions",
+                                   json{{"prompt", prompt}, {"max_tokens", 32}}.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const std::string text = json::parse(reply.body)["choices"][0]["text"];
+    EXPECT_EQ(text, kReplaced);
+    prompt += text + "\nObservation: fine\nThought:";
+  }
+  EXPECT_EQ(json::parse(client.call("GET", "/v1/sessions/utf8-plain").body)["history_edits"], 0);
+}
+
+TEST(GatewayUtf8, AnthropicCopiesAreRecognised) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  json messages = json::array({{{"role", "user"}, {"content", "marker=a BROKENUTF8 go"}}});
+  for (int turn = 0; turn < 3; ++turn) {
+    const json body = {{"model", "claude-test"}, {"max_tokens", 64}, {"messages", messages}};
+    const auto reply = client.call("POST", "/v1/sessions/utf8-claude/v1/messages", body.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json answer = json::parse(reply.body);
+    EXPECT_EQ(answer["content"][0]["text"], kReplaced);
+    messages.push_back({{"role", "assistant"}, {"content", answer["content"]}});
+    messages.push_back({{"role", "user"}, {"content", "BROKENUTF8 next"}});
+  }
+  EXPECT_EQ(json::parse(client.call("GET", "/v1/sessions/utf8-claude").body)["history_edits"], 0);
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing
