@@ -120,12 +120,6 @@ const char* stop_reason(const Completion& c) {
   return "end_turn";
 }
 
-// A tool call's arguments as a tool_use block's input: the JSON they hold, or {} when they hold none.
-json tool_input(const ToolCall& call) {
-  json input = json::parse(call.arguments, nullptr, false);
-  return input.is_discarded() ? json::object() : input;
-}
-
 // "stop_reason":R,"stop_sequence":S (null when none matched).
 void put_stop(std::string& out, const Completion& c) {
   out += "\"stop_reason\":";

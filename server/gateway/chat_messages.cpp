@@ -145,6 +145,17 @@ uint64_t reply_key(const AssistantReply& reply) {
   return key_of(MessageRole::kAssistant, reply.content, reply.tool_calls, "");
 }
 
+nlohmann::json tool_input(const ToolCall& call) {
+  nlohmann::json input = nlohmann::json::parse(call.arguments, nullptr, false);
+  return input.is_object() ? input : nlohmann::json::object();
+}
+
+uint64_t anthropic_reply_key(const AssistantReply& reply) {
+  AssistantReply answered = reply;
+  for (ToolCall& call : answered.tool_calls) call.arguments = tool_input(call).dump();
+  return reply_key(answered);
+}
+
 uint64_t tools_key(const nlohmann::ordered_json& tools) {
   if (tools.is_null() || (tools.is_array() && tools.empty())) return 0;
   KeyHasher h;

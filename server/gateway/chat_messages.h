@@ -44,6 +44,12 @@ struct AssistantReply {
 uint64_t message_key(const Message& message);
 // The key of the harness's copy of an answer we gave.
 uint64_t reply_key(const AssistantReply& reply);
+// A tool call as a tool_use block's `input` in the Anthropic Messages API: its arguments when they are a JSON
+// object, else {} (that API allows nothing else; the OpenAI API carries such arguments as they were written).
+nlohmann::json tool_input(const ToolCall& call);
+// The key of an Anthropic harness's copy of an answer we gave: each call's arguments as tool_input() answered
+// them. Equal to reply_key() when every call's arguments are an object.
+uint64_t anthropic_reply_key(const AssistantReply& reply);
 // The key of the tool definitions (0 when there are none).
 uint64_t tools_key(const nlohmann::ordered_json& tools);
 

@@ -201,7 +201,7 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
       ++retries_;
       return held_->completion;  // a retry: the stored answer, nothing sampled twice
     }
-    if (held_ && keys[n0] == held_->key) {
+    if (held_ && (keys[n0] == held_->key || keys[n0] == held_->anthropic_key)) {
       env_->stage_step(shared_.renderer->observation(held_->decision.tokens, turn.messages, n0, turn.tools,
                                                      render_now_, &converted_),
                        0.0, false, false);
@@ -321,7 +321,10 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
     last_failure_ = "the LLM server aborted the generation";
     throw GatewayError(502, "upstream_error", "upstream_aborted", last_failure_);
   }
-  held_ = Held{std::move(decision), reply_key(completion.reply), completion};
+  const uint64_t key = reply_key(completion.reply);
+  const uint64_t anthropic_key =
+      completion.reply.tool_calls.empty() ? key : anthropic_reply_key(completion.reply);
+  held_ = Held{std::move(decision), key, anthropic_key, completion};
   return completion;
 }
 

@@ -107,7 +107,9 @@ class GatewaySession {
  private:
   struct Held {
     Decision decision;
-    uint64_t key = 0;  // reply_key of what the harness will copy back
+    // What the harness will copy back: reply_key (OpenAI chat, plain) and anthropic_reply_key (Anthropic
+    // messages, whose tool_use input is always an object); the same unless a call's arguments are not one.
+    uint64_t key = 0, anthropic_key = 0;
     Completion completion;
   };
   // Throws for an ended session or one that speaks the other API; then fixes the session's API.

@@ -43,6 +43,9 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
   if (tail.find("BROKENUTF8") != std::string_view::npos) return "cut \xE2\x82 and \xFF end";
   if (tail.find("BROKENTOOL") != std::string_view::npos)
     return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls \xFF\"}}\n</tool_call>";
+  // A tool call whose arguments are not a JSON object (a bare string): the Anthropic API answers an object.
+  if (tail.find("STRINGARGS") != std::string_view::npos)
+    return "<tool_call>\n{\"name\": \"shell\", \"arguments\": \"ls -la\"}\n</tool_call>";
   if (tail.find("please call the tool") != std::string_view::npos)
     return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls -la\"}}\n</tool_call>";
   std::string marker = "none";

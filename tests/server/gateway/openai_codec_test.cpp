@@ -69,7 +69,7 @@ json reference_blocks(const Completion& c) {
     blocks.push_back({{"type", "text"}, {"text", c.reply.content}});
   for (const ToolCall& call : c.reply.tool_calls) {
     json input = json::parse(call.arguments, nullptr, false);
-    if (input.is_discarded()) input = json::object();
+    if (!input.is_object()) input = json::object();  // the API allows an object only
     blocks.push_back({{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", input}});
   }
   return blocks;

@@ -1,8 +1,10 @@
-// Answers whose sampled bytes are not valid UTF-8 (a multi-byte character cut by max_tokens, an untrained
-// model's stray bytes). The harness gets valid UTF-8 (each ill-formed sequence as U+FFFD, as the export's
-// response_text has it) and copies that text back; the copy must still be recognised as our answer, or every
-// turn would close its window as a history edit and compaction would never see a long window. The recorded
-// ids stay the upstream's own bytes.
+// The harness's copy of our answer when what the harness was sent is not the text sampled: it must still be
+// recognised as our answer, or every such turn would close its window as a history edit (and compaction would
+// never see a long window).
+//  * Sampled bytes that are not valid UTF-8 (a multi-byte character cut by max_tokens, an untrained model's
+//    stray bytes): the harness gets valid UTF-8 (each ill-formed sequence as U+FFFD, as the export's
+//    response_text has it) and copies that text back; the recorded ids stay the upstream's own bytes.
+//  * A tool call whose arguments are not a JSON object: the Anthropic API's tool_use input is {}.
 #include "tests/server/gateway/gateway_fixture.h"
 
 namespace crl::server::gateway::testing {
@@ -83,6 +85,40 @@ TEST(GatewayUtf8, AnthropicCopiesAreRecognised) {
     messages.push_back({{"role", "user"}, {"content", "BROKENUTF8 next"}});
   }
   EXPECT_EQ(json::parse(client.call("GET", "/v1/sessions/utf8-claude").body)["history_edits"], 0);
+}
+
+// A tool call whose arguments are a bare string: the OpenAI answer carries the string, the Anthropic answer
+// an object (its API's `input`); either harness's copy is recognised.
+TEST(GatewayCopies, ToolCallsWithArgumentsThatAreNotAnObjectAreRecognisedInBothApis) {
+  Bench bench;
+  Harness h(bench.port(), "args-openai", "STRINGARGS");
+  const json answer = h.turn();
+  ASSERT_FALSE(answer.is_null());
+  const json& message = answer["choices"][0]["message"];
+  ASSERT_TRUE(message.contains("tool_calls")) << message.dump();
+  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "ls -la");
+  h.messages.push_back(
+      {{"role", "tool"}, {"tool_call_id", message["tool_calls"][0]["id"]}, {"content", "a"}});
+  h.turn();
+  EXPECT_EQ(h.state()["history_edits"], 0);
+
+  server::testing::HttpClient client(bench.port());
+  json messages = json::array({{{"role", "user"}, {"content", "marker=a STRINGARGS go"}}});
+  for (int turn = 0; turn < 2; ++turn) {
+    const json body = {{"model", "claude-test"}, {"max_tokens", 128}, {"messages", messages}};
+    const auto reply = client.call("POST", "/v1/sessions/args-claude/v1/messages", body.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const json content = json::parse(reply.body)["content"];
+    ASSERT_EQ(content[0]["type"], "tool_use") << content.dump();
+    EXPECT_TRUE(content[0]["input"].is_object()) << content.dump();
+    messages.push_back({{"role", "assistant"}, {"content", content}});
+    messages.push_back(
+        {{"role", "user"},
+         {"content",
+          json::array({{{"type", "tool_result"}, {"tool_use_id", content[0]["id"]}, {"content", "a b"}},
+                       {{"type", "text"}, {"text", "STRINGARGS again"}}})}});
+  }
+  EXPECT_EQ(json::parse(client.call("GET", "/v1/sessions/args-claude").body)["history_edits"], 0);
 }
 
 }  // namespace
