@@ -16,14 +16,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CRL_BIN = os.environ.get("CRL_BIN", "build/crl")
-
-
-def first_line(proc, what):
-    line = proc.stdout.readline().strip()
-    if not line.startswith("listening on "):
-        proc.kill()
-        raise RuntimeError(f"{what}: unexpected first line {line!r}: {proc.stderr.read()}")
-    return line[len("listening on "):]
+sys.path.insert(0, HERE)
+from example_e2e_test import first_line  # noqa: E402
 
 
 def check(cmd, cwd):

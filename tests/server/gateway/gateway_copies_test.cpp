@@ -40,20 +40,26 @@ TEST(GatewayUtf8, ChatAnswersAreValidAndTheirCopiesAreRecognised) {
   }
 }
 
-TEST(GatewayUtf8, ToolCallArgumentsWithBrokenBytesAreParsedAndRecognised) {
-  Bench bench;
-  Harness h(bench.port(), "utf8-tool", "BROKENTOOL");
+// A turn that must answer one tool call, the harness's copy of it with a tool result, and the next turn,
+// which must not be a history edit. Returns the call's arguments as answered ("" when there was no call).
+std::string tool_call_round(Harness& h) {
   const json answer = h.turn();
-  ASSERT_FALSE(answer.is_null());
+  if (answer.is_null()) return "";
   const json& message = answer["choices"][0]["message"];
-  ASSERT_TRUE(message.contains("tool_calls")) << "the call was not parsed: " << message.dump();
-  ASSERT_EQ(message["tool_calls"].size(), 1u) << message.dump();
-  EXPECT_EQ(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()),
-            json({{"cmd", "ls \xEF\xBF\xBD"}}));
+  EXPECT_TRUE(message.contains("tool_calls")) << "the call was not parsed: " << message.dump();
+  if (!message.contains("tool_calls") || message["tool_calls"].size() != 1) return "";
+  const std::string arguments = message["tool_calls"][0]["function"]["arguments"];
   h.messages.push_back(
       {{"role", "tool"}, {"tool_call_id", message["tool_calls"][0]["id"]}, {"content", "a"}});
   h.turn();
   EXPECT_EQ(h.state()["history_edits"], 0);
+  return arguments;
+}
+
+TEST(GatewayUtf8, ToolCallArgumentsWithBrokenBytesAreParsedAndRecognised) {
+  Bench bench;
+  Harness h(bench.port(), "utf8-tool", "BROKENTOOL");
+  EXPECT_EQ(json::parse(tool_call_round(h), nullptr, false), json({{"cmd", "ls \xEF\xBF\xBD"}}));
 }
 
 TEST(GatewayUtf8, PlainCompletionCopiesAreRecognised) {
@@ -92,15 +98,7 @@ TEST(GatewayUtf8, AnthropicCopiesAreRecognised) {
 TEST(GatewayCopies, ToolCallsWithArgumentsThatAreNotAnObjectAreRecognisedInBothApis) {
   Bench bench;
   Harness h(bench.port(), "args-openai", "STRINGARGS");
-  const json answer = h.turn();
-  ASSERT_FALSE(answer.is_null());
-  const json& message = answer["choices"][0]["message"];
-  ASSERT_TRUE(message.contains("tool_calls")) << message.dump();
-  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "ls -la");
-  h.messages.push_back(
-      {{"role", "tool"}, {"tool_call_id", message["tool_calls"][0]["id"]}, {"content", "a"}});
-  h.turn();
-  EXPECT_EQ(h.state()["history_edits"], 0);
+  EXPECT_EQ(tool_call_round(h), "ls -la");
 
   server::testing::HttpClient client(bench.port());
   json messages = json::array({{{"role", "user"}, {"content", "marker=a STRINGARGS go"}}});
