@@ -138,6 +138,7 @@ std::shared_ptr<RemoteEndpoint> RemoteEndpoint::spawn(const RemoteConfig& config
   // From here on the endpoint owns the process: any failure below stops it.
   auto endpoint = std::make_shared<RemoteEndpoint>(config.host, 0, pid);
   std::string line;
+  bool closed = false;  // its stdout reached end of file
   const auto deadline = Clock::now() + std::chrono::milliseconds(config.start_timeout_ms);
   while (line.find('\n') == std::string::npos) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -145,13 +146,32 @@ std::shared_ptr<RemoteEndpoint> RemoteEndpoint::spawn(const RemoteConfig& config
     if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) break;
     char c[256];
     const ssize_t n = read(fds[0], c, sizeof c);
-    if (n <= 0) break;
+    if (n <= 0) {
+      closed = true;
+      break;
+    }
     line.append(c, static_cast<size_t>(n));
   }
   close(fds[0]);
   int port = 0;
   if (std::sscanf(line.c_str(), "PORT %d", &port) != 1 || port <= 0 || port > 65535) {
-    throw Error(where, "command", "did not print \"PORT <n>\" first (got " + quote(line.substr(0, 80)) + ")");
+    std::string why = "did not print \"PORT <n>\" first (got " + quote(line.substr(0, 80)) + ")";
+    // A command that ended at once (a script path relative to another directory, a missing interpreter)
+    // explains itself on stderr, which is this process's; its exit status and the directory it ran in are
+    // what fits in the error.
+    int status = 0;
+    for (int i = 0; closed && i < 50; ++i) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        endpoint->child_ = -1;  // reaped: the destructor has nothing to stop
+        why += WIFEXITED(status) ? "; it exited with status " + std::to_string(WEXITSTATUS(status))
+                                 : "; it was killed by signal " + std::to_string(WTERMSIG(status));
+        break;
+      }
+      usleep(2000);
+    }
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd) != nullptr) why += "; it ran in " + quote(cwd);
+    throw Error(where, "command", why + " (its stderr goes to the server's stderr)");
   }
   endpoint->port_ = port;
   std::lock_guard lock(registry_mutex());

@@ -80,7 +80,7 @@ class RemoteEndpoint final : public StepBatcher {
 
   const std::string host_;
   int port_;
-  const pid_t child_;
+  pid_t child_;  // -1 when none (attached, or reaped by spawn() after a failed start)
   std::atomic<bool> broken_{false};
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<HttpConnection>> idle_;

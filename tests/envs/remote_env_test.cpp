@@ -318,6 +318,15 @@ TEST(RemoteEnv, FailuresOfTheOtherSideAreCleanErrors) {
   EXPECT_THROW(
       make_env("remote", {{"command", "echo hello"}, {"timeout_ms", "2000"}})->reset(Task{"t", 0, ""}, rng),
       Error);
+  // A command that cannot start (the default's script path is relative: a server started elsewhere) names its
+  // exit status and the directory it ran in.
+  try {
+    make_env("remote", {{"command", "/bin/sh -c 'exit 3'"}})->reset(Task{"t", 0, ""}, rng);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with status 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("it ran in \""), std::string::npos) << e.what();
+  }
   EXPECT_THROW(make_env("remote", {{"host", "localhost"}}), Error);
   EXPECT_THROW(make_env("remote", {{"port", "70000"}}), Error);
   EXPECT_THROW(make_env("remote", {{"prot", "1"}}), Error);
