@@ -24,7 +24,8 @@ policy's tokenizer, e.g. `tokenizer.decode`) and the harness's `tools`.
     await model.train(groups)
 
 Standard library only: the real `art.Trajectory` / `History` (and openai's `Choice`) are used when importable,
-else stand-ins with the same field names (pass your own with `classes=(Trajectory, History, Choice)`).
+else stand-ins with the same field names (pass your own with `classes=(Trajectory, History, make_choice)`, where
+`make_choice` takes one dict of a Choice's fields, e.g. openai's `Choice.model_validate`).
 """
 
 import dataclasses
@@ -120,7 +121,9 @@ def export_to_trajectory(exported, decode, tools=None, classes=None):
     conversations = [segment_messages(s, decode, make_choice) for s in segments]
     last = segments[-1]
     metadata = {k: v for k, v in (last.get("metadata") or {}).items() if isinstance(v, (str, int, float, bool))}
-    metadata.update({"rollout_id": str(last.get("rollout_id", "")), "status": str(exported.get("status", ""))})
+    # The export (ExportResponse) is episode_id + segments: the rollout's status is on its segments.
+    metadata.update({"rollout_id": str(last.get("rollout_id", "")),
+                     "status": str(exported.get("status") or last.get("status", ""))})
     return trajectory_cls(
         messages_and_choices=conversations[-1],
         tools=tools,

@@ -15,17 +15,23 @@ with ``protoc --python_out=DIR -I proto proto/*.proto`` and put DIR on sys.path 
 Rollout mode (the server drives the LLM itself, token in / token out):
 
     answer = s.rollouts([{"env": "synthetic", "split": "dev", "index": 0, "seed": 7}],
-                        {"base_url": "http://127.0.0.1:30000", "api": "sglang"})
+                        {"base_url": "http://127.0.0.1:30000", "api": "sglang"},
+                        timeout=3600)                     # the default: a run can last long (other calls: 30 s)
     segments = answer["rollouts"][0]["segments"]
+
+The URL may be "HOST:PORT" (as `crl serve` prints it) and may carry a path prefix (a reverse proxy's,
+"http://gw/crl"); https is refused (no TLS here).
 
 Behind a fleet (HAProxy, `crl deploy haproxy`), ``Session(url, session_key="group-7")`` sends the key as the
 ``X-Crl-Session`` header on every request, so a GRPO group's creates and batch steps stay on one backend.
 
 A Session holds one keep-alive connection and is not thread-safe: use one per thread (cancel() is the exception:
 it may be called from any thread). Episode.step carries the turn_id the server announced, so a step retried after
-a lost answer returns the stored answer and applies nothing twice. A server at its --max-connections answers a
-new connection 503 too_many_connections before reading anything; the Session then waits for a place (Retry-After,
-for at most ``connection_wait`` seconds, default 600) rather than failing the call.
+a lost answer returns the stored answer and applies nothing twice. A create is not like that (each one that
+arrives makes an episode): it is retried only when it provably never reached the server (the connection could
+not be made), and a lost answer raises. A server at its --max-connections answers a new connection 503
+too_many_connections before reading anything; the Session then waits for a place (Retry-After, for at most
+``connection_wait`` seconds, default 600) rather than failing the call.
 """
 
 import asyncio
@@ -33,6 +39,7 @@ import concurrent.futures
 import functools
 import http.client
 import importlib
+import inspect
 import json
 import os
 import socket
@@ -55,6 +62,61 @@ class CrlError(Exception):
         self.message = message
         self.field = field
         self.retry_after = float(retry_after or 0.0)
+
+
+def _excerpt(data, limit=160):
+    """A short, printable, one-line excerpt of an answer body for an error message (a proxy's HTML page)."""
+    text = bytes(data[: 4 * limit]).decode("utf-8", errors="replace")
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+def _not_an_answer(status, content_type, data):
+    """The CrlError of an answer body that is not crl's (an HTML error page from HAProxy, a body cut short):
+    the HTTP status is kept, so a 502 / 504 from a proxy reads as one."""
+    code = "http_error" if status >= 400 else "bad_answer"
+    return CrlError(status, code, f"not a crl answer ({_excerpt(content_type.encode()) or 'no Content-Type'}): "
+                                  f"{_excerpt(data) or 'empty body'}")
+
+
+@functools.lru_cache(maxsize=4)
+def _defaults_keyword(message_to_dict):
+    """MessageToDict's keyword that prints fields left at their default: protobuf renamed
+    including_default_value_fields to always_print_fields_with_no_presence and Python protobuf 5.26 removed the
+    old name (Debian 12 ships 4.21, which has only the old one)."""
+    try:
+        parameters = inspect.signature(message_to_dict).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    new = "always_print_fields_with_no_presence"
+    return new if new in parameters else "including_default_value_fields"
+
+
+def _message_to_dict(message):
+    from google.protobuf import json_format
+
+    keyword = _defaults_keyword(json_format.MessageToDict)
+    return json_format.MessageToDict(message, preserving_proto_field_name=True, **{keyword: True})
+
+
+def _peer_closed(sock):
+    """Whether an idle keep-alive connection can no longer carry a request: the server closed it (its idle
+    timeout) or sent something unasked. Checked before reuse, because a request that is not idempotent is not
+    retried once sent."""
+    timeout = sock.gettimeout()
+    try:
+        sock.settimeout(0)
+        sock.recv(1, socket.MSG_PEEK)  # b"": closed; bytes: an answer nobody asked for
+        return True
+    except BlockingIOError:
+        return False  # open and quiet
+    except OSError:
+        return True
+    finally:
+        try:
+            sock.settimeout(timeout)
+        except OSError:
+            pass
 
 
 def _load_protos(path=None):
@@ -109,13 +171,22 @@ class Session:
 
     def __init__(self, base_url="http://127.0.0.1:7411", binary=False, timeout=30.0, retries=3, proto_path=None,
                  session_key=None, connection_wait=600.0):
+        if "://" not in base_url:
+            base_url = "http://" + base_url  # "HOST:PORT", as `crl serve` prints it (urlsplit read HOST as a scheme)
         url = urllib.parse.urlsplit(base_url)
+        if url.scheme == "https":
+            raise ValueError(f"{base_url!r}: https is not supported (this client has no TLS; crl serve speaks plain "
+                             "HTTP): use http://")
+        if url.scheme != "http" or url.query or url.fragment or url.username or url.password:
+            raise ValueError(f"{base_url!r}: expected http://HOST:PORT[/PREFIX] (no query, fragment or user)")
         # The fleet's affinity key (HAProxy hashes on X-Crl-Session); a header value must be one printable line.
         if session_key is not None and (not str(session_key) or not str(session_key).isprintable()):
             raise ValueError(f"session_key must be a non-empty printable string, got {session_key!r}")
         self.session_key = None if session_key is None else str(session_key)
         self.host = url.hostname or "127.0.0.1"
         self.port = url.port or 80
+        # A reverse proxy's path prefix ("http://gw/crl"): every request path goes under it.
+        self.prefix = url.path.rstrip("/")
         self.timeout = timeout
         self.retries = retries
         # A 503 too_many_connections (the server at --max-connections refused the connection before reading
@@ -131,9 +202,22 @@ class Session:
 
     # -- transport ---------------------------------------------------------------------------------------
     def _connection(self):
+        if self._conn is not None and self._conn.sock is not None and _peer_closed(self._conn.sock):
+            self.close()  # the server closed it while idle: a request sent on it would be lost
         if self._conn is None:
             self._conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         return self._conn
+
+    def _set_timeout(self, timeout):
+        """Changes the read timeout, for the connection open now too (kept open: no reconnect)."""
+        self.timeout = timeout
+        if self._conn is not None:
+            self._conn.timeout = timeout
+            if self._conn.sock is not None:
+                try:
+                    self._conn.sock.settimeout(timeout)
+                except OSError:
+                    self.close()  # a socket cancel() shut down: the next request opens a new one
 
     def close(self):
         if self._conn is not None:
@@ -170,19 +254,31 @@ class Session:
 
     def _decode(self, status, content_type, data, response_type):
         if content_type.startswith(PROTOBUF):
-            from google.protobuf import json_format
-
             name = "ErrorBody" if status >= 400 else response_type
             message = getattr(self.pb, name)()
-            message.ParseFromString(data)
-            return json_format.MessageToDict(
-                message, preserving_proto_field_name=True, including_default_value_fields=True
-            )
-        return json.loads(data.decode("utf-8")) if data else {}
+            try:
+                message.ParseFromString(data)
+            except Exception:  # noqa: BLE001 (google.protobuf.message.DecodeError and the upb parser's errors)
+                raise _not_an_answer(status, content_type, data) from None
+            return _message_to_dict(message)
+        try:
+            answer = json.loads(data.decode("utf-8")) if data else {}
+        except ValueError:  # JSONDecodeError, UnicodeDecodeError
+            answer = None
+        if not isinstance(answer, dict):
+            # Not crl's (every answer is a JSON object): a proxy's HTML 502 / 504, a JSON list. A typed error that
+            # keeps the HTTP status, never a JSONDecodeError or an AttributeError that loses it.
+            raise _not_an_answer(status, content_type, data)
+        return answer
 
-    def request(self, method, path, body=None, request_type=None, response_type=None, retry=True):
-        """Sends one request; returns the decoded answer or raises CrlError. Connection failures are retried
-        (every endpoint is safe to retry: steps carry their turn_id)."""
+    def request(self, method, path, body=None, request_type=None, response_type=None, retry=True,
+                idempotent=True):
+        """Sends one request; returns the decoded answer or raises CrlError (also for an answer that is not crl's,
+        such as a proxy's HTML 502, with its HTTP status). A connection failure is retried `retries` times when
+        the request is idempotent: GET, DELETE, and steps, which carry their turn_id (the server answers a repeat
+        with the stored answer). A request that is not (idempotent=False: each create that arrives makes an
+        episode) is retried only while it provably never left, when the connection could not be made; once it
+        was sent, a failure (a lost answer) raises, since a repeat could apply it twice."""
         payload, headers = self._encode(body, request_type)
         if self.session_key is not None:
             headers["X-Crl-Session"] = self.session_key
@@ -194,9 +290,13 @@ class Session:
             for attempt in range(attempts):
                 if self._cancelled.is_set():
                     raise ConnectionAbortedError("the session was cancelled")
+                sent = False
                 try:
                     conn = self._connection()
-                    conn.request(method, path, body=payload, headers=headers)
+                    if conn.sock is None:
+                        conn.connect()  # nothing of the request has left before this succeeds
+                    sent = True
+                    conn.request(method, self.prefix + path, body=payload, headers=headers)
                     response = conn.getresponse()
                     data = response.read()
                     if response.getheader("Connection", "").lower() == "close":
@@ -204,7 +304,7 @@ class Session:
                     break
                 except (ConnectionError, http.client.HTTPException, OSError):
                     self.close()
-                    if attempt + 1 == attempts or self._cancelled.is_set():
+                    if attempt + 1 == attempts or self._cancelled.is_set() or (sent and not idempotent):
                         raise
                     time.sleep(0.05 * (attempt + 1))
             answer = self._decode(response.status, response.getheader("Content-Type", JSON), data, response_type)
@@ -253,21 +353,26 @@ class Session:
         deadline = time.monotonic() + wait_for_place
         while True:
             try:
-                answer = self.request("POST", "/v1/episodes", body, "CreateEpisodeRequest", "StepResponse")
+                # Not idempotent: a create repeated after a lost answer would make a second episode.
+                answer = self.request("POST", "/v1/episodes", body, "CreateEpisodeRequest", "StepResponse",
+                                      idempotent=False)
                 return Episode(self, answer)
             except CrlError as e:
                 if e.status != 429 or time.monotonic() + e.retry_after > deadline:
                     raise
                 time.sleep(e.retry_after)
 
-    def rollouts(self, episodes, llm, timeout=None):
+    def rollouts(self, episodes, llm, timeout=3600.0):
         """Rollout mode (POST /v1/rollouts): the server runs whole episodes against an LLM inference server itself.
         episodes: dicts with the fields of create() (env, task_id or split + index, seed, group_index,
         sample_index, budget, params, rollout_id); llm: {"base_url": "http://HOST:PORT", "api": "sglang" |
         "openai", "model", "temperature", "top_p", "top_k", "max_in_flight", "request_timeout_s",
         "max_retries"}. Returns the answer: {"rollouts": [{rollout_id, status, reason, reward, compactions,
         segments: [...]}, ...] in request order, plus request counts and latencies}. A failed LLM request fails
-        its episode (status "failed" with the reason), never the call. Not retried (a run can be long)."""
+        its episode (status "failed" with the reason), never the call. timeout: seconds to wait for the answer,
+        which comes when every episode has ended (default 3600; None: the session's timeout, which is for the
+        other calls, 30 s by default). Retried only when the request never left (the connection could not be
+        made): a repeat would run every episode again."""
         items = []
         for episode in episodes:
             item = {k: v for k, v in dict(episode).items() if v is not None}
@@ -278,15 +383,12 @@ class Session:
             items.append(item)
         body = {"episodes": items, "llm": {k: v for k, v in dict(llm).items() if v is not None}}
         saved = self.timeout
-        if timeout is not None and timeout != self.timeout:
-            self.close()
-            self.timeout = timeout
+        if timeout is not None:
+            self._set_timeout(timeout)
         try:
-            return self.request("POST", "/v1/rollouts", body, "RolloutsRequest", "RolloutsResponse", retry=False)
+            return self.request("POST", "/v1/rollouts", body, "RolloutsRequest", "RolloutsResponse", idempotent=False)
         finally:
-            if self.timeout != saved:
-                self.close()
-                self.timeout = saved
+            self._set_timeout(saved)
 
     def batch_step(self, items):
         """items: (Episode, action dict) pairs, at most one per episode. Returns, in order, each step's answer or

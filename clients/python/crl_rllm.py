@@ -109,6 +109,19 @@ def rollout_to_episode(rollout, uid=None, task=None, classes=None):
                        info=info)
 
 
+def _split_uid(uid):
+    """rLLM's episode uid "TASK:INDEX" -> (task id, rollout index). The index follows the LAST colon, since a task id
+    may contain colons ("a:b:3" is task "a:b", rollout 3); a uid without a colon is rollout 0 of task `uid`."""
+    text = str(uid)
+    if ":" not in text:
+        return text, 0
+    task, _, index = text.rpartition(":")
+    if not task or not (index.isascii() and index.isdigit()):
+        raise ValueError(f"uid {text!r}: expected TASK:INDEX (the rollout index after the last colon, a "
+                         "non-negative integer)")
+    return task, int(index)
+
+
 class CrlWorkflow:
     """Runs one rollout per task on `crl serve` (rollout mode) and returns rLLM Episodes."""
 
@@ -118,14 +131,14 @@ class CrlWorkflow:
 
     async def run(self, task, uid):
         """task: {split + index | task_id, seed, params, budget, env}; uid: "task_id:rollout_idx"."""
-        rollout_idx = int(str(uid).rpartition(":")[2] or 0) if ":" in str(uid) else 0
+        uid_task, rollout_idx = _split_uid(uid)
         episode = {"env": task.get("env", self.env), "seed": int(task.get("seed", self.seed)),
                    "sample_index": rollout_idx, "budget": task.get("budget", self.budget),
                    "params": task.get("params"), "rollout_id": str(uid)}
         if "split" in task:
             episode["split"], episode["index"] = task["split"], int(task.get("index", 0))
         else:
-            episode["task_id"] = str(task.get("task_id") or str(uid).partition(":")[0])
+            episode["task_id"] = str(task.get("task_id") or uid_task)
         episode = {k: v for k, v in episode.items() if v is not None}
 
         def run():

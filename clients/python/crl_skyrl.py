@@ -16,7 +16,9 @@ masks and log-probs are the export's own (never re-tokenized).
     trainer = RayPPOTrainer(cfg, generator=generator, ...)
 
 Each prompt's `env_extras` entry may carry `crl` = {env, task_id or split + index, seed, params, budget}; a
-prompt without one uses the generator's defaults and its position as the task index. The engine samples
+prompt without one uses the generator's defaults and its position as the task index. The batch's
+`trajectory_ids` give each rollout's sample index (its repetition id); without them, the repetitions of one
+prompt get 0, 1, ... in batch order, so that they are distinct rollouts and trajectories. The engine samples
 every action and summary from the LLM server (POST /v1/rollouts, rollout mode), so SkyRL's own inference
 engines serve the calls when `llm.base_url` is their HTTP endpoint; the batch's calls go there at once (without
 `max_in_flight` in `llm`: the batch size, up to the server's `--max-llm-in-flight`, from GET /v1/info). Rewards
@@ -28,6 +30,7 @@ the same fields (`instance_id`, `repetition_id`).
 """
 
 import dataclasses
+import json
 
 from crl_client import Session, in_thread
 from crl_segments import check_rollout, floats, ints
@@ -129,6 +132,17 @@ class CrlGenerator:
         extras = input_batch.get("env_extras") or [None] * len(prompts)
         tids = input_batch.get("trajectory_ids")
         episodes = [self.episode(i, extras[i], tids[i] if tids else None) for i in range(len(prompts))]
+        if not tids:
+            # Without trajectory ids every repetition of a prompt (SkyRL repeats each n_samples_per_prompt times)
+            # would be sample 0 of the same task and seed: the same rollout, and one TrajectoryID(task, 0) in the
+            # output. Each copy of an episode in the batch gets its own sample index instead (0, 1, ... in order),
+            # which is also its repetition id in the output.
+            copies = {}
+            for episode in episodes:
+                key = json.dumps({k: v for k, v in episode.items() if k not in ("group_index", "sample_index")},
+                                 sort_keys=True, default=str)
+                episode["sample_index"] = copies.get(key, 0)
+                copies[key] = episode["sample_index"] + 1
         llm = dict(self.llm)
         for key in ("temperature", "top_p", "top_k"):
             value = (input_batch.get("sampling_params") or {}).get(key)

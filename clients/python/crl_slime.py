@@ -178,6 +178,10 @@ def segments_to_samples(segments, sample, sample_cls=None):
         s.rollout_log_probs = [float(x) for x in seg.get("rollout_log_probs", [])]
         s.reward = float(seg.get("reward", 0.0))
         s.status = _status(sample_cls, seg.get("status", "completed"))
+        if seg.get("status") == "failed":
+            # An episode that failed after its first answer (an LLM call failed mid-way in rollout mode): its
+            # partial segments, with the reason under the key a failed input sample has it (_failed).
+            metadata["crl_error"] = str(metadata.get("reason") or "failed")
         s.metadata = metadata
         s.rollout_id = RolloutId(seg.get("rollout_id") or "")
         s.session_id = session_key(sample)
@@ -314,17 +318,25 @@ async def generate(args, sample, sampling_params):
 def post_process_rewards(args, samples):
     """slime's reward post-process hook: normalizes ONE reward per (group_index, rollout_id) within each group
     (mean, and std unless args.grpo_std_normalization is False), then gives it to every segment of the rollout.
-    A rollout with many segments therefore counts once. Returns (raw_rewards, rewards) aligned with samples."""
+    A rollout with many segments therefore counts once; a failed sample (reward None) counts as one rollout with
+    reward 0 in its group. Returns (raw_rewards, rewards) aligned with samples."""
     flat = [s for item in samples for s in (item if isinstance(item, (list, tuple)) else [item])]
-    raw = [float(s.reward) for s in flat]
+    # A failed sample (the input sample of a failed episode, see _failed) has no reward: it scores 0, as the engine
+    # scores an episode that failed after its first answer (whose segments come back with reward 0), so a group
+    # whose rollouts fail is not normalised as if they had not been tried.
+    raw = [0.0 if s.reward is None else float(s.reward) for s in flat]
 
-    def rollout_key(s):
+    def rollout_key(i, s):
         meta = getattr(s, "metadata", None) or {}
-        return (getattr(s, "group_index", None), getattr(s, "rollout_id", None) or meta.get("rollout_id"))
+        rollout = getattr(s, "rollout_id", None) or meta.get("rollout_id")
+        # A sample without a rollout id (a failed one) is a rollout of its own, counted once in its own group:
+        # never merged with other failed samples or with a rollout whose id is missing.
+        return (getattr(s, "group_index", None), rollout if rollout else ("no rollout id", i))
 
+    keys = [rollout_key(i, s) for i, s in enumerate(flat)]
     per_rollout = {}
-    for s, r in zip(flat, raw):
-        per_rollout.setdefault(rollout_key(s), r)
+    for key, r in zip(keys, raw):
+        per_rollout.setdefault(key, r)
     if not getattr(args, "rewards_normalization", True):
         return raw, list(raw)
     groups = {}
@@ -337,8 +349,7 @@ def post_process_rewards(args, samples):
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)) if len(values) > 1 else 0.0
         stats[group] = (mean, std)
     normalized = []
-    for s in flat:
-        key = rollout_key(s)
+    for key in keys:
         mean, std = stats[key[0]]
         value = per_rollout[key] - mean
         if use_std:

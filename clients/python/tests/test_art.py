@@ -138,6 +138,19 @@ class HandMadeExportTest(unittest.TestCase):
                          "logprobs": {"content": []}})
         self.assertEqual(c.finish_reason, "stop")
 
+    def test_the_status_is_the_segments(self):
+        """GET /v1/sessions/{id}/export answers episode_id and segments only: the status is on the segments."""
+        segment = {"rollout_id": "r", "segment_index": 0, "prompt_ids": [], "response_ids": [65], "loss_mask": [1],
+                   "rollout_log_probs": [-1.0], "reward": 0.0, "status": "truncated", "metadata": {}}
+        t = crl_art.export_to_trajectory({"episode_id": "s1", "segments": [segment]}, decode, classes=CLASSES)
+        self.assertEqual(t.metadata["status"], "truncated")
+
+    def test_the_docs_name_the_choice_maker(self):
+        """classes' third item is called with one dict of a Choice's fields (make_choice), as the README says."""
+        self.assertIn("classes=(Trajectory, History, make_choice)", crl_art.__doc__)
+        with open(os.path.join(os.path.dirname(HERE), "README.md")) as f:
+            self.assertIn("classes=(Trajectory, History, make_choice)", f.read())
+
     def test_a_malformed_export_is_refused_with_the_field(self):
         bad = {"segments": [{"rollout_id": "r", "segment_index": 0, "response_ids": [1, 2], "loss_mask": [1],
                              "rollout_log_probs": [0.0, 0.0]}]}
@@ -187,6 +200,7 @@ class GatewayExportTest(unittest.TestCase):
             self.assertTrue(any(isinstance(x, dict) and x["role"] == "system" for x in conversation))
         self.assertEqual(t.metrics["sampled_tokens"], sum(sum(s["loss_mask"]) for s in segments))
         self.assertEqual(t.metadata["gateway_session"], sid)
+        self.assertEqual(t.metadata["status"], "completed")  # the reward's status, from the segments
 
 
 if __name__ == "__main__":

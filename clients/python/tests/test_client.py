@@ -284,6 +284,24 @@ class SlimeAdapterTest(unittest.TestCase):
         raw2, plain = crl_slime.post_process_rewards(types.SimpleNamespace(rewards_normalization=False), samples)
         self.assertEqual(plain, raw2)
 
+    def test_failed_samples_count_as_zero_in_their_own_group(self):
+        """A failed sample (the input sample: reward None, no rollout id) used to raise TypeError in float()."""
+        def rollout(group, rollout_id, reward, segments):
+            return [StandInSample(group_index=group, reward=reward, metadata={"rollout_id": rollout_id})
+                    for _ in range(segments)]
+        failed = [crl_slime._failed(StandInSample(group_index=0, index=i), "llm down") for i in (1, 2)]
+        samples = rollout(0, "a", 1.0, 3) + failed + rollout(1, "c", 1.0, 2) + rollout(1, "d", 0.0, 1)
+        raw, norm = crl_slime.post_process_rewards(types.SimpleNamespace(), samples)
+        self.assertEqual(raw, [1.0] * 3 + [0.0, 0.0] + [1.0, 1.0, 0.0])
+        # Group 0: rollout a (1.0) and two failed samples, each a rollout of its own with 0: mean 1/3,
+        # std sqrt(1/3).
+        std = (1 / 3) ** 0.5
+        self.assertTrue(all(abs(v - (2 / 3) / std) < 1e-4 for v in norm[:3]), norm)
+        self.assertTrue(all(abs(v + (1 / 3) / std) < 1e-4 for v in norm[3:5]), norm)
+        # Group 1 does not see them: c (1.0) and d (0.0), mean 0.5, std 0.7071.
+        self.assertAlmostEqual(norm[5], 0.5 / 0.70710678, places=4)
+        self.assertAlmostEqual(norm[7], -0.5 / 0.70710678, places=4)
+
 
 class RolloutModeTest(unittest.TestCase):
     """POST /v1/rollouts: the server drives the scripted LLM server itself; the slime adapter in rollout mode."""
@@ -378,6 +396,21 @@ class RolloutModeTest(unittest.TestCase):
         out = asyncio.run(crl_slime.make_rollout_generate()(args, failed, {}))
         self.assertIs(out, failed)
         self.assertEqual(out.status, StandInSample.Status.FAILED)
+        self.assertIn("connection", out.metadata["crl_error"])
+
+    def test_slime_episode_failed_mid_way_gives_failed_segments_with_the_reason(self):
+        """dev-0 (seed 7) meets the scripted server's malformed answer after its first call: the partial segments
+        come back as failed Samples (reward 0) whose metadata says why, under the key of a failed sample."""
+        args = types.SimpleNamespace(seed=7, crl_server_url=self.server.url, crl_llm_url=self.llm.url,
+                                     crl_budget=SYNTHETIC_BUDGET)
+        sample = StandInSample(group_index=0, index=0, metadata={"env": "synthetic", "split": "dev", "index": 0})
+        samples = asyncio.run(crl_slime.generate(args, sample, {}))
+        self.assertIsInstance(samples, list)
+        self.assertGreater(len(samples), 0)
+        for s in samples:
+            self.assertEqual(s.status, StandInSample.Status.FAILED)
+            self.assertEqual(s.reward, 0.0)
+            self.assertIn("malformed", s.metadata["crl_error"])
 
 
 class OperationsTest(unittest.TestCase):

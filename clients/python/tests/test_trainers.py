@@ -81,6 +81,19 @@ class RealServerTest(unittest.TestCase):
         self.assertEqual(out["rollout_metrics"]["crl/rollouts"], 4.0)
         self.assertGreater(out["rollout_metrics"]["crl/compactions_per_rollout"], 0)
 
+    def test_skyrl_repetitions_without_trajectory_ids_are_distinct(self):
+        """Without trajectory_ids, the copies of one prompt were all TrajectoryID(task, 0), the same rollout."""
+        generator = crl_skyrl.CrlGenerator(self.server.url, self.llm_block, env="synthetic",
+                                           budget=tc.SYNTHETIC_BUDGET, seed=7)
+        batch = {"prompts": [[{"role": "user", "content": "task"}]] * 2,
+                 "env_extras": [{"crl": {"split": "dev", "index": 1}}] * 2}
+        out = asyncio.run(generator.generate(batch))
+        tids = list(dict.fromkeys(t.to_string() for t in out["trajectory_ids"]))
+        self.assertEqual(tids, ["dev-1_0", "dev-1_1"])
+        for tid in tids:  # one rollout each: one last step
+            self.assertEqual(sum(last for t, last in zip(out["trajectory_ids"], out["is_last_step"])
+                                 if t.to_string() == tid), 1)
+
     def test_skyrl_skips_a_rollout_without_segments(self):
         rollouts = [{"status": "failed", "reason": "llm down", "segments": []}] + self.answer["rollouts"][:1]
         out = crl_skyrl.rollouts_to_generator_output(rollouts)
@@ -119,6 +132,18 @@ class RealServerTest(unittest.TestCase):
         self.assertEqual(episode.id, "dev-2:3")
         self.assertEqual(episode.info["rollout_id"], "dev-2:3")
         self.assertGreater(len(episode.trajectories), 2)
+
+    def test_rllm_uid_index_follows_the_last_colon(self):
+        self.assertEqual(crl_rllm._split_uid("a:b:3"), ("a:b", 3))
+        self.assertEqual(crl_rllm._split_uid("dev-2:0"), ("dev-2", 0))
+        self.assertEqual(crl_rllm._split_uid("plain"), ("plain", 0))
+        workflow = crl_rllm.CrlWorkflow(self.server.url, self.llm_block, env="synthetic", budget=tc.SYNTHETIC_BUDGET,
+                                        seed=7)
+        episode = asyncio.run(workflow.run({"task_id": "dev-1"}, uid="x:dev-1:1"))
+        self.assertEqual(episode.info["rollout_id"], "x:dev-1:1")
+        for uid in ("abc:def", "abc:", ":3", "abc:-1"):
+            with self.assertRaisesRegex(ValueError, f"uid '{uid}': expected TASK:INDEX"):
+                asyncio.run(workflow.run({"split": "dev", "index": 2}, uid=uid))
 
     def test_slime_sample_ids_and_session(self):
         args = types.SimpleNamespace(seed=7, crl_server_url=self.server.url, crl_llm_url=self.llm.url,
@@ -335,6 +360,24 @@ class ConcurrencyTest(unittest.TestCase):
             self.assertEqual(stand_in.bodies[0]["llm"]["max_in_flight"], expected, (limit, llm))
             # The default is per call (the next batch may differ), not written into the generator's llm.
             self.assertEqual("max_in_flight" in generator.llm, "max_in_flight" in llm)
+
+    def test_skyrl_numbers_the_repetitions_of_a_prompt(self):
+        stand_in = _StandInServer()
+        stand_in.release.set()
+        self.addCleanup(stand_in.stop)
+        same, other = {"crl": {"split": "dev", "index": 1}}, {"crl": {"split": "dev", "index": 2}}
+        batch = {"prompts": [[{"role": "user", "content": "task"}]] * 5, "env_extras": [same, other, same, same, other]}
+        asyncio.run(crl_skyrl.CrlGenerator(stand_in.url, {"base_url": "http://127.0.0.1:9"}).generate(batch))
+        self.assertEqual([e["sample_index"] for e in stand_in.bodies[0]["episodes"]], [0, 0, 1, 2, 1])
+
+    def test_rllm_task_id_is_the_uid_before_its_last_colon(self):
+        stand_in = _StandInServer()
+        stand_in.release.set()
+        self.addCleanup(stand_in.stop)
+        workflow = crl_rllm.CrlWorkflow(stand_in.url, {"base_url": "http://127.0.0.1:9"})
+        asyncio.run(workflow.run({}, uid="a:b:3"))
+        episode = stand_in.bodies[0]["episodes"][0]
+        self.assertEqual((episode["task_id"], episode["sample_index"]), ("a:b", 3))
 
     def test_a_bad_thread_count_is_refused_by_name(self):
         code = ("import os, crl_client; os.environ['CRL_CLIENT_THREADS'] = 'many'\n"
