@@ -8,6 +8,7 @@
 #include "engine/file_io.h"
 #include "engine/json_reader.h"
 #include "engine/proto_bytes.h"
+#include "engine/utf8.h"
 
 namespace crl {
 
@@ -63,13 +64,16 @@ proto::Segment to_proto(const Trajectory& t, size_t s) {
   for (Provenance p : segment.prompt_provenance) out.add_prompt_provenance(static_cast<proto::Provenance>(p));
   for (Provenance p : segment.response_provenance)
     out.add_response_provenance(static_cast<proto::Provenance>(p));
-  out.set_response_text(segment.text);
+  // Protobuf string fields must be valid UTF-8 (a binary file with an ill-formed one cannot be read back):
+  // text decoded from sampled bytes, a failure's reason and metadata are repaired (engine/utf8.h).
+  const auto repaired = [](const std::string& text) { return is_valid_utf8(text) ? text : valid_utf8(text); };
+  out.set_response_text(repaired(segment.text));
   auto& metadata = *out.mutable_metadata();
-  for (const auto& [key, value] : t.metadata) metadata[key] = value;
+  for (const auto& [key, value] : t.metadata) metadata[repaired(key)] = repaired(value);
   metadata["seed"] = std::to_string(t.seed);
   metadata["compactions"] = std::to_string(t.compactions);
   metadata["dropped_segments"] = std::to_string(t.dropped_segments);
-  if (!t.reason.empty()) metadata["reason"] = t.reason;
+  if (!t.reason.empty()) metadata["reason"] = repaired(t.reason);
   return out;
 }
 

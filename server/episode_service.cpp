@@ -510,11 +510,7 @@ proto::Segment EpisodeService::export_segment(const Trajectory& trajectory, size
   if (!episode_id.empty()) metadata["episode_id"] = episode_id;
   metadata["tokenizer"] = view == "text" ? tokenizer_->name() : "symbolic";
   metadata["tokenizer_fingerprint"] = view == "text" ? tokenizer_->fingerprint() : "";
-  metadata["finish_reason"] = segment.finish_reason();
-  if (!is_valid_utf8(segment.response_text())) segment.set_response_text(valid_utf8(segment.response_text()));
-  for (auto& [key, value] : metadata) {
-    if (!is_valid_utf8(value)) value = valid_utf8(value);
-  }
+  metadata["finish_reason"] = segment.finish_reason();  // (to_proto repaired the text and metadata's UTF-8)
   return segment;
 }
 

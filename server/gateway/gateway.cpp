@@ -414,12 +414,7 @@ HttpAnswer Gateway::export_session(const std::string& id) {
     metadata["episode_id"] = id;
     metadata["tokenizer"] = tokenizer.name();
     metadata["tokenizer_fingerprint"] = tokenizer.fingerprint();
-    metadata["finish_reason"] = segment.finish_reason();
-    if (!wire::is_valid_utf8(segment.response_text()))
-      segment.set_response_text(wire::valid_utf8(segment.response_text()));
-    for (auto& [key, value] : metadata) {
-      if (!wire::is_valid_utf8(value)) value = wire::valid_utf8(value);
-    }
+    metadata["finish_reason"] = segment.finish_reason();  // (to_proto repaired the text and metadata's UTF-8)
     *out.add_segments() = std::move(segment);
   }
   return json_answer(200, wire::encode_message(out, wire::WireFormat::kJson));

@@ -140,6 +140,28 @@ TEST(TrajectoryIo, JsonlAndBinaryRoundTripExactly) {
   EXPECT_EQ(to_jsonl(in), jsonl) << "byte-stable export";
 }
 
+// Text decoded from sampled bytes (an untrained model's, a character cut by max_tokens) is not always valid
+// UTF-8, which protobuf's string fields require: the export repairs it (one U+FFFD per ill-formed sequence),
+// so a binary file is still read back. Before, libprotobuf logged an error and the .pb file could not be
+// read.
+TEST(TrajectoryIo, IllFormedUtf8IsRepairedSoBinaryFilesReadBack) {
+  const test::TempDir temp;
+  Trajectory t = sample_trajectory();
+  t.segments[1].text = "keep \xE2\x82 7 \xFF";
+  t.reason = "failed: \xC3";
+  t.metadata["note"] = "x\xF0\x9F";
+  for (const std::string name : {"t.pb", "t.jsonl"}) {
+    const std::string path = (temp.path() / name).string();
+    write_trajectories(path, {t});
+    const std::vector<Trajectory> out = read_trajectories(path);
+    ASSERT_EQ(out.size(), 1u) << name;
+    EXPECT_EQ(out[0].segments[1].text, "keep \xEF\xBF\xBD 7 \xEF\xBF\xBD") << name;
+    EXPECT_EQ(out[0].reason, "failed: \xEF\xBF\xBD") << name;
+    EXPECT_EQ(out[0].metadata.at("note"), "x\xEF\xBF\xBD") << name;
+    EXPECT_EQ(out[0].segments[1].response_ids, t.segments[1].response_ids) << "the ids are never touched";
+  }
+}
+
 TEST(TrajectoryIo, BadFilesAreRejectedWithFileAndLine) {
   const test::TempDir temp;
   const std::filesystem::path dir = temp.path();
