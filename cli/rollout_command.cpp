@@ -9,7 +9,9 @@
 // requests in flight. A failed or timed-out request fails its episode (status "failed" with the reason, in
 // the export and in the metrics file) and the run goes on. A progress line is drawn on stderr when it is a
 // terminal (--progress auto|always|never). The exit code is 0 when the run finished, even with failed
-// episodes (the metrics say how many).
+// episodes (the metrics say how many), and 1 when every episode failed (the outputs are written all the
+// same): that is a configuration to fix (an LLM server down, a window larger than the model's context), not a
+// result.
 #include <unistd.h>
 
 #include <chrono>
@@ -310,6 +312,11 @@ int rollout_command(const std::vector<std::string>& args) {
       1e3 * calls.latency_p90, 1e3 * calls.latency_p99,
       calls.seconds > 0 ? static_cast<double>(calls.calls) / calls.seconds : 0.0);
   std::printf("wrote %s and %s\n", out_path.c_str(), metrics_path.c_str());
+  if (count > 0 && static_cast<size_t>(statuses["failed"]) == count) {
+    std::fprintf(stderr, "crl rollout: every episode failed; the first: %s\n",
+                 trajectories.empty() ? "(none recorded)" : trajectories.front().reason.c_str());
+    return 1;
+  }
   return 0;
 }
 

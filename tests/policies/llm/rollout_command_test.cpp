@@ -126,6 +126,23 @@ TEST(RolloutCommand, FailedRequestsAreRecordedAndTheRunGoesOn) {
   }
 }
 
+// Every episode failing is a configuration to fix (here the LLM server refuses every request, as one whose
+// context is smaller than the window does): exit 1 with the first reason, the outputs written all the same.
+TEST(RolloutCommand, EveryEpisodeFailingExitsWithTheFirstReason) {
+  testing::ScriptedLlmOptions options;
+  options.faults.sticky_every = 1;
+  options.faults.sticky_fault = "400";
+  testing::ScriptedLlmServer server(options);
+  const std::string out = temp_path("all_failing.jsonl");
+  const Result r = crl(rollout_args(server.url(), out, "sglang", "4"));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("every episode failed; the first: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("HTTP 400"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(out));  // (no segments: each failed on its first request)
+  const json m = json::parse(read_file(temp_path("all_failing.metrics.json")));
+  EXPECT_EQ(m["statuses"].value("failed", 0), 6);
+}
+
 TEST(RolloutCommand, RejectsBadOptions) {
   const std::string out = temp_path("x.jsonl");
   EXPECT_EQ(crl({"rollout", "--out", out}).code, 1);  // no --llm
