@@ -25,6 +25,28 @@ TEST(Cli, VersionHelpAndUnknownCommands) {
   EXPECT_EQ(crl({}).code, 2);
 }
 
+// Boost reads "-1" into an unsigned option as its wrap-around (serve --port -1 listened on 65535, eval --seed
+// -3 ran seed 18446744073709551613): every command refuses it by the option's name before doing anything.
+TEST(Cli, NegativeValuesOfUnsignedOptionsAreRefusedByName) {
+  // Each case has another bad value too, so that without the check it stops at once instead of running.
+  const std::vector<std::vector<std::string>> cases = {
+      {"serve", "--host", "not-an-address", "--port", "-1"},
+      {"serve", "--host", "not-an-address", "--max-connections", "-1"},
+      {"eval", "--checkpoint", "/nonexistent.ckpt", "--seed", "-3"},
+      {"rollout", "--env", "nope", "--concurrency", "-1"},
+      {"lm", "serve", "--checkpoint", "/nonexistent.ckpt", "--port", "-1"},
+  };
+  for (const auto& args : cases) {
+    const Result r = crl(args);
+    EXPECT_EQ(r.code, 2) << args[0] << " " << args[1] << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("'--" + args[args.size() - 2].substr(2) +
+                         "' is invalid: expected a whole number of 0 or more"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_NE(crl({"serve", "--port", "65536"}).code, 0);  // (out of range: Boost's own refusal)
+}
+
 TEST(Cli, EveryCommandHasHelp) {
   for (const Command* command : CommandRegistry::global().all()) {
     const Result r = crl({command->name, "--help"});
