@@ -149,6 +149,13 @@ std::vector<std::string> ShellEnv::task_names() const {
   for (const auto& entry : fs::directory_iterator(config_.tasks_dir, list_error)) {
     if (fs::exists(entry.path() / "task.toml")) names.push_back(entry.path().filename().string());
   }
+  // A folder that is not there is named as such (it was "no task folders here", or a count of 0 tasks that
+  // `crl run` blamed on --episodes).
+  if (list_error) {
+    throw Error("param tasks_dir", "tasks_dir",
+                "value " + quote(config_.tasks_dir) + " cannot be listed (" + list_error.message() +
+                    "); expected a folder of task folders, each with a task.toml");
+  }
   std::sort(names.begin(), names.end());
   return names;
 }

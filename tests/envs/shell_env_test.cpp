@@ -84,6 +84,14 @@ TEST_F(ShellTest, SubmittingWithoutWorkEarnsNothingAndScratchIsRemoved) {
   EXPECT_FALSE(env->has_task("nope-123"));
   EXPECT_THROW(make_env("shell", params({{"tasks_dir", root_ + "/nothing"}}))->reset(Task{"t0", 0, ""}, rng),
                Error);
+  // A folder that is not there is named (`crl run` blamed --episodes for a list of 0 tasks).
+  try {
+    make_env("shell", params({{"tasks_dir", root_ + "/nothing"}}))->task_list();
+    ADD_FAILURE() << "a missing tasks_dir listed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be listed (No such file or directory)"), std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(make_env("shell", {{"memory_mb", "lots"}}), Error);
   EXPECT_THROW(make_env("shell", {{"scratch_root", "relative"}}), Error);
 }
