@@ -15,6 +15,7 @@
 //    memory-chain oracle, with its compactions printed as a readable trace.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -69,6 +70,10 @@ std::vector<uint64_t> parse_seeds(const std::vector<std::string>& words) {
     }
     if (used != token.size() || token[0] == '-') {
       throw Error("option --seeds", "", "value " + quote(token) + " is not a non-negative integer");
+    }
+    // A seed twice would be one run counted twice in the means and intervals over seeds.
+    if (std::find(seeds.begin(), seeds.end(), seed) != seeds.end()) {
+      throw Error("option --seeds", "", "seed " + token + " is given twice; each seed runs once");
     }
     seeds.push_back(seed);
   }

@@ -17,7 +17,8 @@ int run_splits(const std::vector<std::string>& args) {
   std::string name_space, out, check;
   bool quiet = false;
   options.add_options()("namespace", po::value(&name_space)->default_value("default"),
-                        "task namespace: default (240/60/60) or phase3 (1440/180/180)")(
+                        "task namespace: default (240/60/60), phase3 (1440/180/180) or hard (240/60/60, the "
+                        "hard view's tasks)")(
       "out", po::value(&out), "output folder (default data/synthetic, or data/synthetic_<namespace>)")(
       "check", po::value(&check), "verify the files of this folder against its MANIFEST.sha256 instead")(
       "quiet,q", po::bool_switch(&quiet), "do not print the balance report");

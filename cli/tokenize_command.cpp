@@ -87,6 +87,12 @@ int run_tokenize(const std::vector<std::string>& args) {
     train_options.pattern = *split;
     return train_tokenizer(train, train_options, out);
   }
+  // Nothing to encode (no TEXT, not even ""): a usage error, not an empty encoding.
+  if (!vm.count("text") && file.empty() && messages_file.empty()) {
+    std::cerr << "crl tokenize: give TEXT, --file, --messages, --decode ID... or --train (see 'crl tokenize "
+                 "--help')\n";
+    return 2;
+  }
   const auto tokenizer = make_tokenizer(spec);
   std::cout << "tokenizer: " << tokenizer->name() << " (vocabulary " << tokenizer->vocab_size()
             << ", fingerprint " << tokenizer->fingerprint() << ")\n";

@@ -122,6 +122,11 @@ TEST(Cli, BadInputGetsOneLineErrors) {
       {{"inspect"}, 2, "FILE"},
       {{"serve", "--workers", "8", "--max-workers", "4"}, 1, "--max-workers"},
       {{"serve", "--max-workers", "-1"}, 1, "must be 0 (one per request in flight) or in 32 (--workers)"},
+      {{"tokenize"}, 2, "give TEXT"},  // (it printed an empty encoding)
+      // A seed twice was one run counted twice in the means over seeds.
+      {{"run", std::string(CRL_SOURCE_DIR) + "/scenarios/toy.pbtxt", "--out", dir + "/toy", "--seeds", "7,7"},
+       1,
+       "seed 7 is given twice"},
   };
   for (const Case& c : cases) {
     const Result r = crl(c.args);
