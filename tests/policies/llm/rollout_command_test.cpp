@@ -96,11 +96,16 @@ TEST(RolloutCommand, SameSeedSameBytesWhateverTheConcurrencyAndApi) {
   EXPECT_EQ(from_sglang, read_file(b));
 }
 
-TEST(RolloutCommand, FailedRequestsAreRecordedAndTheRunGoesOn) {
+// A stand-in whose requests with sampling_seed % every == 0 always get `fault`.
+testing::ScriptedLlmOptions sticky_faults(uint64_t every, const std::string& fault) {
   testing::ScriptedLlmOptions options;
-  options.faults.sticky_every = 40;
-  options.faults.sticky_fault = "5xx";
-  testing::ScriptedLlmServer server(options);
+  options.faults.sticky_every = every;
+  options.faults.sticky_fault = fault;
+  return options;
+}
+
+TEST(RolloutCommand, FailedRequestsAreRecordedAndTheRunGoesOn) {
+  testing::ScriptedLlmServer server(sticky_faults(40, "5xx"));
   const std::string out = temp_path("failing.jsonl");
   std::vector<std::string> args = rollout_args(server.url(), out, "sglang", "8");
   args.insert(args.end(), {"--retries", "1"});
@@ -129,10 +134,7 @@ TEST(RolloutCommand, FailedRequestsAreRecordedAndTheRunGoesOn) {
 // Every episode failing is a configuration to fix (here the LLM server refuses every request, as one whose
 // context is smaller than the window does): exit 1 with the first reason, the outputs written all the same.
 TEST(RolloutCommand, EveryEpisodeFailingExitsWithTheFirstReason) {
-  testing::ScriptedLlmOptions options;
-  options.faults.sticky_every = 1;
-  options.faults.sticky_fault = "400";
-  testing::ScriptedLlmServer server(options);
+  testing::ScriptedLlmServer server(sticky_faults(1, "400"));
   const std::string out = temp_path("all_failing.jsonl");
   const Result r = crl(rollout_args(server.url(), out, "sglang", "4"));
   EXPECT_EQ(r.code, 1) << r.out << r.err;
