@@ -162,7 +162,8 @@ std::shared_ptr<RemoteEndpoint> RemoteEndpoint::spawn(const RemoteConfig& config
     int status = 0;
     for (int i = 0; closed && i < 50; ++i) {
       if (waitpid(pid, &status, WNOHANG) == pid) {
-        endpoint->child_ = -1;  // reaped: the destructor has nothing to stop
+        kill(-pid, SIGKILL);    // anything it left running in its process group
+        endpoint->child_ = -1;  // reaped: the destructor has nothing more to stop
         why += WIFEXITED(status) ? "; it exited with status " + std::to_string(WEXITSTATUS(status))
                                  : "; it was killed by signal " + std::to_string(WTERMSIG(status));
         break;
