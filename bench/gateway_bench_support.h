@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -80,6 +81,31 @@ inline UserSys named_threads_user_sys_seconds(std::string_view prefix) {
     fields >> utime >> stime;
     total.user += static_cast<double>(utime) * tick;
     total.sys += static_cast<double>(stime) * tick;
+  });
+  return total;
+}
+
+// Context switches of the same threads (/proc/self/task/*/status): voluntary (the thread blocked: waiting for
+// a request, an answer, a lock or a wake-up from another thread) and involuntary (preempted). A blocking
+// proxy's floor is two voluntary ones per call: one waiting for the harness's request, one for the upstream's
+// answer.
+struct ContextSwitches {
+  double voluntary = 0, involuntary = 0;
+};
+inline ContextSwitches named_threads_context_switches(std::string_view prefix) {
+  ContextSwitches total;
+  for_each_named_thread(prefix, [&](const std::filesystem::path& task) {
+    std::ifstream status(task / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      const auto count = [&line](std::string_view key) {
+        return static_cast<double>(std::strtoull(line.c_str() + key.size(), nullptr, 10));
+      };
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0)
+        total.voluntary += count("voluntary_ctxt_switches:");
+      if (line.rfind("nonvoluntary_ctxt_switches:", 0) == 0)
+        total.involuntary += count("nonvoluntary_ctxt_switches:");
+    }
   });
   return total;
 }

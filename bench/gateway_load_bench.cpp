@@ -193,7 +193,8 @@ class NullProxy {
 // gateway_calls_per_core_s = 1e6 / server_cpu_us, process_cpu_us (every thread: harnesses, server,
 // stand-in; the gateway row's minus the twin's is what the gateway adds to a call at this load), p50_us;
 // server_user_us / server_sys_us: the server threads' CPU per call in user space and in the kernel (clock
-// ticks of /proc stat, so they sum to about server_cpu_us).
+// ticks of /proc stat, so they sum to about server_cpu_us); server_vol_cs / server_invol_cs: those threads'
+// voluntary and involuntary context switches per call (a blocking proxy's floor: 2 voluntary).
 void BM_GatewayThroughput(benchmark::State& state) {
   const int harnesses = static_cast<int>(state.range(0));
   const bool direct = state.range(1) == 1;
@@ -254,11 +255,13 @@ void BM_GatewayThroughput(benchmark::State& state) {
     const int64_t calls_start = calls.load();
     const double server_start = named_threads_cpu_seconds("crl-");
     const UserSys split_start = named_threads_user_sys_seconds("crl-");
+    const ContextSwitches switches_start = named_threads_context_switches("crl-");
     const double process_start = process_cpu_seconds();
     const Clock::time_point started = Clock::now();
     std::this_thread::sleep_for(std::chrono::seconds(3));
     const double server_cpu = named_threads_cpu_seconds("crl-") - server_start;
     const UserSys split_end = named_threads_user_sys_seconds("crl-");
+    const ContextSwitches switches_end = named_threads_context_switches("crl-");
     const double process_cpu = process_cpu_seconds() - process_start;
     const double n = std::max<double>(1, static_cast<double>(calls.load() - calls_start));
     const double wall = std::chrono::duration<double>(Clock::now() - started).count();
@@ -271,6 +274,8 @@ void BM_GatewayThroughput(benchmark::State& state) {
     state.counters["process_cpu_us"] = process_cpu / n * 1e6;
     state.counters["server_user_us"] = (split_end.user - split_start.user) / n * 1e6;
     state.counters["server_sys_us"] = (split_end.sys - split_start.sys) / n * 1e6;
+    state.counters["server_vol_cs"] = (switches_end.voluntary - switches_start.voluntary) / n;
+    state.counters["server_invol_cs"] = (switches_end.involuntary - switches_start.involuntary) / n;
     state.SetItemsProcessed(static_cast<int64_t>(n));
   }
   if (failures > 0) state.SkipWithError("a call failed");
