@@ -35,7 +35,7 @@ int merge_command(const std::vector<std::string>& args) {
     std::printf("%s: mean accuracy %.2f%%\n", arm.name.c_str(), 100.0 * arm.mean_accuracy);
   }
   const std::vector<scenarios::GateResult> gates = scenarios::evaluate_gates(merged.spec, merged.result);
-  if (!gates.empty()) std::printf("gates: %s\n", scenarios::all_pass(gates) ? "PASS" : "FAIL");
+  if (!gates.empty()) std::printf("gates: %s\n", scenarios::gates_verdict(gates).c_str());
   std::printf("merged %zu shards into %s/{summary.json,curves.csv,curves.svg,report.md}\n", shards.size(),
               out_dir.c_str());
   return 0;

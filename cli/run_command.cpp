@@ -180,7 +180,7 @@ int run_scenario_command(const std::string& path, std::string out_dir, int threa
   for (const scenarios::ArmResult& arm : result.arms) {
     std::printf("%s: mean accuracy %.2f%%\n", arm.name.c_str(), 100.0 * arm.mean_accuracy);
   }
-  if (!gates.empty()) std::printf("gates: %s\n", scenarios::all_pass(gates) ? "PASS" : "FAIL");
+  if (!gates.empty()) std::printf("gates: %s\n", scenarios::gates_verdict(gates).c_str());
   std::printf("wrote %s/{summary.json,curves.csv,curves.svg,report.md,runtime.txt} in %.1f s\n",
               out_dir.c_str(), seconds);
   return 0;

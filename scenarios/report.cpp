@@ -151,7 +151,13 @@ std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioR
   const ArmResult* main = find_arm(result, g.main_arm());
   const ArmResult* control = find_arm(result, g.control_arm());
   auto missing = [&](const std::string& arm, const std::string& what) {
-    gates.push_back(GateResult{what, 0.0, false, "arm " + quote(arm) + " is not in the results"});
+    const bool selected =
+        std::any_of(spec.arms.begin(), spec.arms.end(), [&](const ArmSpec& a) { return a.name == arm; });
+    if (selected) {
+      gates.push_back(GateResult{what, 0.0, false, "arm " + quote(arm) + " is not in the results"});
+    } else {
+      gates.push_back(GateResult{what, 0.0, false, "arm " + quote(arm) + " was not run (--arms)", true});
+    }
   };
   if (g.has_min_mean()) {
     const std::string name = g.main_arm() + " mean accuracy >= " + percent(g.min_mean());
@@ -263,7 +269,18 @@ std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioR
 }
 
 bool all_pass(const std::vector<GateResult>& gates) {
-  return std::all_of(gates.begin(), gates.end(), [](const GateResult& g) { return g.pass; });
+  return std::all_of(gates.begin(), gates.end(), [](const GateResult& g) { return g.pass || g.skipped; });
+}
+
+std::string gates_verdict(const std::vector<GateResult>& gates) {
+  const auto skipped = static_cast<size_t>(
+      std::count_if(gates.begin(), gates.end(), [](const GateResult& g) { return g.skipped; }));
+  if (skipped == gates.size()) return "not evaluated (their arms were not run)";
+  std::string out = all_pass(gates) ? "PASS" : "FAIL";
+  if (skipped > 0)
+    out += " (" + std::to_string(skipped) + " of " + std::to_string(gates.size()) +
+           " skipped: their arms were not run)";
+  return out;
 }
 
 std::string format_summary_json(const ScenarioResult& result) {
@@ -515,9 +532,13 @@ std::string format_report(const ScenarioSpec& spec, const ScenarioResult& result
   if (!gates.empty()) {
     out << "\n## Gates\n\n| gate | measured | result |\n|---|---|---|\n";
     for (const GateResult& g : gates) {
-      out << "| " << g.name << " | " << g.detail << " | " << (g.pass ? "PASS" : "FAIL") << " |\n";
+      out << "| " << g.name << " | " << g.detail << " | "
+          << (g.skipped ? "skipped"
+              : g.pass  ? "PASS"
+                        : "FAIL")
+          << " |\n";
     }
-    out << "\nOverall: **" << (all_pass(gates) ? "PASS" : "FAIL") << "**";
+    out << "\nOverall: **" << gates_verdict(gates) << "**";
     if (spec.gates.has_chance_band()) {
       out << " (the chance band is |mean - 1/fact_arity| <= " << fixed(100.0 * spec.gates.chance_band(), 1)
           << " points)";

@@ -25,11 +25,18 @@ struct GateResult {
   std::string name;  // e.g. "joint mean accuracy >= 95%"
   double value = 0.0;
   bool pass = false;
-  std::string detail;  // the measured value, readable
+  std::string detail;    // the measured value, readable
+  bool skipped = false;  // an arm it compares was left out of this run (`crl run --arms`): not evaluated
 };
 
+// A gate whose arm is in the spec but not in the results fails; one whose arm the spec no longer has (a run
+// of some arms, scenarios::select_arms) is skipped, neither pass nor fail.
 std::vector<GateResult> evaluate_gates(const ScenarioSpec& spec, const ScenarioResult& result);
+// Every evaluated gate passes (skipped ones do not count).
 bool all_pass(const std::vector<GateResult>& gates);
+// The one-line verdict `crl run` and `crl merge` print after "gates: ": PASS or FAIL, with the number of
+// gates skipped when some were, or "not evaluated" when all were.
+std::string gates_verdict(const std::vector<GateResult>& gates);
 
 std::string format_summary_json(const ScenarioResult& result);
 std::string format_curves_csv(const ScenarioResult& result);

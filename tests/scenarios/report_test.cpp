@@ -305,6 +305,35 @@ TEST(Gates, ARatioGatePassesAndFailsOnTheMeasuredRatio) {
   EXPECT_NE(gates[1].detail.find("ratio 0.515"), std::string::npos) << gates[1].detail;
 }
 
+// `crl run --arms wo_a` on a file whose gates compare wo_a with full printed "gates: FAIL" (arm "full" is not
+// in the results); a gate on an arm left out of the run is skipped, while an arm of the run missing from its
+// results still fails.
+TEST(Gates, GatesOnArmsLeftOutOfTheRunAreSkippedNotFailed) {
+  const ScenarioSpec full = parse_scenario(
+      scenario_text("gates { main_arm: \"wo_a\" reference_arm: \"full\" min_type_ratio: 0.55 }"), "t.pbtxt");
+  ScenarioResult only_wo_a = four_arms();
+  std::erase_if(only_wo_a.arms, [](const ArmResult& a) { return a.name != "wo_a"; });
+  const std::vector<GateResult> skipped = evaluate_gates(select_arms(full, {"wo_a"}, "--arms"), only_wo_a);
+  ASSERT_EQ(skipped.size(), 1u);  // (a per-type gate whose arm is absent is one line)
+  for (const GateResult& g : skipped) {
+    EXPECT_TRUE(g.skipped) << g.name;
+    EXPECT_NE(g.detail.find("\"full\" was not run"), std::string::npos) << g.detail;
+  }
+  EXPECT_TRUE(all_pass(skipped));
+  EXPECT_EQ(gates_verdict(skipped), "not evaluated (their arms were not run)");
+  const std::string report = format_report(select_arms(full, {"wo_a"}, "--arms"), only_wo_a, "crl run t");
+  EXPECT_NE(report.find("| skipped |"), std::string::npos);
+  // The whole file's run without "full" in its results: a failure, as before.
+  const std::vector<GateResult> failed = evaluate_gates(full, only_wo_a);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_FALSE(failed[0].skipped || failed[0].pass) << failed[0].name;
+  EXPECT_EQ(gates_verdict(failed), "FAIL");
+  // Some skipped, some evaluated: the verdict says how many were skipped.
+  std::vector<GateResult> mixed = failed;
+  mixed.push_back(skipped[0]);
+  EXPECT_EQ(gates_verdict(mixed), "FAIL (1 of 2 skipped: their arms were not run)");
+}
+
 // --- curves ---------------------------------------------------------------------------------------------
 
 TEST(Curves, BandsAreBootstrapIntervalsOfTheMeanOverSeeds) {
