@@ -85,6 +85,14 @@ int eval_command(const std::vector<std::string>& args) {
   }
 
   const proto::checkpoint::Checkpoint ck = scenarios::read_checkpoint(checkpoint_path);
+  // A checkpoint without a run's setup (`crl lm train`'s base models) would be evaluated with the default
+  // setup's policy and fail on a confusing mismatch: say what it is instead.
+  if (!ck.has_setup()) {
+    throw Error(
+        checkpoint_path, "setup",
+        "this checkpoint records no run setup (it was not written by `crl run`: a `crl lm train` model is "
+        "evaluated by a scenario that loads it, Setup.init_checkpoint, or served with `crl lm serve`)");
+  }
   const proto::scenario::Setup& setup = ck.setup();
   if (env_name.empty()) env_name = setup.env().name();
   if (!env_registry().contains(env_name)) {

@@ -123,6 +123,11 @@ TEST(Cli, BadInputGetsOneLineErrors) {
       {{"serve", "--workers", "8", "--max-workers", "4"}, 1, "--max-workers"},
       {{"serve", "--max-workers", "-1"}, 1, "must be 0 (one per request in flight) or in 32 (--workers)"},
       {{"tokenize"}, 2, "give TEXT"},  // (it printed an empty encoding)
+      // A `crl lm train` model is not a run's checkpoint (it failed on a tabular-vs-lm mismatch).
+      {{"eval", "--checkpoint",
+        std::string(CRL_SOURCE_DIR) + "/data/checkpoints/synthetic_tinylm_reasoning_base.ckpt"},
+       1,
+       "records no run setup"},
       // A seed twice was one run counted twice in the means over seeds.
       {{"run", std::string(CRL_SOURCE_DIR) + "/scenarios/toy.pbtxt", "--out", dir + "/toy", "--seeds", "7,7"},
        1,
