@@ -149,6 +149,10 @@ int run_train(const std::vector<std::string>& args) {
     throw Error("--out", "out", "missing: the checkpoint to write");
   }
   if (eval_tasks < 1) throw Error("--eval-tasks", std::to_string(eval_tasks), "must be >= 1");
+  // Steps on no demonstrations wrote a checkpoint trained on nothing, with exit 0.
+  if (tasks < 0 || (tasks == 0 && sft.steps > 0 && !eval_only)) {
+    throw Error("--tasks", std::to_string(tasks), "must be >= 1: the demonstrations the --steps train on");
+  }
   if (short_capacity < 0) throw Error("--short-capacity", "short-capacity", "must be >= 0 (0: none)");
   lm::check_answer_windows(answer_window, answer_batch, with_reasoning, "crl lm train (--reasoning)",
                            "--answer-window", "--answer-batch");

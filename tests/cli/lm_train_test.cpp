@@ -484,6 +484,18 @@ TEST(LmTrain, TheBudgetOptionsAreCheckedByName) {
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
+// Steps on no demonstrations wrote a checkpoint trained on nothing, exit 0.
+TEST(LmTrain, StepsNeedDemonstrations) {
+  const test::TempDir dir{"lm_no_tasks"};
+  for (const char* tasks : {"0", "-3"}) {
+    const auto r = test::crl({"lm", "train", "--tokenizer", setup().tokenizer_path, "--out",
+                              dir.file("m.ckpt"), "--tasks", tasks});
+    EXPECT_EQ(r.code, 1) << tasks;
+    EXPECT_NE(r.err.find("--tasks"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("m.ckpt")));
+  }
+}
+
 TEST(LmTrain, TheAnswerWindowOptionNeedsReasoning) {
   const test::TempDir dir{"lm_answer_window"};
   const auto refused = train_tiny(dir.file("m.ckpt"), 1, 1, {"--answer-window", "8"});
