@@ -243,6 +243,15 @@ int run_train(const std::vector<std::string>& args) {
   sft.extra_batch = answer_batch;
   std::cout << train.size() << " training segments (" << skipped << " longer than " << max_positions
             << " skipped), " << dev.size() << " dev segments\n";
+  // Steps on no segment wrote a checkpoint trained on nothing (an --init model of 512 positions under a 1024
+  // window skipped every demonstration).
+  if (train.empty() && (sft.steps > 0 || drill.steps > 0 || drill.long_steps > 0)) {
+    throw Error("--tasks/--capacity", "max_positions",
+                "no training segment fits the model's " + std::to_string(max_positions) + " positions (" +
+                    std::to_string(skipped) +
+                    " longer were skipped): give the model more positions (lm init --max-positions) or the "
+                    "demonstrations a smaller window (--capacity)");
+  }
   report("before");
   if (eval_every > 0) {
     sft.after_step = [&](int done) {

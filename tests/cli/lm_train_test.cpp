@@ -496,6 +496,20 @@ TEST(LmTrain, StepsNeedDemonstrations) {
   }
 }
 
+// An --init model whose positions hold no demonstration (lm init's default 512 under lm train's 1024 window,
+// as the README's quick start had it) trained on nothing and wrote its checkpoint, exit 0.
+TEST(LmTrain, AModelTooShortForEveryDemonstrationIsRefused) {
+  const test::TempDir dir{"lm_short"};
+  const auto init = test::crl({"lm", "init", "--out", dir.file("init.ckpt"), "--tokenizer",
+                               setup().tokenizer_path, "--d-model", "16", "--heads", "2", "--layers", "1",
+                               "--d-ff", "16", "--max-positions", "64"});
+  ASSERT_EQ(init.code, 0) << init.err;
+  const auto r = train_tiny(dir.file("m.ckpt"), 2, 1, {"--init", dir.file("init.ckpt")});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("no training segment fits the model's 64 positions"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m.ckpt")));
+}
+
 TEST(LmTrain, TheAnswerWindowOptionNeedsReasoning) {
   const test::TempDir dir{"lm_answer_window"};
   const auto refused = train_tiny(dir.file("m.ckpt"), 1, 1, {"--answer-window", "8"});
