@@ -66,14 +66,13 @@ proto::Segment to_proto(const Trajectory& t, size_t s) {
     out.add_response_provenance(static_cast<proto::Provenance>(p));
   // Protobuf string fields must be valid UTF-8 (a binary file with an ill-formed one cannot be read back):
   // text decoded from sampled bytes, a failure's reason and metadata are repaired (engine/utf8.h).
-  const auto repaired = [](const std::string& text) { return is_valid_utf8(text) ? text : valid_utf8(text); };
-  out.set_response_text(repaired(segment.text));
+  out.set_response_text(valid_utf8(segment.text));
   auto& metadata = *out.mutable_metadata();
-  for (const auto& [key, value] : t.metadata) metadata[repaired(key)] = repaired(value);
+  for (const auto& [key, value] : t.metadata) metadata[valid_utf8(key)] = valid_utf8(value);
   metadata["seed"] = std::to_string(t.seed);
   metadata["compactions"] = std::to_string(t.compactions);
   metadata["dropped_segments"] = std::to_string(t.dropped_segments);
-  if (!t.reason.empty()) metadata["reason"] = repaired(t.reason);
+  if (!t.reason.empty()) metadata["reason"] = valid_utf8(t.reason);
   return out;
 }
 

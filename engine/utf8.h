@@ -65,18 +65,27 @@ inline bool is_valid_utf8(std::string_view in) {
   return true;
 }
 
+// `in` with each ill-formed sequence replaced by U+FFFD; valid text comes back as it is (a copy made by runs,
+// so callers need no is_valid_utf8() check first).
 inline std::string valid_utf8(std::string_view in) {
   std::string out;
   out.reserve(in.size());
+  size_t run = 0;  // the start of the well-formed bytes not yet copied
   size_t i = 0;
   while (i < in.size()) {
+    if (static_cast<unsigned char>(in[i]) < 0x80) {
+      ++i;
+      continue;
+    }
     const Utf8Sequence s = utf8_sequence(in, i);
-    if (s.valid)
-      out.append(in.substr(i, s.length));
-    else
+    if (!s.valid) {
+      out.append(in.substr(run, i - run));
       out += "\xEF\xBF\xBD";  // U+FFFD
+      run = i + s.length;
+    }
     i += s.length;
   }
+  out.append(in.substr(run));
   return out;
 }
 

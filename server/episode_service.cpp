@@ -84,7 +84,7 @@ void check_backend_tag(const std::string& tag) {
                                  [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
   if (!plain || tag.size() > 16) {
     throw Error("option --backend-tag", "",
-                "value \"" + (is_valid_utf8(tag) ? tag : valid_utf8(tag)) +
+                "value \"" + valid_utf8(tag) +
                     "\" must be 1 to 16 characters of [a-z0-9] (it goes into episode ids: ep-TAG-<hex>)");
   }
 }

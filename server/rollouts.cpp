@@ -121,7 +121,7 @@ proto::RolloutsResponse EpisodeService::rollouts(const proto::RolloutsRequest& r
     r->set_rollout_id(t.rollout_id);
     r->set_task_id(t.task_id);
     r->set_status(std::string(episode_status_name(t.status)));
-    r->set_reason(is_valid_utf8(t.reason) ? t.reason : valid_utf8(t.reason));
+    r->set_reason(valid_utf8(t.reason));
     r->set_reward(t.reward);
     r->set_compactions(t.compactions);
     metrics_.compactions->add(static_cast<uint64_t>(std::max(0, t.compactions)));

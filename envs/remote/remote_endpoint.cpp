@@ -42,10 +42,6 @@ std::string cap(std::string text, size_t limit) {
   return text.substr(0, head) + marker + text.substr(tail_from);
 }
 
-std::string utf8(std::string_view text) {
-  return wire::is_valid_utf8(text) ? std::string(text) : wire::valid_utf8(text);
-}
-
 CallOptions options_of(const RemoteConfig& c) {
   return CallOptions{std::chrono::milliseconds(c.timeout_ms),
                      c.wire == "protobuf" ? WireFormat::kProtobuf : WireFormat::kJson, c.max_response_bytes};
@@ -300,7 +296,7 @@ void RemoteEndpoint::send_batch(const CallOptions& options, std::span<const Pend
     item->set_episode_id(env->episode_id_);
     item->set_turn_id(env->next_turn_id_);
     item->mutable_action()->set_kind("assistant");
-    item->mutable_action()->set_text(utf8(step.action.text));
+    item->mutable_action()->set_text(wire::valid_utf8(step.action.text));
     envs.push_back(env);
   }
   if (envs.empty()) return;

@@ -12,6 +12,7 @@
 #include "envs/registry.h"
 #include "envs/remote/remote_endpoint.h"
 #include "proto/server.pb.h"
+#include "wire/utf8.h"
 
 namespace crl {
 
@@ -133,8 +134,8 @@ RemoteEnv::Start RemoteEnv::do_reset(const Task& task, Rng& rng) {
   }
   proto::CreateEpisodeRequest request;
   request.set_env(chosen->name());
-  request.set_task_id(remote::utf8(task.id));
-  request.set_split(remote::utf8(task.split));
+  request.set_task_id(wire::valid_utf8(task.id));
+  request.set_split(wire::valid_utf8(task.split));
   request.set_index(static_cast<uint32_t>(task.index));
   request.set_seed(seed);
   proto::StepResponse response;
@@ -176,7 +177,7 @@ StepResult RemoteEnv::do_step(const Action& action) {
     request.set_episode_id(episode_id_);
     request.set_turn_id(next_turn_id_);
     request.mutable_action()->set_kind("assistant");
-    request.mutable_action()->set_text(remote::utf8(action.text));
+    request.mutable_action()->set_text(wire::valid_utf8(action.text));
     proto::StepResponse response;
     const std::string target = "/v1/episodes/" + episode_id_ + "/step";
     endpoint_->call(remote::options_of(config_), "POST", target, &request, response);
