@@ -39,7 +39,8 @@ int serve_command(const std::vector<std::string>& args) {
       "port", po::value(&http.port)->default_value(http.port),
       "port (0: an ephemeral port, printed on stdout)")(
       "threads", po::value(&http.threads)->default_value(http.threads),
-      "I/O threads (accept, parse, write; never environment code)")(
+      "I/O threads, an event loop each (accept, parse, write, gateway calls on fibers; never environment "
+      "code)")(
       "workers", po::value(&http.workers)->default_value(http.workers),
       "worker threads kept for requests (steps, batches, rollouts, gateway calls: the environment code and "
       "the LLM waits); a blocked step or a rollout holds one for its whole run")(

@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libboost-program-options-dev libboost-system-dev
+  libboost-context-dev  # the gateway's fibers (server/fiber.h)
   libeigen3-dev nlohmann-json3-dev
   libprotobuf-dev protobuf-compiler
   libgtest-dev libbenchmark-dev

@@ -61,8 +61,9 @@ void set_head(http::response<Body>& response, const HttpAnswer& answer, bool kee
 
 }  // namespace
 
-HttpConnection::HttpConnection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id)
-    : stream_(std::move(socket)), server_(server), id_(id) {}
+HttpConnection::HttpConnection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id,
+                               net::io_context& loop)
+    : stream_(std::move(socket)), server_(server), id_(id), loop_(loop) {}
 
 HttpConnection::~HttpConnection() {
   set_reading(false);
@@ -236,13 +237,12 @@ void HttpConnection::scan_head() {
   // read, where reads of 8 KB took two for a gateway call's 9 KB; and since Beast reads a body only into the
   // buffer's free capacity, the body's reads are as large (a 100 KB body: four reads, not thirteen). A
   // connection keeps that buffer between requests.
-  stream_.socket().async_read_some(
-      buffer_.prepare(buffer_.max_size() - buffer_.size()),
-      [self = shared_from_this()](beast::error_code ec, size_t n) {
-        self->buffer_.commit(n);
-        if (ec && n == 0) return self->on_read(ec);
-        self->scan_head();
-      });
+  stream_.socket().async_read_some(buffer_.prepare(buffer_.max_size() - buffer_.size()),
+                                   [self = shared_from_this()](beast::error_code ec, size_t n) {
+                                     self->buffer_.commit(n);
+                                     if (ec && n == 0) return self->on_read(ec);
+                                     self->scan_head();
+                                   });
 }
 
 void HttpConnection::on_head(std::string_view bytes) {

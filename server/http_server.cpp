@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "server/connection_refusal.h"
+#include "server/fiber.h"
 #include "server/gateway/gateway.h"
 #include "server/http_connection.h"
 #include "server/http_server_impl.h"
@@ -94,39 +95,38 @@ void HttpServer::Impl::submit(std::shared_ptr<HttpConnection> connection, OwnedC
 }
 
 // Why: a gateway call handed to the pool and back crosses two threads (I/O -> worker -> I/O), two scheduler
-// wake-ups that cost more than the gateway's own work on a busy machine (issue 18's added latency). Here the
-// call runs on the I/O thread that read it: deferred (asio's continuation queue of this thread, no wake-up)
-// out of the connection's strand, so the strand stays free for the drain deadline's 503, and its answer is
-// deferred back onto the strand the same way. The upstream call blocks this thread (on its own lane's
-// io_context, never the server's), so at most threads - 1 calls run inline at once: one I/O thread is
-// always left for /health, /metrics, accepting and the other connections; calls beyond go to the pool as
-// before. Per-session ordering is the session's mutex either way.
+// wake-ups that cost more than the gateway's own work on a busy machine (issue 18's added latency); and run
+// on the I/O thread as a blocking call, it held that thread for the upstream's whole answer. Here the call
+// runs on a fiber (server/fiber.h) on the I/O thread that read it: where it waits (the upstream's socket,
+// the session's lock) the fiber suspends and the thread serves other connections, so every gateway call
+// runs this way whatever the number of I/O threads. The fiber has its own strand, out of the connection's,
+// so the strand stays free for the drain deadline's 503. The hops are deferred (asio's continuation queue
+// of this thread: no wake-up of another thread). Per-session ordering is the session's lock.
 bool HttpServer::Impl::try_inline(std::shared_ptr<HttpConnection>& connection, OwnedCall& call) {
-  if (!options.gateway_inline || call.gateway == nullptr || options.threads < 2) return false;
+  if (!options.gateway_inline || call.gateway == nullptr) return false;
   const std::string_view path = std::string_view(call.target).substr(0, call.target.find('?'));
   if (!gateway::is_gateway_path(path)) return false;
-  int running = inline_calls.load();
-  do {
-    if (running >= options.threads - 1) return false;
-  } while (!inline_calls.compare_exchange_weak(running, running + 1));
   ++in_flight;
-  net::defer(ioc, [this, connection = std::move(connection), call = std::move(call)]() mutable {
-    std::optional<HttpAnswer> handled = handle(call);
-    if (handled && handled->stream) {  // not expected here (the gateway does not stream): its whole body
-      handled->stream([&](std::string_view piece) {
-        handled->body += piece;
-        return true;
+  ++fibers;
+  net::io_context& loop = connection->loop();
+  Fiber::spawn(
+      net::make_strand(loop), [this, connection = std::move(connection), call = std::move(call)]() mutable {
+        std::optional<HttpAnswer> handled = handle(call);
+        if (handled && handled->stream) {  // not expected here (the gateway does not stream): its whole body
+          handled->stream([&](std::string_view piece) {
+            handled->body += piece;
+            return true;
+          });
+          handled->stream = nullptr;
+        }
+        handled_one();
+        if (handled) {
+          net::defer(connection->executor(), [connection, handled = std::move(*handled)]() mutable {
+            connection->on_handled(std::move(handled));
+          });
+        }
+        --fibers;
       });
-      handled->stream = nullptr;
-    }
-    handled_one();
-    --inline_calls;
-    if (handled) {
-      net::defer(connection->executor(), [connection, handled = std::move(*handled)]() mutable {
-        connection->on_handled(std::move(handled));
-      });
-    }
-  });
   return true;
 }
 
@@ -152,7 +152,8 @@ std::vector<std::shared_ptr<HttpConnection>> HttpServer::Impl::live() {
 }
 
 void HttpServer::Impl::accept() {
-  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+  net::io_context& loop = loop_for_connection();
+  acceptor.async_accept(net::make_strand(loop), [this, &loop](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || draining) return;
     if (ec) {  // e.g. out of file descriptors: try again shortly instead of spinning
       accept_retry.expires_after(std::chrono::milliseconds(50));
@@ -171,7 +172,7 @@ void HttpServer::Impl::accept() {
     if (open >= options.max_connections) {
       refuse_connection(std::move(socket));
     } else {
-      std::make_shared<HttpConnection>(std::move(socket), *this, ++next_connection_id)->start();
+      std::make_shared<HttpConnection>(std::move(socket), *this, ++next_connection_id, loop)->start();
     }
     accept();
   });
@@ -245,7 +246,7 @@ void HttpServer::Impl::on_drain_deadline() {
   for (auto& c : live()) net::post(c->executor(), [c] { c->drain_deadline(); });
   deadline_grace.expires_after(kDeadlineGrace);
   deadline_grace.async_wait([this](beast::error_code ec) {
-    if (!ec) ioc.stop();  // answers not written by now are dropped with their connections
+    if (!ec) stop_loops();  // answers not written by now are dropped with their connections
   });
   maybe_finish_drain();
 }
@@ -260,7 +261,7 @@ void HttpServer::Impl::maybe_finish_drain() {
   drain_deadline.cancel();
   deadline_grace.cancel();
   sweeper.cancel();
-  ioc.stop();
+  stop_loops();
 }
 
 HttpServer::HttpServer(HttpOptions options, EpisodeService& service)
@@ -339,14 +340,30 @@ void HttpServer::run() {
     s.schedule_sweep();
   });
   std::vector<std::thread> io_threads;
-  for (int i = 1; i < s.options.threads; ++i) {
-    io_threads.emplace_back([&s] {
+  for (auto& loop : s.more) {
+    io_threads.emplace_back([&s, &loop = *loop] {
       name_this_thread("crl-io");
-      s.ioc.run();
+      // Kept running while it has no connection (it gets the next ones) until stop_loops().
+      const auto busy = net::make_work_guard(loop);
+      loop.run();
     });
   }
   s.ioc.run();
   for (auto& t : io_threads) t.join();
+  // Gateway calls suspended on fibers when the loops stopped (past the drain deadline their upstream waits
+  // were cancelled, so each is a handler away from its end): run them out, for at most the grace period,
+  // rather than abandon their stacks.
+  const auto grace_end = Clock::now() + kDeadlineGrace;
+  if (s.fibers > 0) {
+    s.ioc.restart();
+    for (auto& loop : s.more) loop->restart();
+  }
+  while (s.fibers > 0 && Clock::now() < grace_end) {
+    size_t ran = s.ioc.poll();
+    for (auto& loop : s.more) ran += loop->poll();
+    if (ran == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (s.options.gateway != nullptr) s.options.gateway->leave_io_context();
 }
 
 }  // namespace crl::server

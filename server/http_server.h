@@ -2,52 +2,51 @@
 // The HTTP/1.1 transport (Boost.Beast on Boost.Asio): accepts connections, reads requests with a body limit
 // and a deadline, hands them to route(), writes the answers, and shuts down gracefully.
 //
-// Threads. `threads` I/O threads run one io_context: they accept, read, parse and write, and never run
-// environment code. Each connection is a strand (its requests are handled in order; a connection reads its
-// next request only after answering the previous one). Every routed request except GET /health runs on a
-// separate worker pool (server/worker_pool.h: steps, batches, creates, deletes, exports, info, rollouts, and
-// the idle reaper), and its answer is posted back to the connection's strand. A step that blocks (a shell
-// command, a remote environment, a silent LLM behind POST /v1/rollouts) therefore holds one worker, never
-// an I/O thread: /health is answered on the I/O thread at any load. The pool keeps `workers` threads and
-// grows while every thread is busy, by default to one thread per request in flight (at most one per
-// connection), so a rollout that holds its worker for its whole run never makes another request wait: a
-// trainer's 256 concurrent rollouts are 256 requests at the LLM at once. `max_workers` caps it; requests
-// beyond the cap wait in the pool's queue (bounded by max_connections). Threads beyond `workers` leave after
-// 10 s without work.
-// Connections: at most max_connections at once; one beyond gets 503 too_many_connections with Retry-After: 1
-// at once (before its request is read) and is closed after at most 1 s of lingering (at most 64 such
-// refusals at once; beyond, a connection is closed without an answer), so an fd limit is not the only
-// protection.
-// Request reading (server/http_request.h): RFC 9112 framing checks (Transfer-Encoding only as a single
-// `chunked`, else 501; Transfer-Encoding with Content-Length, several Content-Length fields, obs-fold, bare
-// CR/LF or control bytes in the head: 400), then every refusal closes the connection.
-// Limits and timeouts: a request (headers and body) must arrive within request_timeout_s of the previous
-// answer, else the connection is closed (408 when part of a request had arrived); a body over max_body_bytes
-// gets 413 and the connection is closed; a head over 16 KiB, or a chunk header or trailer section over
-// 32 KiB, gets 431. A client that half-closes (shutdown of its write side) is answered for what it sent, then
-// closed. After a refusal the connection is half-closed and drained for at most 1 s before it is closed, so
-// that the client can read the answer.
-// Shutdown (SIGTERM, SIGINT or request_stop()): stop accepting, close idle connections, answer every request
-// already being read or handled (its answer says Connection: close). The drain deadline is hard: after
-// drain_timeout_s every request still running gets 503 drain_deadline (Connection: close; it may or may not
-// have been applied), what is still being read is closed, and run() returns at most about 1 s later (the
-// time given to write those answers), even if environment code is still blocked on a worker. unfinished()
-// then says how many requests never returned: `crl serve` exits at once without waiting for them
-// (sandboxed children die with the process), while the destructor of HttpServer waits for them.
-// GET /metrics (server/metrics.h) is answered on the I/O thread too, like GET /health: it reads counters
-// only.
-// Streamed answers (HttpAnswer::stream, `crl lm serve`'s server-sent events): the head goes out with
-// Transfer-Encoding: chunked as soon as the handler returns; the producer then runs on the same worker
-// (still counted as in flight, so the drain waits for it) and each piece it writes is sent when the
-// connection is free, pieces written meanwhile as one chunk (no empty chunk, no copy per piece beyond the
-// pile-up). Each chunk's write has the request deadline (a client that does not read is cut off); waiting
-// for the producer has none. A failed write or a client that closed makes the producer's next write return
-// false; the drain deadline cuts a stream (no last chunk: the client sees an incomplete body), and so does a
-// producer that throws. HTTP/1.0 requests get the whole body with a Content-Length at its end.
-// The gateway (`crl serve --llm`, HttpOptions::gateway) is the exception to "I/O threads never run handlers":
-// its calls run on the I/O thread that read them while fewer than threads - 1 do (one I/O thread is always
-// left free), out of the connection's strand; the rest use the pool. At the drain deadline the gateway's
-// upstream calls are cancelled, so no I/O thread stays blocked on a silent LLM.
+// Threads. `threads` I/O threads, each running its own event loop (io_context; the calling thread's holds
+// the acceptor, signals and timers): they accept, read, parse and write, and never run environment code. A
+// connection lives on one loop, assigned round robin at accept, and is a strand there (its requests are
+// handled in order; a connection reads its next request only after answering the previous one). Every routed
+// request except GET /health runs on a separate worker pool (server/worker_pool.h: steps, batches, creates,
+// deletes, exports, info, rollouts, and the idle reaper), and its answer is posted back to the connection's
+// strand. A step that blocks (a shell command, a remote environment, a silent LLM behind POST /v1/rollouts)
+// therefore holds one worker, never an I/O thread: /health is answered on the I/O thread at any load. The
+// pool keeps `workers` threads and grows while every thread is busy, by default to one thread per request in
+// flight (at most one per connection), so a rollout that holds its worker for its whole run never makes
+// another request wait: a trainer's 256 concurrent rollouts are 256 requests at the LLM at once.
+// `max_workers` caps it; requests beyond the cap wait in the pool's queue (bounded by max_connections).
+// Threads beyond `workers` leave after 10 s without work. Connections: at most max_connections at once; one
+// beyond gets 503 too_many_connections with Retry-After: 1 at once (before its request is read) and is closed
+// after at most 1 s of lingering (at most 64 such refusals at once; beyond, a connection is closed without an
+// answer), so an fd limit is not the only protection. Request reading (server/http_request.h): RFC 9112
+// framing checks (Transfer-Encoding only as a single `chunked`, else 501; Transfer-Encoding with
+// Content-Length, several Content-Length fields, obs-fold, bare CR/LF or control bytes in the head: 400),
+// then every refusal closes the connection. Limits and timeouts: a request (headers and body) must arrive
+// within request_timeout_s of the previous answer, else the connection is closed (408 when part of a request
+// had arrived); a body over max_body_bytes gets 413 and the connection is closed; a head over 16 KiB, or a
+// chunk header or trailer section over 32 KiB, gets 431. A client that half-closes (shutdown of its write
+// side) is answered for what it sent, then closed. After a refusal the connection is half-closed and drained
+// for at most 1 s before it is closed, so that the client can read the answer. Shutdown (SIGTERM, SIGINT or
+// request_stop()): stop accepting, close idle connections, answer every request already being read or handled
+// (its answer says Connection: close). The drain deadline is hard: after drain_timeout_s every request still
+// running gets 503 drain_deadline (Connection: close; it may or may not have been applied), what is still
+// being read is closed, and run() returns at most about 1 s later (the time given to write those answers),
+// even if environment code is still blocked on a worker. unfinished() then says how many requests never
+// returned: `crl serve` exits at once without waiting for them (sandboxed children die with the process),
+// while the destructor of HttpServer waits for them. GET /metrics (server/metrics.h) is answered on the I/O
+// thread too, like GET /health: it reads counters only. Streamed answers (HttpAnswer::stream, `crl lm
+// serve`'s server-sent events): the head goes out with Transfer-Encoding: chunked as soon as the handler
+// returns; the producer then runs on the same worker (still counted as in flight, so the drain waits for it)
+// and each piece it writes is sent when the connection is free, pieces written meanwhile as one chunk (no
+// empty chunk, no copy per piece beyond the pile-up). Each chunk's write has the request deadline (a client
+// that does not read is cut off); waiting for the producer has none. A failed write or a client that closed
+// makes the producer's next write return false; the drain deadline cuts a stream (no last chunk: the client
+// sees an incomplete body), and so does a producer that throws. HTTP/1.0 requests get the whole body with a
+// Content-Length at its end. The gateway (`crl serve --llm`, HttpOptions::gateway) is the exception to "I/O
+// threads never run handlers": each of its calls runs on a fiber (server/fiber.h) on the I/O thread that read
+// it, out of the connection's strand. Where the call waits (the upstream LLM's answer, the session's lock)
+// the fiber suspends and the thread serves its other connections, so no thread is held per call in flight,
+// whatever their number. At the drain deadline the gateway's upstream waits are cancelled, and run() runs the
+// fibers still suspended to their end (within the 1 s grace) before it returns.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -67,7 +66,7 @@ class Gateway;
 struct HttpOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 7411;  // 0: an ephemeral port (read it back with port())
-  int threads = 2;       // I/O threads
+  int threads = 2;       // I/O threads, an event loop each
   int workers = 32;      // worker threads kept for routed requests (blocking environment code, rollouts)
   int max_workers = 0;   // the pool's ceiling (>= workers); 0: one thread per request in flight
   uint32_t max_connections = 1024;
@@ -81,8 +80,9 @@ struct HttpOptions {
   std::string openenv_env;     // OpenEnv sessions (GET /ws): the environment of a reset that names none
   // The compaction gateway's routes (`crl serve --llm`, server/gateway/gateway.h); null: off. Not owned.
   gateway::Gateway* gateway = nullptr;
-  // Gateway requests run on the I/O thread that read them (no worker-pool hop) while fewer than threads - 1
-  // of them are running; the rest go to the pool. false: all go to the pool.
+  // Gateway requests run on fibers on the I/O thread that read them (no worker-pool hop, no thread held
+  // while the upstream answers). false: they go to the pool, a thread each (kept to compare the two in
+  // tests).
   bool gateway_inline = true;
 };
 

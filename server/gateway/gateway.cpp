@@ -160,6 +160,10 @@ void Gateway::cancel_upstream() {
   if (shared_.upstream) shared_.upstream->cancel();
 }
 
+void Gateway::leave_io_context() {
+  if (shared_.upstream) shared_.upstream->leave_io_context();
+}
+
 size_t Gateway::reap_idle() {
   std::vector<std::shared_ptr<GatewaySession>> reaped;
   {
@@ -194,7 +198,7 @@ class SessionLock {
 
  private:
   GatewaySession& session_;
-  std::lock_guard<std::mutex> lock_;
+  std::lock_guard<FiberMutex> lock_;
 };
 }  // namespace
 

@@ -58,6 +58,9 @@ class Gateway {
   size_t reap_idle();
   // The server's drain deadline passed: upstream calls in flight end now (Upstream::cancel). Thread-safe.
   void cancel_upstream();
+  // The server's event loop has ended: the upstream's sockets leave its io_context before it is destroyed
+  // (Upstream::leave_io_context()).
+  void leave_io_context();
 
  private:
   std::shared_ptr<GatewaySession> find(const std::string& id) const;

@@ -40,6 +40,7 @@
 #include "engine/budget.h"
 #include "engine/trajectory.h"
 #include "envs/episode.h"
+#include "server/fiber_mutex.h"
 #include "server/gateway/chat_messages.h"
 #include "server/gateway/chat_turn.h"
 #include "server/gateway/harness_env.h"
@@ -96,7 +97,8 @@ class GatewaySession {
   // The session's last chat-completions body, decoded (kept_request.h); dropped when the rollout ends.
   KeptRequest& kept_request() { return kept_request_; }
 
-  std::mutex mutex;
+  // A fiber-aware lock (server/fiber_mutex.h): a call holds it across its upstream waits, on a fiber.
+  FiberMutex mutex;
   // Set (under `mutex`) when the idle reaper removed the session: a call that still holds it answers 404.
   bool reaped = false;
   // Steady-clock nanoseconds of the last call's end, read by the reaper without `mutex`.

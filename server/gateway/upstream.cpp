@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <charconv>
@@ -17,6 +18,7 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "server/fiber.h"
 
 namespace crl::server::gateway {
 
@@ -32,17 +34,57 @@ Upstream::Upstream(UpstreamOptions options) : options_(std::move(options)) {
 
 Upstream::~Upstream() = default;  // no call is in flight: the server's workers have stopped
 
+// A lane's socket as the io_context of the fibers that use it sees it: registered once per connection (not
+// per wait), with the deadline's timer. `waiting` numbers the wait under way (0: none), so that cancel()'s
+// handler, which runs on that fiber's strand later, touches the lane only while that same wait is on.
+struct Upstream::FiberIo {
+  explicit FiberIo(const asio::any_io_executor& executor)
+      : context(&asio::query(executor, asio::execution::context)), descriptor(executor), timer(executor) {}
+  const asio::execution_context* context;
+  asio::posix::stream_descriptor descriptor;
+  int registered = -1;  // the fd the descriptor holds (-1: none)
+  asio::steady_timer timer;
+  uint64_t waiting = 0;          // under Upstream::mutex_
+  asio::any_io_executor waiter;  // the strand of the fiber whose wait that is (under Upstream::mutex_)
+};
+
 Upstream::Lane::~Lane() {
+  if (io && io->registered >= 0) io->descriptor.release();  // closed below, not by asio
   if (fd >= 0) ::close(fd);
   if (wake >= 0) ::close(wake);
 }
 
+void Upstream::close_fd(Lane& lane, int fd) {
+  if (lane.io && lane.io->registered == fd) {
+    lane.io->descriptor.release();
+    lane.io->registered = -1;
+  }
+  ::close(fd);
+}
+
+namespace {
+// The event loop a call runs on: its fiber's io_context, or none on a plain thread.
+const void* loop_of_caller() {
+  const Fiber* fiber = Fiber::current();
+  return fiber == nullptr ? nullptr : &asio::query(fiber->executor(), asio::execution::context);
+}
+}  // namespace
+
 std::unique_ptr<Upstream::Lane> Upstream::acquire() {
   {
+    // A lane last used on this call's event loop: its socket is registered there already (moving a lane to
+    // another loop costs two epoll_ctl calls).
     std::lock_guard lock(mutex_);
-    if (!free_.empty()) {
-      std::unique_ptr<Lane> lane = std::move(free_.back());
-      free_.pop_back();
+    std::vector<std::unique_ptr<Lane>>& free = free_[loop_of_caller()];
+    if (!free.empty()) {
+      std::unique_ptr<Lane> lane = std::move(free.back());
+      free.pop_back();
+      return lane;
+    }
+    for (auto& [loop, others] : free_) {
+      if (others.empty()) continue;
+      std::unique_ptr<Lane> lane = std::move(others.back());
+      others.pop_back();
       return lane;
     }
   }
@@ -59,8 +101,9 @@ std::unique_ptr<Upstream::Lane> Upstream::acquire() {
 }
 
 void Upstream::release(std::unique_ptr<Lane> lane) {
+  const void* loop = lane->io ? lane->io->context : nullptr;
   std::lock_guard lock(mutex_);
-  free_.push_back(std::move(lane));
+  free_[loop].push_back(std::move(lane));
 }
 
 void Upstream::cancel() {
@@ -70,14 +113,40 @@ void Upstream::cancel() {
   for (Lane* lane : lanes_) {
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = ::write(lane->wake, &one, sizeof one);
+    // A fiber waiting on the lane: its descriptor and timer are cancelled on its strand (asio objects are
+    // not for two threads at once), if that wait is still the lane's by then. Later waits see cancelled_.
+    if (lane->io && lane->io->waiting != 0) {
+      FiberIo* io = lane->io.get();
+      asio::post(io->waiter, [this, io, wait = io->waiting] {
+        std::lock_guard relock(mutex_);
+        if (io->waiting != wait) return;
+        boost::system::error_code ignored;
+        io->descriptor.cancel(ignored);
+        io->timer.cancel();
+      });
+    }
   }
+}
+
+void Upstream::leave_io_context() {
+  std::lock_guard lock(mutex_);
+  for (Lane* lane : lanes_) {
+    if (!lane->io) continue;
+    if (lane->io->registered >= 0) lane->io->descriptor.release();
+    lane->io.reset();
+  }
+  std::vector<std::unique_ptr<Lane>> all;
+  for (auto& [loop, free] : free_) {
+    for (auto& lane : free) all.push_back(std::move(lane));
+  }
+  free_.clear();
+  free_[nullptr] = std::move(all);
 }
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-enum class Wait { kReady, kTimeout, kCancelled };
+using Wait = Upstream::Wait;
 
 // Waits for `events` on `fd` (none when fd < 0: a backoff) until `deadline`, or until the lane's wake fd is
 // readable (cancelled).
@@ -108,6 +177,46 @@ std::string errno_text(int error) {
 
 }  // namespace
 
+Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_point deadline) {
+  Fiber* fiber = Fiber::current();
+  if (fiber == nullptr) return wait_for(fd, events, lane.wake, deadline);
+  const asio::any_io_executor& executor = fiber->executor();
+  if (!lane.io || lane.io->context != &asio::query(executor, asio::execution::context)) {
+    if (lane.io && lane.io->registered >= 0) lane.io->descriptor.release();
+    lane.io = std::make_unique<FiberIo>(executor);
+  }
+  FiberIo& io = *lane.io;
+  if (fd >= 0 && io.registered != fd) {
+    if (io.registered >= 0) io.descriptor.release();
+    io.registered = -1;
+    boost::system::error_code ec;
+    io.descriptor.assign(fd, ec);
+    if (ec) return Wait::kReady;  // the socket call that follows reports the error
+    io.registered = fd;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (cancelled_) return Wait::kCancelled;
+    io.waiting = ++waits_;
+    io.waiter = executor;
+  }
+  const FiberWait waited =
+      fiber->wait(fd >= 0 ? &io.descriptor : nullptr, events == POLLOUT, io.timer, deadline);
+  std::lock_guard lock(mutex_);
+  io.waiting = 0;
+  if (cancelled_) return Wait::kCancelled;
+  switch (waited) {
+    case FiberWait::kReady:
+      return Wait::kReady;
+    case FiberWait::kTimeout:
+      return Wait::kTimeout;
+    case FiberWait::kCancelled:
+      break;
+  }
+  // Cancelled by nobody (cancel() sets cancelled_ first): the descriptor failed; the socket call says how.
+  return fd >= 0 ? Wait::kReady : Wait::kTimeout;
+}
+
 // One call's HTTP exchange with the semantics of llm::HttpClient (policies/llm/http_client.h): the deadline
 // covers every attempt and backoff; retries with exponential backoff on connection errors and 5xx only; a
 // failure on a reused keep-alive connection before any answer byte is retried at once on a fresh one
@@ -125,7 +234,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
     return out;
   };
   const auto close_connection = [&] {
-    if (lane.fd >= 0) ::close(lane.fd);
+    if (lane.fd >= 0) close_fd(lane, lane.fd);
     lane.fd = -1;
   };
   // (Written only when needed: formatting a double cost a tenth of a call's I/O.)
@@ -173,8 +282,8 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
             ::close(fd);
             continue;
           }
-          if (!waited(wait_for(fd, POLLOUT, lane.wake, deadline))) {
-            ::close(fd);
+          if (!waited(wait(lane, fd, POLLOUT, deadline))) {
+            close_fd(lane, fd);
             break;
           }
           int error = 0;
@@ -182,7 +291,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
           ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
           if (error != 0) {
             failure = "connect: " + errno_text(error);
-            ::close(fd);
+            close_fd(lane, fd);
             continue;
           }
           const int one = 1;
@@ -212,7 +321,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
         if (n < 0) {
           if (errno == EINTR) continue;
           if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (!waited(wait_for(lane.fd, POLLOUT, lane.wake, deadline))) break;
+            if (!waited(wait(lane, lane.fd, POLLOUT, deadline))) break;
             continue;
           }
           failure = "connection error: " + errno_text(errno);
@@ -240,7 +349,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
       char chunk[65536];
       // The upstream has not answered yet (it is sampling): wait before the first read instead of paying a
       // read that returns EAGAIN on every call.
-      bool readable = waited(wait_for(lane.fd, POLLIN, lane.wake, deadline));
+      bool readable = waited(wait(lane, lane.fd, POLLIN, deadline));
       while (readable && !parser.is_done()) {
         if (used < buffer.size()) {
           boost::beast::error_code ec;
@@ -274,7 +383,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
         }
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          readable = waited(wait_for(lane.fd, POLLIN, lane.wake, deadline));
+          readable = waited(wait(lane, lane.fd, POLLIN, deadline));
           continue;
         }
         failure = "connection error: " + errno_text(errno);
@@ -319,8 +428,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
     auto wake =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(backoff));
     if (wake > deadline) wake = deadline;
-    if (wait_for(-1, 0, lane.wake, wake) == Wait::kCancelled)
-      return finish(llm::HttpOutcome::kCancelled, "cancelled");
+    if (wait(lane, -1, 0, wake) == Wait::kCancelled) return finish(llm::HttpOutcome::kCancelled, "cancelled");
   }
 }
 

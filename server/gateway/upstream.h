@@ -1,9 +1,10 @@
 #pragma once
 // Forwarding to the upstream LLM server (PROTOCOL.md section 3), token-in, token-out, for the gateway's
-// handlers (an I/O thread or a worker, server/http_server.h). A call runs on the thread that makes it: it
-// borrows a lane (one keep-alive connection) from a free list and does the HTTP exchange there with blocking,
-// poll-driven socket calls, so no other thread is woken on the way and no event loop runs around a wait the
-// thread makes anyway. The request goes out as one gather sendmsg (head, body head, the session's cached id
+// handlers (a fiber on an I/O thread, or a worker: server/http_server.h). A call borrows a lane (one
+// keep-alive connection) from a free list and does the HTTP exchange there with non-blocking socket calls;
+// where it must wait for the socket, a call on a fiber (server/fiber.h) suspends until its I/O thread's event
+// loop sees the socket ready (the lane's socket is registered with that loop once per connection, and free
+// lanes are kept per loop), and a call on a plain thread polls. No other thread is woken on the way. The request goes out as one gather sendmsg (head, body head, the session's cached id
 // text, body tail: no copy of the ~40 KB id text per call); the answer is parsed by Beast's parser. The
 // exchange keeps policies/llm/http_client.h's semantics: a deadline over every attempt and backoff, retries
 // with exponential backoff on connection errors and 5xx only, a stale keep-alive connection retried once at
@@ -11,6 +12,8 @@
 // many as calls ever in flight at once. Every call carries the session's routing key as X-SMG-Routing-Key
 // (SGLang's router keeps a session on one replica, so its prefix cache stays warm) and a rid / user naming
 // the session, role and ordinal.
+#include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +58,7 @@ struct UpstreamResult {
 
 class Upstream {
  public:
+  enum class Wait { kReady, kTimeout, kCancelled };  // how a wait on a lane's socket ended
   // Throws crl::Error for a malformed base URL.
   explicit Upstream(UpstreamOptions options);
   ~Upstream();
@@ -67,18 +71,29 @@ class Upstream {
   // readable), for the server's drain deadline: a call blocked on a silent LLM then returns at once.
   // Thread-safe; final.
   void cancel();
+  // Drops the lanes' registrations with the server's io_context (their connections stay open), for the
+  // server once its event loop has ended and no call runs on a fiber: asio objects must not outlive their
+  // io_context, and the Upstream outlives the server.
+  void leave_io_context();
   const UpstreamOptions& options() const { return options_; }
 
  private:
-  // A lane: one keep-alive connection used by one call at a time, on the calling thread, with blocking
-  // (poll-driven) socket calls: the calling thread waits for the answer anyway, and the asio reactor and
-  // coroutine machinery of llm::HttpClient around that wait cost ~35 us of a ~100 us gateway call (issue
-  // 18's profile). `wake` (an eventfd) is made readable by cancel(); every wait polls it.
+  // A lane: one keep-alive connection used by one call at a time. Its socket calls are made by the call
+  // itself (llm::HttpClient's asio coroutines around them cost ~35 us of a ~100 us gateway call, issue 18's
+  // profile); only its waits go to the event loop, on a fiber. `wake` (an eventfd) is made readable by
+  // cancel(); every poll watches it (a fiber's wait is cancelled on its strand instead).
+  struct FiberIo;  // a lane's socket registered with a fiber's io_context (upstream.cpp)
   struct Lane {
     int fd = -1;
     int wake = -1;
+    std::unique_ptr<FiberIo> io;  // created when a call on a fiber (server/fiber.h) first uses the lane
     ~Lane();
   };
+  // Waits for `events` on `fd` (none when fd < 0: a backoff) until `deadline` or cancel(): poll(2) on a
+  // plain thread; on a fiber, the fiber suspends and its I/O thread runs on (no thread blocks).
+  Wait wait(Lane& lane, int fd, short events, std::chrono::steady_clock::time_point deadline);
+  // Closes `fd` (lane.fd or a socket being connected), first taking it out of the lane's io_context.
+  static void close_fd(Lane& lane, int fd);
   llm::HttpResponse exchange(Lane& lane, const std::string& head, const llm::RequestParts& body);
   std::unique_ptr<Lane> acquire();
   void release(std::unique_ptr<Lane> lane);
@@ -86,9 +101,11 @@ class Upstream {
   UpstreamOptions options_;
   llm::HttpClientOptions http_;
   std::mutex mutex_;
-  std::vector<std::unique_ptr<Lane>> free_;
+  // Free lanes by the event loop their socket is registered with (null: none, a plain thread's).
+  std::map<const void*, std::vector<std::unique_ptr<Lane>>> free_;
   std::vector<Lane*> lanes_;  // every lane, free or in use (lanes live as long as the Upstream)
-  bool cancelled_ = false;
+  bool cancelled_ = false;    // under mutex_
+  uint64_t waits_ = 0;  // numbers the fibers' waits (under mutex_), so cancel() ends only the current one
 };
 
 }  // namespace crl::server::gateway

@@ -1,7 +1,8 @@
-// Gateway calls answered on the I/O thread that read them (HttpOptions::gateway_inline,
-// server/http_server.h): no worker-pool hop, at most threads - 1 such calls at once, the rest on the pool;
-// the server's guarantees hold on both paths (the upstream deadline's OpenAI-shaped 504, the drain deadline,
-// per-session order, no cross-talk between concurrent sessions).
+// Gateway calls run on fibers on the I/O thread that read them (HttpOptions::gateway_inline,
+// server/http_server.h, server/fiber.h): no worker-pool hop and no thread held while the upstream answers,
+// so one I/O thread carries every call in flight; the server's guarantees hold on both paths (the upstream
+// deadline's OpenAI-shaped 504, the drain deadline, per-session order, no cross-talk between concurrent
+// sessions).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -67,6 +68,64 @@ TEST(GatewayInline, AGatewayCallIsAnsweredWhileTheOnlyWorkerIsBusy) {
   }
   cv.notify_all();
   blocker.join();
+}
+
+// One I/O thread and one worker: sixteen harnesses' calls all wait on a slow upstream at once (each on its
+// fiber, none holding a thread), and /health is answered meanwhile. Run on threads, they would have gone
+// through the one worker one at a time.
+TEST(GatewayInline, OneIoThreadCarriesEveryCallWaitingOnTheUpstream) {
+  constexpr int kHarnesses = 16;
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 0.5;
+  HttpOptions http;
+  http.threads = 1;
+  http.workers = 1;
+  http.max_workers = 1;
+  Bench bench(llm::ApiKind::kSglang, faults, {}, http);
+  std::atomic<int> answered{0};
+  std::vector<std::thread> harnesses;
+  for (int i = 0; i < kHarnesses; ++i) {
+    harnesses.emplace_back([&, i] {
+      Harness h(bench.port(), "one-loop-" + std::to_string(i), "m" + std::to_string(i));
+      const json answer = h.turn();
+      if (h.last.status == 200 &&
+          answer["choices"][0]["message"]["content"] == "ack m" + std::to_string(i) + " 0")
+        ++answered;
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return bench.upstream->peak_in_flight() >= 2; }));
+  server::testing::HttpClient probe(bench.port());
+  EXPECT_EQ(probe.call("GET", "/health").status, 200);
+  for (auto& t : harnesses) t.join();
+  EXPECT_EQ(answered.load(), kHarnesses);
+  EXPECT_EQ(bench.upstream->peak_in_flight(), static_cast<uint64_t>(kHarnesses));
+  EXPECT_LE(bench.server->server.stats().worker_threads, 1u);
+}
+
+// Two identical calls on one session at once, on one I/O thread: the second waits for the session's lock by
+// suspending its fiber (server/fiber_mutex.h), then gets the stored answer (a harness retry) instead of a
+// second sample. With a thread's mutex the second call would block the only I/O thread under the first,
+// which then could never resume: both would hang.
+TEST(GatewayInline, ASessionsSecondCallWaitsForTheFirstWithoutBlockingTheThread) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 0.3;
+  HttpOptions http;
+  http.threads = 1;
+  Bench bench(llm::ApiKind::kSglang, faults, {}, http);
+  Harness first(bench.port(), "twice");
+  const json body = {{"model", "test"}, {"messages", first.messages}};
+  server::testing::Reply replies[2];
+  std::thread other([&] {
+    Harness second(bench.port(), "twice");
+    replies[1] = second.post(body);
+  });
+  replies[0] = first.post(body);
+  other.join();
+  ASSERT_EQ(replies[0].status, 200) << replies[0].body;
+  ASSERT_EQ(replies[1].status, 200) << replies[1].body;
+  EXPECT_EQ(json::parse(replies[0].body)["choices"][0]["message"],
+            json::parse(replies[1].body)["choices"][0]["message"]);
+  EXPECT_EQ(bench.upstream->attempts(), 1u);
 }
 
 class GatewayPaths : public ::testing::TestWithParam<bool> {

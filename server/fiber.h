@@ -1,0 +1,80 @@
+#pragma once
+// A gateway call's own stack (Boost.Context), so that an I/O thread runs the call and never blocks in it.
+//
+// Why: a gateway call waits for the upstream LLM (milliseconds to seconds) in the middle of straight-line
+// code (compaction may send a summary request, then the turn's). Run on a thread, the wait blocks the thread:
+// a call either held an I/O thread (so at most threads - 1 calls could run that way) or hopped to a worker
+// and back, two scheduler wake-ups and four context switches per call (issue 18's profile: the switches and
+// their futex, epoll_ctl and epoll_wait calls were half the gateway's CPU at load). On a fiber the code stays
+// straight-line: where it would block (Upstream's socket waits, a session's lock held by another call) the
+// fiber suspends, the I/O thread goes back to its event loop, and a handler resumes the fiber when the socket
+// is ready, the deadline passes, or the lock is handed over.
+//
+// Rules. A fiber is resumed only by handlers on its own strand, so it runs on one thread at a time (not
+// always the same one: code must not keep a thread_local across a wait). A fiber's body must not throw.
+// Stacks come from a pool of 2 MiB stacks (touched pages only; a guard page below each, so an overflow
+// faults instead of corrupting memory), kept for reuse up to kMaxPooledStacks: a call pays no mmap and no
+// page faults once the pool is warm. A fiber whose resuming handler is destroyed without running (its
+// io_context destroyed with the fiber suspended) is abandoned, not unwound: its stack is leaked, since
+// unwinding would run the call's catch blocks in the middle of a shutdown.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/context/fiber.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+
+namespace crl::server {
+
+enum class FiberWait { kReady, kTimeout, kCancelled };
+
+class Fiber : public std::enable_shared_from_this<Fiber> {
+ public:
+  static constexpr size_t kStackBytes = size_t{2} << 20;
+  static constexpr size_t kMaxPooledStacks = 256;
+
+  // Starts `body` on a new fiber whose handlers run on `strand` (a strand executor: handlers of one fiber
+  // never run at once). It first runs from a handler deferred to the strand. `body` must not throw.
+  static void spawn(boost::asio::any_io_executor strand, std::function<void()> body);
+  // The fiber running on this thread; null on a plain thread (then code blocks as before).
+  static Fiber* current();
+
+  const boost::asio::any_io_executor& executor() const { return strand_; }
+  // From inside the fiber: switches back to the handler that resumed it. Returns once a handler on the
+  // strand calls resume(). The caller must have arranged for that first (a pending operation, a waiter list)
+  // holding shared_from_this().
+  void suspend();
+  // From a handler on the strand: runs the fiber until its next suspend() or its end.
+  void resume();
+
+  // From inside the fiber: suspends until `descriptor` (null: none, a sleep) is ready to read (write: to
+  // write), `deadline` passes (on `timer`), or either is cancelled (kCancelled: how Upstream::cancel() ends a
+  // wait, from a handler on this fiber's strand). Both must have been created on this fiber's io_context.
+  // Costs no thread wake-up: the I/O thread runs other handlers meanwhile, and the one that sees the socket
+  // ready resumes the fiber.
+  FiberWait wait(boost::asio::posix::stream_descriptor* descriptor, bool write,
+                 boost::asio::steady_timer& timer, std::chrono::steady_clock::time_point deadline);
+
+  ~Fiber();
+  Fiber(const Fiber&) = delete;
+  Fiber& operator=(const Fiber&) = delete;
+
+  struct Private;  // the constructor's key (fiber.cpp)
+  Fiber(Private, boost::asio::any_io_executor strand);
+
+ private:
+  boost::asio::any_io_executor strand_;
+  boost::context::fiber context_;  // outside: the fiber while it is suspended; inside: whoever resumed it
+  boost::context::fiber caller_;
+  // AddressSanitizer's bookkeeping of the two stacks (fiber.cpp); unused otherwise.
+  void* fake_stack_ = nullptr;
+  const void* caller_bottom_ = nullptr;
+  size_t caller_size_ = 0;
+  const void* stack_bottom_ = nullptr;
+  size_t stack_size_ = 0;
+  bool done_ = false;
+  friend struct FiberEntry;
+};
+
+}  // namespace crl::server

@@ -1,0 +1,147 @@
+// Fibers (server/fiber.h) and their lock (server/fiber_mutex.h) on a real io_context: a wait ends on the
+// socket, the deadline or a cancel; waiting suspends the fiber, not its thread; the lock is handed over in
+// arrival order to fibers and plain threads alike.
+#include "server/fiber.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "server/fiber_mutex.h"
+
+namespace crl::server {
+namespace {
+
+namespace net = boost::asio;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+struct SocketPair {
+  SocketPair() { EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0); }
+  ~SocketPair() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  int fds[2] = {-1, -1};
+};
+
+TEST(Fiber, CurrentIsSetOnlyInsideAFiber) {
+  net::io_context loop(1);
+  EXPECT_EQ(Fiber::current(), nullptr);
+  bool inside = false;
+  Fiber::spawn(net::make_strand(loop), [&] { inside = Fiber::current() != nullptr; });
+  loop.run();
+  EXPECT_TRUE(inside);
+  EXPECT_EQ(Fiber::current(), nullptr);
+}
+
+// A fiber waits for a socket to become readable while the same (only) thread runs other handlers; the
+// write that makes it readable comes from one of them.
+TEST(Fiber, AWaitOnASocketSuspendsTheFiberNotTheThread) {
+  net::io_context loop(1);
+  SocketPair pair;
+  FiberWait outcome = FiberWait::kTimeout;
+  int handlers_while_waiting = 0;
+  net::posix::stream_descriptor descriptor(loop);
+  descriptor.assign(pair.fds[0]);
+  net::steady_timer timer(loop);
+  Fiber::spawn(net::make_strand(loop),
+               [&] { outcome = Fiber::current()->wait(&descriptor, false, timer, Clock::now() + 10s); });
+  net::steady_timer later(loop);
+  later.expires_after(20ms);
+  later.async_wait([&](const boost::system::error_code&) {
+    ++handlers_while_waiting;
+    ASSERT_EQ(::write(pair.fds[1], "x", 1), 1);
+  });
+  const auto start = Clock::now();
+  loop.run();
+  descriptor.release();
+  EXPECT_EQ(outcome, FiberWait::kReady);
+  EXPECT_EQ(handlers_while_waiting, 1);
+  EXPECT_LT(Clock::now() - start, 5s);  // (a hang guard, not a timing claim: the deadline is 10 s)
+}
+
+TEST(Fiber, AWaitEndsAtItsDeadlineOrWhenCancelled) {
+  net::io_context loop(1);
+  SocketPair pair;
+  net::posix::stream_descriptor descriptor(loop);
+  descriptor.assign(pair.fds[0]);
+  net::steady_timer timer(loop);
+  FiberWait timed = FiberWait::kReady, slept = FiberWait::kReady, cancelled = FiberWait::kReady;
+  Fiber::spawn(net::make_strand(loop), [&] {
+    Fiber& self = *Fiber::current();
+    timed = self.wait(&descriptor, false, timer, Clock::now() + 20ms);  // nothing to read
+    slept = self.wait(nullptr, false, timer, Clock::now() + 5ms);       // a backoff: no socket
+    // Cancelled from a handler on the fiber's strand while it waits (as Upstream::cancel() does).
+    net::post(self.executor(), [&] {
+      descriptor.cancel();
+      timer.cancel();
+    });
+    cancelled = self.wait(&descriptor, false, timer, Clock::now() + 10s);
+  });
+  loop.run();
+  descriptor.release();
+  EXPECT_EQ(timed, FiberWait::kTimeout);
+  EXPECT_EQ(slept, FiberWait::kTimeout);
+  EXPECT_EQ(cancelled, FiberWait::kCancelled);
+}
+
+// Fibers and a plain thread queue on one lock held by a fiber that waits (20 ms on a timer) while holding
+// it: they get it in arrival order, and the one I/O thread keeps running handlers meanwhile.
+TEST(FiberMutex, WaitersGetTheLockInArrivalOrderAndTheThreadRunsOn) {
+  net::io_context loop(1);
+  FiberMutex lock;
+  std::mutex order_mutex;
+  std::vector<std::string> order;
+  const auto record = [&](const std::string& who) {
+    std::lock_guard guard(order_mutex);
+    order.push_back(who);
+  };
+  std::atomic<int> queued{0};
+  net::steady_timer hold(loop);
+  Fiber::spawn(net::make_strand(loop), [&] {
+    std::lock_guard guard(lock);
+    record("holder");
+    while (queued.load() < 3) Fiber::current()->wait(nullptr, false, hold, Clock::now() + 5ms);
+  });
+  for (const char* name : {"fiber-1", "fiber-2"}) {
+    Fiber::spawn(net::make_strand(loop), [&, name] {
+      ++queued;
+      std::lock_guard guard(lock);
+      record(name);
+    });
+  }
+  std::thread plain([&] {
+    while (queued.load() < 2) std::this_thread::sleep_for(1ms);
+    ++queued;
+    std::lock_guard guard(lock);  // blocks this thread only
+    record("thread");
+  });
+  int ticks = 0;
+  net::steady_timer tick(loop);
+  std::function<void()> again = [&] {
+    tick.expires_after(1ms);
+    tick.async_wait([&](const boost::system::error_code&) {
+      if (++ticks < 5) again();
+    });
+  };
+  again();
+  loop.run();
+  plain.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"holder", "fiber-1", "fiber-2", "thread"}));
+  EXPECT_EQ(ticks, 5);
+  EXPECT_TRUE(lock.try_lock());
+  lock.unlock();
+}
+
+}  // namespace
+}  // namespace crl::server
