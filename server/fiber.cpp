@@ -132,8 +132,8 @@ Fiber* Fiber::current() {
   return t_current;
 }
 
-void Fiber::spawn(boost::asio::any_io_executor strand, std::function<void()> body) {
-  auto fiber = std::make_shared<Fiber>(Private{}, strand);
+std::shared_ptr<Fiber> Fiber::make(boost::asio::any_io_executor strand, std::function<void()> body) {
+  auto fiber = std::make_shared<Fiber>(Private{}, std::move(strand));
   Fiber& f = *fiber;
   f.context_ = boost::context::fiber(
       std::allocator_arg, PooledStack{&f.stack_bottom_, &f.stack_size_},
@@ -146,8 +146,17 @@ void Fiber::spawn(boost::asio::any_io_executor strand, std::function<void()> bod
         FiberEntry::leave(nullptr, f.caller_bottom_, f.caller_size_);  // this stack is going away
         return std::move(f.caller_);
       });
+  return fiber;
+}
+
+void Fiber::spawn(boost::asio::any_io_executor strand, std::function<void()> body) {
+  std::shared_ptr<Fiber> fiber = make(strand, std::move(body));
   // Deferred: from a handler, it runs on this thread's queue after it (no other thread is woken).
   boost::asio::defer(strand, [fiber = std::move(fiber)] { fiber->resume(); });
+}
+
+void Fiber::start(boost::asio::any_io_executor strand, std::function<void()> body) {
+  make(std::move(strand), std::move(body))->resume();
 }
 
 void Fiber::resume() {

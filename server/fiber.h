@@ -37,6 +37,9 @@ class Fiber : public std::enable_shared_from_this<Fiber> {
   // Starts `body` on a new fiber whose handlers run on `strand` (a strand executor: handlers of one fiber
   // never run at once). It first runs from a handler deferred to the strand. `body` must not throw.
   static void spawn(boost::asio::any_io_executor strand, std::function<void()> body);
+  // The same, from a handler that runs on `strand`: the fiber's first slice runs now, inside that handler
+  // (no round through the event loop), until its first wait or its end.
+  static void start(boost::asio::any_io_executor strand, std::function<void()> body);
   // The fiber running on this thread; null on a plain thread (then code blocks as before).
   static Fiber* current();
 
@@ -64,6 +67,8 @@ class Fiber : public std::enable_shared_from_this<Fiber> {
   Fiber(Private, boost::asio::any_io_executor strand);
 
  private:
+  static std::shared_ptr<Fiber> make(boost::asio::any_io_executor strand, std::function<void()> body);
+
   boost::asio::any_io_executor strand_;
   boost::context::fiber context_;  // outside: the fiber while it is suspended; inside: whoever resumed it
   boost::context::fiber caller_;

@@ -43,7 +43,7 @@
 // sees an incomplete body), and so does a producer that throws. HTTP/1.0 requests get the whole body with a
 // Content-Length at its end. The gateway (`crl serve --llm`, HttpOptions::gateway) is the exception to "I/O
 // threads never run handlers": each of its calls runs on a fiber (server/fiber.h) on the I/O thread that read
-// it, out of the connection's strand. Where the call waits (the upstream LLM's answer, the session's lock)
+// it, on the connection's strand. Where the call waits (the upstream LLM's answer, the session's lock)
 // the fiber suspends and the thread serves its other connections, so no thread is held per call in flight,
 // whatever their number. At the drain deadline the gateway's upstream waits are cancelled, and run() runs the
 // fibers still suspended to their end (within the 1 s grace) before it returns.
