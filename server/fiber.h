@@ -12,9 +12,12 @@
 //
 // Rules. A fiber is resumed only by handlers on its own strand, so it runs on one thread at a time (not
 // always the same one: code must not keep a thread_local across a wait). A fiber's body must not throw.
-// Stacks come from a pool of 2 MiB stacks (touched pages only; a guard page below each, so an overflow
-// faults instead of corrupting memory), kept for reuse up to kMaxPooledStacks: a call pays no mmap and no
-// page faults once the pool is warm. A fiber whose resuming handler is destroyed without running (its
+// Stacks come from a pool of 8 MiB stacks, a thread's default (address space: only touched pages are memory;
+// a guard page below each, so an overflow faults instead of corrupting memory), kept for reuse up to
+// kMaxPooledStacks: a call pays no mmap and no page faults once the pool is warm. Why as large as a thread's:
+// whatever a call did on a worker thread it must do here, and the deepest render a chat template's limits
+// allow (engine/jinja: 100 nested macro calls, each inside 200 levels of expressions) overflowed 2 MiB
+// (tests/server/fiber_test.cpp). A fiber whose resuming handler is destroyed without running (its
 // io_context destroyed with the fiber suspended) is abandoned, not unwound: its stack is leaked, since
 // unwinding would run the call's catch blocks in the middle of a shutdown.
 #include <boost/asio/any_io_executor.hpp>
@@ -31,7 +34,7 @@ enum class FiberWait { kReady, kTimeout, kCancelled };
 
 class Fiber : public std::enable_shared_from_this<Fiber> {
  public:
-  static constexpr size_t kStackBytes = size_t{2} << 20;
+  static constexpr size_t kStackBytes = size_t{8} << 20;
   static constexpr size_t kMaxPooledStacks = 256;
 
   // Starts `body` on a new fiber whose handlers run on `strand` (a strand executor: handlers of one fiber

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/jinja/template.h"
 #include "server/fiber_mutex.h"
 
 namespace crl::server {
@@ -141,6 +142,24 @@ TEST(FiberMutex, WaitersGetTheLockInArrivalOrderAndTheThreadRunsOn) {
   EXPECT_EQ(ticks, 5);
   EXPECT_TRUE(lock.try_lock());
   lock.unlock();
+}
+
+// The deepest render a chat template's limits allow (engine/jinja Limits: macro calls nested 99 deep, each
+// inside an expression nested as deep as the parser accepts) runs on a fiber as on a thread. With 2 MiB
+// stacks it overflowed the fiber's (a segfault) while a thread's 8 MiB held it.
+TEST(Fiber, TheDeepestRenderAChatTemplatesLimitsAllowFitsAFibersStack) {
+  std::string expression = "f(n - 1)";
+  for (int i = 0; i < 95; ++i) expression = "(" + expression + " ~ 1)";
+  const std::string source =
+      "{% macro f(n) %}{% if n > 0 %}{{ " + expression + " }}{% endif %}{% endmacro %}{{ f(99) }}";
+  const jinja::Template deep = jinja::Template::parse(source, "deep");
+  std::string on_thread, on_fiber;
+  on_thread = deep.render(jinja::Dict{});
+  net::io_context loop(1);
+  Fiber::spawn(net::make_strand(loop), [&] { on_fiber = deep.render(jinja::Dict{}); });
+  loop.run();
+  EXPECT_EQ(on_thread.size(), 99u * 95u);
+  EXPECT_EQ(on_fiber, on_thread);
 }
 
 }  // namespace
