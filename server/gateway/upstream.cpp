@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -217,6 +219,52 @@ Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_poin
   return fd >= 0 ? Wait::kReady : Wait::kTimeout;
 }
 
+std::vector<Upstream::Address> Upstream::resolve(std::string& failure) const {
+  std::vector<Address> out;
+  const std::string port = std::to_string(http_.endpoint.port);
+  const auto add = [&out](const sockaddr* address, size_t length) {
+    Address a;
+    a.family = address->sa_family;
+    a.length = static_cast<socklen_t>(std::min(length, sizeof a.address));
+    std::memcpy(&a.address, address, a.length);
+    out.push_back(a);
+  };
+  if (Fiber* fiber = Fiber::current()) {
+    // asio's resolver runs getaddrinfo on its own thread; this fiber waits for it, its I/O thread does not.
+    asio::ip::tcp::resolver resolver(fiber->executor());
+    boost::system::error_code error;
+    asio::ip::tcp::resolver::results_type found;
+    auto self = fiber->shared_from_this();
+    resolver.async_resolve(
+        http_.endpoint.host, port,
+        asio::bind_executor(fiber->executor(), [&, self](const boost::system::error_code& ec,
+                                                         asio::ip::tcp::resolver::results_type r) {
+          error = ec;
+          found = std::move(r);
+          self->resume();
+        }));
+    fiber->suspend();
+    if (error) {
+      failure = "cannot resolve " + http_.endpoint.host + ": " + error.message();
+      return out;
+    }
+    for (const auto& entry : found) add(entry.endpoint().data(), entry.endpoint().size());
+    return out;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(http_.endpoint.host.c_str(), port.c_str(), &hints, &found);
+  if (rc != 0) {
+    failure = "cannot resolve " + http_.endpoint.host + ": " + ::gai_strerror(rc);
+    return out;
+  }
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) add(a->ai_addr, a->ai_addrlen);
+  ::freeaddrinfo(found);
+  return out;
+}
+
 // One call's HTTP exchange with the semantics of llm::HttpClient (policies/llm/http_client.h): the deadline
 // covers every attempt and backoff; retries with exponential backoff on connection errors and 5xx only; a
 // failure on a reused keep-alive connection before any answer byte is retried at once on a fresh one
@@ -260,46 +308,37 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
       return w == Wait::kReady;
     };
     if (!reused) {
-      addrinfo hints{};
-      hints.ai_family = AF_UNSPEC;
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* found = nullptr;
-      const int rc = ::getaddrinfo(http_.endpoint.host.c_str(), std::to_string(http_.endpoint.port).c_str(),
-                                   &hints, &found);
-      if (rc != 0) {
-        failure = std::string("cannot resolve ") + http_.endpoint.host + ": " + ::gai_strerror(rc);
-      } else {
-        failure = "no address";
-        for (addrinfo* a = found; a != nullptr && lane.fd < 0 && !timed_out && !cancelled; a = a->ai_next) {
-          const int fd =
-              ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-          if (fd < 0) {
-            failure = "socket: " + errno_text(errno);
-            continue;
-          }
-          if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
-            failure = "connect: " + errno_text(errno);
-            ::close(fd);
-            continue;
-          }
-          if (!waited(wait(lane, fd, POLLOUT, deadline))) {
-            close_fd(lane, fd);
-            break;
-          }
-          int error = 0;
-          socklen_t len = sizeof error;
-          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
-          if (error != 0) {
-            failure = "connect: " + errno_text(error);
-            close_fd(lane, fd);
-            continue;
-          }
-          const int one = 1;
-          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          lane.fd = fd;
-          failure.clear();
+      const std::vector<Address> addresses = resolve(failure);
+      if (failure.empty()) failure = "no address";
+      for (const Address& a : addresses) {
+        if (lane.fd >= 0 || timed_out || cancelled) break;
+        const int fd = ::socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+          failure = "socket: " + errno_text(errno);
+          continue;
         }
-        ::freeaddrinfo(found);
+        if (::connect(fd, reinterpret_cast<const sockaddr*>(&a.address), a.length) != 0 &&
+            errno != EINPROGRESS) {
+          failure = "connect: " + errno_text(errno);
+          ::close(fd);
+          continue;
+        }
+        if (!waited(wait(lane, fd, POLLOUT, deadline))) {
+          close_fd(lane, fd);
+          break;
+        }
+        int error = 0;
+        socklen_t len = sizeof error;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
+        if (error != 0) {
+          failure = "connect: " + errno_text(error);
+          close_fd(lane, fd);
+          continue;
+        }
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        lane.fd = fd;
+        failure.clear();
       }
     }
     // The request: one gather write of the head and the body's pieces (no copy of the id text).

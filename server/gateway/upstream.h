@@ -4,14 +4,17 @@
 // keep-alive connection) from a free list and does the HTTP exchange there with non-blocking socket calls;
 // where it must wait for the socket, a call on a fiber (server/fiber.h) suspends until its I/O thread's event
 // loop sees the socket ready (the lane's socket is registered with that loop once per connection, and free
-// lanes are kept per loop), and a call on a plain thread polls. No other thread is woken on the way. The request goes out as one gather sendmsg (head, body head, the session's cached id
-// text, body tail: no copy of the ~40 KB id text per call); the answer is parsed by Beast's parser. The
-// exchange keeps policies/llm/http_client.h's semantics: a deadline over every attempt and backoff, retries
-// with exponential backoff on connection errors and 5xx only, a stale keep-alive connection retried once at
-// once on a fresh one, cancel() final. Lanes keep their connections between calls; there are at most as
-// many as calls ever in flight at once. Every call carries the session's routing key as X-SMG-Routing-Key
-// (SGLang's router keeps a session on one replica, so its prefix cache stays warm) and a rid / user naming
-// the session, role and ordinal.
+// lanes are kept per loop), and a call on a plain thread polls. No other thread is woken on the way. The
+// request goes out as one gather sendmsg (head, body head, the session's cached id text, body tail: no copy
+// of the ~40 KB id text per call); the answer is parsed by Beast's parser. The exchange keeps
+// policies/llm/http_client.h's semantics: a deadline over every attempt and backoff, retries with exponential
+// backoff on connection errors and 5xx only, a stale keep-alive connection retried once at once on a fresh
+// one, cancel() final. Lanes keep their connections between calls; there are at most as many as calls ever in
+// flight at once. Every call carries the session's routing key as X-SMG-Routing-Key (SGLang's router keeps a
+// session on one replica, so its prefix cache stays warm) and a rid / user naming the session, role and
+// ordinal.
+#include <sys/socket.h>
+
 #include <chrono>
 #include <map>
 #include <memory>
@@ -92,6 +95,15 @@ class Upstream {
   // Waits for `events` on `fd` (none when fd < 0: a backoff) until `deadline` or cancel(): poll(2) on a
   // plain thread; on a fiber, the fiber suspends and its I/O thread runs on (no thread blocks).
   Wait wait(Lane& lane, int fd, short events, std::chrono::steady_clock::time_point deadline);
+  // The upstream host's addresses (failure set when there are none). On a fiber the lookup runs on asio's
+  // resolver thread while the fiber waits, so a slow DNS server stalls this call, not its I/O thread's other
+  // connections; on a plain thread, getaddrinfo. Once per new connection (lanes keep theirs).
+  struct Address {
+    int family = 0;
+    sockaddr_storage address{};
+    socklen_t length = 0;
+  };
+  std::vector<Address> resolve(std::string& failure) const;
   // Closes `fd` (lane.fd or a socket being connected), first taking it out of the lane's io_context.
   static void close_fd(Lane& lane, int fd);
   llm::HttpResponse exchange(Lane& lane, const std::string& head, const llm::RequestParts& body);

@@ -128,6 +128,31 @@ TEST(GatewayInline, ASessionsSecondCallWaitsForTheFirstWithoutBlockingTheThread)
   EXPECT_EQ(bench.upstream->attempts(), 1u);
 }
 
+// An upstream named by host name ("localhost": /etc/hosts, no DNS server needed) is resolved from the
+// fiber through asio's resolver thread (Upstream::resolve): the call is answered, and the lane's connection
+// is reused for the session's next call.
+TEST(GatewayInline, AnUpstreamNamedByItsHostIsResolvedFromTheFiber) {
+  crl::testing::ScriptedLlmOptions llm;
+  llm.script = harness_script;
+  crl::testing::ScriptedLlmServer upstream(llm);
+  GatewayOptions options;
+  options.upstream.base_url = "http://localhost:" + std::to_string(upstream.port());
+  options.budget = test_budget();
+  Gateway gateway(options, nullptr);
+  HttpOptions http;
+  http.threads = 1;
+  http.gateway = &gateway;
+  server::testing::TestServer serve(http);
+  Harness h(serve.port(), "by-name");
+  for (int turn = 0; turn < 2; ++turn) {
+    const json answer = h.turn();
+    ASSERT_EQ(h.last.status, 200) << h.last.body;
+    EXPECT_EQ(answer["choices"][0]["message"]["content"], "ack m0 " + std::to_string(turn));
+    h.add("user", "next");
+  }
+  EXPECT_EQ(upstream.connections(), 1u);
+}
+
 class GatewayPaths : public ::testing::TestWithParam<bool> {
  protected:
   HttpOptions http() const {
