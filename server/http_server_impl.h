@@ -129,8 +129,10 @@ struct HttpServer::Impl {
   // robin at accept), and so do its gateway calls' fibers: a call's work, its upstream socket and its
   // answer never cross threads, where one loop shared by every thread woke another thread for about each
   // handler (issue 18's profile: 4 to 6.5 context switches per gateway call, against 1.7 here).
-  net::io_context ioc{1};
+  // `more` is declared first so that it is destroyed last: `ioc`'s pending accept holds a socket of the loop
+  // it was meant for, destroyed with `ioc`.
   std::vector<std::unique_ptr<net::io_context>> more;
+  net::io_context ioc{1};
   std::atomic<size_t> next_loop{0};
   net::io_context& loop_for_connection() {
     const size_t n = next_loop.fetch_add(1, std::memory_order_relaxed) % (more.size() + 1);
