@@ -61,9 +61,8 @@ void set_head(http::response<Body>& response, const HttpAnswer& answer, bool kee
 
 }  // namespace
 
-HttpConnection::HttpConnection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id,
-                               net::io_context& loop)
-    : stream_(std::move(socket)), server_(server), id_(id), loop_(loop) {}
+HttpConnection::HttpConnection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id)
+    : stream_(std::move(socket)), server_(server), id_(id) {}
 
 HttpConnection::~HttpConnection() {
   set_reading(false);

@@ -46,14 +46,13 @@ class BodyPipe {
 // One client connection: read a request, answer it, repeat (keep-alive), on the connection's strand.
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
-  // `loop`: the event loop (one I/O thread's) the socket belongs to.
-  HttpConnection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id, net::io_context& loop);
+  HttpConnection(tcp::socket&& socket, HttpServer::Impl& server, uint64_t id);
   ~HttpConnection();  // unregisters from the server (idempotent with close())
 
   void start();
 
+  // The connection's strand, on the event loop (one I/O thread's) its socket belongs to.
   net::any_io_executor executor() { return stream_.get_executor(); }
-  net::io_context& loop() { return loop_; }
 
   // Called by the server's sweeper (on this strand): a read or write past its deadline is cancelled. One
   // coarse sweep replaces a timer per request, whose arming and cancelling cost system calls on every step.
@@ -115,7 +114,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   beast::tcp_stream stream_;
   HttpServer::Impl& server_;
   const uint64_t id_;
-  net::io_context& loop_;
   beast::flat_buffer buffer_{kReadBufferLimit};
   HeadScanner scanner_;
   std::optional<RequestParser> parser_;

@@ -155,7 +155,7 @@ std::vector<std::shared_ptr<HttpConnection>> HttpServer::Impl::live() {
 
 void HttpServer::Impl::accept() {
   net::io_context& loop = loop_for_connection();
-  acceptor.async_accept(net::make_strand(loop), [this, &loop](beast::error_code ec, tcp::socket socket) {
+  acceptor.async_accept(net::make_strand(loop), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || draining) return;
     if (ec) {  // e.g. out of file descriptors: try again shortly instead of spinning
       accept_retry.expires_after(std::chrono::milliseconds(50));
@@ -174,7 +174,7 @@ void HttpServer::Impl::accept() {
     if (open >= options.max_connections) {
       refuse_connection(std::move(socket));
     } else {
-      std::make_shared<HttpConnection>(std::move(socket), *this, ++next_connection_id, loop)->start();
+      std::make_shared<HttpConnection>(std::move(socket), *this, ++next_connection_id)->start();
     }
     accept();
   });
