@@ -205,7 +205,7 @@ TEST_P(GatewayPaths, TheDrainDeadlineCancelsACallBlockedOnTheUpstream) {
   harness.join();
   bench.server->thread.join();  // run() returned: no I/O thread is still blocked in the call
   if (GetParam()) {
-    EXPECT_EQ(bench.server->server.unfinished(), 0u);  // the call ran on an I/O thread run() joined
+    EXPECT_EQ(bench.server->server.unfinished(), 0u);  // run() ran the call's fiber to its end
   } else {
     // On the pool the handler may return just after run() (which stops once its connections are closed);
     // without the cancel it would stay blocked for the upstream's whole minute.
@@ -219,8 +219,8 @@ TEST_P(GatewayPaths, TheDrainDeadlineCancelsACallBlockedOnTheUpstream) {
   EXPECT_EQ(json::parse(state.body)["upstream_failures"], 1) << state.body;
 }
 
-// One session's turns alternate between two connections while other sessions load the server, so some of
-// its calls run inline and some on the pool: every answer counts exactly the turns before it (the session's
+// One session's turns alternate between two connections (on different event loops) while other sessions
+// load the server, on fibers or on the pool: every answer counts exactly the turns before it (the session's
 // calls stay in order) and the export matches the upstream's log call for call.
 TEST_P(GatewayPaths, ASessionsCallsStayOrderedAcrossPathsAndConnections) {
   Bench bench(llm::ApiKind::kSglang, {}, {}, http());
