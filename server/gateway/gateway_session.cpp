@@ -282,8 +282,8 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   if (!result.ok) fail_call(result);
   std::string text = codec()->decode(codec()->summary_body(result.answer.ids));
   // The harness gets valid UTF-8 (a character cut by max_tokens, stray bytes: one U+FFFD per ill-formed
-  // sequence, engine/utf8.h) and copies that text back: the reply, hence its key, is the repaired text, or the
-  // copy would be taken for a history edit. The recorded ids stay the upstream's bytes.
+  // sequence, engine/utf8.h) and copies that text back: the reply, hence its key, is the repaired text, or
+  // the copy would be taken for a history edit. The recorded ids stay the upstream's bytes.
   if (!wire::is_valid_utf8(text)) text = wire::valid_utf8(text);
   Completion completion;
   // The harness's text ends before a matched stop string (the APIs' convention); the ids keep it.
