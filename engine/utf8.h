@@ -50,19 +50,29 @@ inline Utf8Sequence utf8_sequence(std::string_view in, size_t i) {
   return {trailing + 1, true};
 }
 
-// True when nothing needs replacing (the common case: skip the copy).
-inline bool is_valid_utf8(std::string_view in) {
-  size_t i = 0;
+// The first ill-formed sequence at or after `from` (a start where a sequence begins): where it starts and how
+// many bytes it spans; `at` is in.size() when there is none.
+struct Utf8Fault {
+  size_t at;
+  size_t length;
+};
+inline Utf8Fault next_ill_formed(std::string_view in, size_t from) {
+  size_t i = from;
   while (i < in.size()) {
     if (static_cast<unsigned char>(in[i]) < 0x80) {
       ++i;
       continue;
     }
     const Utf8Sequence s = utf8_sequence(in, i);
-    if (!s.valid) return false;
+    if (!s.valid) return {i, s.length};
     i += s.length;
   }
-  return true;
+  return {in.size(), 0};
+}
+
+// True when nothing needs replacing (the common case: skip the copy).
+inline bool is_valid_utf8(std::string_view in) {
+  return next_ill_formed(in, 0).at == in.size();
 }
 
 // `in` with each ill-formed sequence replaced by U+FFFD; valid text comes back as it is (a copy made by runs,
@@ -71,19 +81,10 @@ inline std::string valid_utf8(std::string_view in) {
   std::string out;
   out.reserve(in.size());
   size_t run = 0;  // the start of the well-formed bytes not yet copied
-  size_t i = 0;
-  while (i < in.size()) {
-    if (static_cast<unsigned char>(in[i]) < 0x80) {
-      ++i;
-      continue;
-    }
-    const Utf8Sequence s = utf8_sequence(in, i);
-    if (!s.valid) {
-      out.append(in.substr(run, i - run));
-      out += "\xEF\xBF\xBD";  // U+FFFD
-      run = i + s.length;
-    }
-    i += s.length;
+  for (Utf8Fault f = next_ill_formed(in, 0); f.at < in.size(); f = next_ill_formed(in, run)) {
+    out.append(in.substr(run, f.at - run));
+    out += "\xEF\xBF\xBD";  // U+FFFD
+    run = f.at + f.length;
   }
   out.append(in.substr(run));
   return out;

@@ -142,7 +142,6 @@ std::shared_ptr<Fiber> Fiber::make(boost::asio::any_io_executor strand, std::fun
         f.caller_ = std::move(caller);
         body();
         body = nullptr;  // its captures go while the fiber can still run their destructors
-        f.done_ = true;
         FiberEntry::leave(nullptr, f.caller_bottom_, f.caller_size_);  // this stack is going away
         return std::move(f.caller_);
       });
@@ -160,7 +159,7 @@ void Fiber::start(boost::asio::any_io_executor strand, std::function<void()> bod
 }
 
 void Fiber::resume() {
-  if (done_ || !context_) return;
+  if (!context_) return;           // ended (its last resume gave back no continuation)
   auto keep = shared_from_this();  // the handler that resumes may hold the last reference
   Fiber* previous = t_current;
   t_current = this;

@@ -81,8 +81,6 @@ class Fiber : public std::enable_shared_from_this<Fiber> {
   size_t caller_size_ = 0;
   const void* stack_bottom_ = nullptr;
   size_t stack_size_ = 0;
-  bool done_ = false;
-  friend struct FiberEntry;
 };
 
 }  // namespace crl::server

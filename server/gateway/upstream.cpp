@@ -45,22 +45,24 @@ struct Upstream::FiberIo {
   const asio::execution_context* context;
   asio::posix::stream_descriptor descriptor;
   int registered = -1;  // the fd the descriptor holds (-1: none)
+  // Takes the fd out of the loop (asio must not close it: the lane does).
+  void unregister() {
+    if (registered >= 0) descriptor.release();
+    registered = -1;
+  }
   asio::steady_timer timer;
   uint64_t waiting = 0;          // under Upstream::mutex_
   asio::any_io_executor waiter;  // the strand of the fiber whose wait that is (under Upstream::mutex_)
 };
 
 Upstream::Lane::~Lane() {
-  if (io && io->registered >= 0) io->descriptor.release();  // closed below, not by asio
+  if (io) io->unregister();  // closed below, not by asio
   if (fd >= 0) ::close(fd);
   if (wake >= 0) ::close(wake);
 }
 
 void Upstream::close_fd(Lane& lane, int fd) {
-  if (lane.io && lane.io->registered == fd) {
-    lane.io->descriptor.release();
-    lane.io->registered = -1;
-  }
+  if (lane.io && lane.io->registered == fd) lane.io->unregister();
   ::close(fd);
 }
 
@@ -134,7 +136,7 @@ void Upstream::leave_io_context() {
   std::lock_guard lock(mutex_);
   for (Lane* lane : lanes_) {
     if (!lane->io) continue;
-    if (lane->io->registered >= 0) lane->io->descriptor.release();
+    lane->io->unregister();
     lane->io.reset();
   }
   std::vector<std::unique_ptr<Lane>> all;
@@ -184,13 +186,12 @@ Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_poin
   if (fiber == nullptr) return wait_for(fd, events, lane.wake, deadline);
   const asio::any_io_executor& executor = fiber->executor();
   if (!lane.io || lane.io->context != &asio::query(executor, asio::execution::context)) {
-    if (lane.io && lane.io->registered >= 0) lane.io->descriptor.release();
+    if (lane.io) lane.io->unregister();
     lane.io = std::make_unique<FiberIo>(executor);
   }
   FiberIo& io = *lane.io;
   if (fd >= 0 && io.registered != fd) {
-    if (io.registered >= 0) io.descriptor.release();
-    io.registered = -1;
+    io.unregister();
     boost::system::error_code ec;
     io.descriptor.assign(fd, ec);
     if (ec) return Wait::kReady;  // the socket call that follows reports the error
