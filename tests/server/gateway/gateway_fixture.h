@@ -4,9 +4,12 @@
 // `crl serve --llm` on loopback; plus a harness that keeps the whole message list like real agents do.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/gateway/gateway.h"
@@ -124,6 +127,26 @@ struct Harness {
   json messages;
   server::testing::Reply last;
 };
+
+// `sessions` harnesses, a thread and a session each ("PREFIX-N", marker "PREFIXN"), make their first call at
+// once; `meanwhile` runs on this thread while they are under way. Returns how many got their own answer.
+inline int first_calls_at_once(const Bench& bench, int sessions, const std::string& prefix,
+                               const std::function<void()>& meanwhile = {}) {
+  std::atomic<int> answered{0};
+  std::vector<std::thread> threads;
+  for (int s = 0; s < sessions; ++s) {
+    threads.emplace_back([&, s] {
+      const std::string marker = prefix + std::to_string(s);
+      Harness h(bench.port(), prefix + "-" + std::to_string(s), marker);
+      const json answer = h.turn();
+      if (h.last.status == 200 && answer["choices"][0]["message"]["content"] == "ack " + marker + " 0")
+        ++answered;
+    });
+  }
+  if (meanwhile) meanwhile();
+  for (auto& t : threads) t.join();
+  return answered.load();
+}
 
 inline std::vector<TokenId> ids_of(const json& list) {
   std::vector<TokenId> out;

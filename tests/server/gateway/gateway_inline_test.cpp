@@ -70,34 +70,26 @@ TEST(GatewayInline, AGatewayCallIsAnsweredWhileTheOnlyWorkerIsBusy) {
   blocker.join();
 }
 
-// One I/O thread and one worker: sixteen harnesses' calls all wait on a slow upstream at once (each on its
-// fiber, none holding a thread), and /health is answered meanwhile. Run on threads, they would have gone
-// through the one worker one at a time.
+// One I/O thread and one worker: sixteen harnesses' calls all wait at the upstream at once (the stand-in
+// holds every answer until sixteen are inside it; each call on its fiber, none holding a thread), and /health
+// is answered meanwhile. Run on threads, they would have gone through the one worker one at a time, and the
+// hold would have run out with one call inside.
 TEST(GatewayInline, OneIoThreadCarriesEveryCallWaitingOnTheUpstream) {
   constexpr int kHarnesses = 16;
   crl::testing::FaultOptions faults;
-  faults.delay_s = 0.5;
+  faults.hold_until_in_flight = kHarnesses;
+  faults.hold_s = 20;  // bounds a failure's wait only
   HttpOptions http;
   http.threads = 1;
   http.workers = 1;
   http.max_workers = 1;
   Bench bench(llm::ApiKind::kSglang, faults, {}, http);
-  std::atomic<int> answered{0};
-  std::vector<std::thread> harnesses;
-  for (int i = 0; i < kHarnesses; ++i) {
-    harnesses.emplace_back([&, i] {
-      Harness h(bench.port(), "one-loop-" + std::to_string(i), "m" + std::to_string(i));
-      const json answer = h.turn();
-      if (h.last.status == 200 &&
-          answer["choices"][0]["message"]["content"] == "ack m" + std::to_string(i) + " 0")
-        ++answered;
-    });
-  }
-  ASSERT_TRUE(eventually([&] { return bench.upstream->peak_in_flight() >= 2; }));
-  server::testing::HttpClient probe(bench.port());
-  EXPECT_EQ(probe.call("GET", "/health").status, 200);
-  for (auto& t : harnesses) t.join();
-  EXPECT_EQ(answered.load(), kHarnesses);
+  const int answered = first_calls_at_once(bench, kHarnesses, "m", [&] {
+    ASSERT_TRUE(eventually([&] { return bench.upstream->peak_in_flight() >= 2; }));
+    server::testing::HttpClient probe(bench.port());
+    EXPECT_EQ(probe.call("GET", "/health").status, 200);
+  });
+  EXPECT_EQ(answered, kHarnesses);
   EXPECT_EQ(bench.upstream->peak_in_flight(), static_cast<uint64_t>(kHarnesses));
   EXPECT_LE(bench.server->server.stats().worker_threads, 1u);
 }
