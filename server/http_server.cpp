@@ -1,7 +1,5 @@
 #include "server/http_server.h"
 
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/defer.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
@@ -343,7 +341,7 @@ void HttpServer::run() {
   });
   std::vector<std::thread> io_threads;
   for (auto& loop : s.more) {
-    io_threads.emplace_back([&s, &loop = *loop] {
+    io_threads.emplace_back([&loop = *loop] {
       name_this_thread("crl-io");
       // Kept running while it has no connection (it gets the next ones) until stop_loops().
       const auto busy = net::make_work_guard(loop);
