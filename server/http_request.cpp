@@ -193,6 +193,21 @@ std::optional<HttpRefusal> refusal_for(beast::error_code ec, uint64_t max_body_b
   return std::nullopt;
 }
 
+size_t put_buffered(RequestParser& parser, std::string_view bytes, beast::error_code& ec) {
+  size_t taken = 0;
+  ec = {};
+  while (taken < bytes.size() && !parser.is_done()) {
+    const size_t used = parser.put(boost::asio::buffer(bytes.data() + taken, bytes.size() - taken), ec);
+    taken += used;
+    if (ec == http::error::need_more) {  // a chunk's head or the trailers cut short: the rest is not here yet
+      ec = {};
+      break;
+    }
+    if (ec || used == 0) break;
+  }
+  return taken;
+}
+
 ParsedRequest parse_request(std::string_view bytes, uint64_t max_body_bytes) {
   ParsedRequest out;
   auto refused = [&](HttpRefusal r) {

@@ -77,6 +77,10 @@ class HeadScanner {
 // A parser with the server's limits (body limit, header limit, no eager body parsing).
 void configure_parser(RequestParser& parser, uint64_t max_body_bytes);
 
+// Step 4 on the bytes buffered so far: the parser takes what it can of `bytes` (up to the request's end);
+// returns how many it took. `ec` is the parser's error; running out of bytes is none (is_done() tells).
+size_t put_buffered(RequestParser& parser, std::string_view bytes, boost::beast::error_code& ec);
+
 // Step 3 (the parser has the whole head). nullopt: the framing is sound.
 std::optional<HttpRefusal> check_framing(const RequestParser& parser);
 

@@ -153,13 +153,8 @@ TEST(HttpFraming, BodiesArriveWholeWhateverThePieces) {
         fed += n;
         beast::error_code ec;
         // Like the connection: the parser takes what it can of the bytes buffered so far.
-        while (!pending.empty() && !parser.is_done()) {
-          const size_t used = parser.put(net::buffer(pending), ec);
-          pending.erase(0, used);
-          if (ec == http::error::need_more) break;
-          ASSERT_FALSE(ec) << ec.message();
-          if (used == 0) break;
-        }
+        pending.erase(0, put_buffered(parser, pending, ec));
+        ASSERT_FALSE(ec) << ec.message();
       }
       EXPECT_EQ(parser.get().body().size(), body.size()) << "pieces of " << piece;
       EXPECT_TRUE(parser.get().body() == body) << "pieces of " << piece;

@@ -1,7 +1,12 @@
 // The HTTP transport on loopback (issue 6): JSON and binary protobuf on every endpoint, typed error bodies
 // with the right statuses for malformed, oversized, slow, half-closed and excess clients, and the server
 // keeps serving after each; concurrent clients on different episodes; the drain answers requests under way.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <future>
 #include <thread>
@@ -147,6 +152,48 @@ TEST(HttpServer, MalformedRequestsGetTypedErrorsAndTheServerKeepsServing) {
     EXPECT_FALSE(error.message().empty());
   }
   expect_healthy(s.port());
+}
+
+// An answer larger than the socket takes at once (32 MB to a client that waits before reading): the part the
+// first send takes and the rest written as the client reads arrive whole and in order, and the connection
+// serves its next request.
+TEST(HttpServer, AnAnswerLargerThanTheSocketTakesArrivesWhole) {
+  std::string big(32u << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + (i * 7 + i / 4093) % 26);
+  HttpOptions options;
+  options.routes = [&big](const HttpCall& call) -> std::optional<HttpAnswer> {
+    if (call.target != "/big") return std::nullopt;
+    return HttpAnswer{200, "text/plain", big};
+  };
+  TestServer s(options);
+  const std::string request = "GET /big HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(s.server.port());
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the socket's buffers fill meanwhile
+  std::string received;
+  std::vector<char> chunk(1 << 20);
+  const std::string head_end = "\r\n\r\n";
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) break;
+    const ssize_t n = ::recv(fd, chunk.data(), chunk.size(), 0);
+    if (n <= 0) break;
+    received.append(chunk.data(), static_cast<size_t>(n));
+    const size_t second = received.find("HTTP/1.1 ", received.find(head_end) + head_end.size() + big.size());
+    if (second != std::string::npos && received.find("\"ok\"", second) != std::string::npos) break;
+  }
+  ::close(fd);
+  ASSERT_EQ(received.rfind("HTTP/1.1 200", 0), 0u);
+  const size_t body = received.find(head_end) + head_end.size();
+  ASSERT_GE(received.size(), body + big.size());
+  EXPECT_TRUE(received.compare(body, big.size(), big) == 0) << "the body arrived changed";
+  EXPECT_EQ(received.find("HTTP/1.1 200", body + big.size()), body + big.size())
+      << "no second answer after it";
 }
 
 TEST(HttpServer, OversizedBodyGets413AndTheConnectionCloses) {

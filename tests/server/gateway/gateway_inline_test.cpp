@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "tests/server/gateway/gateway_fixture.h"
@@ -253,6 +254,50 @@ TEST_P(GatewayPaths, ASessionsCallsStayOrderedAcrossPathsAndConnections) {
     Harness reader(bench.port(), id);
     check_exact(reader.export_json(), mine);
   }
+}
+
+// Pipelined requests (HTTP/1.1 section 9.3.2): a client writes many calls before reading; they are answered
+// one after the other, in the order sent, on either path (an answer the socket takes at once continues the
+// connection in place only when nothing else is buffered, so a long pipeline never nests handlers), and a
+// body that came in the head's read and one cut across reads (chunked) are both read whole.
+TEST_P(GatewayPaths, PipelinedCallsAreAnsweredInOrder) {
+  Bench bench(llm::ApiKind::kSglang, {}, {}, http());
+  constexpr int kCalls = 200;
+  std::string bytes;
+  for (int i = 0; i < kCalls; ++i) {
+    const std::string body =
+        json{{"model", "test"},
+             {"messages",
+              json::array({{{"role", "user"}, {"content", "marker=p" + std::to_string(i) + " go"}}})}}
+            .dump();
+    const std::string target = "/v1/sessions/pipe-" + std::to_string(i) + "/v1/chat/completions";
+    bytes += "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+    if (i % 2 == 0) {
+      bytes += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    } else {  // chunked, split mid-body
+      const std::string a = body.substr(0, body.size() / 2), b = body.substr(body.size() / 2);
+      const auto hex = [](size_t n) {
+        std::ostringstream out;
+        out << std::hex << n;
+        return out.str();
+      };
+      bytes += "Transfer-Encoding: chunked\r\n\r\n" + hex(a.size()) + "\r\n" + a + "\r\n" + hex(b.size()) +
+               "\r\n" + b + "\r\n0\r\n\r\n";
+    }
+  }
+  const std::string last = "ack p" + std::to_string(kCalls - 1) + " 0";
+  const std::string answers = server::testing::raw_exchange(bench.port(), bytes, false, 60.0, last);
+  size_t at = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    const size_t found = answers.find("ack p" + std::to_string(i) + " 0\"", at);
+    ASSERT_NE(found, std::string::npos) << "call " << i << " unanswered or out of order";
+    at = found;
+  }
+  size_t statuses = 0;
+  for (size_t s = answers.find("HTTP/1.1 200"); s != std::string::npos;
+       s = answers.find("HTTP/1.1 200", s + 1))
+    ++statuses;
+  EXPECT_EQ(statuses, static_cast<size_t>(kCalls));
 }
 
 INSTANTIATE_TEST_SUITE_P(InlineAndPool, GatewayPaths, ::testing::Bool(),
