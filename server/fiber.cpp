@@ -24,6 +24,16 @@
 #ifdef CRL_FIBER_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define CRL_FIBER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CRL_FIBER_TSAN 1
+#endif
+#endif
+#ifdef CRL_FIBER_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace crl::server {
 
@@ -119,6 +129,36 @@ struct FiberEntry {
     (void)fake_stack, (void)bottom, (void)size;
 #endif
   }
+  // ThreadSanitizer's: each fiber is a context of its own, and a switch tells it which one runs next (and
+  // orders what came before the switch before what comes after). nullptr without it.
+  static void* create() {
+#ifdef CRL_FIBER_TSAN
+    return __tsan_create_fiber(0);
+#else
+    return nullptr;
+#endif
+  }
+  static void* running() {
+#ifdef CRL_FIBER_TSAN
+    return __tsan_get_current_fiber();
+#else
+    return nullptr;
+#endif
+  }
+  static void switch_to(void* context) {
+#ifdef CRL_FIBER_TSAN
+    __tsan_switch_to_fiber(context, 0);
+#else
+    (void)context;
+#endif
+  }
+  static void destroy(void* context) {
+#ifdef CRL_FIBER_TSAN
+    if (context != nullptr) __tsan_destroy_fiber(context);
+#else
+    (void)context;
+#endif
+  }
 };
 
 Fiber::Fiber(Private, boost::asio::any_io_executor strand) : strand_(std::move(strand)) {}
@@ -135,6 +175,7 @@ Fiber* Fiber::current() {
 std::shared_ptr<Fiber> Fiber::make(boost::asio::any_io_executor strand, std::function<void()> body) {
   auto fiber = std::make_shared<Fiber>(Private{}, std::move(strand));
   Fiber& f = *fiber;
+  f.tsan_context_ = FiberEntry::create();
   f.context_ = boost::context::fiber(
       std::allocator_arg, PooledStack{&f.stack_bottom_, &f.stack_size_},
       [&f, body = std::move(body)](boost::context::fiber&& caller) mutable {
@@ -143,6 +184,7 @@ std::shared_ptr<Fiber> Fiber::make(boost::asio::any_io_executor strand, std::fun
         body();
         body = nullptr;  // its captures go while the fiber can still run their destructors
         FiberEntry::leave(nullptr, f.caller_bottom_, f.caller_size_);  // this stack is going away
+        FiberEntry::switch_to(f.tsan_caller_);
         return std::move(f.caller_);
       });
   return fiber;
@@ -165,13 +207,20 @@ void Fiber::resume() {
   t_current = this;
   void* fake_stack = nullptr;
   FiberEntry::leave(&fake_stack, stack_bottom_, stack_size_);
+  tsan_caller_ = FiberEntry::running();
+  FiberEntry::switch_to(tsan_context_);
   context_ = std::move(context_).resume();
   FiberEntry::arrive(fake_stack, nullptr, nullptr);
   t_current = previous;
+  if (!context_) {  // it ended
+    FiberEntry::destroy(tsan_context_);
+    tsan_context_ = nullptr;
+  }
 }
 
 void Fiber::suspend() {
   FiberEntry::leave(&fake_stack_, caller_bottom_, caller_size_);
+  FiberEntry::switch_to(tsan_caller_);
   caller_ = std::move(caller_).resume();
   FiberEntry::arrive(fake_stack_, &caller_bottom_, &caller_size_);
 }

@@ -81,6 +81,9 @@ class Fiber : public std::enable_shared_from_this<Fiber> {
   size_t caller_size_ = 0;
   const void* stack_bottom_ = nullptr;
   size_t stack_size_ = 0;
+  // ThreadSanitizer's contexts of this fiber and of whoever resumed it (fiber.cpp); null otherwise.
+  void* tsan_context_ = nullptr;
+  void* tsan_caller_ = nullptr;
 };
 
 }  // namespace crl::server
