@@ -181,15 +181,20 @@ std::string errno_text(int error) {
 
 }  // namespace
 
-Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_point deadline) {
-  Fiber* fiber = Fiber::current();
-  if (fiber == nullptr) return wait_for(fd, events, lane.wake, deadline);
-  const asio::any_io_executor& executor = fiber->executor();
+Upstream::FiberIo& Upstream::fiber_io(Lane& lane, const Fiber& fiber) {
+  const asio::any_io_executor& executor = fiber.executor();
   if (!lane.io || lane.io->context != &asio::query(executor, asio::execution::context)) {
     if (lane.io) lane.io->unregister();
     lane.io = std::make_unique<FiberIo>(executor);
   }
-  FiberIo& io = *lane.io;
+  return *lane.io;
+}
+
+Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_point deadline) {
+  Fiber* fiber = Fiber::current();
+  if (fiber == nullptr) return wait_for(fd, events, lane.wake, deadline);
+  const asio::any_io_executor& executor = fiber->executor();
+  FiberIo& io = fiber_io(lane, *fiber);
   if (fd >= 0 && io.registered != fd) {
     io.unregister();
     boost::system::error_code ec;
@@ -220,8 +225,10 @@ Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_poin
   return fd >= 0 ? Wait::kReady : Wait::kTimeout;
 }
 
-std::vector<Upstream::Address> Upstream::resolve(std::string& failure) const {
+std::vector<Upstream::Address> Upstream::resolve(Lane& lane, Clock::time_point deadline, Wait& waited,
+                                                 std::string& failure) {
   std::vector<Address> out;
+  waited = Wait::kReady;
   const std::string port = std::to_string(http_.endpoint.port);
   const auto add = [&out](const sockaddr* address, size_t length) {
     Address a;
@@ -231,25 +238,42 @@ std::vector<Upstream::Address> Upstream::resolve(std::string& failure) const {
     out.push_back(a);
   };
   if (Fiber* fiber = Fiber::current()) {
-    // asio's resolver runs getaddrinfo on its own thread; this fiber waits for it, its I/O thread does not.
+    // asio's resolver runs getaddrinfo on its own thread; this fiber waits for it or its deadline (the
+    // lane's timer-only wait, which cancel() also ends), its I/O thread does not. The answer's handler runs
+    // on this fiber's strand: it ends the wait if the fiber still waits for it, and touches nothing of the
+    // lane once the fiber has gone on without it.
+    struct Lookup {
+      bool done = false;
+      bool abandoned = false;
+      boost::system::error_code error;
+      asio::ip::tcp::resolver::results_type found;
+    };
+    auto lookup = std::make_shared<Lookup>();
     asio::ip::tcp::resolver resolver(fiber->executor());
-    boost::system::error_code error;
-    asio::ip::tcp::resolver::results_type found;
-    auto self = fiber->shared_from_this();
+    FiberIo* io = &fiber_io(lane, *fiber);
     resolver.async_resolve(
         http_.endpoint.host, port,
-        asio::bind_executor(fiber->executor(), [&, self](const boost::system::error_code& ec,
-                                                         asio::ip::tcp::resolver::results_type r) {
-          error = ec;
-          found = std::move(r);
-          self->resume();
+        asio::bind_executor(fiber->executor(), [lookup, io](const boost::system::error_code& ec,
+                                                            asio::ip::tcp::resolver::results_type r) {
+          if (lookup->abandoned) return;
+          lookup->done = true;
+          lookup->error = ec;
+          lookup->found = std::move(r);
+          io->timer.cancel();
         }));
-    fiber->suspend();
-    if (error) {
-      failure = "cannot resolve " + http_.endpoint.host + ": " + error.message();
+    const Wait w = wait(lane, -1, 0, deadline);
+    if (!lookup->done) {
+      lookup->abandoned = true;
+      waited = w == Wait::kCancelled ? Wait::kCancelled : Wait::kTimeout;
+      failure = "cannot resolve " + http_.endpoint.host + ": " +
+                (waited == Wait::kCancelled ? std::string("cancelled") : std::string("the lookup timed out"));
       return out;
     }
-    for (const auto& entry : found) add(entry.endpoint().data(), entry.endpoint().size());
+    if (lookup->error) {
+      failure = "cannot resolve " + http_.endpoint.host + ": " + lookup->error.message();
+      return out;
+    }
+    for (const auto& entry : lookup->found) add(entry.endpoint().data(), entry.endpoint().size());
     return out;
   }
   addrinfo hints{};
@@ -309,7 +333,9 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
       return w == Wait::kReady;
     };
     if (!reused) {
-      const std::vector<Address> addresses = resolve(failure);
+      Wait lookup = Wait::kReady;
+      const std::vector<Address> addresses = resolve(lane, deadline, lookup, failure);
+      waited(lookup);
       if (failure.empty()) failure = "no address";
       for (const Address& a : addresses) {
         if (lane.fd >= 0 || timed_out || cancelled) break;

@@ -26,6 +26,10 @@
 #include "policies/llm/http_client.h"
 #include "policies/llm/llm_api.h"
 
+namespace crl::server {
+class Fiber;
+}
+
 namespace crl::server::gateway {
 
 struct UpstreamOptions {
@@ -95,15 +99,20 @@ class Upstream {
   // Waits for `events` on `fd` (none when fd < 0: a backoff) until `deadline` or cancel(): poll(2) on a
   // plain thread; on a fiber, the fiber suspends and its I/O thread runs on (no thread blocks).
   Wait wait(Lane& lane, int fd, short events, std::chrono::steady_clock::time_point deadline);
+  // The lane's FiberIo on `fiber`'s io_context (made, or moved there, as needed).
+  static FiberIo& fiber_io(Lane& lane, const Fiber& fiber);
   // The upstream host's addresses (failure set when there are none). On a fiber the lookup runs on asio's
   // resolver thread while the fiber waits, so a slow DNS server stalls this call, not its I/O thread's other
-  // connections; on a plain thread, getaddrinfo. Once per new connection (lanes keep theirs).
+  // connections, and the call's deadline and cancel() end the wait (kTimeout, kCancelled; the lookup left
+  // behind finishes on its own); on a plain thread, getaddrinfo (which neither can cut short). Once per new
+  // connection (lanes keep theirs).
   struct Address {
     int family = 0;
     sockaddr_storage address{};
     socklen_t length = 0;
   };
-  std::vector<Address> resolve(std::string& failure) const;
+  std::vector<Address> resolve(Lane& lane, std::chrono::steady_clock::time_point deadline, Wait& waited,
+                               std::string& failure);
   // Closes `fd` (lane.fd or a socket being connected), first taking it out of the lane's io_context.
   static void close_fd(Lane& lane, int fd);
   llm::HttpResponse exchange(Lane& lane, const std::string& head, const llm::RequestParts& body);

@@ -3,6 +3,9 @@
 // so one I/O thread carries every call in flight; the server's guarantees hold on both paths (the upstream
 // deadline's OpenAI-shaped 504, the drain deadline, per-session order, no cross-talk between concurrent
 // sessions).
+#include <dlfcn.h>
+#include <netdb.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +15,44 @@
 
 #include "tests/server/gateway/gateway_fixture.h"
 #include "tests/server/wait_helpers.h"
+
+// getaddrinfo for this test binary: the name "slow-dns.test" hangs (at most 10 s) until StuckDns::release(),
+// then resolves to 127.0.0.1; every other name goes to the C library's. (asio's resolver calls it on its own
+// thread, as it calls the real one.)
+struct StuckDns {
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::condition_variable& changed() {
+    static std::condition_variable c;
+    return c;
+  }
+  static inline bool released = false;
+  static inline int waiting = 0;
+  static int in_lookup() {
+    std::lock_guard lock(mutex());
+    return waiting;
+  }
+  static void release() {
+    std::lock_guard lock(mutex());
+    released = true;
+    changed().notify_all();
+  }
+};
+
+extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** found) {
+  using Real = int (*)(const char*, const char*, const addrinfo*, addrinfo**);
+  static const Real real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "getaddrinfo"));
+  if (node != nullptr && std::string_view(node) == "slow-dns.test") {
+    std::unique_lock lock(StuckDns::mutex());
+    ++StuckDns::waiting;
+    StuckDns::changed().wait_for(lock, std::chrono::seconds(10), [] { return StuckDns::released; });
+    --StuckDns::waiting;
+    node = "127.0.0.1";
+  }
+  return real(node, service, hints, found);
+}
 
 namespace crl::server::gateway::testing {
 namespace {
@@ -144,6 +185,34 @@ TEST(GatewayInline, AnUpstreamNamedByItsHostIsResolvedFromTheFiber) {
     h.add("user", "next");
   }
   EXPECT_EQ(upstream.connections(), 1u);
+}
+
+// A DNS server that does not answer: the lookup of the upstream's name ("slow-dns.test", looked up by this
+// test's getaddrinfo below) hangs until the test lets it go. The call's deadline still ends the call: the
+// harness gets its 504 while the lookup is still stuck; once the name resolves, the next call goes through.
+TEST(GatewayInline, AStuckDnsLookupMeetsTheCallsDeadline) {
+  crl::testing::ScriptedLlmOptions llm;
+  llm.script = harness_script;
+  crl::testing::ScriptedLlmServer upstream(llm);
+  GatewayOptions options;
+  options.upstream.base_url = "http://slow-dns.test:" + std::to_string(upstream.port());
+  options.upstream.request_timeout_s = 0.3;
+  options.upstream.max_retries = 0;
+  options.budget = test_budget();
+  Gateway gateway(options, nullptr);
+  HttpOptions http;
+  http.threads = 1;
+  http.gateway = &gateway;
+  server::testing::TestServer serve(http);
+  Harness h(serve.port(), "stuck-dns");
+  const auto reply = h.post({{"model", "test"}, {"messages", h.messages}});
+  const int stuck = StuckDns::in_lookup();
+  StuckDns::release();
+  EXPECT_EQ(reply.status, 504) << reply.body;
+  EXPECT_EQ(json::parse(reply.body)["error"]["code"], "upstream_timeout") << reply.body;
+  EXPECT_EQ(stuck, 1) << "the answer waited for the lookup instead of the deadline";
+  h.turn();
+  EXPECT_EQ(h.last.status, 200) << h.last.body;
 }
 
 class GatewayPaths : public ::testing::TestWithParam<bool> {
