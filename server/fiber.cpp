@@ -24,7 +24,7 @@
 #ifdef CRL_FIBER_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__) || defined(CRL_TSAN)  // (CRL_TSAN: CMakeLists.txt says why)
 #define CRL_FIBER_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
