@@ -2,7 +2,9 @@
 // One client connection of the HTTP transport (private to server/http_server.cpp): reads a request (head
 // checked by our own scanner, body by Beast's parser under the body limit), hands it to a handler, writes
 // the answer, repeats while the client keeps the connection alive; deadlines, refusals with a lingering
-// close, the drain, and the upgrade to OpenEnv's WebSocket session.
+// close, the drain, and the upgrade to OpenEnv's WebSocket session. A body that came in the head's read is
+// parsed in place and an answer the socket takes whole goes on to the next read at once: Asio and Beast post
+// every completion, and each post is one more round of the event loop (an epoll_wait) per request.
 #include <atomic>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
