@@ -165,46 +165,54 @@ TEST(GatewayInline, ASessionsSecondCallWaitsForTheFirstWithoutBlockingTheThread)
 // An upstream named by host name ("localhost": /etc/hosts, no DNS server needed) is resolved from the
 // fiber through asio's resolver thread (Upstream::resolve): the call is answered, and the lane's connection
 // is reused for the session's next call.
+// The stand-in upstream named by `host` in the gateway's --llm URL (its options adjusted by `adjust`), and a
+// server with one I/O thread in front.
+struct UpstreamByName {
+  explicit UpstreamByName(const std::string& host, const std::function<void(UpstreamOptions&)>& adjust = {})
+      : upstream(stand_in()) {
+    GatewayOptions options;
+    options.upstream.base_url = "http://" + host + ":" + std::to_string(upstream.port());
+    options.budget = test_budget();
+    if (adjust) adjust(options.upstream);
+    gateway = std::make_unique<Gateway>(options, nullptr);
+    HttpOptions http;
+    http.threads = 1;
+    http.gateway = gateway.get();
+    serve = std::make_unique<server::testing::TestServer>(http);
+  }
+  static crl::testing::ScriptedLlmOptions stand_in() {
+    crl::testing::ScriptedLlmOptions llm;
+    llm.script = harness_script;
+    return llm;
+  }
+  uint16_t port() const { return serve->port(); }
+
+  crl::testing::ScriptedLlmServer upstream;
+  std::unique_ptr<Gateway> gateway;
+  std::unique_ptr<server::testing::TestServer> serve;
+};
+
 TEST(GatewayInline, AnUpstreamNamedByItsHostIsResolvedFromTheFiber) {
-  crl::testing::ScriptedLlmOptions llm;
-  llm.script = harness_script;
-  crl::testing::ScriptedLlmServer upstream(llm);
-  GatewayOptions options;
-  options.upstream.base_url = "http://localhost:" + std::to_string(upstream.port());
-  options.budget = test_budget();
-  Gateway gateway(options, nullptr);
-  HttpOptions http;
-  http.threads = 1;
-  http.gateway = &gateway;
-  server::testing::TestServer serve(http);
-  Harness h(serve.port(), "by-name");
+  UpstreamByName bench("localhost");
+  Harness h(bench.port(), "by-name");
   for (int turn = 0; turn < 2; ++turn) {
     const json answer = h.turn();
     ASSERT_EQ(h.last.status, 200) << h.last.body;
     EXPECT_EQ(answer["choices"][0]["message"]["content"], "ack m0 " + std::to_string(turn));
     h.add("user", "next");
   }
-  EXPECT_EQ(upstream.connections(), 1u);
+  EXPECT_EQ(bench.upstream.connections(), 1u);
 }
 
 // A DNS server that does not answer: the lookup of the upstream's name ("slow-dns.test", looked up by this
 // test's getaddrinfo below) hangs until the test lets it go. The call's deadline still ends the call: the
 // harness gets its 504 while the lookup is still stuck; once the name resolves, the next call goes through.
 TEST(GatewayInline, AStuckDnsLookupMeetsTheCallsDeadline) {
-  crl::testing::ScriptedLlmOptions llm;
-  llm.script = harness_script;
-  crl::testing::ScriptedLlmServer upstream(llm);
-  GatewayOptions options;
-  options.upstream.base_url = "http://slow-dns.test:" + std::to_string(upstream.port());
-  options.upstream.request_timeout_s = 0.3;
-  options.upstream.max_retries = 0;
-  options.budget = test_budget();
-  Gateway gateway(options, nullptr);
-  HttpOptions http;
-  http.threads = 1;
-  http.gateway = &gateway;
-  server::testing::TestServer serve(http);
-  Harness h(serve.port(), "stuck-dns");
+  UpstreamByName bench("slow-dns.test", [](UpstreamOptions& upstream) {
+    upstream.request_timeout_s = 0.3;
+    upstream.max_retries = 0;
+  });
+  Harness h(bench.port(), "stuck-dns");
   const auto reply = h.post({{"model", "test"}, {"messages", h.messages}});
   const int stuck = StuckDns::in_lookup();
   StuckDns::release();
