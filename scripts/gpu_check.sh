@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU check for a machine with an NVIDIA GPU: configure with CUDA, build, run every CPU-vs-CUDA comparison test
 # (they fail, not skip, when no device is usable here) and the GPU benchmarks beside their CPU rows, in one go.
-# Usage: scripts/gpu_check.sh [build-dir]   (default: build-gpu). Everything printed is also written to
-# $OUT/gpu_check.log when OUT is set (the device tool's output folder), else to BUILD/gpu_check.log.
+# Usage: scripts/gpu_check.sh [build-dir]   (default: build-gpu). On the device tool's machine, after
+# `scripts/gpu_deps.sh fetch` here: run(command="scripts/gpu_check.sh", carry=[".gpu_debs"]). Everything
+# printed is also written to $OUT/gpu_check.log when OUT is set (the device tool's output folder), else to
+# BUILD/gpu_check.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${1:-build-gpu}"
@@ -12,6 +14,13 @@ mkdir -p "$(dirname "$LOG")"
 exec > >(tee "$LOG") 2>&1
 TEE_PID=$!
 trap 'exec 1>&- 2>&-; wait "$TEE_PID"' EXIT  # the log is whole when the script returns
+
+# The device image has CUDA, CMake and ninja but not this build's Debian packages: carried as .deb files
+# (scripts/gpu_deps.sh fetch, here; then `carry: [".gpu_debs"]`), they are unpacked under /opt/crl-deps.
+if [ -d .gpu_debs ] && { [ ! -e /usr/include/boost/version.hpp ] || [ -n "${CRL_USE_GPU_DEBS:-}" ]; }; then
+  # shellcheck source=scripts/gpu_deps.sh
+  source scripts/gpu_deps.sh unpack
+fi
 
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L; then
   echo "gpu_check: no NVIDIA GPU visible (nvidia-smi)" >&2
