@@ -182,13 +182,19 @@ ForwardResult LmModel::forward(const PackedBatch& batch) const {
   return f;
 }
 
+void check_backward_sizes(const PackedBatch& batch, std::span<const float> dlogp,
+                          std::span<const float> dvalue) {
+  const int T = batch.size();
+  if (static_cast<int>(dlogp.size()) != T || static_cast<int>(dvalue.size()) != T)
+    throw std::invalid_argument("lm backward: dlogp and dvalue need " + std::to_string(T) + " entries, got " +
+                                std::to_string(dlogp.size()) + " and " + std::to_string(dvalue.size()));
+}
+
 std::vector<float> LmModel::backward(const PackedBatch& batch, const ForwardResult& f,
                                      std::span<const float> dlogp, std::span<const float> dvalue) const {
   const int T = batch.size(), d = config_.d_model, H = config_.heads, hd = config_.head_dim(),
             ff = config_.d_ff;
-  if (static_cast<int>(dlogp.size()) != T || static_cast<int>(dvalue.size()) != T)
-    throw std::invalid_argument("lm backward: dlogp and dvalue need " + std::to_string(T) + " entries, got " +
-                                std::to_string(dlogp.size()) + " and " + std::to_string(dvalue.size()));
+  check_backward_sizes(batch, dlogp, dvalue);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> grad(layout_.size(), 0.0f);
   auto gmat = [&](int64_t offset, int rows, int cols) { return RowMap(grad.data() + offset, rows, cols); };

@@ -37,6 +37,11 @@ struct PackedBatch {
   void add_sequence(std::span<const int32_t> seq);
 };
 
+// backward()'s check that dlogp and dvalue have an entry per token of `batch` (std::invalid_argument "lm
+// backward: ..."); the CUDA twin and its stub make the same one, so a bad call reads the same on every build.
+void check_backward_sizes(const PackedBatch& batch, std::span<const float> dlogp,
+                          std::span<const float> dvalue);
+
 struct LayerCache {
   RowMatrix x_in;                // residual stream entering the block (T x d)
   RowMatrix a;                   // RMSNorm(x_in)

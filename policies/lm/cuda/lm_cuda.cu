@@ -432,11 +432,8 @@ ForwardResult cuda_forward(const LmModel& model, const PackedBatch& batch) {
 std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch, std::span<const float> dlogp,
                                  std::span<const float> dvalue) {
   cuda_detail::check_batch_like_cpu(model, batch);
+  check_backward_sizes(batch, dlogp, dvalue);
   const int T = batch.size();
-  // The CPU backward's size check (model.cpp), same message.
-  if (static_cast<int>(dlogp.size()) != T || static_cast<int>(dvalue.size()) != T)
-    throw std::invalid_argument("lm backward: dlogp and dvalue need " + std::to_string(T) + " entries, got " +
-                                std::to_string(dlogp.size()) + " and " + std::to_string(dvalue.size()));
   check_device();
   if (T == 0) return std::vector<float>(static_cast<size_t>(model.size()), 0.0f);
   const Handle handle;

@@ -22,9 +22,10 @@ ForwardResult cuda_forward(const LmModel& model, const PackedBatch& batch) {
   cuda_detail::check_batch_like_cpu(model, batch);
   not_built();
 }
-std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch, std::span<const float>,
-                                 std::span<const float>) {
+std::vector<float> cuda_backward(const LmModel& model, const PackedBatch& batch, std::span<const float> dlogp,
+                                 std::span<const float> dvalue) {
   cuda_detail::check_batch_like_cpu(model, batch);
+  check_backward_sizes(batch, dlogp, dvalue);
   not_built();
 }
 
