@@ -2,6 +2,7 @@
 // baseline trains its summary policy on another task mix inside the same job, then freezes it.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 
 #include "engine/error.h"
@@ -88,22 +89,22 @@ TEST(Pretrain, ResumeFromTheFinalCheckpointDoesNotPretrainAgainAndGivesTheSameRe
   const ScenarioResult a = run_scenario(spec, first);
   RunOptions again = first;
   again.resume = true;
-  int64_t episodes = 0;
+  std::atomic<int64_t> episodes{0};  // (episodes_done is called from the worker threads)
   again.episodes_done = [&](int64_t n) { episodes += n; };
   const ScenarioResult b = run_scenario(spec, again);
   EXPECT_EQ(a.arms[1].seeds[0].accuracy, b.arms[1].seeds[0].accuracy);
   // What the resumed run counts (the skipped work at once, then the final evaluation) is the planned total.
-  EXPECT_EQ(episodes, planned_episodes(spec, again));
+  EXPECT_EQ(episodes.load(), planned_episodes(spec, again));
 }
 
 TEST(Pretrain, PlannedEpisodesCountThePretraining) {
   const ScenarioSpec spec = parse_scenario(scenario(), "pretrain.pbtxt");
   RunOptions o = threads(1);
-  int64_t counted = 0;
+  std::atomic<int64_t> counted{0};
   o.seeds = {7};
   o.episodes_done = [&](int64_t n) { counted += n; };
   run_scenario(spec, o);
-  EXPECT_EQ(counted, planned_episodes(spec, o));
+  EXPECT_EQ(counted.load(), planned_episodes(spec, o));
   // 160 training + 3 evaluations of 400 per arm, and 800 pretraining episodes for one arm.
   EXPECT_EQ(planned_episodes(spec, o), 2 * (160 + 3 * 400) + 800);
 }
