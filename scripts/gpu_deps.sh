@@ -10,7 +10,8 @@
 #
 # scripts/gpu_check.sh runs the second step itself when .gpu_debs/ is there. The packages' shared libraries
 # need glibc 2.36 or newer (Debian 12's).
-set -euo pipefail
+# (Strict mode only when run: sourced, it would stay set in the caller's shell.)
+[ "${BASH_SOURCE[0]}" != "$0" ] || set -euo pipefail
 
 CRL_GPU_DEBS=(
   libboost1.74-dev

@@ -334,9 +334,10 @@ TEST_P(GatewayPaths, ASessionsCallsStayOrderedAcrossPathsAndConnections) {
 }
 
 // Pipelined requests (HTTP/1.1 section 9.3.2): a client writes many calls before reading; they are answered
-// one after the other, in the order sent, on either path (an answer the socket takes at once continues the
-// connection in place only when nothing else is buffered, so a long pipeline never nests handlers), and a
-// body that came in the head's read and one cut across reads (chunked) are both read whole.
+// one after the other, in the order sent, on either path, whatever the body's framing (a length, or two
+// chunks) and wherever the connection's 32 KB reads cut it (200 calls are about 50 KB). (Whether answers
+// nest handlers is not seen from outside: an answer sent in place continues the connection only when
+// nothing else is buffered, server/http_connection.cpp.)
 TEST_P(GatewayPaths, PipelinedCallsAreAnsweredInOrder) {
   Bench bench(llm::ApiKind::kSglang, {}, {}, http());
   constexpr int kCalls = 200;
