@@ -1,6 +1,5 @@
 #include "server/gateway/upstream.h"
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -11,7 +10,6 @@
 
 #include <algorithm>
 #include <boost/asio/bind_executor.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -26,13 +24,22 @@ namespace crl::server::gateway {
 
 namespace asio = boost::asio;
 
-Upstream::Upstream(UpstreamOptions options) : options_(std::move(options)) {
-  http_.endpoint = llm::parse_base_url(options_.base_url, "option --llm");
-  http_.max_in_flight = options_.max_in_flight;
-  http_.request_timeout_s = options_.request_timeout_s;
-  http_.max_retries = options_.max_retries;
-  http_.backoff_s = options_.backoff_s;
+namespace {
+llm::HttpClientOptions client_options(const UpstreamOptions& options) {
+  llm::HttpClientOptions out;
+  out.endpoint = llm::parse_base_url(options.base_url, "option --llm");
+  out.max_in_flight = options.max_in_flight;
+  out.request_timeout_s = options.request_timeout_s;
+  out.max_retries = options.max_retries;
+  out.backoff_s = options.backoff_s;
+  return out;
 }
+}  // namespace
+
+Upstream::Upstream(UpstreamOptions options)
+    : options_(std::move(options)),
+      http_(client_options(options_)),
+      lookup_(http_.endpoint.host, http_.endpoint.port) {}
 
 Upstream::~Upstream() = default;  // no call is in flight: the server's workers have stopped
 
@@ -225,69 +232,32 @@ Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_poin
   return fd >= 0 ? Wait::kReady : Wait::kTimeout;
 }
 
-std::vector<Upstream::Address> Upstream::resolve(Lane& lane, Clock::time_point deadline, Wait& waited,
-                                                 std::string& failure) {
-  std::vector<Address> out;
+std::vector<HostAddress> Upstream::resolve(Lane& lane, Clock::time_point deadline, Wait& waited,
+                                           std::string& failure) {
   waited = Wait::kReady;
-  const std::string port = std::to_string(http_.endpoint.port);
-  const auto add = [&out](const sockaddr* address, size_t length) {
-    Address a;
-    a.family = address->sa_family;
-    a.length = static_cast<socklen_t>(std::min(length, sizeof a.address));
-    std::memcpy(&a.address, address, a.length);
-    out.push_back(a);
-  };
-  if (Fiber* fiber = Fiber::current()) {
-    // asio's resolver runs getaddrinfo on its own thread; this fiber waits for it or its deadline (the
-    // lane's timer-only wait, which cancel() also ends), its I/O thread does not. The answer's handler runs
-    // on this fiber's strand: it ends the wait if the fiber still waits for it, and touches nothing of the
-    // lane once the fiber has gone on without it.
-    struct Lookup {
-      bool done = false;
-      bool abandoned = false;
-      boost::system::error_code error;
-      asio::ip::tcp::resolver::results_type found;
-    };
-    auto lookup = std::make_shared<Lookup>();
-    asio::ip::tcp::resolver resolver(fiber->executor());
-    FiberIo* io = &fiber_io(lane, *fiber);
-    resolver.async_resolve(
-        http_.endpoint.host, port,
-        asio::bind_executor(fiber->executor(), [lookup, io](const boost::system::error_code& ec,
-                                                            asio::ip::tcp::resolver::results_type r) {
-          if (lookup->abandoned) return;
-          lookup->done = true;
-          lookup->error = ec;
-          lookup->found = std::move(r);
-          io->timer.cancel();
-        }));
-    const Wait w = wait(lane, -1, 0, deadline);
-    if (!lookup->done) {
-      lookup->abandoned = true;
+  std::shared_ptr<const HostLookup::Pending> lookup;
+  try {
+    lookup = lookup_.start();
+  } catch (const Error& e) {
+    failure = "cannot resolve " + http_.endpoint.host + ": " + e.what();
+    return {};
+  }
+  if (!lookup->done()) {
+    const Wait w = wait(lane, lookup->fd(), POLLIN, deadline);
+    // The lookup's eventfd leaves the fiber's loop before the lookup (its owner) may close it.
+    if (lane.io && lane.io->registered == lookup->fd()) lane.io->unregister();
+    if (!lookup->done()) {
       waited = w == Wait::kCancelled ? Wait::kCancelled : Wait::kTimeout;
       failure = "cannot resolve " + http_.endpoint.host + ": " +
                 (waited == Wait::kCancelled ? std::string("cancelled") : std::string("the lookup timed out"));
-      return out;
+      return {};
     }
-    if (lookup->error) {
-      failure = "cannot resolve " + http_.endpoint.host + ": " + lookup->error.message();
-      return out;
-    }
-    for (const auto& entry : lookup->found) add(entry.endpoint().data(), entry.endpoint().size());
-    return out;
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(http_.endpoint.host.c_str(), port.c_str(), &hints, &found);
-  if (rc != 0) {
-    failure = "cannot resolve " + http_.endpoint.host + ": " + ::gai_strerror(rc);
-    return out;
+  if (!lookup->error().empty()) {
+    failure = "cannot resolve " + http_.endpoint.host + ": " + lookup->error();
+    return {};
   }
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) add(a->ai_addr, a->ai_addrlen);
-  ::freeaddrinfo(found);
-  return out;
+  return lookup->addresses();
 }
 
 // One call's HTTP exchange with the semantics of llm::HttpClient (policies/llm/http_client.h): the deadline
@@ -327,6 +297,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
     std::string failure;  // a connection error (empty: none)
     bool answer_started = false;
     bool timed_out = false, cancelled = false;
+    std::string stage;  // where the deadline passed, when not at the socket
     const auto waited = [&](Wait w) {
       if (w == Wait::kTimeout) timed_out = true;
       if (w == Wait::kCancelled) cancelled = true;
@@ -334,10 +305,10 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
     };
     if (!reused) {
       Wait lookup = Wait::kReady;
-      const std::vector<Address> addresses = resolve(lane, deadline, lookup, failure);
-      waited(lookup);
+      const std::vector<HostAddress> addresses = resolve(lane, deadline, lookup, failure);
+      if (!waited(lookup)) stage = " while looking up " + http_.endpoint.host;
       if (failure.empty()) failure = "no address";
-      for (const Address& a : addresses) {
+      for (const HostAddress& a : addresses) {
         if (lane.fd >= 0 || timed_out || cancelled) break;
         const int fd = ::socket(a.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
@@ -463,7 +434,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
     }
     if (timed_out) {
       close_connection();
-      return finish(llm::HttpOutcome::kTimeout, timeout_text());
+      return finish(llm::HttpOutcome::kTimeout, timeout_text() + stage);
     }
     if (!failure.empty()) {
       close_connection();

@@ -25,6 +25,7 @@
 #include "engine/turn.h"
 #include "policies/llm/http_client.h"
 #include "policies/llm/llm_api.h"
+#include "server/gateway/host_lookup.h"
 
 namespace crl::server {
 class Fiber;
@@ -101,18 +102,12 @@ class Upstream {
   Wait wait(Lane& lane, int fd, short events, std::chrono::steady_clock::time_point deadline);
   // The lane's FiberIo on `fiber`'s io_context (made, or moved there, as needed).
   static FiberIo& fiber_io(Lane& lane, const Fiber& fiber);
-  // The upstream host's addresses (failure set when there are none). On a fiber the lookup runs on asio's
-  // resolver thread while the fiber waits, so a slow DNS server stalls this call, not its I/O thread's other
-  // connections, and the call's deadline and cancel() end the wait (kTimeout, kCancelled; the lookup left
-  // behind finishes on its own); on a plain thread, getaddrinfo (which neither can cut short). Once per new
+  // The upstream host's addresses (failure set when there are none), from lookup_ (host_lookup.h): the
+  // call waits for the lookup on its lane (a fiber's I/O thread runs on meanwhile) until its deadline
+  // (waited: kTimeout) or cancel() (kCancelled), and then leaves a stuck lookup behind. Once per new
   // connection (lanes keep theirs).
-  struct Address {
-    int family = 0;
-    sockaddr_storage address{};
-    socklen_t length = 0;
-  };
-  std::vector<Address> resolve(Lane& lane, std::chrono::steady_clock::time_point deadline, Wait& waited,
-                               std::string& failure);
+  std::vector<HostAddress> resolve(Lane& lane, std::chrono::steady_clock::time_point deadline, Wait& waited,
+                                   std::string& failure);
   // Closes `fd` (lane.fd or a socket being connected), first taking it out of the lane's io_context.
   static void close_fd(Lane& lane, int fd);
   llm::HttpResponse exchange(Lane& lane, const std::string& head, const llm::RequestParts& body);
@@ -121,6 +116,7 @@ class Upstream {
 
   UpstreamOptions options_;
   llm::HttpClientOptions http_;
+  HostLookup lookup_;
   std::mutex mutex_;
   // Free lanes by the event loop their socket is registered with (null: none, a plain thread's).
   std::map<const void*, std::vector<std::unique_ptr<Lane>>> free_;

@@ -3,9 +3,6 @@
 // so one I/O thread carries every call in flight; the server's guarantees hold on both paths (the upstream
 // deadline's OpenAI-shaped 504, the drain deadline, per-session order, no cross-talk between concurrent
 // sessions).
-#include <dlfcn.h>
-#include <netdb.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,44 +12,6 @@
 
 #include "tests/server/gateway/gateway_fixture.h"
 #include "tests/server/wait_helpers.h"
-
-// getaddrinfo for this test binary: the name "slow-dns.test" hangs (at most 10 s) until StuckDns::release(),
-// then resolves to 127.0.0.1; every other name goes to the C library's. (asio's resolver calls it on its own
-// thread, as it calls the real one.)
-struct StuckDns {
-  static std::mutex& mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static std::condition_variable& changed() {
-    static std::condition_variable c;
-    return c;
-  }
-  static inline bool released = false;
-  static inline int waiting = 0;
-  static int in_lookup() {
-    std::lock_guard lock(mutex());
-    return waiting;
-  }
-  static void release() {
-    std::lock_guard lock(mutex());
-    released = true;
-    changed().notify_all();
-  }
-};
-
-extern "C" int getaddrinfo(const char* node, const char* service, const addrinfo* hints, addrinfo** found) {
-  using Real = int (*)(const char*, const char*, const addrinfo*, addrinfo**);
-  static const Real real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "getaddrinfo"));
-  if (node != nullptr && std::string_view(node) == "slow-dns.test") {
-    std::unique_lock lock(StuckDns::mutex());
-    ++StuckDns::waiting;
-    StuckDns::changed().wait_for(lock, std::chrono::seconds(10), [] { return StuckDns::released; });
-    --StuckDns::waiting;
-    node = "127.0.0.1";
-  }
-  return real(node, service, hints, found);
-}
 
 namespace crl::server::gateway::testing {
 namespace {
@@ -160,67 +119,6 @@ TEST(GatewayInline, ASessionsSecondCallWaitsForTheFirstWithoutBlockingTheThread)
   EXPECT_EQ(json::parse(replies[0].body)["choices"][0]["message"],
             json::parse(replies[1].body)["choices"][0]["message"]);
   EXPECT_EQ(bench.upstream->attempts(), 1u);
-}
-
-// An upstream named by host name ("localhost": /etc/hosts, no DNS server needed) is resolved from the
-// fiber through asio's resolver thread (Upstream::resolve): the call is answered, and the lane's connection
-// is reused for the session's next call.
-// The stand-in upstream named by `host` in the gateway's --llm URL (its options adjusted by `adjust`), and a
-// server with one I/O thread in front.
-struct UpstreamByName {
-  explicit UpstreamByName(const std::string& host, const std::function<void(UpstreamOptions&)>& adjust = {})
-      : upstream(stand_in()) {
-    GatewayOptions options;
-    options.upstream.base_url = "http://" + host + ":" + std::to_string(upstream.port());
-    options.budget = test_budget();
-    if (adjust) adjust(options.upstream);
-    gateway = std::make_unique<Gateway>(options, nullptr);
-    HttpOptions http;
-    http.threads = 1;
-    http.gateway = gateway.get();
-    serve = std::make_unique<server::testing::TestServer>(http);
-  }
-  static crl::testing::ScriptedLlmOptions stand_in() {
-    crl::testing::ScriptedLlmOptions llm;
-    llm.script = harness_script;
-    return llm;
-  }
-  uint16_t port() const { return serve->port(); }
-
-  crl::testing::ScriptedLlmServer upstream;
-  std::unique_ptr<Gateway> gateway;
-  std::unique_ptr<server::testing::TestServer> serve;
-};
-
-TEST(GatewayInline, AnUpstreamNamedByItsHostIsResolvedFromTheFiber) {
-  UpstreamByName bench("localhost");
-  Harness h(bench.port(), "by-name");
-  for (int turn = 0; turn < 2; ++turn) {
-    const json answer = h.turn();
-    ASSERT_EQ(h.last.status, 200) << h.last.body;
-    EXPECT_EQ(answer["choices"][0]["message"]["content"], "ack m0 " + std::to_string(turn));
-    h.add("user", "next");
-  }
-  EXPECT_EQ(bench.upstream.connections(), 1u);
-}
-
-// A DNS server that does not answer: the lookup of the upstream's name ("slow-dns.test", looked up by this
-// test's getaddrinfo below) hangs until the test lets it go. The call's deadline still ends the call: the
-// harness gets its 504 while the lookup is still stuck; once the name resolves, the next call goes through.
-TEST(GatewayInline, AStuckDnsLookupMeetsTheCallsDeadline) {
-  UpstreamByName bench("slow-dns.test", [](UpstreamOptions& upstream) {
-    upstream.request_timeout_s = 0.3;
-    upstream.max_retries = 0;
-  });
-  Harness h(bench.port(), "stuck-dns");
-  const auto reply = h.post({{"model", "test"}, {"messages", h.messages}});
-  const int stuck = StuckDns::in_lookup();
-  StuckDns::release();
-  EXPECT_EQ(reply.status, 504) << reply.body;
-  EXPECT_EQ(json::parse(reply.body)["error"]["code"], "upstream_timeout") << reply.body;
-  EXPECT_EQ(stuck, 1) << "the answer waited for the lookup instead of the deadline";
-  h.turn();
-  EXPECT_EQ(h.last.status, 200) << h.last.body;
 }
 
 class GatewayPaths : public ::testing::TestWithParam<bool> {
