@@ -72,7 +72,8 @@ void look_up(const std::string& host, const std::string& port, HostLookup::Pendi
     return;
   }
   std::vector<HostAddress> addresses;
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) addresses.push_back(address_of(a->ai_addr, a->ai_addrlen));
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next)
+    addresses.push_back(address_of(a->ai_addr, a->ai_addrlen));
   ::freeaddrinfo(found);
   std::string error = addresses.empty() ? "no address" : "";
   out.finish(std::move(addresses), std::move(error));

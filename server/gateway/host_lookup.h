@@ -6,12 +6,12 @@
 // getaddrinfo cannot be cut short, so a host name is looked up on a detached thread of its own, and callers
 // wait on an eventfd that the lookup makes readable when it ends: a fiber through its I/O thread's event
 // loop, a plain thread in poll(2), each until its own deadline or cancel, after which it leaves the lookup
-// behind. The thread shares only the lookup's own state, so it may outlive the Upstream and the server (asio's
-// resolver, used before, joined its thread when the io_context went away: a stuck lookup held the exit).
-// One lookup is in flight at a time (single flight): callers that come while it runs share it, so a DNS
-// server that does not answer costs one stuck thread, not one per connection attempt. A finished lookup is
-// not reused: each new connection looks the name up again and sees DNS changes, as it did before. A numeric
-// address (127.0.0.1, ::1) needs no DNS and is converted at once, with no thread.
+// behind. The thread shares only the lookup's own state, so it may outlive the Upstream and the server
+// (asio's resolver, used before, joined its thread when the io_context went away: a stuck lookup held the
+// exit). One lookup is in flight at a time (single flight): callers that come while it runs share it, so a
+// DNS server that does not answer costs one stuck thread, not one per connection attempt. A finished lookup
+// is not reused: each new connection looks the name up again and sees DNS changes, as it did before. A
+// numeric address (127.0.0.1, ::1) needs no DNS and is converted at once, with no thread.
 #include <sys/socket.h>
 
 #include <atomic>

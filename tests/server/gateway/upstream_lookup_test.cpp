@@ -33,9 +33,9 @@ struct StuckDns {
   }
   static inline int generation = 0;
   static inline int released = 0;  // the last generation released
-  static inline int waiting = 0;  // lookups of this generation waiting
-  static inline int peak = 0;     // the most lookups waiting at once since hold()
-  static inline int lookups = 0;  // lookups of "slow-dns.test" since hold()
+  static inline int waiting = 0;   // lookups of this generation waiting
+  static inline int peak = 0;      // the most lookups waiting at once since hold()
+  static inline int lookups = 0;   // lookups of "slow-dns.test" since hold()
   // Makes the next lookups of "slow-dns.test" hang.
   static void hold() {
     std::lock_guard lock(mutex());
