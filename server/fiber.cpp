@@ -5,6 +5,7 @@
 
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/defer.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/context/stack_context.hpp>
 #include <cerrno>
 #include <cstring>
@@ -225,41 +226,127 @@ void Fiber::suspend() {
   FiberEntry::arrive(fake_stack_, &caller_bottom_, &caller_size_);
 }
 
-FiberWait Fiber::wait(boost::asio::posix::stream_descriptor* descriptor, bool write,
-                      boost::asio::steady_timer& timer, std::chrono::steady_clock::time_point deadline) {
-  namespace net = boost::asio;
-  // Shared by the two handlers: the first settles the outcome, cancels the other and resumes the fiber; the
-  // second (cancelled) finds it settled and returns. Both run on this fiber's strand.
-  struct State {
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+// One Fiber::wait's state. `settled` and `outcome` are touched only on the fiber's strand (the descriptor's
+// completion, and the handlers settle() posts there); `fiber` is dropped by the wait once it has left the
+// timer's Core (under its mutex), so a handler that finds the wait current there may copy it.
+struct FiberWaitState {
+  std::shared_ptr<Fiber> fiber;
+  Clock::time_point deadline;
+  boost::asio::posix::stream_descriptor* descriptor = nullptr;
+  FiberWait outcome = FiberWait::kCancelled;
+  bool settled = false;
+};
+
+namespace {
+// Ends `wait` as `outcome` from a handler posted to its fiber's strand, unless it has ended by then.
+void settle_later(std::shared_ptr<FiberWaitState> wait, std::shared_ptr<Fiber> fiber, FiberWait outcome) {
+  const boost::asio::any_io_executor strand = fiber->executor();
+  boost::asio::post(strand, [wait = std::move(wait), fiber = std::move(fiber), outcome] {
+    if (wait->settled) return;
+    wait->settled = true;
+    wait->outcome = outcome;
+    if (wait->descriptor != nullptr) {
+      boost::system::error_code ignored;
+      wait->descriptor->cancel(ignored);  // its completion finds the wait settled
+    }
+    fiber->resume();
+  });
+}
+}  // namespace
+
+// The timer and the wait under way, shared by the FiberTimer and the timer's pending completion (which may
+// run after the FiberTimer is gone, and on another thread than the one destroying it: hence the mutex).
+struct FiberTimer::Core : std::enable_shared_from_this<Core> {
+  explicit Core(const boost::asio::any_io_executor& executor) : timer(executor) {}
+  std::mutex mutex;
+  boost::asio::steady_timer timer;
+  Clock::time_point armed = Clock::time_point::max();  // the pending completion's expiry (max: none)
+  uint64_t arming = 0;   // numbers the async_waits: the completion of a replaced one is stale
+  bool retired = false;  // the FiberTimer is gone
+  std::shared_ptr<FiberWaitState> current;  // the wait under way (null: none)
+
+  // (Under mutex.) Expires at `at`; a completion still pending is cancelled and found stale.
+  void arm(Clock::time_point at) {
+    armed = at;
+    timer.expires_at(at);
+    timer.async_wait([core = shared_from_this(), which = ++arming](const boost::system::error_code& ec) {
+      core->fired(which, ec);
+    });
+  }
+  void fired(uint64_t which, const boost::system::error_code& ec) {
+    std::shared_ptr<FiberWaitState> due;
     std::shared_ptr<Fiber> fiber;
-    FiberWait outcome = FiberWait::kCancelled;
-    bool settled = false;
-  };
-  auto state = std::make_shared<State>();
+    {
+      std::lock_guard lock(mutex);
+      if (which != arming || retired) return;  // replaced by a later arm(), or the FiberTimer is gone
+      armed = Clock::time_point::max();
+      if (ec || !current) return;              // nothing waits: rest until the next wait arms it
+      if (Clock::now() < current->deadline) {  // fired for a wait that has ended: re-arm for this one
+        arm(current->deadline);
+        return;
+      }
+      due = current;
+      fiber = current->fiber;
+    }
+    settle_later(std::move(due), std::move(fiber), FiberWait::kTimeout);
+  }
+};
+
+FiberTimer::FiberTimer(const boost::asio::any_io_executor& executor)
+    : core_(std::make_shared<Core>(executor)) {}
+
+FiberTimer::~FiberTimer() {
+  std::lock_guard lock(core_->mutex);
+  core_->retired = true;
+  if (core_->armed != Clock::time_point::max()) core_->timer.cancel();  // its completion lets go of the Core
+}
+
+void FiberTimer::cancel() {
+  std::shared_ptr<FiberWaitState> wait;
+  std::shared_ptr<Fiber> fiber;
+  {
+    std::lock_guard lock(core_->mutex);
+    if (!core_->current) return;
+    wait = core_->current;
+    fiber = wait->fiber;
+  }
+  settle_later(std::move(wait), std::move(fiber), FiberWait::kCancelled);
+}
+
+FiberWait Fiber::wait(boost::asio::posix::stream_descriptor* descriptor, bool write, FiberTimer& timer,
+                      Clock::time_point deadline) {
+  namespace net = boost::asio;
+  auto state = std::make_shared<FiberWaitState>();
   state->fiber = shared_from_this();
+  state->deadline = deadline;
+  state->descriptor = descriptor;
+  FiberTimer::Core& core = *timer.core_;
+  {
+    std::lock_guard lock(core.mutex);
+    core.current = state;
+    if (deadline < core.armed) core.arm(deadline);
+  }
   if (descriptor != nullptr) {
     descriptor->async_wait(
         write ? net::posix::descriptor_base::wait_write : net::posix::descriptor_base::wait_read,
-        net::bind_executor(strand_, [state, &timer](const boost::system::error_code& ec) {
+        net::bind_executor(strand_, [state](const boost::system::error_code& ec) {
           if (state->settled) return;
           state->settled = true;
           state->outcome = ec ? FiberWait::kCancelled : FiberWait::kReady;
-          timer.cancel();
           state->fiber->resume();
         }));
   }
-  timer.expires_at(deadline);
-  timer.async_wait(net::bind_executor(strand_, [state, descriptor](const boost::system::error_code& ec) {
-    if (state->settled) return;
-    state->settled = true;
-    state->outcome = ec ? FiberWait::kCancelled : FiberWait::kTimeout;
-    if (descriptor != nullptr) descriptor->cancel();
-    state->fiber->resume();
-  }));
   suspend();
-  const FiberWait outcome = state->outcome;
-  state->fiber.reset();  // no cycle through the handler still pending
-  return outcome;
+  {
+    std::lock_guard lock(core.mutex);
+    if (core.current == state) core.current.reset();
+  }
+  state->fiber.reset();  // no cycle through a completion still pending
+  return state->outcome;
 }
 
 }  // namespace crl::server

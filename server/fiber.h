@@ -32,6 +32,29 @@ namespace crl::server {
 
 enum class FiberWait { kReady, kTimeout, kCancelled };
 
+// The deadline of a fiber's waits, kept by whoever waits again and again (an upstream lane: one per lane,
+// made on the io_context of the fibers that wait on it). Armed lazily: a wait whose deadline is no earlier
+// than the timer's expiry leaves the timer as it is, and a wait that ends on its socket leaves it armed; when
+// it fires early (for a wait that has ended since) it re-arms for the wait then under way, or rests. Why:
+// cancelling an asio timer posts its completion, one more round of the event loop, and a new earliest expiry
+// re-programs the loop's timerfd (a system call); an upstream call paid both for every wait before.
+// May be destroyed on any thread (a lane that moves to another loop), not while a wait on it is under way.
+class FiberTimer {
+ public:
+  explicit FiberTimer(const boost::asio::any_io_executor& executor);
+  ~FiberTimer();
+  FiberTimer(const FiberTimer&) = delete;
+  FiberTimer& operator=(const FiberTimer&) = delete;
+  // Ends the wait under way, if any, as kCancelled (and cancels its descriptor's wait), from a handler that
+  // runs later on the waiting fiber's strand: never inside this call. Thread-safe.
+  void cancel();
+
+ private:
+  friend class Fiber;
+  struct Core;  // shared with the timer's pending completion (fiber.cpp)
+  std::shared_ptr<Core> core_;
+};
+
 class Fiber : public std::enable_shared_from_this<Fiber> {
  public:
   static constexpr size_t kStackBytes = size_t{8} << 20;
@@ -55,12 +78,12 @@ class Fiber : public std::enable_shared_from_this<Fiber> {
   void resume();
 
   // From inside the fiber: suspends until `descriptor` (null: none, a sleep) is ready to read (write: to
-  // write), `deadline` passes (on `timer`), or either is cancelled (kCancelled: how Upstream::cancel() ends a
-  // wait, from a handler on this fiber's strand). Both must have been created on this fiber's io_context.
-  // Costs no thread wake-up: the I/O thread runs other handlers meanwhile, and the one that sees the socket
-  // ready resumes the fiber.
-  FiberWait wait(boost::asio::posix::stream_descriptor* descriptor, bool write,
-                 boost::asio::steady_timer& timer, std::chrono::steady_clock::time_point deadline);
+  // write), `deadline` passes (on `timer`), or the wait is cancelled (kCancelled: timer.cancel(), or the
+  // descriptor's wait cancelled from a handler on this fiber's strand; how Upstream::cancel() ends a wait).
+  // Both must have been created on this fiber's io_context. Costs no thread wake-up: the I/O thread runs
+  // other handlers meanwhile, and the one that sees the socket ready resumes the fiber.
+  FiberWait wait(boost::asio::posix::stream_descriptor* descriptor, bool write, FiberTimer& timer,
+                 std::chrono::steady_clock::time_point deadline);
 
   ~Fiber();
   Fiber(const Fiber&) = delete;

@@ -57,7 +57,7 @@ struct Upstream::FiberIo {
     if (registered >= 0) descriptor.release();
     registered = -1;
   }
-  asio::steady_timer timer;
+  FiberTimer timer;              // armed lazily across the lane's waits (server/fiber.h)
   uint64_t waiting = 0;          // under Upstream::mutex_
   asio::any_io_executor waiter;  // the strand of the fiber whose wait that is (under Upstream::mutex_)
 };
@@ -191,8 +191,15 @@ std::string errno_text(int error) {
 Upstream::FiberIo& Upstream::fiber_io(Lane& lane, const Fiber& fiber) {
   const asio::any_io_executor& executor = fiber.executor();
   if (!lane.io || lane.io->context != &asio::query(executor, asio::execution::context)) {
-    if (lane.io) lane.io->unregister();
-    lane.io = std::make_unique<FiberIo>(executor);
+    // Swapped under the lock: cancel() reads every lane's io, this one's included.
+    auto fresh = std::make_unique<FiberIo>(executor);
+    std::unique_ptr<FiberIo> old;
+    {
+      std::lock_guard lock(mutex_);
+      old = std::move(lane.io);
+      lane.io = std::move(fresh);
+    }
+    if (old) old->unregister();
   }
   return *lane.io;
 }

@@ -101,7 +101,7 @@ class Upstream {
   // plain thread; on a fiber, the fiber suspends and its I/O thread runs on (no thread blocks).
   Wait wait(Lane& lane, int fd, short events, std::chrono::steady_clock::time_point deadline);
   // The lane's FiberIo on `fiber`'s io_context (made, or moved there, as needed).
-  static FiberIo& fiber_io(Lane& lane, const Fiber& fiber);
+  FiberIo& fiber_io(Lane& lane, const Fiber& fiber);
   // The upstream host's addresses (failure set when there are none), from lookup_ (host_lookup.h): the
   // call waits for the lookup on its lane (a fiber's I/O thread runs on meanwhile) until its deadline
   // (waited: kTimeout) or cancel() (kCancelled), and then leaves a stuck lookup behind. Once per new

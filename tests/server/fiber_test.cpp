@@ -54,9 +54,10 @@ TEST(Fiber, AWaitOnASocketSuspendsTheFiberNotTheThread) {
   int handlers_while_waiting = 0;
   net::posix::stream_descriptor descriptor(loop);
   descriptor.assign(pair.fds[0]);
-  net::steady_timer timer(loop);
-  Fiber::spawn(net::make_strand(loop),
-               [&] { outcome = Fiber::current()->wait(&descriptor, false, timer, Clock::now() + 10s); });
+  Fiber::spawn(net::make_strand(loop), [&] {
+    FiberTimer timer(Fiber::current()->executor());  // gone with the fiber: else it keeps the loop 10 s
+    outcome = Fiber::current()->wait(&descriptor, false, timer, Clock::now() + 10s);
+  });
   net::steady_timer later(loop);
   later.expires_after(20ms);
   later.async_wait([&](const boost::system::error_code&) {
@@ -71,15 +72,59 @@ TEST(Fiber, AWaitOnASocketSuspendsTheFiberNotTheThread) {
   EXPECT_LT(Clock::now() - start, 5s);  // (a hang guard, not a timing claim: the deadline is 10 s)
 }
 
+// The timer stays armed after a wait that ends on its socket (FiberTimer, server/fiber.h), yet every wait
+// ends at its own deadline: a later wait with an earlier deadline re-arms it; a later wait with a later
+// deadline, when the timer fires at the earlier one, is neither ended early nor left without a deadline.
+TEST(Fiber, ALazyTimerEndsEachWaitAtItsOwnDeadline) {
+  net::io_context loop(1);
+  SocketPair pair;
+  net::posix::stream_descriptor descriptor(loop);
+  descriptor.assign(pair.fds[0]);
+  FiberWait first = FiberWait::kTimeout, earlier = FiberWait::kReady, second = FiberWait::kTimeout,
+            later = FiberWait::kReady;
+  Clock::duration earlier_took{}, later_took{};
+  Fiber::spawn(net::make_strand(loop), [&] {
+    Fiber& self = *Fiber::current();
+    FiberTimer timer(self.executor());
+    const auto drain = [&] {
+      char byte;
+      ASSERT_EQ(::read(pair.fds[0], &byte, 1), 1);
+    };
+    ASSERT_EQ(::write(pair.fds[1], "x", 1), 1);
+    first = self.wait(&descriptor, false, timer, Clock::now() + 10s);  // ready at once; the timer stays
+    drain();
+    auto start = Clock::now();
+    earlier = self.wait(&descriptor, false, timer, start + 30ms);  // must not wait for the 10 s
+    earlier_took = Clock::now() - start;
+
+    ASSERT_EQ(::write(pair.fds[1], "y", 1), 1);
+    second = self.wait(&descriptor, false, timer, Clock::now() + 30ms);  // ready; armed for 30 ms
+    drain();
+    start = Clock::now();
+    later = self.wait(&descriptor, false, timer, start + 300ms);  // the timer fires at 30 ms first
+    later_took = Clock::now() - start;
+  });
+  const auto start = Clock::now();
+  loop.run();
+  descriptor.release();
+  EXPECT_EQ(first, FiberWait::kReady);
+  EXPECT_EQ(earlier, FiberWait::kTimeout);
+  EXPECT_LT(earlier_took, 5s) << "the earlier deadline did not re-arm the timer";  // (a hang guard)
+  EXPECT_EQ(second, FiberWait::kReady);
+  EXPECT_EQ(later, FiberWait::kTimeout);
+  EXPECT_GE(later_took, 300ms) << "the timer armed for an ended wait ended the next one early";
+  EXPECT_LT(Clock::now() - start, 5s);  // (a hang guard: the timer went with the fiber)
+}
+
 TEST(Fiber, AWaitEndsAtItsDeadlineOrWhenCancelled) {
   net::io_context loop(1);
   SocketPair pair;
   net::posix::stream_descriptor descriptor(loop);
   descriptor.assign(pair.fds[0]);
-  net::steady_timer timer(loop);
   FiberWait timed = FiberWait::kReady, slept = FiberWait::kReady, cancelled = FiberWait::kReady;
   Fiber::spawn(net::make_strand(loop), [&] {
     Fiber& self = *Fiber::current();
+    FiberTimer timer(self.executor());  // gone with the fiber: else it keeps the loop 10 s
     timed = self.wait(&descriptor, false, timer, Clock::now() + 20ms);  // nothing to read
     slept = self.wait(nullptr, false, timer, Clock::now() + 5ms);       // a backoff: no socket
     // Cancelled from a handler on the fiber's strand while it waits (as Upstream::cancel() does).
@@ -108,7 +153,7 @@ TEST(FiberMutex, WaitersGetTheLockInArrivalOrderAndTheThreadRunsOn) {
     order.push_back(who);
   };
   std::atomic<int> queued{0};
-  net::steady_timer hold(loop);
+  FiberTimer hold(loop.get_executor());
   Fiber::spawn(net::make_strand(loop), [&] {
     std::lock_guard guard(lock);
     record("holder");
