@@ -231,8 +231,8 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 // One Fiber::wait's state. `settled` and `outcome` are touched only on the fiber's strand (the descriptor's
-// completion, and the handlers settle() posts there); `fiber` is dropped by the wait once it has left the
-// timer's Core (under its mutex), so a handler that finds the wait current there may copy it.
+// completion, and the handlers settle_later() posts there); `fiber` is dropped by the wait once it has left
+// the timer's Core (under its mutex), so a handler that finds the wait current there may copy it.
 struct FiberWaitState {
   std::shared_ptr<Fiber> fiber;
   Clock::time_point deadline;
@@ -317,9 +317,11 @@ void FiberTimer::cancel() {
   settle_later(std::move(wait), std::move(fiber), FiberWait::kCancelled);
 }
 
-FiberWait Fiber::wait(boost::asio::posix::stream_descriptor* descriptor, bool write, FiberTimer& timer,
-                      Clock::time_point deadline) {
-  namespace net = boost::asio;
+// wait() and read(): `start(state)` starts the descriptor's operation (none for a sleep), whose completion
+// settles the wait through `complete`; the timer ends it at the deadline or on cancel.
+template <class Start>
+FiberWait Fiber::suspend_until(boost::asio::posix::stream_descriptor* descriptor, FiberTimer& timer,
+                               Clock::time_point deadline, const Start& start) {
   auto state = std::make_shared<FiberWaitState>();
   state->fiber = shared_from_this();
   state->deadline = deadline;
@@ -330,16 +332,7 @@ FiberWait Fiber::wait(boost::asio::posix::stream_descriptor* descriptor, bool wr
     core.current = state;
     if (deadline < core.armed) core.arm(deadline);
   }
-  if (descriptor != nullptr) {
-    descriptor->async_wait(
-        write ? net::posix::descriptor_base::wait_write : net::posix::descriptor_base::wait_read,
-        net::bind_executor(strand_, [state](const boost::system::error_code& ec) {
-          if (state->settled) return;
-          state->settled = true;
-          state->outcome = ec ? FiberWait::kCancelled : FiberWait::kReady;
-          state->fiber->resume();
-        }));
-  }
+  start(state);
   suspend();
   {
     std::lock_guard lock(core.mutex);
@@ -347,6 +340,50 @@ FiberWait Fiber::wait(boost::asio::posix::stream_descriptor* descriptor, bool wr
   }
   state->fiber.reset();  // no cycle through a completion still pending
   return state->outcome;
+}
+
+namespace {
+// The descriptor operation's completion (on the fiber's strand): ends the wait unless the timer has.
+void complete(const std::shared_ptr<FiberWaitState>& state, FiberWait outcome) {
+  if (state->settled) return;
+  state->settled = true;
+  state->outcome = outcome;
+  state->fiber->resume();
+}
+}  // namespace
+
+FiberWait Fiber::wait(boost::asio::posix::stream_descriptor* descriptor, bool write, FiberTimer& timer,
+                      Clock::time_point deadline) {
+  namespace net = boost::asio;
+  return suspend_until(descriptor, timer, deadline, [&](const std::shared_ptr<FiberWaitState>& state) {
+    if (descriptor == nullptr) return;
+    descriptor->async_wait(
+        write ? net::posix::descriptor_base::wait_write : net::posix::descriptor_base::wait_read,
+        net::bind_executor(strand_, [state](const boost::system::error_code& ec) {
+          complete(state, ec ? FiberWait::kCancelled : FiberWait::kReady);
+        }));
+  });
+}
+
+FiberWait Fiber::read(boost::asio::posix::stream_descriptor& descriptor, void* data, size_t size,
+                      FiberTimer& timer, Clock::time_point deadline, size_t& got,
+                      boost::system::error_code& error) {
+  namespace net = boost::asio;
+  got = 0;
+  error = {};
+  return suspend_until(&descriptor, timer, deadline, [&](const std::shared_ptr<FiberWaitState>& state) {
+    // `got` and `error` live on this fiber's stack, which outlives the completion only while the wait is
+    // under way: written only by the completion that settles it.
+    descriptor.async_read_some(
+        net::buffer(data, size),
+        net::bind_executor(strand_, [state, &got, &error](const boost::system::error_code& ec, size_t n) {
+          if (state->settled) return;
+          if (ec == net::error::operation_aborted) return complete(state, FiberWait::kCancelled);
+          got = n;
+          error = ec;
+          complete(state, FiberWait::kReady);
+        }));
+  });
 }
 
 }  // namespace crl::server

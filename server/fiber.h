@@ -84,6 +84,14 @@ class Fiber : public std::enable_shared_from_this<Fiber> {
   // other handlers meanwhile, and the one that sees the socket ready resumes the fiber.
   FiberWait wait(boost::asio::posix::stream_descriptor* descriptor, bool write, FiberTimer& timer,
                  std::chrono::steady_clock::time_point deadline);
+  // From inside the fiber: reads what `descriptor` has, at most `size` bytes into `data` (`got`: how many;
+  // `error`: the read's error, asio's eof at the end of the stream), ending like wait() (kReady once read
+  // or failed). One asio read instead of a wait and a recv: asio tries the read at once only while the
+  // socket may hold bytes (else it leaves it to the loop, with no system call), where a wait for
+  // readiness re-arms the descriptor with epoll_ctl every time (an upstream call paid one).
+  FiberWait read(boost::asio::posix::stream_descriptor& descriptor, void* data, size_t size,
+                 FiberTimer& timer, std::chrono::steady_clock::time_point deadline, size_t& got,
+                 boost::system::error_code& error);
 
   ~Fiber();
   Fiber(const Fiber&) = delete;
@@ -94,6 +102,9 @@ class Fiber : public std::enable_shared_from_this<Fiber> {
 
  private:
   static std::shared_ptr<Fiber> make(boost::asio::any_io_executor strand, std::function<void()> body);
+  template <class Start>
+  FiberWait suspend_until(boost::asio::posix::stream_descriptor* descriptor, FiberTimer& timer,
+                          std::chrono::steady_clock::time_point deadline, const Start& start);
 
   boost::asio::any_io_executor strand_;
   boost::context::fiber context_;  // outside: the fiber while it is suspended; inside: whoever resumed it

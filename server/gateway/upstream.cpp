@@ -16,6 +16,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "engine/error.h"
 #include "server/fiber.h"
@@ -204,26 +205,29 @@ Upstream::FiberIo& Upstream::fiber_io(Lane& lane, const Fiber& fiber) {
   return *lane.io;
 }
 
-Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_point deadline) {
-  Fiber* fiber = Fiber::current();
-  if (fiber == nullptr) return wait_for(fd, events, lane.wake, deadline);
-  const asio::any_io_executor& executor = fiber->executor();
-  FiberIo& io = fiber_io(lane, *fiber);
+Upstream::FiberIo* Upstream::enter_wait(Lane& lane, const Fiber& fiber, int fd, Wait& early) {
+  FiberIo& io = fiber_io(lane, fiber);
   if (fd >= 0 && io.registered != fd) {
     io.unregister();
     boost::system::error_code ec;
     io.descriptor.assign(fd, ec);
-    if (ec) return Wait::kReady;  // the socket call that follows reports the error
+    if (ec) {
+      early = Wait::kReady;  // the socket call that follows reports the error
+      return nullptr;
+    }
     io.registered = fd;
   }
-  {
-    std::lock_guard lock(mutex_);
-    if (cancelled_) return Wait::kCancelled;
-    io.waiting = ++waits_;
-    io.waiter = executor;
+  std::lock_guard lock(mutex_);
+  if (cancelled_) {
+    early = Wait::kCancelled;
+    return nullptr;
   }
-  const FiberWait waited =
-      fiber->wait(fd >= 0 ? &io.descriptor : nullptr, events == POLLOUT, io.timer, deadline);
+  io.waiting = ++waits_;
+  io.waiter = fiber.executor();
+  return &io;
+}
+
+std::optional<Upstream::Wait> Upstream::leave_wait(FiberIo& io, FiberWait waited) {
   std::lock_guard lock(mutex_);
   io.waiting = 0;
   if (cancelled_) return Wait::kCancelled;
@@ -235,8 +239,56 @@ Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_poin
     case FiberWait::kCancelled:
       break;
   }
-  // Cancelled by nobody (cancel() sets cancelled_ first): the descriptor failed; the socket call says how.
-  return fd >= 0 ? Wait::kReady : Wait::kTimeout;
+  return std::nullopt;  // cancelled by nobody (cancel() sets cancelled_ first): the descriptor failed
+}
+
+Upstream::Wait Upstream::wait(Lane& lane, int fd, short events, Clock::time_point deadline) {
+  Fiber* fiber = Fiber::current();
+  if (fiber == nullptr) return wait_for(fd, events, lane.wake, deadline);
+  Wait early = Wait::kReady;
+  FiberIo* io = enter_wait(lane, *fiber, fd, early);
+  if (io == nullptr) return early;
+  const FiberWait waited =
+      fiber->wait(fd >= 0 ? &io->descriptor : nullptr, events == POLLOUT, io->timer, deadline);
+  // A descriptor that failed: the socket call that follows says how.
+  return leave_wait(*io, waited).value_or(fd >= 0 ? Wait::kReady : Wait::kTimeout);
+}
+
+Upstream::Wait Upstream::read(Lane& lane, char* data, size_t size, Clock::time_point deadline, size_t& got,
+                              std::string& error) {
+  got = 0;
+  Fiber* fiber = Fiber::current();
+  if (fiber == nullptr) {
+    while (true) {
+      // The upstream has not answered yet when the first read comes (it is sampling): poll first instead
+      // of paying a recv that returns EAGAIN on every call.
+      const Wait w = wait_for(lane.fd, POLLIN, lane.wake, deadline);
+      if (w != Wait::kReady) return w;
+      const ssize_t n = ::recv(lane.fd, data, size, 0);
+      if (n >= 0) {
+        got = static_cast<size_t>(n);
+        return Wait::kReady;
+      }
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      error = errno_text(errno);
+      return Wait::kReady;
+    }
+  }
+  Wait early = Wait::kReady;
+  FiberIo* io = enter_wait(lane, *fiber, lane.fd, early);
+  if (io == nullptr) {
+    if (early == Wait::kReady) error = "the socket cannot be watched";
+    return early;
+  }
+  boost::system::error_code ec;
+  const FiberWait waited = fiber->read(io->descriptor, data, size, io->timer, deadline, got, ec);
+  const std::optional<Wait> w = leave_wait(*io, waited);
+  if (!w) {
+    error = "the read was cancelled";
+    return Wait::kReady;
+  }
+  if (*w == Wait::kReady && ec && ec != asio::error::eof) error = ec.message();
+  return *w;
 }
 
 std::vector<HostAddress> Upstream::resolve(Lane& lane, Clock::time_point deadline, Wait& waited,
@@ -391,10 +443,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
       std::string buffer;
       size_t used = 0;  // parsed bytes at the front of `buffer`
       char chunk[65536];
-      // The upstream has not answered yet (it is sampling): wait before the first read instead of paying a
-      // read that returns EAGAIN on every call.
-      bool readable = waited(wait(lane, lane.fd, POLLIN, deadline));
-      while (readable && !parser.is_done()) {
+      while (!parser.is_done()) {
         if (used < buffer.size()) {
           boost::beast::error_code ec;
           const size_t n = parser.put(boost::asio::buffer(buffer.data() + used, buffer.size() - used), ec);
@@ -406,31 +455,28 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
           if (parser.is_done()) break;
           if (n > 0 && !ec) continue;
         }
-        const ssize_t n = ::recv(lane.fd, chunk, sizeof chunk, 0);
-        if (n > 0) {
+        size_t got = 0;
+        std::string read_error;
+        if (!waited(read(lane, chunk, sizeof chunk, deadline, got, read_error))) break;
+        if (!read_error.empty()) {
+          failure = "connection error: " + read_error;
+          break;
+        }
+        if (got > 0) {
           answer_started = true;
           if (used == buffer.size()) {
             buffer.clear();
             used = 0;
           }
-          buffer.append(chunk, static_cast<size_t>(n));
+          buffer.append(chunk, got);
           continue;
         }
-        if (n == 0) {
-          if (parser.got_some() && parser.need_eof()) {
-            boost::beast::error_code ec;
-            parser.put_eof(ec);
-            if (!ec) break;
-          }
-          failure = "connection error: the server closed the connection before a whole answer";
-          break;
+        if (parser.got_some() && parser.need_eof()) {  // the upstream closed the connection
+          boost::beast::error_code ec;
+          parser.put_eof(ec);
+          if (!ec) break;
         }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          readable = waited(wait(lane, lane.fd, POLLIN, deadline));
-          continue;
-        }
-        failure = "connection error: " + errno_text(errno);
+        failure = "connection error: the server closed the connection before a whole answer";
         break;
       }
       leftover = used < buffer.size();  // bytes past the answer: not a connection to reuse

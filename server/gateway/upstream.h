@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,8 @@
 
 namespace crl::server {
 class Fiber;
-}
+enum class FiberWait;
+}  // namespace crl::server
 
 namespace crl::server::gateway {
 
@@ -100,6 +102,17 @@ class Upstream {
   // Waits for `events` on `fd` (none when fd < 0: a backoff) until `deadline` or cancel(): poll(2) on a
   // plain thread; on a fiber, the fiber suspends and its I/O thread runs on (no thread blocks).
   Wait wait(Lane& lane, int fd, short events, std::chrono::steady_clock::time_point deadline);
+  // Reads what the lane's connection has, at most `size` bytes into `data`: `got` of them (0: the upstream
+  // closed it), or what failed in `error`. On a fiber one asio read (Fiber::read: no epoll_ctl per call, as
+  // a wait for readiness costs), on a plain thread poll(2) then recv. Returns how the wait ended (anything
+  // but kReady: nothing was read).
+  Wait read(Lane& lane, char* data, size_t size, std::chrono::steady_clock::time_point deadline, size_t& got,
+            std::string& error);
+  // A fiber's wait on the lane, before and after: `fd` registered with the fiber's loop and the wait
+  // numbered for cancel() (null, with `early` set, when the wait ends before it starts); then the outcome,
+  // or none when the descriptor's wait failed without a cancel().
+  FiberIo* enter_wait(Lane& lane, const Fiber& fiber, int fd, Wait& early);
+  std::optional<Wait> leave_wait(FiberIo& io, FiberWait waited);
   // The lane's FiberIo on `fiber`'s io_context (made, or moved there, as needed).
   FiberIo& fiber_io(Lane& lane, const Fiber& fiber);
   // The upstream host's addresses (failure set when there are none), from lookup_ (host_lookup.h): the

@@ -116,6 +116,53 @@ TEST(Fiber, ALazyTimerEndsEachWaitAtItsOwnDeadline) {
   EXPECT_LT(Clock::now() - start, 5s);  // (a hang guard: the timer went with the fiber)
 }
 
+// Fiber::read: bytes already there, bytes that come while it waits (written by another handler on the
+// same thread), its deadline, a cancel, and the end of the stream.
+TEST(Fiber, AReadGetsTheBytesTheDeadlineACancelOrTheEnd) {
+  net::io_context loop(1);
+  SocketPair pair;
+  net::posix::stream_descriptor descriptor(loop);
+  descriptor.assign(pair.fds[0]);
+  std::string already, later;
+  FiberWait timed = FiberWait::kReady, cancelled = FiberWait::kReady, ended = FiberWait::kTimeout;
+  size_t end_got = 1;
+  boost::system::error_code end_error;
+  net::steady_timer writer(loop);
+  Fiber::spawn(net::make_strand(loop), [&] {
+    Fiber& self = *Fiber::current();
+    FiberTimer timer(self.executor());
+    char buffer[16];
+    size_t got = 0;
+    boost::system::error_code error;
+    ASSERT_EQ(::write(pair.fds[1], "abc", 3), 3);
+    EXPECT_EQ(self.read(descriptor, buffer, sizeof buffer, timer, Clock::now() + 10s, got, error),
+              FiberWait::kReady);
+    EXPECT_FALSE(error);
+    already.assign(buffer, got);
+    writer.expires_after(10ms);
+    writer.async_wait([&](const boost::system::error_code&) { ASSERT_EQ(::write(pair.fds[1], "de", 2), 2); });
+    EXPECT_EQ(self.read(descriptor, buffer, sizeof buffer, timer, Clock::now() + 10s, got, error),
+              FiberWait::kReady);
+    later.assign(buffer, got);
+    timed = self.read(descriptor, buffer, sizeof buffer, timer, Clock::now() + 20ms, got, error);
+    net::post(self.executor(), [&] { timer.cancel(); });
+    cancelled = self.read(descriptor, buffer, sizeof buffer, timer, Clock::now() + 10s, got, error);
+    ::shutdown(pair.fds[1], SHUT_WR);
+    ended = self.read(descriptor, buffer, sizeof buffer, timer, Clock::now() + 10s, end_got, end_error);
+  });
+  const auto start = Clock::now();
+  loop.run();
+  descriptor.release();
+  EXPECT_EQ(already, "abc");
+  EXPECT_EQ(later, "de");
+  EXPECT_EQ(timed, FiberWait::kTimeout);
+  EXPECT_EQ(cancelled, FiberWait::kCancelled);
+  EXPECT_EQ(ended, FiberWait::kReady);
+  EXPECT_EQ(end_got, 0u);
+  EXPECT_EQ(end_error, net::error::eof);
+  EXPECT_LT(Clock::now() - start, 5s);  // (a hang guard: every deadline above that is met is 20 ms)
+}
+
 TEST(Fiber, AWaitEndsAtItsDeadlineOrWhenCancelled) {
   net::io_context loop(1);
   SocketPair pair;
