@@ -21,6 +21,20 @@ namespace crl::server::gateway::testing {
 
 using json = nlohmann::json;
 
+// A test run on both of the gateway's paths (HttpOptions::gateway_inline): on fibers on the I/O threads
+// (Inline) and on the worker pool (Pool). Instantiate with ::testing::Bool() and path_name.
+class BothPaths : public ::testing::TestWithParam<bool> {
+ protected:
+  HttpOptions http() const {
+    HttpOptions o;
+    o.gateway_inline = GetParam();
+    return o;
+  }
+};
+inline std::string path_name(const ::testing::TestParamInfo<bool>& info) {
+  return info.param ? "Inline" : "Pool";
+}
+
 // The small budget of the tests (byte tokenizer: one token per byte). A turn is about 70 tokens, so the
 // trigger (C - |h| < T_comp, |h| > 1000) fires every few turns and a rebuild keeps two steps.
 inline Budget test_budget() {

@@ -121,14 +121,7 @@ TEST(GatewayInline, ASessionsSecondCallWaitsForTheFirstWithoutBlockingTheThread)
   EXPECT_EQ(bench.upstream->attempts(), 1u);
 }
 
-class GatewayPaths : public ::testing::TestWithParam<bool> {
- protected:
-  HttpOptions http() const {
-    HttpOptions o;
-    o.gateway_inline = GetParam();
-    return o;
-  }
-};
+class GatewayPaths : public BothPaths {};
 
 // A slow upstream meets --llm-timeout on either path, with OpenAI's error shape.
 TEST_P(GatewayPaths, ASlowUpstreamStillHitsTheDeadline) {
@@ -276,10 +269,7 @@ TEST_P(GatewayPaths, PipelinedCallsAreAnsweredInOrder) {
   EXPECT_EQ(statuses, static_cast<size_t>(kCalls));
 }
 
-INSTANTIATE_TEST_SUITE_P(InlineAndPool, GatewayPaths, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? std::string("Inline") : std::string("Pool");
-                         });
+INSTANTIATE_TEST_SUITE_P(InlineAndPool, GatewayPaths, ::testing::Bool(), path_name);
 
 }  // namespace
 }  // namespace crl::server::gateway::testing

@@ -181,14 +181,7 @@ struct UpstreamByName {
 };
 
 // Each test on both paths: a fiber waits through its I/O thread's loop, a worker thread in poll(2).
-class UpstreamLookup : public ::testing::TestWithParam<bool> {
- protected:
-  HttpOptions http() const {
-    HttpOptions o;
-    o.gateway_inline = GetParam();
-    return o;
-  }
-};
+class UpstreamLookup : public BothPaths {};
 
 // An upstream named by host name ("localhost": /etc/hosts, no DNS server needed): the call is answered, and
 // the lane's connection is reused for the session's next call.
@@ -299,10 +292,7 @@ TEST_P(UpstreamLookup, AnUnknownHostIsAnUnavailableUpstream) {
   EXPECT_NE(message.find(::gai_strerror(EAI_NONAME)), std::string::npos) << message;
 }
 
-INSTANTIATE_TEST_SUITE_P(InlineAndPool, UpstreamLookup, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? std::string("Inline") : std::string("Pool");
-                         });
+INSTANTIATE_TEST_SUITE_P(InlineAndPool, UpstreamLookup, ::testing::Bool(), path_name);
 
 }  // namespace
 }  // namespace crl::server::gateway::testing
