@@ -6,7 +6,10 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "engine/error.h"
 #include "envs/registry.h"
@@ -17,6 +20,33 @@
 namespace crl {
 
 using remote::RemoteEndpoint;
+
+namespace {
+// `text` as one word of /bin/sh (single quotes; a quote inside closes, escapes and reopens them).
+std::string shell_word(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+std::string default_remote_command() {
+  namespace fs = std::filesystem;
+  const fs::path script = "clients/python/crl_remote_env.py";
+  std::vector<fs::path> roots;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(self.parent_path().parent_path());
+#ifdef CRL_SOURCE_DIR
+  roots.emplace_back(CRL_SOURCE_DIR);
+#endif
+  for (const fs::path& root : roots) {
+    if (fs::is_regular_file(root / script, ec)) {
+      return "/usr/bin/python3 " + shell_word((root / script).lexically_normal().string()) + " --port 0";
+    }
+  }
+  return "/usr/bin/python3 " + script.string() + " --port 0";
+}
 
 RemoteEnv::RemoteEnv(RemoteConfig config) : config_(std::move(config)) {
   spec_.name = "remote";
@@ -59,7 +89,7 @@ std::vector<ParamSpec> RemoteEnv::param_specs() {
       // (ParamSpec::server_only).
       {"host", ParamType::kString, "127.0.0.1", "IPv4 address of the environment process", true},
       {"port", ParamType::kInt, "0", "its TCP port; 0: start `command` and use the port it prints", true},
-      {"command", ParamType::kString, "/usr/bin/python3 clients/python/crl_remote_env.py --port 0",
+      {"command", ParamType::kString, default_remote_command(),
        "started with /bin/sh when port = 0; must print \"PORT <n>\" as its first line", true},
       {"env", ParamType::kString, "",
        "which environment of the process (\"\": the first GET /v1/info lists)"},

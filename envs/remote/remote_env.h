@@ -43,10 +43,16 @@ namespace remote {
 class RemoteEndpoint;
 }
 
+// The default `command`: the reference environment, clients/python/crl_remote_env.py, by absolute path, found
+// next to this binary (build/crl: ../clients/python) or in the source tree it was built from, so that a
+// server started from any directory starts it; the path relative to the working directory only where
+// neither holds it (then the start fails with an error naming the directory it ran in).
+std::string default_remote_command();
+
 struct RemoteConfig {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: start `command` and read the port it prints ("PORT <n>" on its first stdout line)
-  std::string command = "/usr/bin/python3 clients/python/crl_remote_env.py --port 0";
+  std::string command = default_remote_command();
   std::string env;                        // the process's environment; "": the first one /v1/info lists
   std::string wire = "json";              // json | protobuf (Content-Type of requests and answers)
   bool batch = true;                      // false: one request per step, even in lockstep rounds

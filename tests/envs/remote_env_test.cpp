@@ -189,6 +189,29 @@ TEST(RemoteEnv, DirectStepsAndResetsOfOneInstance) {
   }
 }
 
+// The default command names the reference environment by absolute path (remote_env.h
+// default_remote_command: found next to the binary or in the source tree), so that a server started from any
+// directory starts it. Before, it was relative to the working directory: a reset from "/" failed.
+TEST(RemoteEnv, TheDefaultProcessStartsFromAnyWorkingDirectory) {
+  namespace fs = std::filesystem;
+  EXPECT_EQ(RemoteConfig{}.command,
+            "/usr/bin/python3 '" + fs::path(kEnvScript).lexically_normal().string() + "' --port 0");
+  if (!have_python()) GTEST_SKIP() << "/usr/bin/python3 is not installed";
+  const fs::path before = fs::current_path();
+  fs::current_path("/");
+  std::string system_text, error;
+  try {
+    auto env = make_env("remote", {});
+    Rng rng(StreamKey{1, 2, 0, StreamRole::kEnvironment, 0});
+    system_text = env->reset(Task{"guess-7", 7, ""}, rng).system.text;
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  fs::current_path(before);
+  EXPECT_EQ(error, "");
+  EXPECT_NE(system_text.find("secret number"), std::string::npos) << system_text;
+}
+
 // DESIGN.md rule 9: N episodes x T steps in lockstep are T batch requests, not N x T step requests.
 TEST(RemoteEnv, LockstepRoundsAreOneBatchRequestEach) {
   if (!have_python()) GTEST_SKIP() << "/usr/bin/python3 is not installed";
@@ -318,8 +341,8 @@ TEST(RemoteEnv, FailuresOfTheOtherSideAreCleanErrors) {
   EXPECT_THROW(
       make_env("remote", {{"command", "echo hello"}, {"timeout_ms", "2000"}})->reset(Task{"t", 0, ""}, rng),
       Error);
-  // A command that cannot start (the default's script path is relative: a server started elsewhere) names its
-  // exit status and the directory it ran in.
+  // A command that cannot start names its exit status and the directory it ran in (a relative path in it is
+  // the usual cause).
   try {
     make_env("remote", {{"command", "/bin/sh -c 'exit 3'"}})->reset(Task{"t", 0, ""}, rng);
     ADD_FAILURE() << "no error";
