@@ -86,9 +86,9 @@ class Fiber : public std::enable_shared_from_this<Fiber> {
                  std::chrono::steady_clock::time_point deadline);
   // From inside the fiber: reads what `descriptor` has, at most `size` bytes into `data` (`got`: how many;
   // `error`: the read's error, asio's eof at the end of the stream), ending like wait() (kReady once read
-  // or failed). One asio read instead of a wait and a recv: asio tries the read at once only while the
-  // socket may hold bytes (else it leaves it to the loop, with no system call), where a wait for
-  // readiness re-arms the descriptor with epoll_ctl every time (an upstream call paid one).
+  // or failed). One asio read instead of a wait and a recv: asio tries the read at once (a read that
+  // returns EAGAIN when nothing is there yet) and otherwise leaves it to the loop as it is registered,
+  // where a wait for readiness re-arms the descriptor with epoll_ctl every time (an upstream call paid one).
   FiberWait read(boost::asio::posix::stream_descriptor& descriptor, void* data, size_t size,
                  FiberTimer& timer, std::chrono::steady_clock::time_point deadline, size_t& got,
                  boost::system::error_code& error);
