@@ -82,16 +82,19 @@ void look_up(const std::string& host, const std::string& port, HostLookup::Pendi
 }  // namespace
 
 HostLookup::HostLookup(std::string host, uint16_t port)
-    : host_(std::move(host)), port_(port), port_text_(std::to_string(port)) {}
+    : host_(std::move(host)), port_text_(std::to_string(port)) {
+  if (const std::optional<HostAddress> address = numeric_address(host_, port)) {
+    auto done = std::make_shared<Pending>();
+    done->finish({*address}, "");
+    numeric_ = std::move(done);
+  }
+}
 
 std::shared_ptr<const HostLookup::Pending> HostLookup::start() {
+  if (numeric_) return numeric_;
   std::lock_guard lock(mutex_);
   if (in_flight_ && !in_flight_->done()) return in_flight_;
   auto pending = std::make_shared<Pending>();
-  if (const std::optional<HostAddress> numeric = numeric_address(host_, port_)) {
-    pending->finish({*numeric}, "");
-    return pending;
-  }
   try {
     std::thread([host = host_, port = port_text_, pending] { look_up(host, port, *pending); }).detach();
   } catch (const std::system_error& e) {

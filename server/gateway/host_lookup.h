@@ -53,16 +53,17 @@ class HostLookup {
     std::string error_;
   };
 
+  // Throws crl::Error when no eventfd can be made (for a numeric host, whose outcome is made here).
   HostLookup(std::string host, uint16_t port);
 
-  // The lookup in flight, or a new one (already done for a numeric address, or when no thread could be
-  // started: then error() says so). Thread-safe.
+  // The lookup in flight, or a new one (done already when no thread could be started: then error() says
+  // so); for a numeric address, always the same one, done. Thread-safe.
   std::shared_ptr<const Pending> start();
 
  private:
   const std::string host_;
-  const uint16_t port_;
   const std::string port_text_;
+  std::shared_ptr<const Pending> numeric_;  // a numeric host's one outcome, made once (null: a name)
   std::mutex mutex_;
   std::shared_ptr<Pending> in_flight_;  // under mutex_; the last one started
 };

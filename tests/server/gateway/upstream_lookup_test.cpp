@@ -106,6 +106,7 @@ TEST(HostLookup, ANumericAddressIsConvertedAtOnce) {
   EXPECT_EQ(a->addresses()[0].family, AF_INET);
   EXPECT_EQ(a->addresses()[0].length, sizeof(sockaddr_in));
   EXPECT_EQ(port_of(a->addresses()[0]), 8080);
+  EXPECT_EQ(v4.start().get(), a.get()) << "a numeric address is converted once, not per connection";
 
   HostLookup v6("::1", 30000);
   const auto b = v6.start();
