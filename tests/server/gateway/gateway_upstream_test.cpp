@@ -52,9 +52,10 @@ TEST(GatewayUpstream, StartsNoThreadAndAnswersOnTheCallingThread) {
     EXPECT_FALSE(result.answer.ids.empty());
     if (k == 0) after_first = thread_count();
   }
-  // A numeric address needs no lookup thread (host_lookup.h), and calls start none.
-  EXPECT_EQ(after_first, before);
-  EXPECT_EQ(thread_count(), before);
+  // A numeric address needs no lookup thread (host_lookup.h), and calls start none. (At most `before`: a
+  // detached lookup thread of an earlier test in this binary may end meanwhile.)
+  EXPECT_LE(after_first, before);
+  EXPECT_LE(thread_count(), after_first);
   EXPECT_EQ(stand_in.connections(), 1u) << "sequential calls reuse one keep-alive connection";
 }
 
