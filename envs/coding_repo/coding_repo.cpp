@@ -6,20 +6,12 @@
 #include "engine/error.h"
 #include "engine/file_io.h"
 #include "envs/command_env.h"
+#include "envs/text_cut.h"
 
 namespace crl {
 namespace {
 
-// Keeps the head and the tail of an over-long observation around a marker (valid UTF-8: we only cut ASCII).
-std::string cap(std::string text, size_t limit) {
-  if (text.size() <= limit) return text;
-  const std::string marker = "\n[... " + std::to_string(text.size()) + " bytes, middle cut ...]\n";
-  const size_t keep = limit > marker.size() ? limit - marker.size() : 0;
-  const size_t head = keep / 3;
-  return text.substr(0, head) + marker + text.substr(text.size() - (keep - head));
-}
-
-bool parse_int(const std::string& s, long& out) {
+bool parse_line_number(const std::string& s, long& out) {
   if (s.empty() || s.size() > 9) return false;
   for (char c : s)
     if (!std::isdigit(static_cast<unsigned char>(c))) return false;
@@ -27,7 +19,7 @@ bool parse_int(const std::string& s, long& out) {
   return true;
 }
 
-const char* kSystem =
+const char* kCodingRepoSystemPrompt =
     "You are fixing a bug in a small software repository. Work with exactly one command per reply:\n"
     "  ls                       list the files\n"
     "  cat FILE [START END]     show numbered lines of a file\n"
@@ -130,7 +122,7 @@ CodingRepo::Start CodingRepo::do_reset(const Task& task, Rng&) {
   for (const auto& f : project_.files) files_[f.path] = coding::split_lines(f.text);
   invalid_ = 0;
   Start start;
-  start.system.text = kSystem;
+  start.system.text = kCodingRepoSystemPrompt;
   start.user.text = "Repository " + project_.id + " (" + std::to_string(files_.size()) +
                     " files). Its test suite fails. Find the bug, fix it, make the tests pass, then submit.";
   return start;
@@ -157,7 +149,7 @@ std::string CodingRepo::cmd_cat(const std::vector<std::string>& args) const {
   const long total = static_cast<long>(it->second.size());
   long start = 1, end = total;
   if (args.size() == 3 &&
-      (!parse_int(args[1], start) || !parse_int(args[2], end) || start < 1 || end < start)) {
+      (!parse_line_number(args[1], start) || !parse_line_number(args[2], end) || start < 1 || end < start)) {
     return "ERROR: START and END must be line numbers with 1 <= START <= END";
   }
   end = std::min({end, total, start + config_.page_lines - 1});
@@ -207,7 +199,7 @@ std::string CodingRepo::cmd_edit(const std::string& rest) {
   if (it == files_.end()) return "ERROR: no such file: " + path;
   if (path.rfind("src/", 0) != 0) return "ERROR: " + path + " is read-only (only src/ files can be edited)";
   long line = 0;
-  if (!parse_int(number, line) || line < 1 || line > static_cast<long>(it->second.size())) {
+  if (!parse_line_number(number, line) || line < 1 || line > static_cast<long>(it->second.size())) {
     return "ERROR: LINE must be between 1 and " + std::to_string(it->second.size());
   }
   if (text.find('\n') != std::string::npos) return "ERROR: NEW_TEXT must be one line";
@@ -319,12 +311,12 @@ StepResult CodingRepo::do_step(const Action& action) {
     result.truncated = true;
     result.info = limit;
   }
-  result.observation.text = cap(std::move(text), config_.max_observation_bytes);
+  result.observation.text = cut_middle(std::move(text), config_.max_observation_bytes);
   return result;
 }
 
 namespace {
-const EnvRegistrar kRegistrar(command_env_entry<CodingRepo>(
+const EnvRegistrar kCodingRepoRegistrar(command_env_entry<CodingRepo>(
     "coding_repo", "a generated repository with one injected bug (envs/coding_repo)"));
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 
+#include "envs/text_cut.h"
 #include "wire/api_error.h"
 #include "wire/utf8.h"
 
@@ -29,18 +30,6 @@ constexpr const char* kProtocolVersion = "1";
 constexpr size_t kMaxIdleConnections = 64;
 
 }  // namespace
-
-std::string cap(std::string text, size_t limit) {
-  if (text.size() <= limit) return text;
-  const std::string marker = "\n[... " + std::to_string(text.size()) + " bytes, middle cut ...]\n";
-  const size_t keep = limit > marker.size() ? limit - marker.size() : 0;
-  size_t head = keep / 3;
-  size_t tail_from = text.size() - (keep - head);
-  // Never cut inside a UTF-8 sequence.
-  while (head > 0 && (static_cast<unsigned char>(text[head]) & 0xC0) == 0x80) --head;
-  while (tail_from < text.size() && (static_cast<unsigned char>(text[tail_from]) & 0xC0) == 0x80) ++tail_from;
-  return text.substr(0, head) + marker + text.substr(tail_from);
-}
 
 CallOptions options_of(const RemoteConfig& c) {
   return CallOptions{std::chrono::milliseconds(c.timeout_ms),
@@ -70,7 +59,7 @@ StepResult to_result(const proto::StepResponse& r, const std::string& where, con
   }
   if (!std::isfinite(r.reward())) throw Error(where, "reward", "value is not finite");
   StepResult result;
-  result.observation.text = cap(r.append_text(), max_observation_bytes);
+  result.observation.text = cut_middle(r.append_text(), max_observation_bytes);
   result.reward = r.reward();
   result.terminated = r.terminated();
   result.truncated = r.truncated();

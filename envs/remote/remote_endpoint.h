@@ -33,8 +33,6 @@ struct CallOptions {
 };
 CallOptions options_of(const RemoteConfig& c);
 
-// Keeps head and tail of a text longer than `limit` around a marker (never inside a UTF-8 sequence).
-std::string cap(std::string text, size_t limit);
 // An error answer (non-200) as a crl::Error naming the field the process named.
 Error answer_error(const std::string& where, int status, const proto::ErrorBody& body);
 // The result of a step from the process's answer (the field list of envs/remote/README.md).

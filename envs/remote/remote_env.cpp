@@ -14,6 +14,7 @@
 #include "engine/error.h"
 #include "envs/registry.h"
 #include "envs/remote/remote_endpoint.h"
+#include "envs/text_cut.h"
 #include "proto/server.pb.h"
 #include "wire/utf8.h"
 
@@ -180,8 +181,8 @@ RemoteEnv::Start RemoteEnv::do_reset(const Task& task, Rng& rng) {
     throw Error(where, "kind", "a reset must answer kind \"observation\" (not terminated, not truncated)");
   }
   Start start;
-  start.system.text = remote::cap(response.prompt_text(), config_.max_observation_bytes);
-  start.user.text = remote::cap(response.append_text(), config_.max_observation_bytes);
+  start.system.text = cut_middle(response.prompt_text(), config_.max_observation_bytes);
+  start.user.text = cut_middle(response.append_text(), config_.max_observation_bytes);
   return start;
 }
 
@@ -222,11 +223,12 @@ StepResult RemoteEnv::do_step(const Action& action) {
 }
 
 namespace {
-const EnvRegistrar kRegistrar({"remote",
-                               "an environment in another process (the server's HTTP step protocol)",
-                               RemoteEnv::param_specs(), [](const Params& params) -> std::unique_ptr<Env> {
-                                 return std::make_unique<RemoteEnv>(RemoteEnv::config_from(params));
-                               }});
+const EnvRegistrar kRemoteEnvRegistrar({"remote",
+                                        "an environment in another process (the server's HTTP step protocol)",
+                                        RemoteEnv::param_specs(),
+                                        [](const Params& params) -> std::unique_ptr<Env> {
+                                          return std::make_unique<RemoteEnv>(RemoteEnv::config_from(params));
+                                        }});
 }  // namespace
 
 }  // namespace crl
