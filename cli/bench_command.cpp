@@ -333,8 +333,8 @@ int bench_command(const std::vector<std::string>& args) {
   return failures == 0 ? 0 : 1;
 }
 
-const CommandRegistrar kRegistrar({"bench", "run the benchmarks and rewrite the tables of bench/RESULTS.md",
-                                   bench_command});
+const CommandRegistrar kBenchCommandRegistrar(
+    {"bench", "run the benchmarks and rewrite the tables of bench/RESULTS.md", bench_command});
 
 }  // namespace
 }  // namespace crl::cli

@@ -222,10 +222,11 @@ int deploy_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"deploy",
-                                   "print a deployment configuration: haproxy (a fleet of crl serve behind "
-                                   "HAProxy with session affinity)",
-                                   deploy_command});
+const CommandRegistrar kDeployCommandRegistrar(
+    {"deploy",
+     "print a deployment configuration: haproxy (a fleet of crl serve behind "
+     "HAProxy with session affinity)",
+     deploy_command});
 
 }  // namespace
 }  // namespace crl::cli

@@ -212,8 +212,9 @@ int eval_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"eval", "evaluate a saved policy (a crl run checkpoint) on a split",
-                                   eval_command});
+const CommandRegistrar kEvalCommandRegistrar({"eval",
+                                              "evaluate a saved policy (a crl run checkpoint) on a split",
+                                              eval_command});
 
 }  // namespace
 }  // namespace crl::cli

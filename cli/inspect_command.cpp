@@ -221,8 +221,8 @@ int inspect_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"inspect", "print a trajectory file as a readable trace",
-                                   inspect_command});
+const CommandRegistrar kInspectCommandRegistrar({"inspect", "print a trajectory file as a readable trace",
+                                                 inspect_command});
 
 }  // namespace
 }  // namespace crl::cli

@@ -41,9 +41,8 @@ int merge_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"merge",
-                                   "merge the shard folders of crl run --shard I/N into one result set",
-                                   merge_command});
+const CommandRegistrar kMergeCommandRegistrar(
+    {"merge", "merge the shard folders of crl run --shard I/N into one result set", merge_command});
 
 }  // namespace
 }  // namespace crl::cli

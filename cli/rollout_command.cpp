@@ -320,9 +320,8 @@ int rollout_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"rollout",
-                                   "run episodes against an LLM inference server (SGLang / OpenAI API)",
-                                   rollout_command});
+const CommandRegistrar kRolloutCommandRegistrar(
+    {"rollout", "run episodes against an LLM inference server (SGLang / OpenAI API)", rollout_command});
 
 }  // namespace
 }  // namespace crl::cli

@@ -297,7 +297,7 @@ int run_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar(
+const CommandRegistrar kRunCommandRegistrar(
     {"run", "train and evaluate a scenario's arms (without a scenario: the compaction demo)", run_command});
 
 }  // namespace

@@ -221,8 +221,8 @@ int serve_command(const std::vector<std::string>& args) {
   return 0;
 }
 
-const CommandRegistrar kRegistrar({"serve", "serve environments to external trainers over HTTP (step mode)",
-                                   serve_command});
+const CommandRegistrar kServeCommandRegistrar(
+    {"serve", "serve environments to external trainers over HTTP (step mode)", serve_command});
 
 }  // namespace
 }  // namespace crl::cli

@@ -80,7 +80,7 @@ int simulate_command(const std::vector<std::string>& args) {
   return simulate_file(file, out, threads, report_command("crl simulate", args), progress);
 }
 
-const CommandRegistrar kRegistrar(
+const CommandRegistrar kSimulateCommandRegistrar(
     {"simulate", "simulate the time, GPU and token cost of compaction (a compaction-cost file)",
      simulate_command});
 

@@ -89,4 +89,12 @@ LossResult Learner::step(const Batch& batch, Advantages& advantages, Gradients* 
   return result;
 }
 
+std::vector<TokenRange> rollout_token_ranges(const Batch& b) {
+  std::vector<TokenRange> out(static_cast<size_t>(b.num_rollouts()));
+  for (int64_t r = 0; r < b.num_rollouts(); ++r) {
+    out[r] = {b.segment_offsets[b.rollout_offsets[r]], b.segment_offsets[b.rollout_offsets[r + 1]]};
+  }
+  return out;
+}
+
 }  // namespace crl::learners

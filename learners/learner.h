@@ -51,6 +51,10 @@ struct TokenRange {
   int64_t end = 0;
 };
 
+// The tokens of each rollout of `b`, one range per rollout in batch order (the policies' minibatches take
+// whole rollouts).
+std::vector<TokenRange> rollout_token_ranges(const Batch& b);
+
 // Raw weighted sums; the sums over the micro-batches of a batch are the losses of the batch.
 struct LossResult {
   double policy_loss = 0.0;    // token-normalized clipped PPO surrogate

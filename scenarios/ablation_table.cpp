@@ -19,7 +19,7 @@ std::string points(double share) {
   if (v == 0.0 || std::fabs(v) < 0.005) return "0.00";
   return (v > 0 ? "+" : "") + format_fixed(v, 2);
 }
-std::string pct(double share) {
+std::string percent_digits(double share) {
   return format_fixed(100.0 * share, 1);
 }
 std::string p_text(double p) {
@@ -92,7 +92,7 @@ std::string unpaired_reason(const ScenarioSpec& spec, const ArmResult& a, const 
 }
 
 std::string interval_cell(const Interval& i) {
-  return pct(i.mean) + " [" + pct(i.lo) + ", " + pct(i.hi) + "]";
+  return percent_digits(i.mean) + " [" + percent_digits(i.lo) + ", " + percent_digits(i.hi) + "]";
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "envs/registry.h"
 #include "policies/policy.h"
 #include "scenarios/compaction_cost_retention.h"
+#include "scenarios/report.h"
 #include "scenarios/runner.h"
 #include "scenarios/scenario.h"
 
@@ -198,10 +199,6 @@ Quantiles quantiles(std::vector<double> values) {
   return q;
 }
 
-double ratio(double a, double b) {
-  return b > 0 ? a / b : 0.0;
-}
-
 StrategyResult measure(const sim::ScheduleResult& run, size_t stragglers) {
   StrategyResult r;
   r.launched_rollouts = static_cast<int64_t>(run.rollouts.size());
@@ -250,12 +247,12 @@ StrategyResult measure(const sim::ScheduleResult& run, size_t stragglers) {
   const double steps = static_cast<double>(std::max<size_t>(run.batches.size(), 1));
   r.train_gpu_seconds_per_step = run.train_seconds / steps;
   r.generation_gpu_seconds_per_step = run.server.busy_seconds / steps;
-  r.summary_token_share = ratio(summary_tokens, computed);
-  r.reprefill_token_share = ratio(reprefill, computed);
-  r.cache_hit_rate = ratio(hits, prompts);
+  r.summary_token_share = ratio_or_zero(summary_tokens, computed);
+  r.reprefill_token_share = ratio_or_zero(reprefill, computed);
+  r.cache_hit_rate = ratio_or_zero(hits, prompts);
   r.summary_seconds = summary_ns * 1e-9 / n;
-  r.summary_time_share = ratio(summary_ns, wall_ns);
-  r.queue_time_share = ratio(queue_ns, wall_ns);
+  r.summary_time_share = ratio_or_zero(summary_ns, wall_ns);
+  r.queue_time_share = ratio_or_zero(queue_ns, wall_ns);
   r.max_staleness = run.max_staleness_seen;
   r.simulated_seconds = static_cast<double>(run.end) * 1e-9;
   r.events = run.events;

@@ -12,9 +12,6 @@ namespace crl::scenarios {
 
 namespace {
 
-double ratio(double a, double b) {
-  return b > 0 ? a / b : 0.0;
-}
 std::string pct(double v) {
   return format_fixed(100.0 * v, 1) + "%";
 }
@@ -113,7 +110,7 @@ std::string format_cost_report(const CostSpec& spec, const CostResult& result, c
     auto change = [&](double frozen_s, double learned_s) {
       const double d = frozen_s - learned_s;
       return std::string(d >= 0 ? "saves " : "costs ") + sec(std::fabs(d)) + " (" +
-             format_fixed(std::fabs(100.0 * ratio(d, frozen_s)), 1) + "% of the frozen one's)";
+             format_fixed(std::fabs(100.0 * ratio_or_zero(d, frozen_s)), 1) + "% of the frozen one's)";
     };
     auto keep = [&](const StrategyResult& r) {
       for (const SummarizerSpec& m : result.summarizers) {

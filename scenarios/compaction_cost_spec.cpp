@@ -43,9 +43,9 @@ namespace {
 // Parsing and checking.
 
 // "file:line:column" of a field of the study (scenarios/text_location.h).
-class Locator final : public TextLocator {
+class CostFileLocator final : public TextLocator {
  public:
-  Locator(std::string path, const pb::TextFormat::ParseInfoTree& tree)
+  CostFileLocator(std::string path, const pb::TextFormat::ParseInfoTree& tree)
       : TextLocator(std::move(path), cc::CompactionCost::descriptor(), tree) {}
 };
 
@@ -85,13 +85,8 @@ sim::ServerProfile profile_from(const cc::ServerConfig& s) {
   return p;
 }
 
-template <typename Map>
-std::map<std::string, std::string> sorted(const Map& map) {
-  return std::map<std::string, std::string>(map.begin(), map.end());
-}
-
 // Checks a budget the way the episode will use it; errors point at `at` + the budget's field.
-void check_budget(const Budget& budget, const Locator& at, FieldPath path, int64_t kv_budget) {
+void check_budget(const Budget& budget, const CostFileLocator& at, FieldPath path, int64_t kv_budget) {
   try {
     budget.validate("budget");
   } catch (const Error& e) {
@@ -128,7 +123,7 @@ CostSpec parse_compaction_cost(const std::string& text, const std::string& path)
   cc::CompactionCost file;
   pb::TextFormat::ParseInfoTree tree;
   parse_text_file(text, path, "compaction-cost file", file, tree);
-  const Locator at(path, tree);
+  const CostFileLocator at(path, tree);
 
   CostSpec spec;
   spec.path = path;
@@ -136,7 +131,7 @@ CostSpec parse_compaction_cost(const std::string& text, const std::string& path)
   spec.description = file.description();
   spec.seed = file.seed();
   spec.env = file.env();
-  spec.env_params = sorted(file.env_params());
+  spec.env_params = std::map<std::string, std::string>(file.env_params().begin(), file.env_params().end());
   spec.executor = file.executor();
   spec.view = file.view();
   spec.tasks = file.tasks();

@@ -108,6 +108,9 @@ std::string format_fixed(double value, int digits) {
 std::string xml_escape(const std::string& text) {
   return xml(text);
 }
+double ratio_or_zero(double a, double b) {
+  return b > 0 ? a / b : 0.0;
+}
 void PercentPlot::header(std::ostream& out, const std::string& title) {
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
       << "\" viewBox=\"0 0 " << kWidth << " " << kHeight

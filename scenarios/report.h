@@ -50,10 +50,12 @@ void write_results(const std::string& dir, const ScenarioSpec& spec, const Scena
                    const std::string& command);
 
 // Helpers shared with the other report writers (scenarios/compaction_cost.cpp): a number with `digits`
-// decimals ("" for NaN), text escaped for SVG/XML, and the plots' colour for series i.
+// decimals ("" for NaN), text escaped for SVG/XML, the plots' colour for series i, and a / b for a table's
+// per-unit column (0 when b is not positive: a run with no episodes, say).
 std::string format_fixed(double value, int digits);
 std::string xml_escape(const std::string& text);
 const char* plot_color(size_t series);
+double ratio_or_zero(double a, double b);
 
 // The frame both report plots share (learning curves, cost vs success): a 760 x 460 SVG whose y axis is a
 // share in [0, 1] drawn as 0-100 %, with the legend space on the right.

@@ -43,7 +43,7 @@ size_t query_number(std::string_view target, std::string_view name, size_t fallb
   return value;
 }
 
-HttpAnswer encoded(const google::protobuf::Message& message, wire::WireFormat format) {
+HttpAnswer ok_answer(const google::protobuf::Message& message, wire::WireFormat format) {
   return HttpAnswer{200, std::string(wire::content_type(format)), wire::encode_message(message, format), 0};
 }
 
@@ -68,11 +68,11 @@ std::optional<HttpAnswer> route_ui_lists(EpisodeService& service, const HttpCall
     throw ApiError(405, "method_not_allowed",
                    std::string(call.method) + " is not allowed on " + path + " (use GET)", "");
   }
-  if (parts.size() == 3) return encoded(service.recent_export(std::string(parts[2])), format);
+  if (parts.size() == 3) return ok_answer(service.recent_export(std::string(parts[2])), format);
   const size_t limit = query_number(call.target, "limit", kDefaultLimit, 1, kMaxLimit);
   const size_t offset = query_number(call.target, "offset", 0, 0, 1u << 30);
-  return encoded(episodes ? service.list_episodes(offset, limit) : service.list_exports(offset, limit),
-                 format);
+  return ok_answer(episodes ? service.list_episodes(offset, limit) : service.list_exports(offset, limit),
+                   format);
 }
 
 }  // namespace crl::server

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "engine/json_text.h"
 #include "engine/trajectory_io.h"
 #include "engine/unicode_data.h"
 
@@ -49,7 +50,7 @@ std::vector<double> number_array(const json& segment, const char* key, const std
     const json& v = (*it)[i];
     if (!v.is_number()) {
       throw Error(where, at + "." + key + "[" + std::to_string(i) + "]",
-                  "expected a number, got " + v.dump(-1, ' ', false, json::error_handler_t::replace));
+                  "expected a number, got " + json_text(v));
     }
     out.push_back(v.get<double>());
   }
@@ -230,7 +231,7 @@ std::string viewer_data_json(const ViewerInput& input) {
     doc["rollouts"].push_back(std::move(ro));
   }
   // Environment text may not be valid UTF-8 (a response_text, a metadata value): replace, never throw.
-  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+  return json_text(doc);
 }
 
 }  // namespace crl::ui

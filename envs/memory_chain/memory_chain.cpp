@@ -151,10 +151,12 @@ StepResult MemoryChain::do_step(const Action& action) {
 }
 
 namespace {
-const EnvRegistrar kRegistrar({"memory_chain", "the 96-step memory chain (spec section 2)",
-                               MemoryChain::param_specs(), [](const Params& params) -> std::unique_ptr<Env> {
-                                 return std::make_unique<MemoryChain>(MemoryChain::config_from(params));
-                               }});
+const EnvRegistrar kMemoryChainRegistrar({"memory_chain", "the 96-step memory chain (spec section 2)",
+                                          MemoryChain::param_specs(),
+                                          [](const Params& params) -> std::unique_ptr<Env> {
+                                            return std::make_unique<MemoryChain>(
+                                                MemoryChain::config_from(params));
+                                          }});
 }  // namespace
 
 }  // namespace crl

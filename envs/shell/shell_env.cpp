@@ -24,7 +24,7 @@ std::string format_seconds(double s) {
   return out.str();
 }
 
-const char* kSystem =
+const char* kShellSystemPrompt =
     "You work in a Linux shell on the task below. Each reply is a shell script, run with /bin/sh in the "
     "task's "
     "workspace (the current directory); its output (long outputs keep their head and tail) and exit code "
@@ -227,7 +227,7 @@ ShellEnv::Start ShellEnv::do_reset(const Task& task, Rng&) {
   agent_time_used_ms_ = 0;
   invalid_ = 0;
   Start start;
-  start.system.text = kSystem;
+  start.system.text = kShellSystemPrompt;
   start.user.text = shell::sanitize_utf8(task_.instruction);
   if (start.user.text.size() > spec_.max_observation_bytes) {
     // Keep the head (valid UTF-8: sanitize again after the cut) and say so.
@@ -356,7 +356,7 @@ StepResult ShellEnv::do_step(const Action& action) {
 }
 
 namespace {
-const EnvRegistrar kRegistrar(command_env_entry<ShellEnv>(
+const EnvRegistrar kShellEnvRegistrar(command_env_entry<ShellEnv>(
     "shell", "Harbor-style task folders run with /bin/sh in a sandbox (envs/shell)"));
 }  // namespace
 

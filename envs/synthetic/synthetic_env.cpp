@@ -127,8 +127,10 @@ std::shared_ptr<const TaskSet> shared_task_set(const std::string& source, const 
 }
 
 namespace {
-const EnvRegistrar kRegistrar({"synthetic", synthetic_env_spec().description, synthetic_env_spec().params,
-                               [](const Params& params) { return std::make_unique<SyntheticEnv>(params); }});
+const EnvRegistrar kSyntheticEnvRegistrar({"synthetic", synthetic_env_spec().description,
+                                           synthetic_env_spec().params, [](const Params& params) {
+                                             return std::make_unique<SyntheticEnv>(params);
+                                           }});
 }  // namespace
 
 SyntheticEnv::SyntheticEnv(const Params& params)

@@ -42,15 +42,6 @@ float value_of(const LmModel& model, const RowVector& hidden) {
   return hidden.dot(model.vector(model.layout().value_w(), d)) + model.parameters()[model.layout().value_b()];
 }
 
-// Token range of each rollout of a batch (its segments are consecutive).
-std::vector<learners::TokenRange> rollout_ranges(const learners::Batch& b) {
-  std::vector<learners::TokenRange> out(static_cast<size_t>(b.num_rollouts()));
-  for (int64_t r = 0; r < b.num_rollouts(); ++r) {
-    out[r] = {b.segment_offsets[b.rollout_offsets[r]], b.segment_offsets[b.rollout_offsets[r + 1]]};
-  }
-  return out;
-}
-
 // One segment of the batch: where its response tokens start in the batch, and its trajectory segment.
 struct SegmentRef {
   int64_t begin = 0;
@@ -344,7 +335,7 @@ void LmPolicy::train(const TrainStep& step) {
   b.new_logprobs = b.old_logprobs;
   b.new_values = b.values;
   const learners::LossNormalizer normalizer = learner.normalizer(b);  // the ONE global denominator
-  const std::vector<learners::TokenRange> ranges = rollout_ranges(b);
+  const std::vector<learners::TokenRange> ranges = learners::rollout_token_ranges(b);
   const int rollouts = static_cast<int>(ranges.size());
   CRL_CHECK(rollouts == static_cast<int>(step.trajectories->size()), "batch and trajectories differ");
   // The segments of each rollout, in batch order.
@@ -549,7 +540,7 @@ void LmPolicy::do_load(const proto::checkpoint::PolicyState& state, const std::s
 
 namespace {
 
-const PolicyRegistrar kRegistrar(
+const PolicyRegistrar kLmPolicyRegistrar(
     {"lm",
      "a small decoder-only transformer with a value head that reads the text view and writes its actions "
      "and summaries as tokenizer ids (policies/lm); SFT on oracle demonstrations, then CompactionRL "

@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "engine/json_reader.h"
+#include "engine/json_text.h"
 #include "engine/sse.h"
 #include "engine/unicode_data.h"
 #include "policies/lm/cpu/sampler.h"
@@ -27,10 +28,6 @@ std::string piece_text(const Tokenizer& tokenizer, int32_t id) {
   std::string out = "bytes:";
   for (unsigned char c : bytes) out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
   return out;
-}
-
-std::string dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 // The end of each token's text in the decoded answer (the sampler's text is its tokens' pieces joined).
@@ -135,13 +132,13 @@ std::optional<ServeAnswer> LmService::handle(std::string_view method, std::strin
                     {"created", 0},
                     {"owned_by", "crl"},
                     {"max_model_len", model_.config().max_positions}};
-      return ServeAnswer{200, dump(Json{{"object", "list"}, {"data", Json::array({model})}})};
+      return ServeAnswer{200, json_text(Json{{"object", "list"}, {"data", Json::array({model})}})};
     }
     if (path == "/get_model_info" && method == "GET") {
-      return ServeAnswer{200, dump(Json{{"model_path", name_},
-                                        {"tokenizer_path", tokenizer_->name()},
-                                        {"is_generation", true},
-                                        {"max_context_length", model_.config().max_positions}})};
+      return ServeAnswer{200, json_text(Json{{"model_path", name_},
+                                             {"tokenizer_path", tokenizer_->name()},
+                                             {"is_generation", true},
+                                             {"max_context_length", model_.config().max_positions}})};
     }
     if (path == "/v1/completions" || path == "/generate" || path == "/v1/models" ||
         path == "/get_model_info") {
@@ -150,7 +147,7 @@ std::optional<ServeAnswer> LmService::handle(std::string_view method, std::strin
           {"type", "invalid_request_error"},
           {"param", nullptr},
           {"code", "method_not_allowed"}};
-      return ServeAnswer{405, dump(Json{{"error", error}})};
+      return ServeAnswer{405, json_text(Json{{"error", error}})};
     }
     if (path == "/health" || path == "/metrics") return std::nullopt;  // the engine's server answers them
     const Json error = {{"message", "no route " + std::string(path) +
@@ -159,13 +156,13 @@ std::optional<ServeAnswer> LmService::handle(std::string_view method, std::strin
                         {"type", "invalid_request_error"},
                         {"param", nullptr},
                         {"code", "not_found"}};
-    return ServeAnswer{404, dump(Json{{"error", error}})};
+    return ServeAnswer{404, json_text(Json{{"error", error}})};
   } catch (const std::exception& e) {  // never escapes: an internal failure is a 500 in OpenAI's shape
     const Json error = {{"message", std::string("internal error: ") + e.what()},
                         {"type", "internal_error"},
                         {"param", nullptr},
                         {"code", nullptr}};
-    return ServeAnswer{500, dump(Json{{"error", error}})};
+    return ServeAnswer{500, json_text(Json{{"error", error}})};
   }
 }
 
@@ -226,17 +223,17 @@ ServeAnswer LmService::completions(std::string_view body) const {
     }
     check_sampling(c, job->requests, p);
   } catch (const std::invalid_argument& e) {
-    return ServeAnswer{400, dump(Json{{"error",
-                                       {{"message", e.what()},
-                                        {"type", "invalid_request_error"},
-                                        {"param", nullptr},
-                                        {"code", nullptr}}}})};
+    return ServeAnswer{400, json_text(Json{{"error",
+                                            {{"message", e.what()},
+                                             {"type", "invalid_request_error"},
+                                             {"param", nullptr},
+                                             {"code", nullptr}}}})};
   } catch (const BadRequest& e) {
     const Json error = {{"message", e.what()},
                         {"type", "invalid_request_error"},
                         {"param", e.field.empty() ? Json(nullptr) : Json(e.field)},
                         {"code", nullptr}};
-    return ServeAnswer{400, dump(Json{{"error", error}})};
+    return ServeAnswer{400, json_text(Json{{"error", error}})};
   }
   if (job->streaming.stream) {
     ServeAnswer answer{200, "", kSseContentType};
@@ -265,7 +262,7 @@ ServeAnswer LmService::completions(std::string_view body) const {
                        {"model", name_},
                        {"choices", choices},
                        {"usage", usage_json(prompt_tokens(*job), completion_tokens)}};
-  return ServeAnswer{200, dump(answer)};
+  return ServeAnswer{200, json_text(answer)};
 }
 
 // A choice's final text: cut at its stop string (which stays with include_stop_str_in_output).
@@ -358,7 +355,7 @@ void LmService::stream_completions(const CompletionJob& job, const BodyWriter& w
                          ? usage_json(static_cast<int64_t>(prompt.size()), static_cast<int64_t>(count))
                          : Json(nullptr);
     }
-    return dump(out);
+    return json_text(out);
   };
   const std::vector<SampleResult> results =
       run(job.requests, job.p,
@@ -371,12 +368,12 @@ void LmService::stream_completions(const CompletionJob& job, const BodyWriter& w
     if (results[k].tokens.empty()) append_sse_data(events, event(k, results[k], true));
   }
   if (job.streaming.include_usage) {
-    append_sse_data(events, dump(Json{{"id", id},
-                                      {"object", "text_completion"},
-                                      {"created", 0},
-                                      {"model", name_},
-                                      {"choices", Json::array()},
-                                      {"usage", usage_json(prompt_tokens(job), completion_tokens)}}));
+    append_sse_data(events, json_text(Json{{"id", id},
+                                           {"object", "text_completion"},
+                                           {"created", 0},
+                                           {"model", name_},
+                                           {"choices", Json::array()},
+                                           {"usage", usage_json(prompt_tokens(job), completion_tokens)}}));
   }
   append_sse_data(events, "[DONE]");
   write(events);
@@ -447,9 +444,9 @@ ServeAnswer LmService::generate(std::string_view body) const {
     }
     check_sampling(c, requests, p);
   } catch (const BadRequest& e) {
-    return ServeAnswer{400, dump(Json{{"error", {{"message", e.what()}}}})};
+    return ServeAnswer{400, json_text(Json{{"error", {{"message", e.what()}}}})};
   } catch (const std::invalid_argument& e) {
-    return ServeAnswer{400, dump(Json{{"error", {{"message", e.what()}}}})};
+    return ServeAnswer{400, json_text(Json{{"error", {{"message", e.what()}}}})};
   }
   // Item k of the answer, its result `r` so far (`done`: final; else a stream's partial answer, no
   // finish_reason yet).
@@ -511,7 +508,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
       const auto event = [&](size_t k, const SampleResult& r, bool done) {
         Json out = item(k, r, done);
         if (batch) out["index"] = k;
-        return dump(out);
+        return json_text(out);
       };
       const std::vector<SampleResult> results = run(
           requests, p, [&](int step, std::span<const SampleResult> so_far, std::span<const char> finished) {
@@ -530,7 +527,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
   const std::vector<SampleResult> results = run(requests, p);
   Json items = Json::array();
   for (size_t k = 0; k < results.size(); ++k) items.push_back(item(k, results[k], true));
-  return ServeAnswer{200, dump(batch ? items : items[0])};
+  return ServeAnswer{200, json_text(batch ? items : items[0])};
 }
 
 }  // namespace crl::lm

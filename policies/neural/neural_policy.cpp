@@ -36,15 +36,6 @@ struct DecisionBuilder {
   int groups() const { return static_cast<int>(chosen.size()); }
 };
 
-// Token range of each rollout of a batch (its segments are consecutive).
-std::vector<learners::TokenRange> rollout_ranges(const learners::Batch& b) {
-  std::vector<learners::TokenRange> out(static_cast<size_t>(b.num_rollouts()));
-  for (int64_t r = 0; r < b.num_rollouts(); ++r) {
-    out[r] = {b.segment_offsets[b.rollout_offsets[r]], b.segment_offsets[b.rollout_offsets[r + 1]]};
-  }
-  return out;
-}
-
 // The training forward and backward on the policy's backend: `cuda` runs them on the device
 // (cuda/network_cuda.h, the same math and gradient layout as Network), `cpu` on Network (Eigen).
 ForwardResult forward_on(learners::Backend backend, const Network& net, const DecisionBatch& b) {
@@ -77,7 +68,7 @@ struct UpdateContext {
     batch.new_logprobs = batch.old_logprobs;
     batch.new_values = batch.values;
     normalizer = learner.normalizer(batch);  // the ONE global denominator of the batch (spec 1.5)
-    ranges = rollout_ranges(batch);
+    ranges = learners::rollout_token_ranges(batch);
     group_begin.assign(ranges.size() + 1, 0);
     for (int g = 0; g < d.batch.groups(); ++g) {
       CRL_CHECK(d.token[g] < tokens && d.rollout[g] < static_cast<int>(ranges.size()),
@@ -470,7 +461,7 @@ void NeuralPolicy::do_load(const proto::checkpoint::PolicyState& state, const st
 }
 
 namespace {
-const PolicyRegistrar kRegistrar(
+const PolicyRegistrar kNeuralPolicyRegistrar(
     {"neural",
      "one pointer MLP (shared trunk, answer and summary heads, zero-initialised value head) over records and "
      "memory slots (synthetic suite, symbolic view); trained by the scenario runner with clipped PPO, Adam",

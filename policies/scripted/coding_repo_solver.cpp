@@ -257,16 +257,16 @@ class CodingRepoSolver final : public Policy {
   std::shared_ptr<const Codec> codec_;
 };
 
-const PolicyRegistrar kRegistrar({"coding_repo_solver",
-                                  "scripted coding_repo solver: locates the failing function and repairs it",
-                                  {},
-                                  [](const Params&, const PolicyTarget& target) -> std::unique_ptr<Policy> {
-                                    if (!target.codec || target.codec->view_name() != "text") {
-                                      throw Error("policy \"coding_repo_solver\"", "view",
-                                                  "needs the text view");
-                                    }
-                                    return std::make_unique<CodingRepoSolver>(target.codec);
-                                  }});
+const PolicyRegistrar kCodingRepoSolverRegistrar(
+    {"coding_repo_solver",
+     "scripted coding_repo solver: locates the failing function and repairs it",
+     {},
+     [](const Params&, const PolicyTarget& target) -> std::unique_ptr<Policy> {
+       if (!target.codec || target.codec->view_name() != "text") {
+         throw Error("policy \"coding_repo_solver\"", "view", "needs the text view");
+       }
+       return std::make_unique<CodingRepoSolver>(target.codec);
+     }});
 
 }  // namespace
 }  // namespace crl

@@ -76,12 +76,13 @@ class MemoryChainOracle final : public Policy {
   std::shared_ptr<const Codec> codec_;
 };
 
-const PolicyRegistrar kRegistrar({"memory_chain_oracle",
-                                  "keeps the memory-chain fact in every summary",
-                                  {},
-                                  [](const Params&, const PolicyTarget& target) -> std::unique_ptr<Policy> {
-                                    return std::make_unique<MemoryChainOracle>(target.codec);
-                                  }});
+const PolicyRegistrar kMemoryChainOracleRegistrar({"memory_chain_oracle",
+                                                   "keeps the memory-chain fact in every summary",
+                                                   {},
+                                                   [](const Params&,
+                                                      const PolicyTarget& target) -> std::unique_ptr<Policy> {
+                                                     return std::make_unique<MemoryChainOracle>(target.codec);
+                                                   }});
 
 }  // namespace
 }  // namespace crl

@@ -88,7 +88,7 @@ class ShellSolutionReplay final : public Policy {
   std::vector<Known> known_;
 };
 
-const PolicyRegistrar kRegistrar(
+const PolicyRegistrar kShellSolutionReplayRegistrar(
     {"shell_solution_replay",
      "replays a shell task's solution/solve.sh line by line, then submits",
      {{"tasks_dir", ParamType::kString, "data/shell_tasks", "the shell tasks folder"}},

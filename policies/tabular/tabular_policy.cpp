@@ -267,7 +267,7 @@ void TabularPolicy::do_load(const proto::checkpoint::PolicyState& state, const s
 }
 
 namespace {
-const PolicyRegistrar kRegistrar(
+const PolicyRegistrar kTabularPolicyRegistrar(
     {"tabular",
      "tabular softmax actor-critic keyed by the memory symbol (memory chain, symbolic view)",
      {{"frozen_summary", ParamType::kBool, "false", "keep the summary policy uniform (the control arm)"},

@@ -4,6 +4,7 @@
 
 #include "engine/json_escape.h"
 #include "engine/json_reader.h"
+#include "engine/json_text.h"
 #include "engine/sse.h"
 #include "server/gateway/answer_writer.h"
 #include "server/gateway/openai_codec.h"
@@ -13,10 +14,6 @@ namespace crl::server::gateway {
 using json = nlohmann::json;
 
 namespace {
-
-std::string dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 // The string value of `key` in `object`, or "" when it is not a string.
 std::string_view string_or_empty(JsonView object, std::string_view key) {
@@ -246,7 +243,7 @@ std::string anthropic_message_json(const Completion& c, const std::string& model
     out += "{\"id\":";
     put_string(out, call.id);
     out += ",\"input\":";
-    out += dump(tool_input(call));
+    out += json_text(tool_input(call));
     out += ",\"name\":";
     put_string(out, call.name);
     out += ",\"type\":\"tool_use\"}";
@@ -377,7 +374,8 @@ std::string anthropic_error_json(const GatewayError& e) {
     default:
       break;
   }
-  return dump({{"type", "error"}, {"error", {{"type", type}, {"message", e.what()}, {"code", e.code()}}}});
+  return json_text(
+      json{{"type", "error"}, {"error", {{"type", type}, {"message", e.what()}, {"code", e.code()}}}});
 }
 
 }  // namespace crl::server::gateway

@@ -8,7 +8,7 @@
 
 namespace crl::server::gateway {
 
-using json = nlohmann::ordered_json;  // tool calls keep their keys in the order written
+using nlohmann::ordered_json;  // tool calls keep their keys in the order written
 
 namespace {
 
@@ -167,10 +167,10 @@ std::string assistant_text(std::string_view content, const std::vector<ToolCall>
   std::string out(content);
   for (const ToolCall& call : calls) {
     if (!out.empty()) out += '\n';
-    json arguments = json::parse(call.arguments, nullptr, false);
+    ordered_json arguments = ordered_json::parse(call.arguments, nullptr, false);
     if (arguments.is_discarded()) arguments = call.arguments;
-    out += "<tool_call>\n{\"name\": " + json(call.name).dump() + ", \"arguments\": " + arguments.dump() +
-           "}\n</tool_call>";
+    out += "<tool_call>\n{\"name\": " + ordered_json(call.name).dump() +
+           ", \"arguments\": " + arguments.dump() + "}\n</tool_call>";
   }
   return out;
 }
@@ -186,7 +186,7 @@ AssistantReply parse_reply(std::string_view text, const std::string& id_prefix) 
     const size_t close = text.find(kClose, open + kOpen.size());
     if (close == std::string_view::npos) break;
     const std::string_view inside = trim(text.substr(open + kOpen.size(), close - open - kOpen.size()));
-    const json call = json::parse(inside, nullptr, false);
+    const ordered_json call = ordered_json::parse(inside, nullptr, false);
     if (call.is_object() && call.contains("name") && call["name"].is_string()) {
       content += text.substr(at, open - at);
       ToolCall parsed;

@@ -84,7 +84,7 @@ bool valid_session_id(std::string_view id) {
 }
 
 namespace {
-std::vector<std::string_view> split_path(std::string_view path) {
+std::vector<std::string_view> path_segments(std::string_view path) {
   std::vector<std::string_view> parts;
   size_t at = 0;
   while (at < path.size()) {
@@ -118,7 +118,7 @@ bool is_gateway_path(std::string_view path) {
 
 HttpAnswer gateway_refusal(std::string_view path, int status, const std::string& code,
                            const std::string& message) {
-  const std::vector<std::string_view> parts = split_path(path);
+  const std::vector<std::string_view> parts = path_segments(path);
   const bool anthropic = std::find(parts.begin(), parts.end(), "messages") != parts.end();
   const char* type =
       status == 413 || status == 431 || status == 400 ? "invalid_request_error" : "server_error";

@@ -4,6 +4,7 @@
 
 #include "engine/json_escape.h"
 #include "engine/json_reader.h"
+#include "engine/json_text.h"
 #include "engine/sse.h"
 #include "server/gateway/answer_writer.h"
 
@@ -314,14 +315,6 @@ ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
 
 namespace {
 
-std::string dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-}  // namespace
-
-namespace {
-
 // The answers are written by hand (answer_writer.h).
 void put_usage(std::string& out, const Completion& c) {
   out += "\"usage\":{\"completion_tokens\":";
@@ -496,7 +489,7 @@ std::string openai_error_json(const GatewayError& e) {
                       {"type", e.type()},
                       {"param", e.param().empty() ? json(nullptr) : json(e.param())},
                       {"code", e.code()}}}};
-  return dump(out);
+  return json_text(out);
 }
 
 }  // namespace crl::server::gateway

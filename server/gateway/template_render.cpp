@@ -9,7 +9,7 @@
 
 namespace crl::server::gateway {
 
-using json = nlohmann::ordered_json;  // keys in the request's order, as Python's json keeps them
+using nlohmann::ordered_json;  // keys in the request's order, as Python's json keeps them
 
 namespace {
 
@@ -61,12 +61,12 @@ GatewayError template_error(const std::string& message) {
 
 }  // namespace
 
-json template_message(const Message& message) {
-  json out = {{"role", role_name(message.role)}, {"content", message.content}};
+ordered_json template_message(const Message& message) {
+  ordered_json out = {{"role", role_name(message.role)}, {"content", message.content}};
   if (!message.tool_calls.empty()) {
-    json calls = json::array();
+    ordered_json calls = ordered_json::array();
     for (const ToolCall& call : message.tool_calls) {
-      json arguments = json::parse(call.arguments, nullptr, false);
+      ordered_json arguments = ordered_json::parse(call.arguments, nullptr, false);
       if (arguments.is_discarded()) arguments = call.arguments;
       calls.push_back({{"id", call.id},
                        {"type", "function"},
@@ -91,7 +91,7 @@ TemplateRenderer::TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, C
   for (const std::string& g : guarded_) first_byte_[static_cast<unsigned char>(g.front())] = true;
 }
 
-void TemplateRenderer::guard_strings(json& value, std::vector<std::string>& originals) const {
+void TemplateRenderer::guard_strings(ordered_json& value, std::vector<std::string>& originals) const {
   const auto guard = [&](std::string& text) {
     std::string out;
     size_t from = 0;
@@ -113,7 +113,7 @@ void TemplateRenderer::guard_strings(json& value, std::vector<std::string>& orig
     out.append(text, from, std::string::npos);
     text = std::move(out);
   };
-  const auto walk = [&](auto&& self, json& item) -> void {
+  const auto walk = [&](auto&& self, ordered_json& item) -> void {
     if (item.is_string()) {
       guard(item.get_ref<std::string&>());
     } else if (item.is_array() || item.is_object()) {
@@ -124,7 +124,7 @@ void TemplateRenderer::guard_strings(json& value, std::vector<std::string>& orig
 }
 
 void TemplateRenderer::protect(ConvertedMessages& memo, std::span<const Message> messages,
-                               const json& tools) const {
+                               const ordered_json& tools) const {
   if (!memo.converted_tools || memo.tools != tools) {
     const uint64_t cuts = memo.one_render_cuts;
     memo = ConvertedMessages{};  // the tools' sentinels are numbered first: everything again
@@ -132,7 +132,7 @@ void TemplateRenderer::protect(ConvertedMessages& memo, std::span<const Message>
     memo.tools = tools;
     memo.converted_tools = true;
     if (tools.is_array() && !tools.empty()) {
-      json guarded = tools;
+      ordered_json guarded = tools;
       guard_strings(guarded, memo.originals);
       memo.tool_values = jinja::from_json(guarded);
     }
@@ -149,7 +149,7 @@ void TemplateRenderer::protect(ConvertedMessages& memo, std::span<const Message>
   }
   for (size_t i = same; i < messages.size(); ++i) {
     memo.originals_before.push_back(memo.originals.size());
-    json m = template_message(messages[i]);
+    ordered_json m = template_message(messages[i]);
     guard_strings(m, memo.originals);
     memo.values.push_back(jinja::from_json(m));
     memo.messages.push_back(messages[i]);
@@ -200,7 +200,7 @@ std::vector<TokenId> TemplateRenderer::encode(std::string_view text,
   return tokenizer_->encode_pieces(pieces);
 }
 
-void TemplateRenderer::first(std::span<const Message> messages, const json& tools, int64_t now_unix,
+void TemplateRenderer::first(std::span<const Message> messages, const ordered_json& tools, int64_t now_unix,
                              std::vector<TokenId>& system, std::vector<TokenId>& rest,
                              ConvertedMessages* memo) const {
   ConvertedMessages local;
@@ -239,7 +239,7 @@ void TemplateRenderer::first(std::span<const Message> messages, const json& tool
 }
 
 std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Message> messages, size_t answer,
-                                                           const json& tools, int64_t now_unix,
+                                                           const ordered_json& tools, int64_t now_unix,
                                                            ConvertedMessages* memo,
                                                            std::string_view answer_text) const {
   ConvertedMessages local;
