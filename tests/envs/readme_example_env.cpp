@@ -35,12 +35,12 @@ class Echo final : public Env {
   int64_t turns_;
 };
 
-const EnvRegistrar kRegistrar({"echo",
-                               "repeats the action",
-                               {{"turns", ParamType::kInt, "3", "turns"}},
-                               [](const Params& p) -> std::unique_ptr<Env> {
-                                 return std::make_unique<Echo>(p.get_int("turns"));
-                               }});
+const EnvRegistrar kEchoRegistrar({"echo",
+                                   "repeats the action",
+                                   {{"turns", ParamType::kInt, "3", "turns"}},
+                                   [](const Params& p) -> std::unique_ptr<Env> {
+                                     return std::make_unique<Echo>(p.get_int("turns"));
+                                   }});
 
 }  // namespace
 }  // namespace crl
