@@ -95,7 +95,7 @@ TEST(Progress, AlwaysIntoAPipeShowsTotalsStageAndAFinalLine) {
 TEST(Progress, AutoAndNeverAreQuietWhenStderrIsNotATerminal) {
   const test::TempDir dir;
   const std::string scenario = small_scenario(dir.path());
-  for (const std::string mode : std::vector<std::string>{"", "auto", "never"}) {
+  for (const std::string& mode : std::vector<std::string>{"", "auto", "never"}) {
     const test::CliResult r = crl(run_args(scenario, dir.path() / ("out" + mode), 2, mode));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(r.err, "") << "--progress " << mode;

@@ -101,7 +101,9 @@ TEST(SimRolloutScheduler, SyncBatchWaitsForItsSlowestRollout) {
   for (const RolloutRecord& x : r.rollouts) {
     EXPECT_EQ(x.consumed_by_step, x.index / 8);
     EXPECT_EQ(x.staleness, 0);
-    if (x.index >= 8) EXPECT_GE(x.launched, r.batches[x.index / 8 - 1].trained);
+    if (x.index >= 8) {
+      EXPECT_GE(x.launched, r.batches[x.index / 8 - 1].trained);
+    }
   }
   // The slow rollout (index 0 of each batch) is the one every batch waited for.
   const auto longest = stragglers(r, 1);
@@ -122,7 +124,9 @@ TEST(SimRolloutScheduler, AsyncRespectsTheStalenessBoundAndOverlapsTraining) {
         EXPECT_FALSE(x.discarded);
       }
     }
-    if (s >= 1) EXPECT_GE(r.max_staleness_seen, 1) << "generation never overlapped training";
+    if (s >= 1) {
+      EXPECT_GE(r.max_staleness_seen, 1) << "generation never overlapped training";
+    }
   }
   // Overlapping generation with training finishes the same number of steps sooner.
   EXPECT_LT(run(SchedulerMode::kAsync, 1, 5, 16).end, run(SchedulerMode::kSync, 0, 5, 16).end);

@@ -407,7 +407,7 @@ TEST(ChatTemplate, RendersAllRoles) {
 
 TEST(ChatTemplate, TextCodecUsesTheConfiguredTemplate) {
   const auto tokenizer = std::make_shared<ByteTokenizer>();
-  const TextPrompts prompts{"Sum.", "Resume:", "[cut]"};
+  const TextPrompts prompts{"Sum.", "Resume:", "[cut]", {}};
   const auto chatml = make_text_codec(tokenizer, prompts);
   // The default keeps the fingerprint it had before templates were configurable.
   EXPECT_EQ(chatml->fingerprint(),

@@ -92,7 +92,8 @@ Budget make_budget(int64_t capacity, int64_t reserve, int64_t per_turn_cap, int6
 }
 
 std::shared_ptr<const Codec> short_codec() {
-  return make_text_codec(std::make_shared<ByteTokenizer>(), TextPrompts{"Summarize.", "Resume:", "[cut]"});
+  return make_text_codec(std::make_shared<ByteTokenizer>(),
+                         TextPrompts{"Summarize.", "Resume:", "[cut]", {}});
 }
 
 TEST(EpisodeProperties, InvariantsHoldOverThousandsOfRandomBudgets) {

@@ -41,7 +41,9 @@ TEST(CutMiddle, NeverCutsInsideAUtf8Sequence) {
   for (size_t limit = 0; limit < text.size(); ++limit) {
     const std::string cut = cut_middle(text, limit);
     ASSERT_TRUE(is_valid_utf8(cut)) << "limit " << limit;
-    if (limit >= marker) ASSERT_LE(cut.size(), limit) << "limit " << limit;
+    if (limit >= marker) {
+      ASSERT_LE(cut.size(), limit) << "limit " << limit;
+    }
   }
 }
 

@@ -53,9 +53,9 @@ const StrategyResult& find(const CostResult& r, const std::string& name) {
 
 TEST(CompactionCost, SameFileAndSeedGiveTheSameReportBytesForAnyThreadCount) {
   const CostSpec spec = parse_compaction_cost(kSmall, "small.pbtxt");
-  const CostResult one = run_compaction_cost(spec, CostRunOptions{1});
-  const CostResult again = run_compaction_cost(spec, CostRunOptions{1});
-  const CostResult two = run_compaction_cost(spec, CostRunOptions{2});
+  const CostResult one = run_compaction_cost(spec, CostRunOptions{1, {}});
+  const CostResult again = run_compaction_cost(spec, CostRunOptions{1, {}});
+  const CostResult two = run_compaction_cost(spec, CostRunOptions{2, {}});
   const std::string report = format_cost_report(spec, one, "crl simulate small.pbtxt");
   EXPECT_EQ(report, format_cost_report(spec, again, "crl simulate small.pbtxt"));
   EXPECT_EQ(report, format_cost_report(spec, two, "crl simulate small.pbtxt"));
@@ -65,7 +65,7 @@ TEST(CompactionCost, SameFileAndSeedGiveTheSameReportBytesForAnyThreadCount) {
   // A different seed changes the frozen summarizer's draws, hence the traces.
   CostSpec other = spec;
   other.seed = 4;
-  const CostResult different = run_compaction_cost(other, CostRunOptions{1});
+  const CostResult different = run_compaction_cost(other, CostRunOptions{1, {}});
   EXPECT_NE(format_cost_json(one), format_cost_json(different));
   // Every question of the issue gets its sentence.
   for (const char* q : {"How long do summary calls block an agent?", "GPU time per training step",

@@ -75,8 +75,8 @@ TEST(LlmApi, RequestPartsJoinToTheWholeBody) {
 TEST(LlmApi, RequestIdsAreWrittenAsJsonStrings) {
   Prompt prompt({1, 2});
   SamplingParams sampling;
-  for (const std::string rid : {std::string("r/execute/3"), std::string("a\"b\\c\n\t\x01\x1f\x7f"),
-                                std::string("\xc3\xa9t\xc3\xa9/summarize/0"), std::string()}) {
+  for (const std::string& rid : {std::string("r/execute/3"), std::string("a\"b\\c\n\t\x01\x1f\x7f"),
+                                 std::string("\xc3\xa9t\xc3\xa9/summarize/0"), std::string()}) {
     for (const ApiKind kind : {ApiKind::kSglang, ApiKind::kOpenAi}) {
       GenerateCall call{&prompt.view, 8, 1, rid};
       std::string body;
