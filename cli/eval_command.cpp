@@ -38,7 +38,7 @@
 namespace crl::cli {
 namespace {
 
-using json = nlohmann::ordered_json;
+using nlohmann::ordered_json;
 
 bool declares(const std::string& env, const std::string& param) {
   for (const ParamSpec& p : env_registry().entry(env).params) {
@@ -154,14 +154,14 @@ int eval_command(const std::vector<std::string>& args) {
   }
   const double n = static_cast<double>(trajectories.size());
   const std::vector<scenarios::TypeResult> types = scenarios::type_breakdown(episode, trajectories);
-  json metrics;
+  ordered_json metrics;
   metrics["checkpoint"] = checkpoint_path;
   metrics["scenario"] = ck.scenario();
   metrics["arm"] = ck.arm();
   metrics["trained_seed"] = ck.seed();
   metrics["trained_episodes"] = ck.run().episodes_done();
   metrics["env"] = env_name;
-  metrics["env_params"] = json(episode.params);
+  metrics["env_params"] = ordered_json(episode.params);
   metrics["decoding"] = sample ? "sample" : "greedy";
   metrics["seed"] = seed;
   metrics["episodes"] = trajectories.size();
@@ -173,7 +173,7 @@ int eval_command(const std::vector<std::string>& args) {
   metrics["sampled_tokens"] = sampled_tokens;
   metrics["context_tokens"] = context_tokens;
   if (!types.empty()) {
-    json by_type = json::object();
+    ordered_json by_type = ordered_json::object();
     for (const scenarios::TypeResult& t : types) {
       by_type[t.type] = {{"episodes", t.episodes},
                          {"exact_match", t.exact_match},

@@ -6,7 +6,7 @@
 namespace crl {
 
 namespace {
-std::string compose(const std::string& where, const std::string& field, const std::string& message) {
+std::string compose_message(const std::string& where, const std::string& field, const std::string& message) {
   std::string text;
   if (!where.empty()) text += where + ": ";
   if (!field.empty()) text += "field '" + field + "': ";
@@ -15,7 +15,7 @@ std::string compose(const std::string& where, const std::string& field, const st
 }  // namespace
 
 Error::Error(std::string where, std::string field, std::string message)
-    : std::runtime_error(compose(where, field, message)),
+    : std::runtime_error(compose_message(where, field, message)),
       where_(std::move(where)),
       field_(std::move(field)),
       message_(std::move(message)) {}

@@ -117,7 +117,7 @@ void decompose(char32_t cp, std::vector<char32_t>& out) {
   if (it->second != 0) decompose(it->second, out);
 }
 
-char32_t compose(char32_t a, char32_t b) {
+char32_t compose_pair(char32_t a, char32_t b) {
   if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount) {
     return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
   }
@@ -263,7 +263,7 @@ std::string nfc(std::string_view text) {
       const char32_t ch = buffer[i];
       const int ch_class = ccc_of(ch);
       const char32_t composite =
-          (buffer[starter] >= kRawByteBase || ch >= kRawByteBase) ? 0 : compose(buffer[starter], ch);
+          (buffer[starter] >= kRawByteBase || ch >= kRawByteBase) ? 0 : compose_pair(buffer[starter], ch);
       if (composite != 0 && (last_class < ch_class || last_class == 0)) {
         buffer[starter] = composite;
         continue;

@@ -46,7 +46,7 @@ HttpAnswer from_error(const ApiError& e, WireFormat format) {
   return answer;
 }
 
-void require_method(std::string_view method, std::string_view allowed, std::string_view path) {
+void require_allowed_method(std::string_view method, std::string_view allowed, std::string_view path) {
   if (method != allowed) {
     throw ApiError(405, "method_not_allowed",
                    std::string(method) + " is not allowed on " + std::string(path) + " (use " +
@@ -88,21 +88,21 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
     };
 
     if (parts.size() == 1 && parts[0] == "health") {
-      require_method(call.method, "GET", path);
+      require_allowed_method(call.method, "GET", path);
       return encoded(service.health(call.draining), answer_format);
     }
     if (parts.size() == 1 && parts[0] == "metrics") {
-      require_method(call.method, "GET", path);
+      require_allowed_method(call.method, "GET", path);
       return HttpAnswer{200, kMetricsContentType, service.metrics().render(), 0};
     }
     if (parts.size() == 1 && parts[0] == "ui") {
-      require_method(call.method, "GET", path);
+      require_allowed_method(call.method, "GET", path);
       return ui_page_answer();
     }
     // OpenEnv's discovery routes (server/openenv_session.h); its sessions are WebSocket upgrades of GET /ws,
     // which the transport takes before routing: a plain GET /ws gets 426.
     if (parts.size() == 1 && (parts[0] == "schema" || parts[0] == "metadata")) {
-      require_method(call.method, "GET", path);
+      require_allowed_method(call.method, "GET", path);
       return HttpAnswer{200, std::string(kJsonContentType),
                         parts[0] == "schema" ? openenv_schema_json() : openenv_metadata_json(service), 0};
     }
@@ -123,23 +123,23 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
     }
     if (parts.size() >= 2 && parts[0] == "v1") {
       if (parts.size() == 2 && parts[1] == "info") {
-        require_method(call.method, "GET", path);
+        require_allowed_method(call.method, "GET", path);
         return encoded(service.info(), answer_format);
       }
       if (parts.size() == 2 && parts[1] == "episodes") {
-        require_method(call.method, "POST", path);
+        require_allowed_method(call.method, "POST", path);
         proto::CreateEpisodeRequest request;
         const Timed timed(service.metrics().create_seconds);
         return encoded(service.create(body_as(request)), answer_format);
       }
       if (parts.size() == 2 && parts[1] == "rollouts") {
-        require_method(call.method, "POST", path);
+        require_allowed_method(call.method, "POST", path);
         proto::RolloutsRequest request;
         const Timed timed(service.metrics().rollout_seconds);
         return encoded(service.rollouts(body_as(request)), answer_format);
       }
       if (parts.size() == 3 && parts[1] == "batch" && parts[2] == "step") {
-        require_method(call.method, "POST", path);
+        require_allowed_method(call.method, "POST", path);
         proto::BatchStepRequest request;
         const Timed timed(service.metrics().batch_step_seconds);
         return encoded(service.batch_step(body_as(request)), answer_format);
@@ -148,17 +148,17 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
         const std::string id(parts[2]);
         if (parts.size() == 3) {
           if (call.method == "DELETE") return encoded(service.remove(id), answer_format);
-          require_method(call.method, "GET", path);
+          require_allowed_method(call.method, "GET", path);
           return encoded(service.state(id), answer_format);
         }
         if (parts.size() == 4 && parts[3] == "step") {
-          require_method(call.method, "POST", path);
+          require_allowed_method(call.method, "POST", path);
           proto::StepRequest request;
           const Timed timed(service.metrics().step_seconds);
           return encoded(service.step(id, body_as(request)), answer_format);
         }
         if (parts.size() == 4 && parts[3] == "export") {
-          require_method(call.method, "GET", path);
+          require_allowed_method(call.method, "GET", path);
           return encoded(service.export_segments(id), answer_format);
         }
       }

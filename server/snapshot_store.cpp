@@ -28,7 +28,7 @@ bool is_lower_hex(const std::string& s) {
   return s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
-std::string errno_text() {
+std::string last_errno_text() {
   return std::strerror(errno);
 }
 
@@ -59,9 +59,9 @@ bool write_all(int fd, const std::string& data) {
 std::string write_temp(const std::string& dir, const std::string& target, const std::string& data) {
   std::string path = dir + "/.tmp-XXXXXX";
   const int fd = ::mkstemp(path.data());
-  if (fd < 0) throw Error(target, "", "cannot create a temporary file in " + dir + ": " + errno_text());
+  if (fd < 0) throw Error(target, "", "cannot create a temporary file in " + dir + ": " + last_errno_text());
   const bool ok = write_all(fd, data) && ::fsync(fd) == 0;
-  const std::string why = ok ? "" : errno_text();
+  const std::string why = ok ? "" : last_errno_text();
   ::close(fd);
   if (!ok) {
     ::unlink(path.c_str());
@@ -105,7 +105,8 @@ SnapshotStore::SnapshotStore(std::string dir, const std::string& tag, std::strin
   const std::string backends = dir_ + "/backends";
   for (const std::string& d : {dir_, backends}) {
     if (::mkdir(d.c_str(), 0777) != 0 && errno != EEXIST)
-      throw Error("option --snapshot-dir", "", "cannot create directory " + quote(d) + ": " + errno_text());
+      throw Error("option --snapshot-dir", "",
+                  "cannot create directory " + quote(d) + ": " + last_errno_text());
     struct stat st {};
     if (::stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       throw Error("option --snapshot-dir", "", quote(d) + " is not a directory");
@@ -116,7 +117,7 @@ SnapshotStore::SnapshotStore(std::string dir, const std::string& tag, std::strin
   lock_path_ = backends + "/" + instance_ + ".lock";
   lock_fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
   if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    throw Error("option --snapshot-dir", "", "cannot lock " + quote(lock_path_) + ": " + errno_text());
+    throw Error("option --snapshot-dir", "", "cannot lock " + quote(lock_path_) + ": " + last_errno_text());
   }
   set_address(address_);
 }
@@ -148,7 +149,7 @@ void SnapshotStore::write(const std::string& id, const std::string& payload) con
   file += payload;
   const std::string temp = write_temp(dir_, target, file);
   if (::rename(temp.c_str(), target.c_str()) != 0) {
-    const std::string why = errno_text();
+    const std::string why = last_errno_text();
     ::unlink(temp.c_str());
     throw Error(target, "", "cannot rename the temporary snapshot into place: " + why);
   }
@@ -160,7 +161,7 @@ std::optional<proto::SessionSnapshot> SnapshotStore::read(const std::string& id)
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return std::nullopt;
-    throw bad_snapshot(path, "cannot open: " + errno_text());
+    throw bad_snapshot(path, "cannot open: " + last_errno_text());
   }
   std::string file;
   char chunk[1 << 16];
@@ -168,7 +169,7 @@ std::optional<proto::SessionSnapshot> SnapshotStore::read(const std::string& id)
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      const std::string why = errno_text();
+      const std::string why = last_errno_text();
       ::close(fd);
       throw bad_snapshot(path, "cannot read: " + why);
     }

@@ -56,9 +56,10 @@ class TempDir {
   std::string str() const { return path_.string(); }
   // The path of `name` inside the folder (nothing is created).
   std::string file(std::string_view name) const { return (path_ / name).string(); }
-  // Writes `content` to `name` inside the folder and returns its path.
+  // Writes `content` to `name` inside the folder (its folders created: "a/b.cpp") and returns its path.
   std::string write(std::string_view name, std::string_view content) const {
     const std::string target = file(name);
+    std::filesystem::create_directories(std::filesystem::path(target).parent_path());
     std::ofstream out(target, std::ios::binary);
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     if (!out.flush()) throw std::runtime_error("cannot write " + target);

@@ -161,8 +161,8 @@ void anthropic_element(JsonView element, size_t index, std::vector<Message>& out
 
 // The whole body; with `layout`, where its messages lie, and with `kept`, its tools go there
 // (KeptRequest::see_tools).
-MessagesRequest read_whole(std::string_view body, bool count_only, MessagesLayout* layout,
-                           KeptRequest* kept) {
+MessagesRequest read_whole_messages(std::string_view body, bool count_only, MessagesLayout* layout,
+                                    KeptRequest* kept) {
   const JsonDocument doc = read_request_body(body);
   const JsonView request = doc.root();
   MessagesRequest out;
@@ -205,7 +205,7 @@ MessagesRequest read_whole(std::string_view body, bool count_only, MessagesLayou
 }  // namespace
 
 MessagesRequest parse_messages_request(std::string_view body, bool count_only) {
-  return read_whole(body, count_only, nullptr, nullptr);
+  return read_whole_messages(body, count_only, nullptr, nullptr);
 }
 
 MessagesRequest parse_messages_request(std::string_view body, KeptRequest& kept) {
@@ -217,7 +217,7 @@ MessagesRequest parse_messages_request(std::string_view body, KeptRequest& kept)
     out = kept.decode_middle(body, repeat, anthropic_element);
   if (!out) {
     MessagesLayout layout;
-    out = read_whole(body, false, &layout, &kept);
+    out = read_whole_messages(body, false, &layout, &kept);
     kept.keep_whole(body, BodyApi::kAnthropicMessages, std::move(layout), *out);
   }
   kept.lend(out->turn);

@@ -276,7 +276,7 @@ std::optional<ChatRequest> parse_chat_rest(std::string_view body, const KeptRequ
 }
 
 // The whole body; with `layout`, where its messages lie.
-ChatRequest read_whole(std::string_view body, MessagesLayout* layout, KeptRequest* kept) {
+ChatRequest read_whole_chat(std::string_view body, MessagesLayout* layout, KeptRequest* kept) {
   const JsonDocument doc = read_request_body(body);
   const JsonView request = doc.root();
   ChatRequest out;
@@ -295,7 +295,7 @@ ChatRequest read_whole(std::string_view body, MessagesLayout* layout, KeptReques
 }  // namespace
 
 ChatRequest parse_chat_request(std::string_view body) {
-  return read_whole(body, nullptr, nullptr);
+  return read_whole_chat(body, nullptr, nullptr);
 }
 
 ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
@@ -306,7 +306,7 @@ ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
   }
   if (!out) {
     MessagesLayout layout;
-    out = read_whole(body, &layout, &kept);
+    out = read_whole_chat(body, &layout, &kept);
     kept.keep_whole(body, BodyApi::kOpenAIChat, std::move(layout), *out);
   }
   kept.lend(out->turn);

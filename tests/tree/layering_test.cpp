@@ -12,11 +12,6 @@ namespace crl::test {
 namespace {
 namespace fs = std::filesystem;
 
-void write(const TempDir& root, const std::string& relative, const std::string& text) {
-  fs::create_directories((root.path() / relative).parent_path());
-  root.write(relative, text);
-}
-
 TEST(Layering, TheSourcesFollowTheDependencyTable) {
   const std::vector<Finding> findings = layering_violations(CRL_SOURCE_DIR, design_layering());
   EXPECT_TRUE(findings.empty()) << describe(findings);
@@ -40,25 +35,25 @@ TEST(Layering, SeededViolationsAreFound) {
   for (const char* folder : {"engine", "envs/remote", "wire", "server", "policies", "learners", "proto"}) {
     fs::create_directories(root.path() / folder);
   }
-  write(root, "engine/ok.h",
-        "#pragma once\n#include <vector>\n#include \"engine/rng.h\"\n#include \"proto/x.pb.h\"\n");
-  write(root, "engine/rng.h", "#pragma once\n");
-  write(root, "wire/codec.h", "#include \"engine/rng.h\"\n");
-  write(root, "envs/remote/remote_env.cpp",
-        "#include \"envs/remote/remote_env.h\"\n#include \"wire/codec.h\"\n#include <boost/asio.hpp>\n");
-  write(root, "server/service.cpp", "#include \"envs/remote/remote_env.h\"\n#include \"wire/codec.h\"\n");
-  write(root, "policies/p.cpp", "#include \"envs/remote/remote_env.h\"\n#include \"learners/l.h\"\n");
-  write(root, "learners/l.h", "#pragma once\n");
+  root.write("engine/ok.h",
+             "#pragma once\n#include <vector>\n#include \"engine/rng.h\"\n#include \"proto/x.pb.h\"\n");
+  root.write("engine/rng.h", "#pragma once\n");
+  root.write("wire/codec.h", "#include \"engine/rng.h\"\n");
+  root.write("envs/remote/remote_env.cpp",
+             "#include \"envs/remote/remote_env.h\"\n#include \"wire/codec.h\"\n#include <boost/asio.hpp>\n");
+  root.write("server/service.cpp", "#include \"envs/remote/remote_env.h\"\n#include \"wire/codec.h\"\n");
+  root.write("policies/p.cpp", "#include \"envs/remote/remote_env.h\"\n#include \"learners/l.h\"\n");
+  root.write("learners/l.h", "#pragma once\n");
   EXPECT_TRUE(layering_violations(root.path(), design_layering()).empty())
       << describe(layering_violations(root.path(), design_layering()));
 
   // The seeds: each broken rule of the brief, in the spellings a compiler would accept.
-  write(root, "envs/remote/bad.cpp", "#include \"server/service.h\"\n");
-  write(root, "envs/remote/relative.cpp", "  #  include \"../../server/service.h\"\n");
-  write(root, "wire/bad.h", "#include <server/service.h>\n#include \"envs/remote/remote_env.h\"\n");
-  write(root, "engine/bad.cu", "#include \"policies/p.h\"\n#include \"learners/l.h\"\n");
-  write(root, "engine/bad.cpp", "#include \"envs/env.h\"\n#include \"server/service.h\"\n");
-  write(root, "learners/bad.cpp", "#include \"server/service.h\"\n");
+  root.write("envs/remote/bad.cpp", "#include \"server/service.h\"\n");
+  root.write("envs/remote/relative.cpp", "  #  include \"../../server/service.h\"\n");
+  root.write("wire/bad.h", "#include <server/service.h>\n#include \"envs/remote/remote_env.h\"\n");
+  root.write("engine/bad.cu", "#include \"policies/p.h\"\n#include \"learners/l.h\"\n");
+  root.write("engine/bad.cpp", "#include \"envs/env.h\"\n#include \"server/service.h\"\n");
+  root.write("learners/bad.cpp", "#include \"server/service.h\"\n");
   const std::vector<Finding> found = layering_violations(root.path(), design_layering());
   std::vector<std::string> where;
   for (const Finding& f : found) where.push_back(f.file + ":" + std::to_string(f.line) + " " + f.why);

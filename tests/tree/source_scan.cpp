@@ -1,6 +1,7 @@
 #include "tests/tree/source_scan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -155,6 +156,84 @@ std::vector<Finding> fixed_temp_paths(const fs::path& root, const std::vector<st
         }
         if (std::regex_search(line, kTempApi))
           add("a name in the shared temporary folder (use tests/temp_dir.h)");
+      }
+    }
+  }
+  return findings;
+}
+
+namespace {
+
+// One file-local definition: where, and for an alias what it names (empty for anything else).
+struct LocalName {
+  std::string file;
+  int line = 0;
+  std::string text;
+  std::string alias_of;
+};
+
+// The name a line at namespace scope defines: a class, struct, union or enum; an alias; or the declarator of
+// a function or variable (the identifier before the first "(", "=", "{", "[" or ";", not after "::": that
+// is a member's definition). "" for anything else (templates' heads, comments, closing braces).
+std::string defined_name(const std::string& line, std::string* alias_of) {
+  static const std::regex kType(R"(^(?:class|struct|union|enum(?:\s+class)?)\s+(\w+))");
+  static const std::regex kAlias(R"(^using\s+(\w+)\s*=\s*(.*?)\s*;)");
+  static const std::regex kDeclarator(R"(^[^(={\[;]*?(::)?\b([A-Za-z_]\w*)\s*[(={\[;])");
+  if (line.empty() || std::isspace(static_cast<unsigned char>(line[0])) || line[0] == '}' || line[0] == '#' ||
+      line[0] == '/' || line.rfind("template", 0) == 0 || line.rfind("namespace", 0) == 0 ||
+      line.rfind("using namespace", 0) == 0 || line.rfind("extern", 0) == 0) {
+    return "";
+  }
+  std::smatch m;
+  if (std::regex_search(line, m, kAlias)) {
+    *alias_of = m[2].str();
+    return m[1].str();
+  }
+  if (std::regex_search(line, m, kType)) return m[1].str();
+  if (!std::regex_search(line, m, kDeclarator) || m[1].matched) return "";
+  const std::string name = m[2].str();
+  return name == "operator" ? "" : name;
+}
+
+}  // namespace
+
+std::vector<Finding> unity_name_clashes(const fs::path& root, const std::vector<std::string>& folders) {
+  std::vector<Finding> findings;
+  for (const std::string& folder : folders) {
+    std::map<std::string, std::vector<LocalName>> names;  // name -> its definitions, files in sorted order
+    for (const fs::path& file : files_under(root, folder)) {
+      if (!has_extension(file, {".cpp", ".cc"})) continue;
+      const std::vector<std::string> lines = read_lines(root / file);
+      bool anonymous = false;
+      std::set<std::string> seen;  // a name counts once per file (a declaration, then its definition)
+      for (size_t i = 0; i < lines.size(); ++i) {
+        const std::string& line = lines[i];
+        if (trim(line) == "namespace {" && line[0] == 'n') {
+          anonymous = true;
+          continue;
+        }
+        if (line == "}  // namespace") {
+          anonymous = false;
+          continue;
+        }
+        std::string alias_of;
+        const std::string name = defined_name(line, &alias_of);
+        if (name.empty()) continue;
+        const bool local = anonymous || line.rfind("static ", 0) == 0 || !alias_of.empty();
+        if (!local || !seen.insert(name).second) continue;
+        names[name].push_back(
+            LocalName{file.generic_string(), static_cast<int>(i + 1), trim(line), alias_of});
+      }
+    }
+    for (const auto& [name, defs] : names) {
+      for (size_t d = 1; d < defs.size(); ++d) {
+        const LocalName& first = defs.front();
+        const bool alias = !first.alias_of.empty() || !defs[d].alias_of.empty();
+        if (alias && defs[d].alias_of == first.alias_of) continue;  // the same alias twice is one
+        findings.push_back(Finding{defs[d].file, defs[d].line, defs[d].text,
+                                   name + " is also defined file-locally in " + first.file + ":" +
+                                       std::to_string(first.line) +
+                                       " (one unity batch may hold both: give it its file's name)"});
       }
     }
   }

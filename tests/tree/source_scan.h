@@ -1,8 +1,9 @@
 #pragma once
 // Checks over the source tree as text, so that rules a compiler cannot see fail a test instead of a review:
 //  * layering: which top-level folders a folder's sources may include (DESIGN.md's dependency table);
-//  * fixed temporary paths in tests: two suites running at once must never share a folder.
-// Both take the tree's root, so that a test can run them on a small fake tree with seeded violations.
+//  * fixed temporary paths in tests: two suites running at once must never share a folder;
+//  * file-local names that two files of one library share (a unity build compiles them together).
+// Each takes the tree's root, so that a test can run them on a small fake tree with seeded violations.
 #include <filesystem>
 #include <map>
 #include <set>
@@ -40,5 +41,15 @@ std::vector<Finding> layering_violations(const std::filesystem::path& root, cons
 // exists inside a sandbox's private mount namespace, say).
 std::vector<Finding> fixed_temp_paths(const std::filesystem::path& root,
                                       const std::vector<std::string>& folders);
+
+// Names that two source files of one library both define file-locally, which a unity build (CMakeLists.txt,
+// CRL_UNITY_BUILD) turns into one translation unit's redefinition or, for overloads, a silent choice between
+// the two files' functions, depending on which files share a batch. A file-local name is one defined at the
+// start of a line in a .cpp file: inside an anonymous namespace (`namespace {` ... `}  // namespace`, the
+// project's clang-format style), or marked `static`; and an alias (`using X = ...;`) anywhere at namespace
+// scope, which clashes only when two files alias different things. `folders` are the libraries (top-level
+// folders, each one target); one finding per file after the first that defines a name.
+std::vector<Finding> unity_name_clashes(const std::filesystem::path& root,
+                                        const std::vector<std::string>& folders);
 
 }  // namespace crl::test
