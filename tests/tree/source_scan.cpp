@@ -208,7 +208,7 @@ std::vector<Finding> unity_name_clashes(const fs::path& root, const std::vector<
       std::set<std::string> seen;  // a name counts once per file (a declaration, then its definition)
       for (size_t i = 0; i < lines.size(); ++i) {
         const std::string& line = lines[i];
-        if (trim(line) == "namespace {" && line[0] == 'n') {
+        if (line == "namespace {") {
           anonymous = true;
           continue;
         }

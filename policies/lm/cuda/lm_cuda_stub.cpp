@@ -34,7 +34,7 @@ std::vector<SampleResult> cuda_sample(const LmModel& model, std::span<const Samp
   cuda_detail::check_sample_like_cpu(model, requests, params);
   not_built();
 }
-std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel& model, int slots) {
+std::unique_ptr<TokenDecoder> cuda_decoder(const LmModel&, int slots) {
   cuda_detail::check_decoder_slots(slots);
   not_built();
 }
