@@ -5,7 +5,8 @@
 //                            grows against a fixed pool of 32 (calls/s, the batch the upstream saw)
 //   BM_GatewayThroughput     4 or 16 harnesses calling at once, as fast as answers come, through the gateway,
 //                            straight to the stand-in, and through a null proxy: the server threads' CPU per
-//                            call against the floor of any proxy on this machine
+//                            call against the floor of any proxy on this machine; and through the gateway
+//                            with each session ended as a trainer ends it (reward, export, delete)
 //
 // One-call-at-a-time rows and the gateway's handler alone: bench/gateway_bench.cpp (the same binary).
 #include <benchmark/benchmark.h>
@@ -182,12 +183,23 @@ class NullProxy {
   std::vector<std::thread> connections_;
 };
 
+// A trainer's end of a session (slime's adapter: reward, export, delete); false when any of the three fails.
+bool end_session(server::testing::HttpClient& client, const std::string& id) {
+  const std::string base = "/v1/sessions/" + id;
+  return client.call("POST", base + "/reward", R"({"reward": 1.0})").status == 200 &&
+         client.call("GET", base + "/export").status == 200 && client.call("DELETE", base).status == 200;
+}
+
 // Calls per second per core of gateway work when the gateway is busy (the goal's regime: a trainer's many
 // harnesses at 8k-token contexts), not one call at a time on an idle machine. Args: harnesses at once (each
 // a thread with its own session and keep-alive connection, calling as soon as its answer comes, for 3 s of
 // wall time, against a stand-in upstream that answers at once), and 1 for the direct twin: the same
 // harnesses calling the stand-in straight with 8k-token /generate bodies, the baseline of the same run, or 2
-// for the same harnesses through NullProxy (above: the floor of any proxy's CPU per call here).
+// for the same harnesses through NullProxy (above: the floor of any proxy's CPU per call here), or 3 for the
+// gateway with each session ended the way a trainer ends it: every 32 turns, when a harness starts afresh, it
+// posts the old session's reward, fetches its export and deletes it (row 0 leaves them all in the gateway
+// until the run ends). Those three requests are gateway work but not calls: their CPU is in server_cpu_us,
+// spread over the 32 chat calls.
 // Counters: calls_per_s (wall), server_cpu_us (CPU of the server's threads, crl-io and crl-worker, per call:
 // the gateway's whole work, its two HTTP exchanges' and wake-ups' kernel time included),
 // gateway_calls_per_core_s = 1e6 / server_cpu_us, process_cpu_us (every thread: harnesses, server,
@@ -198,6 +210,7 @@ class NullProxy {
 void BM_GatewayThroughput(benchmark::State& state) {
   const int harnesses = static_cast<int>(state.range(0));
   const bool direct = state.range(1) == 1;
+  const bool trainer_ends_sessions = state.range(1) == 3;
   keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
   server::HttpOptions http;
   http.max_body_bytes = 64u << 20;
@@ -219,6 +232,10 @@ void BM_GatewayThroughput(benchmark::State& state) {
     json messages;
     std::string path;
     const auto fresh = [&] {
+      if (session > 0 && trainer_ends_sessions &&
+          !end_session(client, "tp-" + std::to_string(index) + "-" + std::to_string(session - 1))) {
+        ++failures;
+      }
       path = "/v1/sessions/tp-" + std::to_string(index) + "-" + std::to_string(session++) +
              "/v1/chat/completions";
       messages = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
@@ -287,9 +304,11 @@ BENCHMARK(BM_GatewayThroughput)
     ->Args({4, 0})
     ->Args({4, 1})
     ->Args({4, 2})
+    ->Args({4, 3})
     ->Args({16, 0})
     ->Args({16, 1})
     ->Args({16, 2})
+    ->Args({16, 3})
     ->Iterations(1)
     ->UseManualTime();
 

@@ -44,6 +44,7 @@ const std::vector<BenchPlan>& bench_plans() {
        {{"CRL_BENCH_EPISODES", "1"}},
        "one episode per session and the one-session loads: the 64-session loads take minutes"},
       {"remote_env", ".", 0.1, {}, "remote env steps/s: batched rounds vs one request per step"},
+      {"wire", ".", 0.1, {}, "the JSON writer on a session's export vs protobuf's own printer"},
       {"simulation", ".", 0.1, {}, "simulated events/s with stubbed policies vs the bare kernel"},
       {"tokenizer", ".", 0.1, {}, "tokenizer vs its reference"},
       {"chat_template",

@@ -1,6 +1,7 @@
 #include "wire/wire_codec.h"
 
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/reflection.h>
 #include <google/protobuf/unknown_field_set.h>
 
 #include <algorithm>
@@ -314,20 +315,38 @@ void write_string(std::string& out, std::string_view s) {
   append_json_string(out, s);
 }
 
+// The longest text put_number writes: a double's shortest form is at most 24 characters, quotes add two.
+constexpr size_t kMaxNumberText = 32;
+
+// Writes a number's JSON text at `at` (room for kMaxNumberText) and returns its end.
+template <typename T>
+char* put_number(char* at, T value, bool quoted) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const auto put = [&](std::string_view text) { return std::copy(text.begin(), text.end(), at); };
+    if (std::isnan(value)) return put("\"NaN\"");
+    if (std::isinf(value)) return put(value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+  }
+  if (quoted) *at++ = '"';
+  at = std::to_chars(at, at + kMaxNumberText - 2, value).ptr;
+  if (quoted) *at++ = '"';
+  return at;
+}
+
 template <typename T>
 void write_number(std::string& out, T value, bool quoted) {
-  char buffer[64];
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(value)) return void(out += "\"NaN\"");
-    if (std::isinf(value)) return void(out += value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-  }
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
-  if (quoted) out += '"';
-  out.append(buffer, result.ptr);
-  if (quoted) out += '"';
+  char buffer[kMaxNumberText];
+  out.append(buffer, put_number(buffer, value, quoted));
 }
 
 void write_message(std::string& out, const Message& message);
+
+// An enum value by its name; a number the schema does not name (proto3 enums are open: a newer peer's value
+// survives parsing) as the number, as the canonical JSON mapping prints it.
+void write_enum(std::string& out, const FieldDescriptor* f, int32_t number) {
+  const EnumValueDescriptor* value = f->enum_type()->FindValueByNumber(number);
+  if (value != nullptr) return write_string(out, value->name());
+  write_number(out, number, false);
+}
 
 void write_value(std::string& out, const Message& m, const FieldDescriptor* f, int index) {
   const Reflection* r = m.GetReflection();
@@ -348,10 +367,8 @@ void write_value(std::string& out, const Message& m, const FieldDescriptor* f, i
     case FieldDescriptor::CPPTYPE_BOOL:
       out += (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false";
       return;
-    case FieldDescriptor::CPPTYPE_ENUM: {
-      const EnumValueDescriptor* v = rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f);
-      return write_string(out, v->name());
-    }
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return write_enum(out, f, rep ? r->GetRepeatedEnumValue(m, f, index) : r->GetEnumValue(m, f));
     case FieldDescriptor::CPPTYPE_STRING: {
       std::string scratch;
       const std::string& s =
@@ -360,6 +377,94 @@ void write_value(std::string& out, const Message& m, const FieldDescriptor* f, i
     }
     case FieldDescriptor::CPPTYPE_MESSAGE:
       return write_message(out, rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
+  }
+}
+
+// Text bound for `out` gathered in a buffer on the stack and appended a few KB at a time: a repeated field's
+// elements are a few bytes each, and an append per element cost more than writing them.
+class ChunkedText {
+ public:
+  explicit ChunkedText(std::string& out) : out_(out) {}
+  ChunkedText(const ChunkedText&) = delete;
+  ChunkedText& operator=(const ChunkedText&) = delete;
+  ~ChunkedText() { flush(); }
+  // Where to write up to `n` (<= sizeof the buffer) characters; then done(end of what was written).
+  char* room(size_t n) {
+    if (static_cast<size_t>(std::end(chunk_) - at_) < n) flush();
+    return at_;
+  }
+  void done(char* end) { at_ = end; }
+  void put(std::string_view text) {
+    if (text.size() > sizeof(chunk_)) {
+      flush();
+      out_ += text;
+      return;
+    }
+    done(std::copy(text.begin(), text.end(), room(text.size())));
+  }
+  void flush() {
+    out_.append(chunk_, at_);
+    at_ = chunk_;
+  }
+
+ private:
+  std::string& out_;
+  char chunk_[4096];
+  char* at_ = chunk_;
+};
+
+template <typename T>
+void write_numbers(std::string& out, const Message& m, const FieldDescriptor* f, bool quoted) {
+  // By index, not by the ref's iterator: one virtual call per element instead of three.
+  const google::protobuf::RepeatedFieldRef<T> values = m.GetReflection()->GetRepeatedFieldRef<T>(m, f);
+  const int n = values.size();
+  ChunkedText text(out);
+  for (int i = 0; i < n; ++i) {
+    char* at = text.room(kMaxNumberText + 1);
+    if (i) *at++ = ',';
+    text.done(put_number(at, values.Get(i), quoted));
+  }
+}
+
+// The elements of a repeated number or enum field, comma-separated, read through one RepeatedFieldRef: a
+// session's export is tens of thousands of them, and reflection's per-index getters (GetRepeatedInt32, ...)
+// look the field's offset up again for every element. False for the other types (strings, messages), which
+// the caller writes one by one.
+bool write_repeated_scalars(std::string& out, const Message& m, const FieldDescriptor* f) {
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return write_numbers<int32_t>(out, m, f, false), true;
+    case FieldDescriptor::CPPTYPE_INT64:
+      return write_numbers<int64_t>(out, m, f, true), true;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return write_numbers<uint32_t>(out, m, f, false), true;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return write_numbers<uint64_t>(out, m, f, true), true;
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return write_numbers<float>(out, m, f, false), true;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return write_numbers<double>(out, m, f, false), true;
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      // A run of one value (a prompt's provenance) writes the text of its name, found once.
+      const google::protobuf::RepeatedFieldRef<int32_t> numbers =
+          m.GetReflection()->GetRepeatedFieldRef<int32_t>(m, f);
+      int32_t last_number = 0;
+      std::string last_text;  // ",NAME" as JSON
+      const int n = numbers.size();
+      ChunkedText text(out);
+      for (int i = 0; i < n; ++i) {
+        const int32_t number = numbers.Get(i);
+        if (i == 0 || number != last_number) {
+          last_text = ",";
+          write_enum(last_text, f, number);
+          last_number = number;
+        }
+        text.put(std::string_view(last_text).substr(i == 0 ? 1 : 0));
+      }
+      return true;
+    }
+    default:
+      return false;
   }
 }
 
@@ -405,10 +510,12 @@ void write_message(std::string& out, const Message& message) {
       out += '}';
     } else if (f->is_repeated()) {
       out += '[';
-      const int n = r->FieldSize(message, f);
-      for (int e = 0; e < n; ++e) {
-        if (e) out += ',';
-        write_value(out, message, f, e);
+      if (!write_repeated_scalars(out, message, f)) {
+        const int n = r->FieldSize(message, f);
+        for (int e = 0; e < n; ++e) {
+          if (e) out += ',';
+          write_value(out, message, f, e);
+        }
       }
       out += ']';
     } else {

@@ -7,12 +7,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "proto/checkpoint.pb.h"
+#include "proto/compaction_cost.pb.h"
+#include "proto/scenario.pb.h"
+#include "proto/server.pb.h"
 #include "tests/fuzz/corpus_replay.h"
 #include "wire/api_error.h"
 #include "wire/utf8.h"
@@ -181,6 +186,60 @@ TEST(WireCodec, ProtobufReadsOurJson) {
   EXPECT_TRUE(budget.budget().has_capacity());
   EXPECT_FALSE(budget.budget().has_reserve());  // proto3 optional: absent stays absent
   EXPECT_EQ(encode_message(budget.budget(), WireFormat::kJson), R"({"capacity":512})");
+}
+
+// Long repeated fields of every number type, written a chunk at a time (wire_codec.cpp's ChunkedText): what
+// protobuf's own parser reads back is the message, bit for bit, across the chunks' boundaries.
+TEST(WireCodec, LongRepeatedFieldsOfEveryTypeReadBackExactly) {
+  std::mt19937_64 random(11);
+  const auto bits = [&] { return random(); };
+  proto::Segment segment;
+  proto::scenario::Scenario scenario;
+  proto::checkpoint::TabularState tabular;
+  proto::compaction_cost::Sweep sweep;
+  for (int i = 0; i < 3000; ++i) {
+    segment.add_prompt_ids(i == 0 ? std::numeric_limits<int32_t>::min() : static_cast<int32_t>(bits()));
+    segment.add_response_ids(i % 7 - 3);
+    float f = 0;
+    do {
+      const uint32_t b = static_cast<uint32_t>(bits());
+      std::memcpy(&f, &b, sizeof f);
+    } while (std::isnan(f));
+    segment.add_rollout_log_probs(i == 1 ? std::numeric_limits<float>::infinity() : f);
+    segment.add_prompt_provenance(static_cast<proto::Provenance>(i / 500 % 6));  // runs of one value
+    segment.add_response_provenance(static_cast<proto::Provenance>(bits() % 6));
+    scenario.add_seeds(i == 2 ? std::numeric_limits<uint64_t>::max() : bits());
+    double d = 0;
+    do {
+      const uint64_t b = bits();
+      std::memcpy(&d, &b, sizeof d);
+    } while (!std::isfinite(d));
+    tabular.add_execute_logits(d);
+    sweep.add_values(static_cast<int64_t>(bits()));
+  }
+  for (const google::protobuf::Message* m :
+       std::initializer_list<const google::protobuf::Message*>{&segment, &scenario, &tabular, &sweep}) {
+    const std::string json = encode_message(*m, WireFormat::kJson);
+    ASSERT_GT(json.size(), 3 * 4096u) << m->GetDescriptor()->name();
+    std::unique_ptr<google::protobuf::Message> theirs(m->New());
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, theirs.get()).ok()) << json.substr(0, 200);
+    EXPECT_EQ(theirs->SerializeAsString(), m->SerializeAsString()) << m->GetDescriptor()->name();
+  }
+}
+
+// proto3 enums are open: a number the schema does not name (a newer peer's value, kept by the binary parser)
+// is written as the number, as protobuf's JSON mapping writes it, in a list and alone.
+TEST(WireCodec, AnEnumNumberWithoutANameIsWrittenAsTheNumber) {
+  proto::Segment segment;
+  segment.add_prompt_provenance(proto::PROMPT);
+  segment.add_prompt_provenance(static_cast<proto::Provenance>(9));
+  segment.add_prompt_provenance(static_cast<proto::Provenance>(9));
+  segment.add_prompt_provenance(proto::SAMPLED);
+  const std::string json = encode_message(segment, WireFormat::kJson);
+  EXPECT_NE(json.find(R"("prompt_provenance":["PROMPT",9,9,"SAMPLED"])"), std::string::npos) << json;
+  proto::Segment theirs;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &theirs).ok()) << json;
+  EXPECT_EQ(theirs.SerializeAsString(), segment.SerializeAsString());
 }
 
 TEST(WireCodec, ContentTypes) {
