@@ -1,5 +1,7 @@
-// Engine benchmarks (issue 2): context append + compaction rebuild against memcpy of the same bytes, and the
-// event kernel's events/s against a plain binary heap, at several sizes. Run: build/bench/bench_engine.
+// Engine benchmarks (issue 2): context append + compaction rebuild against memcpy of the same bytes, the
+// event kernel's events/s against a plain binary heap, at several sizes, and the check every finished
+// episode's trajectory passes (Trajectory::validate) against one plain pass over its masks. Run:
+// build/bench/bench_engine.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "engine/context.h"
 #include "engine/event_kernel.h"
 #include "engine/rng.h"
+#include "engine/trajectory.h"
 
 namespace crl {
 namespace {
@@ -112,6 +115,47 @@ void BM_MemcpyBaseline(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * tokens * static_cast<int64_t>(sizeof(TokenId)));
 }
 BENCHMARK(BM_MemcpyBaseline)->Arg(4096)->Arg(65536)->Arg(1 << 20);
+
+// A trajectory of one segment whose response has `tokens` tokens, two thirds of them sampled (a rollout's
+// actions between observations).
+Trajectory trajectory_of(int64_t tokens) {
+  Trajectory t;
+  t.rollout_id = "bench";
+  Segment& s = t.segments.emplace_back();
+  s.prompt_ids.assign(1024, 7);
+  s.prompt_provenance.assign(1024, Provenance::kPrompt);
+  for (int64_t i = 0; i < tokens; ++i) {
+    const bool sampled = i % 3 != 0;
+    s.response_ids.push_back(8);
+    s.response_provenance.push_back(sampled ? Provenance::kSampled : Provenance::kEnvironment);
+    s.actor_mask.push_back(sampled ? 1 : 0);
+    s.critic_mask.push_back(sampled ? 1 : 0);
+    s.logprobs.push_back(sampled ? -0.5f : 0.0f);
+    s.values.push_back(0.0f);
+    s.n_sampled += sampled ? 1 : 0;
+  }
+  return t;
+}
+
+// Trajectory::validate (lengths, masks against provenance, n_s, N_after) on a finished episode.
+void BM_TrajectoryValidate(benchmark::State& state) {
+  const Trajectory t = trajectory_of(state.range(0));
+  for (auto _ : state) t.validate();
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_TrajectoryValidate)->Arg(1024)->Arg(65536);
+
+// The floor of any such check: one pass that sums the actor mask.
+void BM_MaskSumBaseline(benchmark::State& state) {
+  const Trajectory t = trajectory_of(state.range(0));
+  for (auto _ : state) {
+    int64_t sum = 0;
+    for (const uint8_t m : t.segments[0].actor_mask) sum += m;
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_MaskSumBaseline)->Arg(1024)->Arg(65536);
 
 // Event kernel "hold" model: `pending` events in flight; each processed event schedules one more at a
 // random future time, so the pending count stays constant.

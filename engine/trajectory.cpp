@@ -1,5 +1,7 @@
 #include "engine/trajectory.h"
 
+#include <type_traits>
+
 #include "engine/error.h"
 #include "engine/sha256.h"
 
@@ -132,8 +134,15 @@ void Trajectory::validate() const {
     const Segment& segment = segments[s];
     const std::string where = "rollout " + quote(rollout_id) + " segment " + std::to_string(s);
     const size_t n = segment.response_ids.size();
-    auto require = [&](bool ok, const char* field, const std::string& what) {
-      if (!ok) throw Error(where, field, what);
+    // The message is built only on failure: these checks run once per token of every finished episode,
+    // and a message string per check (longer than the small-string buffer) was a heap allocation each.
+    auto require = [&](bool ok, const char* field, const auto& what) {
+      if (ok) return;
+      if constexpr (std::is_invocable_v<decltype(what)>) {
+        throw Error(where, field, what());
+      } else {
+        throw Error(where, field, what);
+      }
     };
     require(segment.response_provenance.size() == n, "response_provenance",
             "length differs from response_ids");
@@ -148,15 +157,17 @@ void Trajectory::validate() const {
       require(segment.actor_mask[i] <= 1 && segment.critic_mask[i] <= 1, "loss_mask",
               "mask entries are 0 or 1");
       if (segment.actor_mask[i] == 1) {
-        require(is_trainable(segment.response_provenance[i]), "loss_mask",
-                "token " + std::to_string(i) + " is trainable but its provenance is " +
-                    std::string(provenance_name(segment.response_provenance[i])));
+        require(is_trainable(segment.response_provenance[i]), "loss_mask", [&] {
+          return "token " + std::to_string(i) + " is trainable but its provenance is " +
+                 std::string(provenance_name(segment.response_provenance[i]));
+        });
         ++mask_sum;
       }
     }
-    require(mask_sum == segment.n_sampled, "n_sampled",
-            "value " + std::to_string(segment.n_sampled) + " differs from the loss_mask sum " +
-                std::to_string(mask_sum));
+    require(mask_sum == segment.n_sampled, "n_sampled", [&] {
+      return "value " + std::to_string(segment.n_sampled) + " differs from the loss_mask sum " +
+             std::to_string(mask_sum);
+    });
   }
   int64_t after = sampled_tokens();
   for (size_t s = 0; s < segments.size(); ++s) {

@@ -97,13 +97,30 @@ TEST(Trajectory, ValidateNamesTheRolloutSegmentAndField) {
     EXPECT_EQ(e.field(), "n_sampled");
     EXPECT_NE(std::string(e.what()).find("rollout \"r1\" segment 1"), std::string::npos) << e.what();
   }
+  // Each failure's message says what was found (the messages are built only when a check fails).
+  const auto message_of = [](const Trajectory& bad) -> std::string {
+    try {
+      bad.validate();
+    } catch (const Error& e) {
+      return e.field() + ": " + e.what();
+    }
+    return "(no error)";
+  };
+  t = sample_trajectory();
+  t.segments[1].n_sampled = 2;
+  EXPECT_NE(message_of(t).find("value 2 differs from the loss_mask sum 3"), std::string::npos)
+      << message_of(t);
   t = sample_trajectory();
   t.segments[0].actor_mask[2] = 1;  // an observation marked trainable
   t.segments[0].n_sampled = 3;
-  EXPECT_THROW(t.validate(), Error);
+  EXPECT_NE(message_of(t).find("token 2 is trainable but its provenance is environment"), std::string::npos)
+      << message_of(t);
+  t = sample_trajectory();
+  t.segments[0].critic_mask[0] = 2;
+  EXPECT_NE(message_of(t).find("mask entries are 0 or 1"), std::string::npos) << message_of(t);
   t = sample_trajectory();
   t.segments[0].critic_mask.pop_back();
-  EXPECT_THROW(t.validate(), Error);
+  EXPECT_NE(message_of(t).find("critic_mask: "), std::string::npos) << message_of(t);
 }
 
 TEST(Trajectory, HashChangesWithAnyTrainingField) {
