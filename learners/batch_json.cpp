@@ -47,8 +47,12 @@ std::vector<double> number_array(const json& j, const std::string& where, const 
   if (!j.is_array()) throw Error(where, field, "is a " + type_of(j) + ", expected an array of numbers");
   std::vector<double> out;
   out.reserve(j.size());
-  for (size_t i = 0; i < j.size(); ++i)
-    out.push_back(number(j[i], where, field + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < j.size(); ++i) {
+    // The element's field name is built only for the error: these arrays hold one number per token.
+    const json& x = j[i];
+    const double v = x.is_number() ? x.get<double>() : NAN;
+    out.push_back(std::isfinite(v) ? v : number(x, where, field + "[" + std::to_string(i) + "]"));
+  }
   return out;
 }
 
