@@ -1,7 +1,7 @@
 #pragma once
 // The request/response codec: one protobuf schema (proto/server.proto) in two encodings.
 //  * JSON: protobuf's canonical JSON mapping with the .proto field names, read and written here by reflection
-//    over the descriptors (about 20x faster than protobuf's own printer on a session's export, bench_wire;
+//    over the descriptors (about 30x faster than protobuf's own printer on a session's export, bench_wire;
 //    repeated numbers and enums are written a chunk at a time; tests check that protobuf's own parser reads
 //    what this writes). Unknown fields are rejected (a typo must not silently fall back to a default); every
 //    error names the offending field path ("budget.capacity", "steps[3].action.kind") and what was expected.

@@ -235,8 +235,12 @@ TEST(WireCodec, AnEnumNumberWithoutANameIsWrittenAsTheNumber) {
   segment.add_prompt_provenance(static_cast<proto::Provenance>(9));
   segment.add_prompt_provenance(static_cast<proto::Provenance>(9));
   segment.add_prompt_provenance(proto::SAMPLED);
+  segment.add_prompt_provenance(static_cast<proto::Provenance>(-3));
+  segment.add_prompt_provenance(static_cast<proto::Provenance>(100));
+  segment.add_prompt_provenance(proto::PROMPT);
   const std::string json = encode_message(segment, WireFormat::kJson);
-  EXPECT_NE(json.find(R"("prompt_provenance":["PROMPT",9,9,"SAMPLED"])"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("prompt_provenance":["PROMPT",9,9,"SAMPLED",-3,100,"PROMPT"])"), std::string::npos)
+      << json;
   proto::Segment theirs;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &theirs).ok()) << json;
   EXPECT_EQ(theirs.SerializeAsString(), segment.SerializeAsString());
