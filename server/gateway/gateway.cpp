@@ -400,7 +400,7 @@ HttpAnswer Gateway::reward(const HttpCall& call, const std::string& id) {
   return json_answer(200, session->state().dump());
 }
 
-HttpAnswer Gateway::export_session(const std::string& id) {
+HttpAnswer Gateway::export_session(const HttpCall& call, const std::string& id) {
   const std::shared_ptr<GatewaySession> session = find(id);
   SessionLock lock(*session);
   if (!session->ended()) {
@@ -421,7 +421,9 @@ HttpAnswer Gateway::export_session(const std::string& id) {
     metadata["finish_reason"] = segment.finish_reason();  // (to_proto repaired the text and metadata's UTF-8)
     *out.add_segments() = std::move(segment);
   }
-  return json_answer(200, wire::encode_message(out, wire::WireFormat::kJson));
+  // JSON unless the trainer's Accept asks for binary protobuf, as the episodes' export answers.
+  const wire::WireFormat format = wire::response_format(call.accept, wire::WireFormat::kJson);
+  return HttpAnswer{200, std::string(wire::content_type(format)), wire::encode_message(out, format), 0};
 }
 
 HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_view>& parts) {
@@ -474,7 +476,7 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
       if (parts.size() == 4 && parts[3] == "reward") return reward(call, id);
       if (parts.size() == 4 && parts[3] == "export") {
         require_method(call, "GET");
-        return export_session(id);
+        return export_session(call, id);
       }
       if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "chat" && parts[5] == "completions")
         return chat(call, id);

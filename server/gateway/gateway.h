@@ -8,7 +8,8 @@
 //   GET    /v1/sessions/{id}                         state
 //   DELETE /v1/sessions/{id}
 //   POST   /v1/sessions/{id}/reward                  {"reward": r, "status": "completed"} ends the rollout
-//   GET    /v1/sessions/{id}/export                  the section 1 export (ExportResponse, as for episodes)
+//   GET    /v1/sessions/{id}/export                  the section 1 export (ExportResponse, as for episodes:
+//                                                     JSON, or binary with Accept: application/x-protobuf)
 //   POST   /v1/sessions/{id}/v1/chat/completions     OpenAI chat completions (stream: true for SSE)
 //   POST   /v1/chat/completions                      the same, the session id from Authorization: Bearer
 //   POST   /v1/sessions/{id}/v1/completions          OpenAI plain completions (prompt = the whole text so
@@ -76,7 +77,7 @@ class Gateway {
   HttpAnswer messages(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);
   HttpAnswer reward(const HttpCall& call, const std::string& id);
-  HttpAnswer export_session(const std::string& id);
+  HttpAnswer export_session(const HttpCall& call, const std::string& id);
 
   GatewayOptions options_;
   GatewayShared shared_;

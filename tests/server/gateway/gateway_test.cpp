@@ -5,8 +5,10 @@
 #include <thread>
 
 #include "envs/codec.h"
+#include "proto/server.pb.h"
 #include "server/gateway/chat_messages.h"
 #include "tests/server/gateway/gateway_fixture.h"
+#include "wire/wire_codec.h"
 
 namespace crl::server::gateway::testing {
 namespace {
@@ -33,6 +35,33 @@ TEST(Gateway, OneTurnIsForwardedAndExportedTokenExact) {
   EXPECT_EQ(tokenizer->decode(ids_of(segment["prompt_ids"])), rendered);
   check_exact(exported, bench.upstream->calls());
   check_masks(exported);
+}
+
+// The export in either encoding (Accept, as for /v1/episodes/{id}/export): binary protobuf decodes to the
+// message the JSON one does; JSON stays the default.
+TEST(Gateway, TheExportIsBinaryWhenAcceptAsksForIt) {
+  Bench bench;
+  Harness h(bench.port(), "binary-export");
+  h.turn();
+  h.add("user", "output of the step");
+  h.turn();
+  ASSERT_EQ(h.reward(1.0).status, 200);
+  const std::string path = "/v1/sessions/binary-export/export";
+  const auto binary = h.client.call("GET", path, "", "application/json", "application/x-protobuf");
+  ASSERT_EQ(binary.status, 200) << binary.body;
+  EXPECT_EQ(binary.content_type, "application/x-protobuf");
+  const auto text = h.client.call("GET", path);
+  ASSERT_EQ(text.status, 200);
+  EXPECT_EQ(text.content_type, "application/json");
+  proto::ExportResponse from_binary, from_json;
+  wire::decode_message(binary.body, wire::WireFormat::kProtobuf, from_binary);
+  wire::decode_message(text.body, wire::WireFormat::kJson, from_json);
+  EXPECT_EQ(wire::encode_message(from_binary, wire::WireFormat::kProtobuf),  // (deterministic: maps sorted)
+            wire::encode_message(from_json, wire::WireFormat::kProtobuf));
+  EXPECT_EQ(binary.body, wire::encode_message(from_binary, wire::WireFormat::kProtobuf));
+  ASSERT_EQ(from_binary.segments_size(), 1);
+  EXPECT_EQ(from_binary.segments(0).response_ids_size(), from_json.segments(0).response_ids_size());
+  EXPECT_GT(from_binary.segments(0).n_sampled(), 0u);
 }
 
 TEST(Gateway, TriggerFiresOnTheRequestToBeSentAndTheWindowIsRebuilt) {
