@@ -413,10 +413,12 @@ class ChunkedText {
   char* at_ = chunk_;
 };
 
-// A repeated number or enum field's elements (enums as their int32 numbers), contiguous. Reflection's
-// RepeatedFieldRef costs a virtual call per element (30% of an export's instructions, callgrind); protobuf
-// deprecates this direct accessor in favour of it but still ships it (Debian 12's 3.21 included), so it is
-// used here, in this one place.
+// A repeated number or enum field's elements, contiguous. Reflection's RepeatedFieldRef costs a virtual call
+// per element (30% of an export's instructions, callgrind); protobuf deprecates this direct accessor in
+// favour of it but still ships it (Debian 12's 3.21 included), so it is used here, in this one place. Its
+// comment leaves enums out, but an enum field is stored as RepeatedField<int32_t> and the accessor accepts
+// it as such (the same exception RepeatedFieldRef<int32_t> makes); a protobuf that refused it would abort in
+// WireCodec's enum tests, not misread.
 template <typename T>
 const google::protobuf::RepeatedField<T>& repeated_field(const Message& m, const FieldDescriptor* f) {
 #pragma GCC diagnostic push
@@ -456,28 +458,23 @@ bool write_repeated_scalars(std::string& out, const Message& m, const FieldDescr
     case FieldDescriptor::CPPTYPE_DOUBLE:
       return write_numbers<double>(out, m, f, false), true;
     case FieldDescriptor::CPPTYPE_ENUM: {
-      // Each value's text (",NAME") is made once per field: names for the small numbers a schema uses,
-      // anything else (an unnamed or large number) made when met.
+      // Each value's text (",NAME") is made once per field for the small numbers a schema uses; any other
+      // number (unnamed, or large) is made when met.
       std::vector<std::string> texts;
-      const auto text_of = [&](int32_t number, std::string& scratch) -> const std::string& {
-        const auto make = [&](std::string& into) {
-          into = ",";
-          write_enum(into, f, number);
-        };
-        if (number >= 0 && number < 64) {
-          if (static_cast<size_t>(number) >= texts.size()) texts.resize(static_cast<size_t>(number) + 1);
-          std::string& cached = texts[static_cast<size_t>(number)];
-          if (cached.empty()) make(cached);
-          return cached;
-        }
-        make(scratch);
-        return scratch;
-      };
-      std::string scratch;
+      std::string other;
       bool first = true;
       ChunkedText text(out);
       for (const int32_t number : repeated_field<int32_t>(m, f)) {
-        text.put(std::string_view(text_of(number, scratch)).substr(first ? 1 : 0));
+        std::string* value_text = &other;
+        if (number >= 0 && number < 64) {
+          if (static_cast<size_t>(number) >= texts.size()) texts.resize(static_cast<size_t>(number) + 1);
+          value_text = &texts[static_cast<size_t>(number)];
+        }
+        if (value_text == &other || value_text->empty()) {
+          *value_text = ",";
+          write_enum(*value_text, f, number);
+        }
+        text.put(std::string_view(*value_text).substr(first ? 1 : 0));
         first = false;
       }
       return true;
