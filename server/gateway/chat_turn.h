@@ -24,11 +24,19 @@ struct ChatTurn {
   std::optional<std::string> prompt;  // a plain completion: the whole text so far (messages unused)
 };
 
+// What a call asks to see of its sampled tokens' log-probs (OpenAI's chat `logprobs`, the completions'
+// `logprobs: 0`, vLLM's `return_tokens_as_token_ids`). Whatever it asks, the export records them.
+struct LogprobsAsk {
+  bool on = false;
+  bool token_ids = false;  // each token written "token_id:N" instead of its text
+};
+
 // A decoded call of any API: the turn and how to answer it.
 struct CallRequest {
   ChatTurn turn;
   bool stream = false;
   bool include_usage = false;  // OpenAI's stream_options.include_usage
+  LogprobsAsk logprobs;
   std::string model;
 };
 

@@ -340,9 +340,13 @@ HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_chat_request(body, kept); },
       request);
   const std::string& model = request.model.empty() ? options_.model : request.model;
-  if (request.stream)
-    return HttpAnswer{200, kSseContentType, chat_completion_sse(completion, model, request.include_usage), 0};
-  return json_answer(200, chat_completion_json(completion, model));
+  const auto logprobs = token_logprobs(completion, request.logprobs, shared_.renderer->tokenizer());
+  const TokenLogprobs* shown = logprobs ? &*logprobs : nullptr;
+  if (request.stream) {
+    return HttpAnswer{200, kSseContentType,
+                      chat_completion_sse(completion, model, request.include_usage, shown), 0};
+  }
+  return json_answer(200, chat_completion_json(completion, model, shown));
 }
 
 HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
@@ -356,9 +360,13 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
     completion = session->chat(request.turn);
   }
   const std::string& model = request.model.empty() ? options_.model : request.model;
-  if (request.stream)
-    return HttpAnswer{200, kSseContentType, text_completion_sse(completion, model, request.include_usage), 0};
-  return json_answer(200, text_completion_json(completion, model));
+  const auto logprobs = token_logprobs(completion, request.logprobs, shared_.renderer->tokenizer());
+  const TokenLogprobs* shown = logprobs ? &*logprobs : nullptr;
+  if (request.stream) {
+    return HttpAnswer{200, kSseContentType,
+                      text_completion_sse(completion, model, request.include_usage, shown), 0};
+  }
+  return json_answer(200, text_completion_json(completion, model, shown));
 }
 
 HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {

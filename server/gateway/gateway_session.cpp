@@ -311,6 +311,8 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   completion.prompt_tokens = request.prompt.size();
   completion.completion_tokens = static_cast<int64_t>(result.answer.ids.size());
   completion.cached_tokens = result.answer.cached_tokens;
+  completion.ids = result.answer.ids;
+  completion.logprobs = result.answer.logprobs;
   Decision decision;
   decision.tokens = std::move(result.answer.ids);
   decision.logprobs = std::move(result.answer.logprobs);

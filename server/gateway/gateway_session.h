@@ -78,6 +78,10 @@ struct Completion {
   std::string finish_reason;  // stop | length | tool_calls
   std::string stop_sequence;  // the stop string the sampled text ended with (cut from reply.content)
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  // Every sampled id and its log-prob, as the upstream sent them and the export records them (an
+  // end-of-turn token and a matched stop string's tokens included).
+  std::vector<TokenId> ids;
+  std::vector<float> logprobs;
 };
 
 class GatewaySession {

@@ -7,6 +7,7 @@
 #include "engine/json_text.h"
 #include "engine/sse.h"
 #include "server/gateway/answer_writer.h"
+#include "wire/utf8.h"
 
 namespace crl::server::gateway {
 
@@ -49,6 +50,32 @@ std::optional<double> number(JsonView body, const char* key) {
   if (it.is_none()) return std::nullopt;
   if (!it.is_number()) throw bad_request("bad_field", std::string(key) + " must be a number", key);
   return it.number();
+}
+
+std::optional<bool> flag(JsonView body, const char* key) {
+  const JsonView it = body.find(key);
+  if (it.is_none()) return std::nullopt;
+  if (!it.is_bool()) throw bad_request("bad_field", std::string(key) + " must be true or false", key);
+  return it.boolean();
+}
+
+// A count of alternatives per token (chat `top_logprobs`, the completions' `logprobs`): an integer in
+// 0..20 as OpenAI and vLLM take it; only 0 is served, since the upstream is asked for the sampled tokens'
+// log-probs alone (what the export records), and an answer without the alternatives asked for would be
+// silently short.
+std::optional<int64_t> alternatives(JsonView body, const char* key) {
+  const JsonView it = body.find(key);
+  if (it.is_none()) return std::nullopt;
+  if (!it.is_integer() || it.integer() < 0 || it.integer() > 20)
+    throw bad_request("bad_field", std::string(key) + " must be an integer from 0 to 20", key);
+  if (it.integer() > 0) {
+    throw bad_request("unsupported_field",
+                      std::string(key) +
+                          " > 0 is not supported: the gateway answers each sampled token's log-prob, not the "
+                          "alternatives (give 0)",
+                      key);
+  }
+  return it.integer();
 }
 
 }  // namespace
@@ -186,6 +213,7 @@ void read_common(JsonView request, ChatRequest& out) {
   if (const JsonView model = request.find("model"); model.is_string()) out.model = model.string();
   if (const JsonView stop = request.find("stop"); stop.exists())
     out.turn.stop = parse_stop(stop, "stop", true);
+  out.logprobs.token_ids = flag(request, "return_tokens_as_token_ids").value_or(false);
 }
 
 }  // namespace
@@ -210,6 +238,7 @@ ChatRequest parse_completion_request(std::string_view body) {
   if (const auto best_of = number(request, "best_of"); best_of && *best_of != 1)
     throw bad_request("bad_field", "best_of must be 1", "best_of");
   read_common(request, out);
+  out.logprobs.on = alternatives(request, "logprobs").has_value();
   return out;
 }
 
@@ -224,6 +253,8 @@ nlohmann::ordered_json openai_tools(JsonView tools) {
 void read_chat_fields(JsonView request, ChatRequest& out, KeptRequest* kept) {
   read_tools(request, openai_tools, kept, out.turn);
   read_common(request, out);
+  out.logprobs.on = flag(request, "logprobs").value_or(false);
+  alternatives(request, "top_logprobs");  // checked: 0 or absent
 }
 
 JsonView messages_of(JsonView request) {
@@ -343,12 +374,103 @@ void put_header(std::string& out, const Completion& c, const std::string& model,
 
 }  // namespace
 
-std::string chat_completion_json(const Completion& c, const std::string& model) {
+std::optional<TokenLogprobs> token_logprobs(const Completion& c, LogprobsAsk ask,
+                                            const Tokenizer& tokenizer) {
+  if (!ask.on) return std::nullopt;
+  TokenLogprobs out;
+  out.tokens.reserve(c.ids.size());
+  for (const TokenId id : c.ids) {
+    out.tokens.push_back(ask.token_ids ? "token_id:" + std::to_string(id)
+                                       : tokenizer.decode(std::span<const TokenId>(&id, 1)));
+  }
+  out.logprobs = c.logprobs;
+  return out;
+}
+
+namespace {
+
+// Chat's logprobs: null, or {"content":[{"bytes":[..],"logprob":X,"token":T,"top_logprobs":[]},...]}.
+void put_chat_logprobs(std::string& out, const TokenLogprobs* logprobs) {
+  if (!logprobs) {
+    out += "null";
+    return;
+  }
+  out += "{\"content\":[";
+  for (size_t i = 0; i < logprobs->tokens.size(); ++i) {
+    const std::string& token = logprobs->tokens[i];
+    if (i) out += ',';
+    out += "{\"bytes\":[";
+    for (size_t b = 0; b < token.size(); ++b) {
+      if (b) out += ',';
+      append_json_int(out, static_cast<unsigned char>(token[b]));
+    }
+    out += "],\"logprob\":";
+    put_logprob(out, logprobs->logprobs[i]);
+    out += ",\"token\":";
+    put_string(out, token);
+    out += ",\"top_logprobs\":[]}";
+  }
+  out += "]}";
+}
+
+// Characters of a token as written (an ill-formed sequence is one U+FFFD): Python's len() of the string.
+int64_t written_characters(const std::string& token) {
+  const auto count = [](std::string_view text) {
+    int64_t n = 0;
+    for (const char ch : text) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    return n;
+  };
+  return wire::is_valid_utf8(token) ? count(token) : count(wire::valid_utf8(token));
+}
+
+// The completions' logprobs: null, or {"text_offset":[..],"token_logprobs":[..],"tokens":[..],
+// "top_logprobs":[{T:X},..]} (the sampled token alone in each top_logprobs entry, as for `logprobs: 0`).
+void put_text_logprobs(std::string& out, const TokenLogprobs* logprobs) {
+  if (!logprobs) {
+    out += "null";
+    return;
+  }
+  const size_t n = logprobs->tokens.size();
+  out += "{\"text_offset\":[";
+  int64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) out += ',';
+    append_json_int(out, offset);
+    offset += written_characters(logprobs->tokens[i]);
+  }
+  out += "],\"token_logprobs\":[";
+  for (size_t i = 0; i < n; ++i) {
+    if (i) out += ',';
+    put_logprob(out, logprobs->logprobs[i]);
+  }
+  out += "],\"tokens\":[";
+  for (size_t i = 0; i < n; ++i) {
+    if (i) out += ',';
+    put_string(out, logprobs->tokens[i]);
+  }
+  out += "],\"top_logprobs\":[";
+  for (size_t i = 0; i < n; ++i) {
+    if (i) out += ',';
+    out += '{';
+    put_string(out, logprobs->tokens[i]);
+    out += ':';
+    put_logprob(out, logprobs->logprobs[i]);
+    out += '}';
+  }
+  out += "]}";
+}
+
+}  // namespace
+
+std::string chat_completion_json(const Completion& c, const std::string& model,
+                                 const TokenLogprobs* logprobs) {
   std::string out;
   out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
   out += "{\"choices\":[{\"finish_reason\":";
   put_string(out, c.finish_reason);
-  out += ",\"index\":0,\"logprobs\":null,\"message\":{\"content\":";
+  out += ",\"index\":0,\"logprobs\":";
+  put_chat_logprobs(out, logprobs);
+  out += ",\"message\":{\"content\":";
   if (!c.reply.tool_calls.empty() && c.reply.content.empty())
     out += "null";
   else
@@ -405,12 +527,24 @@ void put_usage_chunk(std::string& out, const Completion& c, const std::string& m
 
 }  // namespace
 
-std::string chat_completion_sse(const Completion& c, const std::string& model, bool include_usage) {
+std::string chat_completion_sse(const Completion& c, const std::string& model, bool include_usage,
+                                const TokenLogprobs* logprobs) {
   // By hand (answer_writer.h), as chat_completion_json.
   std::string out;
   out.reserve(1024 + 2 * c.reply.content.size());
   constexpr std::string_view kObject = "chat.completion.chunk";
   constexpr std::string_view kNoFinish = ",\"finish_reason\":null,\"index\":0,\"logprobs\":null";
+  // The entries ride on the first chunk with sampled text (openai_codec.h); the others say null.
+  const TokenLogprobs* pending = logprobs;
+  const auto no_finish = [&] {
+    if (!pending) {
+      out += kNoFinish;
+      return;
+    }
+    out += ",\"finish_reason\":null,\"index\":0,\"logprobs\":";
+    put_chat_logprobs(out, pending);
+    pending = nullptr;
+  };
   put_chunk(out, c, model, kObject, include_usage, [&] {
     out += "\"delta\":{\"content\":\"\",\"role\":\"assistant\"}";
     out += kNoFinish;
@@ -420,7 +554,7 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
       out += "\"delta\":{\"content\":";
       put_string(out, c.reply.content);
       out += '}';
-      out += kNoFinish;
+      no_finish();
     });
   }
   for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
@@ -435,25 +569,29 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
       out += ",\"index\":";
       append_json_int(out, static_cast<int64_t>(i));
       out += ",\"type\":\"function\"}]}";
-      out += kNoFinish;
+      no_finish();
     });
   }
   put_chunk(out, c, model, kObject, include_usage, [&] {
     out += "\"delta\":{},\"finish_reason\":";
     put_string(out, c.finish_reason);
-    out += ",\"index\":0,\"logprobs\":null";
+    out += ",\"index\":0,\"logprobs\":";
+    put_chat_logprobs(out, pending);
   });
   if (include_usage) put_usage_chunk(out, c, model, kObject);
   append_sse_data(out, "[DONE]");
   return out;
 }
 
-std::string text_completion_json(const Completion& c, const std::string& model) {
+std::string text_completion_json(const Completion& c, const std::string& model,
+                                 const TokenLogprobs* logprobs) {
   std::string out;
   out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
   out += "{\"choices\":[{\"finish_reason\":";
   put_string(out, c.finish_reason);
-  out += ",\"index\":0,\"logprobs\":null,\"text\":";
+  out += ",\"index\":0,\"logprobs\":";
+  put_text_logprobs(out, logprobs);
+  out += ",\"text\":";
   put_string(out, c.reply.content);
   out += "}],";
   put_header(out, c, model, "text_completion");
@@ -462,21 +600,28 @@ std::string text_completion_json(const Completion& c, const std::string& model) 
   return out;
 }
 
-std::string text_completion_sse(const Completion& c, const std::string& model, bool include_usage) {
-  // By hand (answer_writer.h), as text_completion_json.
+std::string text_completion_sse(const Completion& c, const std::string& model, bool include_usage,
+                                const TokenLogprobs* logprobs) {
+  // By hand (answer_writer.h), as text_completion_json; the entries ride on the first chunk with text.
   std::string out;
   out.reserve(768 + 2 * c.reply.content.size());
   constexpr std::string_view kObject = "text_completion";
+  const TokenLogprobs* pending = logprobs;
   if (!c.reply.content.empty()) {
     put_chunk(out, c, model, kObject, include_usage, [&] {
-      out += "\"finish_reason\":null,\"index\":0,\"logprobs\":null,\"text\":";
+      out += "\"finish_reason\":null,\"index\":0,\"logprobs\":";
+      put_text_logprobs(out, pending);
+      out += ",\"text\":";
       put_string(out, c.reply.content);
     });
+    pending = nullptr;
   }
   put_chunk(out, c, model, kObject, include_usage, [&] {
     out += "\"finish_reason\":";
     put_string(out, c.finish_reason);
-    out += ",\"index\":0,\"logprobs\":null,\"text\":\"\"";
+    out += ",\"index\":0,\"logprobs\":";
+    put_text_logprobs(out, pending);
+    out += ",\"text\":\"\"";
   });
   if (include_usage) put_usage_chunk(out, c, model, kObject);
   append_sse_data(out, "[DONE]");

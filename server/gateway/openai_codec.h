@@ -6,18 +6,33 @@
 // Accepted request fields: messages (role system | developer | user | assistant | tool; content a string,
 // null, or a list of {"type": "text", "text"} parts; tool_calls; tool_call_id), max_tokens /
 // max_completion_tokens, temperature, top_p, top_k, stream, stream_options.include_usage, tools (passed into
-// the chat template), model, n (1 only), and the fields harnesses send that change nothing here (seed:
-// sampling seeds come from the session's stream keys; tool_choice, user, logprobs, ...), stop (a string or
-// a list, passed upstream). Plain completions (POST .../v1/completions): prompt (one string: the whole text
-// so far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1); answered as
-// `text_completion` objects or, streaming, as `text_completion` chunks ended by `data: [DONE]`; echo,
-// suffix, best_of > 1 and a list of prompts are refused. Anything malformed is a 400 naming the field.
+// the chat template), model, n (1 only), logprobs (true: the answer's `logprobs.content` holds every sampled
+// token), top_logprobs (0 only: alternatives are not asked of the upstream), return_tokens_as_token_ids
+// (vLLM's: tokens written "token_id:N"), and the fields harnesses send that change nothing here (seed:
+// sampling seeds come from the session's stream keys; tool_choice, user, ...), stop (a string or a list,
+// passed upstream). Plain completions (POST .../v1/completions): prompt (one string: the whole text so
+// far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1), logprobs (0 only: tokens,
+// token_logprobs, text_offset and top_logprobs holding the sampled token, as vLLM answers 0),
+// return_tokens_as_token_ids; answered as `text_completion` objects or, streaming, as `text_completion`
+// chunks ended by `data: [DONE]`; echo, suffix, best_of > 1 and a list of prompts are refused. Anything
+// malformed is a 400 naming the field.
+//
+// Log-probs: one entry per sampled token, the ids and log-probs the export records (an end-of-turn token
+// and a matched stop string's tokens included, so the entries are `usage.completion_tokens` long and line
+// up with the trained tokens). A token's text is what the tokenizer decodes it to alone (special tokens as
+// their strings); a token that is part of a UTF-8 character shows U+FFFD in `token` and its own bytes in
+// `bytes`; `text_offset` counts the characters of the tokens as written. A stream carries every entry on
+// its first chunk with sampled text (the content, else the first tool call, else the finish chunk).
 // Bodies are read with engine/json_view.h (strings as views into the body, one pass; read_json's limits).
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/json_view.h"
+#include "engine/tokenizer.h"
 #include "server/gateway/gateway_error.h"
 #include "server/gateway/gateway_session.h"
 #include "server/gateway/kept_request.h"
@@ -46,14 +61,28 @@ Message parse_openai_message(JsonView message, size_t index);
 // GatewayError 400 (bad_json | json_too_deep | duplicate_key, as read_json's errors) or for a non-object.
 JsonDocument read_request_body(std::string_view body);
 
-std::string chat_completion_json(const Completion& completion, const std::string& model);
+// The sampled tokens of an answer as its `logprobs` shows them.
+struct TokenLogprobs {
+  std::vector<std::string> tokens;  // each token's bytes as decoded alone, or "token_id:N"
+  std::span<const float> logprobs;  // the completion's
+};
+// What `ask` asks to see of `completion`'s tokens; nullopt when it asks nothing.
+std::optional<TokenLogprobs> token_logprobs(const Completion& completion, LogprobsAsk ask,
+                                            const Tokenizer& tokenizer);
+
+// `logprobs`: null, or what the call asked to see (then "logprobs" holds it instead of null).
+std::string chat_completion_json(const Completion& completion, const std::string& model,
+                                 const TokenLogprobs* logprobs = nullptr);
 // The same answer as server-sent events: a role chunk, a content chunk, one chunk per tool call, the finish
 // chunk, the usage chunk when asked, then `data: [DONE]`.
-std::string chat_completion_sse(const Completion& completion, const std::string& model, bool include_usage);
+std::string chat_completion_sse(const Completion& completion, const std::string& model, bool include_usage,
+                                const TokenLogprobs* logprobs = nullptr);
 // A plain completion: a `text_completion` object, or its stream (one text chunk, the finish chunk, the usage
 // chunk when asked, `data: [DONE]`).
-std::string text_completion_json(const Completion& completion, const std::string& model);
-std::string text_completion_sse(const Completion& completion, const std::string& model, bool include_usage);
+std::string text_completion_json(const Completion& completion, const std::string& model,
+                                 const TokenLogprobs* logprobs = nullptr);
+std::string text_completion_sse(const Completion& completion, const std::string& model, bool include_usage,
+                                const TokenLogprobs* logprobs = nullptr);
 std::string openai_error_json(const GatewayError& error);
 
 }  // namespace crl::server::gateway

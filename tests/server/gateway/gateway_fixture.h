@@ -142,6 +142,38 @@ struct Harness {
   server::testing::Reply last;
 };
 
+// A plain-completion harness (ReAct style): the prompt is the whole text so far.
+struct TextHarness {
+  TextHarness(uint16_t port, std::string id, std::string marker = "p0")
+      : client(port), id(std::move(id)), prompt("marker=" + marker + " Task: count the files.\nThought:") {}
+  std::string path() const { return "/v1/sessions/" + id + "/v1/completions"; }
+  server::testing::Reply post(const json& body) { return client.call("POST", path(), body.dump()); }
+  json turn(json extra = json::object()) {
+    json body = {{"model", "test"}, {"prompt", prompt}, {"max_tokens", 32}};
+    for (auto& [k, v] : extra.items()) body[k] = v;
+    last = post(body);
+    EXPECT_EQ(last.status, 200) << last.body;
+    if (last.status != 200) return json();
+    json answer = json::parse(last.body);
+    prompt += answer["choices"][0]["text"].get<std::string>();
+    return answer;
+  }
+  server::testing::Reply reward(double r) {
+    return client.call("POST", "/v1/sessions/" + id + "/reward", json{{"reward", r}}.dump());
+  }
+  json export_json() {
+    const auto reply = client.call("GET", "/v1/sessions/" + id + "/export");
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return json::parse(reply.body);
+  }
+  json state() { return json::parse(client.call("GET", "/v1/sessions/" + id).body); }
+
+  server::testing::HttpClient client;
+  std::string id;
+  std::string prompt;
+  server::testing::Reply last;
+};
+
 // `sessions` harnesses, a thread and a session each ("PREFIX-N", marker "PREFIXN"), make their first call at
 // once; `meanwhile` runs on this thread while they are under way. Returns how many got their own answer.
 inline int first_calls_at_once(const Bench& bench, int sessions, const std::string& prefix,

@@ -2,14 +2,19 @@
 // Anthropic message answers (anthropic_codec.cpp) are byte for byte nlohmann's dump of the same objects
 // (the writer they replaced, kept here as the reference), over generated completions: quotes, control
 // characters, non-ASCII and ill-formed UTF-8 in every string, tool calls with and without content, with
-// arguments that hold JSON or not, stop sequences.
+// arguments that hold JSON or not, stop sequences, the sampled tokens' log-probs.
 #include "server/gateway/openai_codec.h"
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <limits>
 #include <random>
 
 #include "engine/sse.h"
+#include "server/gateway/answer_writer.h"
 #include "server/gateway/anthropic_codec.h"
 
 namespace crl::server::gateway {
@@ -28,7 +33,64 @@ json usage_json(const Completion& c) {
           {"prompt_tokens_details", {{"cached_tokens", c.cached_tokens}}}};
 }
 
-std::string reference_chat(const Completion& c, const std::string& model) {
+// A log-prob in a reference answer: a placeholder string that written() replaces with put_logprob's text
+// (nlohmann writes some doubles longer than their shortest digits; put_logprob is tested on its own).
+json float_json(float value) {
+  return "@@" + std::to_string(std::bit_cast<uint32_t>(value)) + "@@";
+}
+
+std::string written(std::string text) {
+  for (size_t at = text.find("\"@@"); at != std::string::npos; at = text.find("\"@@", at)) {
+    const size_t end = text.find("@@\"", at + 3);
+    const auto bits = static_cast<uint32_t>(std::stoul(text.substr(at + 3, end - at - 3)));
+    std::string number;
+    put_logprob(number, std::bit_cast<float>(bits));
+    text.replace(at, end + 3 - at, number);
+    at += number.size();
+  }
+  return text;
+}
+
+json reference_chat_logprobs(const TokenLogprobs* logprobs) {
+  if (!logprobs) return nullptr;
+  json content = json::array();
+  for (size_t i = 0; i < logprobs->tokens.size(); ++i) {
+    const std::string& token = logprobs->tokens[i];
+    json bytes = json::array();
+    for (const char ch : token) bytes.push_back(static_cast<unsigned char>(ch));
+    content.push_back({{"token", token},
+                       {"logprob", float_json(logprobs->logprobs[i])},
+                       {"bytes", bytes},
+                       {"top_logprobs", json::array()}});
+  }
+  return {{"content", content}};
+}
+
+// Python's len() of the token as the answer writes it (ill-formed UTF-8 replaced).
+int64_t characters(const std::string& token) {
+  const std::string written = json::parse(dump(json(token))).get<std::string>();
+  int64_t n = 0;
+  for (const char ch : written) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+  return n;
+}
+
+json reference_text_logprobs(const TokenLogprobs* logprobs) {
+  if (!logprobs) return nullptr;
+  json tokens = json::array(), values = json::array(), offsets = json::array(), top = json::array();
+  int64_t offset = 0;
+  for (size_t i = 0; i < logprobs->tokens.size(); ++i) {
+    const std::string& token = logprobs->tokens[i];
+    tokens.push_back(token);
+    values.push_back(float_json(logprobs->logprobs[i]));
+    offsets.push_back(offset);
+    offset += characters(token);
+    top.push_back({{token, float_json(logprobs->logprobs[i])}});
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"text_offset", offsets}, {"top_logprobs", top}};
+}
+
+std::string reference_chat(const Completion& c, const std::string& model,
+                           const TokenLogprobs* logprobs = nullptr) {
   json message = {{"role", "assistant"}, {"content", c.reply.content}};
   if (!c.reply.tool_calls.empty()) {
     json calls = json::array();
@@ -40,27 +102,28 @@ std::string reference_chat(const Completion& c, const std::string& model) {
     message["tool_calls"] = calls;
     if (c.reply.content.empty()) message["content"] = nullptr;
   }
-  return dump({{"id", c.id},
-               {"object", "chat.completion"},
-               {"created", c.created},
-               {"model", model},
-               {"choices", json::array({{{"index", 0},
-                                         {"message", message},
-                                         {"logprobs", nullptr},
-                                         {"finish_reason", c.finish_reason}}})},
-               {"usage", usage_json(c)}});
+  return written(dump({{"id", c.id},
+                       {"object", "chat.completion"},
+                       {"created", c.created},
+                       {"model", model},
+                       {"choices", json::array({{{"index", 0},
+                                                 {"message", message},
+                                                 {"logprobs", reference_chat_logprobs(logprobs)},
+                                                 {"finish_reason", c.finish_reason}}})},
+                       {"usage", usage_json(c)}}));
 }
 
-std::string reference_text(const Completion& c, const std::string& model) {
-  return dump({{"id", c.id},
-               {"object", "text_completion"},
-               {"created", c.created},
-               {"model", model},
-               {"choices", json::array({{{"index", 0},
-                                         {"text", c.reply.content},
-                                         {"logprobs", nullptr},
-                                         {"finish_reason", c.finish_reason}}})},
-               {"usage", usage_json(c)}});
+std::string reference_text(const Completion& c, const std::string& model,
+                           const TokenLogprobs* logprobs = nullptr) {
+  return written(dump({{"id", c.id},
+                       {"object", "text_completion"},
+                       {"created", c.created},
+                       {"model", model},
+                       {"choices", json::array({{{"index", 0},
+                                                 {"text", c.reply.content},
+                                                 {"logprobs", reference_text_logprobs(logprobs)},
+                                                 {"finish_reason", c.finish_reason}}})},
+                       {"usage", usage_json(c)}}));
 }
 
 json reference_blocks(const Completion& c) {
@@ -97,20 +160,25 @@ std::string reference_anthropic(const Completion& c, const std::string& model) {
 }
 
 // The streams as they were written with nlohmann.
-std::string reference_chat_sse(const Completion& c, const std::string& model, bool include_usage) {
+// The log-prob entries ride on the first chunk with sampled text (`carries`).
+std::string reference_chat_sse(const Completion& c, const std::string& model, bool include_usage,
+                               const TokenLogprobs* logprobs = nullptr) {
   std::string out;
-  const auto chunk = [&](const json& delta, const json& finish) {
+  const TokenLogprobs* pending = logprobs;
+  const auto chunk = [&](const json& delta, const json& finish, bool carries = true) {
+    const json shown = carries ? reference_chat_logprobs(pending) : json(nullptr);
+    if (carries) pending = nullptr;
     json item = {
         {"id", c.id},
         {"object", "chat.completion.chunk"},
         {"created", c.created},
         {"model", model},
         {"choices",
-         json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+         json::array({{{"index", 0}, {"delta", delta}, {"logprobs", shown}, {"finish_reason", finish}}})}};
     if (include_usage) item["usage"] = nullptr;
-    append_sse_data(out, dump(item));
+    append_sse_data(out, written(dump(item)));
   };
-  chunk({{"role", "assistant"}, {"content", ""}}, nullptr);
+  chunk({{"role", "assistant"}, {"content", ""}}, nullptr, false);
   if (!c.reply.content.empty()) chunk({{"content", c.reply.content}}, nullptr);
   for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
     const ToolCall& call = c.reply.tool_calls[i];
@@ -131,18 +199,22 @@ std::string reference_chat_sse(const Completion& c, const std::string& model, bo
   return out;
 }
 
-std::string reference_text_sse(const Completion& c, const std::string& model, bool include_usage) {
+std::string reference_text_sse(const Completion& c, const std::string& model, bool include_usage,
+                               const TokenLogprobs* logprobs = nullptr) {
   std::string out;
+  const TokenLogprobs* pending = logprobs;
   const auto chunk = [&](const std::string& text, const json& finish) {
+    const json shown = reference_text_logprobs(pending);
+    pending = nullptr;
     json item = {
         {"id", c.id},
         {"object", "text_completion"},
         {"created", c.created},
         {"model", model},
         {"choices",
-         json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+         json::array({{{"index", 0}, {"text", text}, {"logprobs", shown}, {"finish_reason", finish}}})}};
     if (include_usage) item["usage"] = nullptr;
-    append_sse_data(out, dump(item));
+    append_sse_data(out, written(dump(item)));
   };
   if (!c.reply.content.empty()) chunk(c.reply.content, nullptr);
   chunk("", c.finish_reason);
@@ -224,12 +296,68 @@ TEST(GatewayCodec, AnswersAreByteIdenticalToNlohmannsDump) {
     c.completion_tokens = static_cast<int64_t>(rng() % 1000);
     c.cached_tokens = static_cast<int64_t>(rng() % 100000) - 1;
     const std::string model = rng() % 4 ? "crl-gateway" : random_text(rng);
-    ASSERT_EQ(chat_completion_json(c, model), reference_chat(c, model)) << i;
-    ASSERT_EQ(text_completion_json(c, model), reference_text(c, model)) << i;
-    for (const bool usage : {false, true}) {
-      ASSERT_EQ(chat_completion_sse(c, model, usage), reference_chat_sse(c, model, usage)) << i;
-      ASSERT_EQ(text_completion_sse(c, model, usage), reference_text_sse(c, model, usage)) << i;
+    // Half of the answers show their tokens' log-probs (token texts with every kind of byte).
+    std::vector<float> values;
+    std::optional<TokenLogprobs> shown;
+    if (rng() % 2) {
+      shown.emplace();
+      const size_t n = rng() % 6;
+      for (size_t k = 0; k < n; ++k) {
+        shown->tokens.push_back(random_text(rng));
+        values.push_back(-std::exp(std::uniform_real_distribution<float>(-14.0f, 6.0f)(rng)));
+      }
+      shown->logprobs = values;
     }
+    const TokenLogprobs* lp = shown ? &*shown : nullptr;
+    ASSERT_EQ(chat_completion_json(c, model, lp), reference_chat(c, model, lp)) << i;
+    ASSERT_EQ(text_completion_json(c, model, lp), reference_text(c, model, lp)) << i;
+    for (const bool usage : {false, true}) {
+      ASSERT_EQ(chat_completion_sse(c, model, usage, lp), reference_chat_sse(c, model, usage, lp)) << i;
+      ASSERT_EQ(text_completion_sse(c, model, usage, lp), reference_text_sse(c, model, usage, lp)) << i;
+    }
+  }
+}
+
+// A log-prob is written as Python's repr writes the same value (the table: python3's repr of each float,
+// every branch of the layout and its thresholds) and reads back as the same float, over random bit patterns
+// of every exponent a float has.
+TEST(GatewayCodec, ALogprobIsWrittenAsPythonWritesItAndReadsBackExactly) {
+  const std::pair<float, const char*> kPython[] = {{0.0f, "0.0"},
+                                                   {-0.0f, "-0.0"},
+                                                   {-1.0f, "-1.0"},
+                                                   {-10.0f, "-10.0"},
+                                                   {-0.5f, "-0.5"},
+                                                   {-0.1f, "-0.1"},
+                                                   {-1e-4f, "-0.0001"},
+                                                   {-1.2e-4f, "-0.00012"},
+                                                   {-1e-5f, "-1e-05"},
+                                                   {-2.5e-5f, "-2.5e-05"},
+                                                   {-74.00244f, "-74.00244"},
+                                                   {-0.0007580675f, "-0.0007580675"},
+                                                   {-123456.0f, "-123456.0"},
+                                                   {9.028231e+10f, "90282310000.0"},
+                                                   {-1e15f, "-1000000000000000.0"},
+                                                   {1.2345678e+15f, "1234567800000000.0"},
+                                                   {-1e16f, "-1e+16"},
+                                                   {1.2345678e+16f, "1.2345678e+16"},
+                                                   {1.1754944e-38f, "1.1754944e-38"},
+                                                   {-1e-45f, "-1e-45"},
+                                                   {-3.4028235e+38f, "-3.4028235e+38"}};
+  for (const auto& [value, python] : kPython) {
+    std::string text;
+    put_logprob(text, value);
+    EXPECT_EQ(text, python);
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    const float f = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+    if (!std::isfinite(f)) continue;
+    std::string text;
+    put_logprob(text, f);
+    const json read = json::parse(text);
+    ASSERT_TRUE(read.is_number_float()) << text;
+    ASSERT_EQ(std::bit_cast<uint32_t>(static_cast<float>(read.get<double>())), std::bit_cast<uint32_t>(f))
+        << text;
   }
 }
 
