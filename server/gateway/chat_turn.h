@@ -22,6 +22,7 @@ struct ChatTurn {
   std::string routing_key;            // X-SMG-Routing-Key from the harness, else the session id
   std::vector<std::string> stop;      // stop strings, passed upstream
   std::optional<std::string> prompt;  // a plain completion: the whole text so far (messages unused)
+  bool prompt_ids = false;            // the answer shows the forwarded prompt's ids (return_token_ids)
 };
 
 // What a call asks to see of its sampled tokens' log-probs (OpenAI's chat `logprobs`, the completions'
@@ -37,6 +38,7 @@ struct CallRequest {
   bool stream = false;
   bool include_usage = false;  // OpenAI's stream_options.include_usage
   LogprobsAsk logprobs;
+  bool return_token_ids = false;  // vLLM's: the answer shows prompt_token_ids and token_ids
   std::string model;
 };
 

@@ -341,12 +341,12 @@ HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
       request);
   const std::string& model = request.model.empty() ? options_.model : request.model;
   const auto logprobs = token_logprobs(completion, request.logprobs, shared_.renderer->tokenizer());
-  const TokenLogprobs* shown = logprobs ? &*logprobs : nullptr;
+  const AnswerExtras extras{logprobs ? &*logprobs : nullptr, request.return_token_ids};
   if (request.stream) {
     return HttpAnswer{200, kSseContentType,
-                      chat_completion_sse(completion, model, request.include_usage, shown), 0};
+                      chat_completion_sse(completion, model, request.include_usage, extras), 0};
   }
-  return json_answer(200, chat_completion_json(completion, model, shown));
+  return json_answer(200, chat_completion_json(completion, model, extras));
 }
 
 HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
@@ -361,12 +361,12 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
   }
   const std::string& model = request.model.empty() ? options_.model : request.model;
   const auto logprobs = token_logprobs(completion, request.logprobs, shared_.renderer->tokenizer());
-  const TokenLogprobs* shown = logprobs ? &*logprobs : nullptr;
+  const AnswerExtras extras{logprobs ? &*logprobs : nullptr, request.return_token_ids};
   if (request.stream) {
     return HttpAnswer{200, kSseContentType,
-                      text_completion_sse(completion, model, request.include_usage, shown), 0};
+                      text_completion_sse(completion, model, request.include_usage, extras), 0};
   }
-  return json_answer(200, text_completion_json(completion, model, shown));
+  return json_answer(200, text_completion_json(completion, model, extras));
 }
 
 HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {

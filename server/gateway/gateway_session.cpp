@@ -154,10 +154,7 @@ Completion GatewaySession::complete(const ChatTurn& turn) {
     return drive(turn);
   }
   if (episode_->done()) throw_done();
-  if (held_ && prompt == known_text_) {
-    ++retries_;
-    return held_->completion;  // a retry: the stored answer, nothing sampled twice
-  }
+  if (held_ && prompt == known_text_) return stored_answer(turn);  // a retry: nothing sampled twice
   if (held_) {
     const std::string& answer = held_->completion.reply.content;
     if (prompt.size() >= known_text_.size() + answer.size() && prompt.starts_with(known_text_) &&
@@ -197,10 +194,7 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
   const bool same_prefix = tools_key_of(turn) == tools_key_ && keys.size() >= n0 &&
                            std::equal(known_.begin(), known_.end(), keys.begin());
   if (same_prefix) {
-    if (held_ && keys.size() == n0) {
-      ++retries_;
-      return held_->completion;  // a retry: the stored answer, nothing sampled twice
-    }
+    if (held_ && keys.size() == n0) return stored_answer(turn);  // a retry: nothing sampled twice
     if (held_ && (keys[n0] == held_->key || keys[n0] == held_->anthropic_key)) {
       env_->stage_step(shared_.renderer->observation(held_->decision.tokens, turn.messages, n0, turn.tools,
                                                      render_now_, &converted_),
@@ -327,7 +321,22 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   const uint64_t anthropic_key =
       completion.reply.tool_calls.empty() ? key : anthropic_reply_key(completion.reply);
   held_ = Held{std::move(decision), key, anthropic_key, completion};
+  if (turn.prompt_ids) completion.prompt_ids = waiting_prompt_ids();
   return completion;
+}
+
+Completion GatewaySession::stored_answer(const ChatTurn& turn) {
+  ++retries_;
+  Completion out = held_->completion;
+  if (turn.prompt_ids) out.prompt_ids = waiting_prompt_ids();
+  return out;
+}
+
+std::string GatewaySession::waiting_prompt_ids() {
+  // The prompt the held answer was sampled from: the episode still waits on it, and its id text is the one
+  // the upstream call wrote (ids_text_ keeps it), so this copies it.
+  const Request& request = episode_->request();
+  return std::string(ids_text_.text(request.prompt, episode_generation_, request.compactions));
 }
 
 void GatewaySession::reward(double reward, const std::string& status) {

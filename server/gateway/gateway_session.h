@@ -82,6 +82,9 @@ struct Completion {
   // end-of-turn token and a matched stop string's tokens included).
   std::vector<TokenId> ids;
   std::vector<float> logprobs;
+  // The forwarded prompt's ids as JSON text ("[1,2,3]": the window the policy saw), only when the turn asked
+  // (ChatTurn::prompt_ids): a copy of the context's size.
+  std::string prompt_ids;
 };
 
 class GatewaySession {
@@ -132,6 +135,10 @@ class GatewaySession {
   Completion drive(const ChatTurn& turn);
   UpstreamResult call_upstream(const Request& request, const ChatTurn& turn, int64_t max_new_tokens);
   [[noreturn]] void fail_call(const UpstreamResult& result);
+  // The held answer again, for a harness's retry (with the prompt's ids when the turn asks).
+  Completion stored_answer(const ChatTurn& turn);
+  // The JSON text of the ids of the prompt the held answer was sampled from.
+  std::string waiting_prompt_ids();
   [[noreturn]] void throw_done() const;
 
   std::string id_;

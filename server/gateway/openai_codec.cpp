@@ -214,6 +214,8 @@ void read_common(JsonView request, ChatRequest& out) {
   if (const JsonView stop = request.find("stop"); stop.exists())
     out.turn.stop = parse_stop(stop, "stop", true);
   out.logprobs.token_ids = flag(request, "return_tokens_as_token_ids").value_or(false);
+  out.return_token_ids = flag(request, "return_token_ids").value_or(false);
+  out.turn.prompt_ids = out.return_token_ids;
 }
 
 }  // namespace
@@ -347,6 +349,26 @@ ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
 namespace {
 
 // The answers are written by hand (answer_writer.h).
+// `key` then the ids as a JSON list.
+void put_ids(std::string& out, std::string_view key, std::span<const TokenId> ids) {
+  out += key;
+  out += '[';
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    append_json_int(out, ids[i]);
+  }
+  out += ']';
+}
+
+// "prompt_token_ids":[..] from the text the session kept (Completion::prompt_ids), then a ',' (a chat
+// answer's top level, before "usage") or after one (a completions choice, after "logprobs").
+void put_prompt_ids(std::string& out, const Completion& c, bool top_level = true) {
+  if (!top_level) out += ',';
+  out += "\"prompt_token_ids\":";
+  out += c.prompt_ids.empty() ? std::string_view("[]") : std::string_view(c.prompt_ids);
+  if (top_level) out += ',';
+}
+
 void put_usage(std::string& out, const Completion& c) {
   out += "\"usage\":{\"completion_tokens\":";
   append_json_int(out, c.completion_tokens);
@@ -462,14 +484,13 @@ void put_text_logprobs(std::string& out, const TokenLogprobs* logprobs) {
 
 }  // namespace
 
-std::string chat_completion_json(const Completion& c, const std::string& model,
-                                 const TokenLogprobs* logprobs) {
+std::string chat_completion_json(const Completion& c, const std::string& model, const AnswerExtras& extras) {
   std::string out;
   out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
   out += "{\"choices\":[{\"finish_reason\":";
   put_string(out, c.finish_reason);
   out += ",\"index\":0,\"logprobs\":";
-  put_chat_logprobs(out, logprobs);
+  put_chat_logprobs(out, extras.logprobs);
   out += ",\"message\":{\"content\":";
   if (!c.reply.tool_calls.empty() && c.reply.content.empty())
     out += "null";
@@ -491,8 +512,11 @@ std::string chat_completion_json(const Completion& c, const std::string& model,
     }
     out += ']';
   }
-  out += "}}],";
+  out += '}';
+  if (extras.token_ids) put_ids(out, ",\"token_ids\":", c.ids);
+  out += "}],";
   put_header(out, c, model, "chat.completion");
+  if (extras.token_ids) put_prompt_ids(out, c);
   put_usage(out, c);
   out += '}';
   return out;
@@ -502,13 +526,15 @@ namespace {
 
 // One chunk of a stream: data: {"choices":[{CHOICE}],"created":..,"id":..,"model":..,"object":..[,"usage":
 // null]} (the choice's members are written by `choice`, sorted as the rest).
+// With `prompt_ids`, the chunk also carries "prompt_token_ids" (a chat stream's first chunk).
 template <class Choice>
 void put_chunk(std::string& out, const Completion& c, const std::string& model, std::string_view object,
-               bool include_usage, Choice choice) {
+               bool include_usage, Choice choice, bool prompt_ids = false) {
   out += "data: {\"choices\":[{";
   choice();
   out += "}],";
   put_header(out, c, model, object);
+  if (prompt_ids) put_prompt_ids(out, c);
   if (include_usage)
     out += "\"usage\":null";
   else
@@ -528,27 +554,30 @@ void put_usage_chunk(std::string& out, const Completion& c, const std::string& m
 }  // namespace
 
 std::string chat_completion_sse(const Completion& c, const std::string& model, bool include_usage,
-                                const TokenLogprobs* logprobs) {
+                                const AnswerExtras& extras) {
   // By hand (answer_writer.h), as chat_completion_json.
   std::string out;
   out.reserve(1024 + 2 * c.reply.content.size());
   constexpr std::string_view kObject = "chat.completion.chunk";
   constexpr std::string_view kNoFinish = ",\"finish_reason\":null,\"index\":0,\"logprobs\":null";
-  // The entries ride on the first chunk with sampled text (openai_codec.h); the others say null.
-  const TokenLogprobs* pending = logprobs;
-  const auto no_finish = [&] {
-    if (!pending) {
-      out += kNoFinish;
-      return;
-    }
-    out += ",\"finish_reason\":null,\"index\":0,\"logprobs\":";
-    put_chat_logprobs(out, pending);
-    pending = nullptr;
+  // The log-prob entries and the sampled ids ride on the first chunk with sampled text (openai_codec.h).
+  bool pending = true;
+  const auto carried = [&] {
+    put_chat_logprobs(out, pending ? extras.logprobs : nullptr);
+    if (pending && extras.token_ids) put_ids(out, ",\"token_ids\":", c.ids);
+    pending = false;
   };
-  put_chunk(out, c, model, kObject, include_usage, [&] {
-    out += "\"delta\":{\"content\":\"\",\"role\":\"assistant\"}";
-    out += kNoFinish;
-  });
+  const auto no_finish = [&] {
+    out += ",\"finish_reason\":null,\"index\":0,\"logprobs\":";
+    carried();
+  };
+  put_chunk(
+      out, c, model, kObject, include_usage,
+      [&] {
+        out += "\"delta\":{\"content\":\"\",\"role\":\"assistant\"}";
+        out += kNoFinish;
+      },
+      extras.token_ids);
   if (!c.reply.content.empty()) {
     put_chunk(out, c, model, kObject, include_usage, [&] {
       out += "\"delta\":{\"content\":";
@@ -576,23 +605,24 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
     out += "\"delta\":{},\"finish_reason\":";
     put_string(out, c.finish_reason);
     out += ",\"index\":0,\"logprobs\":";
-    put_chat_logprobs(out, pending);
+    carried();
   });
   if (include_usage) put_usage_chunk(out, c, model, kObject);
   append_sse_data(out, "[DONE]");
   return out;
 }
 
-std::string text_completion_json(const Completion& c, const std::string& model,
-                                 const TokenLogprobs* logprobs) {
+std::string text_completion_json(const Completion& c, const std::string& model, const AnswerExtras& extras) {
   std::string out;
   out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
   out += "{\"choices\":[{\"finish_reason\":";
   put_string(out, c.finish_reason);
   out += ",\"index\":0,\"logprobs\":";
-  put_text_logprobs(out, logprobs);
+  put_text_logprobs(out, extras.logprobs);
+  if (extras.token_ids) put_prompt_ids(out, c, false);
   out += ",\"text\":";
   put_string(out, c.reply.content);
+  if (extras.token_ids) put_ids(out, ",\"token_ids\":", c.ids);
   out += "}],";
   put_header(out, c, model, "text_completion");
   put_usage(out, c);
@@ -601,27 +631,32 @@ std::string text_completion_json(const Completion& c, const std::string& model,
 }
 
 std::string text_completion_sse(const Completion& c, const std::string& model, bool include_usage,
-                                const TokenLogprobs* logprobs) {
-  // By hand (answer_writer.h), as text_completion_json; the entries ride on the first chunk with text.
+                                const AnswerExtras& extras) {
+  // By hand (answer_writer.h), as text_completion_json; the first chunk (the text's, else the finish chunk)
+  // carries the log-prob entries and the ids.
   std::string out;
   out.reserve(768 + 2 * c.reply.content.size());
   constexpr std::string_view kObject = "text_completion";
-  const TokenLogprobs* pending = logprobs;
+  bool first = true;
+  const auto text = [&](std::string_view text) {
+    out += ",\"index\":0,\"logprobs\":";
+    put_text_logprobs(out, first ? extras.logprobs : nullptr);
+    if (first && extras.token_ids) put_prompt_ids(out, c, false);
+    out += ",\"text\":";
+    put_string(out, text);
+    if (first && extras.token_ids) put_ids(out, ",\"token_ids\":", c.ids);
+    first = false;
+  };
   if (!c.reply.content.empty()) {
     put_chunk(out, c, model, kObject, include_usage, [&] {
-      out += "\"finish_reason\":null,\"index\":0,\"logprobs\":";
-      put_text_logprobs(out, pending);
-      out += ",\"text\":";
-      put_string(out, c.reply.content);
+      out += "\"finish_reason\":null";
+      text(c.reply.content);
     });
-    pending = nullptr;
   }
   put_chunk(out, c, model, kObject, include_usage, [&] {
     out += "\"finish_reason\":";
     put_string(out, c.finish_reason);
-    out += ",\"index\":0,\"logprobs\":";
-    put_text_logprobs(out, pending);
-    out += ",\"text\":\"\"";
+    text("");
   });
   if (include_usage) put_usage_chunk(out, c, model, kObject);
   append_sse_data(out, "[DONE]");

@@ -8,14 +8,15 @@
 // max_completion_tokens, temperature, top_p, top_k, stream, stream_options.include_usage, tools (passed into
 // the chat template), model, n (1 only), logprobs (true: the answer's `logprobs.content` holds every sampled
 // token), top_logprobs (0 only: alternatives are not asked of the upstream), return_tokens_as_token_ids
-// (vLLM's: tokens written "token_id:N"), and the fields harnesses send that change nothing here (seed:
+// (vLLM's: tokens written "token_id:N"), return_token_ids (vLLM's: prompt_token_ids and token_ids, see
+// AnswerExtras), and the fields harnesses send that change nothing here (seed:
 // sampling seeds come from the session's stream keys; tool_choice, user, ...), stop (a string or a list,
 // passed upstream). Plain completions (POST .../v1/completions): prompt (one string: the whole text so
 // far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1), logprobs (0 only: tokens,
 // token_logprobs, text_offset and top_logprobs holding the sampled token, as vLLM answers 0),
-// return_tokens_as_token_ids; answered as `text_completion` objects or, streaming, as `text_completion`
-// chunks ended by `data: [DONE]`; echo, suffix, best_of > 1 and a list of prompts are refused. Anything
-// malformed is a 400 naming the field.
+// return_tokens_as_token_ids, return_token_ids; answered as `text_completion` objects or, streaming, as
+// `text_completion` chunks ended by `data: [DONE]`; echo, suffix, best_of > 1 and a list of prompts are
+// refused. Anything malformed is a 400 naming the field.
 //
 // Log-probs: one entry per sampled token, the ids and log-probs the export records (an end-of-turn token
 // and a matched stop string's tokens included, so the entries are `usage.completion_tokens` long and line
@@ -70,19 +71,28 @@ struct TokenLogprobs {
 std::optional<TokenLogprobs> token_logprobs(const Completion& completion, LogprobsAsk ask,
                                             const Tokenizer& tokenizer);
 
-// `logprobs`: null, or what the call asked to see (then "logprobs" holds it instead of null).
+// What a call asked its answer to carry besides the message (nothing: the plain OpenAI answer).
+struct AnswerExtras {
+  const TokenLogprobs* logprobs = nullptr;  // null: "logprobs": null
+  // vLLM's return_token_ids: the sampled ids (`token_ids`) and the forwarded prompt's (`prompt_token_ids`:
+  // the window the policy saw, Completion::prompt_ids). Chat answers carry prompt_token_ids at the top level
+  // (a stream: on its first chunk) and token_ids in the choice (a stream: with the log-prob entries);
+  // completions carry both in the choice (a stream: on its first chunk).
+  bool token_ids = false;
+};
+
 std::string chat_completion_json(const Completion& completion, const std::string& model,
-                                 const TokenLogprobs* logprobs = nullptr);
+                                 const AnswerExtras& extras = {});
 // The same answer as server-sent events: a role chunk, a content chunk, one chunk per tool call, the finish
 // chunk, the usage chunk when asked, then `data: [DONE]`.
 std::string chat_completion_sse(const Completion& completion, const std::string& model, bool include_usage,
-                                const TokenLogprobs* logprobs = nullptr);
+                                const AnswerExtras& extras = {});
 // A plain completion: a `text_completion` object, or its stream (one text chunk, the finish chunk, the usage
 // chunk when asked, `data: [DONE]`).
 std::string text_completion_json(const Completion& completion, const std::string& model,
-                                 const TokenLogprobs* logprobs = nullptr);
+                                 const AnswerExtras& extras = {});
 std::string text_completion_sse(const Completion& completion, const std::string& model, bool include_usage,
-                                const TokenLogprobs* logprobs = nullptr);
+                                const AnswerExtras& extras = {});
 std::string openai_error_json(const GatewayError& error);
 
 }  // namespace crl::server::gateway

@@ -89,8 +89,14 @@ json reference_text_logprobs(const TokenLogprobs* logprobs) {
   return {{"tokens", tokens}, {"token_logprobs", values}, {"text_offset", offsets}, {"top_logprobs", top}};
 }
 
-std::string reference_chat(const Completion& c, const std::string& model,
-                           const TokenLogprobs* logprobs = nullptr) {
+json ids_json(const Completion& c) {
+  return c.ids;
+}
+json prompt_ids_json(const Completion& c) {
+  return json::parse(c.prompt_ids.empty() ? "[]" : c.prompt_ids);
+}
+
+std::string reference_chat(const Completion& c, const std::string& model, const AnswerExtras& extras = {}) {
   json message = {{"role", "assistant"}, {"content", c.reply.content}};
   if (!c.reply.tool_calls.empty()) {
     json calls = json::array();
@@ -102,27 +108,37 @@ std::string reference_chat(const Completion& c, const std::string& model,
     message["tool_calls"] = calls;
     if (c.reply.content.empty()) message["content"] = nullptr;
   }
-  return written(dump({{"id", c.id},
-                       {"object", "chat.completion"},
-                       {"created", c.created},
-                       {"model", model},
-                       {"choices", json::array({{{"index", 0},
-                                                 {"message", message},
-                                                 {"logprobs", reference_chat_logprobs(logprobs)},
-                                                 {"finish_reason", c.finish_reason}}})},
-                       {"usage", usage_json(c)}}));
+  json choice = {{"index", 0},
+                 {"message", message},
+                 {"logprobs", reference_chat_logprobs(extras.logprobs)},
+                 {"finish_reason", c.finish_reason}};
+  json answer = {{"id", c.id},
+                 {"object", "chat.completion"},
+                 {"created", c.created},
+                 {"model", model},
+                 {"usage", usage_json(c)}};
+  if (extras.token_ids) {
+    choice["token_ids"] = ids_json(c);
+    answer["prompt_token_ids"] = prompt_ids_json(c);
+  }
+  answer["choices"] = json::array({choice});
+  return written(dump(answer));
 }
 
-std::string reference_text(const Completion& c, const std::string& model,
-                           const TokenLogprobs* logprobs = nullptr) {
+std::string reference_text(const Completion& c, const std::string& model, const AnswerExtras& extras = {}) {
+  json choice = {{"index", 0},
+                 {"text", c.reply.content},
+                 {"logprobs", reference_text_logprobs(extras.logprobs)},
+                 {"finish_reason", c.finish_reason}};
+  if (extras.token_ids) {
+    choice["token_ids"] = ids_json(c);
+    choice["prompt_token_ids"] = prompt_ids_json(c);
+  }
   return written(dump({{"id", c.id},
                        {"object", "text_completion"},
                        {"created", c.created},
                        {"model", model},
-                       {"choices", json::array({{{"index", 0},
-                                                 {"text", c.reply.content},
-                                                 {"logprobs", reference_text_logprobs(logprobs)},
-                                                 {"finish_reason", c.finish_reason}}})},
+                       {"choices", json::array({choice})},
                        {"usage", usage_json(c)}}));
 }
 
@@ -162,20 +178,23 @@ std::string reference_anthropic(const Completion& c, const std::string& model) {
 // The streams as they were written with nlohmann.
 // The log-prob entries ride on the first chunk with sampled text (`carries`).
 std::string reference_chat_sse(const Completion& c, const std::string& model, bool include_usage,
-                               const TokenLogprobs* logprobs = nullptr) {
+                               const AnswerExtras& extras = {}) {
   std::string out;
-  const TokenLogprobs* pending = logprobs;
+  bool pending = true;
   const auto chunk = [&](const json& delta, const json& finish, bool carries = true) {
-    const json shown = carries ? reference_chat_logprobs(pending) : json(nullptr);
-    if (carries) pending = nullptr;
-    json item = {
-        {"id", c.id},
-        {"object", "chat.completion.chunk"},
-        {"created", c.created},
-        {"model", model},
-        {"choices",
-         json::array({{{"index", 0}, {"delta", delta}, {"logprobs", shown}, {"finish_reason", finish}}})}};
+    json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    if (carries && pending) {
+      choice["logprobs"] = reference_chat_logprobs(extras.logprobs);
+      if (extras.token_ids) choice["token_ids"] = ids_json(c);
+      pending = false;
+    }
+    json item = {{"id", c.id},
+                 {"object", "chat.completion.chunk"},
+                 {"created", c.created},
+                 {"model", model},
+                 {"choices", json::array({choice})}};
     if (include_usage) item["usage"] = nullptr;
+    if (!carries && extras.token_ids) item["prompt_token_ids"] = prompt_ids_json(c);  // the role chunk
     append_sse_data(out, written(dump(item)));
   };
   chunk({{"role", "assistant"}, {"content", ""}}, nullptr, false);
@@ -200,19 +219,24 @@ std::string reference_chat_sse(const Completion& c, const std::string& model, bo
 }
 
 std::string reference_text_sse(const Completion& c, const std::string& model, bool include_usage,
-                               const TokenLogprobs* logprobs = nullptr) {
+                               const AnswerExtras& extras = {}) {
   std::string out;
-  const TokenLogprobs* pending = logprobs;
+  bool first = true;
   const auto chunk = [&](const std::string& text, const json& finish) {
-    const json shown = reference_text_logprobs(pending);
-    pending = nullptr;
-    json item = {
-        {"id", c.id},
-        {"object", "text_completion"},
-        {"created", c.created},
-        {"model", model},
-        {"choices",
-         json::array({{{"index", 0}, {"text", text}, {"logprobs", shown}, {"finish_reason", finish}}})}};
+    json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    if (first) {
+      choice["logprobs"] = reference_text_logprobs(extras.logprobs);
+      if (extras.token_ids) {
+        choice["token_ids"] = ids_json(c);
+        choice["prompt_token_ids"] = prompt_ids_json(c);
+      }
+      first = false;
+    }
+    json item = {{"id", c.id},
+                 {"object", "text_completion"},
+                 {"created", c.created},
+                 {"model", model},
+                 {"choices", json::array({choice})}};
     if (include_usage) item["usage"] = nullptr;
     append_sse_data(out, written(dump(item)));
   };
@@ -308,12 +332,21 @@ TEST(GatewayCodec, AnswersAreByteIdenticalToNlohmannsDump) {
       }
       shown->logprobs = values;
     }
-    const TokenLogprobs* lp = shown ? &*shown : nullptr;
-    ASSERT_EQ(chat_completion_json(c, model, lp), reference_chat(c, model, lp)) << i;
-    ASSERT_EQ(text_completion_json(c, model, lp), reference_text(c, model, lp)) << i;
+    // Half show the ids (vLLM's return_token_ids): the sampled ones and the prompt's kept text.
+    const AnswerExtras extras{shown ? &*shown : nullptr, rng() % 2 == 0};
+    for (size_t k = rng() % 5; k > 0; --k) c.ids.push_back(static_cast<TokenId>(rng() % 200000));
+    if (extras.token_ids) {
+      std::vector<TokenId> prompt(1 + rng() % 6);
+      for (TokenId& id : prompt) id = static_cast<TokenId>(rng() % 200000);
+      c.prompt_ids = json(prompt).dump();
+    }
+    ASSERT_EQ(chat_completion_json(c, model, extras), reference_chat(c, model, extras)) << i;
+    ASSERT_EQ(text_completion_json(c, model, extras), reference_text(c, model, extras)) << i;
     for (const bool usage : {false, true}) {
-      ASSERT_EQ(chat_completion_sse(c, model, usage, lp), reference_chat_sse(c, model, usage, lp)) << i;
-      ASSERT_EQ(text_completion_sse(c, model, usage, lp), reference_text_sse(c, model, usage, lp)) << i;
+      ASSERT_EQ(chat_completion_sse(c, model, usage, extras), reference_chat_sse(c, model, usage, extras))
+          << i;
+      ASSERT_EQ(text_completion_sse(c, model, usage, extras), reference_text_sse(c, model, usage, extras))
+          << i;
     }
   }
 }

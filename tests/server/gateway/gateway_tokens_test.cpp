@@ -1,7 +1,9 @@
-// The sampled tokens' log-probs a harness asks for (chat `logprobs: true`, the completions' `logprobs: 0`,
-// vLLM's `return_tokens_as_token_ids`): one entry per id the upstream sampled, its log-prob the upstream's
-// to the bit, so what the harness sees is what the export records; in streams on the first chunk with
-// sampled text; stored with the answer for a retry; bad values a 400 naming the field.
+// What an answer shows of its tokens when the harness asks. The sampled tokens' log-probs (chat `logprobs:
+// true`, the completions' `logprobs: 0`, vLLM's `return_tokens_as_token_ids`): one entry per id the
+// upstream sampled, its log-prob the upstream's to the bit, so what the harness sees is what the export
+// records; in streams on the first chunk with sampled text; stored with the answer for a retry. The ids
+// (vLLM's `return_token_ids`): the forwarded window's prompt ids, compacted, and the sampled ids. Bad values
+// are a 400 naming the field.
 #include <span>
 
 #include "engine/tokenizer.h"
@@ -161,6 +163,59 @@ TEST(GatewayLogprobs, PlainCompletionsShowTokensOffsetsAndTheSampledToken) {
   EXPECT_TRUE(chunks[1]["choices"][0]["logprobs"].is_null()) << "the finish chunk: null";
 }
 
+// return_token_ids: every answer's prompt_token_ids are the window the upstream was sent (after each
+// compaction the rebuilt one, far shorter than the harness's history) and its token_ids what it sampled; a
+// retry shows the same, asked or not the first time; streams carry the prompt on their first chunk.
+TEST(GatewayTokenIds, AnswersShowTheWindowThePolicySawAndTheSampledIds) {
+  Bench bench;
+  Harness h(bench.port(), "ids");
+  const json ask = {{"return_token_ids", true}};
+  const auto expect_ids = [&](const json& answer) {
+    const crl::testing::LoggedCall call = bench.upstream->calls().back();
+    EXPECT_EQ(ids_of(answer["prompt_token_ids"]), call.prompt);
+    EXPECT_EQ(ids_of(answer["choices"][0]["token_ids"]), call.output);
+  };
+  const json first = h.turn(ask);
+  expect_ids(first);
+  h.messages.erase(h.messages.end() - 1);
+  EXPECT_EQ(h.turn(ask), first) << "a retry answers the stored answer, ids included";
+  h.add("user", "next");
+  const json plain = h.turn();
+  EXPECT_FALSE(plain.contains("prompt_token_ids"));
+  EXPECT_FALSE(plain["choices"][0].contains("token_ids"));
+  h.messages.erase(h.messages.end() - 1);
+  expect_ids(h.turn(ask));  // a retry that asks what the first call did not
+  EXPECT_EQ(bench.upstream->calls().size(), 2u);
+  size_t shortest = SIZE_MAX;
+  for (int t = 0; t < 24; ++t) {
+    h.add("user", "turn " + std::to_string(t) + " " + std::string(60, 'x'));
+    const json answer = h.turn(ask);
+    expect_ids(answer);
+    shortest = std::min(shortest, answer["prompt_token_ids"].size());
+  }
+  EXPECT_GE(h.state()["compactions"].get<int>(), 2);
+  EXPECT_LT(shortest, h.messages.dump().size() / 2) << "a compacted window, not the whole history";
+
+  const auto streamed = h.post({{"messages", h.messages}, {"stream", true}, {"return_token_ids", true}});
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<json> chunks = stream_chunks(streamed.body);
+  ASSERT_GE(chunks.size(), 3u);
+  const crl::testing::LoggedCall call = bench.upstream->calls().back();
+  EXPECT_EQ(ids_of(chunks[0]["prompt_token_ids"]), call.prompt);
+  EXPECT_EQ(ids_of(chunks[1]["choices"][0]["token_ids"]), call.output) << "with the content";
+  for (size_t i = 1; i < chunks.size(); ++i) EXPECT_FALSE(chunks[i].contains("prompt_token_ids"));
+
+  TextHarness text(bench.port(), "ids-plain");
+  const json completion = text.turn(ask);
+  const crl::testing::LoggedCall plain_call = bench.upstream->calls().back();
+  EXPECT_EQ(ids_of(completion["choices"][0]["prompt_token_ids"]), plain_call.prompt);
+  EXPECT_EQ(ids_of(completion["choices"][0]["token_ids"]), plain_call.output);
+  ASSERT_EQ(h.reward(1.0).status, 200);
+  std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
+  std::erase_if(calls, [](const crl::testing::LoggedCall& c) { return !c.rid.starts_with("ids/"); });
+  check_exact(h.export_json(), calls);
+}
+
 TEST(GatewayLogprobs, BadValuesAre400NamingTheFieldAndNothingIsSampled) {
   Bench bench;
   server::testing::HttpClient client(bench.port());
@@ -183,6 +238,8 @@ TEST(GatewayLogprobs, BadValuesAre400NamingTheFieldAndNothingIsSampled) {
     expect_400(chat, {{"messages", messages}, {"top_logprobs", bad}}, "bad_field", "top_logprobs");
   expect_400(chat, {{"messages", messages}, {"return_tokens_as_token_ids", 1}}, "bad_field",
              "return_tokens_as_token_ids");
+  expect_400(chat, {{"messages", messages}, {"return_token_ids", "yes"}}, "bad_field", "return_token_ids");
+  expect_400(plain, {{"prompt", "x"}, {"return_token_ids", 0}}, "bad_field", "return_token_ids");
   expect_400(plain, {{"prompt", "x"}, {"logprobs", 2}}, "unsupported_field", "logprobs");
   expect_400(plain, {{"prompt", "x"}, {"logprobs", true}}, "bad_field", "logprobs");
   expect_400(plain, {{"prompt", "x"}, {"logprobs", -1}}, "bad_field", "logprobs");
