@@ -1,7 +1,9 @@
 #include "policies/llm/llm_api.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -108,7 +110,89 @@ GenerateResult fail(std::string why) {
   return out;
 }
 
-GenerateResult parse_sglang(JsonView body, int vocab_size) {
+// SGLang's output_top_logprobs: one list (or null: none) of [logprob, id, text|null] per sampled token.
+bool read_sglang_top(JsonView list, size_t tokens, int vocab_size, int asked, GenerateResult& out,
+                     std::string& why) {
+  if (!list.is_array() || list.size() != tokens) {
+    why = "meta_info.output_top_logprobs must list the alternatives of each of the " +
+          std::to_string(tokens) + " output_ids (send top_logprobs_num)";
+    return false;
+  }
+  out.top.resize(tokens);
+  size_t i = 0;
+  for (const JsonView position : list) {
+    if (!position.is_null() && (!position.is_array() || position.size() > static_cast<size_t>(asked))) {
+      why = "meta_info.output_top_logprobs[" + std::to_string(i) + "] is not a list of at most " +
+            std::to_string(asked) + " entries";
+      return false;
+    }
+    if (position.is_array()) {
+      for (const JsonView entry : position) {
+        TopLogprob top;
+        bool well_formed = entry.is_array() && entry.size() >= 2;
+        if (well_formed) {
+          JsonView::Iterator field = entry.begin();
+          const JsonView logprob = *field;
+          ++field;
+          well_formed = read_float(logprob, top.logprob) && read_id(*field, vocab_size, top.id);
+        }
+        if (!well_formed) {
+          why = "meta_info.output_top_logprobs[" + std::to_string(i) +
+                "] has an entry that is not [logprob, "
+                "token_id, text] of the vocabulary";
+          return false;
+        }
+        out.top[i].push_back(std::move(top));
+      }
+    }
+    ++i;
+  }
+  return true;
+}
+
+// The OpenAI API's top_logprobs: one object {text: logprob} (or null) per sampled token. vLLM's
+// "token_id:N" keys (return_tokens_as_token_ids) also name the id.
+bool read_openai_top(JsonView list, size_t tokens, int asked, GenerateResult& out, std::string& why) {
+  if (!list.is_array() || list.size() != tokens) {
+    why = "choices[0].logprobs.top_logprobs must list the alternatives of each of the " +
+          std::to_string(tokens) + " token_ids";
+    return false;
+  }
+  out.top.resize(tokens);
+  size_t i = 0;
+  for (const JsonView position : list) {
+    if (!position.is_null() && (!position.is_object() || position.size() > static_cast<size_t>(asked) + 1)) {
+      why = "choices[0].logprobs.top_logprobs[" + std::to_string(i) + "] is not an object of at most " +
+            std::to_string(asked + 1) + " entries";
+      return false;
+    }
+    if (position.is_object()) {
+      for (const JsonView entry : position) {
+        TopLogprob top;
+        top.text = std::string(entry.key());
+        if (!read_float(entry, top.logprob)) {
+          why =
+              "choices[0].logprobs.top_logprobs[" + std::to_string(i) + "] has a value that is not a number";
+          return false;
+        }
+        constexpr std::string_view kIdPrefix = "token_id:";
+        if (top.text.starts_with(kIdPrefix)) {
+          int64_t id = 0;
+          const char* begin = top.text.data() + kIdPrefix.size();
+          const char* end = top.text.data() + top.text.size();
+          const auto [ptr, ec] = std::from_chars(begin, end, id);
+          if (ec == std::errc() && ptr == end && begin != end && id >= 0 && id <= INT32_MAX)
+            top.id = static_cast<TokenId>(id);
+        }
+        out.top[i].push_back(std::move(top));
+      }
+    }
+    ++i;
+  }
+  return true;
+}
+
+GenerateResult parse_sglang(JsonView body, int vocab_size, int top_logprobs) {
   GenerateResult out;
   // A batch answer (a list) holds one item per prompt; we send one prompt.
   const JsonView item = body.is_array() && body.size() == 1 ? *body.begin() : body;
@@ -160,6 +244,10 @@ GenerateResult parse_sglang(JsonView body, int vocab_size) {
     }
     ++i;
   }
+  std::string why;
+  if (top_logprobs > 0 &&
+      !read_sglang_top(meta.find("output_top_logprobs"), out.ids.size(), vocab_size, top_logprobs, out, why))
+    return fail(why);
   out.prompt_tokens = read_count(meta, "prompt_tokens");
   out.completion_tokens = read_count(meta, "completion_tokens");
   out.cached_tokens = read_count(meta, "cached_tokens");
@@ -168,7 +256,7 @@ GenerateResult parse_sglang(JsonView body, int vocab_size) {
   return out;
 }
 
-GenerateResult parse_openai(JsonView body, int vocab_size) {
+GenerateResult parse_openai(JsonView body, int vocab_size, int top_logprobs) {
   GenerateResult out;
   if (!body.is_object()) return fail("the answer is not a JSON object");
   const JsonView choices = body.find("choices");
@@ -199,6 +287,10 @@ GenerateResult parse_openai(JsonView body, int vocab_size) {
     ++value_it;
     ++i;
   }
+  std::string why;
+  if (top_logprobs > 0 &&
+      !read_openai_top(choice.find("logprobs").find("top_logprobs"), out.ids.size(), top_logprobs, out, why))
+    return fail(why);
   if (const JsonView usage = body.find("usage"); usage.exists()) {
     out.prompt_tokens = read_count(usage, "prompt_tokens");
     out.completion_tokens = read_count(usage, "completion_tokens");
@@ -250,7 +342,13 @@ void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sa
     if (!sampling.stop.empty()) out += ",\"stop\":" + json(sampling.stop).dump();
     out += ",\"no_stop_trim\":true,\"skip_special_tokens\":false,\"sampling_seed\":";
     append_json_int(out, static_cast<int64_t>(call.sampling_seed));
-    out += "},\"return_logprob\":true,\"logprob_start_len\":-1,\"rid\":";
+    out += "},\"return_logprob\":true,";
+    if (sampling.top_logprobs > 0) {
+      out += "\"top_logprobs_num\":";
+      append_json_int(out, sampling.top_logprobs);
+      out += ',';
+    }
+    out += "\"logprob_start_len\":-1,\"rid\":";
     append_identifier(out, call.rid);
     out += '}';
     return;
@@ -263,7 +361,9 @@ void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sa
   append_json_double(out, sampling.top_p);
   out += ",\"top_k\":";
   append_json_int(out, sampling.top_k);
-  out += ",\"logprobs\":1,\"return_token_ids\":true,\"seed\":";
+  out += ",\"logprobs\":";
+  append_json_int(out, std::max(1, sampling.top_logprobs));
+  out += ",\"return_token_ids\":true,\"seed\":";
   append_json_int(out, static_cast<int64_t>(call.sampling_seed));
   out += ",\"stop_token_ids\":";
   append_id_list(out, sampling.stop_token_ids);
@@ -301,7 +401,7 @@ void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingP
   write_tail(kind, call, sampling, out.tail);
 }
 
-GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size) {
+GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs) {
   // The shared reader: an answer nested past kMaxJsonDepth, with a repeated key or not JSON at all fails
   // the call with a short message (never the answer whole).
   // (engine/json_view.h: read_json's limits, without building nlohmann's DOM of the answer.)
@@ -312,8 +412,8 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
     return fail("the answer is not accepted JSON: " + e.message());
   }
   const JsonView root = parsed->root();
-  GenerateResult out =
-      kind == ApiKind::kSglang ? parse_sglang(root, vocab_size) : parse_openai(root, vocab_size);
+  GenerateResult out = kind == ApiKind::kSglang ? parse_sglang(root, vocab_size, top_logprobs)
+                                                : parse_openai(root, vocab_size, top_logprobs);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
       out.finish_reason != "abort") {
     return fail("finish reason " + quote(text_prefix(out.finish_reason)) +

@@ -4,11 +4,13 @@
 //    stop_token_ids, no_stop_trim, skip_special_tokens, sampling_seed}, return_logprob, logprob_start_len,
 //    rid}; answer {text, output_ids, meta_info {finish_reason {type: stop|length|abort, ...},
 //    output_token_logprobs: [[logprob, token_id, text|null], ...], prompt_tokens, completion_tokens,
-//    cached_tokens, ...}}.
+//    cached_tokens, ...}}; with top_logprobs_num K also output_top_logprobs: [[[logprob, id, text|null],
+//    ...], ...].
 //  * OpenAI-compatible `POST /v1/completions` (vLLM, SGLang) with a token-id prompt: {model, prompt: [ids],
 //    max_tokens, temperature, top_p, top_k, logprobs: 1, return_token_ids, seed, stop_token_ids,
 //    skip_special_tokens, include_stop_str_in_output}; answer {choices: [{token_ids, text, finish_reason:
-//    stop|length|abort, logprobs {token_logprobs}}], usage {prompt_tokens, completion_tokens}}.
+//    stop|length|abort, logprobs {token_logprobs, top_logprobs: [{text: logprob}, ...]}}], usage
+//    {prompt_tokens, completion_tokens}} (logprobs: K asks for K alternatives).
 // The sampled ids and their log-probs are read exactly as the server sent them; nothing is re-tokenised.
 #include <cstdint>
 #include <string>
@@ -37,6 +39,9 @@ struct SamplingParams {
   // returned ids are everything sampled.
   std::vector<std::string> stop;
   std::string model;  // the OpenAI API's `model` (omitted when empty)
+  // Alternatives per sampled token to ask for (0: none, the default). SGLang: top_logprobs_num; OpenAI:
+  // logprobs (at least the 1 the sampled tokens' log-probs need).
+  int top_logprobs = 0;
 };
 
 struct GenerateCall {
@@ -49,6 +54,14 @@ struct GenerateCall {
   std::string_view prompt_ids_json = {};
 };
 
+// One of the most likely tokens at a sampled position. SGLang names its id; the OpenAI API only its text
+// (id -1), unless the text is vLLM's "token_id:N".
+struct TopLogprob {
+  TokenId id = -1;
+  std::string text;  // the OpenAI API's key; empty from SGLang (decode the id)
+  float logprob = 0;
+};
+
 struct GenerateResult {
   bool ok = false;
   std::string error;  // why the answer could not be used
@@ -57,6 +70,9 @@ struct GenerateResult {
   std::string finish_reason;  // stop | length | abort
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   std::string weight_version;  // SGLang's meta_info.weight_version (string or number); empty when absent
+  // With `top_logprobs` > 0 asked: the alternatives at each sampled position, as the server listed them
+  // (SGLang meta_info.output_top_logprobs; OpenAI choices[0].logprobs.top_logprobs); else empty.
+  std::vector<std::vector<TopLogprob>> top;
 };
 
 // Appends the request body to `out` (cleared first). Ids are written directly, without a JSON library.
@@ -73,8 +89,10 @@ struct RequestParts {
 void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingParams& sampling,
                          RequestParts& out);
 // Reads an answer body. Malformed JSON, missing fields, lengths that differ, ids outside [0, vocab_size)
-// (when vocab_size > 0) or an unknown finish reason give ok = false with the reason.
-GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size);
+// (when vocab_size > 0) or an unknown finish reason give ok = false with the reason. With `top_logprobs` > 0
+// (what the request asked), the alternatives are read too: one list per sampled token, each entry well
+// formed, at most top_logprobs + 1 of them (the OpenAI API adds the sampled token).
+GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs = 0);
 
 // The request seed of a stream (spec section 5): the first 8 bytes of SHA-256 over
 // "crl-sampling|<seed>|<task>|<sample>|<role>|<ordinal>", masked to 63 bits. Identical for paired runs.

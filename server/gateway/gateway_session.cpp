@@ -11,6 +11,18 @@ namespace crl::server::gateway {
 
 namespace {
 
+// The `k` most likely alternatives at each position, most likely first (SGLang lists its top k so already;
+// the OpenAI API adds the sampled token to its k, in no promised order).
+std::vector<std::vector<llm::TopLogprob>> most_likely(std::vector<std::vector<llm::TopLogprob>> top, int k) {
+  for (std::vector<llm::TopLogprob>& position : top) {
+    std::stable_sort(
+        position.begin(), position.end(),
+        [](const llm::TopLogprob& a, const llm::TopLogprob& b) { return a.logprob > b.logprob; });
+    if (position.size() > static_cast<size_t>(k)) position.resize(static_cast<size_t>(k));
+  }
+  return top;
+}
+
 // The decoder's key of the turn's tools when it computed one (kept_request.h), else computed here.
 uint64_t tools_key_of(const ChatTurn& turn) {
   return turn.tools_key ? *turn.tools_key : tools_key(turn.tools);
@@ -226,7 +238,10 @@ UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatT
   if (turn.temperature) call.sampling.temperature = *turn.temperature;
   if (turn.top_p) call.sampling.top_p = *turn.top_p;
   if (turn.top_k) call.sampling.top_k = *turn.top_k;
-  if (request.role == Role::kExecute) call.sampling.stop = turn.stop;  // a summary is never cut short
+  if (request.role == Role::kExecute) {
+    call.sampling.stop = turn.stop;  // a summary is never cut short
+    call.sampling.top_logprobs = turn.top_logprobs;
+  }
   ++calls_;
   UpstreamResult result = shared_.upstream->generate(call);
   if (ServerMetrics* m = shared_.metrics) {
@@ -307,6 +322,7 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   completion.cached_tokens = result.answer.cached_tokens;
   completion.ids = result.answer.ids;
   completion.logprobs = result.answer.logprobs;
+  completion.top = most_likely(std::move(result.answer.top), turn.top_logprobs);
   Decision decision;
   decision.tokens = std::move(result.answer.ids);
   decision.logprobs = std::move(result.answer.logprobs);

@@ -82,6 +82,7 @@ struct Completion {
   // end-of-turn token and a matched stop string's tokens included).
   std::vector<TokenId> ids;
   std::vector<float> logprobs;
+  std::vector<std::vector<llm::TopLogprob>> top;  // the alternatives per id, when the turn asked
   // The forwarded prompt's ids as JSON text ("[1,2,3]": the window the policy saw), only when the turn asked
   // (ChatTurn::prompt_ids): a copy of the context's size.
   std::string prompt_ids;

@@ -1,5 +1,6 @@
 #include "server/gateway/openai_codec.h"
 
+#include <map>
 #include <optional>
 
 #include "engine/json_escape.h"
@@ -60,22 +61,13 @@ std::optional<bool> flag(JsonView body, const char* key) {
 }
 
 // A count of alternatives per token (chat `top_logprobs`, the completions' `logprobs`): an integer in
-// 0..20 as OpenAI and vLLM take it; only 0 is served, since the upstream is asked for the sampled tokens'
-// log-probs alone (what the export records), and an answer without the alternatives asked for would be
-// silently short.
-std::optional<int64_t> alternatives(JsonView body, const char* key) {
+// 0..20, as vLLM takes it (OpenAI's own API stops at 20 for chat, 5 for completions).
+std::optional<int> alternatives(JsonView body, const char* key) {
   const JsonView it = body.find(key);
   if (it.is_none()) return std::nullopt;
   if (!it.is_integer() || it.integer() < 0 || it.integer() > 20)
     throw bad_request("bad_field", std::string(key) + " must be an integer from 0 to 20", key);
-  if (it.integer() > 0) {
-    throw bad_request("unsupported_field",
-                      std::string(key) +
-                          " > 0 is not supported: the gateway answers each sampled token's log-prob, not the "
-                          "alternatives (give 0)",
-                      key);
-  }
-  return it.integer();
+  return static_cast<int>(it.integer());
 }
 
 }  // namespace
@@ -240,7 +232,9 @@ ChatRequest parse_completion_request(std::string_view body) {
   if (const auto best_of = number(request, "best_of"); best_of && *best_of != 1)
     throw bad_request("bad_field", "best_of must be 1", "best_of");
   read_common(request, out);
-  out.logprobs.on = alternatives(request, "logprobs").has_value();
+  const std::optional<int> logprobs = alternatives(request, "logprobs");
+  out.logprobs.on = logprobs.has_value();
+  out.turn.top_logprobs = logprobs.value_or(0);
   return out;
 }
 
@@ -256,7 +250,9 @@ void read_chat_fields(JsonView request, ChatRequest& out, KeptRequest* kept) {
   read_tools(request, openai_tools, kept, out.turn);
   read_common(request, out);
   out.logprobs.on = flag(request, "logprobs").value_or(false);
-  alternatives(request, "top_logprobs");  // checked: 0 or absent
+  out.turn.top_logprobs = alternatives(request, "top_logprobs").value_or(0);
+  if (out.turn.top_logprobs > 0 && !out.logprobs.on)
+    throw bad_request("bad_field", "top_logprobs needs logprobs: true", "top_logprobs");
 }
 
 JsonView messages_of(JsonView request) {
@@ -406,12 +402,39 @@ std::optional<TokenLogprobs> token_logprobs(const Completion& c, LogprobsAsk ask
                                        : tokenizer.decode(std::span<const TokenId>(&id, 1)));
   }
   out.logprobs = c.logprobs;
+  out.top.resize(c.top.size());
+  for (size_t i = 0; i < c.top.size(); ++i) {
+    for (const llm::TopLogprob& top : c.top[i]) {
+      std::string token;
+      if (top.id >= 0 && ask.token_ids)
+        token = "token_id:" + std::to_string(top.id);
+      else if (top.id >= 0)
+        token = tokenizer.decode(std::span<const TokenId>(&top.id, 1));
+      else
+        token = top.text;  // the OpenAI API's text: its id is unknown
+      out.top[i].push_back(Alternative{std::move(token), top.logprob});
+    }
+  }
   return out;
 }
 
 namespace {
 
-// Chat's logprobs: null, or {"content":[{"bytes":[..],"logprob":X,"token":T,"top_logprobs":[]},...]}.
+// {"bytes":[..],"logprob":X,"token":T (without the closing brace): one token of chat's logprobs.
+void put_chat_token(std::string& out, const std::string& token, float logprob) {
+  out += "{\"bytes\":[";
+  for (size_t b = 0; b < token.size(); ++b) {
+    if (b) out += ',';
+    append_json_int(out, static_cast<unsigned char>(token[b]));
+  }
+  out += "],\"logprob\":";
+  put_logprob(out, logprob);
+  out += ",\"token\":";
+  put_string(out, token);
+}
+
+// Chat's logprobs: null, or {"content":[{"bytes":[..],"logprob":X,"token":T,"top_logprobs":[{"bytes":..,
+// "logprob":..,"token":..},..]},...]}.
 void put_chat_logprobs(std::string& out, const TokenLogprobs* logprobs) {
   if (!logprobs) {
     out += "null";
@@ -419,18 +442,17 @@ void put_chat_logprobs(std::string& out, const TokenLogprobs* logprobs) {
   }
   out += "{\"content\":[";
   for (size_t i = 0; i < logprobs->tokens.size(); ++i) {
-    const std::string& token = logprobs->tokens[i];
     if (i) out += ',';
-    out += "{\"bytes\":[";
-    for (size_t b = 0; b < token.size(); ++b) {
-      if (b) out += ',';
-      append_json_int(out, static_cast<unsigned char>(token[b]));
+    put_chat_token(out, logprobs->tokens[i], logprobs->logprobs[i]);
+    out += ",\"top_logprobs\":[";
+    if (i < logprobs->top.size()) {
+      for (size_t k = 0; k < logprobs->top[i].size(); ++k) {
+        if (k) out += ',';
+        put_chat_token(out, logprobs->top[i][k].token, logprobs->top[i][k].logprob);
+        out += '}';
+      }
     }
-    out += "],\"logprob\":";
-    put_logprob(out, logprobs->logprobs[i]);
-    out += ",\"token\":";
-    put_string(out, token);
-    out += ",\"top_logprobs\":[]}";
+    out += "]}";
   }
   out += "]}";
 }
@@ -471,12 +493,25 @@ void put_text_logprobs(std::string& out, const TokenLogprobs* logprobs) {
     put_string(out, logprobs->tokens[i]);
   }
   out += "],\"top_logprobs\":[";
+  std::map<std::string_view, float>
+      top;  // sorted and one entry per text, as nlohmann and Python dicts have it
   for (size_t i = 0; i < n; ++i) {
     if (i) out += ',';
+    top.clear();
+    top.emplace(logprobs->tokens[i], logprobs->logprobs[i]);  // the sampled token, always there
+    if (i < logprobs->top.size()) {
+      for (const Alternative& alternative : logprobs->top[i])
+        top.emplace(alternative.token, alternative.logprob);
+    }
     out += '{';
-    put_string(out, logprobs->tokens[i]);
-    out += ':';
-    put_logprob(out, logprobs->logprobs[i]);
+    bool first = true;
+    for (const auto& [token, logprob] : top) {
+      if (!first) out += ',';
+      first = false;
+      put_string(out, token);
+      out += ':';
+      put_logprob(out, logprob);
+    }
     out += '}';
   }
   out += "]}";

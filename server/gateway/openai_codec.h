@@ -7,13 +7,14 @@
 // null, or a list of {"type": "text", "text"} parts; tool_calls; tool_call_id), max_tokens /
 // max_completion_tokens, temperature, top_p, top_k, stream, stream_options.include_usage, tools (passed into
 // the chat template), model, n (1 only), logprobs (true: the answer's `logprobs.content` holds every sampled
-// token), top_logprobs (0 only: alternatives are not asked of the upstream), return_tokens_as_token_ids
+// token), top_logprobs (0..20 with logprobs: the K most likely tokens at each position, asked of the
+// upstream), return_tokens_as_token_ids
 // (vLLM's: tokens written "token_id:N"), return_token_ids (vLLM's: prompt_token_ids and token_ids, see
 // AnswerExtras), and the fields harnesses send that change nothing here (seed:
 // sampling seeds come from the session's stream keys; tool_choice, user, ...), stop (a string or a list,
 // passed upstream). Plain completions (POST .../v1/completions): prompt (one string: the whole text so
-// far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1), logprobs (0 only: tokens,
-// token_logprobs, text_offset and top_logprobs holding the sampled token, as vLLM answers 0),
+// far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1), logprobs (K in 0..20: tokens,
+// token_logprobs, text_offset and top_logprobs holding the sampled token and the K most likely, as vLLM),
 // return_tokens_as_token_ids, return_token_ids; answered as `text_completion` objects or, streaming, as
 // `text_completion` chunks ended by `data: [DONE]`; echo, suffix, best_of > 1 and a list of prompts are
 // refused. Anything malformed is a 400 naming the field.
@@ -24,6 +25,9 @@
 // their strings); a token that is part of a UTF-8 character shows U+FFFD in `token` and its own bytes in
 // `bytes`; `text_offset` counts the characters of the tokens as written. A stream carries every entry on
 // its first chunk with sampled text (the content, else the first tool call, else the finish chunk).
+// Alternatives come from the upstream (SGLang top_logprobs_num with ids, decoded here; the OpenAI API's
+// top_logprobs text keys, used as they are), are asked for execution calls only (a summary never), and a
+// retry answers those its first call was sampled with.
 // Bodies are read with engine/json_view.h (strings as views into the body, one pass; read_json's limits).
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -62,10 +66,17 @@ Message parse_openai_message(JsonView message, size_t index);
 // GatewayError 400 (bad_json | json_too_deep | duplicate_key, as read_json's errors) or for a non-object.
 JsonDocument read_request_body(std::string_view body);
 
+// One alternative at a sampled position: its text (as a token is written) and log-prob.
+struct Alternative {
+  std::string token;
+  float logprob = 0;
+};
+
 // The sampled tokens of an answer as its `logprobs` shows them.
 struct TokenLogprobs {
-  std::vector<std::string> tokens;  // each token's bytes as decoded alone, or "token_id:N"
-  std::span<const float> logprobs;  // the completion's
+  std::vector<std::string> tokens;            // each token's bytes as decoded alone, or "token_id:N"
+  std::span<const float> logprobs;            // the completion's
+  std::vector<std::vector<Alternative>> top;  // per token when alternatives were asked (else empty)
 };
 // What `ask` asks to see of `completion`'s tokens; nullopt when it asks nothing.
 std::optional<TokenLogprobs> token_logprobs(const Completion& completion, LogprobsAsk ask,

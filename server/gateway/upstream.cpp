@@ -585,7 +585,8 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
       out.retry_after = 1;
       return out;
   }
-  out.answer = llm::parse_response(options_.api, response.body, options_.vocab_size);
+  out.answer =
+      llm::parse_response(options_.api, response.body, options_.vocab_size, call.sampling.top_logprobs);
   if (!out.answer.ok) {
     out.status = 502;
     out.code = "upstream_malformed";

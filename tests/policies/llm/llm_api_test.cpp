@@ -238,6 +238,73 @@ TEST(LlmApi, ReadsOpenAiAnswersExactly) {
   EXPECT_FALSE(parse_response(ApiKind::kOpenAi, without, 0).ok);
 }
 
+// Alternatives asked per token: SGLang's top_logprobs_num (sent only when asked), the OpenAI API's logprobs
+// (at least the 1 the sampled log-probs need); their answers read as the servers write them.
+TEST(LlmApi, TopLogprobsAreAskedOnlyWhenWantedAndReadFromBothApis) {
+  Prompt prompt({1, 2, 3});
+  GenerateCall call{&prompt.view, 16, 42, "x"};
+  SamplingParams sampling;
+  std::string body;
+  write_request(ApiKind::kSglang, call, sampling, body);
+  EXPECT_FALSE(json::parse(body).contains("top_logprobs_num"));
+  sampling.top_logprobs = 3;
+  write_request(ApiKind::kSglang, call, sampling, body);
+  EXPECT_EQ(json::parse(body)["top_logprobs_num"], 3);
+  write_request(ApiKind::kOpenAi, call, sampling, body);
+  EXPECT_EQ(json::parse(body)["logprobs"], 3);
+
+  const std::string sglang = R"({"output_ids":[110,101],"meta_info":{"finish_reason":{"type":"length"},)"
+                             R"("output_token_logprobs":[[-0.5,110,null],[-0.25,101,null]],)"
+                             R"("output_top_logprobs":[[[-0.5,110,null],[-1.0,111,"o"]],null]}})";
+  GenerateResult r = parse_response(ApiKind::kSglang, sglang, 259, 2);
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.top.size(), 2u);
+  ASSERT_EQ(r.top[0].size(), 2u);
+  EXPECT_EQ(r.top[0][1].id, 111);
+  EXPECT_EQ(r.top[0][1].logprob, -1.0f);
+  EXPECT_TRUE(r.top[1].empty());
+  EXPECT_TRUE(parse_response(ApiKind::kSglang, sglang, 259).top.empty()) << "not asked: not read";
+
+  const std::string openai =
+      R"({"choices":[{"finish_reason":"stop","token_ids":[110],"logprobs":{"token_logprobs":[-0.5],)"
+      R"("top_logprobs":[{"n":-0.5,"token_id:7":-2.0,"\u00e9":-3.0}]}}]})";
+  r = parse_response(ApiKind::kOpenAi, openai, 259, 2);
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.top.size(), 1u);
+  ASSERT_EQ(r.top[0].size(), 3u) << "the asked 2 and the sampled token";
+  EXPECT_EQ(r.top[0][0].text, "n");
+  EXPECT_EQ(r.top[0][0].id, -1) << "text only";
+  EXPECT_EQ(r.top[0][1].id, 7) << "vLLM's token_id:N names the id";
+  EXPECT_EQ(r.top[0][2].text, "\xC3\xA9");
+
+  // Answers that do not hold what was asked fail the call, with the reason.
+  const char* bad_sglang[] = {
+      R"("output_top_logprobs":[[[-0.5,110,null]]])",                               // one list for two tokens
+      R"("output_top_logprobs":[[[-0.5,110,null],[-1,1,null],[-2,2,null]],null])",  // three for two asked
+      R"("output_top_logprobs":[[["x",110,null]],null])",                           // not a log-prob
+      R"("output_top_logprobs":[[[-0.5,99999,null]],null])",                        // not in the vocabulary
+      R"("output_top_logprobs":[7,null])",                                          // not a list
+      R"("other":1)",                                                               // missing
+  };
+  for (const char* top : bad_sglang) {
+    const std::string answer = R"({"output_ids":[110,101],"meta_info":{"finish_reason":{"type":"length"},)"
+                               R"("output_token_logprobs":[[-0.5,110,null],[-0.25,101,null]],)" +
+                               std::string(top) + "}}";
+    r = parse_response(ApiKind::kSglang, answer, 259, 2);
+    EXPECT_FALSE(r.ok) << top;
+    EXPECT_FALSE(r.error.empty());
+  }
+  const char* bad_openai[] = {R"([{"n":-0.5},{"m":-1}])", R"([{"n":"x"}])",
+                              R"([{"a":-1,"b":-2,"c":-3,"d":-4}])", R"([3])", R"(null)"};
+  for (const char* top : bad_openai) {
+    const std::string answer =
+        R"({"choices":[{"finish_reason":"stop","token_ids":[110],"logprobs":{"token_logprobs":[-0.5],)"
+        R"("top_logprobs":)" +
+        std::string(top) + "}}]}";
+    EXPECT_FALSE(parse_response(ApiKind::kOpenAi, answer, 259, 2).ok) << top;
+  }
+}
+
 TEST(LlmApi, ParsesApiNames) {
   EXPECT_EQ(parse_api_kind("sglang", "t"), ApiKind::kSglang);
   EXPECT_EQ(parse_api_kind("openai", "t"), ApiKind::kOpenAi);

@@ -174,6 +174,18 @@ float scripted_logprob(uint64_t seed, size_t position, TokenId token) {
   return -static_cast<float>(1 + h % 4096) / 1024.0f;
 }
 
+std::vector<std::pair<TokenId, float>> scripted_top(TokenId sampled, float logprob, int k) {
+  std::vector<std::pair<TokenId, float>> out;
+  if (k <= 0) return out;
+  out.emplace_back(sampled, logprob);
+  for (int j = 1; static_cast<int>(out.size()) < k; ++j) {
+    const auto id = static_cast<TokenId>(33 + (static_cast<int64_t>(sampled) + 7 * j) % 90);
+    if (std::any_of(out.begin(), out.end(), [&](const auto& entry) { return entry.first == id; })) continue;
+    out.emplace_back(id, out.back().second - 0.5f);
+  }
+  return out;
+}
+
 struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
@@ -255,6 +267,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       call.max_new_tokens = (*params)["max_new_tokens"].get<int64_t>();
       call.sampling_seed = params->value("sampling_seed", uint64_t{0});
       call.rid = request.value("rid", std::string());
+      call.top_logprobs = request.value("top_logprobs_num", 0);
     } else {
       if (!ids.exists()) return bad_request("prompt is required");
       if (!request.contains("max_tokens")) return bad_request("max_tokens is required");
@@ -263,6 +276,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       call.max_new_tokens = request["max_tokens"].get<int64_t>();
       call.sampling_seed = request.value("seed", uint64_t{0});
       call.rid = request.value("user", std::string());
+      call.top_logprobs = request.value("logprobs", 0);
     }
     if (!ids.is_array() || ids.size() == 0)
       return bad_request("the prompt must be a non-empty list of token ids");
@@ -321,6 +335,10 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
     call.output = output;
     for (size_t i = 0; i < output.size(); ++i)
       call.logprobs.push_back(scripted_logprob(call.sampling_seed, i, output[i]));
+    if (call.top_logprobs > 0) {
+      for (size_t i = 0; i < output.size(); ++i)
+        call.top.push_back(scripted_top(output[i], call.logprobs[i], call.top_logprobs));
+    }
     call.finish_reason = finish;
 
     json out;
@@ -334,6 +352,13 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       json logprobs = json::array();
       for (size_t i = 0; i < output.size(); ++i)
         logprobs.push_back(json::array({call.logprobs[i], output[i], nullptr}));
+      json tops = json::array();  // SGLang's output_top_logprobs: [[logprob, id, null], ...] per token
+      for (const auto& position : call.top) {
+        json list = json::array();
+        for (const auto& [alternative, value] : position)
+          list.push_back(json::array({value, alternative, nullptr}));
+        tops.push_back(list);
+      }
       json reason = {{"type", finish}};
       if (finish == "stop" && im_end && !stopped_on_string) reason["matched"] = *im_end;
       if (finish == "length") reason["length"] = output.size();
@@ -349,13 +374,18 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
                {"output_token_logprobs", logprobs},
                {"e2e_latency", 0.0},
                {"weight_version", "default"}}}};
+      if (call.top_logprobs > 0) out["meta_info"]["output_top_logprobs"] = tops;  // asked only
     } else {
       json tokens = json::array(), top = json::array(), offsets = json::array();
       size_t offset = 0;
       for (size_t i = 0; i < output.size(); ++i) {
         const std::string piece = tokenizer.decode(std::span<const TokenId>(&output[i], 1));
         tokens.push_back(piece);
-        top.push_back(json{{piece, call.logprobs[i]}});
+        // vLLM's {text: logprob} of the k most likely (the sampled token among them here).
+        json alternatives = json::object();
+        for (const auto& [alternative, value] : call.top[i])
+          alternatives[tokenizer.decode(std::span<const TokenId>(&alternative, 1))] = value;
+        top.push_back(alternatives);
         offsets.push_back(offset);
         offset += piece.size();
       }

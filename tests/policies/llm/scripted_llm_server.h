@@ -69,10 +69,17 @@ struct LoggedCall {
   std::string rid;
   std::string routing_key;        // the X-SMG-Routing-Key header
   std::vector<std::string> stop;  // stop strings asked for (SGLang sampling_params.stop, OpenAI stop)
+  // Alternatives asked per token (SGLang top_logprobs_num; OpenAI logprobs, at least 1) and those answered,
+  // most likely first (scripted_top).
+  int top_logprobs = 0;
+  std::vector<std::vector<std::pair<TokenId, float>>> top;
 };
 
 // The scripted model on decoded prompt text (exposed for unit tests).
 std::string scripted_answer(std::string_view prompt_text, SummaryMode mode, uint64_t seed);
+// The k most likely tokens the scripted model reports at a sampled position: the sampled token, then k - 1
+// printable ASCII ids, each half a nat less likely than the one before.
+std::vector<std::pair<TokenId, float>> scripted_top(TokenId sampled, float logprob, int k);
 // The log-prob the scripted model reports for `token` at `position` (a multiple of 1/1024 in [-4, 0)).
 float scripted_logprob(uint64_t seed, size_t position, TokenId token);
 

@@ -163,6 +163,61 @@ TEST(GatewayLogprobs, PlainCompletionsShowTokensOffsetsAndTheSampledToken) {
   EXPECT_TRUE(chunks[1]["choices"][0]["logprobs"].is_null()) << "the finish chunk: null";
 }
 
+// top_logprobs (chat) and logprobs: K (completions) ask the upstream for K alternatives per sampled token
+// (SGLang top_logprobs_num, OpenAI logprobs) on execution calls only; the answer shows the K most likely,
+// most likely first (chat) or with the sampled token as one text-keyed object (completions).
+TEST(GatewayLogprobs, TopLogprobsAreTheUpstreamsMostLikelyTokens) {
+  for (const llm::ApiKind api : {llm::ApiKind::kSglang, llm::ApiKind::kOpenAi}) {
+    SCOPED_TRACE(llm::api_kind_name(api));
+    Bench bench(api);
+    Harness h(bench.port(), "top");
+    for (int t = 0; t < 16; ++t) {
+      if (t) h.add("user", "turn " + std::to_string(t) + " " + std::string(60, 'y'));
+      const json answer = h.turn({{"logprobs", true}, {"top_logprobs", 3}});
+      const crl::testing::LoggedCall call = bench.upstream->calls().back();
+      EXPECT_EQ(call.top_logprobs, 3);
+      const json& content = answer["choices"][0]["logprobs"]["content"];
+      ASSERT_EQ(content.size(), call.output.size());
+      for (size_t i = 0; i < content.size(); ++i) {
+        const json& top = content[i]["top_logprobs"];
+        ASSERT_EQ(top.size(), 3u) << content[i];
+        for (size_t k = 0; k < 3; ++k) {
+          std::string bytes;
+          for (const json& b : top[k]["bytes"]) bytes += static_cast<char>(b.get<int>());
+          EXPECT_EQ(bytes, token_bytes(call.top[i][k].first)) << i << " " << k;
+          EXPECT_EQ(as_float(top[k]["logprob"]), call.top[i][k].second);
+          EXPECT_FALSE(top[k].contains("top_logprobs"));
+        }
+      }
+    }
+    // Summaries never ask for alternatives (SGLang: no top_logprobs_num; OpenAI: the 1 it always asks).
+    int summaries = 0;
+    for (const crl::testing::LoggedCall& call : bench.upstream->calls()) {
+      if (call.rid.find("/summarize/") == std::string::npos) continue;
+      ++summaries;
+      EXPECT_EQ(call.top_logprobs, api == llm::ApiKind::kSglang ? 0 : 1);
+    }
+    EXPECT_GE(summaries, 1);
+    ASSERT_EQ(h.reward(1.0).status, 200);
+    check_exact(h.export_json(), bench.upstream->calls());
+
+    TextHarness text(bench.port(), "top-plain");
+    const json completion = text.turn({{"logprobs", 2}});
+    const crl::testing::LoggedCall call = bench.upstream->calls().back();
+    const json& logprobs = completion["choices"][0]["logprobs"];
+    ASSERT_EQ(logprobs["top_logprobs"].size(), call.output.size());
+    for (size_t i = 0; i < call.output.size(); ++i) {
+      json expected = json::object();
+      for (size_t k = 0; k < 2; ++k) expected[token_bytes(call.top[i][k].first)] = call.top[i][k].second;
+      expected[token_bytes(call.output[i])] = call.logprobs[i];
+      const json& shown = logprobs["top_logprobs"][i];
+      ASSERT_EQ(shown.size(), expected.size()) << shown;
+      for (const auto& [token, value] : expected.items())
+        EXPECT_EQ(as_float(shown[token]), value.get<float>());
+    }
+  }
+}
+
 // return_token_ids: every answer's prompt_token_ids are the window the upstream was sent (after each
 // compaction the rebuilt one, far shorter than the harness's history) and its token_ids what it sampled; a
 // retry shows the same, asked or not the first time; streams carry the prompt on their first chunk.
@@ -232,15 +287,15 @@ TEST(GatewayLogprobs, BadValuesAre400NamingTheFieldAndNothingIsSampled) {
   const std::string plain = "/v1/sessions/lp-bad-plain/v1/completions";
   expect_400(chat, {{"messages", messages}, {"logprobs", "yes"}}, "bad_field", "logprobs");
   expect_400(chat, {{"messages", messages}, {"logprobs", 1}}, "bad_field", "logprobs");
-  expect_400(chat, {{"messages", messages}, {"logprobs", true}, {"top_logprobs", 5}}, "unsupported_field",
-             "top_logprobs");
+  expect_400(chat, {{"messages", messages}, {"top_logprobs", 5}}, "bad_field",
+             "top_logprobs");  // no logprobs
   for (const json& bad : {json(-1), json(21), json(1.5), json("3")})
     expect_400(chat, {{"messages", messages}, {"top_logprobs", bad}}, "bad_field", "top_logprobs");
   expect_400(chat, {{"messages", messages}, {"return_tokens_as_token_ids", 1}}, "bad_field",
              "return_tokens_as_token_ids");
   expect_400(chat, {{"messages", messages}, {"return_token_ids", "yes"}}, "bad_field", "return_token_ids");
   expect_400(plain, {{"prompt", "x"}, {"return_token_ids", 0}}, "bad_field", "return_token_ids");
-  expect_400(plain, {{"prompt", "x"}, {"logprobs", 2}}, "unsupported_field", "logprobs");
+  expect_400(plain, {{"prompt", "x"}, {"logprobs", 21}}, "bad_field", "logprobs");
   expect_400(plain, {{"prompt", "x"}, {"logprobs", true}}, "bad_field", "logprobs");
   expect_400(plain, {{"prompt", "x"}, {"logprobs", -1}}, "bad_field", "logprobs");
   EXPECT_EQ(bench.upstream->calls().size(), 0u);

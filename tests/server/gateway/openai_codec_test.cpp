@@ -58,10 +58,20 @@ json reference_chat_logprobs(const TokenLogprobs* logprobs) {
     const std::string& token = logprobs->tokens[i];
     json bytes = json::array();
     for (const char ch : token) bytes.push_back(static_cast<unsigned char>(ch));
+    json top = json::array();
+    if (i < logprobs->top.size()) {
+      for (const Alternative& alternative : logprobs->top[i]) {
+        json alternative_bytes = json::array();
+        for (const char ch : alternative.token) alternative_bytes.push_back(static_cast<unsigned char>(ch));
+        top.push_back({{"token", alternative.token},
+                       {"logprob", float_json(alternative.logprob)},
+                       {"bytes", alternative_bytes}});
+      }
+    }
     content.push_back({{"token", token},
                        {"logprob", float_json(logprobs->logprobs[i])},
                        {"bytes", bytes},
-                       {"top_logprobs", json::array()}});
+                       {"top_logprobs", top}});
   }
   return {{"content", content}};
 }
@@ -84,7 +94,14 @@ json reference_text_logprobs(const TokenLogprobs* logprobs) {
     values.push_back(float_json(logprobs->logprobs[i]));
     offsets.push_back(offset);
     offset += characters(token);
-    top.push_back({{token, float_json(logprobs->logprobs[i])}});
+    json alternatives = {{token, float_json(logprobs->logprobs[i])}};  // the sampled token's entry stays
+    if (i < logprobs->top.size()) {
+      for (const Alternative& alternative : logprobs->top[i]) {
+        if (!alternatives.contains(alternative.token))
+          alternatives[alternative.token] = float_json(alternative.logprob);
+      }
+    }
+    top.push_back(alternatives);
   }
   return {{"tokens", tokens}, {"token_logprobs", values}, {"text_offset", offsets}, {"top_logprobs", top}};
 }
@@ -329,6 +346,16 @@ TEST(GatewayCodec, AnswersAreByteIdenticalToNlohmannsDump) {
       for (size_t k = 0; k < n; ++k) {
         shown->tokens.push_back(random_text(rng));
         values.push_back(-std::exp(std::uniform_real_distribution<float>(-14.0f, 6.0f)(rng)));
+      }
+      if (rng() % 2) {  // alternatives, some with the sampled token's text or each other's
+        shown->top.resize(n);
+        for (size_t k = 0; k < n; ++k) {
+          for (size_t a = rng() % 4; a > 0; --a) {
+            const std::string token = rng() % 4 ? random_text(rng) : shown->tokens[k];
+            shown->top[k].push_back(
+                Alternative{token, -std::exp(std::uniform_real_distribution<float>(-6.0f, 3.0f)(rng))});
+          }
+        }
       }
       shown->logprobs = values;
     }
