@@ -110,86 +110,84 @@ GenerateResult fail(std::string why) {
   return out;
 }
 
-// SGLang's output_top_logprobs: one list (or null: none) of [logprob, id, text|null] per sampled token.
-bool read_sglang_top(JsonView list, size_t tokens, int vocab_size, int asked, GenerateResult& out,
-                     std::string& why) {
+// A server's alternatives: one entry per sampled token, null (none there) or what `read_position` reads
+// into that token's list (false, with `why` set, for an entry it refuses). `path` names the list in errors.
+template <class ReadPosition>
+bool read_top(JsonView list, size_t tokens, const std::string& path, GenerateResult& out, std::string& why,
+              ReadPosition read_position) {
   if (!list.is_array() || list.size() != tokens) {
-    why = "meta_info.output_top_logprobs must list the alternatives of each of the " +
-          std::to_string(tokens) + " output_ids (send top_logprobs_num)";
+    why = path + " must list the alternatives of each of the " + std::to_string(tokens) + " sampled tokens";
     return false;
   }
   out.top.resize(tokens);
   size_t i = 0;
   for (const JsonView position : list) {
-    if (!position.is_null() && (!position.is_array() || position.size() > static_cast<size_t>(asked))) {
-      why = "meta_info.output_top_logprobs[" + std::to_string(i) + "] is not a list of at most " +
-            std::to_string(asked) + " entries";
+    if (!position.is_null() && !read_position(position, out.top[i])) {
+      why = path + "[" + std::to_string(i) + "] " + why;
       return false;
-    }
-    if (position.is_array()) {
-      for (const JsonView entry : position) {
-        TopLogprob top;
-        bool well_formed = entry.is_array() && entry.size() >= 2;
-        if (well_formed) {
-          JsonView::Iterator field = entry.begin();
-          const JsonView logprob = *field;
-          ++field;
-          well_formed = read_float(logprob, top.logprob) && read_id(*field, vocab_size, top.id);
-        }
-        if (!well_formed) {
-          why = "meta_info.output_top_logprobs[" + std::to_string(i) +
-                "] has an entry that is not [logprob, "
-                "token_id, text] of the vocabulary";
-          return false;
-        }
-        out.top[i].push_back(std::move(top));
-      }
     }
     ++i;
   }
   return true;
 }
 
-// The OpenAI API's top_logprobs: one object {text: logprob} (or null) per sampled token. vLLM's
-// "token_id:N" keys (return_tokens_as_token_ids) also name the id.
+// SGLang's output_top_logprobs (top_logprobs_num): lists of at most `asked` [logprob, id, text|null].
+bool read_sglang_top(JsonView list, size_t tokens, int vocab_size, int asked, GenerateResult& out,
+                     std::string& why) {
+  return read_top(list, tokens, "meta_info.output_top_logprobs", out, why,
+                  [&](JsonView position, std::vector<TopLogprob>& alternatives) {
+                    if (!position.is_array() || position.size() > static_cast<size_t>(asked)) {
+                      why = "is not a list of at most " + std::to_string(asked) + " entries";
+                      return false;
+                    }
+                    for (const JsonView entry : position) {
+                      TopLogprob top;
+                      bool well_formed = entry.is_array() && entry.size() >= 2;
+                      if (well_formed) {
+                        JsonView::Iterator field = entry.begin();
+                        const JsonView logprob = *field;
+                        ++field;
+                        well_formed = read_float(logprob, top.logprob) && read_id(*field, vocab_size, top.id);
+                      }
+                      if (!well_formed) {
+                        why = "has an entry that is not [logprob, token_id, text] of the vocabulary";
+                        return false;
+                      }
+                      alternatives.push_back(std::move(top));
+                    }
+                    return true;
+                  });
+}
+
+// The OpenAI API's top_logprobs (logprobs: K): objects {text: logprob} of at most K + 1 entries (the sampled
+// token is added). vLLM's "token_id:N" keys (return_tokens_as_token_ids) also name the id.
 bool read_openai_top(JsonView list, size_t tokens, int asked, GenerateResult& out, std::string& why) {
-  if (!list.is_array() || list.size() != tokens) {
-    why = "choices[0].logprobs.top_logprobs must list the alternatives of each of the " +
-          std::to_string(tokens) + " token_ids";
-    return false;
-  }
-  out.top.resize(tokens);
-  size_t i = 0;
-  for (const JsonView position : list) {
-    if (!position.is_null() && (!position.is_object() || position.size() > static_cast<size_t>(asked) + 1)) {
-      why = "choices[0].logprobs.top_logprobs[" + std::to_string(i) + "] is not an object of at most " +
-            std::to_string(asked + 1) + " entries";
-      return false;
-    }
-    if (position.is_object()) {
-      for (const JsonView entry : position) {
-        TopLogprob top;
-        top.text = std::string(entry.key());
-        if (!read_float(entry, top.logprob)) {
-          why =
-              "choices[0].logprobs.top_logprobs[" + std::to_string(i) + "] has a value that is not a number";
-          return false;
-        }
-        constexpr std::string_view kIdPrefix = "token_id:";
-        if (top.text.starts_with(kIdPrefix)) {
-          int64_t id = 0;
-          const char* begin = top.text.data() + kIdPrefix.size();
-          const char* end = top.text.data() + top.text.size();
-          const auto [ptr, ec] = std::from_chars(begin, end, id);
-          if (ec == std::errc() && ptr == end && begin != end && id >= 0 && id <= INT32_MAX)
-            top.id = static_cast<TokenId>(id);
-        }
-        out.top[i].push_back(std::move(top));
-      }
-    }
-    ++i;
-  }
-  return true;
+  return read_top(list, tokens, "choices[0].logprobs.top_logprobs", out, why,
+                  [&](JsonView position, std::vector<TopLogprob>& alternatives) {
+                    if (!position.is_object() || position.size() > static_cast<size_t>(asked) + 1) {
+                      why = "is not an object of at most " + std::to_string(asked + 1) + " entries";
+                      return false;
+                    }
+                    for (const JsonView entry : position) {
+                      TopLogprob top;
+                      top.text = std::string(entry.key());
+                      if (!read_float(entry, top.logprob)) {
+                        why = "has a value that is not a number";
+                        return false;
+                      }
+                      constexpr std::string_view kIdPrefix = "token_id:";
+                      if (top.text.starts_with(kIdPrefix)) {
+                        int64_t id = 0;
+                        const char* begin = top.text.data() + kIdPrefix.size();
+                        const char* end = top.text.data() + top.text.size();
+                        const auto [ptr, ec] = std::from_chars(begin, end, id);
+                        if (ec == std::errc() && ptr == end && begin != end && id >= 0 && id <= INT32_MAX)
+                          top.id = static_cast<TokenId>(id);
+                      }
+                      alternatives.push_back(std::move(top));
+                    }
+                    return true;
+                  });
 }
 
 GenerateResult parse_sglang(JsonView body, int vocab_size, int top_logprobs) {

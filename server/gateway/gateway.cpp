@@ -339,14 +339,7 @@ HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
   const Completion completion = kept_call(
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_chat_request(body, kept); },
       request);
-  const std::string& model = request.model.empty() ? options_.model : request.model;
-  const auto logprobs = token_logprobs(completion, request.logprobs, shared_.renderer->tokenizer());
-  const AnswerExtras extras{logprobs ? &*logprobs : nullptr, request.return_token_ids};
-  if (request.stream) {
-    return HttpAnswer{200, kSseContentType,
-                      chat_completion_sse(completion, model, request.include_usage, extras), 0};
-  }
-  return json_answer(200, chat_completion_json(completion, model, extras));
+  return openai_answer(completion, request, true);
 }
 
 HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
@@ -359,14 +352,22 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
     SessionLock lock(*session);
     completion = session->chat(request.turn);
   }
+  return openai_answer(completion, request, false);
+}
+
+HttpAnswer Gateway::openai_answer(const Completion& completion, const CallRequest& request, bool chat) const {
   const std::string& model = request.model.empty() ? options_.model : request.model;
   const auto logprobs = token_logprobs(completion, request.logprobs, shared_.renderer->tokenizer());
   const AnswerExtras extras{logprobs ? &*logprobs : nullptr, request.return_token_ids};
   if (request.stream) {
+    const bool usage = request.include_usage;
     return HttpAnswer{200, kSseContentType,
-                      text_completion_sse(completion, model, request.include_usage, extras), 0};
+                      chat ? chat_completion_sse(completion, model, usage, extras)
+                           : text_completion_sse(completion, model, usage, extras),
+                      0};
   }
-  return json_answer(200, text_completion_json(completion, model, extras));
+  return json_answer(200, chat ? chat_completion_json(completion, model, extras)
+                               : text_completion_json(completion, model, extras));
 }
 
 HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {

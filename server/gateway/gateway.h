@@ -74,6 +74,8 @@ class Gateway {
   Completion kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode, CallRequest& request);
   HttpAnswer chat(const HttpCall& call, const std::string& id);
   HttpAnswer completions(const HttpCall& call, const std::string& id);
+  // The OpenAI answer (chat, or a plain completion) to `request`, with what it asked to see of its tokens.
+  HttpAnswer openai_answer(const Completion& completion, const CallRequest& request, bool chat) const;
   HttpAnswer messages(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);
   HttpAnswer reward(const HttpCall& call, const std::string& id);

@@ -102,9 +102,28 @@ struct Bench {
   std::unique_ptr<server::testing::TestServer> server;
 };
 
+// A harness's session: its client, id and last reply; the reward, export and state calls a trainer makes.
+struct SessionClient {
+  SessionClient(uint16_t port, std::string id) : client(port), id(std::move(id)) {}
+  server::testing::Reply reward(double r, const std::string& status = "completed") {
+    return client.call("POST", "/v1/sessions/" + id + "/reward",
+                       json{{"reward", r}, {"status", status}}.dump());
+  }
+  json export_json() {
+    const auto reply = client.call("GET", "/v1/sessions/" + id + "/export");
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return json::parse(reply.body);
+  }
+  json state() { return json::parse(client.call("GET", "/v1/sessions/" + id).body); }
+
+  server::testing::HttpClient client;
+  std::string id;
+  server::testing::Reply last;
+};
+
 // An agent harness: the whole history every call, the answer appended as the harness's copy.
-struct Harness {
-  Harness(uint16_t port, std::string id, std::string marker = "m0") : client(port), id(std::move(id)) {
+struct Harness : SessionClient {
+  Harness(uint16_t port, std::string id, std::string marker = "m0") : SessionClient(port, std::move(id)) {
     messages = json::array({{{"role", "system"}, {"content", "You are a test agent."}},
                             {{"role", "user"}, {"content", "marker=" + marker + " do the task"}}});
   }
@@ -125,27 +144,15 @@ struct Harness {
   void add(const std::string& role, const std::string& content) {
     messages.push_back({{"role", role}, {"content", content}});
   }
-  server::testing::Reply reward(double r, const std::string& status = "completed") {
-    return client.call("POST", "/v1/sessions/" + id + "/reward",
-                       json{{"reward", r}, {"status", status}}.dump());
-  }
-  json export_json() {
-    const auto reply = client.call("GET", "/v1/sessions/" + id + "/export");
-    EXPECT_EQ(reply.status, 200) << reply.body;
-    return json::parse(reply.body);
-  }
-  json state() { return json::parse(client.call("GET", "/v1/sessions/" + id).body); }
 
-  server::testing::HttpClient client;
-  std::string id;
   json messages;
-  server::testing::Reply last;
 };
 
 // A plain-completion harness (ReAct style): the prompt is the whole text so far.
-struct TextHarness {
+struct TextHarness : SessionClient {
   TextHarness(uint16_t port, std::string id, std::string marker = "p0")
-      : client(port), id(std::move(id)), prompt("marker=" + marker + " Task: count the files.\nThought:") {}
+      : SessionClient(port, std::move(id)),
+        prompt("marker=" + marker + " Task: count the files.\nThought:") {}
   std::string path() const { return "/v1/sessions/" + id + "/v1/completions"; }
   server::testing::Reply post(const json& body) { return client.call("POST", path(), body.dump()); }
   json turn(json extra = json::object()) {
@@ -158,20 +165,8 @@ struct TextHarness {
     prompt += answer["choices"][0]["text"].get<std::string>();
     return answer;
   }
-  server::testing::Reply reward(double r) {
-    return client.call("POST", "/v1/sessions/" + id + "/reward", json{{"reward", r}}.dump());
-  }
-  json export_json() {
-    const auto reply = client.call("GET", "/v1/sessions/" + id + "/export");
-    EXPECT_EQ(reply.status, 200) << reply.body;
-    return json::parse(reply.body);
-  }
-  json state() { return json::parse(client.call("GET", "/v1/sessions/" + id).body); }
 
-  server::testing::HttpClient client;
-  std::string id;
   std::string prompt;
-  server::testing::Reply last;
 };
 
 // `sessions` harnesses, a thread and a session each ("PREFIX-N", marker "PREFIXN"), make their first call at
