@@ -545,4 +545,47 @@ void BM_AnswerWrite(benchmark::State& state) {
 }
 BENCHMARK(BM_AnswerWrite)->DenseRange(0, 3);
 
+// A chat answer that shows its tokens (arg), against the plain one in the same run: 0 plain, 1 `logprobs:
+// true` (14 entries), 2 with `top_logprobs: 5`, 3 `return_token_ids` with an 8k-token prompt (its id text
+// is copied from the session's). The token texts come from the byte tokenizer (one byte per token).
+void BM_AnswerWriteWithTokens(benchmark::State& state) {
+  server::gateway::Completion c;
+  c.id = "chatcmpl-bench-12-0";
+  c.created = 1764650000;
+  c.reply.content = "ok, next step";
+  c.finish_reason = "stop";
+  c.prompt_tokens = 8000;
+  c.completion_tokens = 14;
+  c.cached_tokens = 7900;
+  for (int i = 0; i < 14; ++i) {
+    c.ids.push_back(static_cast<TokenId>(i < 13 ? c.reply.content[static_cast<size_t>(i)] : 258));
+    c.logprobs.push_back(-0.25f - static_cast<float>(i) / 1024.0f);
+    if (state.range(0) == 2) {
+      c.top.emplace_back();
+      for (int k = 0; k < 5; ++k)
+        c.top.back().push_back(llm::TopLogprob{97 + k, "", -0.5f - static_cast<float>(k)});
+    }
+  }
+  std::vector<TokenId> prompt(8000);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(1000 + i * 37 % 150000);
+  const std::string prompt_text = json(prompt).dump();
+  const auto tokenizer = make_tokenizer("byte");
+  const std::string model = "crl-gateway";
+  server::gateway::LogprobsAsk ask;
+  ask.on = state.range(0) == 1 || state.range(0) == 2;
+  const bool ids = state.range(0) == 3;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    if (ids) c.prompt_ids = prompt_text;  // the copy the session makes for an answer that asks
+    const auto logprobs = server::gateway::token_logprobs(c, ask, *tokenizer);
+    const server::gateway::AnswerExtras extras{logprobs ? &*logprobs : nullptr, ids};
+    const std::string answer = server::gateway::chat_completion_json(c, model, extras);
+    bytes = answer.size();
+    benchmark::DoNotOptimize(answer);
+  }
+  state.counters["answer_bytes"] = static_cast<double>(bytes);
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_AnswerWriteWithTokens)->DenseRange(0, 3);
+
 }  // namespace
