@@ -338,6 +338,10 @@ void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sa
     out += ",\"stop_token_ids\":";
     append_id_list(out, sampling.stop_token_ids);
     if (!sampling.stop.empty()) out += ",\"stop\":" + json(sampling.stop).dump();
+    if (!sampling.json_schema.empty()) {
+      out += ",\"json_schema\":";
+      append_json_string(out, sampling.json_schema);
+    }
     out += ",\"no_stop_trim\":true,\"skip_special_tokens\":false,\"sampling_seed\":";
     append_json_int(out, static_cast<int64_t>(call.sampling_seed));
     out += "},\"return_logprob\":true,";
@@ -366,6 +370,11 @@ void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sa
   out += ",\"stop_token_ids\":";
   append_id_list(out, sampling.stop_token_ids);
   if (!sampling.stop.empty()) out += ",\"stop\":" + json(sampling.stop).dump();
+  if (!sampling.json_schema.empty()) {
+    out += ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"crl\",\"schema\":";
+    out += sampling.json_schema;  // JSON text already (checked where it was read)
+    out += "}}";
+  }
   out += ",\"skip_special_tokens\":false,\"include_stop_str_in_output\":true,\"user\":";
   append_identifier(out, call.rid);
   out += '}';

@@ -42,6 +42,11 @@ struct SamplingParams {
   // Alternatives per sampled token to ask for (0: none, the default). SGLang: top_logprobs_num; OpenAI:
   // logprobs (at least the 1 the sampled tokens' log-probs need).
   int top_logprobs = 0;
+  // Structured output: empty, or the JSON text (valid JSON: it is written into the OpenAI request as it is)
+  // of a JSON schema every sampled answer must match (the server's constrained decoding). SGLang:
+  // sampling_params.json_schema (the text); OpenAI API: response_format {"type": "json_schema",
+  // "json_schema": {"name", "schema"}} (vLLM and SGLang).
+  std::string json_schema;
 };
 
 struct GenerateCall {

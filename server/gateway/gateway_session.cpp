@@ -241,6 +241,7 @@ UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatT
   if (request.role == Role::kExecute) {
     call.sampling.stop = turn.stop;  // a summary is never cut short
     call.sampling.top_logprobs = turn.top_logprobs;
+    call.sampling.json_schema = turn.json_schema;  // a summary is free text
   }
   ++calls_;
   UpstreamResult result = shared_.upstream->generate(call);

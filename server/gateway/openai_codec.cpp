@@ -70,6 +70,28 @@ std::optional<int> alternatives(JsonView body, const char* key) {
   return static_cast<int>(it.integer());
 }
 
+// OpenAI's response_format as the schema the upstream constrains the answer to: "text" none, "json_object"
+// any JSON object, "json_schema" its json_schema.schema (an object; its text with the request's key order).
+std::string read_response_format(JsonView format) {
+  const auto refuse = [](const std::string& why, const char* field) -> std::string {
+    throw bad_request("bad_field", why, field);
+  };
+  if (!format.is_object()) return refuse("response_format must be an object", "response_format");
+  const JsonView type = format.find("type");
+  if (!type.is_string())
+    return refuse("response_format.type must be text, json_object or json_schema", "response_format.type");
+  if (type.string() == "text") return "";
+  if (type.string() == "json_object") return R"({"type":"object"})";
+  if (type.string() != "json_schema")
+    return refuse("response_format.type must be text, json_object or json_schema", "response_format.type");
+  const JsonView schema = format.find("json_schema").find("schema");
+  if (!schema.is_object()) {
+    return refuse("response_format.json_schema.schema must be a JSON schema object",
+                  "response_format.json_schema.schema");
+  }
+  return json_text(schema.to_ordered_json());
+}
+
 }  // namespace
 
 Message parse_openai_message(JsonView message, size_t index) {
@@ -207,6 +229,8 @@ void read_common(JsonView request, ChatRequest& out) {
     out.turn.stop = parse_stop(stop, "stop", true);
   out.logprobs.token_ids = flag(request, "return_tokens_as_token_ids").value_or(false);
   out.return_token_ids = flag(request, "return_token_ids").value_or(false);
+  if (const JsonView format = request.find("response_format"); !format.is_none())
+    out.turn.json_schema = read_response_format(format);
   out.turn.prompt_ids = out.return_token_ids;
 }
 

@@ -10,14 +10,16 @@
 // token), top_logprobs (0..20 with logprobs: the K most likely tokens at each position, asked of the
 // upstream), return_tokens_as_token_ids
 // (vLLM's: tokens written "token_id:N"), return_token_ids (vLLM's: prompt_token_ids and token_ids, see
-// AnswerExtras), and the fields harnesses send that change nothing here (seed:
+// AnswerExtras), response_format (text | json_object | json_schema with json_schema.schema: constrained
+// decoding asked of the upstream for this call's answer, never for a summary), and the fields harnesses
+// send that change nothing here (seed:
 // sampling seeds come from the session's stream keys; tool_choice, user, ...), stop (a string or a list,
 // passed upstream). Plain completions (POST .../v1/completions): prompt (one string: the whole text so
 // far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1), logprobs (K in 0..20: tokens,
 // token_logprobs, text_offset and top_logprobs holding the sampled token and the K most likely, as vLLM),
-// return_tokens_as_token_ids, return_token_ids; answered as `text_completion` objects or, streaming, as
-// `text_completion` chunks ended by `data: [DONE]`; echo, suffix, best_of > 1 and a list of prompts are
-// refused. Anything malformed is a 400 naming the field.
+// return_tokens_as_token_ids, return_token_ids, response_format; answered as `text_completion` objects or,
+// streaming, as `text_completion` chunks ended by `data: [DONE]`; echo, suffix, best_of > 1 and a list of
+// prompts are refused. Anything malformed is a 400 naming the field.
 //
 // Log-probs: one entry per sampled token, the ids and log-probs the export records (an end-of-turn token
 // and a matched stop string's tokens included, so the entries are `usage.completion_tokens` long and line

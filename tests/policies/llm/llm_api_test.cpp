@@ -305,6 +305,26 @@ TEST(LlmApi, TopLogprobsAreAskedOnlyWhenWantedAndReadFromBothApis) {
   }
 }
 
+// Structured output goes upstream in each API's own field, only when given, never rewritten.
+TEST(LlmApi, AJsonSchemaGoesUpstreamInEachApisField) {
+  Prompt prompt({1, 2, 3});
+  GenerateCall call{&prompt.view, 16, 42, "x"};
+  SamplingParams sampling;
+  std::string body;
+  write_request(ApiKind::kSglang, call, sampling, body);
+  EXPECT_FALSE(json::parse(body)["sampling_params"].contains("json_schema"));
+  write_request(ApiKind::kOpenAi, call, sampling, body);
+  EXPECT_FALSE(json::parse(body).contains("response_format"));
+  sampling.json_schema = R"({"type":"object","properties":{"cmd":{"type":"string"}},"required":["cmd"]})";
+  write_request(ApiKind::kSglang, call, sampling, body);
+  EXPECT_EQ(json::parse(body)["sampling_params"]["json_schema"], sampling.json_schema);
+  write_request(ApiKind::kOpenAi, call, sampling, body);
+  const json format = json::parse(body)["response_format"];
+  EXPECT_EQ(format["type"], "json_schema");
+  EXPECT_EQ(format["json_schema"]["schema"], json::parse(sampling.json_schema));
+  EXPECT_TRUE(format["json_schema"]["name"].is_string());
+}
+
 TEST(LlmApi, ParsesApiNames) {
   EXPECT_EQ(parse_api_kind("sglang", "t"), ApiKind::kSglang);
   EXPECT_EQ(parse_api_kind("openai", "t"), ApiKind::kOpenAi);

@@ -268,6 +268,10 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       call.sampling_seed = params->value("sampling_seed", uint64_t{0});
       call.rid = request.value("rid", std::string());
       call.top_logprobs = request.value("top_logprobs_num", 0);
+      if (const auto schema = params->find("json_schema"); schema != params->end()) {
+        if (!schema->is_string()) return bad_request("sampling_params.json_schema must be a string");
+        call.json_schema = schema->get<std::string>();
+      }
     } else {
       if (!ids.exists()) return bad_request("prompt is required");
       if (!request.contains("max_tokens")) return bad_request("max_tokens is required");
@@ -277,6 +281,17 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       call.sampling_seed = request.value("seed", uint64_t{0});
       call.rid = request.value("user", std::string());
       call.top_logprobs = request.value("logprobs", 0);
+      if (const auto format = request.find("response_format"); format != request.end()) {
+        const std::string type = format->value("type", std::string());
+        if (type == "json_object") {
+          call.json_schema = R"({"type":"object"})";
+        } else if (type == "json_schema" && format->contains("json_schema") &&
+                   (*format)["json_schema"].contains("schema")) {
+          call.json_schema = (*format)["json_schema"]["schema"].dump();
+        } else if (type != "text") {
+          return bad_request("response_format must be text, json_object or json_schema with a schema");
+        }
+      }
     }
     if (!ids.is_array() || ids.size() == 0)
       return bad_request("the prompt must be a non-empty list of token ids");

@@ -72,7 +72,11 @@ struct LoggedCall {
   // Alternatives asked per token (SGLang top_logprobs_num; OpenAI logprobs, at least 1) and those answered,
   // most likely first (scripted_top).
   int top_logprobs = 0;
-  std::vector<std::vector<std::pair<TokenId, float>>> top;
+  std::vector<std::vector<std::pair<TokenId, float>>>
+      top;  // The structured output asked (SGLang sampling_params.json_schema; OpenAI response_format
+            // json_schema's
+  // schema, or {"type":"object"} for json_object), as JSON text; empty when none. Not enforced here.
+  std::string json_schema;
 };
 
 // The scripted model on decoded prompt text (exposed for unit tests).

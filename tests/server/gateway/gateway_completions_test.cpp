@@ -1,5 +1,6 @@
-// Plain completions (POST .../v1/completions) on the gateway's session machinery, and stop strings on every
-// API (chat, plain, Anthropic stop_sequences): passed upstream, the recorded ids the upstream's own.
+// Plain completions (POST .../v1/completions) on the gateway's session machinery, stop strings on every
+// API (chat, plain, Anthropic stop_sequences): passed upstream, the recorded ids the upstream's own; and
+// structured output (response_format) passed upstream for the harness's answers, never for summaries.
 #include "tests/server/gateway/gateway_fixture.h"
 
 namespace crl::server::gateway::testing {
@@ -161,6 +162,62 @@ TEST(GatewayStop, AnthropicStopSequencesAnswerStopSequence) {
   ASSERT_EQ(client.call("POST", "/v1/sessions/stop-anthropic/reward", R"({"reward": 1})").status, 200);
   const json exported = json::parse(client.call("GET", "/v1/sessions/stop-anthropic/export").body);
   expect_stopped_call(bench.upstream->calls()[0], exported);
+}
+
+// response_format asks the upstream for constrained decoding (SGLang sampling_params.json_schema, the
+// OpenAI API's response_format) on the harness's calls; a summary is free text; bad formats are a 400
+// naming the field, nothing sampled.
+TEST(GatewayStructuredOutput, ResponseFormatGoesUpstreamForTheHarnesssCallsOnly) {
+  const json schema = {{"type", "object"},
+                       {"properties", {{"cmd", {{"type", "string"}}}}},
+                       {"required", json::array({"cmd"})}};
+  for (const llm::ApiKind api : {llm::ApiKind::kSglang, llm::ApiKind::kOpenAi}) {
+    SCOPED_TRACE(llm::api_kind_name(api));
+    Bench bench(api);
+    Harness h(bench.port(), "structured");
+    const json format = {{"type", "json_schema"}, {"json_schema", {{"name", "step"}, {"schema", schema}}}};
+    for (int t = 0; t < 16; ++t) {
+      if (t) h.add("user", "turn " + std::to_string(t) + " " + std::string(60, 'z'));
+      h.turn({{"response_format", format}});
+      const crl::testing::LoggedCall call = bench.upstream->calls().back();
+      ASSERT_FALSE(call.json_schema.empty());
+      EXPECT_EQ(json::parse(call.json_schema), schema);
+    }
+    size_t summaries = 0;
+    for (const crl::testing::LoggedCall& call : bench.upstream->calls()) {
+      if (call.rid.find("/summarize/") == std::string::npos) continue;
+      ++summaries;
+      EXPECT_TRUE(call.json_schema.empty()) << "a summary is never constrained";
+    }
+    EXPECT_GE(summaries, 1u);
+    h.add("user", "any object");
+    h.turn({{"response_format", {{"type", "json_object"}}}});
+    EXPECT_EQ(json::parse(bench.upstream->calls().back().json_schema), json({{"type", "object"}}));
+    h.add("user", "free text");
+    h.turn({{"response_format", {{"type", "text"}}}});
+    EXPECT_TRUE(bench.upstream->calls().back().json_schema.empty());
+
+    TextHarness text(bench.port(), "structured-plain");
+    text.turn({{"response_format", format}});
+    EXPECT_EQ(json::parse(bench.upstream->calls().back().json_schema), schema);
+  }
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const json messages = {{{"role", "user"}, {"content", "x"}}};
+  const std::pair<json, std::string> bad[] = {
+      {"json", "response_format"},
+      {{{"type", "xml"}}, "response_format.type"},
+      {json::object(), "response_format.type"},
+      {{{"type", "json_schema"}}, "response_format.json_schema.schema"},
+      {{{"type", "json_schema"}, {"json_schema", {{"schema", json::array({1})}}}},
+       "response_format.json_schema.schema"}};
+  for (const auto& [format, param] : bad) {
+    const auto reply = client.call("POST", "/v1/sessions/structured-bad/v1/chat/completions",
+                                   json{{"messages", messages}, {"response_format", format}}.dump());
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    EXPECT_EQ(json::parse(reply.body)["error"]["param"], param) << reply.body;
+  }
+  EXPECT_EQ(bench.upstream->calls().size(), 0u);
 }
 
 }  // namespace
