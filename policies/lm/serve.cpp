@@ -201,6 +201,7 @@ ServeAnswer LmService::completions(std::string_view body) const {
     job->return_prompt_ids = boolean(req, "return_token_ids", false);
     p.top_k = top_k(req);
     if (boolean(req, "echo", false)) throw BadRequest("echo", "echo is not supported");
+    refuse_constrained_decoding(req, "");
     StreamOptions& streaming = job->streaming;
     streaming.stream = boolean(req, "stream", false);
     if (const In* o = find(req, "stream_options"); o != nullptr) {
@@ -407,6 +408,7 @@ ServeAnswer LmService::generate(std::string_view body) const {
     p.top_k = top_k(sp);
     p.stop_strings = stop_strings(sp);
     p.stop_ids = stop_ids(sp, c.vocab);
+    refuse_constrained_decoding(sp, "sampling_params.");
     no_stop_trim = boolean(sp, "no_stop_trim", false);
     boolean(sp, "skip_special_tokens", true);
     boolean(sp, "ignore_eos", false);

@@ -152,6 +152,24 @@ int top_k(const In& object) {
   return static_cast<int>(k);
 }
 
+void refuse_constrained_decoding(const In& object, const std::string& prefix) {
+  for (const char* key : {"json_schema", "regex", "ebnf", "structural_tag", "guided_json", "guided_regex",
+                          "guided_choice", "guided_grammar", "structured_outputs"}) {
+    if (find(object, key) != nullptr)
+      throw BadRequest(prefix + key,
+                       prefix + key + ": constrained decoding is not supported by crl lm serve");
+  }
+  if (const In* format = find(object, "response_format"); format != nullptr) {
+    const In* type = format->is_object() ? find(*format, "type") : nullptr;
+    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text") {
+      throw BadRequest(prefix + "response_format",
+                       prefix +
+                           "response_format: only {\"type\": \"text\"} is supported by crl lm serve "
+                           "(no constrained decoding)");
+    }
+  }
+}
+
 In object_body(std::string_view body) {
   In j;
   try {

@@ -38,6 +38,10 @@ std::vector<std::vector<int32_t>> prompts(const In& v, const std::string& field,
 std::vector<std::string> stop_strings(const In& object);
 std::vector<int32_t> stop_ids(const In& object, int vocab);
 int top_k(const In& object);
+// Constrained decoding (SGLang's json_schema / regex / ebnf, the OpenAI API's response_format other than
+// text, vLLM's guided_* and structured_outputs) is not implemented: a request that asks for it is refused
+// (BadRequest naming `prefix` + the field) rather than answered unconstrained.
+void refuse_constrained_decoding(const In& object, const std::string& prefix);
 // The body as a JSON object (engine/json_reader.h's limits).
 In object_body(std::string_view body);
 

@@ -616,6 +616,11 @@ TEST(LmServe, BadRequestsGetTheApisOwnErrorShapes) {
       {{{"prompt", "x"}, {"stream", true}, {"stream_options", 3}}, "stream_options", "must be an object"},
       {{{"prompt", "x"}, {"stream", "yes"}}, "stream", "true or false"},
       {{{"prompt", "x"}, {"echo", true}}, "echo", "not supported"},
+      // Constrained decoding is refused, never answered unconstrained.
+      {{{"prompt", "x"}, {"response_format", {{"type", "json_object"}}}},
+       "response_format",
+       "no constrained decoding"},
+      {{{"prompt", "x"}, {"guided_json", {{"type", "object"}}}}, "guided_json", "not supported"},
       {{{"prompt", "x"}, {"top_k", -2}}, "top_k", "top_k must be -1 or 0 (off) or at least 1"},
       {{{"prompt", std::vector<int>(1025, 1)}}, "prompt", "maximum context length is 1024"},
   };
@@ -641,6 +646,8 @@ TEST(LmServe, BadRequestsGetTheApisOwnErrorShapes) {
       {{"input_ids", {1, 2}}, {"return_logprob", true}, {"logprob_start_len", 2}},
       {{"input_ids", {1, 2}}, {"return_logprob", true}, {"logprob_start_len", -3}},
       {{"input_ids", {1}}, {"sampling_params", {{"top_k", -7}}}},
+      {{"input_ids", {1}}, {"sampling_params", {{"json_schema", "{\"type\":\"object\"}"}}}},
+      {{"input_ids", {1}}, {"sampling_params", {{"regex", "[a-z]+"}}}},
   };
   for (const json& body : sglang) {
     const json e = call(*service, "/generate", body, 400);
