@@ -28,7 +28,8 @@ struct ChatTurn {
 };
 
 // What a call asks to see of its sampled tokens' log-probs (OpenAI's chat `logprobs`, the completions'
-// `logprobs: 0`, vLLM's `return_tokens_as_token_ids`). Whatever it asks, the export records them.
+// `logprobs: K`, vLLM's `return_tokens_as_token_ids`; the K alternatives are ChatTurn::top_logprobs).
+// Whatever it asks, the export records the sampled tokens' log-probs.
 struct LogprobsAsk {
   bool on = false;
   bool token_ids = false;  // each token written "token_id:N" instead of its text

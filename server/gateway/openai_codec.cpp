@@ -368,7 +368,8 @@ ChatRequest parse_chat_request(std::string_view body, KeptRequest& kept) {
 
 namespace {
 
-// The answers are written by hand (answer_writer.h).
+// The answers are written by hand (answer_writer.h): these are their pieces.
+
 // `key` then the ids as a JSON list.
 void put_ids(std::string& out, std::string_view key, std::span<const TokenId> ids) {
   out += key;

@@ -1,7 +1,8 @@
 // What an answer shows of its tokens when the harness asks. The sampled tokens' log-probs (chat `logprobs:
-// true`, the completions' `logprobs: 0`, vLLM's `return_tokens_as_token_ids`): one entry per id the
+// true`, the completions' `logprobs: K`, vLLM's `return_tokens_as_token_ids`): one entry per id the
 // upstream sampled, its log-prob the upstream's to the bit, so what the harness sees is what the export
-// records; in streams on the first chunk with sampled text; stored with the answer for a retry. The ids
+// records; in streams on the first chunk with sampled text; stored with the answer for a retry; with
+// `top_logprobs` the upstream's most likely alternatives. The ids
 // (vLLM's `return_token_ids`): the forwarded window's prompt ids, compacted, and the sampled ids. Bad values
 // are a 400 naming the field.
 #include <span>
@@ -41,11 +42,10 @@ void expect_entries(const json& logprobs, const crl::testing::LoggedCall& call, 
       EXPECT_EQ(content[i]["token"], "\xEF\xBF\xBD") << "a part of a character shows U+FFFD";
     EXPECT_EQ(as_float(content[i]["logprob"]), call.logprobs[i]) << i;
     EXPECT_EQ(content[i]["top_logprobs"], json::array());
-    sampled += bytes;
+    sampled += shown;
   }
-  std::string all;
-  for (const TokenId id : call.output) all += token_bytes(id);
-  EXPECT_EQ(sampled, all);
+  // The entries' bytes joined are the sampled text, special tokens as their strings.
+  if (!token_ids) EXPECT_EQ(sampled, make_tokenizer("byte")->decode(call.output));
 }
 
 std::vector<json> stream_chunks(const std::string& body) {
