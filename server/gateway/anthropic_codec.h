@@ -1,11 +1,13 @@
 #pragma once
 // The Anthropic Messages API on the gateway's session machinery, for Claude-Code-style harnesses:
-//   POST .../v1/messages               {model, max_tokens, system (string | text blocks), messages (role user
-//   |
-//                                      assistant; content a string or blocks: text, tool_use, tool_result),
-//                                      tools [{name, description, input_schema}], temperature, top_p, top_k,
-//                                      stream, stop_sequences (passed upstream; an answer that ended on
-//                                      one has stop_reason "stop_sequence" and stop_sequence set)
+//   POST .../v1/messages               {model, max_tokens, system (string | text blocks), messages (role
+//                                      user | assistant; content a string or blocks: text, tool_use,
+//                                      tool_result), tools [{name, description, input_schema}],
+//                                      temperature, top_p, top_k, stream, stop_sequences (passed
+//                                      upstream; an answer that ended on one has stop_reason
+//                                      "stop_sequence" and stop_sequence set), tool_choice ({"type":
+//                                      "none"}: the answer is text, never tool_use; auto, any and a named
+//                                      tool are not enforced)
 //   POST .../v1/messages/count_tokens  {"input_tokens": N}: the rendered prompt of those messages
 // Blocks map onto the session's messages: a user turn's tool_result blocks become tool messages and its text
 // a user message (in block order); an assistant turn's text is its content and its tool_use blocks its tool

@@ -25,6 +25,7 @@ struct ChatTurn {
   bool prompt_ids = false;            // the answer shows the forwarded prompt's ids (return_token_ids)
   int top_logprobs = 0;               // alternatives per sampled token to ask the upstream for
   std::string json_schema;            // structured output (response_format): the schema's JSON text, or empty
+  bool tool_calls = true;             // tool calls are read from the answer (false: tool_choice "none")
 };
 
 // What a call asks to see of its sampled tokens' log-probs (OpenAI's chat `logprobs`, the completions'

@@ -311,7 +311,7 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   completion.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  if (*plain_)
+  if (*plain_ || !turn.tool_calls)  // (tool_choice "none": the text as it is, as vLLM answers it)
     completion.reply.content = std::move(text);
   else
     completion.reply = parse_reply(text, std::to_string(request.turn) + "_" + std::to_string(parts_.size()));

@@ -8,14 +8,14 @@
 // max_completion_tokens, temperature, top_p, top_k, stream, stream_options.include_usage, tools (passed into
 // the chat template), model, n (1 only), logprobs (true: the answer's `logprobs.content` holds every sampled
 // token), top_logprobs (0..20 with logprobs: the K most likely tokens at each position, asked of the
-// upstream), return_tokens_as_token_ids
-// (vLLM's: tokens written "token_id:N"), return_token_ids (vLLM's: prompt_token_ids and token_ids, see
-// AnswerExtras), response_format (text | json_object | json_schema with json_schema.schema: constrained
-// decoding asked of the upstream for this call's answer, never for a summary), and the fields harnesses
-// send that change nothing here (seed:
-// sampling seeds come from the session's stream keys; tool_choice, user, ...), stop (a string or a list,
-// passed upstream). Plain completions (POST .../v1/completions): prompt (one string: the whole text so
-// far), max_tokens, temperature, top_p, top_k, stop, stream, model, n (1), logprobs (K in 0..20: tokens,
+// upstream), return_tokens_as_token_ids (vLLM's: tokens written "token_id:N"), return_token_ids (vLLM's:
+// prompt_token_ids and token_ids, see AnswerExtras), response_format (text | json_object | json_schema with
+// json_schema.schema: constrained decoding asked of the upstream for this call's answer, never for a
+// summary), tool_choice "none" (the answer is text: its <tool_call> blocks are not read as tool calls), stop
+// (a string or a list, passed upstream), and the fields harnesses send that change nothing here (seed:
+// sampling seeds come from the session's stream keys; user; tool_choice auto, required or a named function:
+// not enforced). Plain completions (POST .../v1/completions): prompt (one string: the whole text so far),
+// max_tokens, temperature, top_p, top_k, stop, stream, model, n (1), logprobs (K in 0..20: tokens,
 // token_logprobs, text_offset and top_logprobs holding the sampled token and the K most likely, as vLLM),
 // return_tokens_as_token_ids, return_token_ids, response_format; answered as `text_completion` objects or,
 // streaming, as `text_completion` chunks ended by `data: [DONE]`; echo, suffix, best_of > 1 and a list of

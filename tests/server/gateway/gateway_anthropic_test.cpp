@@ -17,6 +17,25 @@ struct Claude {
 const json kTools = json::array(
     {{{"name", "shell"}, {"description", "run a command"}, {"input_schema", {{"type", "object"}}}}});
 
+// tool_choice {"type": "none"}: a text block, never tool_use.
+TEST(GatewayAnthropic, ToolChoiceNoneAnswersText) {
+  Bench bench;
+  Claude c(bench.port(), "claude-none");
+  const json body = {
+      {"model", "claude-test"},
+      {"max_tokens", 100},
+      {"tools", kTools},
+      {"tool_choice", {{"type", "none"}}},
+      {"messages", json::array({{{"role", "user"}, {"content", "marker=a2 please call the tool"}}})}};
+  const auto reply = c.post(body);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const json answer = json::parse(reply.body);
+  EXPECT_EQ(answer["stop_reason"], "end_turn");
+  ASSERT_EQ(answer["content"].size(), 1u);
+  EXPECT_EQ(answer["content"][0]["type"], "text");
+  EXPECT_NE(answer["content"][0]["text"].get<std::string>().find("<tool_call>"), std::string::npos);
+}
+
 TEST(GatewayAnthropic, MessagesWithToolUseAndToolResultStayInOneWindow) {
   Bench bench;
   Claude c(bench.port(), "claude");

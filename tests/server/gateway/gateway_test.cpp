@@ -169,6 +169,31 @@ TEST(Gateway, StreamingSendsOpenAiChunksAndDone) {
   EXPECT_TRUE(usage);
 }
 
+// tool_choice "none": the tools stay in the template, and the answer's text is answered as text (no
+// tool_calls, finish_reason stop), as vLLM answers it; the harness's copy of that text continues the window.
+TEST(Gateway, ToolChoiceNoneAnswersTheTextWithoutToolCalls) {
+  Bench bench;
+  Harness h(bench.port(), "no-tools");
+  const json tools = json::array(
+      {{{"type", "function"},
+        {"function", {{"name", "shell"}, {"description", "run"}, {"parameters", {{"type", "object"}}}}}}});
+  h.add("user", "please call the tool");
+  const json answer = h.turn({{"tools", tools}, {"tool_choice", "none"}});
+  const json& message = answer["choices"][0]["message"];
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(message.contains("tool_calls"));
+  EXPECT_NE(message["content"].get<std::string>().find("<tool_call>"), std::string::npos) << message;
+  EXPECT_NE(make_tokenizer("byte")->decode(bench.upstream->calls()[0].prompt).find("<tools>"),
+            std::string::npos);
+  h.add("user", "next");
+  EXPECT_EQ(h.turn({{"tools", tools}, {"tool_choice", "none"}})["choices"][0]["message"]["content"],
+            "ack m0 1");
+  EXPECT_EQ(h.state()["history_edits"], 0) << "the copy of a text answer is recognised";
+  // The same question with tool_choice auto: a tool call.
+  h.add("user", "please call the tool");
+  EXPECT_EQ(h.turn({{"tools", tools}, {"tool_choice", "auto"}})["choices"][0]["finish_reason"], "tool_calls");
+}
+
 TEST(Gateway, ToolCallsGoThroughTheTemplateAndComeBackParsed) {
   Bench bench;
   Harness h(bench.port(), "tools");
