@@ -36,16 +36,19 @@ void expect_entries(const json& logprobs, const crl::testing::LoggedCall& call, 
     std::string shown;
     for (const json& b : content[i]["bytes"]) shown += static_cast<char>(b.get<int>());
     EXPECT_EQ(shown, token) << i;
-    if (wire::is_valid_utf8(token))
+    if (wire::is_valid_utf8(token)) {
       EXPECT_EQ(content[i]["token"], token) << i;
-    else
+    } else {
       EXPECT_EQ(content[i]["token"], "\xEF\xBF\xBD") << "a part of a character shows U+FFFD";
+    }
     EXPECT_EQ(as_float(content[i]["logprob"]), call.logprobs[i]) << i;
     EXPECT_EQ(content[i]["top_logprobs"], json::array());
     sampled += shown;
   }
   // The entries' bytes joined are the sampled text, special tokens as their strings.
-  if (!token_ids) EXPECT_EQ(sampled, make_tokenizer("byte")->decode(call.output));
+  if (!token_ids) {
+    EXPECT_EQ(sampled, make_tokenizer("byte")->decode(call.output));
+  }
 }
 
 std::vector<json> stream_chunks(const std::string& body) {
