@@ -514,9 +514,8 @@ void BM_UpstreamAnswerParse(benchmark::State& state) {
 }
 BENCHMARK(BM_UpstreamAnswerParse);
 
-// The answer the harness gets, per API and mode (arg): 0 chat.completion, 1 its server-sent events, 2 an
-// Anthropic message, 3 its events (Claude Code streams every call).
-void BM_AnswerWrite(benchmark::State& state) {
+// The completion the answer benchmarks write: a 14-token turn at an 8k-token context.
+server::gateway::Completion bench_completion() {
   server::gateway::Completion c;
   c.id = "chatcmpl-bench-12-0";
   c.created = 1764650000;
@@ -525,6 +524,13 @@ void BM_AnswerWrite(benchmark::State& state) {
   c.prompt_tokens = 8000;
   c.completion_tokens = 14;
   c.cached_tokens = 7900;
+  return c;
+}
+
+// The answer the harness gets, per API and mode (arg): 0 chat.completion, 1 its server-sent events, 2 an
+// Anthropic message, 3 its events (Claude Code streams every call).
+void BM_AnswerWrite(benchmark::State& state) {
+  const server::gateway::Completion c = bench_completion();
   const std::string model = "crl-gateway";
   for (auto _ : state) {
     switch (state.range(0)) {
@@ -549,14 +555,7 @@ BENCHMARK(BM_AnswerWrite)->DenseRange(0, 3);
 // true` (14 entries), 2 with `top_logprobs: 5`, 3 `return_token_ids` with an 8k-token prompt (its id text
 // is copied from the session's). The token texts come from the byte tokenizer (one byte per token).
 void BM_AnswerWriteWithTokens(benchmark::State& state) {
-  server::gateway::Completion c;
-  c.id = "chatcmpl-bench-12-0";
-  c.created = 1764650000;
-  c.reply.content = "ok, next step";
-  c.finish_reason = "stop";
-  c.prompt_tokens = 8000;
-  c.completion_tokens = 14;
-  c.cached_tokens = 7900;
+  server::gateway::Completion c = bench_completion();
   for (int i = 0; i < 14; ++i) {
     c.ids.push_back(static_cast<TokenId>(i < 13 ? c.reply.content[static_cast<size_t>(i)] : 258));
     c.logprobs.push_back(-0.25f - static_cast<float>(i) / 1024.0f);

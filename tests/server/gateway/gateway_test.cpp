@@ -169,14 +169,20 @@ TEST(Gateway, StreamingSendsOpenAiChunksAndDone) {
   EXPECT_TRUE(usage);
 }
 
+// The OpenAI tools of the tool tests: one shell function.
+json shell_tools() {
+  return json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "shell"}, {"description", "run a command"}, {"parameters", {{"type", "object"}}}}}}});
+}
+
 // tool_choice "none": the tools stay in the template, and the answer's text is answered as text (no
 // tool_calls, finish_reason stop), as vLLM answers it; the harness's copy of that text continues the window.
 TEST(Gateway, ToolChoiceNoneAnswersTheTextWithoutToolCalls) {
   Bench bench;
   Harness h(bench.port(), "no-tools");
-  const json tools = json::array(
-      {{{"type", "function"},
-        {"function", {{"name", "shell"}, {"description", "run"}, {"parameters", {{"type", "object"}}}}}}});
+  const json tools = shell_tools();
   h.add("user", "please call the tool");
   const json answer = h.turn({{"tools", tools}, {"tool_choice", "none"}});
   const json& message = answer["choices"][0]["message"];
@@ -197,10 +203,7 @@ TEST(Gateway, ToolChoiceNoneAnswersTheTextWithoutToolCalls) {
 TEST(Gateway, ToolCallsGoThroughTheTemplateAndComeBackParsed) {
   Bench bench;
   Harness h(bench.port(), "tools");
-  const json tools = json::array(
-      {{{"type", "function"},
-        {"function",
-         {{"name", "shell"}, {"description", "run a command"}, {"parameters", {{"type", "object"}}}}}}});
+  const json tools = shell_tools();
   h.add("user", "please call the tool");
   const json answer = h.turn({{"tools", tools}});
   const json& message = answer["choices"][0]["message"];
