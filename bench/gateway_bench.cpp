@@ -35,6 +35,7 @@
 #include "server/gateway/anthropic_codec.h"
 #include "server/gateway/chat_messages.h"
 #include "server/gateway/gateway.h"
+#include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/server/http_client.h"

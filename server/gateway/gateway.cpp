@@ -9,6 +9,7 @@
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
 #include "server/gateway/anthropic_codec.h"
+#include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
 #include "server/session_table.h"
 #include "wire/utf8.h"

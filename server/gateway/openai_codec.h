@@ -1,7 +1,6 @@
 #pragma once
-// The OpenAI Chat Completions and Completions wire format of the gateway: requests as harnesses send them,
-// answers as `chat.completion` objects or, with `stream: true`, as server-sent events of
-// `chat.completion.chunk` objects ended by `data: [DONE]` (sse.h), and errors as {"error": {...}}.
+// The OpenAI Chat Completions and Completions requests of the gateway, as harnesses send them. Their answers
+// (chat.completion and text_completion objects, streams, errors) are openai_answer.h's.
 //
 // Accepted request fields: messages (role system | developer | user | assistant | tool; content a string,
 // null, or a list of {"type": "text", "text"} parts; tool_calls; tool_call_id), max_tokens /
@@ -21,25 +20,14 @@
 // streaming, as `text_completion` chunks ended by `data: [DONE]`; echo, suffix, best_of > 1 and a list of
 // prompts are refused. Anything malformed is a 400 naming the field.
 //
-// Log-probs: one entry per sampled token, the ids and log-probs the export records (an end-of-turn token
-// and a matched stop string's tokens included, so the entries are `usage.completion_tokens` long and line
-// up with the trained tokens). A token's text is what the tokenizer decodes it to alone (special tokens as
-// their strings); a token that is part of a UTF-8 character shows U+FFFD in `token` and its own bytes in
-// `bytes`; `text_offset` counts the characters of the tokens as written. A stream carries every entry on
-// its first chunk with sampled text (the content, else the first tool call, else the finish chunk).
-// Alternatives come from the upstream (SGLang top_logprobs_num with ids, decoded here; the OpenAI API's
-// top_logprobs text keys, used as they are), are asked for execution calls only (a summary never), and a
-// retry answers those its first call was sampled with.
 // Bodies are read with engine/json_view.h (strings as views into the body, one pass; read_json's limits).
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/json_view.h"
-#include "engine/tokenizer.h"
 #include "server/gateway/gateway_error.h"
 #include "server/gateway/gateway_session.h"
 #include "server/gateway/kept_request.h"
@@ -67,45 +55,5 @@ Message parse_openai_message(JsonView message, size_t index);
 // A request body read with the fast reader (engine/json_view.h): its views point into `body`. Throws
 // GatewayError 400 (bad_json | json_too_deep | duplicate_key, as read_json's errors) or for a non-object.
 JsonDocument read_request_body(std::string_view body);
-
-// One alternative at a sampled position: its text (as a token is written) and log-prob.
-struct Alternative {
-  std::string token;
-  float logprob = 0;
-};
-
-// The sampled tokens of an answer as its `logprobs` shows them.
-struct TokenLogprobs {
-  std::vector<std::string> tokens;            // each token's bytes as decoded alone, or "token_id:N"
-  std::span<const float> logprobs;            // the completion's
-  std::vector<std::vector<Alternative>> top;  // per token when alternatives were asked (else empty)
-};
-// What `ask` asks to see of `completion`'s tokens; nullopt when it asks nothing.
-std::optional<TokenLogprobs> token_logprobs(const Completion& completion, LogprobsAsk ask,
-                                            const Tokenizer& tokenizer);
-
-// What a call asked its answer to carry besides the message (nothing: the plain OpenAI answer).
-struct AnswerExtras {
-  const TokenLogprobs* logprobs = nullptr;  // null: "logprobs": null
-  // vLLM's return_token_ids: the sampled ids (`token_ids`) and the forwarded prompt's (`prompt_token_ids`:
-  // the window the policy saw, Completion::prompt_ids). Chat answers carry prompt_token_ids at the top level
-  // (a stream: on its first chunk) and token_ids in the choice (a stream: with the log-prob entries);
-  // completions carry both in the choice (a stream: on its first chunk).
-  bool token_ids = false;
-};
-
-std::string chat_completion_json(const Completion& completion, const std::string& model,
-                                 const AnswerExtras& extras = {});
-// The same answer as server-sent events: a role chunk, a content chunk, one chunk per tool call, the finish
-// chunk, the usage chunk when asked, then `data: [DONE]`.
-std::string chat_completion_sse(const Completion& completion, const std::string& model, bool include_usage,
-                                const AnswerExtras& extras = {});
-// A plain completion: a `text_completion` object, or its stream (one text chunk, the finish chunk, the usage
-// chunk when asked, `data: [DONE]`).
-std::string text_completion_json(const Completion& completion, const std::string& model,
-                                 const AnswerExtras& extras = {});
-std::string text_completion_sse(const Completion& completion, const std::string& model, bool include_usage,
-                                const AnswerExtras& extras = {});
-std::string openai_error_json(const GatewayError& error);
 
 }  // namespace crl::server::gateway

@@ -16,6 +16,7 @@
 #include "engine/sse.h"
 #include "server/gateway/answer_writer.h"
 #include "server/gateway/anthropic_codec.h"
+#include "server/gateway/openai_answer.h"
 
 namespace crl::server::gateway {
 namespace {
