@@ -188,14 +188,20 @@ void put_text_logprobs(std::string& out, const TokenLogprobs* logprobs) {
   out += "]}";
 }
 
-}  // namespace
-
-std::string chat_completion_json(const Completion& c, const std::string& model, const AnswerExtras& extras) {
+// A whole answer's start, up to its one choice's "logprobs": value (the keys in nlohmann's sorted order).
+std::string open_choice(const Completion& c, const std::string& model) {
   std::string out;
   out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
   out += "{\"choices\":[{\"finish_reason\":";
   put_string(out, c.finish_reason);
   out += ",\"index\":0,\"logprobs\":";
+  return out;
+}
+
+}  // namespace
+
+std::string chat_completion_json(const Completion& c, const std::string& model, const AnswerExtras& extras) {
+  std::string out = open_choice(c, model);
   put_chat_logprobs(out, extras.logprobs);
   out += ",\"message\":{\"content\":";
   if (!c.reply.tool_calls.empty() && c.reply.content.empty())
@@ -319,11 +325,7 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
 }
 
 std::string text_completion_json(const Completion& c, const std::string& model, const AnswerExtras& extras) {
-  std::string out;
-  out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
-  out += "{\"choices\":[{\"finish_reason\":";
-  put_string(out, c.finish_reason);
-  out += ",\"index\":0,\"logprobs\":";
+  std::string out = open_choice(c, model);
   put_text_logprobs(out, extras.logprobs);
   if (extras.token_ids) put_prompt_ids(out, c, false);
   out += ",\"text\":";
