@@ -111,9 +111,7 @@ HttpAnswer route(EpisodeService& service, const HttpCall& call) {
                      "/ws is OpenEnv's WebSocket session: send GET /ws with Upgrade: websocket", "");
     }
     if (auto lists = route_ui_lists(service, call, parts, answer_format)) return *lists;  // crl serve --ui
-    if (parts.size() >= 2 && parts[0] == "v1" &&
-        (parts[1] == "sessions" || (parts[1] == "chat" && parts.size() == 3) || parts[1] == "messages" ||
-         (parts[1] == "completions" && parts.size() == 2))) {
+    if (gateway::is_gateway_path(path)) {
       if (call.gateway == nullptr) {
         throw ApiError(404, "gateway_disabled",
                        "the compaction gateway is off: start crl serve with --llm URL --api sglang|openai",

@@ -15,12 +15,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// The string value of `key` in `object`, or "" when it is not a string.
-std::string_view string_or_empty(JsonView object, std::string_view key) {
-  const JsonView value = object.find(key);
-  return value.is_string() ? value.string() : std::string_view();
-}
-
 // A string, or a list of text blocks, as text.
 std::string block_text(JsonView content, const std::string& where) {
   if (content.is_string()) return std::string(content.string());
@@ -155,7 +149,7 @@ nlohmann::ordered_json anthropic_tools(JsonView tools) {
   return out;
 }
 
-void anthropic_element(JsonView element, size_t index, std::vector<Message>& out) {
+void anthropic_element(JsonView element, size_t index, const Message*, std::vector<Message>& out) {
   add_turn(element, "messages[" + std::to_string(index) + "]", out);
 }
 
@@ -177,7 +171,7 @@ MessagesRequest read_whole_messages(std::string_view body, bool count_only, Mess
   }
   size_t i = 0;
   for (const JsonView message : messages) {
-    anthropic_element(message, i++, out.turn.messages);
+    anthropic_element(message, i++, nullptr, out.turn.messages);
     if (layout) layout->add(message, body.data(), out.turn.messages.size());
   }
   read_tools(request, anthropic_tools, kept, out.turn);

@@ -11,6 +11,7 @@
 #include "server/gateway/anthropic_codec.h"
 #include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
+#include "server/gateway/responses_codec.h"
 #include "server/session_table.h"
 #include "wire/utf8.h"
 #include "wire/wire_codec.h"
@@ -114,7 +115,7 @@ bool is_gateway_path(std::string_view path) {
   }
   return count >= 2 && first == "v1" &&
          (second == "sessions" || (second == "chat" && count == 3) || second == "messages" ||
-          (second == "completions" && count == 2));
+          (second == "completions" && count == 2) || (second == "responses" && count == 2));
 }
 
 HttpAnswer gateway_refusal(std::string_view path, int status, const std::string& code,
@@ -382,6 +383,17 @@ HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
   return json_answer(200, anthropic_message_json(completion, model));
 }
 
+HttpAnswer Gateway::responses(const HttpCall& call, const std::string& id) {
+  require_method(call, "POST");
+  ResponsesRequest request;
+  const Completion completion = kept_call(
+      call, id, [](std::string_view body, KeptRequest& kept) { return parse_responses_request(body, kept); },
+      request);
+  const std::string& model = request.model.empty() ? options_.model : request.model;
+  if (request.stream) return HttpAnswer{200, kSseContentType, response_sse(completion, model), 0};
+  return json_answer(200, response_json(completion, model));
+}
+
 HttpAnswer Gateway::count_tokens(const HttpCall& call) {
   require_method(call, "POST");
   const MessagesRequest request = parse_messages_request(call.body, true);
@@ -453,17 +465,20 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
       }
       return messages(call, id);
     }
-    // POST /v1/chat/completions, /v1/completions: the session is the Bearer token.
+    // POST /v1/chat/completions, /v1/completions, /v1/responses: the session is the Bearer token.
     const bool chat_path = parts.size() == 3 && parts[1] == "chat" && parts[2] == "completions";
-    if (chat_path || (parts.size() == 2 && parts[1] == "completions")) {
+    const bool responses_path = parts.size() == 2 && parts[1] == "responses";
+    if (chat_path || responses_path || (parts.size() == 2 && parts[1] == "completions")) {
       const std::string id = bearer(call.authorization);
       if (id.empty()) {
         throw GatewayError(401, "invalid_request_error", "missing_session",
                            std::string("no session: use /v1/sessions/{id}/v1/") +
-                               (chat_path ? "chat/completions" : "completions") +
+                               (chat_path        ? "chat/completions"
+                                : responses_path ? "responses"
+                                                 : "completions") +
                                " or send the session id as Authorization: Bearer <session id>");
       }
-      return chat_path ? chat(call, id) : completions(call, id);
+      return chat_path ? chat(call, id) : responses_path ? responses(call, id) : completions(call, id);
     }
     if (parts.size() >= 2 && parts[1] == "sessions") {
       if (parts.size() == 2) {
@@ -492,6 +507,7 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
         return chat(call, id);
       if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "completions") return completions(call, id);
       if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "messages") return messages(call, id);
+      if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "responses") return responses(call, id);
       if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "messages" && parts[5] == "count_tokens")
         return count_tokens(call);
     }

@@ -18,6 +18,8 @@
 //   POST   /v1/messages                              the same, the session id from Authorization: Bearer
 //                                                    or x-api-key
 //   POST   [/v1/sessions/{id}]/v1/messages/count_tokens  {"input_tokens": N} of the rendered prompt
+//   POST   /v1/sessions/{id}/v1/responses            the OpenAI Responses API (responses_codec.h)
+//   POST   /v1/responses                             the same, the session id from Authorization: Bearer
 // Sessions idle past --idle-timeout are reaped (reap_idle). The first chat call on an unknown id creates the
 // session with the server's defaults. Session ids are the client's (a trainer's sample id): 1-128 of
 // [A-Za-z0-9._:-]. Every error is OpenAI-shaped.
@@ -77,6 +79,7 @@ class Gateway {
   // The OpenAI answer (chat, or a plain completion) to `request`, with what it asked to see of its tokens.
   HttpAnswer openai_answer(const Completion& completion, const CallRequest& request, bool chat) const;
   HttpAnswer messages(const HttpCall& call, const std::string& id);
+  HttpAnswer responses(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);
   HttpAnswer reward(const HttpCall& call, const std::string& id);
   HttpAnswer export_session(const HttpCall& call, const std::string& id);

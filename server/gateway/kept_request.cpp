@@ -34,8 +34,15 @@ KeptRequest::Repeat KeptRequest::repeated(std::string_view body, BodyApi api) co
     else
       hi = mid - 1;
   }
+  // The element after the repeat may have added to the last repeated message (kept_request.h): the repeat
+  // then ends before the element that made that message.
+  const std::vector<uint32_t>& produced = layout_.produced;
+  if (lo > 0 && produced[lo] == produced[lo - 1]) {
+    const uint32_t count = produced[lo - 1];
+    while (lo > 0 && produced[lo - 1] == count) --lo;
+  }
   if (lo == 0) return {};
-  return {lo, layout_.produced[lo - 1], ends[lo - 1]};
+  return {lo, produced[lo - 1], ends[lo - 1]};
 }
 
 std::optional<CallRequest> KeptRequest::decode_middle(std::string_view body, const Repeat& repeat,
@@ -66,11 +73,17 @@ std::optional<CallRequest> KeptRequest::decode_middle(std::string_view body, con
   std::vector<Message> fresh;
   std::vector<uint32_t> ends, counts;
   fresh.reserve(list.size() - 1);
+  const Message* kept_before = repeat.messages > 0 ? &messages_[repeat.messages - 1] : nullptr;
   size_t i = 0;
   for (const JsonView item : list) {
     if (i++ == 0) continue;  // the placeholder
     const size_t before = fresh.size();
-    element(item, repeat.elements + i - 2, fresh);  // an element it accepts is an object: raw() is its text
+    try {
+      // An element it accepts is an object: raw() is its text.
+      element(item, repeat.elements + i - 2, fresh.empty() ? kept_before : nullptr, fresh);
+    } catch (const NeedsEarlierMessages&) {
+      return std::nullopt;
+    }
     counts.push_back(static_cast<uint32_t>(fresh.size() - before));
     const std::string_view raw = item.raw();
     ends.push_back(static_cast<uint32_t>(repeat.rest_at +

@@ -1,6 +1,6 @@
 #pragma once
-// A session's last chat body (OpenAI chat completions or Anthropic messages), kept so that the next one
-// decodes only what it adds.
+// A session's last chat body (OpenAI chat completions, Anthropic messages or OpenAI responses), kept so that
+// the next one decodes only what it adds.
 //
 // Why: a harness resends its whole message list on every call and the list grows at its end, so the JSON
 // text of call N+1 starts with the text of call N's messages, byte for byte (the same harness writes the same
@@ -13,9 +13,11 @@
 // How, and why it is exact. The kept body's messages are kept decoded, each with its key, and each element of
 // its messages array with the offset one past its last byte and the number of messages decoded through it
 // (an OpenAI message is one; an Anthropic turn maps onto one or more, and Anthropic's top-level `system` is a
-// lead message before them). A new body is compared with the kept one (memcmp); the elements that end inside
-// the common prefix are the kept ones: the same bytes read from the same state decode to the same values (a
-// JSON reader's state at a byte depends only on the bytes before it). Then, in this order:
+// lead message before them; a Responses item maps onto one or none: a function_call joins the assistant
+// message before it, and the top-level `instructions` is a lead message). A new body is compared with the
+// kept one (memcmp); the elements that end inside the common prefix are the kept ones: the same bytes read
+// from the same state decode to the same values (a JSON reader's state at a byte depends only on the bytes
+// before it). Then, in this order:
 //  1. The middle: when the new body also ends with the kept body's text after its last element (the tail:
 //     `]` and every field after the list), only the text between is read, as the document
 //         {"m":[0 <the middle> ]}
@@ -33,7 +35,13 @@
 //  3. Otherwise, or when the reader refuses either document, the body is decoded whole, so the error a
 //     harness sees names the same byte and field either way; a message's error names its index in the whole
 //     list.
-// A body of one API is never read against a kept body of the other.
+// A body of one API is never read against a kept body of another.
+//
+// An element that decodes to no message of its own may have added to the message before it (a Responses
+// function_call item joins the assistant turn before it). So a repeat never ends just before such an
+// element: it ends before the element that made the message instead, and that element is read again. And an
+// element that would add to a kept message (the first new element is a function_call after a kept
+// assistant turn) makes its decoder throw NeedsEarlierMessages: the body decodes whole.
 //
 // Memory: the body and its decoded messages, about twice the conversation's text per session, dropped when
 // the rollout ends. The harness's list keeps growing after compactions while the window does not, so a
@@ -52,7 +60,7 @@
 namespace crl::server::gateway {
 
 // The API whose body is kept.
-enum class BodyApi : uint8_t { kOpenAIChat, kAnthropicMessages };
+enum class BodyApi : uint8_t { kOpenAIChat, kAnthropicMessages, kOpenAIResponses };
 
 // Where a body's messages lie, as its decoder found them.
 struct MessagesLayout {
@@ -67,7 +75,12 @@ struct MessagesLayout {
 };
 
 // Decodes messages[index] of a body, appending the messages it maps onto (throws GatewayError naming it).
-using ElementDecoder = void (*)(JsonView element, size_t index, std::vector<Message>& out);
+// `before` is the message decoded just before out's first (a kept one when the middle is decoded alone),
+// null when there is none or out holds every message before the element.
+using ElementDecoder = void (*)(JsonView element, size_t index, const Message* before,
+                                std::vector<Message>& out);
+// Thrown by an ElementDecoder whose element adds to `before`: decode_middle answers nullopt then.
+struct NeedsEarlierMessages {};
 // Decodes a body's tools list into the chat template's (OpenAI) tools (throws GatewayError).
 using ToolsDecoder = nlohmann::ordered_json (*)(JsonView tools);
 

@@ -39,20 +39,6 @@ std::string content_text(JsonView content, const MessagePath& where) {
   return text;
 }
 
-std::optional<double> number(JsonView body, const char* key) {
-  const JsonView it = body.find(key);
-  if (it.is_none()) return std::nullopt;
-  if (!it.is_number()) throw bad_request("bad_field", std::string(key) + " must be a number", key);
-  return it.number();
-}
-
-std::optional<bool> flag(JsonView body, const char* key) {
-  const JsonView it = body.find(key);
-  if (it.is_none()) return std::nullopt;
-  if (!it.is_bool()) throw bad_request("bad_field", std::string(key) + " must be true or false", key);
-  return it.boolean();
-}
-
 // A count of alternatives per token (chat `top_logprobs`, the completions' `logprobs`): an integer in
 // 0..20, as vLLM takes it (OpenAI's own API stops at 20 for chat, 5 for completions).
 std::optional<int> alternatives(JsonView body, const char* key) {
@@ -86,6 +72,25 @@ std::string read_response_format(JsonView format) {
 }
 
 }  // namespace
+
+std::string_view string_or_empty(JsonView object, std::string_view key) {
+  const JsonView value = object.find(key);
+  return value.is_string() ? value.string() : std::string_view();
+}
+
+std::optional<double> number(JsonView body, const char* key) {
+  const JsonView it = body.find(key);
+  if (it.is_none()) return std::nullopt;
+  if (!it.is_number()) throw bad_request("bad_field", std::string(key) + " must be a number", key);
+  return it.number();
+}
+
+std::optional<bool> flag(JsonView body, const char* key) {
+  const JsonView it = body.find(key);
+  if (it.is_none()) return std::nullopt;
+  if (!it.is_bool()) throw bad_request("bad_field", std::string(key) + " must be true or false", key);
+  return it.boolean();
+}
 
 Message parse_openai_message(JsonView message, size_t index) {
   const MessagePath where{index, ""};
@@ -288,7 +293,7 @@ uint32_t end_of(JsonView value, const char* text) {
   return static_cast<uint32_t>(raw.data() + raw.size() - text);
 }
 
-void openai_element(JsonView element, size_t index, std::vector<Message>& out) {
+void openai_element(JsonView element, size_t index, const Message*, std::vector<Message>& out) {
   out.push_back(parse_openai_message(element, index));
 }
 

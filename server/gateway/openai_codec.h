@@ -52,6 +52,11 @@ std::vector<std::string> parse_stop(JsonView value, const std::string& field, bo
 void read_tools(JsonView request, ToolsDecoder decode, KeptRequest* kept, ChatTurn& turn);
 // One message of a chat request, messages[index] (its path in errors).
 Message parse_openai_message(JsonView message, size_t index);
+// The string value of `key` in `object`, or "" when it is not a string.
+std::string_view string_or_empty(JsonView object, std::string_view key);
+// A request's optional number or boolean `key` (absent or null: nullopt). Throws GatewayError 400 naming it.
+std::optional<double> number(JsonView body, const char* key);
+std::optional<bool> flag(JsonView body, const char* key);
 // A request body read with the fast reader (engine/json_view.h): its views point into `body`. Throws
 // GatewayError 400 (bad_json | json_too_deep | duplicate_key, as read_json's errors) or for a non-object.
 JsonDocument read_request_body(std::string_view body);

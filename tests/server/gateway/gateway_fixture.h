@@ -63,6 +63,9 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
   // A tool call whose arguments are not a JSON object (a bare string): the Anthropic API answers an object.
   if (tail.find("STRINGARGS") != std::string_view::npos)
     return "<tool_call>\n{\"name\": \"shell\", \"arguments\": \"ls -la\"}\n</tool_call>";
+  // Text and then a tool call in one answer (a Responses answer's message item and function_call item).
+  if (tail.find("TEXTANDTOOL") != std::string_view::npos)
+    return "Let me look.\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>";
   if (tail.find("please call the tool") != std::string_view::npos)
     return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls -la\"}}\n</tool_call>";
   std::string marker = "none";

@@ -15,6 +15,7 @@
 
 #include "server/gateway/anthropic_codec.h"
 #include "server/gateway/openai_codec.h"
+#include "server/gateway/responses_codec.h"
 
 namespace crl::server::gateway {
 namespace {
@@ -51,11 +52,22 @@ Outcome whole_anthropic(const std::string& body) {
   return outcome_of([&] { return parse_messages_request(body, false); });
 }
 
-enum class Api { kOpenAI, kAnthropic };
+Outcome whole_responses(const std::string& body) {
+  return outcome_of([&] { return parse_responses_request(body); });
+}
+
+enum class Api { kOpenAI, kAnthropic, kResponses };
 
 Outcome incremental(const std::string& body, KeptRequest& kept, Api api = Api::kOpenAI) {
   Outcome out = outcome_of([&] {
-    return api == Api::kOpenAI ? parse_chat_request(body, kept) : parse_messages_request(body, kept);
+    switch (api) {
+      case Api::kOpenAI:
+        return parse_chat_request(body, kept);
+      case Api::kAnthropic:
+        return parse_messages_request(body, kept);
+      default:
+        return parse_responses_request(body, kept);
+    }
   });
   if (!out.request) return out;
   EXPECT_EQ(out.request->turn.keys.size(), out.request->turn.messages.size());
@@ -504,6 +516,162 @@ TEST(KeptRequest, AnthropicBodiesDecodeAsTheWholeBodyDoesOverThousandsOfDerivedB
     for (int step = 0; step < 700; ++step) {
       const std::string body = mutate_anthropic(last, all, rng);
       const Outcome a = incremental(body, kept, Api::kAnthropic), b = whole_anthropic(body);
+      expect_same(a, b, body);
+      if (::testing::Test::HasFailure()) return;  // one body in the log, not hundreds
+      if (a.request) {
+        last = body;
+        middles += kept.last_read_middle();
+      }
+    }
+    EXPECT_GT(middles, 20u) << "the derived bodies exercised the middle";
+  }
+}
+
+// Responses bodies (Codex's shape): instructions before the input, assistant turns as several items (a
+// message, then function_call items that join it), reasoning items that decode to nothing, outputs.
+json responses_conversation(int turns) {
+  json items = json::array({{{"type", "message"},
+                             {"role", "user"},
+                             {"content", json::array({{{"type", "input_text"}, {"text", "Task: count"}}})}}});
+  for (int i = 0; i < turns; ++i) {
+    const std::string n = std::to_string(i);
+    const auto call = [&](const std::string& id) {
+      items.push_back({{"type", "function_call"},
+                       {"id", "fc_" + id},
+                       {"call_id", "call_" + id},
+                       {"name", "shell"},
+                       {"arguments", "{\"cmd\":\"ls " + id + "\"}"}});
+    };
+    const auto output = [&](const std::string& id) {
+      items.push_back(
+          {{"type", "function_call_output"}, {"call_id", "call_" + id}, {"output", "a\nb \u00e9 " + id}});
+    };
+    if (i % 3 == 0) {
+      items.push_back({{"type", "reasoning"}, {"id", "rs_" + n}, {"summary", json::array()}});
+      items.push_back({{"type", "message"},
+                       {"role", "assistant"},
+                       {"id", "msg_" + n},
+                       {"content", json::array({{{"type", "output_text"}, {"text", "step " + n}}})}});
+      call(n + "a");
+      call(n + "b");
+      output(n + "a");
+      output(n + "b");
+    } else if (i % 3 == 1) {
+      call(n);
+      output(n);
+    } else {
+      items.push_back({{"role", "assistant"}, {"content", "thinking " + n}});
+      items.push_back({{"role", "user"}, {"content", "ok " + n}});
+    }
+  }
+  return items;
+}
+
+json responses_tools_list(const std::string& description) {
+  return json::array({{{"type", "function"},
+                       {"name", "shell"},
+                       {"description", description},
+                       {"parameters", {{"type", "object"}, {"properties", {{"cmd", {{"type", "string"}}}}}}}},
+                      {{"type", "function"}, {"name", "done"}}});
+}
+
+std::string responses_body(const json& items, const json& tools, const json& instructions) {
+  nlohmann::ordered_json body = {{"model", "codex"}};
+  if (!instructions.is_null()) body["instructions"] = instructions;
+  body["input"] = items;
+  if (!tools.is_null()) body["tools"] = tools;
+  body["tool_choice"] = "auto";
+  body["store"] = false;
+  body["stream"] = true;
+  return body.dump();
+}
+
+json first_items(const json& all, size_t n) {
+  return json(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+TEST(KeptRequest, AResponsesConversationDecodesOnlyItsNewItems) {
+  const json all = responses_conversation(9);
+  KeptRequest kept;
+  size_t middles = 0;
+  for (size_t n = 1; n <= all.size(); ++n) {
+    const std::string body = responses_body(first_items(all, n), responses_tools_list("run"), "Be exact.");
+    const Outcome a = incremental(body, kept, Api::kResponses);
+    expect_same(a, whole_responses(body), body);
+    middles += kept.last_read_middle();
+  }
+  // Every body after the first but those whose first new item is a function_call joining a kept message.
+  EXPECT_GE(middles, all.size() - 10);
+  EXPECT_EQ(kept.tools_decoded(), 1u);
+  // An assistant turn of three items is one message with two tool calls.
+  const Outcome last = whole_responses(responses_body(first_items(all, 7), nullptr, nullptr));
+  ASSERT_TRUE(last.request);
+  ASSERT_EQ(last.request->turn.messages.size(), 4u);
+  EXPECT_EQ(last.request->turn.messages[1].content, "step 0");
+  EXPECT_EQ(last.request->turn.messages[1].tool_calls.size(), 2u);
+  EXPECT_EQ(last.request->turn.messages[3].tool_call_id, "call_0b");
+}
+
+// A body that repeats the kept one up to a function_call that joined the message before it, and then
+// differs: the repeat ends before that message, which is decoded again.
+TEST(KeptRequest, ARepeatNeverEndsInsideAResponsesAssistantTurn) {
+  const json all = responses_conversation(3);
+  for (const bool drop : {false, true}) {
+    KeptRequest kept;
+    const std::string first = responses_body(first_items(all, 7), nullptr, "Be exact.");
+    expect_same(incremental(first, kept, Api::kResponses), whole_responses(first), first);
+    json edited = first_items(all, 4);  // ... the message and its first call
+    if (drop)
+      edited.push_back({{"role", "user"}, {"content", "the second call never happened"}});
+    else
+      edited.push_back({{"type", "function_call"}, {"call_id", "c"}, {"name", "done"}, {"arguments", "{}"}});
+    const std::string body = responses_body(edited, nullptr, "Be exact.");
+    const Outcome a = incremental(body, kept, Api::kResponses);
+    expect_same(a, whole_responses(body), body);
+    ASSERT_TRUE(a.request);
+    EXPECT_EQ(a.request->turn.messages[2].tool_calls.size(), drop ? 1u : 2u);
+  }
+}
+
+std::string mutate_responses(const std::string& last, const json& all, std::mt19937_64& rng) {
+  const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
+  switch (rng() % 9) {
+    case 0:
+    case 1:
+    case 2: {  // the conversation at some length, with other tools or instructions
+      const json tools[] = {nullptr, responses_tools_list("a"), responses_tools_list("b"),
+                            json::array({{{"type", "web_search"}}})};
+      const json instructions[] = {nullptr, "Be exact.", "Be brief.", 7};
+      return responses_body(first_items(all, 1 + pick(all.size())), tools[pick(3) + (pick(20) == 0)],
+                            instructions[pick(3) + (pick(20) == 0)]);
+    }
+    case 3:
+    case 4: {  // an item edited or removed (a function_call inside an assistant turn, often)
+      json items = first_items(all, 2 + pick(all.size() - 1));
+      const size_t at = pick(items.size());
+      if (pick(2) == 0)
+        items.erase(items.begin() + static_cast<std::ptrdiff_t>(at));
+      else if (items[at].contains("arguments"))
+        items[at]["arguments"] = "{\"cmd\":\"edited\"}";
+      else
+        items[at]["type"] = pick(2) == 0 ? "function_call" : "item_reference";
+      return responses_body(items, nullptr, "Be exact.");
+    }
+    default:
+      return mutate(last, all, rng);  // byte edits, cuts, insertions, the same body again
+  }
+}
+
+TEST(KeptRequest, ResponsesBodiesDecodeAsTheWholeBodyDoesOverThousandsOfDerivedBodies) {
+  const json all = responses_conversation(9);
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    KeptRequest kept;
+    std::string last = responses_body(first_items(all, 3), responses_tools_list("a"), "Be exact.");
+    size_t middles = 0;
+    for (int step = 0; step < 700; ++step) {
+      const std::string body = mutate_responses(last, all, rng);
+      const Outcome a = incremental(body, kept, Api::kResponses), b = whole_responses(body);
       expect_same(a, b, body);
       if (::testing::Test::HasFailure()) return;  // one body in the log, not hundreds
       if (a.request) {

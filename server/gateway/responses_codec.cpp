@@ -1,0 +1,497 @@
+#include "server/gateway/responses_codec.h"
+
+#include <optional>
+
+#include "engine/json_escape.h"
+#include "engine/json_text.h"
+#include "engine/sse.h"
+#include "server/gateway/answer_writer.h"
+#include "server/gateway/openai_codec.h"
+
+namespace crl::server::gateway {
+
+namespace {
+
+// An item's path for an error ("input[3].content[1]"), written only when there is an error.
+struct ItemPath {
+  size_t index;
+  std::string operator()(const std::string& suffix = "") const {
+    return "input[" + std::to_string(index) + "]" + suffix;
+  }
+};
+
+// A string, or a list of text parts (input_text, output_text: their text; refusal: its refusal), as text.
+std::string parts_text(JsonView content, const ItemPath& where, const std::string& field) {
+  if (content.is_string()) return std::string(content.string());
+  if (!content.is_array())
+    throw bad_request("bad_content", where(field + " must be a string or a list of text parts"),
+                      where(field));
+  std::string text;
+  size_t i = 0;
+  for (const JsonView part : content) {
+    const std::string_view type = string_or_empty(part, "type");
+    const JsonView value = part.find(type == "refusal" ? "refusal" : "text");
+    if ((type != "input_text" && type != "output_text" && type != "refusal") || !value.is_string()) {
+      const std::string at = where(field + "[" + std::to_string(i) + "]");
+      throw bad_request("bad_content",
+                        at + " must be an input_text, output_text or refusal part with its text (" +
+                            quote(text_prefix(type)) + "; images, files and audio are not accepted)",
+                        at);
+    }
+    text += value.string();
+    ++i;
+  }
+  return text;
+}
+
+MessageRole message_role(JsonView item, const ItemPath& where) {
+  const JsonView role = item.find("role");
+  if (!role.is_string()) throw bad_request("bad_role", where(".role is missing"), where(".role"));
+  const std::string_view name = role.string();
+  if (name == "user") return MessageRole::kUser;
+  if (name == "assistant") return MessageRole::kAssistant;
+  if (name == "system" || name == "developer") return MessageRole::kSystem;
+  throw bad_request(
+      "bad_role",
+      where(".role ") + quote(text_prefix(name)) + " is not one of user, assistant, system, developer",
+      where(".role"));
+}
+
+ToolCall function_call(JsonView item, const ItemPath& where) {
+  const JsonView name = item.find("name");
+  if (!name.is_string())
+    throw bad_request("bad_input", where(".name must be the function's name"), where(".name"));
+  ToolCall call;
+  call.id = string_or_empty(item, "call_id");
+  call.name = name.string();
+  const JsonView arguments = item.find("arguments");
+  call.arguments = arguments.is_none()     ? "{}"
+                   : arguments.is_string() ? std::string(arguments.string())
+                                           : arguments.to_json().dump();
+  return call;
+}
+
+// input[index], appended to `out` (responses_codec.h); `before` as KeptRequest's ElementDecoder has it.
+void responses_item(JsonView item, size_t index, const Message* before, std::vector<Message>& out) {
+  const ItemPath where{index};
+  if (!item.is_object()) throw bad_request("bad_input", where(" must be an object"), where());
+  const JsonView type = item.find("type");
+  if (!type.is_none() && !type.is_string())
+    throw bad_request("bad_input", where(".type must be a string"), where(".type"));
+  const std::string_view kind = type.is_string() ? type.string() : "message";
+  if (kind == "message") {
+    const MessageRole role = message_role(item, where);
+    const JsonView content = item.find("content");
+    if (!content.exists()) throw bad_request("bad_content", where(".content is missing"), where(".content"));
+    out.push_back(Message{role, parts_text(content, where, ".content"), {}, {}});
+  } else if (kind == "function_call") {
+    ToolCall call = function_call(item, where);
+    const Message* last = out.empty() ? before : &out.back();
+    if (last && last->role == MessageRole::kAssistant) {
+      if (out.empty()) throw NeedsEarlierMessages{};  // it joins a kept message: decode the body whole
+      out.back().tool_calls.push_back(std::move(call));
+    } else {
+      out.push_back(Message{MessageRole::kAssistant, "", {std::move(call)}, {}});
+    }
+  } else if (kind == "function_call_output") {
+    const JsonView output = item.find("output");
+    if (!output.exists()) throw bad_request("bad_input", where(".output is missing"), where(".output"));
+    out.push_back(Message{MessageRole::kTool,
+                          parts_text(output, where, ".output"),
+                          {},
+                          std::string(string_or_empty(item, "call_id"))});
+  } else if (kind != "reasoning") {
+    throw bad_request("bad_input",
+                      where(".type ") + quote(text_prefix(kind)) +
+                          " is not one of message, function_call, function_call_output, reasoning (stored "
+                          "items and built-in tools are not served)",
+                      where(".type"));
+  }
+}
+
+// Responses tools as the chat template takes them: OpenAI chat function tools.
+nlohmann::ordered_json responses_tools(JsonView tools) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  size_t t = 0;
+  for (const JsonView tool : tools) {
+    const std::string at = "tools[" + std::to_string(t++) + "]";
+    const std::string_view type = string_or_empty(tool, "type");
+    if (type != "function") {
+      throw bad_request("bad_tools",
+                        at + ".type " + quote(text_prefix(type)) +
+                            " is not served: only function tools (the model's chat template renders them)",
+                        at + ".type");
+    }
+    const JsonView name = tool.find("name");
+    if (!name.is_string()) throw bad_request("bad_tools", at + " needs a name", at + ".name");
+    nlohmann::ordered_json function = {{"name", name.to_ordered_json()}};
+    if (const JsonView description = tool.find("description"); !description.is_none())
+      function["description"] = description.to_ordered_json();
+    const JsonView parameters = tool.find("parameters");
+    function["parameters"] =
+        parameters.is_none() ? nlohmann::ordered_json::object() : parameters.to_ordered_json();
+    out.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  return out;
+}
+
+// text.format as the schema the upstream constrains the answer to ("" for text).
+std::string read_text_format(JsonView text) {
+  if (!text.is_object()) throw bad_request("bad_field", "text must be an object", "text");
+  const JsonView format = text.find("format");
+  if (format.is_none()) return "";
+  const JsonView type = format.find("type");
+  const std::string_view kind = type.is_string() ? type.string() : "";
+  if (kind == "text") return "";
+  if (kind == "json_object") return R"({"type":"object"})";
+  if (kind != "json_schema")
+    throw bad_request("bad_field", "text.format.type must be text, json_object or json_schema",
+                      "text.format.type");
+  const JsonView schema = format.find("schema");
+  if (!schema.is_object())
+    throw bad_request("bad_field", "text.format.schema must be a JSON schema object", "text.format.schema");
+  return json_text(schema.to_ordered_json());
+}
+
+void refuse_if_present(JsonView request, const char* key, const char* why) {
+  const JsonView value = request.find(key);
+  if (!value.is_none() && !(value.is_bool() && !value.boolean()))
+    throw bad_request("unsupported_field", std::string(key) + " is not supported: " + why, key);
+}
+
+// Everything but the input and the tools.
+void read_fields(JsonView request, ResponsesRequest& out) {
+  constexpr const char* kStateless =
+      "the gateway keeps no responses; send the whole conversation as input (as with store: false)";
+  refuse_if_present(request, "previous_response_id", kStateless);
+  refuse_if_present(request, "conversation", kStateless);
+  refuse_if_present(request, "background", kStateless);
+  if (const JsonView max = request.find("max_output_tokens"); !max.is_none()) {
+    if (!max.is_integer() || max.integer() < 1)
+      throw bad_request("bad_field", "max_output_tokens must be an integer >= 1", "max_output_tokens");
+    out.turn.max_tokens = max.integer();
+  }
+  out.turn.temperature = number(request, "temperature");
+  out.turn.top_p = number(request, "top_p");
+  if (const auto top_k = number(request, "top_k")) out.turn.top_k = static_cast<int>(*top_k);
+  out.stream = flag(request, "stream").value_or(false);
+  if (const JsonView model = request.find("model"); model.is_string()) out.model = model.string();
+  if (const JsonView choice = request.find("tool_choice"); choice.is_string()) {
+    const std::string_view value = choice.string();
+    if (value != "none" && value != "auto" && value != "required")
+      throw bad_request("bad_field", "tool_choice must be none, auto, required or a named tool",
+                        "tool_choice");
+    out.turn.tool_calls = value != "none";
+  }
+  if (const JsonView text = request.find("text"); !text.is_none())
+    out.turn.json_schema = read_text_format(text);
+}
+
+// The whole body; with `layout`, where its input items lie, and with `kept`, its tools go there.
+ResponsesRequest read_whole_responses(std::string_view body, MessagesLayout* layout, KeptRequest* kept) {
+  const JsonDocument doc = read_request_body(body);
+  const JsonView request = doc.root();
+  ResponsesRequest out;
+  if (const JsonView instructions = request.find("instructions"); !instructions.is_none()) {
+    if (!instructions.is_string())
+      throw bad_request("bad_field", "instructions must be a string", "instructions");
+    out.turn.messages.push_back(Message{MessageRole::kSystem, std::string(instructions.string()), {}, {}});
+  }
+  const JsonView input = request.find("input");
+  // An input string keeps nothing (parse_responses_request): its tools are decoded here.
+  if (!input.is_array()) kept = nullptr;
+  if (input.is_string()) {
+    out.turn.messages.push_back(Message{MessageRole::kUser, std::string(input.string()), {}, {}});
+  } else if (input.is_array()) {
+    if (layout) {
+      layout->lead = out.turn.messages.size();
+      layout->list_open = static_cast<size_t>(input.raw().data() - body.data());
+    }
+    size_t i = 0;
+    for (const JsonView item : input) {
+      responses_item(item, i++, nullptr, out.turn.messages);
+      if (layout) layout->add(item, body.data(), out.turn.messages.size());
+    }
+  } else {
+    throw bad_request("bad_input", "input must be a string or a list of items", "input");
+  }
+  read_tools(request, responses_tools, kept, out.turn);
+  read_fields(request, out);
+  return out;
+}
+
+}  // namespace
+
+ResponsesRequest parse_responses_request(std::string_view body) {
+  return read_whole_responses(body, nullptr, nullptr);
+}
+
+ResponsesRequest parse_responses_request(std::string_view body, KeptRequest& kept) {
+  std::optional<ResponsesRequest> out;
+  // Only the middle (kept_request.h, step 1): instructions and tools may follow the list, so a body whose
+  // tail changed decodes whole.
+  if (const KeptRequest::Repeat repeat = kept.repeated(body, BodyApi::kOpenAIResponses); repeat.elements > 0)
+    out = kept.decode_middle(body, repeat, responses_item);
+  if (!out) {
+    MessagesLayout layout;
+    layout.list_open = std::string_view::npos;
+    out = read_whole_responses(body, &layout, &kept);
+    if (layout.list_open == std::string_view::npos) {  // `input` was a string: nothing to keep
+      kept.clear();
+      return std::move(*out);
+    }
+    kept.keep_whole(body, BodyApi::kOpenAIResponses, std::move(layout), *out);
+  }
+  kept.lend(out->turn);
+  return std::move(*out);
+}
+
+}  // namespace crl::server::gateway
+
+namespace crl::server::gateway {
+
+namespace {
+
+// The answers are written by hand (answer_writer.h), keys sorted as nlohmann's dump writes them.
+
+// The part of a completion id after its "chatcmpl-": the ids of the response and its items.
+std::string_view id_suffix(const Completion& c) {
+  return std::string_view(c.id).substr(c.id.find('-') + 1);
+}
+
+bool has_message(const Completion& c) {
+  return !c.reply.content.empty() || c.reply.tool_calls.empty();
+}
+
+bool incomplete(const Completion& c) {
+  return c.finish_reason == "length";
+}
+
+void put_id(std::string& out, std::string_view prefix, const Completion& c, int call = -1) {
+  std::string id(prefix);
+  id += id_suffix(c);
+  if (call >= 0) id += "_" + std::to_string(call);
+  put_string(out, id);
+}
+
+// {"annotations":[],"text":TEXT,"type":"output_text"}
+void put_text_part(std::string& out, std::string_view text) {
+  out += "{\"annotations\":[],\"text\":";
+  put_string(out, text);
+  out += ",\"type\":\"output_text\"}";
+}
+
+// The message item; `done`: its content and status completed, else none and in_progress.
+void put_message_item(std::string& out, const Completion& c, bool done) {
+  out += "{\"content\":[";
+  if (done) put_text_part(out, c.reply.content);
+  out += "],\"id\":";
+  put_id(out, "msg_", c);
+  out += ",\"role\":\"assistant\",\"status\":";
+  out += done ? "\"completed\"" : "\"in_progress\"";
+  out += ",\"type\":\"message\"}";
+}
+
+// Tool call `i`'s function_call item; `done`: its arguments and status completed, else "" and in_progress.
+void put_call_item(std::string& out, const Completion& c, size_t i, bool done) {
+  const ToolCall& call = c.reply.tool_calls[i];
+  out += "{\"arguments\":";
+  put_string(out, done ? std::string_view(call.arguments) : std::string_view());
+  out += ",\"call_id\":";
+  put_string(out, call.id);
+  out += ",\"id\":";
+  put_id(out, "fc_", c, static_cast<int>(i));
+  out += ",\"name\":";
+  put_string(out, call.name);
+  out += ",\"status\":";
+  out += done ? "\"completed\"" : "\"in_progress\"";
+  out += ",\"type\":\"function_call\"}";
+}
+
+// The response object; `done`: its output, status and usage, else as response.created shows it.
+void put_response(std::string& out, const Completion& c, const std::string& model, bool done) {
+  out += "{\"created_at\":";
+  append_json_int(out, c.created);
+  out += ",\"error\":null,\"id\":";
+  put_id(out, "resp_", c);
+  out += ",\"incomplete_details\":";
+  out += done && incomplete(c) ? "{\"reason\":\"max_output_tokens\"}" : "null";
+  out += ",\"model\":";
+  put_string(out, model);
+  out += ",\"object\":\"response\",\"output\":[";
+  if (done) {
+    bool first = true;
+    if (has_message(c)) {
+      put_message_item(out, c, true);
+      first = false;
+    }
+    for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
+      if (!first) out += ',';
+      first = false;
+      put_call_item(out, c, i, true);
+    }
+  }
+  out += "],\"status\":";
+  out += !done ? "\"in_progress\"" : incomplete(c) ? "\"incomplete\"" : "\"completed\"";
+  out += ",\"usage\":";
+  if (!done) {
+    out += "null}";
+    return;
+  }
+  out += "{\"input_tokens\":";
+  append_json_int(out, c.prompt_tokens);
+  out += ",\"input_tokens_details\":{\"cached_tokens\":";
+  append_json_int(out, c.cached_tokens);
+  out += "},\"output_tokens\":";
+  append_json_int(out, c.completion_tokens);
+  out += ",\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":";
+  append_json_int(out, c.prompt_tokens + c.completion_tokens);
+  out += "}}";
+}
+
+// A stream's events, numbered in order.
+class EventWriter {
+ public:
+  explicit EventWriter(std::string& out) : out_(out) {}
+  // "event: TYPE\ndata: {" then the payload's members before "sequence_number" (written by the caller),
+  // then end().
+  void open(std::string_view type) {
+    type_ = type;
+    out_ += "event: ";
+    out_ += type;
+    out_ += "\ndata: {";
+  }
+  // ,"sequence_number":N,<after_number>"type":TYPE}\n\n (`after_number`: the members that sort between).
+  void end(std::string_view after_number = "") {
+    out_ += ",\"sequence_number\":";
+    append_json_int(out_, sequence_++);
+    out_ += ',';
+    out_ += after_number;
+    out_ += "\"type\":";
+    put_string(out_, type_);
+    out_ += "}\n\n";
+  }
+
+ private:
+  std::string& out_;
+  std::string_view type_;
+  int64_t sequence_ = 0;
+};
+
+// "item_id":ID,
+void put_item_id(std::string& out, std::string_view prefix, const Completion& c, int call = -1) {
+  out += "\"item_id\":";
+  put_id(out, prefix, c, call);
+  out += ',';
+}
+
+void put_output_index(std::string& out, size_t index) {
+  out += "\"output_index\":";
+  append_json_int(out, static_cast<int64_t>(index));
+}
+
+}  // namespace
+
+std::string response_json(const Completion& c, const std::string& model) {
+  std::string out;
+  out.reserve(512 + c.reply.content.size() + model.size());
+  put_response(out, c, model, true);
+  return out;
+}
+
+std::string response_sse(const Completion& c, const std::string& model) {
+  std::string out;
+  out.reserve(4096 + 4 * c.reply.content.size());
+  EventWriter event(out);
+  for (const char* type : {"response.created", "response.in_progress"}) {
+    event.open(type);
+    out += "\"response\":";
+    put_response(out, c, model, false);
+    event.end();
+  }
+  size_t index = 0;
+  // An item's added and done events around its content's (`item` writes it, done or not).
+  const auto item = [&](const auto& write, const auto& content) {
+    event.open("response.output_item.added");
+    out += "\"item\":";
+    write(false);
+    out += ',';
+    put_output_index(out, index);
+    event.end();
+    content();
+    event.open("response.output_item.done");
+    out += "\"item\":";
+    write(true);
+    out += ',';
+    put_output_index(out, index);
+    event.end();
+    ++index;
+  };
+  if (has_message(c)) {
+    // {"content_index":0,"item_id":MSG,<middle>"output_index":0,<after the index>"sequence_number":N,
+    // <after the number>"type":TYPE}: the keys of a content event, sorted.
+    const auto part_event = [&](const char* type, std::string_view middle, const auto& after_index,
+                                std::string_view after_number) {
+      event.open(type);
+      out += "\"content_index\":0,";
+      put_item_id(out, "msg_", c);
+      out += middle;
+      put_output_index(out, index);
+      after_index();
+      event.end(after_number);
+    };
+    const auto part = [&](std::string_view text) {
+      return [&out, text] {
+        out += ",\"part\":";
+        put_text_part(out, text);
+      };
+    };
+    std::string text_member = "\"text\":";
+    put_string(text_member, c.reply.content);
+    text_member += ',';
+    item([&](bool done) { put_message_item(out, c, done); },
+         [&] {
+           part_event("response.content_part.added", "", part(""), "");
+           if (!c.reply.content.empty()) {
+             event.open("response.output_text.delta");
+             out += "\"content_index\":0,\"delta\":";
+             put_string(out, c.reply.content);
+             out += ',';
+             put_item_id(out, "msg_", c);
+             out += "\"logprobs\":[],";
+             put_output_index(out, index);
+             event.end();
+           }
+           part_event(
+               "response.output_text.done", "\"logprobs\":[],", [] {}, text_member);
+           part_event("response.content_part.done", "", part(c.reply.content), "");
+         });
+  }
+  for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
+    const int call = static_cast<int>(i);
+    item([&](bool done) { put_call_item(out, c, i, done); },
+         [&] {
+           event.open("response.function_call_arguments.delta");
+           out += "\"delta\":";
+           put_string(out, c.reply.tool_calls[i].arguments);
+           out += ',';
+           put_item_id(out, "fc_", c, call);
+           put_output_index(out, index);
+           event.end();
+           event.open("response.function_call_arguments.done");
+           out += "\"arguments\":";
+           put_string(out, c.reply.tool_calls[i].arguments);
+           out += ',';
+           put_item_id(out, "fc_", c, call);
+           put_output_index(out, index);
+           event.end();
+         });
+  }
+  event.open(incomplete(c) ? "response.incomplete" : "response.completed");
+  out += "\"response\":";
+  put_response(out, c, model, true);
+  event.end();
+  return out;
+}
+
+}  // namespace crl::server::gateway

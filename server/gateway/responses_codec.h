@@ -1,0 +1,49 @@
+#pragma once
+// The OpenAI Responses API on the gateway's session machinery, for the harnesses that speak it (Codex CLI,
+// the OpenAI Agents SDK, and others built on the `responses.create` call):
+//   POST .../v1/responses   {model, instructions (a lead system message), input (a string: one user
+//                           message; or a list of items), tools [{"type": "function", name, description,
+//                           parameters}], tool_choice ("none": the answer is text, never function_call;
+//                           auto, required and a named function are not enforced), max_output_tokens,
+//                           temperature, top_p, top_k (vLLM's), stream, text.format (text | json_object |
+//                           json_schema with its schema: constrained decoding asked of the upstream)}
+// Input items map onto the session's messages: a `message` item (also one without `type`; role user |
+// assistant | system | developer; content a string or input_text / output_text / refusal parts) is one
+// message; a `function_call` item is a tool call of the assistant message before it (a new, empty assistant
+// message when the one before is not the assistant's); a `function_call_output` item is a tool message
+// (output a string or text parts); a `reasoning` item is skipped (the gateway's answers carry none).
+// Refused with a 400 naming the field: other item types (item_reference and the built-in tools' calls need
+// state or tools the gateway does not have), image, file and audio parts, tools other than functions,
+// previous_response_id and conversation (the gateway is stateless per call: send the whole conversation,
+// as with store: false), background: true. Accepted and without effect: store, include, metadata,
+// parallel_tool_calls, reasoning, user, truncation, prompt_cache_key, service_tier, text.verbosity.
+//
+// The answer is a `response` object {created_at, error, id ("resp_..."), incomplete_details, model, object,
+// output, status, usage}: output holds a `message` item (one output_text part) when the answer has text or
+// no tool calls, then one `function_call` item per tool call (call_id the call's id, arguments its JSON
+// text). status is "incomplete" with incomplete_details.reason "max_output_tokens" when the answer ran out
+// of tokens, else "completed". With `stream: true`: response.created, response.in_progress, per item
+// response.output_item.added, its content (response.content_part.added, response.output_text.delta and
+// .done, response.content_part.done; or response.function_call_arguments.delta and .done),
+// response.output_item.done, then response.completed (or response.incomplete); every event named and
+// numbered (sequence_number), no [DONE]. Errors are the OpenAI API's {"error": {...}}.
+#include <string>
+#include <string_view>
+
+#include "server/gateway/gateway_session.h"
+#include "server/gateway/kept_request.h"
+
+namespace crl::server::gateway {
+
+using ResponsesRequest = CallRequest;
+
+// Throws GatewayError 400 naming the field.
+ResponsesRequest parse_responses_request(std::string_view body);
+// The same, reading only what `body` adds to the session's kept body (kept_request.h) and keeping `body`
+// (an `input` string is decoded whole and keeps nothing): turn.messages and turn.tools are lent by `kept`
+// when kept (give them back after the call). The answer and every error are the other's.
+ResponsesRequest parse_responses_request(std::string_view body, KeptRequest& kept);
+std::string response_json(const Completion& completion, const std::string& model);
+std::string response_sse(const Completion& completion, const std::string& model);
+
+}  // namespace crl::server::gateway

@@ -1,0 +1,307 @@
+// The OpenAI Responses API on the gateway's sessions (server/gateway/responses_codec.h): input items and
+// instructions, function_call / function_call_output round trips recognised as the session's own answers,
+// named and numbered stream events, incomplete answers, the Bearer path, and the refusals.
+#include "tests/server/gateway/gateway_fixture.h"
+
+namespace crl::server::gateway::testing {
+namespace {
+
+const json kResponsesTools = json::array({{{"type", "function"},
+                                           {"name", "shell"},
+                                           {"description", "run a command"},
+                                           {"parameters", {{"type", "object"}}},
+                                           {"strict", false}}});
+
+// A Responses harness (Codex-style, store: false): the whole input every call, each answer's output items
+// appended to it as the harness's copy.
+struct ResponsesHarness : SessionClient {
+  ResponsesHarness(uint16_t port, std::string id, std::string marker = "r0")
+      : SessionClient(port, std::move(id)) {
+    input = json::array({user("marker=" + marker + " do the task")});
+  }
+  static json user(const std::string& text) {
+    return {{"type", "message"},
+            {"role", "user"},
+            {"content", json::array({{{"type", "input_text"}, {"text", text}}})}};
+  }
+  std::string path() const { return "/v1/sessions/" + id + "/v1/responses"; }
+  server::testing::Reply post(const json& body) { return client.call("POST", path(), body.dump()); }
+  json body(json extra = json::object()) const {
+    json out = {{"model", "test"},         {"instructions", "You are a test agent."},
+                {"input", input},          {"tools", kResponsesTools},
+                {"store", false},          {"parallel_tool_calls", true},
+                {"include", json::array()}};
+    for (auto& [k, v] : extra.items()) out[k] = v;
+    return out;
+  }
+  // One call; on success its output items are appended to the input.
+  json turn(json extra = json::object()) {
+    last = post(body(std::move(extra)));
+    EXPECT_EQ(last.status, 200) << last.body;
+    if (last.status != 200) return json();
+    json answer = json::parse(last.body);
+    for (const json& item : answer["output"]) input.push_back(item);
+    return answer;
+  }
+  // A function_call_output for every function_call of `answer`.
+  void outputs(const json& answer, const std::string& output) {
+    for (const json& item : answer["output"]) {
+      if (item["type"] == "function_call")
+        input.push_back({{"type", "function_call_output"}, {"call_id", item["call_id"]}, {"output", output}});
+    }
+  }
+  json input;
+};
+
+// The text of an answer's message item ("" when it has none).
+std::string response_text(const json& answer) {
+  for (const json& item : answer["output"]) {
+    if (item["type"] == "message") return item["content"][0]["text"].get<std::string>();
+  }
+  return "";
+}
+
+TEST(GatewayResponses, FunctionCallsAndTheirOutputsStayInOneWindow) {
+  Bench bench;
+  ResponsesHarness h(bench.port(), "codex");
+  h.input = json::array({ResponsesHarness::user("marker=x1 please call the tool")});
+  const json first = h.turn();
+  EXPECT_EQ(first["object"], "response");
+  EXPECT_EQ(first["status"], "completed");
+  EXPECT_EQ(first["incomplete_details"], nullptr);
+  EXPECT_EQ(first["model"], "test");
+  EXPECT_EQ(first["id"].get<std::string>().rfind("resp_", 0), 0u);
+  ASSERT_EQ(first["output"].size(), 1u);
+  const json& call = first["output"][0];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["name"], "shell");
+  EXPECT_EQ(json::parse(call["arguments"].get<std::string>()), json({{"cmd", "ls -la"}}));
+  EXPECT_EQ(call["status"], "completed");
+  EXPECT_FALSE(call["call_id"].get<std::string>().empty());
+  EXPECT_EQ(first["usage"]["input_tokens"].get<size_t>(), bench.upstream->calls()[0].prompt.size());
+  EXPECT_EQ(first["usage"]["output_tokens"].get<size_t>(), bench.upstream->calls()[0].output.size());
+  EXPECT_EQ(first["usage"]["total_tokens"],
+            first["usage"]["input_tokens"].get<int>() + first["usage"]["output_tokens"].get<int>());
+  // Reasoning items a harness carries along are skipped; the output and the user's next words follow.
+  h.input.push_back({{"type", "reasoning"}, {"id", "rs_1"}, {"summary", json::array()}});
+  h.outputs(first, "a b c");
+  h.input.push_back(ResponsesHarness::user("go on"));
+  const json second = h.turn();
+  EXPECT_EQ(response_text(second), "ack x1 1");
+  EXPECT_EQ(h.state()["history_edits"], 0) << "the function_call item is the session's own answer";
+  const std::string prompt = make_tokenizer("byte")->decode(bench.upstream->calls()[1].prompt);
+  EXPECT_EQ(prompt.rfind("<|im_start|>system\nYou are a test agent.", 0), 0u) << prompt;
+  EXPECT_NE(prompt.find("<tools>"), std::string::npos);
+  EXPECT_NE(prompt.find("<tool_response>\na b c\n</tool_response>"), std::string::npos) << prompt;
+  // The forwarded prompt of the second call continues the first's window (prompt + what was sampled).
+  const auto& calls = bench.upstream->calls();
+  std::vector<TokenId> window = calls[0].prompt;
+  window.insert(window.end(), calls[0].output.begin(), calls[0].output.end());
+  EXPECT_TRUE(std::equal(window.begin(), window.end(), calls[1].prompt.begin()));
+}
+
+// A message item and a function_call item are one assistant turn: the harness's copy of both is recognised.
+TEST(GatewayResponses, AnAnswerWithTextAndACallIsOneAssistantTurn) {
+  Bench bench;
+  ResponsesHarness h(bench.port(), "text-and-call");
+  h.input = json::array({ResponsesHarness::user("marker=t1 TEXTANDTOOL")});
+  const json first = h.turn();
+  ASSERT_EQ(first["output"].size(), 2u) << first.dump();
+  EXPECT_EQ(first["output"][0]["type"], "message");
+  EXPECT_EQ(response_text(first), "Let me look.");
+  EXPECT_EQ(first["output"][1]["type"], "function_call");
+  h.outputs(first, "file.txt");
+  h.turn();
+  EXPECT_EQ(h.state()["history_edits"], 0);
+  const auto& calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  std::vector<TokenId> window = calls[0].prompt;
+  window.insert(window.end(), calls[0].output.begin(), calls[0].output.end());
+  EXPECT_TRUE(std::equal(window.begin(), window.end(), calls[1].prompt.begin()))
+      << "the second call continues the first's window";
+}
+
+TEST(GatewayResponses, ManyTurnsWithSeveralCompactionsExportTokenExact) {
+  Bench bench;
+  ResponsesHarness h(bench.port(), "long-responses");
+  for (int t = 0; t < 60; ++t) {
+    const json answer = h.turn();
+    if (t % 7 == 4) h.outputs(answer, "listing " + std::to_string(t));
+    h.input.push_back(ResponsesHarness::user("step " + std::to_string(t) + " output: ok"));
+    if (t % 7 == 3) h.input.push_back(ResponsesHarness::user("marker=z please call the tool"));
+  }
+  const json state = h.state();
+  EXPECT_GE(state["compactions"].get<int>(), 3);
+  EXPECT_EQ(state["history_edits"], 0);
+  ASSERT_EQ(h.reward(1).status, 200);
+  const json exported = h.export_json();
+  EXPECT_EQ(check_exact(exported, bench.upstream->calls()), bench.upstream->calls().size());
+  check_masks(exported);
+}
+
+// Each event's name, its payload, and its payload's text (for the byte check).
+struct ResponseEvent {
+  std::string name, text;
+  json payload;
+};
+
+std::vector<ResponseEvent> response_events(const std::string& body) {
+  std::vector<ResponseEvent> out;
+  size_t at = 0;
+  while (at < body.size()) {
+    EXPECT_EQ(body.compare(at, 7, "event: "), 0) << body.substr(at, 80);
+    const size_t eol = body.find('\n', at);
+    EXPECT_EQ(body.compare(eol + 1, 6, "data: "), 0);
+    const size_t end = body.find("\n\n", eol);
+    if (eol == std::string::npos || end == std::string::npos) break;
+    ResponseEvent event{body.substr(at + 7, eol - at - 7), body.substr(eol + 7, end - eol - 7), json()};
+    event.payload = json::parse(event.text);
+    out.push_back(std::move(event));
+    at = end + 2;
+  }
+  return out;
+}
+
+TEST(GatewayResponses, StreamingEventsAreNamedNumberedAndEndWithTheResponse) {
+  Bench bench;
+  ResponsesHarness h(bench.port(), "stream");
+  const auto streamed = h.post(h.body({{"stream", true}}));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  EXPECT_EQ(streamed.content_type, "text/event-stream");
+  EXPECT_EQ(streamed.body.find("[DONE]"), std::string::npos);
+  const std::vector<ResponseEvent> events = response_events(streamed.body);
+  std::vector<std::string> names;
+  std::string text;
+  for (size_t i = 0; i < events.size(); ++i) {
+    names.push_back(events[i].name);
+    EXPECT_EQ(events[i].payload["type"], events[i].name);
+    EXPECT_EQ(events[i].payload["sequence_number"], i);
+    EXPECT_EQ(events[i].payload.dump(), events[i].text) << "keys sorted, as the other answers";
+    if (events[i].name == "response.output_text.delta") text += events[i].payload["delta"].get<std::string>();
+  }
+  const std::vector<std::string> expected = {"response.created",           "response.in_progress",
+                                             "response.output_item.added", "response.content_part.added",
+                                             "response.output_text.delta", "response.output_text.done",
+                                             "response.content_part.done", "response.output_item.done",
+                                             "response.completed"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(text, "ack r0 0");
+  ASSERT_EQ(events.size(), expected.size());
+  EXPECT_EQ(events[0].payload["response"]["status"], "in_progress");
+  EXPECT_EQ(events[0].payload["response"]["output"], json::array());
+  EXPECT_EQ(events[5].payload["text"], "ack r0 0");
+  const std::string item_id = events[2].payload["item"]["id"];
+  EXPECT_EQ(events[4].payload["item_id"], item_id);
+  EXPECT_EQ(events[7].payload["item"]["content"][0]["text"], "ack r0 0");
+  // A retry of the same input answers the stored response: the stream's last event, as one object.
+  const auto retried = h.post(h.body());
+  ASSERT_EQ(retried.status, 200);
+  EXPECT_EQ(json::parse(retried.body), events.back().payload["response"]);
+  EXPECT_EQ(json::parse(retried.body).dump(), retried.body) << "keys sorted, as the other answers";
+  EXPECT_EQ(bench.upstream->calls().size(), 1u) << "a retry samples nothing";
+}
+
+TEST(GatewayResponses, AStreamedFunctionCallCarriesItsArguments) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const json body = {{"model", "test"},
+                     {"input", "marker=s2 please call the tool"},
+                     {"tools", kResponsesTools},
+                     {"stream", true}};
+  const auto reply = client.call("POST", "/v1/responses", body.dump(), "application/json", "",
+                                 {{"Authorization", "Bearer bearer-responses"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const std::vector<ResponseEvent> events = response_events(reply.body);
+  std::vector<std::string> names;
+  for (const ResponseEvent& e : events) names.push_back(e.name);
+  const std::vector<std::string> expected = {"response.created",
+                                             "response.in_progress",
+                                             "response.output_item.added",
+                                             "response.function_call_arguments.delta",
+                                             "response.function_call_arguments.done",
+                                             "response.output_item.done",
+                                             "response.completed"};
+  ASSERT_EQ(names, expected);
+  EXPECT_EQ(events[2].payload["item"]["arguments"], "");
+  EXPECT_EQ(events[2].payload["item"]["status"], "in_progress");
+  EXPECT_EQ(json::parse(events[4].payload["arguments"].get<std::string>()), json({{"cmd", "ls -la"}}));
+  EXPECT_EQ(events[3].payload["delta"], events[4].payload["arguments"]);
+  EXPECT_EQ(events[5].payload["item"], events[6].payload["response"]["output"][0]);
+  EXPECT_EQ(client.call("GET", "/v1/sessions/bearer-responses").status, 200);
+}
+
+TEST(GatewayResponses, AnAnswerOutOfTokensIsIncomplete) {
+  Bench bench;
+  ResponsesHarness h(bench.port(), "short");
+  const json answer = h.turn({{"max_output_tokens", 3}});
+  EXPECT_EQ(answer["status"], "incomplete");
+  EXPECT_EQ(answer["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(response_text(answer), "ack");
+  const auto streamed = h.post(h.body({{"max_output_tokens", 3}, {"stream", true}}));
+  EXPECT_EQ(response_events(streamed.body).back().name, "response.incomplete");
+}
+
+TEST(GatewayResponses, ToolChoiceNoneAndJsonSchemaReachTheCall) {
+  Bench bench;
+  ResponsesHarness h(bench.port(), "choice");
+  h.input = json::array({ResponsesHarness::user("marker=c1 please call the tool")});
+  const json schema = {{"type", "object"}, {"properties", {{"cmd", {{"type", "string"}}}}}};
+  const json answer =
+      h.turn({{"tool_choice", "none"},
+              {"text", {{"format", {{"type", "json_schema"}, {"name", "cmd"}, {"schema", schema}}}}}});
+  ASSERT_EQ(answer["output"].size(), 1u);
+  EXPECT_EQ(answer["output"][0]["type"], "message");
+  EXPECT_NE(response_text(answer).find("<tool_call>"), std::string::npos);
+  EXPECT_EQ(json::parse(bench.upstream->calls()[0].json_schema), schema);
+}
+
+// Every refusal is an OpenAI-shaped 400 naming the field, and nothing reaches the upstream.
+TEST(GatewayResponses, BadInputIsRefusedNamingTheField) {
+  Bench bench;
+  ResponsesHarness h(bench.port(), "bad");
+  const auto check = [&](json body, const std::string& param) {
+    const auto reply = h.post(body);
+    EXPECT_EQ(reply.status, 400) << body.dump();
+    const json error = json::parse(reply.body, nullptr, false);
+    ASSERT_TRUE(error.is_object()) << reply.body;
+    EXPECT_EQ(error["error"]["type"], "invalid_request_error") << reply.body;
+    EXPECT_EQ(error["error"]["param"], param) << reply.body;
+  };
+  json input = h.input;
+  const auto with = [&](const json& item) {
+    json list = input;
+    list.push_back(item);
+    return h.body({{"input", list}});
+  };
+  check(with({{"type", "item_reference"}, {"id", "msg_1"}}), "input[1].type");
+  check(with({{"type", "web_search_call"}, {"id", "ws_1"}}), "input[1].type");
+  check(with({{"role", "user"}, {"content", json::array({{{"type", "input_image"}, {"image_url", "x"}}})}}),
+        "input[1].content[0]");
+  check(with({{"role", "robot"}, {"content", "x"}}), "input[1].role");
+  check(with({{"type", "function_call"}, {"call_id", "c"}, {"arguments", "{}"}}), "input[1].name");
+  check(with({{"type", "function_call_output"}, {"call_id", "c"}}), "input[1].output");
+  check(with(json::array({1})), "input[1]");
+  check(h.body({{"input", 5}}), "input");
+  check(h.body({{"previous_response_id", "resp_1"}}), "previous_response_id");
+  check(h.body({{"conversation", "conv_1"}}), "conversation");
+  check(h.body({{"background", true}}), "background");
+  check(h.body({{"tools", json::array({{{"type", "web_search"}}})}}), "tools[0].type");
+  check(h.body({{"tools", json::array({{{"type", "function"}}})}}), "tools[0].name");
+  check(h.body({{"max_output_tokens", 0}}), "max_output_tokens");
+  check(h.body({{"instructions", json::array()}}), "instructions");
+  check(h.body({{"tool_choice", "sometimes"}}), "tool_choice");
+  check(h.body({{"text", {{"format", {{"type", "json_schema"}}}}}}), "text.format.schema");
+  check(h.body({{"stream", "yes"}}), "stream");
+  EXPECT_EQ(bench.upstream->calls().size(), 0u);
+  // A harness without a session: 401, OpenAI-shaped; GET of a stored response is not an endpoint.
+  const auto anonymous = h.client.call("POST", "/v1/responses", h.body().dump());
+  EXPECT_EQ(anonymous.status, 401);
+  EXPECT_EQ(json::parse(anonymous.body)["error"]["code"], "missing_session");
+  EXPECT_EQ(h.client.call("GET", "/v1/responses/resp_1").status, 404);
+  // The session is alive and answers.
+  h.turn();
+  EXPECT_EQ(h.last.status, 200);
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing
