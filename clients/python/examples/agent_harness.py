@@ -3,9 +3,10 @@
 
 Standard library only. The harness is what people train: an OpenAI-style chat loop with one shell-like tool.
 The tool here is one of crl's own environments (default `synthetic`), driven through crl_client's step API;
-the model calls go to the gateway's OpenAI route (`{server}/v1/sessions/{id}/v1/chat/completions`), which
-compacts the growing message list with the policy's own summaries and records training-ready segments. Per
-episode the harness posts the environment's reward to the gateway and fetches the export.
+the model calls go to the gateway's OpenAI route (`{server}/v1/sessions/{id}/v1/chat/completions`, or with
+`--api responses` the Responses API's `.../v1/responses` as Codex-style harnesses call it), which compacts the
+growing conversation with the policy's own summaries and records training-ready segments. Per episode the
+harness posts the environment's reward to the gateway and fetches the export.
 
     python3 clients/python/examples/agent_harness.py --server http://127.0.0.1:7411 --episodes 4 --out runs/
 
@@ -80,15 +81,75 @@ def get_json(url, timeout=60.0):
         return json.loads(response.read())
 
 
-class ChatModel:
-    """An OpenAI-compatible chat client pointed at the gateway: base_url = {server}/v1/sessions/{id}/v1."""
+def command_of(arguments):
+    """The command of a `run` call's arguments (JSON text; the text itself when it is not an object)."""
+    try:
+        return json.loads(arguments).get("command", "")
+    except (ValueError, AttributeError):
+        return arguments
+
+
+class ChatConversation:
+    """An OpenAI chat completions loop: the whole message list every call (base_url = {server}/v1/sessions/{id}/v1)."""
 
     def __init__(self, base_url, model, max_tokens):
         self.base_url, self.model, self.max_tokens = base_url.rstrip("/"), model, max_tokens
+        self.messages = []
 
-    def complete(self, messages, tools):
-        body = {"model": self.model, "messages": messages, "tools": tools, "max_tokens": self.max_tokens}
-        return post_json(self.base_url + "/chat/completions", body)["choices"][0]
+    def add(self, role, text):
+        self.messages.append({"role": role, "content": text})
+
+    def ask(self):
+        """One model call: (the command, the id of the tool call that carried it or None)."""
+        body = {"model": self.model, "messages": self.messages, "tools": TOOLS, "max_tokens": self.max_tokens}
+        reply = post_json(self.base_url + "/chat/completions", body)["choices"][0]["message"]
+        self.messages.append(reply)  # the harness's copy of the answer, as every agent keeps it
+        calls = reply.get("tool_calls") or []
+        if calls:
+            return command_of(calls[0]["function"]["arguments"]), calls[0].get("id", "")
+        return reply.get("content") or "", None
+
+    def observe(self, text, call_id):
+        if call_id is None:
+            self.add("user", text)
+        else:
+            self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+
+
+class ResponsesConversation:
+    """An OpenAI Responses API loop as Codex-style harnesses run it (store: false): instructions, the whole
+    input item list every call, the answer's output items appended to it."""
+
+    def __init__(self, base_url, model, max_tokens):
+        self.base_url, self.model, self.max_tokens = base_url.rstrip("/"), model, max_tokens
+        self.instructions, self.items = None, []
+
+    def add(self, role, text):
+        if role == "system" and self.instructions is None and not self.items:
+            self.instructions = text
+        else:
+            self.items.append({"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]})
+
+    def ask(self):
+        tools = [{"type": "function", **tool["function"]} for tool in TOOLS]
+        body = {"model": self.model, "instructions": self.instructions, "input": self.items, "tools": tools,
+                "max_output_tokens": self.max_tokens, "store": False}
+        output = post_json(self.base_url + "/responses", body)["output"]
+        self.items.extend(output)  # the harness's copy of the answer
+        calls = [item for item in output if item["type"] == "function_call"]
+        if calls:
+            return command_of(calls[0]["arguments"]), calls[0]["call_id"]
+        text = [part["text"] for item in output if item["type"] == "message" for part in item["content"]]
+        return "".join(text), None
+
+    def observe(self, text, call_id):
+        if call_id is None:
+            self.add("user", text)
+        else:
+            self.items.append({"type": "function_call_output", "call_id": call_id, "output": text})
+
+
+CONVERSATIONS = {"chat": ChatConversation, "responses": ResponsesConversation}
 
 
 def run_episode(args, session, index):
@@ -105,39 +166,27 @@ def run_episode(args, session, index):
     # its input.
     env = session.create(args.env, split=args.split, index=index, seed=args.seed,
                          budget={"capacity": 65536, "reserve": 2 * COMMAND_BYTES, "per_turn_cap": COMMAND_BYTES})
-    messages = []
-    for role, content in turns_of(env.prompt_text):
-        messages.append({"role": "system" if role == "system" else "user", "content": content})
-    if not messages:
-        messages.append({"role": "user", "content": env.prompt_text})
-    messages[0]["content"] += "\nUse the run tool (or answer with the command alone) to act."
-    model = ChatModel(f"{args.server}/v1/sessions/{sid}/v1", args.model, args.max_tokens)
+    turns = [("system" if role == "system" else "user", content) for role, content in turns_of(env.prompt_text)]
+    if not turns:
+        turns = [("user", env.prompt_text)]
+    turns[0] = (turns[0][0], turns[0][1] + "\nUse the run tool (or answer with the command alone) to act.")
+    conversation = CONVERSATIONS[args.api](f"{args.server}/v1/sessions/{sid}/v1", args.model, args.max_tokens)
+    for role, content in turns:
+        conversation.add(role, content)
     for _ in range(args.max_turns):
         if env.done:
             break
         try:
-            choice = model.complete(messages, TOOLS)
+            command, call_id = conversation.ask()
         except GatewayError as e:
             if e.code != "context_length_exceeded":
                 raise
             break  # the gateway's budget is spent (max compactions): the rollout is truncated
-        reply = choice["message"]
-        messages.append(reply)  # the harness's copy of the answer, as every agent keeps it
-        calls = reply.get("tool_calls") or []
-        command = reply.get("content") or ""
-        if calls:
-            try:
-                command = json.loads(calls[0]["function"]["arguments"]).get("command", "")
-            except (ValueError, AttributeError):
-                command = calls[0]["function"]["arguments"]
         answer = env.step(text=bounded(command.strip()))
         while answer.get("kind") == "compaction_request":  # the environment's own window: not used here
             answer = env.step(text="(none)", kind="summary")
         observation = "\n".join(c for _, c in turns_of(answer.get("append_text", ""))) or answer.get("append_text", "")
-        if calls:
-            messages.append({"role": "tool", "tool_call_id": calls[0].get("id", ""), "content": observation})
-        else:
-            messages.append({"role": "user", "content": observation})
+        conversation.observe(observation, call_id)
     reward = env.reward if env.done else 0.0
     status = "completed" if env.done else "truncated"
     post_json(f"{args.server}/v1/sessions/{sid}/reward", {"reward": reward, "status": status})
@@ -157,6 +206,8 @@ def main(argv=None):
     parser.add_argument("--max-turns", type=int, default=200)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--model", default="policy")
+    parser.add_argument("--api", choices=sorted(CONVERSATIONS), default="chat",
+                        help="chat: /v1/chat/completions; responses: the Responses API's /v1/responses")
     parser.add_argument("--prefix", default="harness", help="session ids are PREFIX-N")
     parser.add_argument("--out", default="", help="directory for the exports (PREFIX-N.json)")
     args = parser.parse_args(argv)

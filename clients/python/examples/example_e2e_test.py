@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end check of agent_harness.py (ctest gateway_example): `crl serve --llm` against the scripted LLM
 server, 2 episodes of the synthetic environment through the gateway's OpenAI route, then the exports:
-segments present, loss masks 1 exactly on sampled tokens, at least one compaction (summary segment)."""
+segments present, loss masks 1 exactly on sampled tokens, at least one compaction (summary segment); the
+same seed twice gives the same bytes; one episode over the Responses API (--api responses)."""
 import json
 import os
 import signal
@@ -73,7 +74,20 @@ def main():
                 assert s["metadata"].get("harness_seed") == "5", s["metadata"]
             assert exports["a"] == exports["b"], "the same seed gave different exports"
             assert exports["a"] != exports["c"], "another seed gave the same export"
-            print(f"ok: 2 episodes, {summaries} summaries; deterministic per seed")
+            # The Responses API harness (Codex-style): the same environment, its answers recognised as the
+            # gateway's own (no history edits), compacted too.
+            path = os.path.join(out, "responses")
+            run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
+                                  "http://" + address, "--episodes", "1", "--api", "responses", "--prefix", "codex",
+                                  "--out", path], capture_output=True, text=True, timeout=25)
+            assert run.returncode == 0, f"responses: {run.stdout} {run.stderr}"
+            with open(os.path.join(path, "codex-0.json")) as f:
+                segments = json.load(f)["segments"]
+            assert any(s.get("kind") == "summary" for s in segments), "no compaction over the Responses API"
+            for s in segments:
+                assert s["metadata"]["history_edits"] == "0", s["metadata"]
+                assert [m == 1 for m in s["loss_mask"]] == [p == "SAMPLED" for p in s["response_provenance"]]
+            print(f"ok: 2 episodes, {summaries} summaries; deterministic per seed; the Responses API harness too")
     finally:
         if server is not None and server.poll() is None:
             server.send_signal(signal.SIGTERM)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The README's "against crl's own small LM server" commands, end to end (ctest gateway_example_lm): a
 tokenizer trained on the synthetic suite, an untrained `crl lm init` checkpoint whose context holds the
-gateway's --capacity, `crl lm serve`, `crl serve --llm` in front of it, and agent_harness.py for one episode.
+gateway's --capacity, `crl lm serve`, `crl serve --llm` in front of it, and agent_harness.py for one episode over
+each API (chat completions, and the Responses API).
 
 What it guards that the scripted-LLM test cannot: a real model's answers. An untrained model samples stray
 bytes (ill-formed UTF-8) and long commands; the harness must finish, and its copies of the answers (repaired
@@ -25,6 +26,33 @@ def check(cmd, cwd):
     assert run.returncode == 0, f"{cmd}: {run.stdout} {run.stderr}"
 
 
+def check_episode(address, api, work):
+    """One episode of agent_harness.py over `api` (chat | responses): its export has no history edits and
+    trains exactly the sampled tokens."""
+    run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
+                          "http://" + address, "--episodes", "1", "--max-turns", "6", "--api", api,
+                          "--prefix", api, "--out", "runs"],
+                         cwd=work, capture_output=True, text=True, timeout=120)
+    print(run.stdout, run.stderr)
+    assert run.returncode == 0, f"the {api} harness failed"
+    with open(os.path.join(work, "runs", api + "-0.json")) as f:
+        exported = json.load(f)
+    segments = exported["segments"]
+    assert segments, "no segments"
+    execution = [s for s in segments if s.get("kind", "execution") == "execution"]
+    assert len(execution) == 1, f"{len(execution)} execution segments: the harness's copies were taken " \
+                                f"for history edits ({segments[-1]['metadata'].get('part_end')})"
+    metadata = segments[0]["metadata"]
+    assert metadata["history_edits"] == "0", metadata
+    for s in segments:
+        masks, provenance = s["loss_mask"], s["response_provenance"]
+        assert len(masks) == len(s["response_ids"]) == len(provenance)
+        for m, p in zip(masks, provenance):
+            assert m == (1 if p == "SAMPLED" else 0), (m, p)
+        assert any(masks), "a segment with nothing trainable"
+    print(f"ok ({api}): {len(segments)} segment(s), no history edits")
+
+
 def main():
     crl = os.path.abspath(CRL_BIN)
     processes = []
@@ -45,27 +73,8 @@ def main():
                                       cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             processes.append(server)
             address = first_line(server, "crl serve")
-            run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
-                                  "http://" + address, "--episodes", "1", "--max-turns", "6", "--out", "runs"],
-                                 cwd=work, capture_output=True, text=True, timeout=120)
-            print(run.stdout, run.stderr)
-            assert run.returncode == 0, "the harness failed"
-            with open(os.path.join(work, "runs", "harness-0.json")) as f:
-                exported = json.load(f)
-            segments = exported["segments"]
-            assert segments, "no segments"
-            execution = [s for s in segments if s.get("kind", "execution") == "execution"]
-            assert len(execution) == 1, f"{len(execution)} execution segments: the harness's copies were taken " \
-                                        f"for history edits ({segments[-1]['metadata'].get('part_end')})"
-            metadata = segments[0]["metadata"]
-            assert metadata["history_edits"] == "0", metadata
-            for s in segments:
-                masks, provenance = s["loss_mask"], s["response_provenance"]
-                assert len(masks) == len(s["response_ids"]) == len(provenance)
-                for m, p in zip(masks, provenance):
-                    assert m == (1 if p == "SAMPLED" else 0), (m, p)
-                assert any(masks), "a segment with nothing trainable"
-            print(f"ok: {len(segments)} segment(s), no history edits")
+            for api in ("chat", "responses"):
+                check_episode(address, api, work)
         finally:
             for proc in reversed(processes):
                 if proc.poll() is None:
