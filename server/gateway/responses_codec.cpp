@@ -203,6 +203,7 @@ ResponsesRequest read_whole_responses(std::string_view body, MessagesLayout* lay
   if (input.is_string()) {
     out.turn.messages.push_back(Message{MessageRole::kUser, std::string(input.string()), {}, {}});
   } else if (input.is_array()) {
+    if (input.size() == 0) throw bad_request("bad_input", "input is empty: give at least one item", "input");
     if (layout) {
       layout->lead = out.turn.messages.size();
       layout->list_open = static_cast<size_t>(input.raw().data() - body.data());
@@ -267,11 +268,16 @@ bool incomplete(const Completion& c) {
   return c.finish_reason == "length";
 }
 
+// "PREFIX<the completion id's suffix>[_CALL]" without a temporary string (an answer writes a dozen ids).
 void put_id(std::string& out, std::string_view prefix, const Completion& c, int call = -1) {
-  std::string id(prefix);
-  id += id_suffix(c);
-  if (call >= 0) id += "_" + std::to_string(call);
-  put_string(out, id);
+  out += '"';
+  out += prefix;
+  out += id_suffix(c);  // (a session id is 1-128 of [A-Za-z0-9._:-], gateway.h: nothing to escape)
+  if (call >= 0) {
+    out += '_';
+    append_json_int(out, call);
+  }
+  out += '"';
 }
 
 // {"annotations":[],"text":TEXT,"type":"output_text"}
@@ -400,8 +406,13 @@ std::string response_json(const Completion& c, const std::string& model) {
 }
 
 std::string response_sse(const Completion& c, const std::string& model) {
+  // Room for the whole stream up front: growing it would ask malloc for another large block (and each such
+  // request consolidates the small blocks freed since).
+  size_t room = 2560 + 4 * c.reply.content.size() + 4 * model.size() + 16 * c.id.size();
+  for (const ToolCall& call : c.reply.tool_calls)
+    room += 512 + 4 * call.arguments.size() + 3 * call.name.size() + 3 * call.id.size() + 4 * c.id.size();
   std::string out;
-  out.reserve(4096 + 4 * c.reply.content.size());
+  out.reserve(room);
   EventWriter event(out);
   for (const char* type : {"response.created", "response.in_progress"}) {
     event.open(type);

@@ -282,6 +282,7 @@ TEST(GatewayResponses, BadInputIsRefusedNamingTheField) {
   check(with({{"type", "function_call_output"}, {"call_id", "c"}}), "input[1].output");
   check(with(json::array({1})), "input[1]");
   check(h.body({{"input", 5}}), "input");
+  check(h.body({{"input", json::array()}}), "input");
   check(h.body({{"previous_response_id", "resp_1"}}), "previous_response_id");
   check(h.body({{"conversation", "conv_1"}}), "conversation");
   check(h.body({{"background", true}}), "background");
