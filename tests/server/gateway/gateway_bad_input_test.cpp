@@ -263,6 +263,8 @@ TEST(GatewayBadInput, ABodyOverTheLimitIs413AndTheServerStaysUp) {
   const std::string big = json{{"messages", h.messages}}.dump();
   expect_openai_error(call("/v1/chat/completions", big), 413, "payload_too_large");
   expect_openai_error(call("/v1/sessions/big2/v1/completions?x=1", big), 413, "payload_too_large");
+  expect_openai_error(call("/v1/responses", big), 413, "payload_too_large");
+  expect_openai_error(call("/v1/sessions/big4/v1/responses", big), 413, "payload_too_large");
   const auto anthropic = call("/v1/sessions/big3/v1/messages", big);
   EXPECT_EQ(anthropic.status, 413);
   const json a = json::parse(anthropic.body, nullptr, false);
