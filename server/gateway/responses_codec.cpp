@@ -482,20 +482,16 @@ std::string response_sse(const Completion& c, const std::string& model) {
     const int call = static_cast<int>(i);
     item([&](bool done) { put_call_item(out, c, i, done); },
          [&] {
-           event.open("response.function_call_arguments.delta");
-           out += "\"delta\":";
-           put_string(out, c.reply.tool_calls[i].arguments);
-           out += ',';
-           put_item_id(out, "fc_", c, call);
-           put_output_index(out, index);
-           event.end();
-           event.open("response.function_call_arguments.done");
-           out += "\"arguments\":";
-           put_string(out, c.reply.tool_calls[i].arguments);
-           out += ',';
-           put_item_id(out, "fc_", c, call);
-           put_output_index(out, index);
-           event.end();
+           for (const bool done : {false, true}) {  // the whole arguments as one delta, then as done
+             event.open(done ? "response.function_call_arguments.done"
+                             : "response.function_call_arguments.delta");
+             out += done ? "\"arguments\":" : "\"delta\":";
+             put_string(out, c.reply.tool_calls[i].arguments);
+             out += ',';
+             put_item_id(out, "fc_", c, call);
+             put_output_index(out, index);
+             event.end();
+           }
          });
   }
   event.open(incomplete(c) ? "response.incomplete" : "response.completed");

@@ -504,18 +504,19 @@ std::string mutate_anthropic(const std::string& last, const json& all, std::mt19
   }
 }
 
-TEST(KeptRequest, AnthropicBodiesDecodeAsTheWholeBodyDoesOverThousandsOfDerivedBodies) {
-  const json all = anthropic_conversation(10);
+// Six seeds of 700 bodies, each derived by `derive` from the last accepted one, decoded both ways by `api`
+// (`whole` decodes a body whole): the same answer or the same error every time, and the middle read alone
+// often enough to matter.
+template <class Derive, class Whole>
+void expect_same_over_derived_bodies(Api api, const std::string& first, Derive derive, Whole whole_decode) {
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     std::mt19937_64 rng(seed);
     KeptRequest kept;
-    std::string last =
-        anthropic_body(json(all.begin(), all.begin() + 3), anthropic_tools_list("a"), kSystemBlocks, true)
-            .dump();
+    std::string last = first;
     size_t middles = 0;
     for (int step = 0; step < 700; ++step) {
-      const std::string body = mutate_anthropic(last, all, rng);
-      const Outcome a = incremental(body, kept, Api::kAnthropic), b = whole_anthropic(body);
+      const std::string body = derive(last, rng);
+      const Outcome a = incremental(body, kept, api), b = whole_decode(body);
       expect_same(a, b, body);
       if (::testing::Test::HasFailure()) return;  // one body in the log, not hundreds
       if (a.request) {
@@ -525,6 +526,16 @@ TEST(KeptRequest, AnthropicBodiesDecodeAsTheWholeBodyDoesOverThousandsOfDerivedB
     }
     EXPECT_GT(middles, 20u) << "the derived bodies exercised the middle";
   }
+}
+
+TEST(KeptRequest, AnthropicBodiesDecodeAsTheWholeBodyDoesOverThousandsOfDerivedBodies) {
+  const json all = anthropic_conversation(10);
+  expect_same_over_derived_bodies(
+      Api::kAnthropic,
+      anthropic_body(json(all.begin(), all.begin() + 3), anthropic_tools_list("a"), kSystemBlocks, true)
+          .dump(),
+      [&](const std::string& last, std::mt19937_64& rng) { return mutate_anthropic(last, all, rng); },
+      whole_anthropic);
 }
 
 // Responses bodies (Codex's shape): instructions before the input, assistant turns as several items (a
@@ -664,23 +675,10 @@ std::string mutate_responses(const std::string& last, const json& all, std::mt19
 
 TEST(KeptRequest, ResponsesBodiesDecodeAsTheWholeBodyDoesOverThousandsOfDerivedBodies) {
   const json all = responses_conversation(9);
-  for (uint64_t seed = 1; seed <= 6; ++seed) {
-    std::mt19937_64 rng(seed);
-    KeptRequest kept;
-    std::string last = responses_body(first_items(all, 3), responses_tools_list("a"), "Be exact.");
-    size_t middles = 0;
-    for (int step = 0; step < 700; ++step) {
-      const std::string body = mutate_responses(last, all, rng);
-      const Outcome a = incremental(body, kept, Api::kResponses), b = whole_responses(body);
-      expect_same(a, b, body);
-      if (::testing::Test::HasFailure()) return;  // one body in the log, not hundreds
-      if (a.request) {
-        last = body;
-        middles += kept.last_read_middle();
-      }
-    }
-    EXPECT_GT(middles, 20u) << "the derived bodies exercised the middle";
-  }
+  expect_same_over_derived_bodies(
+      Api::kResponses, responses_body(first_items(all, 3), responses_tools_list("a"), "Be exact."),
+      [&](const std::string& last, std::mt19937_64& rng) { return mutate_responses(last, all, rng); },
+      whole_responses);
 }
 
 }  // namespace
