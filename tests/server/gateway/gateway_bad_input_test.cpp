@@ -288,12 +288,58 @@ TEST(GatewayBadInput, AHistoryPastTheCapacityIsContextLengthExceeded) {
   expect_alive(bench.port());
 }
 
+// The same for the Responses API, whose bodies (Codex's) hold instructions before the input items and the
+// tools after them.
+TEST(GatewayBadInput, MalformedResponsesBodiesOnALiveSessionAre400AndItGoesOn) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const std::string path = "/v1/sessions/live-r/v1/responses";
+  json input = json::array({{{"role", "user"}, {"content", "marker=lr do it"}}});
+  const auto body_of = [&](const json& items) {
+    nlohmann::ordered_json body = {{"model", "m"}, {"instructions", "Be exact."}};
+    body["input"] = items;
+    body["tools"] = json::array({{{"type", "function"}, {"name", "shell"}}});
+    body["store"] = false;
+    return body.dump();
+  };
+  const auto first = client.call("POST", path, body_of(input));
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json answer = json::parse(first.body);
+  for (const json& item : answer["output"]) input.push_back(item);
+  input.push_back({{"role", "user"}, {"content", "second"}});
+  const std::string good = body_of(input);
+  const std::string open = good.substr(0, good.find("],\"tools\""));  // the input list, not closed
+  const auto post = [&](const std::string& body) { return client.call("POST", path, body); };
+  expect_openai_error(post(open), 400, "bad_json");
+  expect_openai_error(post(open + ",]}"), 400, "bad_json");
+  expect_openai_error(post(open + "]} trailing"), 400, "bad_json");
+  expect_openai_error(post(open + "],\"instructions\":\"x\"}"), 400, "duplicate_key");
+  expect_openai_error(post(open + R"(,{"type":"item_reference","id":"msg_1"}]})"), 400, "bad_input",
+                      "input[" + std::to_string(input.size()) + "].type");
+  expect_openai_error(post(open + R"(,{"type":"function_call","call_id":"c"}]})"), 400, "bad_input",
+                      "input[" + std::to_string(input.size()) + "].name");
+  expect_openai_error(post(open + "],\"previous_response_id\":\"resp_1\"}"), 400, "unsupported_field",
+                      "previous_response_id");
+  EXPECT_EQ(bench.upstream->calls().size(), 1u);
+  const auto reply = post(good);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(bench.upstream->calls().size(), 2u);
+  EXPECT_EQ(json::parse(client.call("GET", "/v1/sessions/live-r").body)["history_edits"], 0);
+  // A malformed first call creates no session.
+  expect_openai_error(client.call("POST", "/v1/sessions/never-r/v1/responses", "{\"input\": ["), 400,
+                      "bad_json");
+  expect_openai_error(client.call("GET", "/v1/sessions/never-r"), 404, "unknown_session");
+  expect_alive(bench.port());
+}
+
 TEST(GatewayBadInput, GatewayRoutesAre404WhenOff) {
   server::testing::TestServer server;
   server::testing::HttpClient client(server.port());
-  const auto reply = client.call("POST", "/v1/sessions/x/v1/chat/completions", "{}");
-  EXPECT_EQ(reply.status, 404);
-  EXPECT_NE(reply.body.find("gateway_disabled"), std::string::npos);
+  for (const char* path : {"/v1/sessions/x/v1/chat/completions", "/v1/responses"}) {
+    const auto reply = client.call("POST", path, "{}");
+    EXPECT_EQ(reply.status, 404) << path;
+    EXPECT_NE(reply.body.find("gateway_disabled"), std::string::npos) << path;
+  }
 }
 
 }  // namespace
