@@ -70,8 +70,8 @@ class Gateway {
   std::shared_ptr<GatewaySession> find_or_create(const std::string& id);
   std::shared_ptr<GatewaySession> existing(const std::string& id) const;  // null when unknown
   HttpAnswer create(const HttpCall& call);
-  // A chat call of either API: `decode` reads the body against the session's kept one (kept_request.h);
-  // `request` is what it decoded.
+  // A chat call of any API (chat completions, messages, responses): `decode` reads the body against the
+  // session's kept one (kept_request.h); `request` is what it decoded.
   using KeptDecoder = CallRequest (*)(std::string_view body, KeptRequest& kept);
   Completion kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode, CallRequest& request);
   HttpAnswer chat(const HttpCall& call, const std::string& id);

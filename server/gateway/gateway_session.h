@@ -117,8 +117,9 @@ class GatewaySession {
  private:
   struct Held {
     Decision decision;
-    // What the harness will copy back: reply_key (OpenAI chat, plain) and anthropic_reply_key (Anthropic
-    // messages, whose tool_use input is always an object); the same unless a call's arguments are not one.
+    // What the harness will copy back: reply_key (OpenAI chat, plain, and Responses, whose message and
+    // function_call items decode to one assistant message) and anthropic_reply_key (Anthropic messages, whose
+    // tool_use input is always an object); the same unless a call's arguments are not one.
     uint64_t key = 0, anthropic_key = 0;
     Completion completion;
   };
