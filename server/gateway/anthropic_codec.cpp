@@ -123,7 +123,7 @@ void put_stop(std::string& out, const Completion& c) {
 }
 
 std::string message_id(const Completion& c) {
-  return "msg_" + c.id.substr(c.id.find('-') + 1);
+  return "msg_" + std::string(id_suffix(c));
 }
 
 }  // namespace
@@ -230,7 +230,7 @@ std::string anthropic_message_json(const Completion& c, const std::string& model
   out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
   out += "{\"content\":[";
   bool first = true;
-  if (!c.reply.content.empty() || c.reply.tool_calls.empty()) {
+  if (has_text_part(c)) {
     out += "{\"text\":";
     put_string(out, c.reply.content);
     out += ",\"type\":\"text\"}";
@@ -315,7 +315,7 @@ std::string anthropic_message_sse(const Completion& c, const std::string& model)
     close_block_event(out, index, "content_block_stop");
     ++index;
   };
-  if (!c.reply.content.empty() || c.reply.tool_calls.empty()) {
+  if (has_text_part(c)) {
     block([&] { out += "\"text\":\"\",\"type\":\"text\""; },
           [&] {
             out += "\"text\":";

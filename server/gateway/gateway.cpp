@@ -372,26 +372,26 @@ HttpAnswer Gateway::openai_answer(const Completion& completion, const CallReques
                                : text_completion_json(completion, model, extras));
 }
 
-HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
+HttpAnswer Gateway::kept_answer(const HttpCall& call, const std::string& id, KeptDecoder decode,
+                                AnswerWriter object, AnswerWriter stream) {
   require_method(call, "POST");
-  MessagesRequest request;
-  const Completion completion = kept_call(
-      call, id, [](std::string_view body, KeptRequest& kept) { return parse_messages_request(body, kept); },
-      request);
+  CallRequest request;
+  const Completion completion = kept_call(call, id, decode, request);
   const std::string& model = request.model.empty() ? options_.model : request.model;
-  if (request.stream) return HttpAnswer{200, kSseContentType, anthropic_message_sse(completion, model), 0};
-  return json_answer(200, anthropic_message_json(completion, model));
+  if (request.stream) return HttpAnswer{200, kSseContentType, stream(completion, model), 0};
+  return json_answer(200, object(completion, model));
+}
+
+HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
+  return kept_answer(
+      call, id, [](std::string_view body, KeptRequest& kept) { return parse_messages_request(body, kept); },
+      anthropic_message_json, anthropic_message_sse);
 }
 
 HttpAnswer Gateway::responses(const HttpCall& call, const std::string& id) {
-  require_method(call, "POST");
-  ResponsesRequest request;
-  const Completion completion = kept_call(
+  return kept_answer(
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_responses_request(body, kept); },
-      request);
-  const std::string& model = request.model.empty() ? options_.model : request.model;
-  if (request.stream) return HttpAnswer{200, kSseContentType, response_sse(completion, model), 0};
-  return json_answer(200, response_json(completion, model));
+      response_json, response_sse);
 }
 
 HttpAnswer Gateway::count_tokens(const HttpCall& call) {

@@ -78,6 +78,11 @@ class Gateway {
   HttpAnswer completions(const HttpCall& call, const std::string& id);
   // The OpenAI answer (chat, or a plain completion) to `request`, with what it asked to see of its tokens.
   HttpAnswer openai_answer(const Completion& completion, const CallRequest& request, bool chat) const;
+  // A call whose answer is an object or, with `stream: true`, its events, written by `object` / `stream`
+  // (Anthropic messages, Responses).
+  using AnswerWriter = std::string (*)(const Completion& completion, const std::string& model);
+  HttpAnswer kept_answer(const HttpCall& call, const std::string& id, KeptDecoder decode, AnswerWriter object,
+                         AnswerWriter stream);
   HttpAnswer messages(const HttpCall& call, const std::string& id);
   HttpAnswer responses(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);

@@ -88,6 +88,16 @@ struct Completion {
   std::string prompt_ids;
 };
 
+// The part of a completion's id after its "chatcmpl-" / "cmpl-": what the other APIs' ids ("msg_...",
+// "resp_...") are made of.
+inline std::string_view id_suffix(const Completion& c) {
+  return std::string_view(c.id).substr(c.id.find('-') + 1);
+}
+// Whether an Anthropic or Responses answer shows a text part: it has text, or nothing else.
+inline bool has_text_part(const Completion& c) {
+  return !c.reply.content.empty() || c.reply.tool_calls.empty();
+}
+
 class GatewaySession {
  public:
   GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config);

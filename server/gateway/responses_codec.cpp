@@ -255,15 +255,6 @@ namespace {
 
 // The answers are written by hand (answer_writer.h), keys sorted as nlohmann's dump writes them.
 
-// The part of a completion id after its "chatcmpl-": the ids of the response and its items.
-std::string_view id_suffix(const Completion& c) {
-  return std::string_view(c.id).substr(c.id.find('-') + 1);
-}
-
-bool has_message(const Completion& c) {
-  return !c.reply.content.empty() || c.reply.tool_calls.empty();
-}
-
 bool incomplete(const Completion& c) {
   return c.finish_reason == "length";
 }
@@ -327,7 +318,7 @@ void put_response(std::string& out, const Completion& c, const std::string& mode
   out += ",\"object\":\"response\",\"output\":[";
   if (done) {
     bool first = true;
-    if (has_message(c)) {
+    if (has_text_part(c)) {
       put_message_item(out, c, true);
       first = false;
     }
@@ -438,7 +429,7 @@ std::string response_sse(const Completion& c, const std::string& model) {
     event.end();
     ++index;
   };
-  if (has_message(c)) {
+  if (has_text_part(c)) {
     // {"content_index":0,"item_id":MSG,<middle>"output_index":0,<after the index>"sequence_number":N,
     // <after the number>"type":TYPE}: the keys of a content event, sorted.
     const auto part_event = [&](const char* type, std::string_view middle, const auto& after_index,
