@@ -111,6 +111,10 @@ int serve_command(const std::vector<std::string>& args) {
       "llm-retries", po::value(&gw.upstream.max_retries)->default_value(gw.upstream.max_retries),
       "retries of an upstream call on connection errors and 5xx")(
       "llm-model", po::value(&gw.sampling.model), "the `model` sent to an OpenAI-compatible upstream")(
+      "tool-call-parser", po::value(&gw.tool_call_parser)->default_value(gw.tool_call_parser),
+      "how the model writes tool calls, read back into the harness's tool_calls (vLLM's and SGLang's "
+      "names): auto (as the chat template writes a call) | hermes (Qwen2.5/Qwen3, the built-in chatml) | "
+      "llama3_json | deepseek_v3 | qwen3_coder")(
       "capacity", po::value(&gw.budget.capacity)->default_value(gw.budget.capacity), "gateway sessions: C")(
       "reserve", po::value(&gw.budget.reserve)->default_value(gw.budget.reserve), "gateway sessions: T_comp")(
       "tail-k", po::value(&gw.budget.tail_k)->default_value(gw.budget.tail_k),

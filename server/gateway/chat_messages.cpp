@@ -129,13 +129,13 @@ uint64_t key_of(MessageRole role, std::string_view content, const std::vector<To
   return h.value();
 }
 
-std::string_view trim(std::string_view text) {
+}  // namespace
+
+std::string_view trim_blanks(std::string_view text) {
   while (!text.empty() && (text.front() == '\n' || text.front() == ' ')) text.remove_prefix(1);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
   return text;
 }
-
-}  // namespace
 
 uint64_t message_key(const Message& message) {
   return key_of(message.role, message.content, message.tool_calls, message.tool_call_id);
@@ -185,7 +185,8 @@ AssistantReply parse_reply(std::string_view text, const std::string& id_prefix) 
     if (open == std::string_view::npos) break;
     const size_t close = text.find(kClose, open + kOpen.size());
     if (close == std::string_view::npos) break;
-    const std::string_view inside = trim(text.substr(open + kOpen.size(), close - open - kOpen.size()));
+    const std::string_view inside =
+        trim_blanks(text.substr(open + kOpen.size(), close - open - kOpen.size()));
     const ordered_json call = ordered_json::parse(inside, nullptr, false);
     if (call.is_object() && call.contains("name") && call["name"].is_string()) {
       content += text.substr(at, open - at);
@@ -203,7 +204,7 @@ AssistantReply parse_reply(std::string_view text, const std::string& id_prefix) 
     at = close + kClose.size();
   }
   content += text.substr(std::min(at, text.size()));
-  reply.content = reply.tool_calls.empty() ? std::string(text) : std::string(trim(content));
+  reply.content = reply.tool_calls.empty() ? std::string(text) : std::string(trim_blanks(content));
   return reply;
 }
 

@@ -55,6 +55,8 @@ uint64_t tools_key(const nlohmann::ordered_json& tools);
 
 // The text of an assistant turn as the template writes it: content, then one <tool_call> block per call.
 std::string assistant_text(std::string_view content, const std::vector<ToolCall>& calls);
+// The text without the spaces and line breaks around it (how answers' tool-call blocks are read).
+std::string_view trim_blanks(std::string_view text);
 // Splits sampled text into content and tool calls; ids are "call_<id_prefix>_<i>".
 AssistantReply parse_reply(std::string_view text, const std::string& id_prefix);
 // The tools section the Qwen-style template appends to the system turn (empty for no tools).

@@ -38,7 +38,8 @@ struct GatewayOptions {
   UpstreamOptions upstream;
   std::string tokenizer = "byte";  // engine/tokenizer.h make_tokenizer
   std::string chat_template = "chatml";
-  Budget budget;  // the default of a session; POST /v1/sessions may give another
+  std::string tool_call_parser = "auto";  // tool_call_format.h: auto | hermes | llama3_json | ...
+  Budget budget;                          // the default of a session; POST /v1/sessions may give another
   llm::SamplingParams sampling;
   size_t max_sessions = 4096;         // live sessions at most (429 with retry-after beyond)
   std::string model = "crl-gateway";  // answered as `model` when the request names none

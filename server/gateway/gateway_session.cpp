@@ -314,7 +314,9 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   if (*plain_ || !turn.tool_calls)  // (tool_choice "none": the text as it is, as vLLM answers it)
     completion.reply.content = std::move(text);
   else
-    completion.reply = parse_reply(text, std::to_string(request.turn) + "_" + std::to_string(parts_.size()));
+    completion.reply =
+        read_reply(shared_.tool_format, text,
+                   std::to_string(request.turn) + "_" + std::to_string(parts_.size()), turn.tools);
   completion.finish_reason = result.answer.finish_reason == "length" ? "length"
                              : completion.reply.tool_calls.empty()   ? "stop"
                                                                      : "tool_calls";

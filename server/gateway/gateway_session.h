@@ -47,6 +47,7 @@
 #include "server/gateway/kept_request.h"
 #include "server/gateway/message_render.h"
 #include "server/gateway/prompt_ids_text.h"
+#include "server/gateway/tool_call_format.h"
 #include "server/gateway/upstream.h"
 #include "server/metrics.h"
 
@@ -55,8 +56,9 @@ namespace crl::server::gateway {
 // What every session of a gateway shares.
 struct GatewayShared {
   std::unique_ptr<MessageRenderer> renderer;
-  std::shared_ptr<const Codec> codec;             // make_harness_codec over the text codec
-  std::shared_ptr<const Codec> completion_codec;  // the same over a template with no turn text
+  std::shared_ptr<const Codec> codec;                    // make_harness_codec over the text codec
+  std::shared_ptr<const Codec> completion_codec;         // the same over a template with no turn text
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;  // how answers' tool calls are read
   std::unique_ptr<Upstream> upstream;
   ServerMetrics* metrics = nullptr;  // may be null (tests)
   std::string model = "crl-gateway";

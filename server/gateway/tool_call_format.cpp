@@ -1,0 +1,310 @@
+#include "server/gateway/tool_call_format.h"
+
+#include <optional>
+#include <vector>
+
+#include "engine/error.h"
+
+namespace crl::server::gateway {
+
+using nlohmann::ordered_json;  // arguments keep their keys in the order the model wrote them
+
+namespace {
+
+constexpr std::string_view kSpace = " \n";  // what trim_blanks() removes
+
+bool consume(std::string_view& text, std::string_view prefix) {
+  if (!text.starts_with(prefix)) return false;
+  text.remove_prefix(prefix.size());
+  return true;
+}
+
+ToolCall make_call(std::string name, std::string arguments, const std::string& id_prefix, size_t index) {
+  ToolCall call;
+  call.id = "call_" + id_prefix + "_" + std::to_string(index);
+  call.name = std::move(name);
+  call.arguments = std::move(arguments);
+  return call;
+}
+
+AssistantReply text_only(std::string_view text) {
+  AssistantReply reply;
+  reply.content = std::string(text);
+  return reply;
+}
+
+// llama3_json: the whole answer is ";"-separated {"name", "parameters" | "arguments"} objects.
+AssistantReply read_llama3_json(std::string_view text, const std::string& id_prefix) {
+  std::string_view rest = trim_blanks(text);
+  consume(rest, "<|python_tag|>");
+  if (rest.ends_with("<|eom_id|>")) rest.remove_suffix(std::string_view("<|eom_id|>").size());
+  rest = trim_blanks(rest);
+  if (!rest.starts_with('{')) return text_only(text);
+  AssistantReply reply;
+  // Each object ends where a parse of the text up to a "}" followed by ";" or the end succeeds: a ";" inside
+  // a string argument is no separator.
+  size_t start = 0;
+  while (start < rest.size()) {
+    std::optional<ordered_json> object;
+    size_t end = start;
+    for (size_t at = rest.find('}', start); at != std::string_view::npos; at = rest.find('}', at + 1)) {
+      const std::string_view after = trim_blanks(rest.substr(at + 1));
+      if (!after.empty() && after[0] != ';') continue;
+      ordered_json parsed = ordered_json::parse(rest.substr(start, at + 1 - start), nullptr, false);
+      if (parsed.is_discarded()) continue;
+      object = std::move(parsed);
+      end = at + 1;
+      break;
+    }
+    if (!object || !object->is_object()) return text_only(text);
+    const auto name = object->find("name");
+    auto arguments = object->find("parameters");
+    if (arguments == object->end()) arguments = object->find("arguments");
+    if (name == object->end() || !name->is_string() || arguments == object->end() || !arguments->is_object())
+      return text_only(text);
+    reply.tool_calls.push_back(
+        make_call(name->get<std::string>(), arguments->dump(), id_prefix, reply.tool_calls.size()));
+    const size_t next = rest.find_first_not_of(kSpace, end);
+    if (next == std::string_view::npos) break;
+    start = rest.find_first_not_of(kSpace, next + 1);             // past the ";"
+    if (start == std::string_view::npos) return text_only(text);  // a trailing ";" promises another call
+  }
+  return reply;
+}
+
+// deepseek_v3: content, then the calls block.
+AssistantReply read_deepseek_v3(std::string_view text, const std::string& id_prefix) {
+  static constexpr std::string_view kCallsBegin = "<｜tool▁calls▁begin｜>",
+                                    kCallsEnd = "<｜tool▁calls▁end｜>", kCallBegin = "<｜tool▁call▁begin｜>",
+                                    kCallEnd = "<｜tool▁call▁end｜>", kSep = "<｜tool▁sep｜>",
+                                    kJsonOpen = "\n```json\n", kJsonClose = "\n```";
+  const size_t begin = text.find(kCallsBegin);
+  if (begin == std::string_view::npos) return text_only(text);
+  AssistantReply reply;
+  std::string_view rest = text.substr(begin + kCallsBegin.size());
+  for (;;) {
+    rest = trim_blanks(rest);
+    if (consume(rest, kCallsEnd)) break;
+    if (!consume(rest, kCallBegin)) return text_only(text);
+    const size_t sep = rest.find(kSep), end = rest.find(kCallEnd);
+    if (sep == std::string_view::npos || end == std::string_view::npos || sep > end) return text_only(text);
+    if (rest.substr(0, sep) != "function") return text_only(text);
+    const std::string_view call = rest.substr(sep + kSep.size(), end - sep - kSep.size());
+    rest.remove_prefix(end + kCallEnd.size());
+    const size_t open = call.find(kJsonOpen);
+    if (open == std::string_view::npos || !call.ends_with(kJsonClose)) return text_only(text);
+    const std::string_view name = call.substr(0, open);
+    const std::string_view json =
+        call.substr(open + kJsonOpen.size(), call.size() - open - kJsonOpen.size() - kJsonClose.size());
+    const ordered_json arguments = ordered_json::parse(json, nullptr, false);
+    if (name.empty() || name.find_first_of(" \t\r\n") != std::string_view::npos || !arguments.is_object())
+      return text_only(text);
+    reply.tool_calls.push_back(
+        make_call(std::string(name), arguments.dump(), id_prefix, reply.tool_calls.size()));
+  }
+  if (!trim_blanks(rest).empty() || reply.tool_calls.empty()) return text_only(text);
+  reply.content = std::string(trim_blanks(text.substr(0, begin)));
+  return reply;
+}
+
+// The JSON schema type qwen3_coder reads a parameter's value by ("" when the tool does not declare it).
+std::string declared_type(const ordered_json& tools, const std::string& function, const std::string& param) {
+  if (!tools.is_array()) return "";
+  for (const ordered_json& tool : tools) {
+    const auto f = tool.find("function");
+    if (f == tool.end() || !f->is_object() || f->value("name", std::string()) != function) continue;
+    const auto parameters = f->find("parameters");
+    if (parameters == f->end() || !parameters->is_object()) return "";
+    const auto properties = parameters->find("properties");
+    if (properties == parameters->end() || !properties->is_object()) return "";
+    const auto schema = properties->find(param);
+    if (schema == properties->end() || !schema->is_object()) return "";
+    const auto type = schema->find("type");
+    if (type == schema->end()) return "string";
+    if (type->is_string()) return type->get<std::string>();
+    if (type->is_array()) {  // ["integer", "null"]: the first that is not "null"
+      for (const ordered_json& t : *type) {
+        if (t.is_string() && t.get<std::string>() != "null") return t.get<std::string>();
+      }
+    }
+    return "string";
+  }
+  return "";
+}
+
+ordered_json typed_value(const std::string& value, const std::string& type) {
+  if (value == "null") return nullptr;
+  if (type.empty() || type == "string") return value;
+  ordered_json parsed = ordered_json::parse(value, nullptr, false);
+  if (parsed.is_discarded()) return value;
+  const bool fits = (type == "integer" && parsed.is_number_integer()) ||
+                    (type == "number" && parsed.is_number()) || (type == "boolean" && parsed.is_boolean()) ||
+                    (type == "object" && parsed.is_object()) || (type == "array" && parsed.is_array());
+  return fits ? parsed : ordered_json(value);
+}
+
+// qwen3_coder: content, then <tool_call><function=N><parameter=P>V</parameter>...</function></tool_call>.
+AssistantReply read_qwen3_coder(std::string_view text, const std::string& id_prefix,
+                                const ordered_json& tools) {
+  static constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>",
+                                    kFunction = "<function=", kFunctionEnd = "</function>",
+                                    kParam = "<parameter=", kParamEnd = "</parameter>";
+  const size_t begin = text.find(kOpen);
+  if (begin == std::string_view::npos) return text_only(text);
+  AssistantReply reply;
+  std::string_view rest = text.substr(begin);
+  while (!(rest = trim_blanks(rest)).empty()) {
+    if (!consume(rest, kOpen)) return text_only(text);
+    rest = trim_blanks(rest);
+    if (!consume(rest, kFunction)) return text_only(text);
+    const size_t name_end = rest.find('>');
+    if (name_end == std::string_view::npos) return text_only(text);
+    const std::string name(rest.substr(0, name_end));
+    if (name.empty() || name.find_first_of(" \t\r\n<") != std::string::npos) return text_only(text);
+    rest.remove_prefix(name_end + 1);
+    ordered_json arguments = ordered_json::object();
+    for (;;) {
+      rest = trim_blanks(rest);
+      if (consume(rest, kFunctionEnd)) break;
+      if (!consume(rest, kParam)) return text_only(text);
+      const size_t param_end = rest.find('>'), value_end = rest.find(kParamEnd);
+      if (param_end == std::string_view::npos || value_end == std::string_view::npos || param_end > value_end)
+        return text_only(text);
+      const std::string param(rest.substr(0, param_end));
+      std::string_view value = rest.substr(param_end + 1, value_end - param_end - 1);
+      if (value.starts_with('\n')) value.remove_prefix(1);  // the template's line breaks around the value
+      if (value.ends_with('\n')) value.remove_suffix(1);
+      if (param.empty() || arguments.contains(param)) return text_only(text);
+      arguments[param] = typed_value(std::string(value), declared_type(tools, name, param));
+      rest.remove_prefix(value_end + kParamEnd.size());
+    }
+    rest = trim_blanks(rest);
+    if (!consume(rest, kClose)) return text_only(text);
+    reply.tool_calls.push_back(make_call(name, arguments.dump(), id_prefix, reply.tool_calls.size()));
+  }
+  reply.content = std::string(trim_blanks(text.substr(0, begin)));
+  return reply;
+}
+
+struct FormatName {
+  std::string_view name;
+  ToolCallFormat format;
+};
+constexpr FormatName kNames[] = {
+    {"hermes", ToolCallFormat::kHermes},          {"qwen25", ToolCallFormat::kHermes},
+    {"llama3_json", ToolCallFormat::kLlama3Json}, {"llama3", ToolCallFormat::kLlama3Json},
+    {"deepseek_v3", ToolCallFormat::kDeepSeekV3}, {"deepseekv3", ToolCallFormat::kDeepSeekV3},
+    {"qwen3_coder", ToolCallFormat::kQwen3Coder},
+};
+
+// A conversation with one tool call, rendered by the template to see how it writes the call.
+std::string render_probe_call(const ChatTemplate& chat, bool content_null, bool arguments_as_text) {
+  const ordered_json arguments = {{"crlprobearg", "CRLPROBEVALUE"}};
+  ChatRenderRequest probe;
+  probe.now_unix = 0;
+  probe.add_generation_prompt = false;
+  probe.tools = ordered_json::array(
+      {{{"type", "function"},
+        {"function",
+         {{"name", "crlprobe"},
+          {"description", "probe"},
+          {"parameters", {{"type", "object"}, {"properties", {{"crlprobearg", {{"type", "string"}}}}}}}}}}});
+  probe.messages = ordered_json::array(
+      {{{"role", "user"}, {"content", "CRLPROBEUSER"}},
+       {{"role", "assistant"},
+        {"content", content_null ? ordered_json(nullptr) : ordered_json("")},
+        {"tool_calls",
+         ordered_json::array(
+             {{{"id", "call_0"},
+               {"type", "function"},
+               {"function",
+                {{"name", "crlprobe"},
+                 {"arguments", arguments_as_text ? ordered_json(arguments.dump()) : arguments}}}}})}},
+       {{"role", "tool"}, {"tool_call_id", "call_0"}, {"content", "CRLPROBERESULT"}}});
+  return chat.render(probe);
+}
+
+}  // namespace
+
+const char* tool_call_format_name(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return "hermes";
+    case ToolCallFormat::kLlama3Json:
+      return "llama3_json";
+    case ToolCallFormat::kDeepSeekV3:
+      return "deepseek_v3";
+    case ToolCallFormat::kQwen3Coder:
+      return "qwen3_coder";
+  }
+  return "hermes";
+}
+
+ToolCallFormat detect_tool_call_format(const ChatTemplate& chat) {
+  if (!chat.jinja) return ToolCallFormat::kHermes;  // the built-ins write hermes blocks (chat_messages.h)
+  std::string text;
+  // The OpenAI servers' conventions vary, and so do templates: the call's message with content null (the
+  // API's) or "" (gpt-oss's template tests the content's text), its arguments an object (HF templates
+  // `tojson` them) or their JSON text (DeepSeek-V3's concatenates them).
+  for (const auto [content_null, as_text] :
+       {std::pair{true, false}, {true, true}, {false, false}, {false, true}}) {
+    try {
+      text = render_probe_call(chat, content_null, as_text);
+      break;
+    } catch (const Error&) {
+      text.clear();
+    }
+  }
+  if (text.find("to=functions.crlprobe") != std::string::npos) {
+    throw Error(
+        "option --chat-template", "",
+        "the template " + quote(chat.name) +
+            " writes gpt-oss's harmony format (tool calls on a commentary channel "
+            "\"to=functions.NAME\"), which the gateway does not read yet: an answer ends on <|call|> or "
+            "<|return|> after reasoning on another channel, not on the template's end of turn");
+  }
+  if (text.find("<function=crlprobe>") != std::string::npos) return ToolCallFormat::kQwen3Coder;
+  if (text.find("<｜tool▁sep｜>crlprobe") != std::string::npos) return ToolCallFormat::kDeepSeekV3;
+  if (text.find("<tool_call>") != std::string::npos) return ToolCallFormat::kHermes;
+  if (text.find("\"name\": \"crlprobe\"") != std::string::npos &&
+      text.find("\"parameters\"") != std::string::npos)
+    return ToolCallFormat::kLlama3Json;
+  return ToolCallFormat::kHermes;
+}
+
+ToolCallFormat resolve_tool_call_format(std::string_view name, const ChatTemplate& chat) {
+  const ToolCallFormat own = detect_tool_call_format(chat);  // (refuses a harmony template)
+  if (name == "auto") return own;
+  for (const FormatName& n : kNames) {
+    if (n.name != name) continue;
+    if (n.format != ToolCallFormat::kHermes && !chat.jinja) {
+      throw Error("option --tool-call-parser", "",
+                  "value " + quote(name) +
+                      " needs a model's chat template (--chat-template PATH): the built-in " + chat.name +
+                      " template writes tool calls as hermes <tool_call> blocks");
+    }
+    return n.format;
+  }
+  throw Error(
+      "option --tool-call-parser", "",
+      "value " + quote(name) +
+          " is not one of auto, hermes (or qwen25), llama3_json (or llama3), deepseek_v3 (or deepseekv3), "
+          "qwen3_coder");
+}
+
+AssistantReply read_reply(ToolCallFormat format, std::string_view text, const std::string& id_prefix,
+                          const ordered_json& tools) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return parse_reply(text, id_prefix);
+    case ToolCallFormat::kLlama3Json:
+      return read_llama3_json(text, id_prefix);
+    case ToolCallFormat::kDeepSeekV3:
+      return read_deepseek_v3(text, id_prefix);
+    case ToolCallFormat::kQwen3Coder:
+      return read_qwen3_coder(text, id_prefix, tools);
+  }
+  return parse_reply(text, id_prefix);
+}
+
+}  // namespace crl::server::gateway
