@@ -66,6 +66,17 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
   // Text and then a tool call in one answer (a Responses answer's message item and function_call item).
   if (tail.find("TEXTANDTOOL") != std::string_view::npos)
     return "Let me look.\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>";
+  // Tool calls as other models write them (server/gateway/tool_call_format.h).
+  if (tail.find("LLAMACALL") != std::string_view::npos)
+    return "<|python_tag|>{\"name\": \"shell\", \"parameters\": {\"cmd\": \"ls -la\"}}";
+  if (tail.find("CODERCALL") != std::string_view::npos)
+    return "Listing.\n<tool_call>\n<function=shell>\n<parameter=cmd>\nls "
+           "-la\n</parameter>\n<parameter=n>\n3\n"
+           "</parameter>\n</function>\n</tool_call>";
+  if (tail.find("DEEPSEEKCALL") != std::string_view::npos)
+    return "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>shell\n```json\n{\"cmd\": \"ls "
+           "-la\"}"
+           "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
   if (tail.find("please call the tool") != std::string_view::npos)
     return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls -la\"}}\n</tool_call>";
   std::string marker = "none";
