@@ -133,8 +133,8 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
   // chatml | plain | PATH.jinja | PATH/tokenizer_config.json: a real model's template renders the prompts
   // (template_render.h); its per-turn strings write the summary request and the resume turn.
   const ChatTemplate chat = load_turn_template(options_.chat_template, "--chat-template");
-  shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat);
   shared_.tool_format = resolve_tool_call_format(options_.tool_call_parser, chat);
+  shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat);
   shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat));
   // Plain completions: the window is the harness's text with no turn text around it; the summary instruction
   // and resume preface are plain paragraphs; the end-of-turn token still stops a summary.

@@ -122,6 +122,16 @@ TEST(Cli, BadInputGetsOneLineErrors) {
       {{"inspect"}, 2, "FILE"},
       {{"serve", "--workers", "8", "--max-workers", "4"}, 1, "--max-workers"},
       {{"serve", "--max-workers", "-1"}, 1, "must be 0 (one per request in flight) or in 32 (--workers)"},
+      // The gateway's tool-call format: a name it does not know, a format the built-in template does not
+      // write (a gpt-oss template: ToolCallFormat.AutoFindsTheFormatTheTemplateWritesCallsIn). A bad --host
+      // too: were the option accepted, serve would stop there instead of serving.
+      {{"serve", "--host", "not-an-address", "--llm", "http://127.0.0.1:1", "--tool-call-parser", "mistral"},
+       1,
+       "option --tool-call-parser: value \"mistral\" is not one of auto, hermes"},
+      {{"serve", "--host", "not-an-address", "--llm", "http://127.0.0.1:1", "--tool-call-parser",
+        "qwen3_coder"},
+       1,
+       "needs a model's chat template"},
       {{"tokenize"}, 2, "give TEXT"},  // (it printed an empty encoding)
       // A `crl lm train` model is not a run's checkpoint (it failed on a tabular-vs-lm mismatch).
       {{"eval", "--checkpoint",
