@@ -3,6 +3,7 @@
 // clang-format off
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it
 // clang-format on
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -301,6 +302,13 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       call.prompt.push_back(static_cast<TokenId>(id.integer()));
     }
     if (call.max_new_tokens < 1) return bad_request("max_new_tokens must be >= 1");
+    if (const auto stop_ids = params->find("stop_token_ids"); stop_ids != params->end()) {
+      if (!stop_ids->is_array()) return bad_request("stop_token_ids must be a list of token ids");
+      for (const json& id : *stop_ids) {
+        if (!id.is_number_integer()) return bad_request("stop_token_ids must hold token ids");
+        call.stop_token_ids.push_back(id.get<TokenId>());
+      }
+    }
     if (const auto stop = params->find("stop"); stop != params->end()) {
       if (!stop->is_array()) return bad_request("stop must be a list of strings");
       for (const json& s : *stop) {
@@ -339,8 +347,15 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       stopped_on_string = true;
     }
     std::vector<TokenId> output = tokenizer.encode(text);
-    const auto im_end = tokenizer.special_token("<|im_end|>");
-    if (im_end && !stopped_on_string) output.push_back(*im_end);
+    std::optional<TokenId> im_end = tokenizer.special_token("<|im_end|>");
+    const auto stop_id = std::find_first_of(output.begin(), output.end(), call.stop_token_ids.begin(),
+                                            call.stop_token_ids.end());
+    if (stop_id != output.end() && !stopped_on_string) {
+      output.erase(stop_id + 1, output.end());  // the scripted text went on past a stop token
+      im_end = *stop_id;                        // (reported as the matched stop)
+    } else if (im_end && !stopped_on_string) {
+      output.push_back(*im_end);
+    }
     std::string finish = "stop";
     if (static_cast<int64_t>(output.size()) > call.max_new_tokens) {
       output.resize(static_cast<size_t>(call.max_new_tokens));

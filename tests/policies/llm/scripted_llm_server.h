@@ -69,6 +69,9 @@ struct LoggedCall {
   std::string rid;
   std::string routing_key;        // the X-SMG-Routing-Key header
   std::vector<std::string> stop;  // stop strings asked for (SGLang sampling_params.stop, OpenAI stop)
+  // Stop token ids asked for (SGLang sampling_params.stop_token_ids, vLLM's stop_token_ids): the answer
+  // ends at the first of them, which it keeps, as those servers answer.
+  std::vector<TokenId> stop_token_ids;
   // Alternatives asked per token (SGLang top_logprobs_num; OpenAI logprobs, at least 1) and those answered,
   // most likely first (scripted_top).
   int top_logprobs = 0;
