@@ -114,7 +114,7 @@ int serve_command(const std::vector<std::string>& args) {
       "tool-call-parser", po::value(&gw.tool_call_parser)->default_value(gw.tool_call_parser),
       "how the model writes tool calls, read back into the harness's tool_calls (vLLM's and SGLang's "
       "names): auto (as the chat template writes a call) | hermes (Qwen2.5/Qwen3, the built-in chatml) | "
-      "llama3_json | deepseek_v3 | qwen3_coder")(
+      "llama3_json | deepseek_v3 | qwen3_coder | harmony (gpt-oss: answers stop on <|call|> and <|return|>)")(
       "capacity", po::value(&gw.budget.capacity)->default_value(gw.budget.capacity), "gateway sessions: C")(
       "reserve", po::value(&gw.budget.reserve)->default_value(gw.budget.reserve), "gateway sessions: T_comp")(
       "tail-k", po::value(&gw.budget.tail_k)->default_value(gw.budget.tail_k),

@@ -134,8 +134,29 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
   // (template_render.h); its per-turn strings write the summary request and the resume turn.
   const ChatTemplate chat = load_turn_template(options_.chat_template, "--chat-template");
   shared_.tool_format = resolve_tool_call_format(options_.tool_call_parser, chat);
-  shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat);
-  shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat));
+  // gpt-oss (harmony): an answer ends on <|call|> or <|return|>; <|end|>, the template's end of turn,
+  // closes its analysis message and the next message follows (tool_call_format.h).
+  std::optional<HarmonyTokens> harmony;
+  std::vector<TokenId> answer_ends;
+  std::vector<std::string> guarded;  // message text never writes these (template_render.h)
+  if (shared_.tool_format == ToolCallFormat::kHarmony) {
+    const auto special = [&](const char* text) {
+      const std::optional<TokenId> id = tokenizer->special_token(text);
+      if (!id) {
+        throw Error("option --tokenizer", "",
+                    "tokenizer " + quote(tokenizer->name()) + " has no special token " + quote(text) +
+                        ", which the harmony chat template " + quote(chat.name) + " writes");
+      }
+      return *id;
+    };
+    harmony = HarmonyTokens{special("<|message|>"),
+                            {special("<|end|>"), special("<|call|>"), special("<|return|>")}};
+    answer_ends = {special("<|call|>"), special("<|return|>")};
+    guarded = {"<|channel|>", "<|constrain|>", "<|call|>", "<|return|>"};
+    for (const std::string& g : guarded) special(g.c_str());
+  }
+  shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat, answer_ends, guarded);
+  shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat), harmony);
   // Plain completions: the window is the harness's text with no turn text around it; the summary instruction
   // and resume preface are plain paragraphs; the end-of-turn token still stops a summary.
   ChatTemplate text_only;
@@ -145,8 +166,10 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
   text_only.end_of_turn = chat.end_of_turn;
   shared_.completion_codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, text_only));
   if (options_.upstream.vocab_size == 0) options_.upstream.vocab_size = tokenizer->vocab_size();
-  if (options_.sampling.stop_token_ids.empty())
-    options_.sampling.stop_token_ids = {shared_.renderer->end_of_turn()};
+  if (options_.sampling.stop_token_ids.empty()) {
+    options_.sampling.stop_token_ids =
+        answer_ends.empty() ? std::vector<TokenId>{shared_.renderer->end_of_turn()} : answer_ends;
+  }
   shared_.upstream = std::make_unique<Upstream>(options_.upstream);
   shared_.metrics = metrics;
   shared_.model = options_.model;

@@ -290,7 +290,10 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
       turn.max_tokens > 0 ? std::min(turn.max_tokens, request.max_new_tokens) : request.max_new_tokens;
   UpstreamResult result = call_upstream(request, turn, max_new);
   if (!result.ok) fail_call(result);
-  std::string text = codec()->decode(codec()->summary_body(result.answer.ids));
+  // (A harmony answer is read whole: its messages' headers say which text is content and which a call.)
+  std::string text = codec()->decode(shared_.tool_format == ToolCallFormat::kHarmony && !*plain_
+                                         ? std::span<const TokenId>(result.answer.ids)
+                                         : codec()->summary_body(result.answer.ids));
   // The harness gets valid UTF-8 (a character cut by max_tokens, stray bytes: one U+FFFD per ill-formed
   // sequence, engine/utf8.h) and copies that text back: the reply, hence its key, is the repaired text, or
   // the copy would be taken for a history edit. The recorded ids stay the upstream's bytes.

@@ -1,12 +1,15 @@
 #include "server/gateway/harness_env.h"
 
+#include <algorithm>
+
 namespace crl::server::gateway {
 
 namespace {
 
 class HarnessCodec final : public Codec {
  public:
-  explicit HarnessCodec(std::shared_ptr<const Codec> text) : text_(std::move(text)) {}
+  HarnessCodec(std::shared_ptr<const Codec> text, std::optional<HarmonyTokens> harmony)
+      : text_(std::move(text)), harmony_(std::move(harmony)) {}
   std::string view_name() const override { return "text"; }
   ContextTemplate context_template() const override { return text_->context_template(); }
   std::vector<TokenId> encode_system(const Observation& system) const override { return system.symbols; }
@@ -22,13 +25,20 @@ class HarnessCodec final : public Codec {
     return text_->encode_action(text);
   }
   std::span<const TokenId> summary_body(std::span<const TokenId> summary) const override {
-    return text_->summary_body(summary);
+    if (!harmony_) return text_->summary_body(summary);
+    const auto message = std::find(summary.rbegin(), summary.rend(), harmony_->message);
+    std::span<const TokenId> body = summary.subspan(static_cast<size_t>(summary.rend() - message));
+    const auto& closers = harmony_->closers;
+    if (!body.empty() && std::find(closers.begin(), closers.end(), body.back()) != closers.end())
+      body = body.first(body.size() - 1);
+    return body;
   }
   std::string decode(std::span<const TokenId> tokens) const override { return text_->decode(tokens); }
   std::string fingerprint() const override { return text_->fingerprint(); }
 
  private:
   std::shared_ptr<const Codec> text_;
+  std::optional<HarmonyTokens> harmony_;
 };
 
 }  // namespace
@@ -67,8 +77,9 @@ StepResult HarnessEnv::do_step(const Action&) {
   return std::move(step_);
 }
 
-std::shared_ptr<const Codec> make_harness_codec(std::shared_ptr<const Codec> text_codec) {
-  return std::make_shared<HarnessCodec>(std::move(text_codec));
+std::shared_ptr<const Codec> make_harness_codec(std::shared_ptr<const Codec> text_codec,
+                                                std::optional<HarmonyTokens> harmony) {
+  return std::make_shared<HarnessCodec>(std::move(text_codec), std::move(harmony));
 }
 
 }  // namespace crl::server::gateway

@@ -9,6 +9,7 @@
 // the ids through (Observation::symbols carries them). The harness answers a turn only with its next call,
 // so the session holds each sampled answer and submits it when the messages that follow it arrive.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "envs/codec.h"
@@ -32,8 +33,18 @@ class HarnessEnv final : public Env {
   StepResult step_;
 };
 
+// gpt-oss's harmony format (tool_call_format.h): a sampled answer is several messages, each "<|message|>"
+// and its text up to a closing token. A summary's body, what resume(summary) holds, is the text of its last
+// message (the "final" channel after the analysis), without the header or the closing token: the resume
+// turn is a user message and holds no message structure of the policy's.
+struct HarmonyTokens {
+  TokenId message = 0;
+  std::vector<TokenId> closers;  // <|end|>, <|call|>, <|return|>
+};
+
 // A text codec whose observations arrive as ids (HarnessEnv); the template, summary instruction, resume
-// preface and decoding are the text codec's (envs/codec.h).
-std::shared_ptr<const Codec> make_harness_codec(std::shared_ptr<const Codec> text_codec);
+// preface and decoding are the text codec's (envs/codec.h), and so is a summary's body unless `harmony`.
+std::shared_ptr<const Codec> make_harness_codec(std::shared_ptr<const Codec> text_codec,
+                                                std::optional<HarmonyTokens> harmony = std::nullopt);
 
 }  // namespace crl::server::gateway

@@ -1,5 +1,7 @@
 #include "server/gateway/message_render.h"
 
+#include <algorithm>
+
 #include "engine/error.h"
 
 namespace crl::server::gateway {
@@ -20,15 +22,23 @@ ChatRole chat_role(MessageRole role) {
 }
 }  // namespace
 
-MessageRenderer::MessageRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat)
-    : tokenizer_(std::move(tokenizer)), chat_(std::move(chat)) {
+MessageRenderer::MessageRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat,
+                                 std::vector<TokenId> also_closing, std::vector<std::string> also_guarded)
+    : tokenizer_(std::move(tokenizer)), chat_(std::move(chat)), closing_(std::move(also_closing)) {
   const auto end = tokenizer_->special_token(chat_.end_of_turn);
   if (!end) {
     throw Error("tokenizer " + quote(tokenizer_->name()), "chat template",
                 "the " + chat_.name + " template needs the special token " + quote(chat_.end_of_turn));
   }
   end_of_turn_ = *end;
-  if (chat_.jinja) template_ = std::make_unique<TemplateRenderer>(tokenizer_, chat_);
+  closing_.push_back(end_of_turn_);
+  if (chat_.jinja) {
+    std::vector<std::string> also_closing;
+    for (size_t i = 0; i + 1 < closing_.size(); ++i)
+      also_closing.push_back(tokenizer_->decode({&closing_[i], 1}));
+    template_ = std::make_unique<TemplateRenderer>(tokenizer_, chat_, std::move(also_closing),
+                                                   std::move(also_guarded));
+  }
 }
 
 void MessageRenderer::add_turn(const Message& message, std::vector<TextPiece>& pieces,
@@ -77,7 +87,8 @@ std::vector<TokenId> MessageRenderer::observation(std::span<const TokenId> actio
                                                   ConvertedMessages* memo) const {
   std::deque<std::string> held;
   std::vector<TextPiece> pieces;
-  const bool closed = !action.empty() && action.back() == end_of_turn_;
+  const bool closed =
+      !action.empty() && std::find(closing_.begin(), closing_.end(), action.back()) != closing_.end();
   if (!closed) pieces.push_back(TextPiece{chat_.end_of_turn, true});
   if (!chat_.after_end_of_turn.empty()) pieces.push_back(TextPiece{chat_.after_end_of_turn, true});
   if (template_) {

@@ -29,8 +29,11 @@ namespace crl::server::gateway {
 
 class MessageRenderer {
  public:
-  // Throws crl::Error when the tokenizer lacks the template's end-of-turn token.
-  MessageRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat);
+  // Throws crl::Error when the tokenizer lacks the template's end-of-turn token. `also_closing`: other ids
+  // that close an answer the policy sampled (gpt-oss's <|call|> and <|return|>): no end of turn is written
+  // after them. `also_guarded`: TemplateRenderer's.
+  MessageRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat,
+                  std::vector<TokenId> also_closing = {}, std::vector<std::string> also_guarded = {});
 
   // Throws GatewayError (400 template_error) when a Jinja template refuses the messages.
   // `memo`: the session's messages as a Jinja template's values, kept between its calls (null: none).
@@ -57,6 +60,7 @@ class MessageRenderer {
   ChatTemplate chat_;
   std::unique_ptr<TemplateRenderer> template_;  // a Jinja template: its own render
   TokenId end_of_turn_ = 0;
+  std::vector<TokenId> closing_;  // end_of_turn_ and also_closing
 };
 
 }  // namespace crl::server::gateway

@@ -78,13 +78,18 @@ ordered_json template_message(const Message& message) {
   return out;
 }
 
-TemplateRenderer::TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat)
+TemplateRenderer::TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat,
+                                   std::vector<std::string> also_closing,
+                                   std::vector<std::string> also_guarded)
     : tokenizer_(std::move(tokenizer)), chat_(std::move(chat)) {
+  closes_.push_back(chat_.end_of_turn + chat_.after_end_of_turn);
+  for (const std::string& c : also_closing) closes_.push_back(c + chat_.after_end_of_turn);
   std::set<std::string> specials;
   for (const std::string* s : {&chat_.system_prefix, &chat_.system_suffix, &chat_.user_prefix,
                                &chat_.user_suffix, &chat_.tool_prefix, &chat_.tool_suffix,
                                &chat_.assistant_prefix, &chat_.end_of_turn, &chat_.after_end_of_turn})
     collect_specials(*tokenizer_, *s, specials);
+  for (const std::string& g : also_guarded) collect_specials(*tokenizer_, g, specials);
   guarded_.assign(specials.begin(), specials.end());
   // The sentinel's own lead character is guarded too, so message text cannot write a sentinel.
   guarded_.emplace_back(kOpen);
@@ -268,7 +273,10 @@ std::optional<std::vector<TokenId>> TemplateRenderer::cut_after_answer(
     ++m.one_render_cuts;
     return encode(body.substr(last.size() + answer_text.size()), m.originals);
   }
-  const std::string close = chat_.end_of_turn + chat_.after_end_of_turn;
+  const auto closed = [&](std::string_view render) {
+    return std::any_of(closes_.begin(), closes_.end(),
+                       [&](const std::string& c) { return ends_with(render, c); });
+  };
   // The renders of shorter lists may be refused (a template that wants a user turn last): then no prefix.
   const auto try_render = [&](bool placeholder) -> std::optional<std::string> {
     try {
@@ -281,8 +289,7 @@ std::optional<std::vector<TokenId>> TemplateRenderer::cut_after_answer(
   // when that render is a prefix of the full one ...
   const auto as_rendered = [&]() -> std::optional<std::string> {
     std::optional<std::string> before = try_render(false);
-    if (!before || before->empty() || !(ends_with(*before, close) && body.starts_with(*before)))
-      return std::nullopt;
+    if (!before || before->empty() || !(closed(*before) && body.starts_with(*before))) return std::nullopt;
     return before;
   };
   // ... or else the render with a user turn after the answer, without that turn (a template that writes
@@ -294,7 +301,7 @@ std::optional<std::vector<TokenId>> TemplateRenderer::cut_after_answer(
     const std::string turn = chat_.user_prefix + std::string(kPlaceholder) + chat_.user_suffix;
     if (!ends_with(with_turn, turn)) return std::nullopt;
     with_turn.resize(with_turn.size() - turn.size());
-    if (!(ends_with(with_turn, close) && body.starts_with(with_turn))) return std::nullopt;
+    if (!(closed(with_turn) && body.starts_with(with_turn))) return std::nullopt;
     return with_turn;
   };
   std::optional<std::string> before;

@@ -6,10 +6,11 @@
 //
 // Message text is never special. Before rendering, every occurrence in the messages and tools of a
 // special-token string the template itself writes (its turn strings: "<|im_start|>", "<|im_end|>",
-// "<|eot_id|>", ...) is replaced by a private-use sentinel (U+E000 N U+E001, N indexing the original); the
-// rendered text is then encoded as pieces: template text (special) and the originals (ordinary text). The
-// text is unchanged; only a harness can no longer forge a turn boundary. (A template that tests message text
-// for such a string, e.g. Qwen3's `content.startswith('<tool_response>')` on a user turn, sees the sentinel.)
+// "<|eot_id|>", ...; for gpt-oss also its message structure: "<|channel|>", "<|call|>", ...) is replaced by a
+// private-use sentinel (U+E000 N U+E001, N indexing the original); the rendered text is then encoded as
+// pieces: template text (special) and the originals (ordinary text). The text is unchanged; only a harness
+// can no longer forge a turn boundary. (A template that tests message text for such a string, e.g. Qwen3's
+// `content.startswith('<tool_response>')` on a user turn, sees the sentinel.)
 //
 // Messages are given to the template the way OpenAI servers (SGLang, vLLM) give them: {role, content},
 // assistant turns with `tool_calls: [{id, type: "function", function: {name, arguments}}]` where the
@@ -65,8 +66,13 @@ struct ConvertedMessages {
 
 class TemplateRenderer {
  public:
-  // `chat` must have a Jinja template (chat.jinja) and its per-turn strings.
-  TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat);
+  // `chat` must have a Jinja template (chat.jinja) and its per-turn strings. `also_closing`: other strings
+  // that end an answer in the template's render besides its end of turn (gpt-oss's "<|call|>",
+  // "<|return|>"): a render up to an answer may end with any of them. `also_guarded`: special-token
+  // strings kept out of message text besides the turn strings (gpt-oss's message structure: "<|channel|>",
+  // "<|constrain|>", "<|call|>", "<|return|>").
+  TemplateRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat,
+                   std::vector<std::string> also_closing = {}, std::vector<std::string> also_guarded = {});
 
   // Throws GatewayError (400 template_error) when the template refuses the messages (raise_exception) or
   // does not end the render with its assistant header.
@@ -119,6 +125,7 @@ class TemplateRenderer {
   // way the cut is checked against the full render; for a template whose renders extend each other both
   // give the same cut.
   mutable std::atomic<bool> rewrites_answers_{false};
+  std::vector<std::string> closes_;  // what a render up to an answer ends with: each closing string + after
 };
 
 // A message as OpenAI servers hand it to a chat template.

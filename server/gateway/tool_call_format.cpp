@@ -186,6 +186,57 @@ AssistantReply read_qwen3_coder(std::string_view text, const std::string& id_pre
   return reply;
 }
 
+// harmony: messages, each a header, "<|message|>" and its text up to its closing token.
+AssistantReply read_harmony(std::string_view text, const std::string& id_prefix) {
+  static constexpr std::string_view kStart = "<|start|>", kMessage = "<|message|>", kChannel = "<|channel|>";
+  static constexpr std::string_view kClosers[] = {"<|end|>", "<|call|>", "<|return|>"};
+  AssistantReply reply;
+  std::string content;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    consume(rest, kStart);
+    const size_t message = rest.find(kMessage);
+    if (message == std::string_view::npos) return text_only(text);
+    const std::string_view header = rest.substr(0, message);
+    rest.remove_prefix(message + kMessage.size());
+    size_t end = rest.size(), closer = 0;
+    for (const std::string_view c : kClosers) {
+      if (const size_t at = rest.find(c); at < end) {
+        end = at;
+        closer = c.size();
+      }
+    }
+    const std::string_view body = rest.substr(0, end);
+    rest.remove_prefix(end + closer);
+    const auto holds_structure = [](std::string_view part) {
+      return part.find(kStart) != std::string_view::npos || part.find(kMessage) != std::string_view::npos ||
+             part.find(kChannel) != std::string_view::npos;
+    };
+    if (header.find(kStart) != std::string_view::npos || holds_structure(body))
+      return text_only(text);  // a text that runs into another message's header: not harmony
+    // The header's words: the channel after <|channel|>, the recipient after "to=" (before or after it).
+    const auto word_after = [&](std::string_view mark) -> std::string_view {
+      const size_t at = header.find(mark);
+      if (at == std::string_view::npos) return {};
+      const std::string_view tail = header.substr(at + mark.size());
+      return tail.substr(0, tail.find_first_of(" <"));
+    };
+    const std::string_view channel = word_after(kChannel), recipient = word_after("to=");
+    if (!recipient.empty()) {
+      if (!recipient.starts_with("functions.") || recipient.size() == 10) return text_only(text);
+      const ordered_json arguments = ordered_json::parse(trim_blanks(body), nullptr, false);
+      if (!arguments.is_object()) return text_only(text);
+      reply.tool_calls.push_back(
+          make_call(std::string(recipient.substr(10)), arguments.dump(), id_prefix, reply.tool_calls.size()));
+    } else if (channel != "analysis") {
+      if (!content.empty() && !body.empty()) content += "\n\n";
+      content += body;
+    }
+  }
+  reply.content = std::string(trim_blanks(content));
+  return reply;
+}
+
 struct FormatName {
   std::string_view name;
   ToolCallFormat format;
@@ -194,33 +245,37 @@ constexpr FormatName kNames[] = {
     {"hermes", ToolCallFormat::kHermes},          {"qwen25", ToolCallFormat::kHermes},
     {"llama3_json", ToolCallFormat::kLlama3Json}, {"llama3", ToolCallFormat::kLlama3Json},
     {"deepseek_v3", ToolCallFormat::kDeepSeekV3}, {"deepseekv3", ToolCallFormat::kDeepSeekV3},
-    {"qwen3_coder", ToolCallFormat::kQwen3Coder},
+    {"qwen3_coder", ToolCallFormat::kQwen3Coder}, {"harmony", ToolCallFormat::kHarmony},
+    {"openai", ToolCallFormat::kHarmony},         {"gpt-oss", ToolCallFormat::kHarmony},
 };
 
-// A conversation with one tool call, rendered by the template to see how it writes the call.
-std::string render_probe_call(const ChatTemplate& chat, bool content_null, bool arguments_as_text) {
+// The probe conversation in one of the conventions (see render_probe_conversation).
+std::string render_probe(const ChatTemplate& chat, bool system, bool content_null, bool arguments_as_text) {
   const ordered_json arguments = {{"crlprobearg", "CRLPROBEVALUE"}};
   ChatRenderRequest probe;
   probe.now_unix = 0;
-  probe.add_generation_prompt = false;
+  probe.add_generation_prompt = true;
   probe.tools = ordered_json::array(
       {{{"type", "function"},
         {"function",
          {{"name", "crlprobe"},
           {"description", "probe"},
           {"parameters", {{"type", "object"}, {"properties", {{"crlprobearg", {{"type", "string"}}}}}}}}}}});
-  probe.messages = ordered_json::array(
-      {{{"role", "user"}, {"content", "CRLPROBEUSER"}},
-       {{"role", "assistant"},
-        {"content", content_null ? ordered_json(nullptr) : ordered_json("")},
-        {"tool_calls",
-         ordered_json::array(
-             {{{"id", "call_0"},
-               {"type", "function"},
-               {"function",
-                {{"name", "crlprobe"},
-                 {"arguments", arguments_as_text ? ordered_json(arguments.dump()) : arguments}}}}})}},
-       {{"role", "tool"}, {"tool_call_id", "call_0"}, {"content", "CRLPROBERESULT"}}});
+  probe.messages = ordered_json::array();
+  if (system) probe.messages.push_back({{"role", "system"}, {"content", "CRLPROBESYSTEM"}});
+  probe.messages.push_back({{"role", "user"}, {"content", "CRLPROBEUSER"}});
+  probe.messages.push_back(
+      {{"role", "assistant"},
+       {"content", content_null ? ordered_json(nullptr) : ordered_json("")},
+       {"tool_calls", ordered_json::array({{{"id", "call_0"},
+                                            {"type", "function"},
+                                            {"function",
+                                             {{"name", "crlprobe"},
+                                              {"arguments", arguments_as_text ? ordered_json(arguments.dump())
+                                                                              : arguments}}}}})}});
+  probe.messages.push_back({{"role", "tool"}, {"tool_call_id", "call_0"}, {"content", "CRLPROBERESULT"}});
+  probe.messages.push_back({{"role", "assistant"}, {"content", "CRLPROBEANSWER"}});
+  probe.messages.push_back({{"role", "user"}, {"content", "CRLPROBEUSERTWO"}});
   return chat.render(probe);
 }
 
@@ -236,33 +291,39 @@ const char* tool_call_format_name(ToolCallFormat format) {
       return "deepseek_v3";
     case ToolCallFormat::kQwen3Coder:
       return "qwen3_coder";
+    case ToolCallFormat::kHarmony:
+      return "harmony";
   }
   return "hermes";
 }
 
-ToolCallFormat detect_tool_call_format(const ChatTemplate& chat) {
-  if (!chat.jinja) return ToolCallFormat::kHermes;  // the built-ins write hermes blocks (chat_messages.h)
-  std::string text;
+namespace {
+
+// A conversation with a system prompt, tools, a tool call, its result, an answer and a user turn, as the
+// template renders it ("" for the built-ins, or when the template refuses it in each convention tried).
+std::string render_probe_conversation(const ChatTemplate& chat) {
+  if (!chat.jinja) return "";
   // The OpenAI servers' conventions vary, and so do templates: the call's message with content null (the
   // API's) or "" (gpt-oss's template tests the content's text), its arguments an object (HF templates
-  // `tojson` them) or their JSON text (DeepSeek-V3's concatenates them).
-  for (const auto [content_null, as_text] :
-       {std::pair{true, false}, {true, true}, {false, false}, {false, true}}) {
-    try {
-      text = render_probe_call(chat, content_null, as_text);
-      break;
-    } catch (const Error&) {
-      text.clear();
+  // `tojson` them) or their JSON text (DeepSeek-V3's concatenates them); a system prompt, or none.
+  for (const bool system : {true, false}) {
+    for (const auto [content_null, as_text] :
+         {std::pair{true, false}, {true, true}, {false, false}, {false, true}}) {
+      try {
+        return render_probe(chat, system, content_null, as_text);
+      } catch (const Error&) {
+      }
     }
   }
-  if (text.find("to=functions.crlprobe") != std::string::npos) {
-    throw Error(
-        "option --chat-template", "",
-        "the template " + quote(chat.name) +
-            " writes gpt-oss's harmony format (tool calls on a commentary channel "
-            "\"to=functions.NAME\"), which the gateway does not read yet: an answer ends on <|call|> or "
-            "<|return|> after reasoning on another channel, not on the template's end of turn");
-  }
+  return "";
+}
+
+}  // namespace
+
+ToolCallFormat detect_tool_call_format(const ChatTemplate& chat) {
+  if (!chat.jinja) return ToolCallFormat::kHermes;  // the built-ins write hermes blocks (chat_messages.h)
+  const std::string text = render_probe_conversation(chat);
+  if (text.find("to=functions.crlprobe") != std::string::npos) return ToolCallFormat::kHarmony;
   if (text.find("<function=crlprobe>") != std::string::npos) return ToolCallFormat::kQwen3Coder;
   if (text.find("<｜tool▁sep｜>crlprobe") != std::string::npos) return ToolCallFormat::kDeepSeekV3;
   if (text.find("<tool_call>") != std::string::npos) return ToolCallFormat::kHermes;
@@ -273,10 +334,19 @@ ToolCallFormat detect_tool_call_format(const ChatTemplate& chat) {
 }
 
 ToolCallFormat resolve_tool_call_format(std::string_view name, const ChatTemplate& chat) {
-  const ToolCallFormat own = detect_tool_call_format(chat);  // (refuses a harmony template)
+  const ToolCallFormat own = detect_tool_call_format(chat);
   if (name == "auto") return own;
   for (const FormatName& n : kNames) {
     if (n.name != name) continue;
+    if ((n.format == ToolCallFormat::kHarmony) != (own == ToolCallFormat::kHarmony)) {
+      throw Error("option --tool-call-parser", "",
+                  "value " + quote(name) +
+                      (own == ToolCallFormat::kHarmony
+                           ? " does not go with the chat template " + quote(chat.name) +
+                                 ", which writes gpt-oss's harmony format: use auto or harmony"
+                           : " needs a chat template in gpt-oss's harmony format; " + quote(chat.name) +
+                                 " is not one"));
+    }
     if (n.format != ToolCallFormat::kHermes && !chat.jinja) {
       throw Error("option --tool-call-parser", "",
                   "value " + quote(name) +
@@ -289,7 +359,7 @@ ToolCallFormat resolve_tool_call_format(std::string_view name, const ChatTemplat
       "option --tool-call-parser", "",
       "value " + quote(name) +
           " is not one of auto, hermes (or qwen25), llama3_json (or llama3), deepseek_v3 (or deepseekv3), "
-          "qwen3_coder");
+          "qwen3_coder, harmony (or openai, gpt-oss)");
 }
 
 AssistantReply read_reply(ToolCallFormat format, std::string_view text, const std::string& id_prefix,
@@ -303,6 +373,8 @@ AssistantReply read_reply(ToolCallFormat format, std::string_view text, const st
       return read_deepseek_v3(text, id_prefix);
     case ToolCallFormat::kQwen3Coder:
       return read_qwen3_coder(text, id_prefix, tools);
+    case ToolCallFormat::kHarmony:
+      return read_harmony(text, id_prefix);
   }
   return parse_reply(text, id_prefix);
 }

