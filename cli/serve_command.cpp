@@ -115,7 +115,11 @@ int serve_command(const std::vector<std::string>& args) {
       "how the model writes tool calls, read back into the harness's tool_calls (vLLM's and SGLang's "
       "names): auto (as the chat template writes a call) | hermes (Qwen2.5/Qwen3, the built-in chatml) | "
       "llama3_json | deepseek_v3 | qwen3_coder | harmony (gpt-oss: answers stop on <|call|> and <|return|>)")(
-      "capacity", po::value(&gw.budget.capacity)->default_value(gw.budget.capacity), "gateway sessions: C")(
+      "reasoning-parser", po::value(&gw.reasoning_parser)->default_value(gw.reasoning_parser),
+      "how a reasoning model's thinking is kept out of the harness's content (shown as reasoning_content): "
+      "auto (think when the tokenizer has </think>) | none | think (Qwen3, QwQ, DeepSeek-R1: the text up to "
+      "</think>)")("capacity", po::value(&gw.budget.capacity)->default_value(gw.budget.capacity),
+                   "gateway sessions: C")(
       "reserve", po::value(&gw.budget.reserve)->default_value(gw.budget.reserve), "gateway sessions: T_comp")(
       "tail-k", po::value(&gw.budget.tail_k)->default_value(gw.budget.tail_k),
       "gateway sessions: newest atomic steps kept after a summary")(

@@ -32,10 +32,12 @@ struct Message {
   bool operator==(const Message&) const = default;
 };
 
-// What an assistant turn says: its text and the tool calls parsed out of it.
+// What an assistant turn says: its text and the tool calls parsed out of it, and the reasoning read out of
+// the sampled text (reasoning_format.h; not part of reply_key: harnesses copy it back or not).
 struct AssistantReply {
   std::string content;
   std::vector<ToolCall> tool_calls;
+  std::string reasoning;
 };
 
 // A 64-bit key of everything about a message that the rendered prompt depends on (role, text, tool calls

@@ -155,6 +155,7 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
     guarded = {"<|channel|>", "<|constrain|>", "<|call|>", "<|return|>"};
     for (const std::string& g : guarded) special(g.c_str());
   }
+  shared_.reasoning_format = resolve_reasoning_format(options_.reasoning_parser, *tokenizer);
   shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat, answer_ends, guarded);
   shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat), harmony);
   // Plain completions: the window is the harness's text with no turn text around it; the summary instruction

@@ -39,6 +39,7 @@ struct GatewayOptions {
   std::string tokenizer = "byte";  // engine/tokenizer.h make_tokenizer
   std::string chat_template = "chatml";
   std::string tool_call_parser = "auto";  // tool_call_format.h: auto | hermes | llama3_json | ...
+  std::string reasoning_parser = "auto";  // reasoning_format.h: auto | none | think
   Budget budget;                          // the default of a session; POST /v1/sessions may give another
   llm::SamplingParams sampling;
   size_t max_sessions = 4096;         // live sessions at most (429 with retry-after beyond)

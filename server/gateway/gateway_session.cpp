@@ -269,6 +269,28 @@ void GatewaySession::fail_call(const UpstreamResult& result) {
   throw error;
 }
 
+AssistantReply GatewaySession::read_answer(std::string& text, const ChatTurn& turn,
+                                           const std::string& id_prefix) const {
+  AssistantReply reply;
+  if (*plain_) {  // a plain completion: the text as sampled
+    reply.content = std::move(text);
+    return reply;
+  }
+  if (shared_.tool_format == ToolCallFormat::kHarmony) {  // its channels say what is reasoning
+    reply = read_reply(ToolCallFormat::kHarmony, text, id_prefix, turn.tools);
+    if (!turn.tool_calls && !reply.tool_calls.empty()) reply = AssistantReply{std::move(text), {}, {}};
+    return reply;
+  }
+  const SplitAnswer split = split_reasoning(shared_.reasoning_format, text);
+  if (turn.tool_calls)
+    reply = read_reply(shared_.tool_format, split.content, id_prefix, turn.tools);
+  else
+    reply.content =
+        std::string(split.content);  // (tool_choice "none": the text as it is, as vLLM answers it)
+  reply.reasoning = std::string(split.reasoning);
+  return reply;
+}
+
 Completion GatewaySession::drive(const ChatTurn& turn) {
   // The summary the trigger asked for (window + instruction), from the same upstream; its answer closes a
   // summary segment and the episode rebuilds the window.
@@ -314,12 +336,8 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   completion.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  if (*plain_ || !turn.tool_calls)  // (tool_choice "none": the text as it is, as vLLM answers it)
-    completion.reply.content = std::move(text);
-  else
-    completion.reply =
-        read_reply(shared_.tool_format, text,
-                   std::to_string(request.turn) + "_" + std::to_string(parts_.size()), turn.tools);
+  completion.reply =
+      read_answer(text, turn, std::to_string(request.turn) + "_" + std::to_string(parts_.size()));
   completion.finish_reason = result.answer.finish_reason == "length" ? "length"
                              : completion.reply.tool_calls.empty()   ? "stop"
                                                                      : "tool_calls";

@@ -47,6 +47,7 @@
 #include "server/gateway/kept_request.h"
 #include "server/gateway/message_render.h"
 #include "server/gateway/prompt_ids_text.h"
+#include "server/gateway/reasoning_format.h"
 #include "server/gateway/tool_call_format.h"
 #include "server/gateway/upstream.h"
 #include "server/metrics.h"
@@ -56,9 +57,10 @@ namespace crl::server::gateway {
 // What every session of a gateway shares.
 struct GatewayShared {
   std::unique_ptr<MessageRenderer> renderer;
-  std::shared_ptr<const Codec> codec;                    // make_harness_codec over the text codec
-  std::shared_ptr<const Codec> completion_codec;         // the same over a template with no turn text
-  ToolCallFormat tool_format = ToolCallFormat::kHermes;  // how answers' tool calls are read
+  std::shared_ptr<const Codec> codec;                         // make_harness_codec over the text codec
+  std::shared_ptr<const Codec> completion_codec;              // the same over a template with no turn text
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;       // how answers' tool calls are read
+  ReasoningFormat reasoning_format = ReasoningFormat::kNone;  // how their thinking is kept out of the content
   std::unique_ptr<Upstream> upstream;
   ServerMetrics* metrics = nullptr;  // may be null (tests)
   std::string model = "crl-gateway";
@@ -147,6 +149,9 @@ class GatewaySession {
   // Ends the current part (the held answer submitted as its last turn) and keeps its trajectory.
   void close_part(const std::string& why);
   Completion drive(const ChatTurn& turn);
+  // The harness's reply out of an answer's text: reasoning, content and tool calls, as the session's API,
+  // the turn's tool_choice and the model's formats say (reasoning_format.h, tool_call_format.h).
+  AssistantReply read_answer(std::string& text, const ChatTurn& turn, const std::string& id_prefix) const;
   UpstreamResult call_upstream(const Request& request, const ChatTurn& turn, int64_t max_new_tokens);
   [[noreturn]] void fail_call(const UpstreamResult& result);
   // The held answer again, for a harness's retry (with the prompt's ids when the turn asks).

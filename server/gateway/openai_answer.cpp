@@ -208,6 +208,10 @@ std::string chat_completion_json(const Completion& c, const std::string& model, 
     out += "null";
   else
     put_string(out, c.reply.content);
+  if (!c.reply.reasoning.empty()) {
+    out += ",\"reasoning_content\":";
+    put_string(out, c.reply.reasoning);
+  }
   out += ",\"role\":\"assistant\"";
   if (!c.reply.tool_calls.empty()) {
     out += ",\"tool_calls\":[";
@@ -290,6 +294,14 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
         out += kNoFinish;
       },
       extras.token_ids);
+  if (!c.reply.reasoning.empty()) {
+    put_chunk(out, c, model, kObject, include_usage, [&] {
+      out += "\"delta\":{\"reasoning_content\":";
+      put_string(out, c.reply.reasoning);
+      out += '}';
+      no_finish();
+    });
+  }
   if (!c.reply.content.empty()) {
     put_chunk(out, c, model, kObject, include_usage, [&] {
       out += "\"delta\":{\"content\":";

@@ -191,7 +191,7 @@ AssistantReply read_harmony(std::string_view text, const std::string& id_prefix)
   static constexpr std::string_view kStart = "<|start|>", kMessage = "<|message|>", kChannel = "<|channel|>";
   static constexpr std::string_view kClosers[] = {"<|end|>", "<|call|>", "<|return|>"};
   AssistantReply reply;
-  std::string content;
+  std::string content, reasoning;
   std::string_view rest = text;
   while (!rest.empty()) {
     consume(rest, kStart);
@@ -228,12 +228,14 @@ AssistantReply read_harmony(std::string_view text, const std::string& id_prefix)
       if (!arguments.is_object()) return text_only(text);
       reply.tool_calls.push_back(
           make_call(std::string(recipient.substr(10)), arguments.dump(), id_prefix, reply.tool_calls.size()));
-    } else if (channel != "analysis") {
-      if (!content.empty() && !body.empty()) content += "\n\n";
-      content += body;
+    } else {
+      std::string& to = channel == "analysis" ? reasoning : content;
+      if (!to.empty() && !body.empty()) to += "\n\n";
+      to += body;
     }
   }
   reply.content = std::string(trim_blanks(content));
+  reply.reasoning = std::string(trim_blanks(reasoning));
   return reply;
 }
 

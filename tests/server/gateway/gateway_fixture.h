@@ -66,6 +66,16 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
   // Text and then a tool call in one answer (a Responses answer's message item and function_call item).
   if (tail.find("TEXTANDTOOL") != std::string_view::npos)
     return "Let me look.\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls\"}}\n</tool_call>";
+  // A reasoning model's answers (server/gateway/reasoning_format.h): a call written while thinking, then
+  // text; thinking, then a call.
+  if (tail.find("THINKFIRST") != std::string_view::npos)
+    return "<think>\nMaybe <tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": "
+           "\"rm\"}}\n</tool_call> no.\n"
+           "</think>\n\nack after thinking";
+  if (tail.find("THINKCALL") != std::string_view::npos)
+    return "<think>\nlist them\n</think>\n\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": "
+           "\"ls\"}}"
+           "\n</tool_call>";
   // Tool calls as other models write them (server/gateway/tool_call_format.h).
   if (tail.find("LLAMACALL") != std::string_view::npos)
     return "<|python_tag|>{\"name\": \"shell\", \"parameters\": {\"cmd\": \"ls -la\"}}";

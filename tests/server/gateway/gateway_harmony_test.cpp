@@ -87,6 +87,7 @@ TEST(GatewayHarmony, ACallAFinalAnswerAndTheWindowBetweenThem) {
   EXPECT_EQ(json::parse(call["tool_calls"][0]["function"]["arguments"].get<std::string>()),
             json({{"cmd", "ls"}}));
   EXPECT_TRUE(call["content"].is_null()) << "the analysis is not content: " << first.dump();
+  EXPECT_EQ(call["reasoning_content"], "I will list them.");
   h.messages.push_back(
       {{"role", "tool"}, {"tool_call_id", call["tool_calls"][0]["id"]}, {"content", "a.txt"}});
   const json second = h.turn({{"tools", kShellTool}});

@@ -127,7 +127,7 @@ struct TemplateBench {
 
 // As harnesses write them (OpenAI's order: "type" before "function", "name" before "description"): a
 // gateway that sorted the keys would render another system prompt than the template's.
-const ordered kTools = ordered::parse(R"([{"type": "function", "function": {"name": "shell",
+const ordered kTemplateTools = ordered::parse(R"([{"type": "function", "function": {"name": "shell",
   "description": "Run a shell command", "parameters": {"type": "object",
   "properties": {"cmd": {"type": "string", "description": "the command"}}, "required": ["cmd"]}}}])");
 
@@ -195,7 +195,7 @@ TEST(GatewayTemplate, Qwen3ToolsToolCallsAndTurnsForwardTheTemplatesOwnText) {
        {msg("user", "Thanks. Now say ok.")},
        {msg("user", "Once more, please call the tool")},
        {json{{"role", "tool"}, {"content", "c.txt"}, {"tool_call_id", "x"}}}},
-      kTools);
+      kTemplateTools);
 }
 
 TEST(GatewayTemplate, Qwen3WithoutToolsOrSystemPrompt) {
@@ -207,7 +207,7 @@ TEST(GatewayTemplate, Llama31ToolsInTheFirstUserTurnAndTurns) {
                      {{msg("system", "You are a shell agent."), msg("user", "Say something")},
                       {msg("user", "Thanks. Now say ok.")},
                       {msg("user", "Bye")}},
-                     kTools);
+                     kTemplateTools);
 }
 
 // Message text that spells the template's special tokens stays text: the forwarded ids hold exactly one
@@ -375,14 +375,15 @@ TEST(GatewayTemplate, ChatmlSystemTurnWithToolsHoldsTheSystemTextAndTheToolsBloc
     json messages = json::array();
     if (with_system) messages.push_back(msg("system", system));
     messages.push_back(msg("user", "marker=t1 go"));
-    const ordered body = {{"messages", ordered(messages)}, {"tools", kTools}};  // the tools in their order
+    const ordered body = {{"messages", ordered(messages)},
+                          {"tools", kTemplateTools}};  // the tools in their order
     const auto reply = client.call(
         "POST", "/v1/sessions/tools-" + std::to_string(with_system) + "/v1/chat/completions", body.dump());
     ASSERT_EQ(reply.status, 200) << reply.body;
     const auto calls = bench.upstream->calls();
     ASSERT_EQ(calls.size(), 1u);
     const std::string text = ByteTokenizer().decode(calls[0].prompt);
-    const std::string turn_text = (with_system ? system + "\n\n" : "") + tools_system_block(kTools);
+    const std::string turn_text = (with_system ? system + "\n\n" : "") + tools_system_block(kTemplateTools);
     EXPECT_EQ(text, "<|im_start|>system\n" + turn_text +
                         "<|im_end|>\n<|im_start|>user\nmarker=t1 go<|im_end|>\n" + "<|im_start|>assistant\n");
   }

@@ -52,7 +52,7 @@ const std::vector<Format>& formats() {
   return all;
 }
 
-const json kTools = json::parse(R"([{"type": "function", "function": {"name": "shell",
+const json kShellFormatTools = json::parse(R"([{"type": "function", "function": {"name": "shell",
   "description": "Run a shell command", "parameters": {"type": "object",
   "properties": {"cmd": {"type": "string"}, "n": {"type": "integer"}}, "required": ["cmd"]}}}])");
 
@@ -72,7 +72,7 @@ TEST_P(GatewayToolFormats, TheModelsOwnCallsComeBackAsToolCallsAndTheWindowGoesO
   Bench bench(llm::ApiKind::kSglang, {}, options);
   Harness h(bench.port(), format.name);
   h.add("user", "list the files " + format.trigger);
-  const json answer = h.turn({{"tools", kTools}});
+  const json answer = h.turn({{"tools", kShellFormatTools}});
   ASSERT_FALSE(answer.is_null());
   const json& message = answer["choices"][0]["message"];
   EXPECT_EQ(answer["choices"][0]["finish_reason"], "tool_calls") << answer.dump();
@@ -87,9 +87,9 @@ TEST_P(GatewayToolFormats, TheModelsOwnCallsComeBackAsToolCallsAndTheWindowGoesO
   // The harness runs the tool and calls again: its copy of the answer is recognised.
   h.messages.push_back(
       {{"role", "tool"}, {"tool_call_id", message["tool_calls"][0]["id"]}, {"content", "a.txt b.txt"}});
-  h.turn({{"tools", kTools}});
+  h.turn({{"tools", kShellFormatTools}});
   h.add("user", "thanks");
-  h.turn({{"tools", kTools}});
+  h.turn({{"tools", kShellFormatTools}});
   EXPECT_EQ(h.state()["history_edits"], 0);
   const auto calls = bench.upstream->calls();
   ASSERT_EQ(calls.size(), 3u);
@@ -113,7 +113,7 @@ TEST_P(GatewayToolFormats, ReadAsHermesTheSameAnswerIsText) {
   Bench bench(llm::ApiKind::kSglang, {}, options);
   Harness h(bench.port(), format.name + "-as-hermes");
   h.add("user", "list the files " + format.trigger);
-  const json answer = h.turn({{"tools", kTools}});
+  const json answer = h.turn({{"tools", kShellFormatTools}});
   EXPECT_EQ(answer["choices"][0]["finish_reason"], "stop") << answer.dump();
   EXPECT_FALSE(answer["choices"][0]["message"].contains("tool_calls")) << answer.dump();
   EXPECT_NE(answer["choices"][0]["message"]["content"].get<std::string>().find("shell"), std::string::npos);
