@@ -126,6 +126,48 @@ struct Bench {
   std::unique_ptr<server::testing::TestServer> server;
 };
 
+// Whether a chat completion answered exactly one call of `name` with `arguments` (as JSON).
+inline ::testing::AssertionResult answered_one_call(const json& answer, const std::string& name,
+                                                    const json& arguments) {
+  if (answer.is_null()) return ::testing::AssertionFailure() << "no answer";
+  const json& choice = answer["choices"][0];
+  const json& calls = choice["message"]["tool_calls"];
+  if (choice["finish_reason"] != "tool_calls" || !calls.is_array() || calls.size() != 1 ||
+      calls[0]["function"]["name"] != name ||
+      json::parse(calls[0]["function"]["arguments"].get<std::string>()) != arguments)
+    return ::testing::AssertionFailure()
+           << "not one call of " << name << " " << arguments.dump() << ": " << answer.dump();
+  return ::testing::AssertionSuccess();
+}
+
+// A gateway for a real model's tokenizer and chat template (`spec`, `chat_template`: crl serve's
+// --tokenizer and --chat-template), its answers scripted on the decoded prompt by `script` in that
+// tokenizer's ids.
+struct ModelBench {
+  ModelBench(std::shared_ptr<const Tokenizer> model_tokenizer, const std::string& spec,
+             const std::string& chat_template,
+             std::function<std::string(std::string_view prompt, uint64_t seed)> script, Budget budget)
+      : tokenizer(std::move(model_tokenizer)) {
+    crl::testing::ScriptedLlmOptions llm;
+    llm.script = std::move(script);
+    llm.tokenizer = tokenizer;
+    upstream = std::make_unique<crl::testing::ScriptedLlmServer>(llm);
+    GatewayOptions options;
+    options.upstream.base_url = upstream->url();
+    options.tokenizer = spec;
+    options.chat_template = chat_template;
+    options.budget = budget;
+    gateway = std::make_unique<Gateway>(options, nullptr);
+    HttpOptions http;
+    http.gateway = gateway.get();
+    server = std::make_unique<server::testing::TestServer>(http);
+  }
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::unique_ptr<crl::testing::ScriptedLlmServer> upstream;
+  std::unique_ptr<Gateway> gateway;
+  std::unique_ptr<server::testing::TestServer> server;
+};
+
 // A harness's session: its client, id and last reply; the reward, export and state calls a trainer makes.
 struct SessionClient {
   SessionClient(uint16_t port, std::string id) : client(port), id(std::move(id)) {}
