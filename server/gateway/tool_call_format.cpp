@@ -309,7 +309,7 @@ std::string render_probe_conversation(const ChatTemplate& chat) {
   // API's) or "" (gpt-oss's template tests the content's text), its arguments an object (HF templates
   // `tojson` them) or their JSON text (DeepSeek-V3's concatenates them); a system prompt, or none.
   for (const bool system : {true, false}) {
-    for (const auto [content_null, as_text] :
+    for (const auto& [content_null, as_text] :
          {std::pair{true, false}, {true, true}, {false, false}, {false, true}}) {
       try {
         return render_probe(chat, system, content_null, as_text);
