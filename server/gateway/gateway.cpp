@@ -149,11 +149,11 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
       }
       return *id;
     };
-    harmony = HarmonyTokens{special("<|message|>"),
-                            {special("<|end|>"), special("<|call|>"), special("<|return|>")}};
     answer_ends = {special("<|call|>"), special("<|return|>")};
+    harmony = HarmonyTokens{special("<|message|>"), {special("<|end|>"), answer_ends[0], answer_ends[1]}};
     guarded = {"<|channel|>", "<|constrain|>", "<|call|>", "<|return|>"};
-    for (const std::string& g : guarded) special(g.c_str());
+    special("<|channel|>");  // (the other guarded strings were looked up above)
+    special("<|constrain|>");
   }
   shared_.reasoning_format = resolve_reasoning_format(options_.reasoning_parser, *tokenizer);
   shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat, answer_ends, guarded);

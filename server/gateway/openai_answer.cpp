@@ -294,22 +294,20 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
         out += kNoFinish;
       },
       extras.token_ids);
-  if (!c.reply.reasoning.empty()) {
+  // One chunk of text: the reasoning, then the content.
+  const auto text_chunk = [&](std::string_view key, const std::string& text) {
+    if (text.empty()) return;
     put_chunk(out, c, model, kObject, include_usage, [&] {
-      out += "\"delta\":{\"reasoning_content\":";
-      put_string(out, c.reply.reasoning);
+      out += "\"delta\":{\"";
+      out += key;
+      out += "\":";
+      put_string(out, text);
       out += '}';
       no_finish();
     });
-  }
-  if (!c.reply.content.empty()) {
-    put_chunk(out, c, model, kObject, include_usage, [&] {
-      out += "\"delta\":{\"content\":";
-      put_string(out, c.reply.content);
-      out += '}';
-      no_finish();
-    });
-  }
+  };
+  text_chunk("reasoning_content", c.reply.reasoning);
+  text_chunk("content", c.reply.content);
   for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
     const ToolCall& call = c.reply.tool_calls[i];
     put_chunk(out, c, model, kObject, include_usage, [&] {
