@@ -183,11 +183,7 @@ MessagesRequest read_whole_messages(std::string_view body, bool count_only, Mess
   }
   if (const JsonView stop = request.find("stop_sequences"); stop.exists())
     out.turn.stop = parse_stop(stop, "stop_sequences", false);
-  // tool_choice {"type": "none"}: the answer's text is not read for tool use (auto, any and a named tool
-  // are not enforced).
-  if (const JsonView type = request.find("tool_choice").find("type");
-      type.is_string() && type.string() == "none")
-    out.turn.tool_calls = false;
+  out.turn.tool_choice = read_anthropic_tool_choice(request);
   for (const char* key : {"temperature", "top_p"}) {
     const JsonView it = request.find(key);
     if (it.is_none()) continue;

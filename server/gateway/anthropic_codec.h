@@ -5,9 +5,9 @@
 //                                      tool_result), tools [{name, description, input_schema}],
 //                                      temperature, top_p, top_k, stream, stop_sequences (passed
 //                                      upstream; an answer that ended on one has stop_reason
-//                                      "stop_sequence" and stop_sequence set), tool_choice ({"type":
-//                                      "none"}: the answer is text, never tool_use; auto, any and a named
-//                                      tool are not enforced)
+//                                      "stop_sequence" and stop_sequence set), tool_choice (auto, none:
+//                                      the answer is text, never tool_use; any and a named tool enforced
+//                                      by constrained decoding; disable_parallel_tool_use: tool_choice.h)
 //   POST .../v1/messages/count_tokens  {"input_tokens": N}: the rendered prompt of those messages
 // Blocks map onto the session's messages: a user turn's tool_result blocks become tool messages and its text
 // a user message (in block order); an assistant turn's text is its content and its tool_use blocks its tool

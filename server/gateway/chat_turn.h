@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/gateway/chat_messages.h"
+#include "server/gateway/tool_choice.h"
 
 namespace crl::server::gateway {
 
@@ -25,7 +26,7 @@ struct ChatTurn {
   bool prompt_ids = false;            // the answer shows the forwarded prompt's ids (return_token_ids)
   int top_logprobs = 0;               // alternatives per sampled token to ask the upstream for
   std::string json_schema;            // structured output (response_format): the schema's JSON text, or empty
-  bool tool_calls = true;             // tool calls are read from the answer (false: tool_choice "none")
+  ToolChoice tool_choice;             // how the answer's tool calls are read, or forced (tool_choice.h)
 };
 
 // What a call asks to see of its sampled tokens' log-probs (OpenAI's chat `logprobs`, the completions'

@@ -12,6 +12,7 @@
 #include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
 #include "server/gateway/responses_codec.h"
+#include "server/gateway/tool_choice.h"
 #include "server/session_table.h"
 #include "wire/utf8.h"
 #include "wire/wire_codec.h"
@@ -24,6 +25,25 @@ namespace {
 
 HttpAnswer json_answer(int status, std::string body) {
   return HttpAnswer{status, std::string(wire::kJsonContentType), std::move(body), 0};
+}
+
+// A forced tool_choice made the grammar of the call's answer (tool_choice.h), before the session sees the
+// call: refused as a whole (nothing recorded) when it cannot be.
+void constrain_to_calls(ChatTurn& turn, ToolCallFormat format) {
+  if (!turn.tool_choice.forced()) return;
+  if (format == ToolCallFormat::kHarmony) {
+    throw bad_request("unsupported_field",
+                      "tool_choice required or a named function is not served with the harmony format "
+                      "(gpt-oss): its answers are channel messages, which a JSON grammar would break",
+                      "tool_choice");
+  }
+  if (!turn.json_schema.empty()) {
+    throw bad_request("bad_field",
+                      "a forced tool_choice and response_format (or text.format) cannot both constrain "
+                      "one answer",
+                      "tool_choice");
+  }
+  turn.json_schema = forced_calls_schema(turn.tool_choice, turn.tools);
 }
 
 HttpAnswer error_answer(const GatewayError& e, bool anthropic) {
@@ -339,6 +359,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   const bool decoded = !session;
   if (decoded) {
     request = decode(call.body, first);
+    constrain_to_calls(request.turn, shared_.tool_format);
     session = find_or_create(id);
   }
   SessionLock lock(*session);
@@ -357,6 +378,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
       if (session.ended()) session.kept_request().clear();  // a call after the reward keeps nothing
     }
   } give_back{*session, request.turn};
+  if (!decoded) constrain_to_calls(request.turn, shared_.tool_format);
   return session->chat(request.turn);
 }
 

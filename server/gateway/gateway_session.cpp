@@ -278,11 +278,14 @@ AssistantReply GatewaySession::read_answer(std::string& text, const ChatTurn& tu
   }
   if (shared_.tool_format == ToolCallFormat::kHarmony) {  // its channels say what is reasoning
     reply = read_reply(ToolCallFormat::kHarmony, text, id_prefix, turn.tools);
-    if (!turn.tool_calls && !reply.tool_calls.empty()) reply = AssistantReply{std::move(text), {}, {}};
+    if (!turn.tool_choice.reads_calls() && !reply.tool_calls.empty())
+      reply = AssistantReply{std::move(text), {}, {}};
     return reply;
   }
   const SplitAnswer split = split_reasoning(shared_.reasoning_format, text);
-  if (turn.tool_calls)
+  if (turn.tool_choice.forced())  // sampled under the calls' grammar (tool_choice.h)
+    reply = read_forced_calls(split.content, id_prefix);
+  else if (turn.tool_choice.reads_calls())
     reply = read_reply(shared_.tool_format, split.content, id_prefix, turn.tools);
   else
     reply.content =

@@ -271,10 +271,7 @@ nlohmann::ordered_json openai_tools(JsonView tools) {
 void read_chat_fields(JsonView request, ChatRequest& out, KeptRequest* kept) {
   read_tools(request, openai_tools, kept, out.turn);
   read_common(request, out);
-  // tool_choice "none": the answer's text is not read for tool calls. "auto", "required" and a named
-  // function are not enforced (the template's tools and the model decide; vLLM would constrain "required").
-  if (const JsonView choice = request.find("tool_choice"); choice.is_string() && choice.string() == "none")
-    out.turn.tool_calls = false;
+  out.turn.tool_choice = read_openai_tool_choice(request);
   out.logprobs.on = flag(request, "logprobs").value_or(false);
   out.turn.top_logprobs = alternatives(request, "top_logprobs").value_or(0);
   if (out.turn.top_logprobs > 0 && !out.logprobs.on)

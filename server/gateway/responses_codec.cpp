@@ -176,13 +176,7 @@ void read_fields(JsonView request, ResponsesRequest& out) {
   if (const auto top_k = number(request, "top_k")) out.turn.top_k = static_cast<int>(*top_k);
   out.stream = flag(request, "stream").value_or(false);
   if (const JsonView model = request.find("model"); model.is_string()) out.model = model.string();
-  if (const JsonView choice = request.find("tool_choice"); choice.is_string()) {
-    const std::string_view value = choice.string();
-    if (value != "none" && value != "auto" && value != "required")
-      throw bad_request("bad_field", "tool_choice must be none, auto, required or a named tool",
-                        "tool_choice");
-    out.turn.tool_calls = value != "none";
-  }
+  out.turn.tool_choice = read_responses_tool_choice(request);
   if (const JsonView text = request.find("text"); !text.is_none())
     out.turn.json_schema = read_text_format(text);
 }

@@ -3,8 +3,9 @@
 // the OpenAI Agents SDK, and others built on the `responses.create` call):
 //   POST .../v1/responses   {model, instructions (a lead system message), input (a string: one user
 //                           message; or a list of items), tools [{"type": "function", name, description,
-//                           parameters}], tool_choice ("none": the answer is text, never function_call;
-//                           auto, required and a named function are not enforced), max_output_tokens,
+//                           parameters}], tool_choice and parallel_tool_calls ("none": the answer is
+//                           text, never function_call; required and a named function enforced by
+//                           constrained decoding: tool_choice.h), max_output_tokens,
 //                           temperature, top_p, top_k (vLLM's), stream, text.format (text | json_object |
 //                           json_schema with its schema: constrained decoding asked of the upstream)}
 // Input items map onto the session's messages: a `message` item (also one without `type`; role user |
@@ -16,7 +17,7 @@
 // state or tools the gateway does not have), image, file and audio parts, tools other than functions,
 // previous_response_id and conversation (the gateway is stateless per call: send the whole conversation,
 // as with store: false), background: true. Accepted and without effect: store, include, metadata,
-// parallel_tool_calls, reasoning, user, truncation, prompt_cache_key, service_tier, text.verbosity.
+// reasoning, user, truncation, prompt_cache_key, service_tier, text.verbosity.
 //
 // The answer is a `response` object {created_at, error, id ("resp_..."), incomplete_details, model, object,
 // output, status, usage}: output holds a `message` item (one output_text part) when the answer has text or

@@ -33,6 +33,20 @@ AssistantReply text_only(std::string_view text) {
   return reply;
 }
 
+// A call written as {"name": N, "parameters" | "arguments": {...}} (llama3_json, a forced tool_choice's
+// array) added to `reply`; false when `object` is not one.
+bool add_named_call(const ordered_json& object, const std::string& id_prefix, AssistantReply& reply) {
+  if (!object.is_object()) return false;
+  const auto name = object.find("name");
+  auto arguments = object.find("parameters");
+  if (arguments == object.end()) arguments = object.find("arguments");
+  if (name == object.end() || !name->is_string() || arguments == object.end() || !arguments->is_object())
+    return false;
+  reply.tool_calls.push_back(
+      make_call(name->get<std::string>(), arguments->dump(), id_prefix, reply.tool_calls.size()));
+  return true;
+}
+
 // llama3_json: the whole answer is ";"-separated {"name", "parameters" | "arguments"} objects.
 AssistantReply read_llama3_json(std::string_view text, const std::string& id_prefix) {
   std::string_view rest = trim_blanks(text);
@@ -56,14 +70,7 @@ AssistantReply read_llama3_json(std::string_view text, const std::string& id_pre
       end = at + 1;
       break;
     }
-    if (!object || !object->is_object()) return text_only(text);
-    const auto name = object->find("name");
-    auto arguments = object->find("parameters");
-    if (arguments == object->end()) arguments = object->find("arguments");
-    if (name == object->end() || !name->is_string() || arguments == object->end() || !arguments->is_object())
-      return text_only(text);
-    reply.tool_calls.push_back(
-        make_call(name->get<std::string>(), arguments->dump(), id_prefix, reply.tool_calls.size()));
+    if (!object || !add_named_call(*object, id_prefix, reply)) return text_only(text);
     const size_t next = rest.find_first_not_of(kSpace, end);
     if (next == std::string_view::npos) break;
     start = rest.find_first_not_of(kSpace, next + 1);             // past the ";"
@@ -379,6 +386,16 @@ AssistantReply read_reply(ToolCallFormat format, std::string_view text, const st
       return read_harmony(text, id_prefix);
   }
   return parse_reply(text, id_prefix);
+}
+
+AssistantReply read_forced_calls(std::string_view text, const std::string& id_prefix) {
+  const ordered_json calls = ordered_json::parse(trim_blanks(text), nullptr, false);
+  if (!calls.is_array() || calls.empty()) return text_only(text);
+  AssistantReply reply;
+  for (const ordered_json& call : calls) {
+    if (!add_named_call(call, id_prefix, reply)) return text_only(text);
+  }
+  return reply;
 }
 
 }  // namespace crl::server::gateway

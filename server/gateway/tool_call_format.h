@@ -63,5 +63,9 @@ ToolCallFormat detect_tool_call_format(const ChatTemplate& chat);
 // parameter values by their declared types.
 AssistantReply read_reply(ToolCallFormat format, std::string_view text, const std::string& id_prefix,
                           const nlohmann::ordered_json& tools);
+// An answer sampled under a forced tool_choice's grammar (tool_choice.h): a JSON array of {"name": N,
+// "parameters": {...}} objects ("arguments" also read), read into calls; anything else (an answer cut by
+// max_tokens, an upstream that ignored the grammar) is text as a whole.
+AssistantReply read_forced_calls(std::string_view text, const std::string& id_prefix);
 
 }  // namespace crl::server::gateway

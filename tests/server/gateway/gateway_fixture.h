@@ -87,6 +87,12 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
     return "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>shell\n```json\n{\"cmd\": \"ls "
            "-la\"}"
            "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  // Calls as an upstream samples them under a forced tool_choice's grammar (server/gateway/tool_choice.h).
+  if (tail.find("FORCEDCALL") != std::string_view::npos)
+    return "[{\"name\": \"shell\", \"parameters\": {\"cmd\": \"ls -la\"}}]";
+  if (tail.find("FORCEDTWO") != std::string_view::npos)
+    return "[{\"name\": \"shell\", \"parameters\": {\"cmd\": \"ls\"}}, {\"name\": \"read\", "
+           "\"parameters\": {\"path\": \"a.txt\"}}]";
   if (tail.find("please call the tool") != std::string_view::npos)
     return "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"ls -la\"}}\n</tool_call>";
   std::string marker = "none";

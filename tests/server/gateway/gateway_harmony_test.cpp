@@ -91,6 +91,17 @@ TEST(GatewayHarmony, ACallAFinalAnswerAndTheWindowBetweenThem) {
                                        "\"a.txt\"<|end|><|start|>assistant");
   EXPECT_EQ(text(calls[2].prompt), text(calls[1].prompt) + text(calls[1].output) +
                                        "<|start|>user<|message|>Thanks.<|end|><|start|>assistant");
+  // A forced tool_choice would constrain the harmony messages to a JSON array: refused, nothing sampled.
+  h.add("user", "Again.");
+  for (const json& choice :
+       {json("required"), json({{"type", "function"}, {"function", {{"name", "shell"}}}})}) {
+    const auto refused =
+        h.post({{"model", "test"}, {"messages", h.messages}, {"tools", kShellTool}, {"tool_choice", choice}});
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_EQ(json::parse(refused.body)["error"]["code"], "unsupported_field") << refused.body;
+  }
+  EXPECT_EQ(bench.upstream->calls().size(), calls.size());
+  h.messages.erase(h.messages.size() - 1);
   ASSERT_EQ(h.reward(1).status, 200);
   EXPECT_EQ(check_exact(h.export_json(), calls), calls.size());
 }
