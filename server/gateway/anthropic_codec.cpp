@@ -184,6 +184,18 @@ MessagesRequest read_whole_messages(std::string_view body, bool count_only, Mess
   if (const JsonView stop = request.find("stop_sequences"); stop.exists())
     out.turn.stop = parse_stop(stop, "stop_sequences", false);
   out.turn.tool_choice = read_anthropic_tool_choice(request);
+  // thinking {"type": "enabled", "budget_tokens": N} (or "adaptive"): the answer shows the reasoning as a
+  // thinking block; absent or "disabled": not shown (it is sampled and recorded either way: the model's
+  // template decides whether it thinks).
+  out.show_reasoning = false;
+  if (const JsonView thinking = request.find("thinking"); !thinking.is_none()) {
+    const JsonView type = thinking.find("type");
+    const std::string_view kind = type.is_string() ? type.string() : "";
+    if (kind != "enabled" && kind != "adaptive" && kind != "disabled") {
+      throw bad_request("bad_field", "thinking.type must be enabled, adaptive or disabled", "thinking.type");
+    }
+    out.show_reasoning = kind != "disabled";
+  }
   for (const char* key : {"temperature", "top_p"}) {
     const JsonView it = request.find(key);
     if (it.is_none()) continue;
@@ -226,7 +238,14 @@ std::string anthropic_message_json(const Completion& c, const std::string& model
   out.reserve(256 + c.reply.content.size() + c.id.size() + model.size());
   out += "{\"content\":[";
   bool first = true;
+  if (!c.reply.reasoning.empty()) {  // (shown when the request enabled thinking: Gateway::messages)
+    out += "{\"signature\":\"\",\"thinking\":";
+    put_string(out, c.reply.reasoning);
+    out += ",\"type\":\"thinking\"}";
+    first = false;
+  }
   if (has_text_part(c)) {
+    if (!first) out += ',';
     out += "{\"text\":";
     put_string(out, c.reply.content);
     out += ",\"type\":\"text\"}";
@@ -282,7 +301,7 @@ void close_block_event(std::string& out, size_t index, std::string_view type) {
 std::string anthropic_message_sse(const Completion& c, const std::string& model) {
   // By hand (answer_writer.h), as anthropic_message_json: every payload's keys sorted.
   std::string out;
-  out.reserve(1536 + 2 * c.reply.content.size());
+  out.reserve(2048 + 2 * c.reply.content.size() + 2 * c.reply.reasoning.size());
   open_event(out, "message_start");
   out += "\"message\":{\"content\":[],\"id\":";
   put_string(out, message_id(c));
@@ -295,8 +314,9 @@ std::string anthropic_message_sse(const Completion& c, const std::string& model)
   append_json_int(out, c.prompt_tokens);
   out += ",\"output_tokens\":0}},\"type\":\"message_start\"}\n\n";
   size_t index = 0;
-  // A block's three events; `start` and `delta` write the content block and the delta objects.
-  const auto block = [&](const auto& start, const auto& delta) {
+  // A block's events; `start` and `delta` write the content block and the delta objects (`signature`: a
+  // thinking block's signature_delta follows its thinking_delta).
+  const auto block = [&](const auto& start, const auto& delta, bool signature = false) {
     open_event(out, "content_block_start");
     out += "\"content_block\":{";
     start();
@@ -307,10 +327,24 @@ std::string anthropic_message_sse(const Completion& c, const std::string& model)
     delta();
     out += "},";
     close_block_event(out, index, "content_block_delta");
+    if (signature) {
+      open_event(out, "content_block_delta");
+      out += "\"delta\":{\"signature\":\"\",\"type\":\"signature_delta\"},";
+      close_block_event(out, index, "content_block_delta");
+    }
     open_event(out, "content_block_stop");
     close_block_event(out, index, "content_block_stop");
     ++index;
   };
+  if (!c.reply.reasoning.empty()) {
+    block([&] { out += "\"signature\":\"\",\"thinking\":\"\",\"type\":\"thinking\""; },
+          [&] {
+            out += "\"thinking\":";
+            put_string(out, c.reply.reasoning);
+            out += ",\"type\":\"thinking_delta\"";
+          },
+          true);
+  }
   if (has_text_part(c)) {
     block([&] { out += "\"text\":\"\",\"type\":\"text\""; },
           [&] {

@@ -11,7 +11,9 @@
 //   POST .../v1/messages/count_tokens  {"input_tokens": N}: the rendered prompt of those messages
 // Blocks map onto the session's messages: a user turn's tool_result blocks become tool messages and its text
 // a user message (in block order); an assistant turn's text is its content and its tool_use blocks its tool
-// calls (input as the arguments' JSON). Tools become OpenAI function tools for the chat template. Answers are
+// calls (input as the arguments' JSON); its thinking blocks are skipped. Tools become OpenAI function tools
+// for the chat template. `thinking` {"type": "enabled" | "adaptive"} shows a thinking model's reasoning
+// (reasoning_format.h) as a first thinking block (signature ""); "disabled" or absent does not. Answers are
 // a `message` object or, with `stream: true`, the event sequence message_start, content_block_start /
 // _delta / _stop per block, message_delta, message_stop. Errors: {"type": "error", "error": {type, message}}.
 #include <string>

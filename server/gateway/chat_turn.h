@@ -44,6 +44,7 @@ struct CallRequest {
   bool include_usage = false;  // OpenAI's stream_options.include_usage
   LogprobsAsk logprobs;
   bool return_token_ids = false;  // vLLM's: the answer shows prompt_token_ids and token_ids
+  bool show_reasoning = true;     // the answer shows the model's reasoning (Anthropic: only with thinking on)
   std::string model;
 };
 

@@ -423,7 +423,8 @@ HttpAnswer Gateway::kept_answer(const HttpCall& call, const std::string& id, Kep
                                 AnswerWriter object, AnswerWriter stream) {
   require_method(call, "POST");
   CallRequest request;
-  const Completion completion = kept_call(call, id, decode, request);
+  Completion completion = kept_call(call, id, decode, request);
+  if (!request.show_reasoning) completion.reply.reasoning.clear();
   const std::string& model = request.model.empty() ? options_.model : request.model;
   if (request.stream) return HttpAnswer{200, kSseContentType, stream(completion, model), 0};
   return json_answer(200, object(completion, model));

@@ -14,9 +14,10 @@
 // analysis channel whatever this says (tool_call_format.h).
 //
 // Tool calls are read from the content only: a call written while thinking is not a call. The reasoning
-// reaches a chat-completions harness as `message.reasoning_content` (and a stream's `delta.reasoning_content`
-// chunk); it is not part of the key that recognises the harness's copy of the answer (harnesses copy it back
-// or not). The window keeps the answer as sampled, thinking included.
+// reaches a chat-completions harness as `message.reasoning_content` (an Anthropic harness that enables
+// thinking as a thinking block, a Responses harness as a reasoning item; and a stream's
+// `delta.reasoning_content` chunk); it is not part of the key that recognises the harness's copy of the
+// answer (harnesses copy it back or not). The window keeps the answer as sampled, thinking included.
 #include <string_view>
 
 #include "engine/tokenizer.h"

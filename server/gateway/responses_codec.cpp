@@ -283,6 +283,20 @@ void put_message_item(std::string& out, const Completion& c, bool done) {
   out += ",\"type\":\"message\"}";
 }
 
+// The reasoning item (a thinking model's reasoning, as vLLM answers it: one reasoning_text part, no
+// summary); `done`: with its content, else none.
+void put_reasoning_item(std::string& out, const Completion& c, bool done) {
+  out += "{\"content\":[";
+  if (done) {
+    out += "{\"text\":";
+    put_string(out, c.reply.reasoning);
+    out += ",\"type\":\"reasoning_text\"}";
+  }
+  out += "],\"id\":";
+  put_id(out, "rs_", c);
+  out += ",\"summary\":[],\"type\":\"reasoning\"}";
+}
+
 // Tool call `i`'s function_call item; `done`: its arguments and status completed, else "" and in_progress.
 void put_call_item(std::string& out, const Completion& c, size_t i, bool done) {
   const ToolCall& call = c.reply.tool_calls[i];
@@ -312,7 +326,12 @@ void put_response(std::string& out, const Completion& c, const std::string& mode
   out += ",\"object\":\"response\",\"output\":[";
   if (done) {
     bool first = true;
+    if (!c.reply.reasoning.empty()) {
+      put_reasoning_item(out, c, true);
+      first = false;
+    }
     if (has_text_part(c)) {
+      if (!first) out += ',';
       put_message_item(out, c, true);
       first = false;
     }
@@ -393,7 +412,8 @@ std::string response_json(const Completion& c, const std::string& model) {
 std::string response_sse(const Completion& c, const std::string& model) {
   // Room for the whole stream up front: growing it would ask malloc for another large block (and each such
   // request consolidates the small blocks freed since).
-  size_t room = 2560 + 4 * c.reply.content.size() + 4 * model.size() + 16 * c.id.size();
+  size_t room =
+      3072 + 4 * c.reply.content.size() + 4 * c.reply.reasoning.size() + 4 * model.size() + 16 * c.id.size();
   for (const ToolCall& call : c.reply.tool_calls)
     room += 512 + 4 * call.arguments.size() + 3 * call.name.size() + 3 * call.id.size() + 4 * c.id.size();
   std::string out;
@@ -423,6 +443,26 @@ std::string response_sse(const Completion& c, const std::string& model) {
     event.end();
     ++index;
   };
+  if (!c.reply.reasoning.empty()) {
+    std::string reasoning_member = "\"text\":";  // (sorts after sequence_number)
+    put_string(reasoning_member, c.reply.reasoning);
+    reasoning_member += ',';
+    item([&](bool done) { put_reasoning_item(out, c, done); },
+         [&] {
+           for (const bool done : {false, true}) {  // the whole text as one delta, then as done
+             event.open(done ? "response.reasoning_text.done" : "response.reasoning_text.delta");
+             out += "\"content_index\":0,";
+             if (!done) {
+               out += "\"delta\":";
+               put_string(out, c.reply.reasoning);
+               out += ',';
+             }
+             put_item_id(out, "rs_", c);
+             put_output_index(out, index);
+             event.end(done ? reasoning_member : std::string_view());
+           }
+         });
+  }
   if (has_text_part(c)) {
     // {"content_index":0,"item_id":MSG,<middle>"output_index":0,<after the index>"sequence_number":N,
     // <after the number>"type":TYPE}: the keys of a content event, sorted.

@@ -12,7 +12,7 @@
 // assistant | system | developer; content a string or input_text / output_text / refusal parts) is one
 // message; a `function_call` item is a tool call of the assistant message before it (a new, empty assistant
 // message when the one before is not the assistant's); a `function_call_output` item is a tool message
-// (output a string or text parts); a `reasoning` item is skipped (the gateway's answers carry none).
+// (output a string or text parts); a `reasoning` item is skipped (the window holds the sampled reasoning).
 // Refused with a 400 naming the field: other item types (item_reference and the built-in tools' calls need
 // state or tools the gateway does not have), image, file and audio parts, tools other than functions,
 // previous_response_id and conversation (the gateway is stateless per call: send the whole conversation,
@@ -20,14 +20,16 @@
 // reasoning, user, truncation, prompt_cache_key, service_tier, text.verbosity.
 //
 // The answer is a `response` object {created_at, error, id ("resp_..."), incomplete_details, model, object,
-// output, status, usage}: output holds a `message` item (one output_text part) when the answer has text or
-// no tool calls, then one `function_call` item per tool call (call_id the call's id, arguments its JSON
-// text). status is "incomplete" with incomplete_details.reason "max_output_tokens" when the answer ran out
-// of tokens, else "completed". With `stream: true`: response.created, response.in_progress, per item
-// response.output_item.added, its content (response.content_part.added, response.output_text.delta and
-// .done, response.content_part.done; or response.function_call_arguments.delta and .done),
-// response.output_item.done, then response.completed (or response.incomplete); every event named and
-// numbered (sequence_number), no [DONE]. Errors are the OpenAI API's {"error": {...}}.
+// output, status, usage}: output holds a `reasoning` item (one reasoning_text part) when a thinking model's
+// answer has reasoning (reasoning_format.h), a `message` item (one output_text part) when the answer has
+// text or no tool calls, then one `function_call` item per tool call (call_id the call's id, arguments its
+// JSON text). status is "incomplete" with incomplete_details.reason "max_output_tokens" when the answer ran
+// out of tokens, else "completed". With `stream: true`: response.created, response.in_progress, per item
+// response.output_item.added, its content (response.reasoning_text.delta and .done;
+// response.content_part.added, response.output_text.delta and .done, response.content_part.done; or
+// response.function_call_arguments.delta and .done), response.output_item.done, then response.completed (or
+// response.incomplete); every event named and numbered (sequence_number), no [DONE]. Errors are the OpenAI
+// API's {"error": {...}}.
 #include <string>
 #include <string_view>
 

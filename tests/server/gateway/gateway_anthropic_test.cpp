@@ -36,6 +36,61 @@ TEST(GatewayAnthropic, ToolChoiceNoneAnswersText) {
   EXPECT_NE(answer["content"][0]["text"].get<std::string>().find("<tool_call>"), std::string::npos);
 }
 
+// A thinking model's reasoning (--reasoning-parser) is a thinking block when the request enables thinking,
+// as the API answers it (signature empty: the gateway cannot sign); not shown otherwise. The harness's
+// copy, thinking block included, continues the window.
+TEST(GatewayAnthropic, ThinkingBlocksWhenThinkingIsEnabled) {
+  GatewayOptions options;
+  options.reasoning_parser = "think";
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  Claude c(bench.port(), "claude-thinks");
+  json body = {{"model", "claude-test"},
+               {"max_tokens", 200},
+               {"tools", kTools},
+               {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
+               {"messages", json::array({{{"role", "user"}, {"content", "marker=a5 THINKCALL"}}})}};
+  const auto first = c.post(body);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json answer = json::parse(first.body);
+  ASSERT_EQ(answer["content"].size(), 2u) << answer;
+  EXPECT_EQ(answer["content"][0], json({{"type", "thinking"}, {"thinking", "list them"}, {"signature", ""}}));
+  EXPECT_EQ(answer["content"][1]["type"], "tool_use");
+  EXPECT_EQ(answer["stop_reason"], "tool_use");
+  body["messages"].push_back({{"role", "assistant"}, {"content", answer["content"]}});
+  body["messages"].push_back({{"role", "user"},
+                              {"content", json::array({{{"type", "tool_result"},
+                                                        {"tool_use_id", answer["content"][1]["id"]},
+                                                        {"content", "a"}}})}});
+  body.erase("thinking");
+  const auto second = c.post(body);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(json::parse(second.body)["content"][0]["type"], "text") << "not shown without thinking";
+  EXPECT_EQ(json::parse(c.client.call("GET", "/v1/sessions/claude-thinks").body)["history_edits"], 0);
+  // Streamed: the thinking block's thinking_delta and signature_delta, then the text block.
+  body["messages"].push_back({{"role", "assistant"}, {"content", json::parse(second.body)["content"]}});
+  body["messages"].push_back({{"role", "user"}, {"content", "THINKFIRST"}});
+  body["thinking"] = {{"type", "adaptive"}};
+  body["stream"] = true;
+  const auto streamed = c.post(body);
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const size_t start =
+      streamed.body.find("\"content_block\":{\"signature\":\"\",\"thinking\":\"\",\"type\":\"thinking\"}");
+  const size_t thinking = streamed.body.find("\"type\":\"thinking_delta\"");
+  const size_t signature = streamed.body.find("{\"signature\":\"\",\"type\":\"signature_delta\"}");
+  const size_t text = streamed.body.find("\"text\":\"ack after thinking\",\"type\":\"text_delta\"");
+  EXPECT_NE(start, std::string::npos) << streamed.body;
+  EXPECT_LT(start, thinking);
+  EXPECT_LT(thinking, signature);
+  EXPECT_LT(signature, text);
+  EXPECT_NE(text, std::string::npos) << streamed.body;
+  EXPECT_EQ(json::parse(c.client.call("GET", "/v1/sessions/claude-thinks").body)["history_edits"], 0);
+  body["thinking"] = {{"type", "sometimes"}};
+  const auto bad = c.post(body);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(json::parse(bad.body)["error"]["message"].get<std::string>().find("thinking.type"), 0u)
+      << bad.body;
+}
+
 TEST(GatewayAnthropic, MessagesWithToolUseAndToolResultStayInOneWindow) {
   Bench bench;
   Claude c(bench.port(), "claude");

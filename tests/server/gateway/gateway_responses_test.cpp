@@ -201,6 +201,65 @@ TEST(GatewayResponses, StreamingEventsAreNamedNumberedAndEndWithTheResponse) {
   EXPECT_EQ(bench.upstream->calls().size(), 1u) << "a retry samples nothing";
 }
 
+// A thinking model's reasoning (--reasoning-parser) is a reasoning item before the others (one
+// reasoning_text part, as vLLM answers it); streamed as its reasoning_text delta and done events. The
+// harness's copy, reasoning item included, continues the window.
+TEST(GatewayResponses, ReasoningIsAReasoningItem) {
+  GatewayOptions options;
+  options.reasoning_parser = "think";
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  ResponsesHarness h(bench.port(), "reasoner");
+  h.input = json::array({ResponsesHarness::user("marker=r5 THINKCALL")});
+  const json answer = h.turn();
+  ASSERT_EQ(answer["output"].size(), 2u) << answer;
+  const json& reasoning = answer["output"][0];
+  EXPECT_EQ(reasoning["type"], "reasoning");
+  EXPECT_EQ(reasoning["content"], json::array({{{"type", "reasoning_text"}, {"text", "list them"}}}));
+  EXPECT_EQ(reasoning["summary"], json::array());
+  EXPECT_EQ(reasoning["id"].get<std::string>().rfind("rs_", 0), 0u);
+  EXPECT_EQ(answer["output"][1]["type"], "function_call");
+  h.outputs(answer, "a b");
+  h.turn();
+  h.input.push_back(ResponsesHarness::user("THINKFIRST"));
+  const auto streamed = h.post(h.body({{"stream", true}}));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const std::vector<ResponseEvent> events = response_events(streamed.body);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < events.size(); ++i) {
+    names.push_back(events[i].name);
+    EXPECT_EQ(events[i].payload["sequence_number"], i);
+    EXPECT_EQ(events[i].payload.dump(), events[i].text) << "keys sorted, as the other answers";
+  }
+  const std::vector<std::string> expected = {"response.created",
+                                             "response.in_progress",
+                                             "response.output_item.added",
+                                             "response.reasoning_text.delta",
+                                             "response.reasoning_text.done",
+                                             "response.output_item.done",
+                                             "response.output_item.added",
+                                             "response.content_part.added",
+                                             "response.output_text.delta",
+                                             "response.output_text.done",
+                                             "response.content_part.done",
+                                             "response.output_item.done",
+                                             "response.completed"};
+  ASSERT_EQ(names, expected);
+  const std::string thought =
+      "Maybe <tool_call>\n{\"name\": \"shell\", \"arguments\": {\"cmd\": \"rm\"}}\n</tool_call> no.";
+  EXPECT_EQ(events[3].payload["delta"], thought);
+  EXPECT_EQ(events[4].payload["text"], thought);
+  EXPECT_EQ(events[3].payload["item_id"], events[2].payload["item"]["id"]);
+  EXPECT_EQ(events[2].payload["item"]["content"], json::array());
+  EXPECT_EQ(events[5].payload["item"]["content"][0]["text"], thought);
+  EXPECT_EQ(events[8].payload["output_index"], 1);
+  const json final_response = events.back().payload["response"];
+  EXPECT_EQ(final_response["output"][0]["type"], "reasoning");
+  for (const json& item : final_response["output"]) h.input.push_back(item);
+  h.input.push_back(ResponsesHarness::user("next"));
+  h.turn();
+  EXPECT_EQ(h.state()["history_edits"], 0);
+}
+
 TEST(GatewayResponses, AStreamedFunctionCallCarriesItsArguments) {
   Bench bench;
   server::testing::HttpClient client(bench.port());

@@ -116,6 +116,7 @@ json prompt_ids_json(const Completion& c) {
 
 std::string reference_chat(const Completion& c, const std::string& model, const AnswerExtras& extras = {}) {
   json message = {{"role", "assistant"}, {"content", c.reply.content}};
+  if (!c.reply.reasoning.empty()) message["reasoning_content"] = c.reply.reasoning;
   if (!c.reply.tool_calls.empty()) {
     json calls = json::array();
     for (const ToolCall& call : c.reply.tool_calls) {
@@ -162,6 +163,8 @@ std::string reference_text(const Completion& c, const std::string& model, const 
 
 json reference_blocks(const Completion& c) {
   json blocks = json::array();
+  if (!c.reply.reasoning.empty())
+    blocks.push_back({{"type", "thinking"}, {"thinking", c.reply.reasoning}, {"signature", ""}});
   if (!c.reply.content.empty() || c.reply.tool_calls.empty())
     blocks.push_back({{"type", "text"}, {"text", c.reply.content}});
   for (const ToolCall& call : c.reply.tool_calls) {
@@ -216,6 +219,7 @@ std::string reference_chat_sse(const Completion& c, const std::string& model, bo
     append_sse_data(out, written(dump(item)));
   };
   chunk({{"role", "assistant"}, {"content", ""}}, nullptr, false);
+  if (!c.reply.reasoning.empty()) chunk({{"reasoning_content", c.reply.reasoning}}, nullptr);
   if (!c.reply.content.empty()) chunk({{"content", c.reply.content}}, nullptr);
   for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
     const ToolCall& call = c.reply.tool_calls[i];
@@ -289,7 +293,10 @@ std::string reference_anthropic_sse(const Completion& c, const std::string& mode
   for (size_t i = 0; i < blocks.size(); ++i) {
     const json& block = blocks[i];
     json start = block, delta;
-    if (block["type"] == "text") {
+    if (block["type"] == "thinking") {
+      start["thinking"] = "";
+      delta = {{"type", "thinking_delta"}, {"thinking", block["thinking"]}};
+    } else if (block["type"] == "text") {
       start["text"] = "";
       delta = {{"type", "text_delta"}, {"text", block["text"]}};
     } else {
@@ -300,6 +307,12 @@ std::string reference_anthropic_sse(const Completion& c, const std::string& mode
                      dump({{"type", "content_block_start"}, {"index", i}, {"content_block", start}}));
     append_sse_event(out, "content_block_delta",
                      dump({{"type", "content_block_delta"}, {"index", i}, {"delta", delta}}));
+    if (block["type"] == "thinking") {  // the signature's delta closes a thinking block
+      append_sse_event(out, "content_block_delta",
+                       dump({{"type", "content_block_delta"},
+                             {"index", i},
+                             {"delta", {{"type", "signature_delta"}, {"signature", ""}}}}));
+    }
     append_sse_event(out, "content_block_stop", dump({{"type", "content_block_stop"}, {"index", i}}));
   }
   append_sse_event(
@@ -330,6 +343,7 @@ TEST(GatewayCodec, AnswersAreByteIdenticalToNlohmannsDump) {
     c.id = "chatcmpl-s" + random_text(rng) + "-" + std::to_string(i);
     c.created = static_cast<int64_t>(rng() % 4000000000ull);
     c.reply.content = random_text(rng);
+    if (rng() % 3 == 0) c.reply.reasoning = random_text(rng);  // a thinking model's reasoning_content
     const size_t calls = rng() % 3;
     for (size_t k = 0; k < calls; ++k)
       c.reply.tool_calls.push_back(ToolCall{"call_" + std::to_string(k), random_text(rng), random_text(rng)});
@@ -436,6 +450,7 @@ TEST(GatewayCodec, AnthropicAnswersAreByteIdenticalToNlohmannsDump) {
     Completion c;
     c.id = (rng() % 8 ? "chatcmpl-s" : "nodash") + random_text(rng) + "-" + std::to_string(i);
     c.reply.content = random_text(rng);
+    if (rng() % 3 == 0) c.reply.reasoning = random_text(rng);  // a thinking block (thinking enabled)
     const size_t calls = rng() % 3;
     for (size_t k = 0; k < calls; ++k) {
       const std::string arguments = rng() % 2 ? kArguments[rng() % std::size(kArguments)] : random_text(rng);
