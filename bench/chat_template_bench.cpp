@@ -125,6 +125,7 @@ void BM_ChatTemplateRender(benchmark::State& state, const std::string& model) {
     return;
   }
   keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp): the gateway renders there
+  merge_small_blocks_on_free();
   const ChatTemplate chat = load_chat_template(config_of(model));
   const ChatRenderRequest request = request_for(model);
   try {

@@ -21,14 +21,17 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "bench/gateway_bench_support.h"
 #include "engine/heap.h"
+#include "engine/json_escape.h"
 #include "engine/json_reader.h"
 #include "engine/tokenizer.h"
 #include "policies/llm/llm_api.h"
@@ -58,6 +61,7 @@ struct Stack {
   explicit Stack(bool inline_calls = true, const std::string& tokenizer = "",
                  const std::string& chat_template = "") {
     keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
+    merge_small_blocks_on_free();
     testing::ScriptedLlmOptions llm;
     llm.log_calls = true;  // the gateway bench replays each forwarded request directly (cleared per call)
     llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
@@ -135,6 +139,11 @@ void BM_GatewayChatTurn(benchmark::State& state) {
   json messages;
   std::string path;
   const auto fresh = [&] {
+    if (!path.empty()) {  // the trainer ends the session (reward, DELETE), as in BM_GatewayRouteCpu
+      const std::string session_path = path.substr(0, path.find("/v1/chat/completions"));
+      client.call("POST", session_path + "/reward", R"({"reward": 1})");
+      client.call("DELETE", session_path, "");
+    }
     path = "/v1/sessions/bench-" + std::to_string(session++) + "/v1/chat/completions";
     messages = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
                             {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
@@ -295,7 +304,25 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
   const bool created = !conversations.count(row);
   Conversation& c = conversations[row];
   json& messages = c.messages;
+  // A trainer ends each session (its reward, then DELETE after the export), so that its memory goes back to
+  // the heap for the next one, as in a server's steady state (left alive, every session's first call
+  // faulted fresh pages in: about 50 per start on this VM). Untimed.
+  const auto end_session = [&] {
+    const std::string session_path = "/v1/sessions/" + std::string(c.parts.at(2));
+    for (const bool reward : {true, false}) {
+      server::HttpCall call;
+      call.method = reward ? "POST" : "DELETE";
+      call.target = reward ? session_path + "/reward" : session_path;
+      const std::string body = R"({"reward": 1})";
+      if (reward) call.body = body;
+      std::vector<std::string_view> parts = {"v1", "sessions", c.parts.at(2)};
+      if (reward) parts.push_back("reward");
+      const server::HttpAnswer answer = s.gateway->route(call, parts);
+      if (answer.status != 200) state.SkipWithError(("ending a session failed: " + answer.body).c_str());
+    }
+  };
   const auto fresh = [&] {
+    if (!c.parts.empty()) end_session();
     c.path = "/v1/sessions/cpu-" + row + "-" + std::to_string(c.session++) +
              (anthropic   ? "/v1/messages"
               : responses ? "/v1/responses"
@@ -569,6 +596,40 @@ void BM_UpstreamAnswerParse(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_UpstreamAnswerParse);
+
+// A prompt's 8192 ids written as JSON text, as a session's first call writes them (server/gateway/
+// prompt_ids_text.h): std::to_chars per id (the baseline, what it used) against put_decimal
+// (engine/json_escape.h). Arg: the vocabulary the ids are drawn from (256: the byte tokenizer; 151,669:
+// Qwen3's).
+template <bool kPutDecimal>
+void id_text(benchmark::State& state) {
+  std::mt19937 rng(5);
+  std::vector<TokenId> ids(8192);
+  for (TokenId& id : ids) id = static_cast<TokenId>(rng() % static_cast<uint32_t>(state.range(0)));
+  std::string text(ids.size() * 12 + 2, '\0');
+  for (auto _ : state) {
+    char* out = text.data();
+    *out++ = '[';
+    for (size_t i = 0; i < ids.size(); ++i) {
+      *out = ',';
+      out += i != 0;
+      out = kPutDecimal ? put_decimal(out, static_cast<uint32_t>(ids[i]))
+                        : std::to_chars(out, text.data() + text.size(), ids[i]).ptr;
+    }
+    *out++ = ']';
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(ids.size()));
+}
+void BM_IdTextToChars(benchmark::State& state) {
+  id_text<false>(state);
+}
+BENCHMARK(BM_IdTextToChars)->Arg(256)->Arg(151669);
+void BM_IdTextPutDecimal(benchmark::State& state) {
+  id_text<true>(state);
+}
+BENCHMARK(BM_IdTextPutDecimal)->Arg(256)->Arg(151669);
 
 // The completion the answer benchmarks write: a 14-token turn at an 8k-token context.
 server::gateway::Completion bench_completion() {

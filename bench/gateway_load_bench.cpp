@@ -212,6 +212,7 @@ void BM_GatewayThroughput(benchmark::State& state) {
   const bool direct = state.range(1) == 1;
   const bool trainer_ends_sessions = state.range(1) == 3;
   keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
+  merge_small_blocks_on_free();
   server::HttpOptions http;
   http.max_body_bytes = 64u << 20;
   WideStack wide(0, http);

@@ -76,6 +76,7 @@ enum class Encoder { kOurs, kProtobuf, kBinary };
 
 void BM_ExportEncode(benchmark::State& state, Encoder encoder) {
   keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
+  merge_small_blocks_on_free();
   const proto::ExportResponse response = export_of_two_segments();
   google::protobuf::util::JsonPrintOptions options;
   options.always_print_primitive_fields = true;

@@ -196,8 +196,10 @@ int serve_command(const std::vector<std::string>& args) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanished is an error code, never a signal
   server::EpisodeService episodes(service);
   // Request and answer buffers of 100 KiB and more, built and freed per request: without this glibc gives
-  // them back to the kernel each time (engine/heap.h).
+  // them back to the kernel each time; and each call's small blocks are merged as they are freed rather than
+  // all at once by the next large request (engine/heap.h).
   keep_freed_memory();
+  merge_small_blocks_on_free();
   std::unique_ptr<server::gateway::Gateway> gateway;
   if (!llm_url.empty()) {
     gw.upstream.base_url = llm_url;

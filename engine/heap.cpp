@@ -19,4 +19,11 @@ void keep_freed_memory() {
 #endif
 }
 
+void merge_small_blocks_on_free() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] { mallopt(M_MXFAST, 0); });
+#endif
+}
+
 }  // namespace crl

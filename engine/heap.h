@@ -16,4 +16,14 @@ namespace crl {
 // M_TRIM_THRESHOLD 1 GiB, M_TOP_PAD 16 MiB (the heap grows in steps of 16 MiB, not per request).
 void keep_freed_memory();
 
+// For a server whose every request frees many small blocks and then asks for a large one (the gateway: a
+// call's JSON nodes, strings and vectors, then the next call's body or id text). glibc keeps small freed
+// blocks beyond the per-thread cache in its fast bins, unmerged, until a large request merges them all at
+// once (malloc_consolidate: about 10% of a gateway call's user-space instructions, bench/RESULTS.md).
+// M_MXFAST 0 turns the fast bins off, so such blocks are merged as they are freed: 90.0k instead of 100.3k
+// instructions per steady gateway call (callgrind). `crl serve` applies it with keep_freed_memory(); the
+// training processes do not (their allocation pattern was not measured to gain). Idempotent and
+// thread-safe; a no-op where the C library is not glibc.
+void merge_small_blocks_on_free();
+
 }  // namespace crl

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <span>
 
+#include "engine/json_escape.h"
+
 namespace crl::server::gateway {
 
 namespace {
@@ -34,6 +36,7 @@ std::string_view PromptIdsText::text(const PromptView& prompt, uint64_t generati
     spans_.clear();
   }
   last_written_ = 0;
+  size_t written = ids_;  // (a local: the char stores below could alias a member, reloaded per id)
   for (size_t s = from; s < spans.size(); ++s) {
     // Written in place, a block of ids at a time: room for the widest id and its comma each, cut to what was
     // written (an append per id took about three times the instructions: callgrind, bench/RESULTS.md eighth
@@ -45,17 +48,19 @@ std::string_view PromptIdsText::text(const PromptView& prompt, uint64_t generati
       const size_t at = text_.size();
       text_.resize(at + n * kMaxIdChars);
       char* out = text_.data() + at;
-      char* const end = text_.data() + text_.size();
       for (const TokenId id : ids.subspan(block, n)) {
-        if (ids_ > 0) *out++ = ',';
-        out = std::to_chars(out, end, id).ptr;
-        ++ids_;
+        *out = ',';  // kept by the step past it unless this is the first id
+        out += written != 0;
+        ++written;
+        out = id >= 0 ? put_decimal(out, static_cast<uint32_t>(id))
+                      : std::to_chars(out, out + kMaxIdChars, id).ptr;
       }
       text_.resize(static_cast<size_t>(out - text_.data()));
     }
     last_written_ += ids.size();
     spans_.push_back(spans[s]);
   }
+  ids_ = written;
   text_ += ']';
   cached_ = true;
   generation_ = generation;
