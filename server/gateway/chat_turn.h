@@ -27,6 +27,7 @@ struct ChatTurn {
   int top_logprobs = 0;               // alternatives per sampled token to ask the upstream for
   std::string json_schema;            // structured output (response_format): the schema's JSON text, or empty
   ToolChoice tool_choice;             // how the answer's tool calls are read, or forced (tool_choice.h)
+  std::string template_kwargs;        // vLLM's and SGLang's chat_template_kwargs as JSON text, or empty
 };
 
 // What a call asks to see of its sampled tokens' log-probs (OpenAI's chat `logprobs`, the completions'

@@ -177,6 +177,7 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
   }
   shared_.reasoning_format = resolve_reasoning_format(options_.reasoning_parser, *tokenizer);
   shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat, answer_ends, guarded);
+  template_kwargs_ = std::make_unique<TemplateKwargsCheck>(chat);
   shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat), harmony);
   // Plain completions: the window is the harness's text with no turn text around it; the summary instruction
   // and resume preface are plain paragraphs; the end-of-turn token still stops a summary.
@@ -359,6 +360,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   const bool decoded = !session;
   if (decoded) {
     request = decode(call.body, first);
+    template_kwargs_->check(request.turn.template_kwargs);
     constrain_to_calls(request.turn, shared_.tool_format);
     session = find_or_create(id);
   }
@@ -378,7 +380,10 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
       if (session.ended()) session.kept_request().clear();  // a call after the reward keeps nothing
     }
   } give_back{*session, request.turn};
-  if (!decoded) constrain_to_calls(request.turn, shared_.tool_format);
+  if (!decoded) {
+    template_kwargs_->check(request.turn.template_kwargs);
+    constrain_to_calls(request.turn, shared_.tool_format);
+  }
   return session->chat(request.turn);
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "server/gateway/gateway_session.h"
+#include "server/gateway/template_kwargs.h"
 #include "server/router.h"
 
 namespace crl::server::gateway {
@@ -93,6 +94,8 @@ class Gateway {
 
   GatewayOptions options_;
   GatewayShared shared_;
+  std::unique_ptr<TemplateKwargsCheck>
+      template_kwargs_;  // chat_template_kwargs' verdicts (template_kwargs.h)
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<GatewaySession>> sessions_;
 };

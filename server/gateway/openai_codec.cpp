@@ -272,6 +272,13 @@ void read_chat_fields(JsonView request, ChatRequest& out, KeptRequest* kept) {
   read_tools(request, openai_tools, kept, out.turn);
   read_common(request, out);
   out.turn.tool_choice = read_openai_tool_choice(request);
+  if (const JsonView kwargs = request.find("chat_template_kwargs"); !kwargs.is_none()) {
+    if (!kwargs.is_object()) {
+      throw bad_request("bad_field", "chat_template_kwargs must be an object of the template's variables",
+                        "chat_template_kwargs");
+    }
+    if (kwargs.size() > 0) out.turn.template_kwargs = std::string(kwargs.raw());
+  }
   out.logprobs.on = flag(request, "logprobs").value_or(false);
   out.turn.top_logprobs = alternatives(request, "top_logprobs").value_or(0);
   if (out.turn.top_logprobs > 0 && !out.logprobs.on)

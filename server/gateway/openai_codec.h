@@ -11,9 +11,10 @@
 // prompt_token_ids and token_ids, see AnswerExtras), response_format (text | json_object | json_schema with
 // json_schema.schema: constrained decoding asked of the upstream for this call's answer, never for a
 // summary), tool_choice and parallel_tool_calls (tool_choice.h: none, auto, or required / a named
-// function enforced by constrained decoding), stop (a string or a list, passed upstream), and the fields
-// harnesses send that change nothing here (seed: sampling seeds come from the session's stream keys; user).
-// Plain completions (POST .../v1/completions): prompt (one string: the whole text so far),
+// function enforced by constrained decoding), chat_template_kwargs (an object: accepted when it changes
+// nothing the template writes, else a 400: template_kwargs.h), stop (a string or a list, passed upstream),
+// and the fields harnesses send that change nothing here (seed: sampling seeds come from the session's stream
+// keys; user). Plain completions (POST .../v1/completions): prompt (one string: the whole text so far),
 // max_tokens, temperature, top_p, top_k, stop, stream, model, n (1), logprobs (K in 0..20: tokens,
 // token_logprobs, text_offset and top_logprobs holding the sampled token and the K most likely, as vLLM),
 // return_tokens_as_token_ids, return_token_ids, response_format; answered as `text_completion` objects or,

