@@ -9,9 +9,9 @@
 // refuses the others with a 400 naming `chat_template_kwargs`: what "changes nothing" means is a probe
 // conversation (system, user, assistant, user, with the generation prompt) rendered with and without them.
 // `enable_thinking: true` on Qwen3, or a variable the template never reads, passes; `enable_thinking:
-// false` does not, and says to serve a template with that setting instead. The built-in templates read no
-// variables, so every kwargs object passes there. Verdicts are kept per distinct kwargs text (a harness
-// sends the same object every call), at most 256.
+// false` does not, and the error says what to do instead (/no_think in the system prompt). The built-in
+// templates read no variables, so every kwargs object passes there. Verdicts are kept per distinct kwargs
+// text (a harness sends the same object every call), at most 256.
 #include <map>
 #include <mutex>
 #include <string>
