@@ -358,10 +358,14 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   std::shared_ptr<GatewaySession> session = existing(id);
   KeptRequest first;
   const bool decoded = !session;
-  if (decoded) {
-    request = decode(call.body, first);
+  // What the request asks of the template and of the answer's form, checked before the session sees it.
+  const auto check_asks = [&] {
     template_kwargs_->check(request.turn.template_kwargs);
     constrain_to_calls(request.turn, shared_.tool_format);
+  };
+  if (decoded) {
+    request = decode(call.body, first);
+    check_asks();
     session = find_or_create(id);
   }
   SessionLock lock(*session);
@@ -380,10 +384,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
       if (session.ended()) session.kept_request().clear();  // a call after the reward keeps nothing
     }
   } give_back{*session, request.turn};
-  if (!decoded) {
-    template_kwargs_->check(request.turn.template_kwargs);
-    constrain_to_calls(request.turn, shared_.tool_format);
-  }
+  if (!decoded) check_asks();
   return session->chat(request.turn);
 }
 
