@@ -34,8 +34,7 @@ std::string TemplateKwargsCheck::verdict(const std::string& kwargs) const {
          "): the gateway renders every call of a session with the template's own variables, so that its "
          "windows extend each other; set them in the template itself (gpt-oss's reasoning_effort), or, for "
          "Qwen3's enable_thinking: false, put /no_think in the system prompt (the model then writes its "
-         "empty "
-         "think block itself)";
+         "empty think block itself)";
 }
 
 void TemplateKwargsCheck::check(const std::string& kwargs) const {
