@@ -114,7 +114,8 @@ int serve_command(const std::vector<std::string>& args) {
       "tool-call-parser", po::value(&gw.tool_call_parser)->default_value(gw.tool_call_parser),
       "how the model writes tool calls, read back into the harness's tool_calls (vLLM's and SGLang's "
       "names): auto (as the chat template writes a call) | hermes (Qwen2.5/Qwen3, the built-in chatml) | "
-      "llama3_json | deepseek_v3 | qwen3_coder | harmony (gpt-oss: answers stop on <|call|> and <|return|>)")(
+      "llama3_json | deepseek_v3 | qwen3_coder | pythonic (Llama 3.2-4) | harmony (gpt-oss: answers stop on "
+      "<|call|> and <|return|>)")(
       "reasoning-parser", po::value(&gw.reasoning_parser)->default_value(gw.reasoning_parser),
       "how a reasoning model's thinking is kept out of the harness's content (shown as reasoning_content): "
       "auto (think when the tokenizer has </think>) | none | think (Qwen3, QwQ, DeepSeek-R1: the text up to "

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "server/gateway/python_calls.h"
 
 namespace crl::server::gateway {
 
@@ -76,6 +77,23 @@ AssistantReply read_llama3_json(std::string_view text, const std::string& id_pre
     start = rest.find_first_not_of(kSpace, next + 1);             // past the ";"
     if (start == std::string_view::npos) return text_only(text);  // a trailing ";" promises another call
   }
+  return reply;
+}
+
+// pythonic: the whole answer is a Python list of calls (python_calls.h), inside Llama 4's python tags
+// when it writes them.
+AssistantReply read_pythonic(std::string_view text, const std::string& id_prefix) {
+  std::string_view rest = trim_blanks(text);
+  if (consume(rest, "<|python_start|>")) {
+    if (!rest.ends_with("<|python_end|>")) return text_only(text);
+    rest.remove_suffix(std::string_view("<|python_end|>").size());
+  }
+  const std::optional<std::vector<PythonCall>> calls = read_python_calls(rest);
+  if (!calls) return text_only(text);
+  AssistantReply reply;
+  for (const PythonCall& call : *calls)
+    reply.tool_calls.push_back(
+        make_call(call.name, call.arguments.dump(), id_prefix, reply.tool_calls.size()));
   return reply;
 }
 
@@ -256,6 +274,7 @@ constexpr FormatName kNames[] = {
     {"deepseek_v3", ToolCallFormat::kDeepSeekV3}, {"deepseekv3", ToolCallFormat::kDeepSeekV3},
     {"qwen3_coder", ToolCallFormat::kQwen3Coder}, {"harmony", ToolCallFormat::kHarmony},
     {"openai", ToolCallFormat::kHarmony},         {"gpt-oss", ToolCallFormat::kHarmony},
+    {"pythonic", ToolCallFormat::kPythonic},
 };
 
 // The probe conversation in one of the conventions (see render_probe_conversation).
@@ -302,6 +321,8 @@ const char* tool_call_format_name(ToolCallFormat format) {
       return "qwen3_coder";
     case ToolCallFormat::kHarmony:
       return "harmony";
+    case ToolCallFormat::kPythonic:
+      return "pythonic";
   }
   return "hermes";
 }
@@ -336,6 +357,7 @@ ToolCallFormat detect_tool_call_format(const ChatTemplate& chat) {
   if (text.find("<function=crlprobe>") != std::string::npos) return ToolCallFormat::kQwen3Coder;
   if (text.find("<｜tool▁sep｜>crlprobe") != std::string::npos) return ToolCallFormat::kDeepSeekV3;
   if (text.find("<tool_call>") != std::string::npos) return ToolCallFormat::kHermes;
+  if (text.find("crlprobe(crlprobearg=") != std::string::npos) return ToolCallFormat::kPythonic;
   if (text.find("\"name\": \"crlprobe\"") != std::string::npos &&
       text.find("\"parameters\"") != std::string::npos)
     return ToolCallFormat::kLlama3Json;
@@ -368,7 +390,7 @@ ToolCallFormat resolve_tool_call_format(std::string_view name, const ChatTemplat
       "option --tool-call-parser", "",
       "value " + quote(name) +
           " is not one of auto, hermes (or qwen25), llama3_json (or llama3), deepseek_v3 (or deepseekv3), "
-          "qwen3_coder, harmony (or openai, gpt-oss)");
+          "qwen3_coder, pythonic, harmony (or openai, gpt-oss)");
 }
 
 AssistantReply read_reply(ToolCallFormat format, std::string_view text, const std::string& id_prefix,
@@ -384,6 +406,8 @@ AssistantReply read_reply(ToolCallFormat format, std::string_view text, const st
       return read_qwen3_coder(text, id_prefix, tools);
     case ToolCallFormat::kHarmony:
       return read_harmony(text, id_prefix);
+    case ToolCallFormat::kPythonic:
+      return read_pythonic(text, id_prefix);
   }
   return parse_reply(text, id_prefix);
 }

@@ -29,9 +29,15 @@
 //               (not the template's <|end|>, which closes the analysis) and resumes from a summary's last
 //               message (harness_env.h).
 //
-// For llama3_json, deepseek_v3, qwen3_coder and harmony an answer is either content plus calls that all read,
-// or text as a whole (a call with bad JSON or no name makes the answer text, as the harness then sees it): a
-// policy gets no tool call for half a call.
+//  pythonic     Llama 3.2 / 3.3 / 4 with vLLM's pythonic templates: the whole answer is a Python list of
+//               calls with keyword arguments, "[get_weather(city='Paris', days=2), now()]" (Llama 4's
+//               "<|python_start|>" ... "<|python_end|>" around it also read). Arguments are Python
+//               literals: strings ('...' or "...", with \n \t \\ \' \" \uXXXX escapes), integers,
+//               floats, True, False, None, lists and dicts of them; they become the call's JSON arguments.
+//
+// For llama3_json, deepseek_v3, qwen3_coder, pythonic and harmony an answer is either content plus calls that
+// all read, or text as a whole (a call with bad JSON or no name makes the answer text, as the harness then
+// sees it): a policy gets no tool call for half a call.
 //
 // `auto` picks the format by how the chat template itself writes an assistant's tool call (a probe call
 // rendered once at start): the formats above, or hermes when the template writes none of them (the
@@ -46,7 +52,7 @@
 
 namespace crl::server::gateway {
 
-enum class ToolCallFormat { kHermes, kLlama3Json, kDeepSeekV3, kQwen3Coder, kHarmony };
+enum class ToolCallFormat { kHermes, kLlama3Json, kDeepSeekV3, kQwen3Coder, kHarmony, kPythonic };
 
 // The format's name as --tool-call-parser takes it (vLLM's spelling).
 const char* tool_call_format_name(ToolCallFormat format);

@@ -83,6 +83,7 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
     return "Listing.\n<tool_call>\n<function=shell>\n<parameter=cmd>\nls "
            "-la\n</parameter>\n<parameter=n>\n3\n"
            "</parameter>\n</function>\n</tool_call>";
+  if (tail.find("PYTHONCALL") != std::string_view::npos) return "[shell(cmd='ls -la', n=3)]";
   if (tail.find("DEEPSEEKCALL") != std::string_view::npos)
     return "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>shell\n```json\n{\"cmd\": \"ls "
            "-la\"}"

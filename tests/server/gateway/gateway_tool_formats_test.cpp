@@ -48,6 +48,12 @@ const std::vector<Format>& formats() {
        "{{ c.function.arguments | tojson }}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
        "",
        {{"cmd", "ls -la"}}},
+      {"pythonic",
+       "PYTHONCALL",
+       "[{{ c.function.name }}({% for k, v in c.function.arguments | items %}{{ k }}={{ v | tojson }}"
+       "{% if not loop.last %}, {% endif %}{% endfor %})]",
+       "",
+       {{"cmd", "ls -la"}, {"n", 3}}},
   };
   return all;
 }
@@ -115,7 +121,7 @@ TEST_P(GatewayToolFormats, ReadAsHermesTheSameAnswerIsText) {
   EXPECT_NE(answer["choices"][0]["message"]["content"].get<std::string>().find("shell"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, GatewayToolFormats, ::testing::Range<size_t>(0, 3),
+INSTANTIATE_TEST_SUITE_P(Formats, GatewayToolFormats, ::testing::Range<size_t>(0, 4),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            return formats()[info.param].name;
                          });

@@ -161,6 +161,32 @@ TEST(ToolCallFormat, HarmonyReadsTheMessagesByChannelAndRecipient) {
   }
 }
 
+// pythonic: the whole answer is a Python list of keyword-argument calls with literal values (Llama 4's
+// python tags around it read too); anything else is the answer's text, whole.
+TEST(ToolCallFormat, PythonicReadsAListOfCallsWithLiteralArguments) {
+  const AssistantReply reply =
+      read(ToolCallFormat::kPythonic,
+           " [get_weather(city='Zürich', days=2, metric=True, note=None),\n now(), "
+           "edit(lines=[1, 2.5, -3], opts={'a': (1, 'x'), \"b\": \"q\\\"\\n\\u00e9\"}, path='it\\'s')] ");
+  EXPECT_EQ(calls(reply),
+            (Calls{R"(get_weather {"city":"Zürich","days":2,"metric":true,"note":null})", "now {}",
+                   R"(edit {"lines":[1,2.5,-3],"opts":{"a":[1,"x"],"b":"q\"\né"},"path":"it's"})"}));
+  EXPECT_EQ(reply.content, "");
+  EXPECT_EQ(reply.tool_calls[1].id, "call_7_1_1");
+  EXPECT_EQ(calls(read(ToolCallFormat::kPythonic, "<|python_start|>[shell(cmd=\"ls\")]<|python_end|>")),
+            (Calls{R"(shell {"cmd":"ls"})"}));
+  for (const std::string& text : std::vector<std::string>{
+           "[]", "I will call shell(cmd='ls').", "[shell('ls')]", "[shell(cmd='ls', cmd='rm')]",
+           "[shell(cmd=ls)]", "[shell(cmd='ls')] and more", "[shell(cmd='ls'", "[os.system(cmd='ls')]",
+           "[shell(cmd=1 + 2)]", "[shell(cmd={1: 'a'})]", "[shell(cmd='\\ud800')]", "[shell(cmd='a\nb')]",
+           "<|python_start|>[shell(cmd='ls')]",
+           "[shell(cmd=" + std::string(100, '[') + std::string(100, ']') + ")]"}) {
+    const AssistantReply text_reply = read(ToolCallFormat::kPythonic, text);
+    EXPECT_TRUE(text_reply.tool_calls.empty()) << text;
+    EXPECT_EQ(text_reply.content, text);
+  }
+}
+
 TEST(ToolCallFormat, HermesIsTheBuiltInRule) {
   const std::string text = "ok\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
   const auto reply = read(ToolCallFormat::kHermes, text);
@@ -235,6 +261,9 @@ TEST(ToolCallFormat, AutoFindsTheFormatTheTemplateWritesCallsIn) {
   EXPECT_EQ(detect("<｜tool▁call▁begin｜>function<｜tool▁sep｜>{{ c.function.name }}\n```json\n"
                    "{{ c.function.arguments }}\n```<｜tool▁call▁end｜>"),
             ToolCallFormat::kDeepSeekV3);
+  EXPECT_EQ(detect("[{{ c.function.name }}({% for k, v in c.function.arguments | items %}{{ k }}="
+                   "{{ v | tojson }}{% endfor %})]"),
+            ToolCallFormat::kPythonic);
   EXPECT_EQ(detect("{{ raise_exception('no calls here') }}"), ToolCallFormat::kHermes);
 
   namespace fs = std::filesystem;
