@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "engine/jinja/template_error.h"
+#include "engine/python_escape.h"
 #include "engine/unicode_data.h"
 
 namespace crl::jinja {
@@ -215,72 +216,9 @@ class Lexer {
         continue;
       }
       if (pos_ >= source_.size()) continue;
-      const char e = source_[pos_++];
-      auto hex = [&](int n) {
-        uint32_t cp = 0;
-        for (int k = 0; k < n; ++k) {
-          if (pos_ >= source_.size() || !isxdigit(static_cast<unsigned char>(source_[pos_])))
-            fail("truncated \\x, \\u or \\U escape in a string literal");
-          const char h = source_[pos_++];
-          cp = cp * 16 + static_cast<uint32_t>(is_digit(h) ? h - '0' : (h | 0x20) - 'a' + 10);
-        }
-        unicode::append_utf8(out, static_cast<char32_t>(cp));
-      };
-      switch (e) {
-        case 'n':
-          out += '\n';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 'a':
-          out += '\a';
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'v':
-          out += '\v';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '\'':
-          out += '\'';
-          break;
-        case '"':
-          out += '"';
-          break;
-        case '\n':
-          ++line_;
-          break;  // a line continuation
-        case 'x':
-          hex(2);
-          break;
-        case 'u':
-          hex(4);
-          break;
-        case 'U':
-          hex(8);
-          break;
-        default:
-          if (e >= '0' && e <= '7') {
-            uint32_t cp = static_cast<uint32_t>(e - '0');
-            for (int k = 0; k < 2 && pos_ < source_.size() && source_[pos_] >= '0' && source_[pos_] <= '7';
-                 ++k)
-              cp = cp * 8 + static_cast<uint32_t>(source_[pos_++] - '0');
-            unicode::append_utf8(out, static_cast<char32_t>(cp));
-          } else {
-            out += '\\';
-            out += e;
-          }
-      }
+      if (source_[pos_] == '\n') ++line_;  // a line continuation
+      if (!append_python_escape(source_, pos_, out))
+        fail("truncated \\x, \\u or \\U escape in a string literal");
     }
     tokens_.push_back(Token{Token::Type::kString, std::move(out), start_line});
   }

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "engine/unicode_data.h"
+#include "engine/python_escape.h"
 #include "wire/utf8.h"
 
 namespace crl::server::gateway {
@@ -170,7 +170,8 @@ class Reader {
     return true;
   }
 
-  // A quoted string with Python's escapes; the result must be valid UTF-8 (JSON text).
+  // A quoted string with Python's escapes (engine/python_escape.h); the result must be valid UTF-8 (JSON
+  // text: a lone surrogate escape is refused here).
   bool string(std::string& out) {
     const char quote = text_[pos_++];
     while (pos_ < text_.size()) {
@@ -181,45 +182,7 @@ class Reader {
         out += c;
         continue;
       }
-      if (pos_ >= text_.size()) return false;
-      const char e = text_[pos_++];
-      switch (e) {
-        case 'n':
-          out += '\n';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case '0':
-          out += '\0';
-          break;
-        case '\\':
-          out += '\\';
-          break;
-        case '\'':
-          out += '\'';
-          break;
-        case '"':
-          out += '"';
-          break;
-        case 'x':
-        case 'u': {
-          const size_t n = e == 'x' ? 2 : 4;
-          if (pos_ + n > text_.size()) return false;
-          uint32_t code = 0;
-          const auto [end, error] = std::from_chars(text_.data() + pos_, text_.data() + pos_ + n, code, 16);
-          if (error != std::errc() || end != text_.data() + pos_ + n) return false;
-          if (code >= 0xD800 && code <= 0xDFFF) return false;  // a lone surrogate is no character
-          pos_ += n;
-          unicode::append_utf8(out, static_cast<char32_t>(code));
-          break;
-        }
-        default:
-          return false;
-      }
+      if (!append_python_escape(text_, pos_, out)) return false;
     }
     return false;
   }
