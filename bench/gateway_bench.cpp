@@ -21,26 +21,16 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "bench/gateway_bench_support.h"
 #include "engine/heap.h"
-#include "engine/json_escape.h"
-#include "engine/json_reader.h"
 #include "engine/tokenizer.h"
-#include "policies/llm/llm_api.h"
-#include "server/gateway/anthropic_codec.h"
-#include "server/gateway/chat_messages.h"
 #include "server/gateway/gateway.h"
-#include "server/gateway/openai_answer.h"
-#include "server/gateway/openai_codec.h"
-#include "server/gateway/responses_codec.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/server/http_client.h"
 #include "tests/server/test_server.h"
@@ -532,183 +522,5 @@ void BM_GatewayRouteCpuQwen3(benchmark::State& state) {
   route_cpu(state, s, content);
 }
 BENCHMARK(BM_GatewayRouteCpuQwen3)->UseRealTime()->MinTime(1.0);
-
-// A chat body of an 8k-token context (~8.9 KB, 40 messages), the harness's request.
-std::string chat_body_8k() {
-  json messages = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
-                               {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
-  for (int i = 0; i < 20; ++i) {
-    messages.push_back({{"role", "assistant"}, {"content", "ok, next step"}});
-    messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
-  }
-  return json{{"messages", messages}}.dump();
-}
-
-// Baseline: the shared nlohmann-based reader (engine/json_reader.h) on the body, into a DOM.
-void BM_ChatBodyNlohmannDom(benchmark::State& state) {
-  const std::string body = chat_body_8k();
-  for (auto _ : state) benchmark::DoNotOptimize(read_json(body, "the request body"));
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
-}
-BENCHMARK(BM_ChatBodyNlohmannDom);
-
-// The gateway's decoding of the same body into its messages (server/gateway/openai_codec.h).
-void BM_ChatBodyDecode(benchmark::State& state) {
-  const std::string body = chat_body_8k();
-  for (auto _ : state) benchmark::DoNotOptimize(server::gateway::parse_chat_request(body));
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
-}
-BENCHMARK(BM_ChatBodyDecode);
-
-// The keys of the same body's messages, computed on every call to see whether the harness kept its history
-// (server/gateway/chat_messages.h): a pass over every byte, beside the decoding's pass above.
-void BM_ChatMessageKeys(benchmark::State& state) {
-  const std::string body = chat_body_8k();
-  const server::gateway::ChatRequest request = server::gateway::parse_chat_request(body);
-  for (auto _ : state) {
-    for (const auto& message : request.turn.messages)
-      benchmark::DoNotOptimize(server::gateway::message_key(message));
-  }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
-}
-BENCHMARK(BM_ChatMessageKeys);
-
-// The stand-in's answer to one turn (14 tokens with their log-probs), as the gateway's upstream call reads
-// it.
-void BM_UpstreamAnswerParse(benchmark::State& state) {
-  json ids = json::array(), logprobs = json::array();
-  for (int i = 0; i < 14; ++i) {
-    ids.push_back(100 + i);
-    logprobs.push_back({-0.25 - i / 1024.0, 100 + i, nullptr});
-  }
-  const std::string body = json{
-      {"text", "ok, next step<|im_end|>"},
-      {"output_ids", ids},
-      {"meta_info",
-       {{"id", "bench"},
-        {"finish_reason", {{"type", "stop"}, {"matched", 258}}},
-        {"prompt_tokens", 8000},
-        {"completion_tokens", 14},
-        {"cached_tokens", 7900},
-        {"output_token_logprobs",
-         logprobs}}}}.dump();
-  for (auto _ : state) benchmark::DoNotOptimize(llm::parse_response(llm::ApiKind::kSglang, body, 0));
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_UpstreamAnswerParse);
-
-// A prompt's 8192 ids written as JSON text, as a session's first call writes them (server/gateway/
-// prompt_ids_text.h): std::to_chars per id (the baseline, what it used) against put_decimal
-// (engine/json_escape.h). Arg: the vocabulary the ids are drawn from (256: the byte tokenizer; 151,669:
-// Qwen3's).
-template <bool kPutDecimal>
-void id_text(benchmark::State& state) {
-  std::mt19937 rng(5);
-  std::vector<TokenId> ids(8192);
-  for (TokenId& id : ids) id = static_cast<TokenId>(rng() % static_cast<uint32_t>(state.range(0)));
-  std::string text(ids.size() * 12 + 2, '\0');
-  for (auto _ : state) {
-    char* out = text.data();
-    *out++ = '[';
-    for (size_t i = 0; i < ids.size(); ++i) {
-      *out = ',';
-      out += i != 0;
-      out = kPutDecimal ? put_decimal(out, static_cast<uint32_t>(ids[i]))
-                        : std::to_chars(out, text.data() + text.size(), ids[i]).ptr;
-    }
-    *out++ = ']';
-    benchmark::DoNotOptimize(out);
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(ids.size()));
-}
-void BM_IdTextToChars(benchmark::State& state) {
-  id_text<false>(state);
-}
-BENCHMARK(BM_IdTextToChars)->Arg(256)->Arg(151669);
-void BM_IdTextPutDecimal(benchmark::State& state) {
-  id_text<true>(state);
-}
-BENCHMARK(BM_IdTextPutDecimal)->Arg(256)->Arg(151669);
-
-// The completion the answer benchmarks write: a 14-token turn at an 8k-token context.
-server::gateway::Completion bench_completion() {
-  server::gateway::Completion c;
-  c.id = "chatcmpl-bench-12-0";
-  c.created = 1764650000;
-  c.reply.content = "ok, next step";
-  c.finish_reason = "stop";
-  c.prompt_tokens = 8000;
-  c.completion_tokens = 14;
-  c.cached_tokens = 7900;
-  return c;
-}
-
-// The answer the harness gets, per API and mode (arg): 0 chat.completion, 1 its server-sent events, 2 an
-// Anthropic message, 3 its events (Claude Code streams every call), 4 a Responses API response, 5 its events
-// (Codex streams every call).
-void BM_AnswerWrite(benchmark::State& state) {
-  const server::gateway::Completion c = bench_completion();
-  const std::string model = "crl-gateway";
-  for (auto _ : state) {
-    switch (state.range(0)) {
-      case 0:
-        benchmark::DoNotOptimize(server::gateway::chat_completion_json(c, model));
-        break;
-      case 1:
-        benchmark::DoNotOptimize(server::gateway::chat_completion_sse(c, model, true));
-        break;
-      case 2:
-        benchmark::DoNotOptimize(server::gateway::anthropic_message_json(c, model));
-        break;
-      case 3:
-        benchmark::DoNotOptimize(server::gateway::anthropic_message_sse(c, model));
-        break;
-      case 4:
-        benchmark::DoNotOptimize(server::gateway::response_json(c, model));
-        break;
-      default:
-        benchmark::DoNotOptimize(server::gateway::response_sse(c, model));
-    }
-  }
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_AnswerWrite)->DenseRange(0, 5);
-
-// A chat answer that shows its tokens (arg), against the plain one in the same run: 0 plain, 1 `logprobs:
-// true` (14 entries), 2 with `top_logprobs: 5`, 3 `return_token_ids` with an 8k-token prompt (its id text
-// is copied from the session's). The token texts come from the byte tokenizer (one byte per token).
-void BM_AnswerWriteWithTokens(benchmark::State& state) {
-  server::gateway::Completion c = bench_completion();
-  for (int i = 0; i < 14; ++i) {
-    c.ids.push_back(static_cast<TokenId>(i < 13 ? c.reply.content[static_cast<size_t>(i)] : 258));
-    c.logprobs.push_back(-0.25f - static_cast<float>(i) / 1024.0f);
-    if (state.range(0) == 2) {
-      c.top.emplace_back();
-      for (int k = 0; k < 5; ++k)
-        c.top.back().push_back(llm::TopLogprob{97 + k, "", -0.5f - static_cast<float>(k)});
-    }
-  }
-  std::vector<TokenId> prompt(8000);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(1000 + i * 37 % 150000);
-  const std::string prompt_text = json(prompt).dump();
-  const auto tokenizer = make_tokenizer("byte");
-  const std::string model = "crl-gateway";
-  server::gateway::LogprobsAsk ask;
-  ask.on = state.range(0) == 1 || state.range(0) == 2;
-  const bool ids = state.range(0) == 3;
-  size_t bytes = 0;
-  for (auto _ : state) {
-    if (ids) c.prompt_ids = prompt_text;  // the copy the session makes for an answer that asks
-    const auto logprobs = server::gateway::token_logprobs(c, ask, *tokenizer);
-    const server::gateway::AnswerExtras extras{logprobs ? &*logprobs : nullptr, ids};
-    const std::string answer = server::gateway::chat_completion_json(c, model, extras);
-    bytes = answer.size();
-    benchmark::DoNotOptimize(answer);
-  }
-  state.counters["answer_bytes"] = static_cast<double>(bytes);
-  state.SetItemsProcessed(state.iterations());
-}
-BENCHMARK(BM_AnswerWriteWithTokens)->DenseRange(0, 3);
 
 }  // namespace

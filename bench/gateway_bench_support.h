@@ -1,7 +1,7 @@
 #pragma once
-// What bench/gateway_bench.cpp (one call at a time, the gateway's handler in process) and
-// bench/gateway_load_bench.cpp (many harnesses at once) share: the context size, percentiles, CPU clocks
-// and a harness's own /generate body. Both files build into bench_gateway.
+// What bench/gateway_bench.cpp (one call at a time, the gateway's handler in process),
+// gateway_codec_bench.cpp and bench/gateway_load_bench.cpp (many harnesses at once) share: the context size,
+// percentiles, CPU clocks and a harness's own /generate body. Both files build into bench_gateway.
 #include <time.h>
 #include <unistd.h>
 
