@@ -68,13 +68,14 @@ void BM_ChatMessageKeys(benchmark::State& state) {
 }
 BENCHMARK(BM_ChatMessageKeys);
 
-// The stand-in's answer to one turn (14 tokens with their log-probs), as the gateway's upstream call reads
-// it.
+// An SGLang answer to one turn (14 tokens with their log-probs), as the gateway's upstream call reads it. The
+// log-probs are float32 values written as Python writes the double they widen to (SGLang's way:
+// "-0.10000000149011612", 17 significant digits), the digits every real answer carries.
 void BM_UpstreamAnswerParse(benchmark::State& state) {
   json ids = json::array(), logprobs = json::array();
   for (int i = 0; i < 14; ++i) {
     ids.push_back(100 + i);
-    logprobs.push_back({-0.25 - i / 1024.0, 100 + i, nullptr});
+    logprobs.push_back({static_cast<double>(static_cast<float>(-0.1 - i / 1000.0)), 100 + i, nullptr});
   }
   const std::string body = json{
       {"text", "ok, next step<|im_end|>"},
