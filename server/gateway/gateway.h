@@ -74,9 +74,11 @@ class Gateway {
   std::shared_ptr<GatewaySession> existing(const std::string& id) const;  // null when unknown
   HttpAnswer create(const HttpCall& call);
   // A chat call of any API (chat completions, messages, responses): `decode` reads the body against the
-  // session's kept one (kept_request.h); `request` is what it decoded.
+  // session's kept one (kept_request.h); `request` is what it decoded. `responses_api`: the call continues
+  // and extends the session's chain of responses (response_chain.h).
   using KeptDecoder = CallRequest (*)(std::string_view body, KeptRequest& kept);
-  Completion kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode, CallRequest& request);
+  Completion kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode, CallRequest& request,
+                       bool responses_api = false);
   HttpAnswer chat(const HttpCall& call, const std::string& id);
   HttpAnswer completions(const HttpCall& call, const std::string& id);
   // The OpenAI answer (chat, or a plain completion) to `request`, with what it asked to see of its tokens.
@@ -85,7 +87,7 @@ class Gateway {
   // (Anthropic messages, Responses).
   using AnswerWriter = std::string (*)(const Completion& completion, const std::string& model);
   HttpAnswer kept_answer(const HttpCall& call, const std::string& id, KeptDecoder decode, AnswerWriter object,
-                         AnswerWriter stream);
+                         AnswerWriter stream, bool responses_api = false);
   HttpAnswer messages(const HttpCall& call, const std::string& id);
   HttpAnswer responses(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);

@@ -48,6 +48,7 @@
 #include "server/gateway/message_render.h"
 #include "server/gateway/prompt_ids_text.h"
 #include "server/gateway/reasoning_format.h"
+#include "server/gateway/response_chain.h"
 #include "server/gateway/tool_call_format.h"
 #include "server/gateway/upstream.h"
 #include "server/metrics.h"
@@ -118,6 +119,8 @@ class GatewaySession {
   const std::string& id() const { return id_; }
   // The session's last chat-completions body, decoded (kept_request.h); dropped when the rollout ends.
   KeptRequest& kept_request() { return kept_request_; }
+  // The Responses API's conversation as of the session's newest response (previous_response_id).
+  ResponseChain& response_chain() { return response_chain_; }
 
   // A fiber-aware lock (server/fiber_mutex.h): a call holds it across its upstream waits, on a fiber.
   FiberMutex mutex;
@@ -182,6 +185,7 @@ class GatewaySession {
   PromptIdsText ids_text_;              // the last forwarded prompt's id text (only new ids are written)
   uint64_t episode_generation_ = 0;     // bumped by make_episode: ids_text_ never outlives its arena
   KeptRequest kept_request_;
+  ResponseChain response_chain_;
 };
 
 }  // namespace crl::server::gateway

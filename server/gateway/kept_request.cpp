@@ -189,10 +189,23 @@ void KeptRequest::see_no_tools() {
   kept_tools_ok_ = false;  // until the body is kept
 }
 
+void KeptRequest::keep_tools_only(ChatTurn& turn) {
+  const bool tools = has_tools_;
+  clear_body();
+  has_tools_ = tools;
+  lent_ = tools_only_ = true;
+  lend_tools(turn);
+}
+
 void KeptRequest::lend(ChatTurn& turn) {
   lent_ = true;
+  tools_only_ = false;
   turn.messages = std::move(messages_);
   turn.keys = keys_;
+  lend_tools(turn);
+}
+
+void KeptRequest::lend_tools(ChatTurn& turn) {
   if (has_tools_) {
     turn.tools = std::move(tools_);
     turn.tools_key = tools_key_;
@@ -210,6 +223,10 @@ void KeptRequest::give_back(ChatTurn& turn) {
     tools_ = std::move(turn.tools);
     tools_valid_ = true;
   }
+  if (tools_only_) {
+    tools_only_ = false;
+    return;
+  }
   if (turn.messages.size() != message_count() ||
       body_.size() > kMaxKeptBytes) {  // not what was lent, or too large
     clear();
@@ -218,16 +235,21 @@ void KeptRequest::give_back(ChatTurn& turn) {
   messages_ = std::move(turn.messages);
 }
 
-void KeptRequest::clear() {
+void KeptRequest::clear_body() {
   valid_ = false;
-  lent_ = false;
+  lent_ = tools_only_ = false;
   body_.clear();
   body_.shrink_to_fit();
   layout_ = {};
   messages_ = {};
   keys_ = {};
   fields_ = {};
-  has_tools_ = tools_valid_ = kept_tools_ok_ = false;
+  kept_tools_ok_ = false;
+}
+
+void KeptRequest::clear() {
+  clear_body();
+  has_tools_ = tools_valid_ = false;
   tools_decoder_ = nullptr;
   tools_text_.clear();
   tools_text_.shrink_to_fit();

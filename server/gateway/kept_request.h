@@ -126,6 +126,11 @@ class KeptRequest {
   void see_tools(JsonView tools, ToolsDecoder decode);
   void see_no_tools();
 
+  // Keeps only the tools `see_tools` saw (the body's messages are not kept: an `input` string, or a
+  // Responses call that continues a response, whose messages the session's response chain holds) and lends
+  // them to `turn`: the next body decodes whole, its tools compared with these.
+  void keep_tools_only(ChatTurn& turn);
+
   // The decoded messages, their keys and the tools are lent to a call and given back after it (a call that
   // throws before giving them back leaves nothing kept: the next body decodes whole).
   void lend(ChatTurn& turn);
@@ -145,6 +150,8 @@ class KeptRequest {
               const std::vector<uint32_t>& new_counts, std::vector<Message>& new_messages,
               const std::vector<uint64_t>& new_keys);
   void keep_fields(const CallRequest& decoded);
+  void lend_tools(ChatTurn& turn);
+  void clear_body();  // everything but the tools' cache
   size_t message_count() const { return layout_.produced.empty() ? layout_.lead : layout_.produced.back(); }
 
   bool valid_ = false;  // body_, layout_, messages_ and fields_ describe the same body
@@ -163,6 +170,7 @@ class KeptRequest {
   uint64_t tools_key_ = 0;
   size_t tools_decoded_ = 0;
   bool lent_ = false;
+  bool tools_only_ = false;  // what is lent is only the tools (keep_tools_only)
   size_t last_repeated_ = 0;
   bool last_read_middle_ = false;
 };

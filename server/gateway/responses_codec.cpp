@@ -161,11 +161,16 @@ void refuse_if_present(JsonView request, const char* key, const char* why) {
 
 // Everything but the input and the tools.
 void read_fields(JsonView request, ResponsesRequest& out) {
-  constexpr const char* kStateless =
-      "the gateway keeps no responses; send the whole conversation as input (as with store: false)";
-  refuse_if_present(request, "previous_response_id", kStateless);
-  refuse_if_present(request, "conversation", kStateless);
-  refuse_if_present(request, "background", kStateless);
+  if (const JsonView previous = request.find("previous_response_id"); !previous.is_none()) {
+    if (!previous.is_string() || previous.string().empty())
+      throw bad_request("bad_field", "previous_response_id must be a response id (a non-empty string)",
+                        "previous_response_id");
+    out.previous_response_id = previous.string();
+  }
+  refuse_if_present(request, "conversation",
+                    "the gateway keeps no conversations objects; send the whole conversation as input, or "
+                    "continue a response with previous_response_id");
+  refuse_if_present(request, "background", "an answer is sampled while the call waits");
   if (const JsonView max = request.find("max_output_tokens"); !max.is_none()) {
     if (!max.is_integer() || max.integer() < 1)
       throw bad_request("bad_field", "max_output_tokens must be an integer >= 1", "max_output_tokens");
@@ -190,10 +195,9 @@ ResponsesRequest read_whole_responses(std::string_view body, MessagesLayout* lay
     if (!instructions.is_string())
       throw bad_request("bad_field", "instructions must be a string", "instructions");
     out.turn.messages.push_back(Message{MessageRole::kSystem, std::string(instructions.string()), {}, {}});
+    out.instruction_messages = 1;
   }
   const JsonView input = request.find("input");
-  // An input string keeps nothing (parse_responses_request): its tools are decoded here.
-  if (!input.is_array()) kept = nullptr;
   if (input.is_string()) {
     out.turn.messages.push_back(Message{MessageRole::kUser, std::string(input.string()), {}, {}});
   } else if (input.is_array()) {
@@ -231,8 +235,9 @@ ResponsesRequest parse_responses_request(std::string_view body, KeptRequest& kep
     MessagesLayout layout;
     layout.list_open = std::string_view::npos;
     out = read_whole_responses(body, &layout, &kept);
-    if (layout.list_open == std::string_view::npos) {  // `input` was a string: nothing to keep
-      kept.clear();
+    // `input` a string, or only what follows a response (response_chain.h): only the tools are kept.
+    if (layout.list_open == std::string_view::npos || !out->previous_response_id.empty()) {
+      kept.keep_tools_only(out->turn);
       return std::move(*out);
     }
     kept.keep_whole(body, BodyApi::kOpenAIResponses, std::move(layout), *out);
@@ -401,6 +406,12 @@ void put_output_index(std::string& out, size_t index) {
 }
 
 }  // namespace
+
+std::string response_id(const Completion& c) {
+  std::string out = "resp_";
+  out += id_suffix(c);
+  return out;
+}
 
 std::string response_json(const Completion& c, const std::string& model) {
   std::string out;

@@ -2,9 +2,10 @@
 // The OpenAI Responses API on the gateway's session machinery, for the harnesses that speak it (Codex CLI,
 // the OpenAI Agents SDK, and others built on the `responses.create` call):
 //   POST .../v1/responses   {model, instructions (a lead system message), input (a string: one user
-//                           message; or a list of items), tools [{"type": "function", name, description,
-//                           parameters}], tool_choice and parallel_tool_calls ("none": the answer is
-//                           text, never function_call; required and a named function enforced by
+//                           message; or a list of items), previous_response_id (the input continues
+//                           that response's conversation: response_chain.h), tools [{"type": "function",
+//                           name, description, parameters}], tool_choice and parallel_tool_calls ("none": the
+//                           answer is text, never function_call; required and a named function enforced by
 //                           constrained decoding: tool_choice.h), max_output_tokens,
 //                           temperature, top_p, top_k (vLLM's), stream, text.format (text | json_object |
 //                           json_schema with its schema: constrained decoding asked of the upstream)}
@@ -15,9 +16,11 @@
 // (output a string or text parts); a `reasoning` item is skipped (the window holds the sampled reasoning).
 // Refused with a 400 naming the field: other item types (item_reference and the built-in tools' calls need
 // state or tools the gateway does not have), image, file and audio parts, tools other than functions,
-// previous_response_id and conversation (the gateway is stateless per call: send the whole conversation,
-// as with store: false), background: true. Accepted and without effect: store, include, metadata,
-// reasoning, user, truncation, prompt_cache_key, service_tier, text.verbosity.
+// conversation (the gateway keeps no conversation objects: send the whole conversation, or chain with
+// previous_response_id), background: true, and a previous_response_id that is not the session's
+// (previous_response_not_found). Accepted and without effect: store (every call is recorded for training
+// either way), include, metadata, reasoning, user, truncation, prompt_cache_key, service_tier,
+// text.verbosity.
 //
 // The answer is a `response` object {created_at, error, id ("resp_..."), incomplete_details, model, object,
 // output, status, usage}: output holds a `reasoning` item (one reasoning_text part) when a thinking model's
@@ -47,6 +50,8 @@ ResponsesRequest parse_responses_request(std::string_view body);
 // when kept (give them back after the call). The answer and every error are the other's.
 ResponsesRequest parse_responses_request(std::string_view body, KeptRequest& kept);
 std::string response_json(const Completion& completion, const std::string& model);
+// The answer's id, "resp_" and the completion id's suffix (what previous_response_id names).
+std::string response_id(const Completion& completion);
 std::string response_sse(const Completion& completion, const std::string& model);
 
 }  // namespace crl::server::gateway

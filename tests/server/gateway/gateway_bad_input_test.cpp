@@ -318,8 +318,10 @@ TEST(GatewayBadInput, MalformedResponsesBodiesOnALiveSessionAre400AndItGoesOn) {
                       "input[" + std::to_string(input.size()) + "].type");
   expect_openai_error(post(open + R"(,{"type":"function_call","call_id":"c"}]})"), 400, "bad_input",
                       "input[" + std::to_string(input.size()) + "].name");
-  expect_openai_error(post(open + "],\"previous_response_id\":\"resp_1\"}"), 400, "unsupported_field",
-                      "previous_response_id");
+  expect_openai_error(post(open + "],\"previous_response_id\":\"resp_1\"}"), 400,
+                      "previous_response_not_found", "previous_response_id");
+  expect_openai_error(post(open + "],\"conversation\":\"conv_1\"}"), 400, "unsupported_field",
+                      "conversation");
   EXPECT_EQ(bench.upstream->calls().size(), 1u);
   const auto reply = post(good);
   ASSERT_EQ(reply.status, 200) << reply.body;

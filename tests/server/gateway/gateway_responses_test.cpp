@@ -342,7 +342,7 @@ TEST(GatewayResponses, BadInputIsRefusedNamingTheField) {
   check(with(json::array({1})), "input[1]");
   check(h.body({{"input", 5}}), "input");
   check(h.body({{"input", json::array()}}), "input");
-  check(h.body({{"previous_response_id", "resp_1"}}), "previous_response_id");
+  check(h.body({{"previous_response_id", "resp_1"}}), "previous_response_id");  // (this session has none)
   check(h.body({{"conversation", "conv_1"}}), "conversation");
   check(h.body({{"background", true}}), "background");
   check(h.body({{"tools", json::array({{{"type", "web_search"}}})}}), "tools[0].type");
@@ -361,6 +361,191 @@ TEST(GatewayResponses, BadInputIsRefusedNamingTheField) {
   // The session is alive and answers.
   h.turn();
   EXPECT_EQ(h.last.status, 200);
+}
+
+// A harness that chains its calls (previous_response_id, as Codex CLI and the OpenAI Agents SDK can): each
+// call sends only the items it adds since the last answer and names the response it follows.
+struct ChainedHarness : ResponsesHarness {
+  using ResponsesHarness::ResponsesHarness;
+  json chained_body(json extra = json::object()) const {
+    json out = body(std::move(extra));
+    out["input"] = input;
+    if (!previous.empty() && !out.contains("previous_response_id")) out["previous_response_id"] = previous;
+    return out;
+  }
+  // One call; on success the next one follows its answer, with nothing added yet.
+  json turn(json extra = json::object()) {
+    last = post(chained_body(std::move(extra)));
+    EXPECT_EQ(last.status, 200) << last.body;
+    if (last.status != 200) return json();
+    json answer = json::parse(last.body);
+    previous = answer["id"].get<std::string>();
+    input = json::array();
+    return answer;
+  }
+  std::string previous;
+};
+
+// The prompts the upstream saw for one session, in order.
+std::vector<std::vector<TokenId>> session_prompts(const Bench& bench, const std::string& id) {
+  std::vector<std::vector<TokenId>> out;
+  for (const auto& call : bench.upstream->calls())
+    if (call.rid.rfind(id + "/", 0) == 0) out.push_back(call.prompt);
+  return out;
+}
+
+// Whether an error answer is previous_response_not_found, as the API answers it.
+void expect_previous_not_found(const server::testing::Reply& reply) {
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  const json error = json::parse(reply.body, nullptr, false);
+  ASSERT_TRUE(error.is_object()) << reply.body;
+  EXPECT_EQ(error["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(error["error"]["code"], "previous_response_not_found");
+  EXPECT_EQ(error["error"]["param"], "previous_response_id");
+  EXPECT_EQ(error["error"]["message"].get<std::string>().rfind("Previous response with id '", 0), 0u)
+      << reply.body;
+}
+
+// The same conversation, once with the whole input every call and once chained: the upstream sees the same
+// prompts, the session records no history edit, and the chained session's export is token-exact across
+// compactions.
+TEST(GatewayResponses, AChainedHarnessGetsThePromptsOfAStatelessOne) {
+  Bench bench;
+  ResponsesHarness whole(bench.port(), "whole", "c1");
+  ChainedHarness chained(bench.port(), "chained", "c1");
+  for (int t = 0; t < 40; ++t) {
+    const json a = whole.turn();
+    const json b = chained.turn();
+    ASSERT_EQ(response_text(a), response_text(b)) << t;
+    ASSERT_EQ(a["output"].size(), b["output"].size()) << t;
+    if (t % 5 == 2) {
+      whole.outputs(a, "listing " + std::to_string(t));
+      chained.outputs(b, "listing " + std::to_string(t));
+    }
+    for (ResponsesHarness* h :
+         {static_cast<ResponsesHarness*>(&whole), static_cast<ResponsesHarness*>(&chained)}) {
+      h->input.push_back(ResponsesHarness::user("step " + std::to_string(t) + " output: ok"));
+      if (t % 5 == 1) h->input.push_back(ResponsesHarness::user("marker=z please call the tool"));
+    }
+  }
+  const auto whole_prompts = session_prompts(bench, "whole");
+  const auto chained_prompts = session_prompts(bench, "chained");
+  ASSERT_EQ(whole_prompts.size(), chained_prompts.size());
+  for (size_t i = 0; i < whole_prompts.size(); ++i) EXPECT_EQ(whole_prompts[i], chained_prompts[i]) << i;
+  const json state = chained.state();
+  EXPECT_GE(state["compactions"].get<int>(), 2);
+  EXPECT_EQ(state["history_edits"], 0);
+  ASSERT_EQ(chained.reward(1).status, 200);
+  const json exported = chained.export_json();
+  std::vector<crl::testing::LoggedCall> own;
+  for (const auto& call : bench.upstream->calls())
+    if (call.rid.rfind("chained/", 0) == 0) own.push_back(call);
+  EXPECT_EQ(check_exact(exported, own), own.size());
+  check_masks(exported);
+  // After the reward nothing is kept: a chained call is refused.
+  chained.input.push_back(ResponsesHarness::user("more"));
+  EXPECT_NE(chained.post(chained.chained_body()).status, 200);
+}
+
+// A chained call's instructions are its own (the API does not carry a response's instructions on): the
+// same instructions continue the window, and streamed answers chain as well.
+TEST(GatewayResponses, AChainedCallBringsItsOwnInstructionsAndStreamsChain) {
+  Bench bench;
+  ChainedHarness h(bench.port(), "chain-instructions");
+  h.turn();
+  h.input.push_back(ResponsesHarness::user("go on"));
+  const auto streamed = h.post(h.chained_body({{"stream", true}}));
+  ASSERT_EQ(streamed.status, 200) << streamed.body;
+  const auto events = response_events(streamed.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().name, "response.completed");
+  h.previous = events.back().payload["response"]["id"].get<std::string>();
+  h.input = json::array({ResponsesHarness::user("and again")});
+  h.turn();
+  EXPECT_EQ(h.state()["history_edits"], 0);
+  const auto prompts = session_prompts(bench, "chain-instructions");
+  ASSERT_EQ(prompts.size(), 3u);
+  const auto tokenizer = make_tokenizer("byte");
+  const std::string last = tokenizer->decode(prompts[2]);
+  EXPECT_EQ(last.rfind("<|im_start|>system\nYou are a test agent.", 0), 0u) << last;
+  EXPECT_NE(last.find("go on"), std::string::npos) << last;
+  EXPECT_NE(last.find("and again"), std::string::npos) << last;
+  // Other instructions on a chained call: the conversation's system message changed (a new segment).
+  h.input = json::array({ResponsesHarness::user("one more")});
+  h.turn({{"instructions", "You are another agent."}});
+  EXPECT_EQ(h.state()["history_edits"], 1);
+  const std::string other = tokenizer->decode(session_prompts(bench, "chain-instructions").back());
+  EXPECT_EQ(other.rfind("<|im_start|>system\nYou are another agent.", 0), 0u) << other;
+  EXPECT_NE(other.find("and again"), std::string::npos) << "the conversation came along";
+}
+
+TEST(GatewayResponses, UnknownPreviousResponsesAreRefusedAndNothingIsLost) {
+  Bench bench;
+  // A session that does not exist yet is not created by a call that continues nothing.
+  ChainedHarness fresh(bench.port(), "chain-fresh");
+  fresh.previous = "resp_nowhere";
+  expect_previous_not_found(fresh.post(fresh.chained_body()));
+  EXPECT_EQ(fresh.client.call("GET", "/v1/sessions/chain-fresh").status, 404);
+  // On a live session: another session's response, an unknown one, and bad ids.
+  ChainedHarness other(bench.port(), "chain-other");
+  other.turn();
+  ChainedHarness h(bench.port(), "chain-live");
+  const json first = h.turn();
+  h.input.push_back(ResponsesHarness::user("next"));
+  expect_previous_not_found(h.post(h.chained_body({{"previous_response_id", other.previous}})));
+  expect_previous_not_found(h.post(h.chained_body({{"previous_response_id", "resp_unknown"}})));
+  for (const json& bad : {json(5), json(""), json::array()}) {
+    const auto reply = h.post(h.chained_body({{"previous_response_id", bad}}));
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    EXPECT_EQ(json::parse(reply.body)["error"]["param"], "previous_response_id") << reply.body;
+  }
+  EXPECT_EQ(session_prompts(bench, "chain-live").size(), 1u) << "nothing was sampled for the refused calls";
+  // The session goes on from its response.
+  const json second = h.turn();
+  EXPECT_EQ(h.last.status, 200);
+  EXPECT_EQ(h.state()["history_edits"], 0);
+  EXPECT_NE(second["id"], first["id"]);
+}
+
+// A chained call sent again (the harness retried) gets the same answer, sampled once; a call that failed
+// upstream can be sent again; continuing an earlier response is an edited history, and the responses after
+// it are gone.
+TEST(GatewayResponses, ChainedRetriesFailuresAndEarlierResponses) {
+  crl::testing::FaultOptions faults;
+  faults.transient_5xx = 1;  // every distinct request body: one 503 first
+  GatewayOptions options;
+  options.upstream.max_retries = 0;
+  Bench bench(llm::ApiKind::kSglang, faults, options);
+  ChainedHarness h(bench.port(), "chain-retry");
+  const json first_body = h.chained_body();
+  EXPECT_EQ(h.post(first_body).status, 502);
+  const json first = h.turn();
+  const std::string first_id = h.previous;
+  h.input.push_back(ResponsesHarness::user("second"));
+  const json body = h.chained_body();
+  EXPECT_EQ(h.post(body).status, 502) << "the upstream failed once";
+  const auto second = h.post(body);
+  ASSERT_EQ(second.status, 200) << second.body;
+  const size_t sampled = session_prompts(bench, "chain-retry").size();
+  const auto again = h.post(body);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(json::parse(again.body)["id"], json::parse(second.body)["id"]);
+  EXPECT_EQ(json::parse(again.body)["output"], json::parse(second.body)["output"]);
+  EXPECT_EQ(session_prompts(bench, "chain-retry").size(), sampled) << "the retry was not sampled again";
+  EXPECT_EQ(h.state()["history_edits"], 0);
+  const std::string second_id = json::parse(second.body)["id"];
+  // Back to the first response with other words: the window is that conversation and the new words.
+  h.previous = first_id;
+  h.input = json::array({ResponsesHarness::user("a different second")});
+  EXPECT_EQ(h.post(h.chained_body()).status, 502);
+  h.turn();
+  EXPECT_EQ(h.state()["history_edits"], 1);
+  const std::string branched = make_tokenizer("byte")->decode(session_prompts(bench, "chain-retry").back());
+  EXPECT_NE(branched.find("a different second"), std::string::npos) << branched;
+  EXPECT_EQ(branched.find("<|im_start|>user\nsecond"), std::string::npos) << branched;
+  h.input = json::array({ResponsesHarness::user("x")});
+  expect_previous_not_found(h.post(h.chained_body({{"previous_response_id", second_id}})));
+  (void)first;
 }
 
 }  // namespace

@@ -623,6 +623,45 @@ TEST(KeptRequest, AResponsesConversationDecodesOnlyItsNewItems) {
   EXPECT_EQ(last.request->turn.messages[3].tool_call_id, "call_0b");
 }
 
+// A call that continues a response (previous_response_id: response_chain.h holds its conversation) or sends
+// an input string keeps only its tools: decoded once while their text repeats, lent to the call and given
+// back; the stateless body after them decodes whole and is kept.
+TEST(KeptRequest, ChainedAndStringInputResponsesBodiesKeepOnlyTheirTools) {
+  KeptRequest kept;
+  const json tools = responses_tools_list("run");
+  const auto call = [&](const std::string& body) {
+    ResponsesRequest request = parse_responses_request(body, kept);
+    const ResponsesRequest whole = parse_responses_request(body);
+    EXPECT_EQ(request.turn.messages, whole.turn.messages);
+    EXPECT_EQ(request.turn.tools, whole.turn.tools);
+    EXPECT_EQ(request.turn.tools_key.value_or(0), tools_key(whole.turn.tools));
+    EXPECT_EQ(request.previous_response_id, whole.previous_response_id);
+    kept.give_back(request.turn);
+    return request;
+  };
+  for (int i = 0; i < 3; ++i) {
+    nlohmann::ordered_json body = {{"model", "codex"}, {"previous_response_id", "resp_" + std::to_string(i)}};
+    body["input"] = json::array({{{"role", "user"}, {"content", "step " + std::to_string(i)}}});
+    body["tools"] = tools;
+    EXPECT_EQ(call(body.dump()).previous_response_id, "resp_" + std::to_string(i));
+  }
+  nlohmann::ordered_json text = {{"model", "codex"}, {"input", "just text"}};
+  text["tools"] = tools;
+  EXPECT_EQ(call(text.dump()).turn.messages.size(), 1u);
+  EXPECT_EQ(kept.tools_decoded(), 1u);
+  const std::string stateless = responses_body(first_items(responses_conversation(3), 2), tools, "Be exact.");
+  const Outcome b = incremental(stateless, kept, Api::kResponses);
+  expect_same(b, whole_responses(stateless), stateless);
+  EXPECT_FALSE(kept.last_read_middle());
+  EXPECT_EQ(kept.tools_decoded(), 1u);
+  // Other tools on a chained call are decoded; no tools lend none.
+  nlohmann::ordered_json other = {{"previous_response_id", "resp_9"}, {"input", "x"}};
+  other["tools"] = responses_tools_list("other");
+  EXPECT_NE(call(other.dump()).turn.tools, json(tools));
+  EXPECT_EQ(kept.tools_decoded(), 2u);
+  EXPECT_TRUE(call(R"({"previous_response_id": "resp_9", "input": "x"})").turn.tools.is_null());
+}
+
 // A body that repeats the kept one up to a function_call that joined the message before it, and then
 // differs: the repeat ends before that message, which is decoded again.
 TEST(KeptRequest, ARepeatNeverEndsInsideAResponsesAssistantTurn) {
