@@ -225,6 +225,7 @@ void KeptRequest::give_back(ChatTurn& turn) {
   }
   if (tools_only_) {
     tools_only_ = false;
+    if (tools_text_.size() > kMaxKeptBytes) clear();  // as a whole body over the limit is not kept
     return;
   }
   if (turn.messages.size() != message_count() ||

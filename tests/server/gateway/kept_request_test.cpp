@@ -660,6 +660,12 @@ TEST(KeptRequest, ChainedAndStringInputResponsesBodiesKeepOnlyTheirTools) {
   EXPECT_NE(call(other.dump()).turn.tools, json(tools));
   EXPECT_EQ(kept.tools_decoded(), 2u);
   EXPECT_TRUE(call(R"({"previous_response_id": "resp_9", "input": "x"})").turn.tools.is_null());
+  // Tools past the kept limit are not kept (as a whole body past it is not).
+  nlohmann::ordered_json huge = {{"previous_response_id", "resp_9"}, {"input", "x"}};
+  huge["tools"] = responses_tools_list(std::string(KeptRequest::kMaxKeptBytes, 'd'));
+  call(huge.dump());
+  call(huge.dump());
+  EXPECT_EQ(kept.tools_decoded(), 4u);
 }
 
 // A body that repeats the kept one up to a function_call that joined the message before it, and then
