@@ -60,6 +60,7 @@ void ResponseChain::continue_from(std::string_view previous, size_t lead, ChatTu
   lead = std::min(lead, turn.messages.size());
   fill_keys(turn);
   const size_t count = point->messages;
+  if (count > messages_.size()) throw std::logic_error("ResponseChain: a response past the end of the line");
   std::vector<Message> messages;
   std::vector<uint64_t> keys;
   messages.reserve(turn.messages.size() + count);

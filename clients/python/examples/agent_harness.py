@@ -4,7 +4,8 @@
 Standard library only. The harness is what people train: an OpenAI-style chat loop with one shell-like tool.
 The tool here is one of crl's own environments (default `synthetic`), driven through crl_client's step API;
 the model calls go to the gateway's OpenAI route (`{server}/v1/sessions/{id}/v1/chat/completions`, or with
-`--api responses` the Responses API's `.../v1/responses` as Codex-style harnesses call it), which compacts the
+`--api responses` the Responses API's `.../v1/responses` as Codex-style harnesses call it, or with
+`--api responses-chained` the same chained by previous_response_id), which compacts the
 growing conversation with the policy's own summaries and records training-ready segments. Per episode the
 harness posts the environment's reward to the gateway and fetches the export.
 
@@ -130,11 +131,18 @@ class ResponsesConversation:
         else:
             self.items.append({"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]})
 
-    def ask(self):
+    def request(self):
         tools = [{"type": "function", **tool["function"]} for tool in TOOLS]
-        body = {"model": self.model, "instructions": self.instructions, "input": self.items, "tools": tools,
+        return {"model": self.model, "instructions": self.instructions, "input": self.items, "tools": tools,
                 "max_output_tokens": self.max_tokens, "store": False}
-        output = post_json(self.base_url + "/responses", body)["output"]
+
+    def answered(self, response):
+        """What the loop keeps of an answer besides its output items (nothing: the next call resends all)."""
+
+    def ask(self):
+        response = post_json(self.base_url + "/responses", self.request())
+        output = response["output"]
+        self.answered(response)
         self.items.extend(output)  # the harness's copy of the answer
         calls = [item for item in output if item["type"] == "function_call"]
         if calls:
@@ -149,7 +157,29 @@ class ResponsesConversation:
             self.items.append({"type": "function_call_output", "call_id": call_id, "output": text})
 
 
-CONVERSATIONS = {"chat": ChatConversation, "responses": ResponsesConversation}
+class ChainedResponsesConversation(ResponsesConversation):
+    """The same Responses loop chained, as Codex can send it: after the first answer every call names the
+    response it follows (previous_response_id) and sends only the items added since; the gateway's session
+    holds the rest (server/gateway/response_chain.h)."""
+
+    def __init__(self, base_url, model, max_tokens):
+        super().__init__(base_url, model, max_tokens)
+        self.previous, self.sent = None, 0
+
+    def request(self):
+        body = super().request()
+        if self.previous is not None:
+            body["input"] = self.items[self.sent:]
+            body["previous_response_id"] = self.previous
+        return body
+
+    def answered(self, response):
+        self.previous = response["id"]
+        self.sent = len(self.items) + len(response["output"])
+
+
+CONVERSATIONS = {"chat": ChatConversation, "responses": ResponsesConversation,
+                 "responses-chained": ChainedResponsesConversation}
 
 
 def run_episode(args, session, index):
@@ -207,7 +237,8 @@ def main(argv=None):
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--model", default="policy")
     parser.add_argument("--api", choices=sorted(CONVERSATIONS), default="chat",
-                        help="chat: /v1/chat/completions; responses: the Responses API's /v1/responses")
+                        help="chat: /v1/chat/completions; responses: the Responses API's /v1/responses; "
+                             "responses-chained: the same with previous_response_id")
     parser.add_argument("--prefix", default="harness", help="session ids are PREFIX-N")
     parser.add_argument("--out", default="", help="directory for the exports (PREFIX-N.json)")
     args = parser.parse_args(argv)

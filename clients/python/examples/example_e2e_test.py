@@ -87,7 +87,17 @@ def main():
             for s in segments:
                 assert s["metadata"]["history_edits"] == "0", s["metadata"]
                 assert [m == 1 for m in s["loss_mask"]] == [p == "SAMPLED" for p in s["response_provenance"]]
-            print(f"ok: 2 episodes, {summaries} summaries; deterministic per seed; the Responses API harness too")
+            # The same harness chained (previous_response_id, only the new items each call), with the same
+            # session id and seed: the gateway rebuilds the same conversations, so the export is the same bytes.
+            chained = os.path.join(out, "chained")
+            run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
+                                  "http://" + address, "--episodes", "1", "--api", "responses-chained", "--prefix",
+                                  "codex", "--out", chained], capture_output=True, text=True, timeout=25)
+            assert run.returncode == 0, f"responses-chained: {run.stdout} {run.stderr}"
+            with open(os.path.join(path, "codex-0.json")) as f, open(os.path.join(chained, "codex-0.json")) as g:
+                assert f.read() == g.read(), "a chained harness's export differs from the stateless one's"
+            print(f"ok: 2 episodes, {summaries} summaries; deterministic per seed; the Responses API harness too, "
+                  "stateless and chained alike")
     finally:
         if server is not None and server.poll() is None:
             server.send_signal(signal.SIGTERM)

@@ -27,8 +27,8 @@ def check(cmd, cwd):
 
 
 def check_episode(address, api, work):
-    """One episode of agent_harness.py over `api` (chat | responses): its export has no history edits and
-    trains exactly the sampled tokens."""
+    """One episode of agent_harness.py over `api` (chat | responses | responses-chained): its export has no
+    history edits and trains exactly the sampled tokens."""
     run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
                           "http://" + address, "--episodes", "1", "--max-turns", "6", "--api", api,
                           "--prefix", api, "--out", "runs"],
@@ -73,7 +73,7 @@ def main():
                                       cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             processes.append(server)
             address = first_line(server, "crl serve")
-            for api in ("chat", "responses"):
+            for api in ("chat", "responses", "responses-chained"):
                 check_episode(address, api, work)
         finally:
             for proc in reversed(processes):

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
+
 #include "server/gateway/gateway_error.h"
 
 namespace crl::server::gateway {
@@ -146,6 +149,88 @@ TEST(ResponseChain, ALinePastTheBoundIsDroppedAndAChainedCallIsToldWhy) {
   ChatTurn small = chain_turn({chain_user("u1")});
   chain.record("resp_small", 0, small, chain_reply("a1"));
   EXPECT_EQ(refusal(chain, "resp_small"), "");
+}
+
+// Thousands of random calls against a reference that keeps every response's whole conversation (the API's
+// own model: a tree of responses): whenever the chain continues a response, the turn holds that response's
+// conversation exactly; the newest response can always be continued, and so can the one a chained call
+// followed; a failed call changes nothing.
+TEST(ResponseChain, RandomCallsContinueExactlyTheConversationsTheyName) {
+  std::mt19937_64 rng(20261206);
+  const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  ResponseChain chain;
+  std::map<std::string, std::vector<Message>> conversations;  // the reference: every response's
+  std::vector<std::string> ids;                               // in the order they were answered
+  std::string newest;
+  int answered = 0, chained = 0, refused = 0;
+  const auto words = [&] { return "w" + std::to_string(pick(4)); };  // few words: repeats happen
+  for (int step = 0; step < 4000; ++step) {
+    const size_t lead = pick(2);
+    std::vector<Message> turn_messages;
+    if (lead) turn_messages.push_back(chain_system("instructions " + words()));
+    std::vector<Message> input;
+    for (size_t k = 0, n = 1 + pick(2); k < n; ++k) input.push_back(chain_user(words()));
+    const size_t kind = pick(12);
+    std::vector<Message> expected;  // the conversation after the lead
+    ChatTurn turn;
+    std::string previous;
+    if (kind < 9 && !ids.empty()) {  // chained: mostly the newest, else a recent one, any one, or none
+      const size_t recent = ids.size() - 1 - pick(std::min<size_t>(6, ids.size()));
+      previous = kind < 5   ? newest
+                 : kind < 7 ? ids[recent]
+                 : kind < 8 ? ids[pick(ids.size())]
+                            : "resp_unknown" + words();
+      turn = chain_turn(turn_messages);
+      turn.messages.insert(turn.messages.end(), input.begin(), input.end());
+      try {
+        chain.continue_from(previous, lead, turn);
+      } catch (const GatewayError&) {
+        ++refused;
+        EXPECT_NE(previous, newest) << "the newest response can always be continued (step " << step << ")";
+        continue;
+      }
+      ++chained;
+      ASSERT_TRUE(conversations.count(previous)) << "continued a response never answered: " << previous;
+      expected = conversations[previous];
+      expected.insert(expected.end(), input.begin(), input.end());
+    } else {  // stateless: a prefix of some answered conversation (or none), then new words
+      if (!ids.empty() && pick(3)) {
+        const std::vector<Message>& base = conversations[ids[pick(ids.size())]];
+        expected.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(pick(base.size() + 1)));
+      }
+      expected.insert(expected.end(), input.begin(), input.end());
+      turn = chain_turn(turn_messages);
+      turn.messages.insert(turn.messages.end(), expected.begin(), expected.end());
+    }
+    std::vector<Message> after_lead(turn.messages.begin() + static_cast<std::ptrdiff_t>(lead),
+                                    turn.messages.end());
+    ASSERT_EQ(after_lead, expected) << "step " << step;
+    if (lead) {
+      EXPECT_EQ(turn.messages[0], turn_messages[0]) << "the call's own instructions lead";
+    }
+    if (!previous.empty() && pick(8) == 0) {  // the upstream failed: the line is as it was
+      chain.take_back(turn);
+      ChatTurn again = chain_turn({chain_user("probe")});
+      chain.continue_from(previous, 0, again);
+      EXPECT_EQ(again.messages.size(), conversations[previous].size() + 1) << "step " << step;
+      chain.take_back(again);
+      continue;
+    }
+    const std::string id = "resp_" + std::to_string(answered++);
+    const AssistantReply reply = chain_reply("a" + std::to_string(pick(3)));
+    chain.record(id, lead, turn, reply);
+    expected.push_back(Message{MessageRole::kAssistant, reply.content, {}, {}});
+    conversations[id] = expected;
+    ids.push_back(id);
+    if (!previous.empty()) {  // a chained call: the response it followed is still there
+      ChatTurn back = chain_turn({chain_user("probe")});
+      chain.continue_from(previous, 0, back);
+      chain.take_back(back);
+    }
+    newest = id;
+  }
+  EXPECT_GT(chained, 1000);
+  EXPECT_GT(refused, 50);
 }
 
 }  // namespace
