@@ -195,6 +195,8 @@ void KeptRequest::keep_tools_only(ChatTurn& turn) {
   has_tools_ = tools;
   lent_ = tools_only_ = true;
   lend_tools(turn);
+  turn.keys.resize(turn.messages.size());  // (a few messages: a chained call's additions, or one user turn)
+  for (size_t i = 0; i < turn.messages.size(); ++i) turn.keys[i] = message_key(turn.messages[i]);
 }
 
 void KeptRequest::lend(ChatTurn& turn) {

@@ -128,7 +128,7 @@ class KeptRequest {
 
   // Keeps only the tools `see_tools` saw (the body's messages are not kept: an `input` string, or a
   // Responses call that continues a response, whose messages the session's response chain holds) and lends
-  // them to `turn`: the next body decodes whole, its tools compared with these.
+  // them to `turn` (and keys its messages): the next body decodes whole, its tools compared with these.
   void keep_tools_only(ChatTurn& turn);
 
   // The decoded messages, their keys and the tools are lent to a call and given back after it (a call that

@@ -104,6 +104,8 @@ void expect_same(const Outcome& a, const Outcome& b, const std::string& body) {
   EXPECT_EQ(a.request->stream, b.request->stream);
   EXPECT_EQ(a.request->include_usage, b.request->include_usage);
   EXPECT_EQ(a.request->model, b.request->model);
+  EXPECT_EQ(a.request->previous_response_id, b.request->previous_response_id);
+  EXPECT_EQ(a.request->instruction_messages, b.request->instruction_messages);
 }
 
 json conversation(int turns) {
@@ -691,7 +693,22 @@ TEST(KeptRequest, ARepeatNeverEndsInsideAResponsesAssistantTurn) {
 
 std::string mutate_responses(const std::string& last, const json& all, std::mt19937_64& rng) {
   const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
-  switch (rng() % 9) {
+  switch (rng() % 11) {
+    case 9:
+    case 10: {  // a chained call (only the items after some point) or an input string, tools kept alone
+      nlohmann::ordered_json body = nlohmann::ordered_json::parse(
+          responses_body(first_items(all, 1 + pick(all.size())), responses_tools_list(pick(2) ? "a" : "b"),
+                         pick(2) ? json("Be exact.") : json(nullptr)));
+      if (pick(3) == 0) {
+        body["input"] = "just the words " + std::to_string(pick(5));
+      } else {
+        json items = body["input"];
+        body["input"] = json(items.begin() + static_cast<std::ptrdiff_t>(pick(items.size())), items.end());
+      }
+      if (pick(4) != 0)
+        body["previous_response_id"] = pick(8) == 0 ? json(7) : json("resp_" + std::to_string(pick(3)));
+      return body.dump();
+    }
     case 0:
     case 1:
     case 2: {  // the conversation at some length, with other tools or instructions
