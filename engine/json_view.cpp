@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <unordered_set>
 
 #if defined(__SSE2__)
@@ -18,10 +19,12 @@ namespace crl {
 // between it and its `end`.
 class JsonParser {
  public:
-  JsonParser(std::string_view text, const std::string& where, int max_depth, JsonDocument& doc)
+  JsonParser(std::string_view text, const std::string& where, int max_depth, JsonDocument& doc,
+             const JsonKnownMember* known = nullptr)
       : text_(text),
         where_(where),
         max_depth_(max_depth),
+        known_(known),
         doc_(doc),
         stack_(scratch().stack),
         keys_(scratch().keys) {
@@ -39,6 +42,11 @@ class JsonParser {
       if (!after_value) {
         if (pos_ >= text_.size()) fail("expected a value");
         const char c = text_[pos_];
+        if (known_ && stack_.size() == 1 && (c == '{' || c == '[') && known_here()) {
+          skip_known(c == '{' ? JsonType::kObject : JsonType::kArray);
+          after_value = true;
+          continue;
+        }
         if (c == '{' || c == '[') {
           open(c == '{' ? JsonType::kObject : JsonType::kArray);
           skip_space();
@@ -94,6 +102,21 @@ class JsonParser {
     size_t start;          // the offset of its opening bracket
     std::string_view key;  // objects: the key of the member being read
   };
+
+  // Whether the value at pos_ is the known member's: a member of the root object with its key, whose text
+  // starts with the known text (an array or object: it ends where that text ends).
+  bool known_here() const {
+    const Level& level = stack_.back();
+    return doc_.nodes_[level.node].type == JsonType::kObject && level.key == known_->key &&
+           text_.compare(pos_, known_->text.size(), known_->text) == 0;
+  }
+  void skip_known(JsonType type) {
+    JsonDocument::Node& node = add(type);
+    set_text(node, text_.substr(pos_, known_->text.size()));
+    node.end = static_cast<uint32_t>(doc_.nodes_.size());
+    node.unread = true;
+    pos_ += known_->text.size();
+  }
 
   [[noreturn]] void fail(const std::string& expected) const { fail_at(pos_, expected); }
   [[noreturn]] void fail_at(size_t at, const std::string& expected) const {
@@ -520,6 +543,7 @@ class JsonParser {
   std::string_view text_;
   const std::string& where_;
   const int max_depth_;
+  const JsonKnownMember* known_;
   JsonDocument& doc_;
   size_t pos_ = 0;
   // The open levels and their keys, kept per thread between parses: a small document (an LLM's answer)
@@ -555,16 +579,23 @@ JsonDocument::~JsonDocument() {
   if (nodes_.capacity() > spare.capacity() && nodes_.capacity() <= kMaxSpareNodes) spare.swap(nodes_);
 }
 
-JsonDocument JsonDocument::parse(std::string_view text, const std::string& where, int max_depth) {
+JsonDocument JsonDocument::parse(std::string_view text, const std::string& where, int max_depth,
+                                 const JsonKnownMember* known) {
   JsonDocument doc;
   doc.nodes_.swap(spare_nodes());
   doc.nodes_.clear();
-  JsonParser(text, where, max_depth, doc).run();
+  if (known && (known->text.empty() || (known->text.front() != '[' && known->text.front() != '{')))
+    known = nullptr;
+  JsonParser(text, where, max_depth, doc, known).run();
   return doc;
 }
 
 void JsonView::wrong_type(const char* wanted) {
   throw Error("JsonView", "", std::string("the value is not ") + wanted);
+}
+
+void JsonView::unread_value() {
+  throw std::logic_error("JsonView: a value stored unread (a JsonKnownMember) is read by its text alone");
 }
 
 bool JsonView::boolean() const {

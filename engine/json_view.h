@@ -107,6 +107,7 @@ class JsonView {
   template <typename Json>
   Json as() const;
   [[noreturn]] static void wrong_type(const char* wanted);
+  [[noreturn]] static void unread_value();
   const auto& node() const;
   friend class JsonDocument;
   JsonView(const JsonDocument* doc, uint32_t index) : doc_(doc), index_(index) {}
@@ -114,10 +115,22 @@ class JsonView {
   uint32_t index_ = 0;
 };
 
+// A member of the root object whose value a parse may store unread when its text is, byte for byte, `text`:
+// an array or object read before at the same place (a root object's member), whose validity depends only on
+// its own bytes and its depth, so the document is accepted or refused, with the same error, either way. Its
+// node keeps the text (raw()) but not its elements: size(), find(), iteration and to_json() on it throw
+// std::logic_error, so a reader compares raw() with what it read before. (Why: an agent harness sends the
+// same tools, KBs of JSON schemas, with every call; server/gateway/kept_request.h.)
+struct JsonKnownMember {
+  std::string_view key;
+  std::string_view text;  // starts with '[' or '{' (anything else is read as usual)
+};
+
 class JsonDocument {
  public:
   // Parses `text` (which must outlive the document). `where` names the source in errors. Throws JsonError.
-  static JsonDocument parse(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth);
+  static JsonDocument parse(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth,
+                            const JsonKnownMember* known = nullptr);
 
   JsonDocument() = default;
   JsonDocument(JsonDocument&&) noexcept = default;
@@ -145,7 +158,8 @@ class JsonDocument {
     uint32_t end = 0;    // the index one past this value's last descendant (the next sibling's index)
     JsonType type = JsonType::kNull;
     JsonNumberKind kind = JsonNumberKind::kUnsigned;
-    bool flag = false;  // booleans: the value
+    bool flag = false;    // booleans: the value
+    bool unread = false;  // a JsonKnownMember's value: its text only
     std::string_view text_view() const { return {text, text_size}; }
     std::string_view key_view() const { return {key, key_size}; }
   };
@@ -174,7 +188,9 @@ inline std::string_view JsonView::string() const {
   return node().text_view();
 }
 inline size_t JsonView::size() const {
-  return is_array() || is_object() ? node().count : 0;
+  if (!is_array() && !is_object()) return 0;
+  if (node().unread) unread_value();
+  return node().count;
 }
 inline std::string_view JsonView::key() const {
   return exists() ? node().key_view() : std::string_view();

@@ -184,6 +184,11 @@ void KeptRequest::see_tools(JsonView tools, ToolsDecoder decode) {
   ++tools_decoded_;
 }
 
+std::optional<JsonKnownMember> KeptRequest::known_tools(ToolsDecoder decode) const {
+  if (!tools_valid_ || tools_decoder_ != decode) return std::nullopt;
+  return JsonKnownMember{"tools", tools_text_};
+}
+
 void KeptRequest::see_no_tools() {
   has_tools_ = false;
   kept_tools_ok_ = false;  // until the body is kept

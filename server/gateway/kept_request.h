@@ -125,6 +125,9 @@ class KeptRequest {
   // and keying them was two thirds of a turn's instructions with eight tools (bench/RESULTS.md, eighth pass).
   void see_tools(JsonView tools, ToolsDecoder decode);
   void see_no_tools();
+  // The kept tools' text as a member a parse may leave unread (engine/json_view.h) when it repeats, for a
+  // body whose tools `decode` reads (see_tools then takes them by their text); nullopt when none are kept.
+  std::optional<JsonKnownMember> known_tools(ToolsDecoder decode) const;
 
   // Keeps only the tools `see_tools` saw (the body's messages are not kept: an `input` string, or a
   // Responses call that continues a response, whose messages the session's response chain holds) and lends

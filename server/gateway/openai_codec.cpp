@@ -182,10 +182,10 @@ void read_tools(JsonView request, ToolsDecoder decode, KeptRequest* kept, ChatTu
   }
 }
 
-JsonDocument read_request_body(std::string_view body) {
+JsonDocument read_request_body(std::string_view body, const JsonKnownMember* known) {
   std::optional<JsonDocument> request;
   try {
-    request = JsonDocument::parse(body, "the request body");
+    request = JsonDocument::parse(body, "the request body", kMaxJsonDepth, known);
   } catch (const JsonError& e) {
     throw bad_request(std::string(e.code()), e.what(), e.field());
   }

@@ -60,6 +60,6 @@ std::optional<double> number(JsonView body, const char* key);
 std::optional<bool> flag(JsonView body, const char* key);
 // A request body read with the fast reader (engine/json_view.h): its views point into `body`. Throws
 // GatewayError 400 (bad_json | json_too_deep | duplicate_key, as read_json's errors) or for a non-object.
-JsonDocument read_request_body(std::string_view body);
+JsonDocument read_request_body(std::string_view body, const JsonKnownMember* known = nullptr);
 
 }  // namespace crl::server::gateway

@@ -188,7 +188,10 @@ void read_fields(JsonView request, ResponsesRequest& out) {
 
 // The whole body; with `layout`, where its input items lie, and with `kept`, its tools go there.
 ResponsesRequest read_whole_responses(std::string_view body, MessagesLayout* layout, KeptRequest* kept) {
-  const JsonDocument doc = read_request_body(body);
+  // Tools the session decoded before are not read again when their text repeats (a chained call's body is
+  // read whole: its tools are most of it).
+  const std::optional<JsonKnownMember> known = kept ? kept->known_tools(responses_tools) : std::nullopt;
+  const JsonDocument doc = read_request_body(body, known ? &*known : nullptr);
   const JsonView request = doc.root();
   ResponsesRequest out;
   if (const JsonView instructions = request.find("instructions"); !instructions.is_none()) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 
 namespace crl {
@@ -453,6 +454,109 @@ TEST(JsonView, AgreesWithReadJsonOnGeneratedDocuments) {
   }
   EXPECT_GT(accepted, 8000);  // both halves are exercised
   EXPECT_GT(refused, 4000);
+}
+
+// A root member known by its text (JsonKnownMember): {"a": A, "tools": T, "b": B} with T an array or object,
+// read with T known and without, T or its surroundings often broken. The two reads accept and refuse the
+// same documents with the same errors; an accepted one has the same values but for T, whose node holds T's
+// text (the same as the other read's raw()) and no elements: reading them throws.
+TEST(JsonView, AKnownMemberIsStoredUnreadAndChangesNothingElse) {
+  Generator generator(20261206);
+  std::mt19937_64 rng(11);
+  int skipped = 0, read = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    // T: an array or object accepted before as the member of a root object (the contract).
+    std::string tools;
+    while (true) {
+      tools = generator.document();
+      const size_t first = tools.find_first_not_of(" \t\r\n");
+      if (first == std::string::npos || (tools[first] != '[' && tools[first] != '{')) continue;
+      tools = tools.substr(first, tools.find_last_not_of(" \t\r\n") + 1 - first);
+      try {
+        JsonDocument::parse("{\"tools\": " + tools + "}", "test", 8);
+        break;
+      } catch (const JsonError&) {
+      }
+    }
+    std::string text = "{\"a\": " + generator.document() + ", \"tools\":" + (i % 3 ? " " : "") + tools +
+                       (i % 5 ? "," : " ,") + " \"b\": " + generator.document() + "}";
+    if (i % 2 == 1) text = mutate(text, rng);
+    if (const size_t key = text.find("\"tools\":"); i % 7 == 3 && key != std::string::npos)
+      text.insert(key + 8, "\n");  // spaces before the value
+    const JsonKnownMember known{"tools", tools};
+    std::optional<JsonDocument> plain, with;
+    std::string plain_error, with_error;
+    try {
+      plain = JsonDocument::parse(text, "test", 8);
+    } catch (const JsonError& e) {
+      plain_error = e.what();
+    }
+    try {
+      with = JsonDocument::parse(text, "test", 8, &known);
+    } catch (const JsonError& e) {
+      with_error = e.what();
+    }
+    ASSERT_EQ(plain.has_value(), with.has_value()) << text << "\n" << plain_error << with_error;
+    if (!plain) {
+      ASSERT_EQ(plain_error, with_error) << text;
+      ++refused;
+      continue;
+    }
+    const JsonView p = plain->root(), w = with->root();
+    ASSERT_EQ(p.raw(), w.raw());
+    for (const char* key : {"a", "b"}) ASSERT_EQ(p.find(key).to_json(), w.find(key).to_json()) << text;
+    const JsonView t = w.find("tools");
+    ASSERT_EQ(t.exists(), p.find("tools").exists()) << text;
+    if (!t.exists()) {  // a mutation renamed it
+      ASSERT_EQ(w.to_json(), p.to_json()) << text;
+      ++read;
+      continue;
+    }
+    ASSERT_EQ(t.raw(), p.find("tools").raw()) << text;
+    ASSERT_EQ(t.type(), p.find("tools").type());
+    bool unread = false;
+    for (const JsonDocument::Node& node : with->nodes()) unread |= node.unread;
+    // (a broken document may hold "tools" twice in other objects; the root's is the one found here)
+    ASSERT_EQ(unread, t.raw() == tools) << text;
+    if (unread) {
+      EXPECT_THROW(t.size(), std::logic_error);
+      EXPECT_THROW(t.begin(), std::logic_error);
+      EXPECT_THROW(t.to_json(), std::logic_error);
+      ++skipped;
+    } else {
+      ASSERT_EQ(t.to_json(), p.find("tools").to_json()) << text;
+      ++read;
+    }
+  }
+  EXPECT_GT(skipped, 5000);
+  EXPECT_GT(read, 500);
+  EXPECT_GT(refused, 4000);
+}
+
+TEST(JsonView, AKnownMemberIsOnlyTheRootObjectsAndOnlyAnArrayOrObject) {
+  const JsonKnownMember known{"tools", "[1,2]"};
+  // Deeper, or the root an array: read as usual.
+  const JsonDocument deeper = JsonDocument::parse(R"({"x": {"tools": [1,2]}})", "test", 8, &known);
+  EXPECT_EQ(deeper.root().find("x").find("tools").size(), 2u);
+  const JsonDocument list = JsonDocument::parse(R"([[1,2]])", "test", 8, &known);
+  EXPECT_EQ(list.root().size(), 1u);
+  // Another key, or a longer value: read as usual.
+  EXPECT_EQ(JsonDocument::parse(R"({"other": [1,2]})", "test", 8, &known).root().find("other").size(), 2u);
+  EXPECT_EQ(JsonDocument::parse(R"({"tools": [1,2,3]})", "test", 8, &known).root().find("tools").size(), 3u);
+  // A known text that is not an array or object is not used.
+  const JsonKnownMember number{"tools", "12"};
+  EXPECT_EQ(JsonDocument::parse(R"({"tools": 123})", "test", 8, &number).root().find("tools").integer(), 123);
+  // The same text: unread, and a duplicate key is still one.
+  const JsonDocument same = JsonDocument::parse(R"({"tools": [1,2]})", "test", 8, &known);
+  EXPECT_THROW(same.root().find("tools").size(), std::logic_error);
+  EXPECT_EQ(same.root().find("tools").raw(), "[1,2]");
+  EXPECT_EQ(error_kind(R"({"tools": [1,2], "tools": [1,2]})"), JsonErrorKind::kDuplicateKey);
+  try {
+    JsonDocument::parse(R"({"tools": [1,2], "tools": [1,2]})", "test", 8, &known);
+    ADD_FAILURE() << "accepted a duplicate key";
+  } catch (const JsonError& e) {
+    EXPECT_EQ(e.kind(), JsonErrorKind::kDuplicateKey);
+  }
 }
 
 }  // namespace
