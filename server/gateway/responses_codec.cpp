@@ -168,7 +168,7 @@ void read_fields(JsonView request, ResponsesRequest& out) {
     out.previous_response_id = previous.string();
   }
   refuse_if_present(request, "conversation",
-                    "the gateway keeps no conversations objects; send the whole conversation as input, or "
+                    "the gateway keeps no conversation objects; send the whole conversation as input, or "
                     "continue a response with previous_response_id");
   refuse_if_present(request, "background", "an answer is sampled while the call waits");
   if (const JsonView max = request.find("max_output_tokens"); !max.is_none()) {
