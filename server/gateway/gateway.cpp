@@ -395,7 +395,8 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   // The Responses API: a call that names the response it follows gets that conversation in front of its
   // input, and every answer becomes the conversation's newest response (response_chain.h).
   ResponseChain& chain = session->response_chain();
-  if (!request.previous_response_id.empty())
+  // (an ended session keeps no chain: its call is refused as session_ended, below, not as an unknown id)
+  if (!request.previous_response_id.empty() && !session->ended())
     chain.continue_from(request.previous_response_id, request.instruction_messages, request.turn);
   struct TakeBack {  // a failed call's borrowed messages go back to the chain (before give_back runs)
     ResponseChain& chain;

@@ -442,9 +442,11 @@ TEST(GatewayResponses, AChainedHarnessGetsThePromptsOfAStatelessOne) {
     if (call.rid.rfind("chained/", 0) == 0) own.push_back(call);
   EXPECT_EQ(check_exact(exported, own), own.size());
   check_masks(exported);
-  // After the reward nothing is kept: a chained call is refused.
+  // After the reward nothing is kept: a chained call is refused, as any call is, for the ended session.
   chained.input.push_back(ResponsesHarness::user("more"));
-  EXPECT_NE(chained.post(chained.chained_body()).status, 200);
+  const auto after = chained.post(chained.chained_body());
+  EXPECT_EQ(after.status, 409) << after.body;
+  EXPECT_EQ(json::parse(after.body)["error"]["code"], "session_ended") << after.body;
 }
 
 // A chained call's instructions are its own (the API does not carry a response's instructions on): the
