@@ -37,7 +37,11 @@ void ResponseChain::cut(size_t count) {
   messages_.resize(std::min(count, messages_.size()));
   keys_.resize(messages_.size());
   ends_.resize(messages_.size());
-  while (!points_.empty() && points_.back().messages > messages_.size()) points_.pop_back();
+  drop_points_past(messages_.size());
+}
+
+void ResponseChain::drop_points_past(size_t count) {
+  while (!points_.empty() && points_.back().messages > count) points_.pop_back();
 }
 
 void ResponseChain::continue_from(std::string_view previous, size_t lead, ChatTurn& turn) {
@@ -93,7 +97,7 @@ void ResponseChain::record(const std::string& id, size_t lead, ChatTurn& turn, c
     // A chained call: the line through its point, then its input, all in the turn (the line's own messages
     // moved there by continue_from).
     lent_ = false;
-    cut(lent_count_);
+    drop_points_past(lent_count_);
     messages_.clear();
     keys_.clear();
     ends_.clear();

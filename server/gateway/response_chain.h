@@ -64,6 +64,7 @@ class ResponseChain {
   void push(Message message, uint64_t key);
   // Cuts the line to its first `count` messages and the points within them.
   void cut(size_t count);
+  void drop_points_past(size_t count);  // the points that reach past the first `count` messages
   void clear_line();
 
   std::vector<Message> messages_;

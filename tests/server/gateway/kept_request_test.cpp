@@ -638,7 +638,8 @@ TEST(KeptRequest, ChainedAndStringInputResponsesBodiesKeepOnlyTheirTools) {
     EXPECT_EQ(request.turn.tools, whole.turn.tools);
     EXPECT_EQ(request.turn.tools_key.value_or(0), tools_key(whole.turn.tools));
     EXPECT_EQ(request.previous_response_id, whole.previous_response_id);
-    kept.give_back(request.turn);
+    ChatTurn lent = request.turn;  // a copy goes back, as after a call; the request keeps what it was lent
+    kept.give_back(lent);
     return request;
   };
   for (int i = 0; i < 3; ++i) {
@@ -657,9 +658,13 @@ TEST(KeptRequest, ChainedAndStringInputResponsesBodiesKeepOnlyTheirTools) {
   EXPECT_FALSE(kept.last_read_middle());
   EXPECT_EQ(kept.tools_decoded(), 1u);
   // Other tools on a chained call are decoded; no tools lend none.
+  nlohmann::ordered_json first = {{"previous_response_id", "resp_8"}, {"input", "x"}};
+  first["tools"] = tools;
+  const nlohmann::ordered_json first_tools = call(first.dump()).turn.tools;
+  ASSERT_TRUE(first_tools.is_array());
   nlohmann::ordered_json other = {{"previous_response_id", "resp_9"}, {"input", "x"}};
   other["tools"] = responses_tools_list("other");
-  EXPECT_NE(call(other.dump()).turn.tools, json(tools));
+  EXPECT_NE(call(other.dump()).turn.tools, first_tools);
   EXPECT_EQ(kept.tools_decoded(), 2u);
   EXPECT_TRUE(call(R"({"previous_response_id": "resp_9", "input": "x"})").turn.tools.is_null());
   // Tools past the kept limit are not kept (as a whole body past it is not).
