@@ -16,4 +16,10 @@ bool parse_options(const std::string& command, const std::string& usage,
                    const po::positional_options_description& positional, const std::vector<std::string>& args,
                    po::variables_map& vm, int& exit_code);
 
+// The help of --default-chat-template-kwargs, on every command that renders prompts with a chat template.
+inline constexpr const char* kTemplateKwargsHelp =
+    "JSON object: variables of the --chat-template's Jinja template on every render, as vLLM's option of "
+    "this name (Qwen3: '{\"enable_thinking\": false}' puts the empty think block into the generation "
+    "prompt); a request's chat_template_kwargs may repeat them, not change them";
+
 }  // namespace crl::cli

@@ -21,6 +21,7 @@
 
 #include "cli/command.h"
 #include "cli/episode_options.h"
+#include "cli/options.h"
 #include "cli/progress.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
@@ -67,7 +68,7 @@ int rollout_command(const std::vector<std::string>& args) {
   EpisodeOptions episode;
   episode.env = "synthetic";
   std::string split = "dev", url, api = "sglang", tokenizer_spec = "byte", out_path, metrics_path;
-  std::string chat_name = "chatml";
+  std::string chat_name = "chatml", chat_variables;
   bool with_reasoning = false;
   int tasks = 60, first_task = 0, samples = 1;
   llm::LlmOptions llm;
@@ -88,6 +89,7 @@ int rollout_command(const std::vector<std::string>& args) {
       "chat-template", po::value(&chat_name)->default_value(chat_name),
       "how prompts are rendered: chatml (needs <|im_start|>, <|im_end|>) | plain (needs <|endoftext|>; for "
       "tokenizers without ChatML tokens, e.g. o200k_base, GPT-2) | PATH.jinja | PATH/tokenizer_config.json")(
+      "default-chat-template-kwargs", po::value(&chat_variables), kTemplateKwargsHelp)(
       "reasoning", po::bool_switch(&with_reasoning),
       "the model may open its turns with a <think> ... </think> block: the environment gets the answer after "
       "it, the block stays the policy's tokens (envs/codec.h Reasoning)")(
@@ -144,7 +146,8 @@ int rollout_command(const std::vector<std::string>& args) {
                 "tasks " + std::to_string(first_task) + " .. " + std::to_string(last_task) + ": " +
                     task_index_message(last_task, *list));
   }
-  const ChatTemplate chat = load_turn_template(chat_name);  // throws naming --chat-template
+  const ChatTemplate chat =
+      load_turn_template(chat_name, "--chat-template", chat_variables);  // errors name the option
   const auto tokenizer = rollout_tokenizer(tokenizer_spec);
   TextPrompts prompts;
   if (with_reasoning) prompts.reasoning = think_reasoning();

@@ -67,7 +67,8 @@ int serve_command(const std::vector<std::string>& args) {
       "chat-template", po::value(&service.chat_template)->default_value(service.chat_template),
       "how the text view renders prompts: chatml (needs <|im_start|>, <|im_end|>) | plain (needs "
       "<|endoftext|>; for tokenizers without ChatML tokens) | PATH.jinja | PATH/tokenizer_config.json (the "
-      "model's own Jinja template)")(
+      "model's own Jinja template)")("default-chat-template-kwargs",
+                                     po::value(&service.chat_template_variables), kTemplateKwargsHelp)(
       "env-param", po::value(&env_params)->composing(),
       "ENV.KEY=VALUE (repeatable): an environment parameter for every episode of ENV, e.g. "
       "shell.tasks_dir=/srv/tasks; the only way to set server-only ones ('crl inspect --envs')")(
@@ -178,7 +179,9 @@ int serve_command(const std::vector<std::string>& args) {
     throw Error("option --snapshot-dir", "", "value must not be empty");
   if (!vm["snapshot-every"].defaulted() && service.snapshot_dir.empty())
     throw Error("option --snapshot-every", "", "needs --snapshot-dir");
-  load_turn_template(service.chat_template);  // a bad name or file fails here, naming the option
+  // A bad name, file or variables fail here, naming the option; the variables are kept as compact JSON.
+  service.chat_template_variables = template_variables(
+      load_turn_template(service.chat_template, "--chat-template", service.chat_template_variables));
   service.max_sessions = max_sessions;
   service.max_body_bytes = max_body;
   service.request_timeout_s = http.request_timeout_s;
@@ -207,6 +210,7 @@ int serve_command(const std::vector<std::string>& args) {
     gw.upstream.api = llm::parse_api_kind(llm_api, "option --api");
     gw.tokenizer = service.tokenizer;
     gw.chat_template = service.chat_template;
+    gw.template_variables = service.chat_template_variables;
     gateway = std::make_unique<server::gateway::Gateway>(gw, &episodes.metrics());
     http.gateway = gateway.get();
   }

@@ -33,7 +33,7 @@ ChatRole role_from_name(const std::string& name) {
 
 int run_tokenize(const std::vector<std::string>& args) {
   po::options_description options;
-  std::string spec, file, chat, role, messages_file;
+  std::string spec, file, chat, role, messages_file, chat_variables;
   std::vector<std::string> words;
   bool decode = false;
   std::string train, out;
@@ -46,7 +46,8 @@ int run_tokenize(const std::vector<std::string>& args) {
       "chat-template", po::value(&chat),
       "render the text as one turn first (its special-token strings stay text): chatml | plain | PATH.jinja "
       "| "
-      "PATH/tokenizer_config.json")(
+      "PATH/tokenizer_config.json")("default-chat-template-kwargs", po::value(&chat_variables),
+                                    kTemplateKwargsHelp)(
       "messages", po::value(&messages_file),
       "render this conversation (JSON: [messages] or {messages, tools, add_generation_prompt, extra}) with "
       "--chat-template and encode it")("role", po::value(&role)->default_value("user"),
@@ -124,10 +125,14 @@ int run_tokenize(const std::vector<std::string>& args) {
   }
   // Alone, the text is read as a template would be (special-token strings become their ids); rendered as a
   // turn, it is content, encoded as the text codec encodes an observation: ordinary text (issue 14 item 7).
+  if (!chat_variables.empty() && chat.empty())
+    throw Error("option --default-chat-template-kwargs", "",
+                "needs --chat-template (a model's Jinja template)");
   std::vector<TokenId> ids;
   if (!messages_file.empty()) {
     // The rendered conversation is read as a prompt is: special-token strings become their ids.
-    const ChatTemplate chat_template = load_chat_template(chat.empty() ? "chatml" : chat);
+    const ChatTemplate chat_template =
+        with_template_variables(load_chat_template(chat.empty() ? "chatml" : chat), chat_variables);
     // Keys in the file's order (tools' `tojson`), as Python's json reads them.
     const std::string file_text = read_file(messages_file);
     const nlohmann::ordered_json doc = JsonDocument::parse(file_text, messages_file).root().to_ordered_json();
@@ -154,7 +159,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   } else if (chat.empty()) {
     ids = tokenizer->encode(text);
   } else {
-    const ChatTemplate chat_template = load_chat_template(chat);
+    const ChatTemplate chat_template = with_template_variables(load_chat_template(chat), chat_variables);
     chat_template.require_turns("option --chat-template");
     ids = tokenizer->encode_pieces(chat_template.turn_pieces(role_from_name(role), text));
   }

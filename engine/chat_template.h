@@ -98,7 +98,19 @@ ChatTemplate chat_template_by_name(std::string_view name);
 ChatTemplate load_chat_template(std::string_view spec);
 // load_chat_template for the text codec of episodes (rollout, serve): also requires the per-turn strings.
 // Errors name `option`.
-ChatTemplate load_turn_template(std::string_view spec, const std::string& option = "--chat-template");
+// `variables`: with_template_variables' text (empty: none), applied before the per-turn strings are required.
+ChatTemplate load_turn_template(std::string_view spec, const std::string& option = "--chat-template",
+                                std::string_view variables = {});
+// The template with `variables` set on every render (vLLM's `--default-chat-template-kwargs`, e.g. Qwen3's
+// {"enable_thinking": false}): a request's own extra variables still override them, its definition (and
+// so every fingerprint) names them, and its per-turn strings are derived again with them (Qwen3's
+// generation prompt then holds the empty think block). `variables_text`: a JSON object as text; empty:
+// `chat` unchanged. Throws crl::Error naming `option` for text that is not a JSON object, or for a built-in
+// template (it reads no variables: they would silently change nothing).
+ChatTemplate with_template_variables(const ChatTemplate& chat, std::string_view variables_text,
+                                     const std::string& option = "--default-chat-template-kwargs");
+// The variables with_template_variables set, as compact JSON ("" when none): what snapshots record.
+std::string template_variables(const ChatTemplate& chat);
 // A Jinja template from its text (`name` is used in error messages); bos/eos may be empty.
 ChatTemplate chat_template_from_jinja(const std::string& source, const std::string& name,
                                       const std::string& bos_token = "", const std::string& eos_token = "");

@@ -20,6 +20,9 @@ class JinjaChatSource {
   std::vector<std::pair<std::string, jinja::Template>> templates;
   std::vector<std::string> sources;
   std::string bos_token, eos_token;
+  // Variables set on every render before the request's own (which override them): vLLM's
+  // --default-chat-template-kwargs (with_template_variables). An object, or null.
+  nlohmann::ordered_json variables;
 
   const jinja::Template& pick(bool with_tools) const {
     if (with_tools) {
@@ -39,6 +42,10 @@ std::string jinja_chat_definition(const JinjaChatSource& source) {
   for (size_t k = 0; k < source.templates.size(); ++k) {
     const std::string& text = source.sources[k];
     out += "|" + source.templates[k].first + "|" + std::to_string(text.size()) + ":" + text;
+  }
+  if (source.variables.is_object()) {  // (absent otherwise: a template's definition is unchanged)
+    const std::string vars = source.variables.dump();
+    out += "|variables|" + std::to_string(vars.size()) + ":" + vars;
   }
   return out;
 }
@@ -86,6 +93,9 @@ std::string render_jinja(const JinjaChatSource& source, const ChatRenderRequest&
   }
   vars.set("documents", jinja::Value::none());
   vars.set("add_generation_prompt", jinja::Value(request.add_generation_prompt));
+  if (source.variables.is_object()) {
+    for (const auto& [k, v] : source.variables.items()) vars.set(k, jinja::from_json(v));
+  }
   if (request.extra.is_object()) {
     for (const auto& [k, v] : request.extra.items()) vars.set(k, jinja::from_json(v));
   }
@@ -146,8 +156,17 @@ std::string derive_turns(ChatTemplate& t) {
   t.system_prefix = without.substr(0, at[0]);
   const std::string system_user = between(0), user_assistant = between(1), assistant_user = between(2);
   t.user_suffix = without.substr(at[3] + U2.size());
-  if (user_assistant.compare(0, t.user_suffix.size() + t.assistant_prefix.size(),
-                             t.user_suffix + t.assistant_prefix) != 0)
+  // An assistant turn in the history opens with the generation prompt, or the generation prompt extends
+  // its header: Qwen3 with enable_thinking false writes "<|im_start|>assistant\n<think>\n\n</think>\n\n",
+  // DeepSeek-R1 "<｜Assistant｜><think>\n", while earlier answers open with the header alone. A sampled turn
+  // is the generation prompt and what the model wrote after it, so the turns written here open with the
+  // whole generation prompt: what the model saw when it wrote them (not the template's re-render of them).
+  const bool opens_with_prompt = user_assistant.compare(0, t.user_suffix.size() + t.assistant_prefix.size(),
+                                                        t.user_suffix + t.assistant_prefix) == 0;
+  const bool prompt_extends_header =
+      user_assistant.size() > t.user_suffix.size() && user_assistant.starts_with(t.user_suffix) &&
+      t.assistant_prefix.starts_with(std::string_view(user_assistant).substr(t.user_suffix.size()));
+  if (!opens_with_prompt && !prompt_extends_header)
     return "an assistant turn in the history does not open with the generation prompt";
   const size_t end = special_token_length(assistant_user);
   if (end == 0) return "no special token closes an assistant turn";
@@ -263,14 +282,48 @@ ChatTemplate load_chat_template(std::string_view spec_view) {
   return t;
 }
 
-ChatTemplate load_turn_template(std::string_view spec, const std::string& option) {
+ChatTemplate with_template_variables(const ChatTemplate& chat, std::string_view variables_text,
+                                     const std::string& option) {
+  if (variables_text.empty()) return chat;
+  nlohmann::ordered_json variables;
+  try {
+    variables = nlohmann::ordered_json::parse(variables_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("option " + option, "",
+                "must be a JSON object of template variables, got " + quote(text_prefix(variables_text, 80)) +
+                    ": " + e.what());
+  }
+  if (!variables.is_object())
+    throw Error("option " + option, "",
+                "must be a JSON object of template variables, got " + quote(text_prefix(variables_text, 80)));
+  if (!chat.jinja)
+    throw Error("option " + option, "",
+                "the built-in chat template " + quote(chat.name) +
+                    " reads no variables; give a model's template with --chat-template "
+                    "PATH/tokenizer_config.json or PATH.jinja");
+  auto source = std::make_shared<JinjaChatSource>(*chat.jinja);
+  source->variables = std::move(variables);
+  ChatTemplate t;
+  t.name = chat.name;
+  t.jinja = std::move(source);
+  t.turns_error = derive_turns(t);
+  return t;
+}
+
+std::string template_variables(const ChatTemplate& chat) {
+  return chat.jinja && chat.jinja->variables.is_object() ? chat.jinja->variables.dump() : "";
+}
+
+ChatTemplate load_turn_template(std::string_view spec, const std::string& option,
+                                std::string_view variables) {
   ChatTemplate t;
   try {
     t = load_chat_template(spec);
   } catch (const Error& e) {
     throw Error("option " + option + (e.where().empty() ? "" : ": " + e.where()), e.field(), e.message());
   }
-  t.require_turns("option " + option);
+  t = with_template_variables(t, variables);
+  t.require_turns("option " + option + (variables.empty() ? "" : " (with --default-chat-template-kwargs)"));
   return t;
 }
 

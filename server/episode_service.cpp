@@ -67,7 +67,9 @@ EpisodeService::EpisodeService(ServiceOptions options)
       sessions_(options.max_sessions, options.idle_timeout_s, options.backend_tag),
       exports_(options.ui ? options.keep_exports : 0, options.keep_exports_bytes),
       tokenizer_(make_tokenizer(options.tokenizer)),
-      text_codec_(make_text_codec(tokenizer_, {}, load_turn_template(options.chat_template))),
+      text_codec_(make_text_codec(
+          tokenizer_, {},
+          load_turn_template(options.chat_template, "--chat-template", options.chat_template_variables))),
       started_s_(now_s()) {
   check_env_params(options_);
   check_backend_tag(options_.backend_tag);
@@ -127,7 +129,8 @@ proto::InfoResponse EpisodeService::info() const {
   }
   out.set_tokenizer(tokenizer_->name());
   out.set_tokenizer_fingerprint(tokenizer_->fingerprint());
-  out.set_chat_template("chatml");
+  out.set_chat_template(options_.chat_template);  // (was "chatml" whatever --chat-template said)
+  out.set_chat_template_variables(options_.chat_template_variables);
   proto::Limits* limits = out.mutable_limits();
   limits->set_max_sessions(static_cast<uint32_t>(options_.max_sessions));
   limits->set_max_body_bytes(options_.max_body_bytes);

@@ -64,6 +64,9 @@ struct ServiceOptions {
   // The chat template of the text view: "chatml" | "plain" | PATH.jinja | PATH/tokenizer_config.json
   // (engine/chat_template.h: load_turn_template).
   std::string chat_template = "chatml";
+  // Its variables on every render (`--default-chat-template-kwargs`, with_template_variables), compact JSON
+  // text (as template_variables() writes it: snapshots compare it); empty: the template's own defaults.
+  std::string chat_template_variables;
   // The operator's lists for the viewer (`crl serve --ui`, server/ui_routes.h): GET /v1/episodes lists every
   // live episode and GET /v1/exports the last `keep_exports` finished ones. Off by default (404 ui_disabled):
   // episode ids are capabilities, and a list hands every client's ids to whoever can reach the server.

@@ -121,6 +121,12 @@ std::shared_ptr<Session> EpisodeService::replay(const proto::SessionSnapshot& sn
                                   ", this server's is " + quote(options_.chat_template) +
                                   " (--chat-template)");
   }
+  if (snap.chat_template_variables() != options_.chat_template_variables) {
+    throw bad("bad_snapshot", "written with chat template variables " +
+                                  quote(snap.chat_template_variables()) + ", this server's are " +
+                                  quote(options_.chat_template_variables) +
+                                  " (--default-chat-template-kwargs)");
+  }
   std::map<std::string, std::string> theirs(snap.server_env_params().begin(), snap.server_env_params().end());
   const auto ours = options_.env_params.find(env);
   if (theirs != (ours == options_.env_params.end() ? std::map<std::string, std::string>{} : ours->second)) {
@@ -189,6 +195,7 @@ bool EpisodeService::write_snapshot(Session& s) {
       head.mutable_server_env_params()->insert(it->second.begin(), it->second.end());
     head.set_tokenizer_fingerprint(tokenizer_->fingerprint());
     head.set_chat_template(options_.chat_template);
+    head.set_chat_template_variables(options_.chat_template_variables);
     head.set_turns(s.next_turn_id);
     head.set_state_hash(s.episode->state_hash());
     head.set_writer(store_->instance());

@@ -152,7 +152,8 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
   std::shared_ptr<const Tokenizer> tokenizer = make_tokenizer(options_.tokenizer);
   // chatml | plain | PATH.jinja | PATH/tokenizer_config.json: a real model's template renders the prompts
   // (template_render.h); its per-turn strings write the summary request and the resume turn.
-  const ChatTemplate chat = load_turn_template(options_.chat_template, "--chat-template");
+  const ChatTemplate chat =
+      load_turn_template(options_.chat_template, "--chat-template", options_.template_variables);
   shared_.tool_format = resolve_tool_call_format(options_.tool_call_parser, chat);
   // gpt-oss (harmony): an answer ends on <|call|> or <|return|>; <|end|>, the template's end of turn,
   // closes its analysis message and the next message follows (tool_call_format.h).

@@ -39,6 +39,9 @@ struct GatewayOptions {
   UpstreamOptions upstream;
   std::string tokenizer = "byte";  // engine/tokenizer.h make_tokenizer
   std::string chat_template = "chatml";
+  // The template's variables on every render (vLLM's --default-chat-template-kwargs, e.g. Qwen3's
+  // {"enable_thinking": false}), JSON object text; empty: the template's own defaults.
+  std::string template_variables;
   std::string tool_call_parser = "auto";  // tool_call_format.h: auto | hermes | llama3_json | ...
   std::string reasoning_parser = "auto";  // reasoning_format.h: auto | none | think
   Budget budget;                          // the default of a session; POST /v1/sessions may give another

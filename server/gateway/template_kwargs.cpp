@@ -31,10 +31,9 @@ std::string TemplateKwargsCheck::verdict(const std::string& kwargs) const {
   }
   if (with == plain) return "";
   return "they change what the template writes (" + quote(text_prefix(kwargs, 120)) +
-         "): the gateway renders every call of a session with the template's own variables, so that its "
-         "windows extend each other; set them in the template itself (gpt-oss's reasoning_effort), or, for "
-         "Qwen3's enable_thinking: false, put /no_think in the system prompt (the model then writes its "
-         "empty think block itself)";
+         "): the gateway renders every call with the same variables, so that a session's windows extend "
+         "each other; start crl serve with --default-chat-template-kwargs " +
+         quote(text_prefix(kwargs, 120)) + " (vLLM's option of that name) to render every call with them";
 }
 
 void TemplateKwargsCheck::check(const std::string& kwargs) const {

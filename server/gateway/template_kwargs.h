@@ -2,16 +2,16 @@
 // vLLM's and SGLang's `chat_template_kwargs` on chat completions (extra variables of the chat template, as
 // Qwen3's `enable_thinking` or gpt-oss's `reasoning_effort`), checked rather than silently ignored.
 //
-// A session's windows are renders of the harness's messages that extend each other, made with the
-// template's own variables; a call that changed them would need the window rendered again (and the
-// template's assistant header no longer opens every answer: Qwen3's `enable_thinking: false` writes an
-// empty think block after it). So the gateway accepts kwargs that change nothing the template writes and
-// refuses the others with a 400 naming `chat_template_kwargs`: what "changes nothing" means is a probe
-// conversation (system, user, assistant, user, with the generation prompt) rendered with and without them.
-// `enable_thinking: true` on Qwen3, or a variable the template never reads, passes; `enable_thinking:
-// false` does not, and the error says what to do instead (/no_think in the system prompt). The built-in
-// templates read no variables, so every kwargs object passes there. Verdicts are kept per distinct kwargs
-// text (a harness sends the same object every call), at most 256.
+// A session's windows are renders of the harness's messages that extend each other, all made with the
+// same variables: the template's own and the server's `--default-chat-template-kwargs` (vLLM's option,
+// engine/chat_template.h with_template_variables), which set, for instance, Qwen3's generation prompt with
+// its empty think block for every session. A call's kwargs that would change what the template writes
+// (rendered through a probe conversation, system, user, assistant, user, with the generation prompt, with
+// and without them) are refused with a 400 naming `chat_template_kwargs` and the server option that sets
+// them; kwargs that change nothing pass: the server's own again, `enable_thinking: true` on Qwen3 started
+// without options, a variable the template never reads. The built-in templates read no variables, so
+// every kwargs object passes there. Verdicts are kept per distinct kwargs text (a harness sends the same
+// object every call), at most 256.
 #include <map>
 #include <mutex>
 #include <string>

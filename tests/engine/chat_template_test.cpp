@@ -125,5 +125,58 @@ TEST(ChatTemplate, BadFilesAndRequestsAreTypedErrors) {
   }
 }
 
+// A generation prompt that extends the history's assistant header (DeepSeek-R1 opens every answer with
+// "<think>\n"; Qwen3 without thinking with an empty think block): the turns open with the whole prompt, what
+// the model saw. A prompt unrelated to the history's header still cannot be cut into turns.
+TEST(ChatTemplate, AGenerationPromptThatExtendsTheHistorysHeaderOpensTheTurns) {
+  const test::TempDir dir("chat_template");
+  const std::string r1 =
+      "{%- for message in messages %}{{- '<' + message.role + '>' + message.content + '<end>\\n' }}"
+      "{%- endfor %}{%- if add_generation_prompt %}{{- '<assistant><think>\\n' }}{%- endif %}";
+  const ChatTemplate t = load_chat_template(dir.write("r1.jinja", r1));
+  EXPECT_EQ(t.turns_error, "");
+  EXPECT_EQ(t.assistant_prefix, "<assistant><think>\n");
+  EXPECT_EQ(t.user_prefix, "<user>");
+  EXPECT_EQ(t.end_of_turn, "<end>");
+  const std::string other =
+      "{%- for message in messages %}{{- '<' + message.role + '>' + message.content + '<end>\\n' }}"
+      "{%- endfor %}{%- if add_generation_prompt %}{{- '<model>' }}{%- endif %}";
+  EXPECT_NE(load_chat_template(dir.write("other.jinja", other)).turns_error.find("generation prompt"),
+            std::string::npos);
+}
+
+// --default-chat-template-kwargs: variables every render sees (a request's own override them), named in
+// the definition; not a JSON object, or a built-in template (which reads none): an error naming the option.
+TEST(ChatTemplate, ServerVariablesAndTheirBadValues) {
+  const test::TempDir dir("chat_template");
+  const std::string source =
+      "{%- for message in messages %}{{- message.content }}{%- endfor %}"
+      "{%- if add_generation_prompt %}{{- '[' + (mode | default('none')) + ']' }}{%- endif %}";
+  const ChatTemplate t = load_chat_template(dir.write("mode.jinja", source));
+  const ChatTemplate fast = with_template_variables(t, R"({"mode": "fast"})");
+  ChatRenderRequest r;
+  r.messages = json::array({{{"role", "user"}, {"content", "x"}}});
+  EXPECT_EQ(t.render(r), "x[none]");
+  EXPECT_EQ(fast.render(r), "x[fast]");
+  r.extra = {{"mode", "slow"}};
+  EXPECT_EQ(fast.render(r), "x[slow]");
+  EXPECT_NE(fast.definition(), t.definition());
+  EXPECT_NE(with_template_variables(t, R"({"mode": "slow"})").definition(), fast.definition());
+  const auto fails = [&](const ChatTemplate& chat, const std::string& text, const std::string& needle) {
+    try {
+      with_template_variables(chat, text);
+      ADD_FAILURE() << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--default-chat-template-kwargs"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  fails(t, "[1, 2]", "JSON object");
+  fails(t, "{\"mode\": ", "JSON object");
+  fails(t, "\"fast\"", "JSON object");
+  fails(chatml_template(), R"({"enable_thinking": false})", "reads no variables");
+  EXPECT_EQ(with_template_variables(chatml_template(), ""), chatml_template());
+}
+
 }  // namespace
 }  // namespace crl

@@ -461,5 +461,39 @@ TEST(TokenizeCommand, EncodesATurnAndDecodesIds) {
   testing::internal::GetCapturedStderr();
 }
 
+// --default-chat-template-kwargs renders a --messages conversation (and a turn) with the variables; without
+// a model's template it is refused, naming the option.
+TEST(TokenizeCommand, TemplateVariablesRenderTheConversation) {
+  const TempDir dir;
+  const std::string jinja = dir.write(
+      "mode.jinja",
+      "{%- for message in messages %}{{- message.role + ': ' + message.content + '<|im_end|>' }}{%- endfor %}"
+      "{%- if add_generation_prompt %}{{- 'assistant:' + (' ' + mode if mode is defined else '') }}{%- endif "
+      "%}");
+  const std::string messages = dir.write("m.json", R"([{"role": "user", "content": "hi"}])");
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::run_cli({"tokenize", "--chat-template", jinja, "--default-chat-template-kwargs",
+                          R"({"mode": "brief"})", "--messages", messages}),
+            0);
+  std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find(R"(text: "user: hi<|im_end|>assistant: brief")"), std::string::npos) << out;
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::run_cli({"tokenize", "--chat-template", jinja, "--messages", messages}), 0);
+  out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find(R"(text: "user: hi<|im_end|>assistant:")"), std::string::npos) << out;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"tokenize", "--default-chat-template-kwargs", "{}", "hi"},
+        {"tokenize", "--chat-template", "chatml", "--default-chat-template-kwargs", "{}", "hi"},
+        {"tokenize", "--chat-template", jinja, "--default-chat-template-kwargs", "3", "--messages",
+         messages}}) {
+    testing::internal::CaptureStdout();
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(cli::run_cli(args), 1) << args[2];
+    testing::internal::GetCapturedStdout();
+    EXPECT_NE(testing::internal::GetCapturedStderr().find("--default-chat-template-kwargs"),
+              std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace crl

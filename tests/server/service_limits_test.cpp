@@ -15,6 +15,7 @@
 #include "server/episode_service.h"
 #include "server/session_table.h"
 #include "tests/server/expect_api_error.h"
+#include "tests/temp_dir.h"
 #include "wire/api_error.h"
 
 namespace crl::server {
@@ -261,6 +262,34 @@ TEST(ServiceLimits, DefaultBudgetRunsASyntheticTextEpisodeWithCompactions) {
       EXPECT_EQ(env.text_budget().capacity(), 3072);
     }
   }
+}
+
+// The text view's template and its variables (--chat-template, --default-chat-template-kwargs): /v1/info
+// names them (it said "chatml" whatever the option), and a text episode's turns open with the generation
+// prompt the variables give.
+TEST(ServiceLimits, TheTextViewsTemplateAndVariablesAreTheOperators) {
+  EXPECT_EQ(EpisodeService({}).info().chat_template(), "chatml");
+  ServiceOptions plain;
+  plain.chat_template = "plain";
+  EXPECT_EQ(EpisodeService(plain).info().chat_template(), "plain");
+  const test::TempDir dir("service_template");
+  ServiceOptions quiet;
+  quiet.chat_template = dir.write(
+      "quiet.jinja",
+      "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+      "'<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if "
+      "enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- "
+      "endif %}{%- endif %}");
+  quiet.chat_template_variables = R"({"enable_thinking":false})";
+  EpisodeService service(quiet);
+  EXPECT_EQ(service.info().chat_template(), quiet.chat_template);
+  EXPECT_EQ(service.info().chat_template_variables(), quiet.chat_template_variables);
+  const proto::StepResponse r = service.create(synthetic("dev", 4));
+  EXPECT_TRUE(r.prompt_text().ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n")) << r.prompt_text();
+  const proto::StepResponse next =
+      service.step(r.episode_id(), action(r.next_turn_id(), "assistant", "next"));
+  EXPECT_TRUE(next.append_text().ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n"))
+      << next.append_text();
 }
 
 }  // namespace

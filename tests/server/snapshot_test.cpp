@@ -270,6 +270,8 @@ TEST(Snapshot, HostileFilesGetTypedErrorsNamingTheFile) {
   expect_refused(dir.str(), id, "bad_snapshot", "no_such_env");
   rewrite([](auto& s) { s.set_chat_template("plain"); });
   expect_refused(dir.str(), id, "bad_snapshot", "chat template");
+  rewrite([](auto& s) { s.set_chat_template_variables(R"({"enable_thinking":false})"); });
+  expect_refused(dir.str(), id, "bad_snapshot", "--default-chat-template-kwargs");
   rewrite([](auto& s) { (*s.mutable_server_env_params())["length"] = "3"; });
   expect_refused(dir.str(), id, "bad_snapshot", "--env-param");
   rewrite([](auto& s) { s.set_tokenizer_fingerprint("other"); });

