@@ -518,5 +518,51 @@ TEST(GatewayTemplate, ATemplateThatRewritesTheHistoryStillExtendsTheWindow) {
   EXPECT_EQ(ByteTokenizer().decode(calls[0].prompt).substr(0, 4), "N=2\n");
 }
 
+// DeepSeek-R1's shape: the generation prompt opens the answer's think block
+// ("<|im_start|>assistant\n<think>\n") and the template drops an earlier answer's reasoning when it renders
+// the history. Such a template was refused ("an assistant turn in the history does not open with the
+// generation prompt"); now the window keeps each answer after the prompt the model saw, every call's prompt
+// extends the last one's prompt and answer, and the harness's copy of the answer is recognised (no history
+// edit).
+TEST(GatewayTemplate, AGenerationPromptThatOpensTheThinkBlock) {
+  crl::test::TempDir dir;
+  const std::string file = (dir.path() / "r1.jinja").string();
+  std::ofstream(file)
+      << "{% for m in messages %}{% set content = m.content %}{% if m.role == 'assistant' and '</think>' in "
+         "content %}{% set content = content.split('</think>')[-1] %}{% endif %}<|im_start|>{{ m.role }}\n"
+         "{{ content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n"
+         "{% endif %}";
+  const auto think = [](std::string_view, uint64_t) { return std::string("plan it\n</think>\n\nok"); };
+  ModelBench bench(make_tokenizer("byte"), "byte", file, think, Budget{32768, 4096, 2, 512, 256, 8});
+  server::testing::HttpClient client(bench.server->port());
+  json messages = {msg("system", "S"), msg("user", "Hello")};
+  for (int turn = 0; turn < 3; ++turn) {
+    const auto reply = client.call("POST", "/v1/sessions/r1/v1/chat/completions",
+                                   json{{"model", "m"}, {"messages", messages}}.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
+    messages.push_back(msg("user", "more"));
+  }
+  const auto calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(
+      ByteTokenizer().decode(calls[0].prompt),
+      "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n");
+  for (size_t k = 1; k < calls.size(); ++k) {
+    std::vector<TokenId> seen = calls[k - 1].prompt;
+    seen.insert(seen.end(), calls[k - 1].output.begin(), calls[k - 1].output.end());
+    ASSERT_GT(calls[k].prompt.size(), seen.size());
+    EXPECT_TRUE(std::equal(seen.begin(), seen.end(), calls[k].prompt.begin())) << "call " << k;
+    EXPECT_EQ(ByteTokenizer().decode(std::span(calls[k].prompt).subspan(seen.size())),
+              "\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n<think>\n")
+        << "call " << k;
+  }
+  EXPECT_EQ(json::parse(client.call("GET", "/v1/sessions/r1").body)["history_edits"], 0);
+  ASSERT_EQ(client.call("POST", "/v1/sessions/r1/reward", R"({"reward": 1})").status, 200);
+  const auto exported = client.call("GET", "/v1/sessions/r1/export");
+  ASSERT_EQ(exported.status, 200);
+  EXPECT_EQ(check_exact(json::parse(exported.body), calls), calls.size());
+}
+
 }  // namespace
 }  // namespace crl::server::gateway::testing
