@@ -106,7 +106,8 @@ ChatTemplate load_turn_template(std::string_view spec, const std::string& option
 // so every fingerprint) names them, and its per-turn strings are derived again with them (Qwen3's
 // generation prompt then holds the empty think block). `variables_text`: a JSON object as text; empty:
 // `chat` unchanged. Throws crl::Error naming `option` for text that is not a JSON object, or for a built-in
-// template (it reads no variables: they would silently change nothing).
+// template (it reads no variables: they would silently change nothing), and for the template's inputs
+// (messages, tools, documents, add_generation_prompt), which are not variables.
 ChatTemplate with_template_variables(const ChatTemplate& chat, std::string_view variables_text,
                                      const std::string& option = "--default-chat-template-kwargs");
 // The variables with_template_variables set, as compact JSON ("" when none): what snapshots record.

@@ -296,6 +296,11 @@ ChatTemplate with_template_variables(const ChatTemplate& chat, std::string_view 
   if (!variables.is_object())
     throw Error("option " + option, "",
                 "must be a JSON object of template variables, got " + quote(text_prefix(variables_text, 80)));
+  for (const char* input : {"messages", "tools", "documents", "add_generation_prompt"}) {
+    if (variables.contains(input))
+      throw Error("option " + option, input,
+                  std::string("is the template's input, not a variable: it cannot be set here"));
+  }
   if (!chat.jinja)
     throw Error("option " + option, "",
                 "the built-in chat template " + quote(chat.name) +

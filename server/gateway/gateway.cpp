@@ -177,9 +177,7 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
     special("<|constrain|>");
   }
   shared_.reasoning_format = resolve_reasoning_format(options_.reasoning_parser, *tokenizer);
-  shared_.renderer = std::make_unique<MessageRenderer>(tokenizer, chat, answer_ends, guarded);
-  template_kwargs_ = std::make_unique<TemplateKwargsCheck>(chat);
-  shared_.codec = make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat), harmony);
+  shared_.templates = std::make_unique<TemplateVariants>(tokenizer, chat, answer_ends, guarded, harmony);
   // Plain completions: the window is the harness's text with no turn text around it; the summary instruction
   // and resume preface are plain paragraphs; the end-of-turn token still stops a summary.
   ChatTemplate text_only;
@@ -191,7 +189,7 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
   if (options_.upstream.vocab_size == 0) options_.upstream.vocab_size = tokenizer->vocab_size();
   if (options_.sampling.stop_token_ids.empty()) {
     options_.sampling.stop_token_ids =
-        answer_ends.empty() ? std::vector<TokenId>{shared_.renderer->end_of_turn()} : answer_ends;
+        answer_ends.empty() ? std::vector<TokenId>{renderer().end_of_turn()} : answer_ends;
   }
   shared_.upstream = std::make_unique<Upstream>(options_.upstream);
   shared_.metrics = metrics;
@@ -267,8 +265,10 @@ std::shared_ptr<GatewaySession> Gateway::existing(const std::string& id) const {
   return it == sessions_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<GatewaySession> Gateway::find_or_create(const std::string& id) {
-  check_id(id);
+std::shared_ptr<GatewaySession> Gateway::find_or_create(const std::string& id, const std::string& kwargs) {
+  if (std::shared_ptr<GatewaySession> session = existing(id)) return session;
+  // (outside the table's lock: a new variant renders the template; a refused one creates no session)
+  std::shared_ptr<const TemplateVariant> variant = shared_.templates->for_session(kwargs);
   std::lock_guard lock(mutex_);
   auto& slot = sessions_[id];
   if (!slot) {
@@ -282,7 +282,7 @@ std::shared_ptr<GatewaySession> Gateway::find_or_create(const std::string& id) {
     SessionConfig config;
     config.budget = options_.budget;
     config.sampling = options_.sampling;
-    slot = std::make_shared<GatewaySession>(id, shared_, config);
+    slot = std::make_shared<GatewaySession>(id, shared_, config, std::move(variant));
   }
   return slot;
 }
@@ -337,6 +337,15 @@ HttpAnswer Gateway::create(const HttpCall& call) {
       config.metadata[key] = value.get<std::string>();
     }
   }
+  // The session's template variables, as a first call's chat_template_kwargs would set them.
+  std::string kwargs;
+  if (const auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
+    if (!k->is_object())
+      throw bad_request("bad_field", "chat_template_kwargs must be an object of the template's variables",
+                        "chat_template_kwargs");
+    if (!k->empty()) kwargs = k->dump();
+  }
+  std::shared_ptr<const TemplateVariant> variant = shared_.templates->for_session(kwargs);
   std::lock_guard lock(mutex_);
   if (sessions_.count(id))
     throw GatewayError(409, "invalid_request_error", "session_exists", "session " + quote(id) + " exists",
@@ -347,7 +356,7 @@ HttpAnswer Gateway::create(const HttpCall& call) {
         "the gateway holds its limit of " + std::to_string(options_.max_sessions) + " sessions")
         .with_retry_after(1);
   }
-  auto session = std::make_shared<GatewaySession>(id, shared_, config);
+  auto session = std::make_shared<GatewaySession>(id, shared_, config, std::move(variant));
   sessions_[id] = session;
   return json_answer(200, session->state().dump());
 }
@@ -360,17 +369,16 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   KeptRequest first;
   const bool decoded = !session;
   // What the request asks of the template and of the answer's form, checked before the session sees it.
-  const auto check_asks = [&] {
-    template_kwargs_->check(request.turn.template_kwargs);
-    constrain_to_calls(request.turn, shared_.tool_format);
-  };
+  // (A new session takes its template variables from the call's chat_template_kwargs; a later call's must
+  // change nothing the session's template writes: template_variants.h.)
   if (decoded) {
     request = decode(call.body, first);
-    check_asks();
+    constrain_to_calls(request.turn, shared_.tool_format);
     // A new session has no response to continue: refused (by an empty chain) before it is created.
     if (responses_api && !request.previous_response_id.empty())
       ResponseChain().continue_from(request.previous_response_id, 0, request.turn);
-    session = find_or_create(id);
+    session = find_or_create(id, request.turn.template_kwargs);
+    session->variant().check.check(request.turn.template_kwargs);  // (another call may have created it)
   }
   SessionLock lock(*session);
   KeptRequest& kept = session->kept_request();
@@ -391,7 +399,10 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
       }
     }
   } give_back{*session, request.turn};
-  if (!decoded) check_asks();
+  if (!decoded) {
+    session->variant().check.check(request.turn.template_kwargs);
+    constrain_to_calls(request.turn, shared_.tool_format);
+  }
   if (!responses_api) return session->chat(request.turn);
   // The Responses API: a call that names the response it follows gets that conversation in front of its
   // input, and every answer becomes the conversation's newest response (response_chain.h).
@@ -433,7 +444,7 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
 
 HttpAnswer Gateway::openai_answer(const Completion& completion, const CallRequest& request, bool chat) const {
   const std::string& model = request.model.empty() ? options_.model : request.model;
-  const auto logprobs = token_logprobs(completion, request.logprobs, shared_.renderer->tokenizer());
+  const auto logprobs = token_logprobs(completion, request.logprobs, renderer().tokenizer());
   const AnswerExtras extras{logprobs ? &*logprobs : nullptr, request.return_token_ids};
   if (request.stream) {
     const bool usage = request.include_usage;
@@ -476,8 +487,8 @@ HttpAnswer Gateway::count_tokens(const HttpCall& call) {
   const int64_t now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  shared_.renderer->first_prompt(request.turn.messages, request.turn.tools, now, system, rest);
-  const size_t header = shared_.codec->context_template().turn_header.size();
+  renderer().first_prompt(request.turn.messages, request.turn.tools, now, system, rest);
+  const size_t header = shared_.templates->base()->codec->context_template().turn_header.size();
   return json_answer(200, json{{"input_tokens", system.size() + rest.size() + header}}.dump());
 }
 
@@ -508,7 +519,7 @@ HttpAnswer Gateway::export_session(const HttpCall& call, const std::string& id) 
   const Trajectory& t = session->trajectory();
   proto::ExportResponse out;
   out.set_episode_id(id);
-  const Tokenizer& tokenizer = shared_.renderer->tokenizer();
+  const Tokenizer& tokenizer = renderer().tokenizer();
   for (size_t i = 0; i < t.segments.size(); ++i) {
     proto::Segment segment = to_proto(t, i);
     auto& metadata = *segment.mutable_metadata();

@@ -30,7 +30,6 @@
 #include <vector>
 
 #include "server/gateway/gateway_session.h"
-#include "server/gateway/template_kwargs.h"
 #include "server/router.h"
 
 namespace crl::server::gateway {
@@ -73,7 +72,8 @@ class Gateway {
 
  private:
   std::shared_ptr<GatewaySession> find(const std::string& id) const;
-  std::shared_ptr<GatewaySession> find_or_create(const std::string& id);
+  // A new session renders with the template variant of `kwargs` (its chat_template_kwargs as JSON text).
+  std::shared_ptr<GatewaySession> find_or_create(const std::string& id, const std::string& kwargs = "");
   std::shared_ptr<GatewaySession> existing(const std::string& id) const;  // null when unknown
   HttpAnswer create(const HttpCall& call);
   // A chat call of any API (chat completions, messages, responses): `decode` reads the body against the
@@ -96,11 +96,11 @@ class Gateway {
   HttpAnswer count_tokens(const HttpCall& call);
   HttpAnswer reward(const HttpCall& call, const std::string& id);
   HttpAnswer export_session(const HttpCall& call, const std::string& id);
+  // The server's own renderer (the template with its --default-chat-template-kwargs).
+  const MessageRenderer& renderer() const { return shared_.templates->base()->renderer; }
 
   GatewayOptions options_;
   GatewayShared shared_;
-  std::unique_ptr<TemplateKwargsCheck>
-      template_kwargs_;  // chat_template_kwargs' verdicts (template_kwargs.h)
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<GatewaySession>> sessions_;
 };

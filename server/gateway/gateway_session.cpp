@@ -63,8 +63,9 @@ Trajectory merge(std::vector<Trajectory> parts) {
 
 }  // namespace
 
-GatewaySession::GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config)
-    : id_(std::move(id)), shared_(shared), config_(std::move(config)) {
+GatewaySession::GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config,
+                               std::shared_ptr<const TemplateVariant> variant)
+    : id_(std::move(id)), shared_(shared), variant_(std::move(variant)), config_(std::move(config)) {
   if (config_.rollout_id.empty()) config_.rollout_id = id_;
   touch();
 }
@@ -103,14 +104,14 @@ void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys
   render_now_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  shared_.renderer->first_prompt(turn.messages, turn.tools, render_now_, system, rest, &converted_);
+  variant_->renderer.first_prompt(turn.messages, turn.tools, render_now_, system, rest, &converted_);
   make_episode(std::move(system), std::move(rest));
   known_ = std::move(keys);
   tools_key_ = tools_key_of(turn);
 }
 
 void GatewaySession::start_text_part(const std::string& prompt) {
-  make_episode({}, shared_.renderer->text(prompt));
+  make_episode({}, variant_->renderer.text(prompt));
   known_text_ = prompt;
 }
 
@@ -172,7 +173,7 @@ Completion GatewaySession::complete(const ChatTurn& turn) {
     if (prompt.size() >= known_text_.size() + answer.size() && prompt.starts_with(known_text_) &&
         prompt.compare(known_text_.size(), answer.size(), answer) == 0) {
       const std::string_view fresh = std::string_view(prompt).substr(known_text_.size() + answer.size());
-      env_->stage_step(shared_.renderer->text(fresh), 0.0, false, false);
+      env_->stage_step(variant_->renderer.text(fresh), 0.0, false, false);
       const Decision decision = std::move(held_->decision);
       held_.reset();
       episode_->submit(decision);
@@ -208,8 +209,8 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
   if (same_prefix) {
     if (held_ && keys.size() == n0) return stored_answer(turn);  // a retry: nothing sampled twice
     if (held_ && (keys[n0] == held_->key || keys[n0] == held_->anthropic_key)) {
-      env_->stage_step(shared_.renderer->observation(held_->decision.tokens, turn.messages, n0, turn.tools,
-                                                     render_now_, &converted_),
+      env_->stage_step(variant_->renderer.observation(held_->decision.tokens, turn.messages, n0, turn.tools,
+                                                      render_now_, &converted_),
                        0.0, false, false);
       const Decision decision = std::move(held_->decision);
       held_.reset();
@@ -426,6 +427,8 @@ void GatewaySession::reward(double reward, const std::string& status) {
   t.metadata["upstream_failures"] = std::to_string(failures_);
   if (!last_failure_.empty()) t.metadata["upstream_last_failure"] = last_failure_;
   t.metadata["retries_served"] = std::to_string(retries_);
+  // The variables the session rendered with beyond the server's (its first call's chat_template_kwargs).
+  if (!variant_->kwargs.empty()) t.metadata["chat_template_kwargs"] = variant_->kwargs;
   std::string cached;
   int64_t cached_total = 0;
   for (size_t i = 0; i < cached_tokens_.size(); ++i) {
@@ -466,6 +469,7 @@ nlohmann::json GatewaySession::state() const {
   out["upstream_calls"] = calls_;
   out["upstream_failures"] = failures_;
   out["retries_served"] = retries_;
+  if (!variant_->kwargs.empty()) out["chat_template_kwargs"] = nlohmann::json::parse(variant_->kwargs);
   out["budget"] = {
       {"capacity", config_.budget.capacity},       {"reserve", config_.budget.reserve},
       {"tail_k", config_.budget.tail_k},           {"per_turn_cap", config_.budget.per_turn_cap},

@@ -49,6 +49,7 @@
 #include "server/gateway/prompt_ids_text.h"
 #include "server/gateway/reasoning_format.h"
 #include "server/gateway/response_chain.h"
+#include "server/gateway/template_variants.h"
 #include "server/gateway/tool_call_format.h"
 #include "server/gateway/upstream.h"
 #include "server/metrics.h"
@@ -57,9 +58,10 @@ namespace crl::server::gateway {
 
 // What every session of a gateway shares.
 struct GatewayShared {
-  std::unique_ptr<MessageRenderer> renderer;
-  std::shared_ptr<const Codec> codec;                         // make_harness_codec over the text codec
-  std::shared_ptr<const Codec> completion_codec;              // the same over a template with no turn text
+  // The chat template's renderer and codec as each session renders: base() with the server's variables, one
+  // per distinct chat_template_kwargs that sessions started with (template_variants.h).
+  std::unique_ptr<TemplateVariants> templates;
+  std::shared_ptr<const Codec> completion_codec;  // make_harness_codec over a template with no turn text
   ToolCallFormat tool_format = ToolCallFormat::kHermes;       // how answers' tool calls are read
   ReasoningFormat reasoning_format = ReasoningFormat::kNone;  // how their thinking is kept out of the content
   std::unique_ptr<Upstream> upstream;
@@ -105,7 +107,10 @@ inline bool has_text_part(const Completion& c) {
 
 class GatewaySession {
  public:
-  GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config);
+  // `variant`: the template as the session renders it (its first call's chat_template_kwargs).
+  GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config,
+                 std::shared_ptr<const TemplateVariant> variant);
+  const TemplateVariant& variant() const { return *variant_; }
 
   // Throws GatewayError (OpenAI-shaped) for bad input, an ended session or an upstream failure; a failure
   // leaves everything recorded as it was.
@@ -143,7 +148,7 @@ class GatewaySession {
   // Throws for an ended session or one that speaks the other API; then fixes the session's API.
   void check_open(bool plain);
   const std::shared_ptr<const Codec>& codec() const {
-    return plain_.value_or(false) ? shared_.completion_codec : shared_.codec;
+    return plain_.value_or(false) ? shared_.completion_codec : variant_->codec;
   }
   void start_part(const ChatTurn& turn, std::vector<uint64_t> keys);
   void start_text_part(const std::string& prompt);
@@ -165,6 +170,7 @@ class GatewaySession {
 
   std::string id_;
   const GatewayShared& shared_;
+  std::shared_ptr<const TemplateVariant> variant_;
   SessionConfig config_;
   std::unique_ptr<Episode> episode_;
   HarnessEnv* env_ = nullptr;  // owned by episode_

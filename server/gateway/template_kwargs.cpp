@@ -31,13 +31,14 @@ std::string TemplateKwargsCheck::verdict(const std::string& kwargs) const {
   }
   if (with == plain) return "";
   return "they change what the template writes (" + quote(text_prefix(kwargs, 120)) +
-         "): the gateway renders every call with the same variables, so that a session's windows extend "
-         "each other; start crl serve with --default-chat-template-kwargs " +
-         quote(text_prefix(kwargs, 120)) + " (vLLM's option of that name) to render every call with them";
+         "): a session renders every call with the variables it started with (its first call's "
+         "chat_template_kwargs, over the server's --default-chat-template-kwargs), so that its windows "
+         "extend "
+         "each other; send the same ones (or none), or start a new session with these";
 }
 
-void TemplateKwargsCheck::check(const std::string& kwargs) const {
-  if (kwargs.empty()) return;
+std::string TemplateKwargsCheck::kept_verdict(const std::string& kwargs) const {
+  if (kwargs.empty()) return "";
   std::optional<std::string> why;
   {
     std::lock_guard lock(mutex_);
@@ -49,8 +50,16 @@ void TemplateKwargsCheck::check(const std::string& kwargs) const {
     if (verdicts_.size() >= kMaxVerdicts) verdicts_.clear();
     verdicts_.emplace(kwargs, *why);
   }
-  if (!why->empty())
-    throw bad_request("unsupported_field", "chat_template_kwargs: " + *why, "chat_template_kwargs");
+  return *why;
+}
+
+bool TemplateKwargsCheck::accepts(const std::string& kwargs) const {
+  return kept_verdict(kwargs).empty();
+}
+
+void TemplateKwargsCheck::check(const std::string& kwargs) const {
+  if (const std::string why = kept_verdict(kwargs); !why.empty())
+    throw bad_request("unsupported_field", "chat_template_kwargs: " + why, "chat_template_kwargs");
 }
 
 }  // namespace crl::server::gateway

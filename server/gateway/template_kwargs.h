@@ -3,15 +3,15 @@
 // Qwen3's `enable_thinking` or gpt-oss's `reasoning_effort`), checked rather than silently ignored.
 //
 // A session's windows are renders of the harness's messages that extend each other, all made with the
-// same variables: the template's own and the server's `--default-chat-template-kwargs` (vLLM's option,
-// engine/chat_template.h with_template_variables), which set, for instance, Qwen3's generation prompt with
-// its empty think block for every session. A call's kwargs that would change what the template writes
+// same variables: the template's own, the server's `--default-chat-template-kwargs` (vLLM's option,
+// engine/chat_template.h with_template_variables) and the kwargs the session started with
+// (template_variants.h: Qwen3's `enable_thinking: false` on a session's first call runs the whole session
+// without thinking). A later call's kwargs that would change what the template writes with those
 // (rendered through a probe conversation, system, user, assistant, user, with the generation prompt, with
-// and without them) are refused with a 400 naming `chat_template_kwargs` and the server option that sets
-// them; kwargs that change nothing pass: the server's own again, `enable_thinking: true` on Qwen3 started
-// without options, a variable the template never reads. The built-in templates read no variables, so
-// every kwargs object passes there. Verdicts are kept per distinct kwargs text (a harness sends the same
-// object every call), at most 256.
+// and without them) are refused with a 400 naming `chat_template_kwargs`; kwargs that change nothing pass:
+// the session's own again, `enable_thinking: true` on Qwen3 started without kwargs, a variable the
+// template never reads. The built-in templates read no variables, so every kwargs object passes there.
+// Verdicts are kept per distinct kwargs text (a harness sends the same object every call), at most 256.
 #include <map>
 #include <mutex>
 #include <string>
@@ -25,8 +25,12 @@ class TemplateKwargsCheck {
   explicit TemplateKwargsCheck(ChatTemplate chat) : chat_(std::move(chat)) {}
   // `kwargs`: the request's chat_template_kwargs object as JSON text (empty: none). Throws GatewayError 400.
   void check(const std::string& kwargs) const;
+  // Whether `kwargs` change nothing the template renders (empty: none, which change nothing).
+  bool accepts(const std::string& kwargs) const;
 
  private:
+  // verdict(), kept per distinct text.
+  std::string kept_verdict(const std::string& kwargs) const;
   // "" when `kwargs` change nothing the template renders, else why.
   std::string verdict(const std::string& kwargs) const;
 

