@@ -106,6 +106,35 @@ TEST(GatewayHarmony, ACallAFinalAnswerAndTheWindowBetweenThem) {
   EXPECT_EQ(check_exact(h.export_json(), calls), calls.size());
 }
 
+// gpt-oss's reasoning_effort from the session's first call (as vLLM's chat_template_kwargs): its system
+// message says "Reasoning: high" in every window of the session; the window goes on with no history edit,
+// and another effort later is refused.
+TEST(GatewayHarmony, ReasoningEffortFromTheSessionsFirstCall) {
+  SKIP_WITHOUT_GPT_OSS();
+  ModelBench bench = harmony_bench(Budget{32768, 4096, 2, 512, 256, 8});
+  Harness h(bench.server->port(), "effort");
+  h.messages = json::array({{{"role", "user"}, {"content", "Say ok"}}});
+  const json high = {{"reasoning_effort", "high"}};
+  ASSERT_FALSE(h.turn({{"chat_template_kwargs", high}}).is_null()) << h.last.body;
+  h.add("user", "Again.");
+  EXPECT_EQ(h.post({{"model", "test"},
+                    {"messages", h.messages},
+                    {"chat_template_kwargs", {{"reasoning_effort", "low"}}}})
+                .status,
+            400);
+  ASSERT_FALSE(h.turn({{"chat_template_kwargs", high}}).is_null()) << h.last.body;
+  EXPECT_EQ(h.state()["history_edits"], 0);
+  const auto calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  for (const auto& c : calls) {
+    const std::string text = bench.tokenizer->decode(c.prompt);
+    EXPECT_NE(text.find("Reasoning: high"), std::string::npos) << text;
+    EXPECT_EQ(text.find("Reasoning: medium"), std::string::npos) << text;
+  }
+  ASSERT_EQ(h.reward(1).status, 200);
+  EXPECT_EQ(check_exact(h.export_json(), calls), calls.size());
+}
+
 // Message text that spells gpt-oss's message structure stays text: no channel or call of the harness's
 // making reaches the model as tokens.
 TEST(GatewayHarmony, MessageTextNeverForgesAChannelOrACall) {
