@@ -4,6 +4,7 @@
 
 #include "engine/json_reader.h"
 #include "engine/json_text.h"
+#include "server/gateway/template_kwargs.h"
 
 namespace crl::server::gateway {
 
@@ -279,6 +280,7 @@ void read_chat_fields(JsonView request, ChatRequest& out, KeptRequest* kept) {
     }
     if (kwargs.size() > 0) out.turn.template_kwargs = std::string(kwargs.raw());
   }
+  add_reasoning_effort(out.turn.template_kwargs, request.find("reasoning_effort"), "reasoning_effort");
   out.logprobs.on = flag(request, "logprobs").value_or(false);
   out.turn.top_logprobs = alternatives(request, "top_logprobs").value_or(0);
   if (out.turn.top_logprobs > 0 && !out.logprobs.on)

@@ -7,6 +7,7 @@
 #include "engine/sse.h"
 #include "server/gateway/answer_writer.h"
 #include "server/gateway/openai_codec.h"
+#include "server/gateway/template_kwargs.h"
 
 namespace crl::server::gateway {
 
@@ -184,6 +185,11 @@ void read_fields(JsonView request, ResponsesRequest& out) {
   out.turn.tool_choice = read_responses_tool_choice(request);
   if (const JsonView text = request.find("text"); !text.is_none())
     out.turn.json_schema = read_text_format(text);
+  if (const JsonView reasoning = request.find("reasoning"); !reasoning.is_none()) {
+    if (!reasoning.is_object())
+      throw bad_request("bad_field", "reasoning must be an object ({effort, summary})", "reasoning");
+    add_reasoning_effort(out.turn.template_kwargs, reasoning.find("effort"), "reasoning.effort");
+  }
 }
 
 // The whole body; with `layout`, where its input items lie, and with `kept`, its tools go there.

@@ -62,4 +62,15 @@ void TemplateKwargsCheck::check(const std::string& kwargs) const {
     throw bad_request("unsupported_field", "chat_template_kwargs: " + why, "chat_template_kwargs");
 }
 
+void add_reasoning_effort(std::string& kwargs, JsonView effort, const char* field) {
+  if (effort.is_none()) return;
+  if (!effort.is_string())
+    throw bad_request("bad_field", std::string(field) + " must be a string (low, medium, high)", field);
+  nlohmann::ordered_json merged =
+      kwargs.empty() ? nlohmann::ordered_json::object() : nlohmann::ordered_json::parse(kwargs);
+  if (merged.contains("reasoning_effort")) return;  // chat_template_kwargs say it themselves
+  merged["reasoning_effort"] = std::string(effort.string());
+  kwargs = merged.dump();
+}
+
 }  // namespace crl::server::gateway

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "engine/chat_template.h"
+#include "engine/json_view.h"
 
 namespace crl::server::gateway {
 
@@ -38,5 +39,13 @@ class TemplateKwargsCheck {
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::string> verdicts_;
 };
+
+// A request's reasoning effort (chat's top-level `reasoning_effort`, Responses' `reasoning.effort`: Codex
+// sends it) as the template variable `reasoning_effort` that gpt-oss's template reads, as vLLM gives it to
+// the template, added to `kwargs` (chat_template_kwargs as JSON text) unless they set it themselves. A
+// template that reads no such variable renders as before (the kwargs then change nothing). `effort`: the
+// field's value (absent or null: nothing added); `field` names it in the 400 for a value that is not a
+// string.
+void add_reasoning_effort(std::string& kwargs, JsonView effort, const char* field);
 
 }  // namespace crl::server::gateway

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <tuple>
 
 #include "tests/server/gateway/gateway_fixture.h"
 
@@ -133,6 +134,43 @@ TEST(GatewayHarmony, ReasoningEffortFromTheSessionsFirstCall) {
   }
   ASSERT_EQ(h.reward(1).status, 200);
   EXPECT_EQ(check_exact(h.export_json(), calls), calls.size());
+  // The APIs' own effort fields give the template the same variable: chat's reasoning_effort, Responses'
+  // reasoning.effort (Codex sends it); chat_template_kwargs that set it themselves win.
+  server::testing::HttpClient client(bench.server->port());
+  const auto prompt_after = [&](const std::string& path, const json& body) {
+    const auto reply = client.call("POST", path, body.dump());
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return bench.tokenizer->decode(bench.upstream->calls().back().prompt);
+  };
+  const json say = json::array({{{"role", "user"}, {"content", "Say ok"}}});
+  EXPECT_NE(prompt_after("/v1/sessions/top/v1/chat/completions",
+                         {{"model", "m"}, {"messages", say}, {"reasoning_effort", "low"}})
+                .find("Reasoning: low"),
+            std::string::npos);
+  EXPECT_NE(prompt_after("/v1/sessions/both/v1/chat/completions",
+                         {{"model", "m"},
+                          {"messages", say},
+                          {"reasoning_effort", "low"},
+                          {"chat_template_kwargs", {{"reasoning_effort", "high"}}}})
+                .find("Reasoning: high"),
+            std::string::npos);
+  EXPECT_NE(
+      prompt_after(
+          "/v1/sessions/codex/v1/responses",
+          {{"model", "m"}, {"input", "Say ok"}, {"reasoning", {{"effort", "high"}, {"summary", "auto"}}}})
+          .find("Reasoning: high"),
+      std::string::npos);
+  for (const auto& [path, body, field] :
+       {std::tuple{"/v1/sessions/bad1/v1/chat/completions", json{{"messages", say}, {"reasoning_effort", 3}},
+                   "reasoning_effort"},
+        std::tuple{"/v1/sessions/bad2/v1/responses", json{{"input", "x"}, {"reasoning", "high"}},
+                   "reasoning"},
+        std::tuple{"/v1/sessions/bad3/v1/responses", json{{"input", "x"}, {"reasoning", {{"effort", true}}}},
+                   "reasoning.effort"}}) {
+    const auto reply = client.call("POST", path, body.dump());
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    EXPECT_EQ(json::parse(reply.body)["error"]["param"], field) << reply.body;
+  }
 }
 
 // Message text that spells gpt-oss's message structure stays text: no channel or call of the harness's

@@ -305,6 +305,14 @@ TEST(GatewayTemplate, ASessionsFirstCallSetsItsTemplateVariables) {
   EXPECT_EQ(call("thinks", off, messages).status, 400) << "the same messages, other variables";
   EXPECT_EQ(call("thinks", json({{"unread_variable", 3}}), messages).status, 200) << "(the stored answer)";
   EXPECT_EQ(call("thinks", json::object(), messages).status, 200);
+  // A reasoning effort Qwen3's template does not read changes nothing: the server's own template.
+  ASSERT_EQ(client
+                .call("POST", "/v1/sessions/effort/v1/chat/completions",
+                      json{{"model", "m"}, {"messages", messages}, {"reasoning_effort", "high"}}.dump())
+                .status,
+            200);
+  EXPECT_TRUE(last_prompt().ends_with("<|im_end|>\n" + thinking)) << last_prompt();
+  EXPECT_FALSE(json::parse(client.call("GET", "/v1/sessions/effort").body).contains("chat_template_kwargs"));
   // POST /v1/sessions with chat_template_kwargs.
   EXPECT_EQ(
       client.call("POST", "/v1/sessions", R"({"session_id": "made", "chat_template_kwargs": 3})").status,
