@@ -132,6 +132,14 @@ TEST(Cli, BadInputGetsOneLineErrors) {
         "qwen3_coder"},
        1,
        "needs a model's chat template"},
+      // Template variables need a model's template, and must be a JSON object.
+      {{"serve", "--host", "not-an-address", "--default-chat-template-kwargs",
+        R"({"enable_thinking": false})"},
+       1,
+       "option --default-chat-template-kwargs: the built-in chat template \"chatml\" reads no variables"},
+      {{"serve", "--host", "not-an-address", "--default-chat-template-kwargs", "[1]"},
+       1,
+       "option --default-chat-template-kwargs: must be a JSON object"},
       {{"tokenize"}, 2, "give TEXT"},  // (it printed an empty encoding)
       // A `crl lm train` model is not a run's checkpoint (it failed on a tabular-vs-lm mismatch).
       {{"eval", "--checkpoint",
