@@ -356,7 +356,8 @@ HttpAnswer Gateway::create(const HttpCall& call) {
         "the gateway holds its limit of " + std::to_string(options_.max_sessions) + " sessions")
         .with_retry_after(1);
   }
-  auto session = std::make_shared<GatewaySession>(id, shared_, config, std::move(variant));
+  // (without kwargs, the session's first chat call may still give them)
+  auto session = std::make_shared<GatewaySession>(id, shared_, config, std::move(variant), !kwargs.empty());
   sessions_[id] = session;
   return json_answer(200, session->state().dump());
 }
@@ -400,6 +401,9 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
     }
   } give_back{*session, request.turn};
   if (!decoded) {
+    // A session POST /v1/sessions made without kwargs takes its first call's.
+    if (session->variant_open() && !request.turn.template_kwargs.empty())
+      session->set_variant(shared_.templates->for_session(request.turn.template_kwargs));
     session->variant().check.check(request.turn.template_kwargs);
     constrain_to_calls(request.turn, shared_.tool_format);
   }

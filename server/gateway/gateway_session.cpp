@@ -64,8 +64,12 @@ Trajectory merge(std::vector<Trajectory> parts) {
 }  // namespace
 
 GatewaySession::GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config,
-                               std::shared_ptr<const TemplateVariant> variant)
-    : id_(std::move(id)), shared_(shared), variant_(std::move(variant)), config_(std::move(config)) {
+                               std::shared_ptr<const TemplateVariant> variant, bool variant_fixed)
+    : id_(std::move(id)),
+      shared_(shared),
+      variant_(std::move(variant)),
+      variant_fixed_(variant_fixed),
+      config_(std::move(config)) {
   if (config_.rollout_id.empty()) config_.rollout_id = id_;
   touch();
 }

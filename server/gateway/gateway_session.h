@@ -107,10 +107,19 @@ inline bool has_text_part(const Completion& c) {
 
 class GatewaySession {
  public:
-  // `variant`: the template as the session renders it (its first call's chat_template_kwargs).
+  // `variant`: the template as the session renders it (its first call's chat_template_kwargs, or those of
+  // POST /v1/sessions). `variant_fixed`: false for a session POST /v1/sessions made without kwargs, whose
+  // first chat call may still set them (set_variant).
   GatewaySession(std::string id, const GatewayShared& shared, SessionConfig config,
-                 std::shared_ptr<const TemplateVariant> variant);
+                 std::shared_ptr<const TemplateVariant> variant, bool variant_fixed = true);
   const TemplateVariant& variant() const { return *variant_; }
+  // Whether the session's first call may still set its template variables: none were given and no window
+  // was rendered yet.
+  bool variant_open() const { return !variant_fixed_ && !episode_; }
+  void set_variant(std::shared_ptr<const TemplateVariant> variant) {
+    variant_ = std::move(variant);
+    variant_fixed_ = true;
+  }
 
   // Throws GatewayError (OpenAI-shaped) for bad input, an ended session or an upstream failure; a failure
   // leaves everything recorded as it was.
@@ -171,6 +180,7 @@ class GatewaySession {
   std::string id_;
   const GatewayShared& shared_;
   std::shared_ptr<const TemplateVariant> variant_;
+  bool variant_fixed_ = true;
   SessionConfig config_;
   std::unique_ptr<Episode> episode_;
   HarnessEnv* env_ = nullptr;  // owned by episode_

