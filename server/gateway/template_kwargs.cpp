@@ -39,6 +39,7 @@ std::string TemplateKwargsCheck::verdict(const std::string& kwargs) const {
 
 std::string TemplateKwargsCheck::kept_verdict(const std::string& kwargs) const {
   if (kwargs.empty()) return "";
+  if (kwargs.size() > kMaxKeptKwargsBytes) return verdict(kwargs);
   std::optional<std::string> why;
   {
     std::lock_guard lock(mutex_);

@@ -11,7 +11,8 @@
 // and without them) are refused with a 400 naming `chat_template_kwargs`; kwargs that change nothing pass:
 // the session's own again, `enable_thinking: true` on Qwen3 started without kwargs, a variable the
 // template never reads. The built-in templates read no variables, so every kwargs object passes there.
-// Verdicts are kept per distinct kwargs text (a harness sends the same object every call), at most 256.
+// Verdicts are kept per distinct kwargs text (a harness sends the same object every call), at most 256 of at
+// most 4 KiB each (longer ones are judged on every call).
 #include <map>
 #include <mutex>
 #include <string>
@@ -20,6 +21,10 @@
 #include "engine/json_view.h"
 
 namespace crl::server::gateway {
+
+// Kwargs texts longer than this are not kept between calls (a verdict is judged again, a session's variant
+// is its own): 256 kept texts of the 8 MiB a request may be would hold 2 GiB; a harness's are tens of bytes.
+inline constexpr size_t kMaxKeptKwargsBytes = 4096;
 
 class TemplateKwargsCheck {
  public:

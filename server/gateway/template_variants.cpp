@@ -64,6 +64,7 @@ std::shared_ptr<const TemplateVariant> TemplateVariants::for_session(const std::
   } catch (const Error& e) {
     throw refuse(e.message());
   }
+  if (key.size() > kMaxKeptKwargsBytes) return variant;  // (not kept for other sessions: see the header)
   std::lock_guard lock(mutex_);
   if (variants_.size() >= kMaxVariants) variants_.clear();  // (sessions keep theirs)
   return variants_.emplace(key, std::move(variant)).first->second;

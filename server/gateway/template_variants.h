@@ -41,7 +41,7 @@ struct TemplateVariant {
 
 class TemplateVariants {
  public:
-  static constexpr size_t kMaxVariants = 16;
+  static constexpr size_t kMaxVariants = 16;  // of kwargs up to kMaxKeptKwargsBytes (template_kwargs.h)
 
   // `chat`: the server's template (its --default-chat-template-kwargs already set). Throws crl::Error as
   // MessageRenderer does.

@@ -639,17 +639,21 @@ TEST(GatewayTemplate, EverySessionKeepsItsVariablesPastTheKeptVariants) {
          "{% endif %}{% endif %}";
   ModelBench bench(make_tokenizer("byte"), "byte", file, script, Budget{32768, 4096, 2, 512, 256, 8});
   server::testing::HttpClient client(bench.server->port());
+  // (the last session's kwargs are longer than the gateway keeps for others: judged again on every call)
   const int sessions = static_cast<int>(TemplateVariants::kMaxVariants) + 5;
+  const auto mode = [&](int k) {
+    return "m" + std::to_string(k) + (k == sessions - 1 ? std::string(kMaxKeptKwargsBytes, 'x') : "");
+  };
   std::vector<json> histories(sessions, json{msg("user", "Hello")});
-  for (int round = 0; round < 2; ++round) {
+  for (int round = 0; round < 3; ++round) {
     for (int k = 0; k < sessions; ++k) {
       json body = {{"model", "m"}, {"messages", histories[k]}};
-      if (round == 0) body["chat_template_kwargs"] = {{"mode", "m" + std::to_string(k)}};
+      if (round != 1) body["chat_template_kwargs"] = {{"mode", mode(k)}};
       const auto reply =
           client.call("POST", "/v1/sessions/s" + std::to_string(k) + "/v1/chat/completions", body.dump());
       ASSERT_EQ(reply.status, 200) << reply.body;
       const std::string prompt = ByteTokenizer().decode(bench.upstream->calls().back().prompt);
-      EXPECT_TRUE(prompt.ends_with("<|im_start|>assistant\n[m" + std::to_string(k) + "]"))
+      EXPECT_TRUE(prompt.ends_with("<|im_start|>assistant\n[" + mode(k) + "]"))
           << "round " << round << " session " << k << ": " << prompt;
       histories[k].push_back(json::parse(reply.body)["choices"][0]["message"]);
       histories[k].push_back(msg("user", "again"));
