@@ -135,7 +135,8 @@ bool is_gateway_path(std::string_view path) {
   }
   return count >= 2 && first == "v1" &&
          (second == "sessions" || (second == "chat" && count == 3) || second == "messages" ||
-          (second == "completions" && count == 2) || (second == "responses" && count == 2));
+          (second == "completions" && count == 2) || (second == "responses" && count == 2) ||
+          (second == "models" && count <= 3));
 }
 
 HttpAnswer gateway_refusal(std::string_view path, int status, const std::string& code,
@@ -194,6 +195,9 @@ Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std:
   shared_.upstream = std::make_unique<Upstream>(options_.upstream);
   shared_.metrics = metrics;
   shared_.model = options_.model;
+  started_ =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
 }
 
 Gateway::~Gateway() = default;
@@ -538,6 +542,28 @@ HttpAnswer Gateway::export_session(const HttpCall& call, const std::string& id) 
   return HttpAnswer{200, std::string(wire::content_type(format)), wire::encode_message(out, format), 0};
 }
 
+HttpAnswer Gateway::models(const HttpCall& call, std::span<const std::string_view> rest) const {
+  require_method(call, "GET");
+  // One model: the upstream's name when --llm-model gives it, else the gateway's; the context is a session's
+  // default capacity (the window the gateway compacts within).
+  const std::string& name = options_.sampling.model.empty() ? options_.model : options_.sampling.model;
+  const json model = {{"id", name},
+                      {"object", "model"},
+                      {"created", started_},
+                      {"owned_by", "crl"},
+                      {"root", name},
+                      {"parent", nullptr},
+                      {"max_model_len", options_.budget.capacity}};
+  if (rest.empty()) return json_answer(200, json{{"object", "list"}, {"data", json::array({model})}}.dump());
+  if (rest[0] != name) {
+    throw GatewayError(404, "invalid_request_error", "model_not_found",
+                       "the model " + quote(std::string(rest[0])) + " does not exist (this gateway serves " +
+                           quote(name) + ")",
+                       "model");
+  }
+  return json_answer(200, model.dump());
+}
+
 HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_view>& parts) {
   // Anthropic paths answer errors in Anthropic's shape.
   const bool anthropic = std::find(parts.begin(), parts.end(), "messages") != parts.end();
@@ -570,6 +596,8 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
       }
       return chat_path ? chat(call, id) : responses_path ? responses(call, id) : completions(call, id);
     }
+    // GET /v1/models[/{model}]: what harnesses and trainers' readiness checks ask of an OpenAI server.
+    if (parts.size() >= 2 && parts[1] == "models") return models(call, std::span(parts).subspan(2));
     if (parts.size() >= 2 && parts[1] == "sessions") {
       if (parts.size() == 2) {
         require_method(call, "POST");
@@ -600,6 +628,9 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
       if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "responses") return responses(call, id);
       if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "messages" && parts[5] == "count_tokens")
         return count_tokens(call);
+      if (parts.size() >= 5 && parts.size() <= 6 && parts[3] == "v1" && parts[4] == "models")
+        return models(call,
+                      std::span(parts).subspan(5));  // (a session's base URL; no session is made or needed)
     }
     throw GatewayError(404, "not_found_error", "not_found",
                        "no gateway endpoint " + std::string(call.target.substr(0, call.target.find('?'))) +

@@ -20,12 +20,14 @@
 //   POST   [/v1/sessions/{id}]/v1/messages/count_tokens  {"input_tokens": N} of the rendered prompt
 //   POST   /v1/sessions/{id}/v1/responses            the OpenAI Responses API (responses_codec.h)
 //   POST   /v1/responses                             the same, the session id from Authorization: Bearer
+//   GET    [/v1/sessions/{id}]/v1/models[/{model}]   the one model served (vLLM's and SGLang's shape)
 // Sessions idle past --idle-timeout are reaped (reap_idle). The first chat call on an unknown id creates the
 // session with the server's defaults. Session ids are the client's (a trainer's sample id): 1-128 of
 // [A-Za-z0-9._:-]. Every error is OpenAI-shaped.
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -94,6 +96,8 @@ class Gateway {
   HttpAnswer messages(const HttpCall& call, const std::string& id);
   HttpAnswer responses(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);
+  // GET /v1/models (`rest` empty) or /v1/models/{model}, as vLLM and SGLang answer them.
+  HttpAnswer models(const HttpCall& call, std::span<const std::string_view> rest) const;
   HttpAnswer reward(const HttpCall& call, const std::string& id);
   HttpAnswer export_session(const HttpCall& call, const std::string& id);
   // The server's own renderer (the template with its --default-chat-template-kwargs).
@@ -101,6 +105,7 @@ class Gateway {
 
   GatewayOptions options_;
   GatewayShared shared_;
+  int64_t started_ = 0;  // unix seconds: the models' `created`
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<GatewaySession>> sessions_;
 };

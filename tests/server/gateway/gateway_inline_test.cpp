@@ -24,12 +24,12 @@ TEST(GatewayInline, GatewayPathsAreTheRoutersGatewayRoutes) {
   for (const char* path :
        {"/v1/sessions/s1/v1/chat/completions", "/v1/sessions", "/v1/sessions/", "/v1/chat/completions",
         "//v1//chat//completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/completions",
-        "/v1/sessions/s1/v1/messages", "v1/completions"}) {
+        "/v1/sessions/s1/v1/messages", "v1/completions", "/v1/models", "/v1/models/m"}) {
     EXPECT_TRUE(is_gateway_path(path)) << path;
   }
   for (const char* path : {"", "/", "/v1", "/v1/", "/health", "/v1/episodes", "/v1/chat",
                            "/v1/chat/completions/x", "/v1/completions/x", "/v2/sessions", "/x/v1/sessions",
-                           "/v1/session", "/V1/sessions", "/v1/episodes/e1/step"}) {
+                           "/v1/session", "/V1/sessions", "/v1/episodes/e1/step", "/v1/models/m/x"}) {
     EXPECT_FALSE(is_gateway_path(path)) << path;
   }
 }

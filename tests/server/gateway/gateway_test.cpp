@@ -355,6 +355,36 @@ TEST(Gateway, BearerTokenNamesTheSession) {
   EXPECT_EQ(json::parse(missing.body)["error"]["code"], "missing_session");
 }
 
+// GET /v1/models, as vLLM and SGLang answer it (harnesses list models at start; trainers poll it until the
+// server is up): the one model, with the session's default capacity as its context; also under a
+// session's base URL, without making the session; another model's id is a 404, another method a 405.
+TEST(Gateway, ModelsListTheOneModelServed) {
+  GatewayOptions options;
+  options.model = "policy";
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  server::testing::HttpClient client(bench.port());
+  for (const char* path : {"/v1/models", "/v1/sessions/harness-7/v1/models"}) {
+    const auto reply = client.call("GET", path);
+    ASSERT_EQ(reply.status, 200) << path << ": " << reply.body;
+    const json list = json::parse(reply.body);
+    EXPECT_EQ(list["object"], "list");
+    ASSERT_EQ(list["data"].size(), 1u) << list;
+    EXPECT_EQ(list["data"][0]["id"], "policy");
+    EXPECT_EQ(list["data"][0]["object"], "model");
+    EXPECT_EQ(list["data"][0]["max_model_len"], test_budget().capacity);
+    EXPECT_GT(list["data"][0]["created"].get<int64_t>(), 1700000000);
+  }
+  EXPECT_EQ(client.call("GET", "/v1/sessions/harness-7").status, 404) << "listing models makes no session";
+  const auto one = client.call("GET", "/v1/sessions/harness-7/v1/models/policy");
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body)["id"], "policy");
+  const auto other = client.call("GET", "/v1/models/gpt-4");
+  EXPECT_EQ(other.status, 404);
+  EXPECT_EQ(json::parse(other.body)["error"]["code"], "model_not_found") << other.body;
+  EXPECT_EQ(client.call("POST", "/v1/models", "{}").status, 405);
+  EXPECT_EQ(client.call("GET", "/v1/models/policy/x").status, 404);
+}
+
 TEST(Gateway, ExplicitCreateSetsTheBudgetAndDeleteRemoves) {
   Bench bench;
   server::testing::HttpClient client(bench.port());
