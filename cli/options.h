@@ -20,6 +20,6 @@ bool parse_options(const std::string& command, const std::string& usage,
 inline constexpr const char* kTemplateKwargsHelp =
     "JSON object: variables of the --chat-template's Jinja template on every render, as vLLM's option of "
     "this name (Qwen3: '{\"enable_thinking\": false}' puts the empty think block into the generation "
-    "prompt); a request's chat_template_kwargs may repeat them, not change them";
+    "prompt); a gateway session's own chat_template_kwargs (of its first call) go over them";
 
 }  // namespace crl::cli

@@ -33,8 +33,7 @@ std::string TemplateKwargsCheck::verdict(const std::string& kwargs) const {
   return "they change what the template writes (" + quote(text_prefix(kwargs, 120)) +
          "): a session renders every call with the variables it started with (its first call's "
          "chat_template_kwargs, over the server's --default-chat-template-kwargs), so that its windows "
-         "extend "
-         "each other; send the same ones (or none), or start a new session with these";
+         "extend each other; send the same ones (or none), or start a new session with these";
 }
 
 std::string TemplateKwargsCheck::kept_verdict(const std::string& kwargs) const {
