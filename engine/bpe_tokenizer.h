@@ -1,6 +1,8 @@
 #pragma once
-// Byte-level BPE tokenizers: OpenAI's tiktoken encodings (rank files) and Hugging Face tokenizer.json files
-// of the GPT-2 / Qwen2 family (byte-level pre-tokenizer, merges, added tokens).
+// BPE tokenizers: OpenAI's tiktoken encodings (rank files) and Hugging Face tokenizer.json files, byte-level
+// (the GPT-2 / Qwen2 / Llama 3 family: byte-level pre-tokenizer, merges, added tokens) or SentencePiece-style
+// with byte fallback (Gemma: spaces written as U+2581 "▁", no pre-tokenizer split, characters missing from
+// the vocabulary written as their bytes' <0xNN> tokens).
 //
 // Encoding, in order:
 //  1. special and added tokens are split out of the text (longest match first) and become their ids;
@@ -11,7 +13,15 @@
 //  4. each piece's UTF-8 bytes are merged pairwise, lowest rank first (leftmost on ties), until no adjacent
 //     pair has a rank. tiktoken ranks a pair by the rank of the concatenated bytes; tokenizer.json ranks it
 //     by its position in `merges`. Long pieces use a heap (O(n log n)), short ones a linear scan.
-// Invalid UTF-8 is tokenized as raw bytes, so decode(encode(x)) == x for every byte string x.
+// SentencePiece-style (metaspace) tokenizers replace steps 3 and 4: each space becomes "▁", the text between
+// added tokens is one piece, and its parts start as characters (a character's token, else one <0xNN> token
+// per byte) before the same merge loop; Hugging Face's BPE with byte_fallback does exactly this.
+// Added tokens that are not special (tokenizer.json's "special": false: Gemma's "\n\n" and "<table>",
+// Qwen3's "<think>" and "<tool_call>") are split out of ordinary text too, as Hugging Face tokenizers and so
+// vLLM and SGLang do: only special tokens are kept out of content (encode_ordinary, encode_pieces).
+// Invalid UTF-8 is tokenized as raw bytes (byte-level) or byte tokens (metaspace), so decode(encode(x)) == x
+// for every byte string x (but for a literal "▁", which a metaspace tokenizer reads as a space, as Hugging
+// Face does).
 // Instances are immutable after construction (but for a thread-safe cache of merged pieces): encode and
 // decode are safe to call from many threads.
 #include <cstdint>
@@ -49,6 +59,9 @@ std::vector<size_t> pre_tokenize(SplitPattern pattern, std::string_view text);
 struct SpecialToken {
   std::string text;
   TokenId id = 0;
+  // false: an added token that is ordinary text's too (split out of content; tokenizer.json "special":
+  // false).
+  bool special = true;
 };
 
 class BpeTokenizer final : public Tokenizer {
@@ -61,8 +74,9 @@ class BpeTokenizer final : public Tokenizer {
   // Reads a tiktoken rank file (lines "BASE64 RANK"). Throws crl::Error naming the file, line and field.
   static std::shared_ptr<const BpeTokenizer> load_tiktoken(const std::string& path, SplitPattern pattern,
                                                            std::vector<SpecialToken> specials);
-  // Reads a Hugging Face tokenizer.json with a byte-level BPE model. Throws crl::Error naming the file and
-  // the JSON field for anything missing, malformed or unsupported.
+  // Reads a Hugging Face tokenizer.json with a BPE model, byte-level or metaspace with byte fallback (see
+  // above). Throws crl::Error naming the file and the JSON field for anything missing, malformed or
+  // unsupported.
   static std::shared_ptr<const BpeTokenizer> load_hf_json(const std::string& path);
 
   std::vector<TokenId> encode(std::string_view text) const override;
@@ -80,6 +94,7 @@ class BpeTokenizer final : public Tokenizer {
 
   SplitPattern pattern() const { return pattern_; }
   bool nfc() const { return nfc_; }
+  bool metaspace() const { return metaspace_; }
   const std::vector<SpecialToken>& specials() const { return specials_; }
 
  private:
@@ -87,11 +102,25 @@ class BpeTokenizer final : public Tokenizer {
   class ByteTable;   // byte string -> id, open addressing
   class PairTable;   // (left id, right id) -> (rank, merged id), open addressing
   class PieceCache;  // piece -> ids, thread-safe
+  // Ordinary text: its non-special added tokens split out, the rest encoded by encode_run.
   void encode_text(std::string_view text, std::vector<TokenId>& out) const;
-  // The special token that starts at text[i], or nullptr.
-  const SpecialToken* special_at(std::string_view text, size_t i) const;
+  // The added tokens of `index` (leftmost, longest first) as their ids, the text between them by encode_run.
+  void encode_around(const std::vector<std::vector<int>>& index, std::string_view text,
+                     std::vector<TokenId>& out) const;
+  void encode_run(std::string_view text, std::vector<TokenId>& out) const;  // normalized, split, merged
+  void encode_metaspace(std::string_view text, std::vector<TokenId>& out) const;
+  // The added token (special or not: `index`) that starts at text[i], or nullptr.
+  const SpecialToken* added_at(const std::vector<std::vector<int>>& index, std::string_view text,
+                               size_t i) const;
+  const SpecialToken* special_at(std::string_view text, size_t i) const {
+    return added_at(specials_by_byte_, text, i);
+  }
   void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
   void merge_piece(std::string_view piece, std::vector<TokenId>& out) const;  // the BPE merge, no cache
+  // The merge loop over `n` parts whose ids start as `initial` (a byte-level piece: its bytes; tiktoken
+  // needs piece.size() == n to rank by the concatenated bytes).
+  void merge_parts(std::string_view piece, const TokenId* initial, uint32_t n,
+                   std::vector<TokenId>& out) const;
   // The rank and id of merging adjacent parts [a, m) and [m, b) of a piece; nullopt if they do not merge.
   std::optional<std::pair<uint32_t, TokenId>> merge_rank(std::string_view piece, uint32_t a, uint32_t m,
                                                          uint32_t b, TokenId left, TokenId right) const;
@@ -102,6 +131,7 @@ class BpeTokenizer final : public Tokenizer {
   bool nfc_ = false;
   bool tiktoken_ = true;        // ranks by concatenation (tiktoken) or by the merges list (tokenizer.json)
   bool ignore_merges_ = false;  // tokenizer.json: a piece that is itself in the vocabulary is one token
+  bool metaspace_ = false;      // SentencePiece-style: spaces are "▁", one piece, byte fallback
   std::vector<std::string> vocab_;  // id -> bytes ("" for ids without bytes)
   std::shared_ptr<ByteTable> table_;
   std::shared_ptr<PieceCache> cache_;
@@ -109,9 +139,11 @@ class BpeTokenizer final : public Tokenizer {
       pair_ids_;  // two-byte strings -> id or -1 (the most frequent lookup of tiktoken merging)
   std::shared_ptr<PairTable> merges_;
   std::vector<std::pair<TokenId, TokenId>> merge_list_;  // in rank order, for the fingerprint
-  TokenId byte_ids_[256] = {};
-  std::vector<SpecialToken> specials_;              // sorted by id
+  TokenId byte_ids_[256] = {};          // byte-level: the byte's token; metaspace: its <0xNN> fallback token
+  std::vector<std::string> decoded_;    // metaspace: id -> text ("▁" a space, <0xNN> its byte); else empty
+  std::vector<SpecialToken> specials_;  // sorted by id; every added token, special or not
   std::vector<std::vector<int>> specials_by_byte_;  // first byte -> indexes into specials_, longest first
+  std::vector<std::vector<int>> plain_by_byte_;     // the same for the non-special ones (empty if none)
   int vocab_size_ = 0;
   std::string fingerprint_;
 };

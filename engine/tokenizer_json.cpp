@@ -1,5 +1,6 @@
-// Hugging Face tokenizer.json files with a byte-level BPE model (engine/bpe_tokenizer.h load_hf_json):
-// normalizer, pre-tokenizer, decoder, vocabulary, merges and added tokens, each checked and named in errors.
+// Hugging Face tokenizer.json files with a BPE model (engine/bpe_tokenizer.h load_hf_json), byte-level or
+// SentencePiece-style with byte fallback (Gemma's): normalizer, pre-tokenizer, decoder, vocabulary, merges
+// and added tokens, each checked and named in errors.
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -69,6 +70,32 @@ std::string type_of(const Json& object) {
              : "";
 }
 
+// {"String": text} (a Replace or Split pattern) holding `text`.
+bool is_string_pattern(const Json& pattern, std::string_view text) {
+  return pattern.is_object() && pattern.size() == 1 && pattern.contains("String") &&
+         pattern["String"].is_string() && pattern["String"].get<std::string>() == text;
+}
+
+constexpr std::string_view kMetaspace = "\u2581";  // SentencePiece's space, U+2581
+
+// Gemma's normalizer: Replace(" " -> "\u2581") and nothing else (no prepended "\u2581": Llama 2's form is not
+// supported, its first-word rules differ between Hugging Face versions).
+bool is_metaspace_normalizer(const Json& normalizer) {
+  return type_of(normalizer) == "Replace" && is_string_pattern(normalizer.value("pattern", Json()), " ") &&
+         normalizer.value("content", std::string()) == kMetaspace;
+}
+
+// The decoder that undoes it: Sequence[Replace("\u2581" -> " "), ByteFallback, Fuse].
+bool is_metaspace_decoder(const Json& decoder) {
+  if (type_of(decoder) != "Sequence" || !decoder.contains("decoders") || !decoder["decoders"].is_array())
+    return false;
+  const Json& list = decoder["decoders"];
+  return list.size() == 3 && type_of(list[0]) == "Replace" &&
+         is_string_pattern(list[0].value("pattern", Json()), kMetaspace) &&
+         list[0].value("content", std::string()) == " " && type_of(list[1]) == "ByteFallback" &&
+         type_of(list[2]) == "Fuse";
+}
+
 void check_byte_level(const Json& node, const std::string& path, const std::string& field, bool use_regex) {
   if (node.value("add_prefix_space", false)) {
     throw Error(path, field + ".add_prefix_space", "true is not supported (expected false)");
@@ -98,23 +125,36 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
     t->name_ = "hf:" + (parts.empty() ? file_stem(path) : parts.back());
   }
 
-  // normalizer: none or NFC.
+  // normalizer: none or NFC (byte-level), or Replace(" " -> "\u2581") (metaspace).
   const Json& normalizer = root.contains("normalizer") ? root["normalizer"] : Json();
   if (!normalizer.is_null()) {
     const std::string type = type_of(normalizer);
     if (type == "NFC") {
       t->nfc_ = true;
+    } else if (is_metaspace_normalizer(normalizer)) {
+      t->metaspace_ = true;
     } else if (!(type == "Sequence" && normalizer.contains("normalizers") &&
                  normalizer["normalizers"].empty())) {
-      throw Error(path, "normalizer.type",
-                  "unsupported normalizer " + quote(type) + " (supported: null, NFC)");
+      throw Error(
+          path, "normalizer.type",
+          "unsupported normalizer " + quote(type) +
+              " (supported: null, NFC, Replace(\" \" -> \"\u2581\") as Gemma's tokenizer.json has it)");
     }
   }
 
-  // pre_tokenizer: ByteLevel with its built-in GPT-2 regex, or Sequence[Split(regex), ByteLevel(no regex)].
-  const Json& pre = member(root, "pre_tokenizer", path, "");
+  // pre_tokenizer: ByteLevel with its built-in GPT-2 regex, or Sequence[Split(regex), ByteLevel(no regex)];
+  // metaspace: none, or Gemma's Split(" "), which splits nothing once every space is "\u2581".
+  const Json& pre =
+      t->metaspace_ && !root.contains("pre_tokenizer") ? Json() : member(root, "pre_tokenizer", path, "");
   const std::string pre_type = type_of(pre);
-  if (pre_type == "ByteLevel") {
+  if (t->metaspace_) {
+    if (!pre.is_null() && !(pre_type == "Split" && is_string_pattern(pre.value("pattern", Json()), " ") &&
+                            !pre.value("invert", false))) {
+      throw Error(path, "pre_tokenizer",
+                  "expected null or Split(\" \") with the Replace(\" \" -> \"\u2581\") normalizer, found " +
+                      quote(pre_type.empty() ? pre.dump() : pre_type));
+    }
+  } else if (pre_type == "ByteLevel") {
     check_byte_level(pre, path, "pre_tokenizer", true);
     t->pattern_ = SplitPattern::kGpt2;
   } else if (pre_type == "Sequence") {
@@ -145,7 +185,14 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
                 "unsupported pre-tokenizer " + quote(pre_type) +
                     " (expected ByteLevel or Sequence[Split, ByteLevel])");
   }
-  if (root.contains("decoder") && !root["decoder"].is_null() && type_of(root["decoder"]) != "ByteLevel") {
+  if (t->metaspace_) {
+    if (!root.contains("decoder") || !is_metaspace_decoder(root["decoder"])) {
+      throw Error(path, "decoder",
+                  "expected Sequence[Replace(\"\u2581\" -> \" \"), ByteFallback, Fuse] with the metaspace "
+                  "normalizer");
+    }
+  } else if (root.contains("decoder") && !root["decoder"].is_null() &&
+             type_of(root["decoder"]) != "ByteLevel") {
     throw Error(path, "decoder.type", "expected \"ByteLevel\", found " + quote(type_of(root["decoder"])));
   }
 
@@ -154,7 +201,14 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
   if (model.contains("type") && type_of(model) != "BPE") {
     throw Error(path, "model.type", "expected \"BPE\", found " + quote(type_of(model)));
   }
-  if (model.value("byte_fallback", false)) throw Error(path, "model.byte_fallback", "true is not supported");
+  const bool byte_fallback = model.contains("byte_fallback") && model["byte_fallback"].is_boolean() &&
+                             model["byte_fallback"].get<bool>();
+  if (byte_fallback != t->metaspace_) {
+    throw Error(path, "model.byte_fallback",
+                t->metaspace_ ? "expected true with the metaspace normalizer (characters missing from the "
+                                "vocabulary would be <unk>, which is not supported)"
+                              : "true is only supported with the metaspace normalizer (Gemma's form)");
+  }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty()) {
       throw Error(path, std::string("model.") + key, "must be empty for a byte-level BPE");
@@ -164,6 +218,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
     throw Error(path, "model.dropout", "dropout is not supported");
   }
   t->ignore_merges_ = model.value("ignore_merges", false);
+  if (t->ignore_merges_ && t->metaspace_)
+    throw Error(path, "model.ignore_merges", "true is not supported with the metaspace normalizer");
   const Json& vocab = member(model, "vocab", path, "model");
   if (!vocab.is_object()) throw Error(path, "model.vocab", "expected an object {token: id}");
   std::unordered_map<std::string, TokenId> ids;  // byte-level spelling -> id
@@ -172,7 +228,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
       throw Error(path, "model.vocab[" + quote(key) + "]", "expected a non-negative integer id");
     }
     const TokenId id = value.get<TokenId>();
-    const auto bytes = byte_level_decode(key);
+    const auto bytes = t->metaspace_ ? std::optional<std::string>(key) : byte_level_decode(key);
     if (!bytes || bytes->empty()) {
       throw Error(path, "model.vocab[" + quote(key) + "]",
                   "not a byte-level token (character outside the alphabet)");
@@ -185,7 +241,12 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
   }
   for (int b = 0; b < 256; ++b) {
     std::string key;
-    unicode::append_utf8(key, byte_level().to_char[b]);
+    if (t->metaspace_) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      key = std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";  // the byte-fallback token
+    } else {
+      unicode::append_utf8(key, byte_level().to_char[b]);
+    }
     const auto it = ids.find(key);
     if (it == ids.end())
       throw Error(path, "model.vocab", "no token for the byte " + std::to_string(b) + " (" + key + ")");
@@ -248,7 +309,9 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
         // An added token may repeat a vocabulary entry; it is then split out with that id all the same.
         t->vocab_[id].clear();
       }
-      t->specials_.push_back(SpecialToken{a["content"].get<std::string>(), id});
+      // "special": false (Gemma's "\n\n", Qwen3's "<think>"): split out of content as well.
+      const bool special = !a.contains("special") || !a["special"].is_boolean() || a["special"].get<bool>();
+      t->specials_.push_back(SpecialToken{a["content"].get<std::string>(), id, special});
     }
   }
   t->finish();

