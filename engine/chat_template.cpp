@@ -60,6 +60,7 @@ std::string ChatTemplate::definition() const {
         &assistant_prefix, &end_of_turn, &after_end_of_turn}) {
     out += "|" + std::to_string(field->size()) + ":" + *field;
   }
+  if (system_opens_user_turn) out += "|system-opens-user-turn";  // (others keep their definitions)
   if (jinja)
     out += jinja_chat_definition(*jinja);  // the built-ins have none: their definitions are unchanged
   return out;
@@ -148,7 +149,14 @@ ChatTemplate chat_template_by_name(std::string_view name) {
 std::string render_chat(const ChatTemplate& chat, std::span<const ChatMessage> messages,
                         bool add_generation_prompt) {
   std::string text;
-  for (const ChatMessage& m : messages) text += chat.turn(m.role, m.content);
+  for (size_t k = 0; k < messages.size(); ++k) {
+    const ChatMessage& m = messages[k];
+    if (k > 0 && m.role == ChatRole::kUser && messages[k - 1].role == ChatRole::kSystem) {
+      text += std::string(chat.user_prefix_after_system()) + m.content + chat.user_suffix;
+    } else {
+      text += chat.turn(m.role, m.content);
+    }
+  }
   if (add_generation_prompt) text += chat.assistant_prefix;
   return text;
 }

@@ -15,8 +15,10 @@
 // add_generation_prompt, bos_token, eos_token, and extra variables such as enable_thinking). render() renders
 // whole conversations (the gateway). The per-turn strings above, which the text codec of `rollout` and
 // `serve` episodes needs, are derived from the Jinja template by rendering a probe conversation and cutting
-// it at the probe texts (turns_error says why when a template cannot be cut into turns, e.g. Gemma's system
-// text folded into the first user turn). See engine/README.md.
+// it at the probe texts (turns_error says why when a template cannot be cut into turns). A template that
+// writes the system text at the start of the first user turn (Gemma: "<start_of_turn>user\nSYSTEM\n\nUSER")
+// is cut too: its system "turn" is that turn's opening (system_prefix ends with the user header) and the
+// user turn right after it has no header of its own (system_opens_user_turn). See engine/README.md.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -67,6 +69,15 @@ struct ChatTemplate {
   std::string assistant_prefix;   // the header that opens an assistant turn (the generation prompt)
   std::string end_of_turn;        // closes an assistant turn; a special token
   std::string after_end_of_turn;  // written after end_of_turn
+  // The system text opens the first user turn (Gemma): system_prefix ends with user_prefix, system_suffix
+  // separates the system text from the user's, and the user turn after the system turn is written without
+  // user_prefix (user_prefix_after_system()).
+  bool system_opens_user_turn = false;
+
+  // What opens the user turn that follows the system turn: "" when the system turn opened it.
+  std::string_view user_prefix_after_system() const {
+    return system_opens_user_turn ? std::string_view() : std::string_view(user_prefix);
+  }
 
   // A complete turn. An assistant turn includes end_of_turn and after_end_of_turn.
   std::string turn(ChatRole role, std::string_view content) const;

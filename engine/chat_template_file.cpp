@@ -176,9 +176,17 @@ std::string derive_turns(ChatTemplate& t) {
   while (ws < rest.size() && (rest[ws] == '\n' || rest[ws] == ' ')) ++ws;
   t.after_end_of_turn = rest.substr(0, ws);
   t.user_prefix = rest.substr(ws);
-  if (!ends_with(system_user, t.user_prefix))
-    return "the system text is not a turn of its own (it is folded into the first user turn)";
-  t.system_suffix = system_user.substr(0, system_user.size() - t.user_prefix.size());
+  if (ends_with(system_user, t.user_prefix)) {
+    t.system_suffix = system_user.substr(0, system_user.size() - t.user_prefix.size());
+  } else if (!t.user_prefix.empty() && ends_with(t.system_prefix, t.user_prefix) &&
+             system_user.find(t.end_of_turn) == std::string::npos) {
+    // Gemma: "<bos><start_of_turn>user\nSYSTEM\n\nUSER<end_of_turn>\n": the system text opens the first
+    // user turn, and what separates it from the user's text ("\n\n") is the system turn's suffix.
+    t.system_suffix = system_user;
+    t.system_opens_user_turn = true;
+  } else {
+    return "the system text is neither a turn of its own nor the opening of the first user turn";
+  }
   // Tool results: a tool message between the assistant and the next user turn, when the template renders
   // one there; otherwise tool results are written as user turns.
   t.tool_prefix = t.user_prefix;

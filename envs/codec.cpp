@@ -49,7 +49,9 @@ class TextCodec final : public Codec {
     const TextPiece instruction[] = {
         {chat_.user_prefix, true}, {prompts_.summary_instruction}, {close_and_open, true}};
     t.summary_instruction = tokenizer_->encode_pieces(instruction);
-    const TextPiece resume[] = {{chat_.user_prefix, true}, {prompts_.resume_preface}};
+    // resume(S) follows the system turn (spec 1.1: system + resume + kept steps), as the first user turn
+    // does: with Gemma's template the system turn opened it.
+    const TextPiece resume[] = {{chat_.user_prefix_after_system(), true}, {prompts_.resume_preface}};
     t.resume_prefix = tokenizer_->encode_pieces(resume);
     t.resume_suffix = tokenizer_->encode(chat_.user_suffix);
     t.truncation_marker = tokenizer_->encode_ordinary(prompts_.truncation_marker);
@@ -61,7 +63,10 @@ class TextCodec final : public Codec {
     return tokenizer_->encode_pieces(chat_.turn_pieces(ChatRole::kSystem, system.text));
   }
   std::vector<TokenId> encode_user(const Observation& user) const override {
-    return tokenizer_->encode_pieces(chat_.turn_pieces(ChatRole::kUser, user.text));
+    // The first user turn follows the system turn (Gemma's opened it: no header of its own).
+    const TextPiece pieces[] = {
+        {chat_.user_prefix_after_system(), true}, {user.text}, {chat_.user_suffix, true}};
+    return tokenizer_->encode_pieces(pieces);
   }
   std::vector<TokenId> encode_observation(const Observation& observation,
                                           std::span<const TokenId> action) const override {

@@ -108,13 +108,15 @@ void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys
   render_now_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  variant_->renderer.first_prompt(turn.messages, turn.tools, render_now_, system, rest, &converted_);
+  system_opened_user_turn_ =
+      variant_->renderer.first_prompt(turn.messages, turn.tools, render_now_, system, rest, &converted_);
   make_episode(std::move(system), std::move(rest));
   known_ = std::move(keys);
   tools_key_ = tools_key_of(turn);
 }
 
 void GatewaySession::start_text_part(const std::string& prompt) {
+  system_opened_user_turn_ = false;
   make_episode({}, variant_->renderer.text(prompt));
   known_text_ = prompt;
 }

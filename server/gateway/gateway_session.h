@@ -157,7 +157,9 @@ class GatewaySession {
   // Throws for an ended session or one that speaks the other API; then fixes the session's API.
   void check_open(bool plain);
   const std::shared_ptr<const Codec>& codec() const {
-    return plain_.value_or(false) ? shared_.completion_codec : variant_->codec;
+    return plain_.value_or(false)     ? shared_.completion_codec
+           : system_opened_user_turn_ ? variant_->codec_after_opened_turn
+                                      : variant_->codec;
   }
   void start_part(const ChatTurn& turn, std::vector<uint64_t> keys);
   void start_text_part(const std::string& prompt);
@@ -186,7 +188,10 @@ class GatewaySession {
   HarnessEnv* env_ = nullptr;  // owned by episode_
   std::vector<uint64_t> known_;
   std::optional<bool> plain_;  // which API the session speaks (set by its first call)
-  std::string known_text_;     // plain completions: the last prompt
+  // The current part's system part opened the first user turn (TemplateRenderer::first): its rebuilds'
+  // resume turn continues it (Gemma with a system message).
+  bool system_opened_user_turn_ = false;
+  std::string known_text_;  // plain completions: the last prompt
   uint64_t tools_key_ = 0;
   int64_t render_now_ = 0;       // strftime_now() of a Jinja template: the time the window started
   ConvertedMessages converted_;  // a Jinja template's values of the harness's messages, kept between calls

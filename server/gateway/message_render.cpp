@@ -53,7 +53,7 @@ void MessageRenderer::add_turn(const Message& message, std::vector<TextPiece>& p
   }
 }
 
-void MessageRenderer::first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools,
+bool MessageRenderer::first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools,
                                    int64_t now_unix, std::vector<TokenId>& system, std::vector<TokenId>& rest,
                                    ConvertedMessages* memo) const {
   if (template_) return template_->first(messages, tools, now_unix, system, rest, memo);
@@ -79,6 +79,7 @@ void MessageRenderer::first_prompt(std::span<const Message> messages, const nloh
   pieces.clear();
   for (size_t i = first; i < messages.size(); ++i) add_turn(messages[i], pieces, held);
   rest = tokenizer_->encode_pieces(pieces);
+  return false;
 }
 
 std::vector<TokenId> MessageRenderer::observation(std::span<const TokenId> action,

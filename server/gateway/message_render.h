@@ -37,7 +37,9 @@ class MessageRenderer {
 
   // Throws GatewayError (400 template_error) when a Jinja template refuses the messages.
   // `memo`: the session's messages as a Jinja template's values, kept between its calls (null: none).
-  void first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
+  // Returns true when `system` ends inside the first user turn (TemplateRenderer::first; never for the
+  // built-ins).
+  bool first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
                     std::vector<TokenId>& system, std::vector<TokenId>& rest,
                     ConvertedMessages* memo = nullptr) const;
   // `messages`: the harness's whole list, messages[answer] its copy of our answer, new messages after it.

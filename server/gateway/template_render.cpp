@@ -205,7 +205,21 @@ std::vector<TokenId> TemplateRenderer::encode(std::string_view text,
   return tokenizer_->encode_pieces(pieces);
 }
 
-void TemplateRenderer::first(std::span<const Message> messages, const ordered_json& tools, int64_t now_unix,
+std::optional<std::string> TemplateRenderer::opening(const ConvertedMessages& memo, size_t count,
+                                                     bool with_tools, int64_t now_unix) const {
+  std::string text;
+  try {
+    text = render(memo, count, true, with_tools, false, now_unix);
+  } catch (const GatewayError&) {
+    return std::nullopt;
+  }
+  const size_t at = text.find(kPlaceholder);
+  if (at == std::string::npos || text.find(kPlaceholder, at + 1) != std::string::npos) return std::nullopt;
+  text.resize(at);
+  return text;
+}
+
+bool TemplateRenderer::first(std::span<const Message> messages, const ordered_json& tools, int64_t now_unix,
                              std::vector<TokenId>& system, std::vector<TokenId>& rest,
                              ConvertedMessages* memo) const {
   ConvertedMessages local;
@@ -223,7 +237,18 @@ void TemplateRenderer::first(std::span<const Message> messages, const ordered_js
   // The system part: what the template writes for the leading system message alone (with the tools when
   // that is how the full render starts), kept by every rebuild.
   size_t cut = 0;
+  bool opens_user_turn = false;
+  if (leading == 1 && chat_.system_opens_user_turn) {
+    // Gemma writes the system text at the start of the first user turn: the system part is that turn's
+    // opening up to the user's own text, and the session's resume turn continues it (no header).
+    const std::optional<std::string> s = opening(m, leading, has_tools, now_unix);
+    if (s && !s->empty() && s->size() < body.size() && body.starts_with(*s)) {
+      cut = s->size();
+      opens_user_turn = true;
+    }
+  }
   for (const bool with_tools : {true, false}) {
+    if (opens_user_turn) break;
     if (with_tools && !has_tools) continue;
     if (!with_tools && leading == 0) continue;
     std::string s;
@@ -237,10 +262,20 @@ void TemplateRenderer::first(std::span<const Message> messages, const ordered_js
       break;
     }
   }
+  if (cut == 0 && leading == 0) {
+    // No system message: what the template writes before the first user turn's header (Gemma's <bos>,
+    // Llama 3.1's default system block with its dates) is kept by rebuilds as a system turn would be.
+    const std::optional<std::string> s = opening(m, 0, has_tools, now_unix);
+    if (s && s->size() > chat_.user_prefix.size() && ends_with(*s, chat_.user_prefix)) {
+      const std::string_view preamble = std::string_view(*s).substr(0, s->size() - chat_.user_prefix.size());
+      if (body.starts_with(preamble)) cut = preamble.size();
+    }
+  }
   system = encode(body.substr(0, cut), m.originals);
   rest = encode(body.substr(cut), m.originals);
   m.last_render = full;
   m.last_count = messages.size();
+  return opens_user_turn;
 }
 
 std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Message> messages, size_t answer,

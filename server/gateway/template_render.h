@@ -77,7 +77,11 @@ class TemplateRenderer {
   // Throws GatewayError (400 template_error) when the template refuses the messages (raise_exception) or
   // does not end the render with its assistant header.
   // `memo`: the session's converted messages, brought up to `messages` (null: converted for this call only).
-  void first(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
+  // Returns true when `system` ends inside the first user turn (a template whose system text opens it,
+  // ChatTemplate::system_opens_user_turn): a rebuild's resume turn then continues that turn, without a
+  // header. Without a system message, `system` is what the template writes before the first user turn's
+  // header (Gemma's "<bos>", Llama 3.1's default system block), when that is a prefix of the render.
+  bool first(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
              std::vector<TokenId>& system, std::vector<TokenId>& rest,
              ConvertedMessages* memo = nullptr) const;
   // The text after the answer messages[answer] (without its close, which the caller writes) up to the
@@ -101,6 +105,10 @@ class TemplateRenderer {
                const nlohmann::ordered_json& tools) const;
   // Replaces the guarded strings in every string of `value` by sentinels numbered from originals.size().
   void guard_strings(nlohmann::ordered_json& value, std::vector<std::string>& originals) const;
+  // The render of the first `count` messages and a placeholder user turn, up to the placeholder's text
+  // (without the generation prompt); nullopt when the template refuses that list.
+  std::optional<std::string> opening(const ConvertedMessages& memo, size_t count, bool with_tools,
+                                     int64_t now_unix) const;
   // The template's render of the first `count` converted messages (and a placeholder user turn after them).
   std::string render(const ConvertedMessages& memo, size_t count, bool placeholder, bool with_tools,
                      bool generation_prompt, int64_t now_unix) const;

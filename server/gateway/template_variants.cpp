@@ -8,13 +8,26 @@
 
 namespace crl::server::gateway {
 
+namespace {
+// The template as written when no system turn opened the first user turn (the resume opens its own).
+ChatTemplate with_own_user_turns(ChatTemplate chat) {
+  chat.system_opens_user_turn = false;
+  return chat;
+}
+}  // namespace
+
 TemplateVariant::TemplateVariant(std::shared_ptr<const Tokenizer> tokenizer, const ChatTemplate& chat,
                                  const std::vector<TokenId>& answer_ends,
                                  const std::vector<std::string>& guarded,
                                  const std::optional<HarmonyTokens>& harmony, std::string kwargs_text)
     : kwargs(std::move(kwargs_text)),
       renderer(tokenizer, chat, answer_ends, guarded),
-      codec(make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat), harmony)),
+      codec(
+          make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, with_own_user_turns(chat)), harmony)),
+      codec_after_opened_turn(
+          chat.system_opens_user_turn
+              ? make_harness_codec(make_text_codec(tokenizer, TextPrompts{}, chat), harmony)
+              : codec),
       check(chat) {}
 
 TemplateVariants::TemplateVariants(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat,

