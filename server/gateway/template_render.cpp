@@ -264,7 +264,7 @@ bool TemplateRenderer::first(std::span<const Message> messages, const ordered_js
   }
   if (cut == 0 && leading == 0) {
     // No system message: what the template writes before the first user turn's header (Gemma's <bos>,
-    // Llama 3.1's default system block with its dates) is kept by rebuilds as a system turn would be.
+    // Llama's <|begin_of_text|>, a default system block) is kept by rebuilds as a system turn would be.
     const std::optional<std::string> s = opening(m, 0, has_tools, now_unix);
     if (s && s->size() > chat_.user_prefix.size() && ends_with(*s, chat_.user_prefix)) {
       const std::string_view preamble = std::string_view(*s).substr(0, s->size() - chat_.user_prefix.size());

@@ -80,7 +80,8 @@ class TemplateRenderer {
   // Returns true when `system` ends inside the first user turn (a template whose system text opens it,
   // ChatTemplate::system_opens_user_turn): a rebuild's resume turn then continues that turn, without a
   // header. Without a system message, `system` is what the template writes before the first user turn's
-  // header (Gemma's "<bos>", Llama 3.1's default system block), when that is a prefix of the render.
+  // header (Gemma's "<bos>", Llama's "<|begin_of_text|>", a default system block), when that is a prefix of
+  // the render.
   bool first(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
              std::vector<TokenId>& system, std::vector<TokenId>& rest,
              ConvertedMessages* memo = nullptr) const;

