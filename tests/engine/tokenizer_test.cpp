@@ -207,6 +207,13 @@ TEST(SplitPattern, HandCheckedCases) {
   // Invalid bytes are "other" characters, one per maximal invalid subsequence.
   EXPECT_EQ(pieces(SplitPattern::kCl100k, "\xE2\x82word \xFF\xFE!"), (P{"\xE2\x82word", " \xFF\xFE!"}));
   EXPECT_TRUE(pre_tokenize(SplitPattern::kCl100k, "").empty());
+  // DeepSeek-V3: digit groups of three and CJK runs first; then punctuation glued to the ASCII letters after
+  // it, a space before a symbol run, line breaks after it; a space at a piece's end stays alone; what the
+  // regex does not match (the digits) is a piece of its own.
+  EXPECT_EQ(pieces(SplitPattern::kDeepSeekV3, "Hi 12345" + u8(0x4F60) + u8(0x597D) + " $x!\n\n.py"),
+            (P{"Hi", " ", "123", "45", u8(0x4F60) + u8(0x597D), " $", "x", "!\n\n", ".py"}));
+  EXPECT_EQ(pieces(SplitPattern::kDeepSeekV3, "a  \n\n  b   "), (P{"a", "  \n\n", " ", " b", "   "}));
+  EXPECT_EQ(pieces(SplitPattern::kDeepSeekV3, u8(0x20AC) + "5 (ok)"), (P{u8(0x20AC), "5", " (", "ok", ")"}));
 }
 
 TEST(SplitPattern, RegexSourcesAndNames) {
@@ -216,6 +223,9 @@ TEST(SplitPattern, RegexSourcesAndNames) {
     EXPECT_EQ(split_pattern_from_name(split_pattern_name(p)), p);
   }
   EXPECT_FALSE(split_pattern_from_regex("\\w+"));
+  EXPECT_EQ(split_pattern_from_name("deepseek_v3"), SplitPattern::kDeepSeekV3);
+  // Its last regex alone is not the sequence.
+  EXPECT_FALSE(split_pattern_from_regex(deepseek_split_regexes()[2]));
   EXPECT_FALSE(split_pattern_from_name("llama"));
 }
 
@@ -368,6 +378,126 @@ TEST(BpeTokenizer, TokenizerJsonErrorsNameFileAndField) {
                "d.json", "model.merges[0]");
   expect_error([&] { make_tokenizer(dir.write("e.json", toy_hf_json(R"({"type": "Whitespace"})"))); },
                "e.json", "pre_tokenizer.type");
+  // DeepSeek-V3's sequence with one regex changed is not DeepSeek-V3's.
+  nlohmann::json sequence = {{"type", "Sequence"}, {"pretokenizers", nlohmann::json::array()}};
+  for (std::string_view regex : deepseek_split_regexes()) {
+    sequence["pretokenizers"].push_back(
+        {{"type", "Split"},
+         {"pattern", {{"Regex", regex == "\\p{N}{1,3}" ? "\\p{N}{1,4}" : regex}}},
+         {"behavior", "Isolated"},
+         {"invert", false}});
+  }
+  sequence["pretokenizers"].push_back({{"type", "ByteLevel"}, {"use_regex", false}});
+  expect_error([&] { make_tokenizer(dir.write("f.json", toy_hf_json(sequence.dump()))); }, "f.json",
+               "pre_tokenizer.pretokenizers");
+}
+
+// A SentencePiece-style tokenizer.json in Gemma's form: spaces as "\u2581", byte fallback, added tokens that
+// are not special ("\n\n"). `edit` changes the JSON before it is written (the bad-input cases).
+std::string toy_metaspace_json(const std::function<void(nlohmann::json&)>& edit = {}) {
+  const std::string space = u8(0x2581);
+  nlohmann::json vocab = nlohmann::json::object();
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) vocab[std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">"] = b;
+  int next = 256;
+  for (const std::string& t : {space, std::string("a"), std::string("b"), space + "a", std::string("ab"),
+                               space + "ab", std::string("\n\n"), u8(0xE9)})
+    vocab[t] = next++;
+  nlohmann::json root = {
+      {"version", "1.0"},
+      {"added_tokens",
+       {{{"id", 300}, {"content", "<start_of_turn>"}, {"special", true}},
+        {{"id", vocab["\n\n"]}, {"content", "\n\n"}, {"special", false}}}},
+      {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}}},
+      {"pre_tokenizer",
+       {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         {{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+          {{"type", "ByteFallback"}},
+          {{"type", "Fuse"}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges",
+         nlohmann::json::array({nlohmann::json::array({space, "a"}), nlohmann::json::array({"a", "b"}),
+                                nlohmann::json::array({space + "a", "b"})})}}}};
+  if (edit) edit(root);
+  return root.dump();
+}
+
+TEST(BpeTokenizer, LoadsASentencePieceStyleTokenizerJson) {
+  TempDir dir;
+  const auto t = std::dynamic_pointer_cast<const BpeTokenizer>(
+      make_tokenizer(dir.write("gemma.json", toy_metaspace_json())));
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->metaspace());
+  // " ab": "\u2581" + "a" merges first (rank 0), then "\u2581a" + "b" (rank 2); "ab" (rank 1) never forms.
+  EXPECT_EQ(t->encode(" ab"), (std::vector<TokenId>{261}));
+  EXPECT_EQ(t->encode("ab ab"), (std::vector<TokenId>{260, 261}));
+  // A character outside the vocabulary is its UTF-8 bytes' tokens; one inside is its own token.
+  EXPECT_EQ(t->encode("\xC3\xA0"), (std::vector<TokenId>{0xC3, 0xA0}));
+  EXPECT_EQ(t->encode("\xC3\xA9"), (std::vector<TokenId>{263}));
+  // "\n\n" (not special) is split out of content too; "<start_of_turn>" (special) only from template text.
+  EXPECT_EQ(t->encode_ordinary("a\n\nb"), (std::vector<TokenId>{257, 262, 258}));
+  EXPECT_EQ(t->encode("<start_of_turn>a"), (std::vector<TokenId>{300, 257}));
+  EXPECT_NE(t->encode_ordinary("<start_of_turn>a").front(), 300);
+  // Decoding: "\u2581" is a space, byte tokens are their bytes (exactly, invalid UTF-8 included).
+  for (const std::string& text :
+       {std::string(" ab ab\n\n"), std::string("x\xFF\xC3 \xE2\x82"), std::string("<start_of_turn> a")})
+    EXPECT_EQ(t->decode(t->encode(text)), text) << text;
+  EXPECT_NE(t->fingerprint(), make_tokenizer(dir.write("g2.json", toy_metaspace_json([](nlohmann::json& j) {
+                                                         j["added_tokens"][1]["special"] = true;
+                                                       })))
+                                  ->fingerprint())
+      << "whether an added token is special changes the mapping of content";
+}
+
+TEST(BpeTokenizer, SentencePieceStyleErrorsNameFileAndField) {
+  TempDir dir;
+  const auto bad = [&](const char* name, const std::function<void(nlohmann::json&)>& edit,
+                       const char* field) {
+    expect_error([&] { make_tokenizer(dir.write(name, toy_metaspace_json(edit))); }, name, field);
+  };
+  bad(
+      "no_fallback.json", [](nlohmann::json& j) { j["model"]["byte_fallback"] = false; },
+      "model.byte_fallback");
+  bad(
+      "missing_byte.json", [](nlohmann::json& j) { j["model"]["vocab"].erase("<0x41>"); }, "model.vocab");
+  bad(
+      "decoder.json",
+      [](nlohmann::json& j) {
+        j["decoder"] = {{"type", "ByteLevel"}};
+      },
+      "decoder");
+  bad(
+      "metaspace_pre.json",
+      [](nlohmann::json& j) {
+        j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", u8(0x2581)}};
+      },
+      "pre_tokenizer");
+  bad(
+      "llama2.json",
+      [](nlohmann::json& j) {
+        j["normalizer"] = {
+            {"type", "Sequence"},
+            {"normalizers", {{{"type", "Prepend"}, {"prepend", u8(0x2581)}}, j["normalizer"]}}};
+      },
+      "normalizer.type");
+  bad(
+      "ignore_merges.json", [](nlohmann::json& j) { j["model"]["ignore_merges"] = true; },
+      "model.ignore_merges");
+  // byte_fallback without the metaspace normalizer (a byte-level file that sets it) is refused too.
+  bad(
+      "byte_level_fallback.json",
+      [](nlohmann::json& j) {
+        j["normalizer"] = nullptr;
+        j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"use_regex", true}};
+        j["decoder"] = {{"type", "ByteLevel"}};
+      },
+      "model.byte_fallback");
 }
 
 TEST(BpeTokenizer, EncodesConcurrently) {
