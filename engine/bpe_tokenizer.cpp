@@ -202,10 +202,44 @@ void BpeTokenizer::merge_parts(std::string_view piece, const TokenId* initial, u
   }
 }
 
-// Hugging Face's BPE with byte_fallback over the whole run: spaces become "\u2581", each character starts as
-// its token or, when the vocabulary has none (or the bytes are not UTF-8), as its bytes' <0xNN> tokens.
+// Hugging Face's BPE with byte_fallback over the whole run, merged word by word: a word is a run of spaces
+// and what follows them up to the next space that follows another character. No token of the vocabulary
+// spans such a boundary unless the character before the space is one of bridges_ (a character followed by
+// "\u2581" inside a token: Gemma's ">\u2581</"), so no merge of the whole run joins two words elsewhere, and
+// merging each word alone gives the same ids; repeated words then hit the piece cache. A character without
+// a token is its <0xNN> tokens, which end with '>'.
 void BpeTokenizer::encode_metaspace(std::string_view text, std::vector<TokenId>& out) const {
   static constexpr std::string_view kSpace = "\xE2\x96\x81";
+  const auto bridge = [&](char32_t c) { return std::binary_search(bridges_.begin(), bridges_.end(), c); };
+  const bool byte_tokens_bridge = bridge(U'>');
+  size_t word = 0;
+  bool after_space = true;  // (no boundary before the first character)
+  char32_t last = 0;        // the last character of the symbol before i
+  for (size_t i = 0; i < text.size();) {
+    char32_t cp;
+    const size_t n = unicode::decode_utf8(text, i, &cp);
+    const bool space = cp == ' ' || text.substr(i, n) == kSpace;
+    if (space && !after_space && !bridge(last)) {
+      encode_word(text.substr(word, i - word), out);
+      word = i;
+    }
+    after_space = space;
+    last = cp;
+    if (byte_tokens_bridge && !space && (cp == unicode::kInvalid || table_->find(text.data() + i, n) < 0))
+      last = U'>';  // its byte tokens' last character
+    i += n;
+  }
+  encode_word(text.substr(word), out);
+}
+
+// One word: spaces become "\u2581", each character starts as its token or, when the vocabulary has none (or
+// the bytes are not UTF-8), as its bytes' <0xNN> tokens; then the merge loop.
+void BpeTokenizer::encode_word(std::string_view text, std::vector<TokenId>& out) const {
+  static constexpr std::string_view kSpace = "\xE2\x96\x81";
+  if (text.empty()) return;
+  const bool cached = text.size() <= PieceCache::kMaxPieceBytes;
+  if (cached && cache_->find(text, out)) return;
+  const size_t before = out.size();
   std::vector<TokenId> parts;
   parts.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
@@ -222,6 +256,7 @@ void BpeTokenizer::encode_metaspace(std::string_view text, std::vector<TokenId>&
     i += n;
   }
   merge_parts({}, parts.data(), static_cast<uint32_t>(parts.size()), out);
+  if (cached) cache_->insert(text, std::span<const TokenId>(out).subspan(before));
 }
 
 void BpeTokenizer::encode_text(std::string_view text, std::vector<TokenId>& out) const {
@@ -347,6 +382,20 @@ void BpeTokenizer::finish() {
   for (int pair = 0; pair < 65536; ++pair) {
     const char bytes[2] = {static_cast<char>(pair >> 8), static_cast<char>(pair & 0xFF)};
     pair_ids_[pair] = table_->find(bytes, 2);
+  }
+  bridges_.clear();
+  if (metaspace_) {
+    for (const std::string& token : vocab_) {  // (the model's tokens: added ones are set below)
+      char32_t previous = 0;
+      for (size_t i = 0; i < token.size();) {
+        char32_t cp;
+        i += unicode::decode_utf8(token, i, &cp);
+        if (cp == 0x2581 && previous != 0 && previous != 0x2581) bridges_.push_back(previous);
+        previous = cp;
+      }
+    }
+    std::sort(bridges_.begin(), bridges_.end());
+    bridges_.erase(std::unique(bridges_.begin(), bridges_.end()), bridges_.end());
   }
   for (const SpecialToken& s : specials_) vocab_[s.id] = s.text;  // after the table: specials are not BPE
   specials_by_byte_.assign(256, {});

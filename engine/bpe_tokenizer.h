@@ -15,7 +15,9 @@
 //     by its position in `merges`. Long pieces use a heap (O(n log n)), short ones a linear scan.
 // SentencePiece-style (metaspace) tokenizers replace steps 3 and 4: each space becomes "▁", the text between
 // added tokens is one piece, and its parts start as characters (a character's token, else one <0xNN> token
-// per byte) before the same merge loop; Hugging Face's BPE with byte_fallback does exactly this.
+// per byte) before the same merge loop; Hugging Face's BPE with byte_fallback does exactly this. (The piece
+// is merged word by word where no token spans the words' boundary, which gives the same ids and lets the
+// cache work: encode_metaspace.)
 // Added tokens that are not special (tokenizer.json's "special": false: Gemma's "\n\n" and "<table>",
 // Qwen3's "<think>" and "<tool_call>") are split out of ordinary text too, as Hugging Face tokenizers and so
 // vLLM and SGLang do: only special tokens are kept out of content (encode_ordinary, encode_pieces).
@@ -114,6 +116,7 @@ class BpeTokenizer final : public Tokenizer {
                      std::vector<TokenId>& out) const;
   void encode_run(std::string_view text, std::vector<TokenId>& out) const;  // normalized, split, merged
   void encode_metaspace(std::string_view text, std::vector<TokenId>& out) const;
+  void encode_word(std::string_view text, std::vector<TokenId>& out) const;  // (metaspace, cached)
   // The added token (special or not: `index`) that starts at text[i], or nullptr.
   const SpecialToken* added_at(const std::vector<std::vector<int>>& index, std::string_view text,
                                size_t i) const;
@@ -144,9 +147,11 @@ class BpeTokenizer final : public Tokenizer {
       pair_ids_;  // two-byte strings -> id or -1 (the most frequent lookup of tiktoken merging)
   std::shared_ptr<PairTable> merges_;
   std::vector<std::pair<TokenId, TokenId>> merge_list_;  // in rank order, for the fingerprint
-  TokenId byte_ids_[256] = {};          // byte-level: the byte's token; metaspace: its <0xNN> fallback token
-  std::vector<std::string> decoded_;    // metaspace: id -> text ("▁" a space, <0xNN> its byte); else empty
-  std::vector<SpecialToken> specials_;  // sorted by id; every added token, special or not
+  TokenId byte_ids_[256] = {};        // byte-level: the byte's token; metaspace: its <0xNN> fallback token
+  std::vector<std::string> decoded_;  // metaspace: id -> text ("▁" a space, <0xNN> its byte); else empty
+  // metaspace: the characters some token holds right before a "▁" (sorted): no word boundary after them.
+  std::vector<char32_t> bridges_;
+  std::vector<SpecialToken> specials_;              // sorted by id; every added token, special or not
   std::vector<std::vector<int>> specials_by_byte_;  // first byte -> indexes into specials_, longest first
   std::vector<std::vector<int>> plain_by_byte_;     // the same for the non-special ones (empty if none)
   int vocab_size_ = 0;

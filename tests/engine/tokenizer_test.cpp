@@ -400,8 +400,9 @@ std::string toy_metaspace_json(const std::function<void(nlohmann::json&)>& edit 
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) vocab[std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">"] = b;
   int next = 256;
-  for (const std::string& t : {space, std::string("a"), std::string("b"), space + "a", std::string("ab"),
-                               space + "ab", std::string("\n\n"), u8(0xE9)})
+  for (const std::string& t :
+       {space, std::string("a"), std::string("b"), space + "a", std::string("ab"), space + "ab",
+        std::string("\n\n"), u8(0xE9), std::string("x"), "x" + space, "x" + space + "b"})
     vocab[t] = next++;
   nlohmann::json root = {
       {"version", "1.0"},
@@ -421,9 +422,10 @@ std::string toy_metaspace_json(const std::function<void(nlohmann::json&)>& edit 
        {{"type", "BPE"},
         {"byte_fallback", true},
         {"vocab", vocab},
-        {"merges",
-         nlohmann::json::array({nlohmann::json::array({space, "a"}), nlohmann::json::array({"a", "b"}),
-                                nlohmann::json::array({space + "a", "b"})})}}}};
+        {"merges", nlohmann::json::array(
+                       {nlohmann::json::array({space, "a"}), nlohmann::json::array({"a", "b"}),
+                        nlohmann::json::array({space + "a", "b"}), nlohmann::json::array({"x", space}),
+                        nlohmann::json::array({"x" + space, "b"})})}}}};
   if (edit) edit(root);
   return root.dump();
 }
@@ -437,6 +439,10 @@ TEST(BpeTokenizer, LoadsASentencePieceStyleTokenizerJson) {
   // " ab": "\u2581" + "a" merges first (rank 0), then "\u2581a" + "b" (rank 2); "ab" (rank 1) never forms.
   EXPECT_EQ(t->encode(" ab"), (std::vector<TokenId>{261}));
   EXPECT_EQ(t->encode("ab ab"), (std::vector<TokenId>{260, 261}));
+  // Words are merged alone, but not across a space that follows a character some token holds before "\u2581"
+  // ("x\u2581b" here, Gemma's ">\u2581</"): the ids are those of merging the whole text.
+  EXPECT_EQ(t->encode("x b"), (std::vector<TokenId>{266}));
+  EXPECT_EQ(t->encode("a b x b"), (std::vector<TokenId>{257, 256, 258, 256, 266}));
   // A character outside the vocabulary is its UTF-8 bytes' tokens; one inside is its own token.
   EXPECT_EQ(t->encode("\xC3\xA0"), (std::vector<TokenId>{0xC3, 0xA0}));
   EXPECT_EQ(t->encode("\xC3\xA9"), (std::vector<TokenId>{263}));
