@@ -80,6 +80,12 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (!train.empty()) {
     if (vm.count("special")) train_options.special_tokens = specials;
     const auto split = split_pattern_from_name(pattern);
+    if (split == SplitPattern::kDeepSeekV3) {
+      throw Error(
+          "--pattern", "pattern",
+          "DeepSeek-V3's pre-tokenizer is a sequence of three splits, which a trained tokenizer.json's "
+          "one Split cannot hold (expected gpt2, cl100k, o200k, qwen2, tekken or words)");
+    }
     if (!split) {
       throw Error(
           "--pattern", "pattern",

@@ -120,6 +120,7 @@ TEST(tokenize_train, BadInputIsATypedErrorAndWritesNothing) {
       {{"--train", "synthetic:dev", "--out", dir.file("tokenizer.txt")}, "must end in .json"},
       {{"--train", "synthetic:dev", "--special", "<a>", "<a>", "--out", out}, "duplicate special token"},
       {{"--train", "synthetic:dev", "--pattern", "bytes", "--out", out}, "unknown split pattern \"bytes\""},
+      {{"--train", "synthetic:dev", "--pattern", "deepseek_v3", "--out", out}, "sequence of three splits"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"tokenize"};
