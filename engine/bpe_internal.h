@@ -2,9 +2,12 @@
 // Internals shared by the source files of the byte-level BPE tokenizer, not an interface for anyone else:
 // the open-addressing tables of the merge loop (bpe_tokenizer.cpp), which the tokenizer.json loader fills
 // too (tokenizer_json.cpp), and the file helpers of both loaders (tiktoken_file.cpp, tokenizer_json.cpp).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -113,6 +116,73 @@ class BpeTokenizer::PairTable {
   }
   std::vector<uint64_t> keys_, values_;
   size_t mask_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Added tokens by first byte (the split of specials and added tokens out of text)
+// ---------------------------------------------------------------------------------------------------------
+
+// For each first byte, its tokens longest first; where a byte starts many (Gemma 3 has 6,300 added tokens
+// that start with '<': "<unused0>" ... and HTML tags), also its tokens' lengths and the tokens by text, so
+// that the longest token at a position costs one hash lookup per length rather than one comparison per
+// token (a text of '<'s would otherwise cost 6,300 comparisons a byte).
+class BpeTokenizer::AddedIndex {
+ public:
+  AddedIndex() : by_byte_(256) {}
+  // `text` must outlive the index (the tokenizer's specials_); `index` is the token's position in them. The
+  // first of equal texts wins.
+  void add(const std::string& text, int index) {
+    ByByte& b = by_byte_[static_cast<unsigned char>(text[0])];
+    if (!b.tokens.emplace(text, index).second) return;
+    b.by_length.emplace_back(&text, index);
+    empty_ = false;
+  }
+  // Orders each byte's tokens longest first and keeps the hashed form only where a byte starts many; call
+  // once, after the last add().
+  void finish() {
+    for (ByByte& b : by_byte_) {
+      std::stable_sort(b.by_length.begin(), b.by_length.end(),
+                       [](const auto& x, const auto& y) { return x.first->size() > y.first->size(); });
+      if (b.by_length.size() <= kLinear) {
+        b.tokens.clear();
+        continue;
+      }
+      for (const auto& [text, k] : b.by_length) {
+        if (b.lengths.empty() || b.lengths.back() != text->size()) b.lengths.push_back(text->size());
+      }
+    }
+  }
+  bool empty() const { return empty_; }
+  // The index of the longest token that starts at text[i], or -1.
+  int longest_at(std::string_view text, size_t i) const {
+    const ByByte& b = by_byte_[static_cast<unsigned char>(text[i])];
+    if (b.lengths.empty()) {
+      for (const auto& [token, k] : b.by_length) {
+        if (text.substr(i).starts_with(*token)) return k;
+      }
+      return -1;
+    }
+    for (const size_t length : b.lengths) {
+      if (length > text.size() - i) continue;
+      const auto it = b.tokens.find(text.substr(i, length));
+      if (it != b.tokens.end()) return it->second;
+    }
+    return -1;
+  }
+
+ private:
+  static constexpr size_t kLinear = 16;
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  struct ByByte {
+    std::vector<std::pair<const std::string*, int>> by_length;  // longest first (ties: the order added)
+    std::vector<size_t> lengths;  // hashed form: the distinct lengths, longest first
+    std::unordered_map<std::string_view, int, TextHash, std::equal_to<>> tokens;
+  };
+  std::vector<ByByte> by_byte_;
+  bool empty_ = true;
 };
 
 namespace bpe_internal {

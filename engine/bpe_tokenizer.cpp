@@ -260,11 +260,11 @@ void BpeTokenizer::encode_word(std::string_view text, std::vector<TokenId>& out)
 }
 
 void BpeTokenizer::encode_text(std::string_view text, std::vector<TokenId>& out) const {
-  if (plain_by_byte_.empty()) return encode_run(text, out);
-  encode_around(plain_by_byte_, text, out);
+  if (plain_->empty()) return encode_run(text, out);
+  encode_around(*plain_, text, out);
 }
 
-void BpeTokenizer::encode_around(const std::vector<std::vector<int>>& index, std::string_view text,
+void BpeTokenizer::encode_around(const AddedIndex& index, std::string_view text,
                                  std::vector<TokenId>& out) const {
   size_t chunk = 0;
   for (size_t i = 0; i < text.size();) {
@@ -303,12 +303,9 @@ std::vector<TokenId> BpeTokenizer::encode_ordinary(std::string_view text) const 
   return ids;
 }
 
-const SpecialToken* BpeTokenizer::added_at(const std::vector<std::vector<int>>& index_by_byte,
-                                           std::string_view text, size_t i) const {
-  for (int index : index_by_byte[static_cast<unsigned char>(text[i])]) {
-    if (text.substr(i).starts_with(specials_[index].text)) return &specials_[index];
-  }
-  return nullptr;
+const SpecialToken* BpeTokenizer::added_at(const AddedIndex& index, std::string_view text, size_t i) const {
+  const int k = index.longest_at(text, i);
+  return k < 0 ? nullptr : &specials_[static_cast<size_t>(k)];
 }
 
 std::vector<TokenId> BpeTokenizer::encode_pieces(std::span<const TextPiece> pieces) const {
@@ -343,7 +340,7 @@ std::vector<TokenId> BpeTokenizer::encode_pieces(std::span<const TextPiece> piec
 std::vector<TokenId> BpeTokenizer::encode(std::string_view text) const {
   std::vector<TokenId> ids;
   ids.reserve(text.size() / 3 + 4);
-  encode_around(specials_by_byte_, text, ids);
+  encode_around(*added_, text, ids);
   return ids;
 }
 
@@ -398,21 +395,14 @@ void BpeTokenizer::finish() {
     bridges_.erase(std::unique(bridges_.begin(), bridges_.end()), bridges_.end());
   }
   for (const SpecialToken& s : specials_) vocab_[s.id] = s.text;  // after the table: specials are not BPE
-  specials_by_byte_.assign(256, {});
-  plain_by_byte_.clear();
+  added_ = std::make_shared<AddedIndex>();
+  plain_ = std::make_shared<AddedIndex>();
   for (size_t k = 0; k < specials_.size(); ++k) {
-    const auto first = static_cast<unsigned char>(specials_[k].text[0]);
-    specials_by_byte_[first].push_back(static_cast<int>(k));
-    if (specials_[k].special) continue;
-    plain_by_byte_.resize(256);
-    plain_by_byte_[first].push_back(static_cast<int>(k));
+    added_->add(specials_[k].text, static_cast<int>(k));
+    if (!specials_[k].special) plain_->add(specials_[k].text, static_cast<int>(k));
   }
-  for (auto* index : {&specials_by_byte_, &plain_by_byte_}) {
-    for (auto& list : *index) {
-      std::stable_sort(list.begin(), list.end(),
-                       [&](int a, int b) { return specials_[a].text.size() > specials_[b].text.size(); });
-    }
-  }
+  added_->finish();
+  plain_->finish();
   decoded_.clear();
   if (metaspace_) {
     // Hugging Face's decoders of these files: Replace("\u2581", " "), ByteFallback, Fuse (every token,

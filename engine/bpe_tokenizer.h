@@ -106,23 +106,22 @@ class BpeTokenizer final : public Tokenizer {
 
  private:
   BpeTokenizer() = default;
+  BpeTokenizer(const BpeTokenizer&) = delete;  // (its indexes point into its own tables)
+  BpeTokenizer& operator=(const BpeTokenizer&) = delete;
   class ByteTable;   // byte string -> id, open addressing
   class PairTable;   // (left id, right id) -> (rank, merged id), open addressing
   class PieceCache;  // piece -> ids, thread-safe
   // Ordinary text: its non-special added tokens split out, the rest encoded by encode_run.
   void encode_text(std::string_view text, std::vector<TokenId>& out) const;
+  class AddedIndex;  // added tokens by first byte and length (bpe_internal.h)
   // The added tokens of `index` (leftmost, longest first) as their ids, the text between them by encode_run.
-  void encode_around(const std::vector<std::vector<int>>& index, std::string_view text,
-                     std::vector<TokenId>& out) const;
+  void encode_around(const AddedIndex& index, std::string_view text, std::vector<TokenId>& out) const;
   void encode_run(std::string_view text, std::vector<TokenId>& out) const;  // normalized, split, merged
   void encode_metaspace(std::string_view text, std::vector<TokenId>& out) const;
   void encode_word(std::string_view text, std::vector<TokenId>& out) const;  // (metaspace, cached)
-  // The added token (special or not: `index`) that starts at text[i], or nullptr.
-  const SpecialToken* added_at(const std::vector<std::vector<int>>& index, std::string_view text,
-                               size_t i) const;
-  const SpecialToken* special_at(std::string_view text, size_t i) const {
-    return added_at(specials_by_byte_, text, i);
-  }
+  // The longest added token of `index` (all, or those not special) that starts at text[i], or nullptr.
+  const SpecialToken* added_at(const AddedIndex& index, std::string_view text, size_t i) const;
+  const SpecialToken* special_at(std::string_view text, size_t i) const { return added_at(*added_, text, i); }
   void encode_piece(std::string_view piece, std::vector<TokenId>& out) const;
   void merge_piece(std::string_view piece, std::vector<TokenId>& out) const;  // the BPE merge, no cache
   // The merge loop over `n` parts whose ids start as `initial` (a byte-level piece: its bytes; tiktoken
@@ -151,9 +150,9 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::string> decoded_;  // metaspace: id -> text ("▁" a space, <0xNN> its byte); else empty
   // metaspace: the characters some token holds right before a "▁" (sorted): no word boundary after them.
   std::vector<char32_t> bridges_;
-  std::vector<SpecialToken> specials_;              // sorted by id; every added token, special or not
-  std::vector<std::vector<int>> specials_by_byte_;  // first byte -> indexes into specials_, longest first
-  std::vector<std::vector<int>> plain_by_byte_;     // the same for the non-special ones (empty if none)
+  std::vector<SpecialToken> specials_;  // sorted by id; every added token, special or not
+  std::shared_ptr<AddedIndex> added_;   // every added token (specials_), by first byte and length
+  std::shared_ptr<AddedIndex> plain_;   // those not special
   int vocab_size_ = 0;
   std::string fingerprint_;
 };

@@ -1,6 +1,7 @@
 // Hugging Face tokenizer.json files with a BPE model (engine/bpe_tokenizer.h load_hf_json), byte-level or
 // SentencePiece-style with byte fallback (Gemma's): normalizer, pre-tokenizer, decoder, vocabulary, merges
 // and added tokens, each checked and named in errors.
+#include <optional>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -113,13 +114,16 @@ bool is_deepseek_sequence(const Json& list) {
   return true;
 }
 
-// `text` with `id` is one of added_tokens (a vocabulary may list them too, in their own spelling).
-bool is_added_token(const Json& root, const std::string& text, TokenId id) {
-  if (!root.contains("added_tokens") || !root["added_tokens"].is_array()) return false;
+// added_tokens as text -> id (those with a string content and an integer id; the rest are checked later).
+std::unordered_map<std::string, TokenId> added_token_ids(const Json& root) {
+  std::unordered_map<std::string, TokenId> ids;
+  if (!root.contains("added_tokens") || !root["added_tokens"].is_array()) return ids;
   for (const Json& a : root["added_tokens"]) {
-    if (a.is_object() && a.value("content", Json()) == text && a.value("id", Json()) == id) return true;
+    if (a.is_object() && a.contains("content") && a["content"].is_string() && a.contains("id") &&
+        a["id"].is_number_integer())
+      ids.emplace(a["content"].get<std::string>(), a["id"].get<TokenId>());
   }
-  return false;
+  return ids;
 }
 
 void check_byte_level(const Json& node, const std::string& path, const std::string& field, bool use_regex) {
@@ -254,13 +258,17 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
   const Json& vocab = member(model, "vocab", path, "model");
   if (!vocab.is_object()) throw Error(path, "model.vocab", "expected an object {token: id}");
   std::unordered_map<std::string, TokenId> ids;  // byte-level spelling -> id
+  std::optional<std::unordered_map<std::string, TokenId>> added;
   for (const auto& [key, value] : vocab.items()) {
     if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (1 << 30)) {
       throw Error(path, "model.vocab[" + quote(key) + "]", "expected a non-negative integer id");
     }
     const TokenId id = value.get<TokenId>();
     const auto bytes = t->metaspace_ ? std::optional<std::string>(key) : byte_level_decode(key);
-    if (!bytes && is_added_token(root, key, id)) continue;  // DeepSeek's vocabulary lists its added tokens
+    if (!bytes) {  // DeepSeek's vocabulary lists its added tokens in their own spelling: they are those
+      if (!added) added = added_token_ids(root);  // (built once, on the first such entry)
+      if (const auto it = added->find(key); it != added->end() && it->second == id) continue;
+    }
     if (!bytes || bytes->empty()) {
       throw Error(path, "model.vocab[" + quote(key) + "]",
                   "not a byte-level token (character outside the alphabet)");
