@@ -187,6 +187,8 @@ class BpeTokenizer::AddedIndex {
 
 namespace bpe_internal {
 
+inline constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // SentencePiece's space, U+2581
+
 // Reads a whole tokenizer file; throws crl::Error naming the path and `what` it should have been.
 std::string read_tokenizer_file(const std::string& path, const char* what);
 // "a/b/c.json" -> "a/b"; "" without a folder.

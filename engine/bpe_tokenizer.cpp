@@ -19,6 +19,8 @@
 
 namespace crl {
 
+using bpe_internal::kMetaspace;
+
 // ---------------------------------------------------------------------------------------------------------
 // Encoding
 // ---------------------------------------------------------------------------------------------------------
@@ -209,24 +211,28 @@ void BpeTokenizer::merge_parts(std::string_view piece, const TokenId* initial, u
 // merging each word alone gives the same ids; repeated words then hit the piece cache. A character without
 // a token is its <0xNN> tokens, which end with '>'.
 void BpeTokenizer::encode_metaspace(std::string_view text, std::vector<TokenId>& out) const {
-  static constexpr std::string_view kSpace = "\xE2\x96\x81";
   const auto bridge = [&](char32_t c) { return std::binary_search(bridges_.begin(), bridges_.end(), c); };
-  const bool byte_tokens_bridge = bridge(U'>');
-  size_t word = 0;
+  // Whether the character text[at, at + n) ends a symbol that a token carries on over a following space.
+  const auto bridges_on = [&](size_t at, size_t n, char32_t cp) {
+    if (bridge(cp)) return true;
+    const bool byte_tokens = cp == unicode::kInvalid || table_->find(text.data() + at, n) < 0;
+    return byte_tokens && bridge(U'>');  // (looked up only before a space)
+  };
+  size_t word = 0, previous = 0, previous_n = 0;
+  char32_t previous_cp = 0;
   bool after_space = true;  // (no boundary before the first character)
-  char32_t last = 0;        // the last character of the symbol before i
   for (size_t i = 0; i < text.size();) {
     char32_t cp;
     const size_t n = unicode::decode_utf8(text, i, &cp);
-    const bool space = cp == ' ' || text.substr(i, n) == kSpace;
-    if (space && !after_space && !bridge(last)) {
+    const bool space = cp == ' ' || text.substr(i, n) == kMetaspace;
+    if (space && !after_space && !bridges_on(previous, previous_n, previous_cp)) {
       encode_word(text.substr(word, i - word), out);
       word = i;
     }
     after_space = space;
-    last = cp;
-    if (byte_tokens_bridge && !space && (cp == unicode::kInvalid || table_->find(text.data() + i, n) < 0))
-      last = U'>';  // its byte tokens' last character
+    previous = i;
+    previous_n = n;
+    previous_cp = cp;
     i += n;
   }
   encode_word(text.substr(word), out);
@@ -235,7 +241,6 @@ void BpeTokenizer::encode_metaspace(std::string_view text, std::vector<TokenId>&
 // One word: spaces become "\u2581", each character starts as its token or, when the vocabulary has none (or
 // the bytes are not UTF-8), as its bytes' <0xNN> tokens; then the merge loop.
 void BpeTokenizer::encode_word(std::string_view text, std::vector<TokenId>& out) const {
-  static constexpr std::string_view kSpace = "\xE2\x96\x81";
   if (text.empty()) return;
   const bool cached = text.size() <= PieceCache::kMaxPieceBytes;
   if (cached && cache_->find(text, out)) return;
@@ -245,7 +250,7 @@ void BpeTokenizer::encode_word(std::string_view text, std::vector<TokenId>& out)
   for (size_t i = 0; i < text.size();) {
     char32_t cp;
     const size_t n = text[i] == ' ' ? 1 : unicode::decode_utf8(text, i, &cp);
-    const TokenId id = text[i] == ' '            ? table_->find(kSpace.data(), kSpace.size())
+    const TokenId id = text[i] == ' '            ? table_->find(kMetaspace.data(), kMetaspace.size())
                        : cp == unicode::kInvalid ? -1
                                                  : table_->find(text.data() + i, n);
     if (id >= 0) {
@@ -421,9 +426,9 @@ void BpeTokenizer::finish() {
         continue;
       }
       for (size_t at = 0; at < v.size();) {
-        if (v.compare(at, 3, "\xE2\x96\x81") == 0) {
+        if (v.compare(at, kMetaspace.size(), kMetaspace) == 0) {
           decoded_[id] += ' ';
-          at += 3;
+          at += kMetaspace.size();
         } else {
           decoded_[id] += v[at++];
         }

@@ -16,6 +16,7 @@
 namespace crl {
 
 using bpe_internal::file_stem;
+using bpe_internal::kMetaspace;
 using bpe_internal::path_parent;
 using bpe_internal::read_tokenizer_file;
 
@@ -76,8 +77,6 @@ bool is_string_pattern(const Json& pattern, std::string_view text) {
   return pattern.is_object() && pattern.size() == 1 && pattern.contains("String") &&
          pattern["String"].is_string() && pattern["String"].get<std::string>() == text;
 }
-
-constexpr std::string_view kMetaspace = "\u2581";  // SentencePiece's space, U+2581
 
 // Gemma's normalizer: Replace(" " -> "\u2581") and nothing else (no prepended "\u2581": Llama 2's form is not
 // supported, its first-word rules differ between Hugging Face versions).
