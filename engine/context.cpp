@@ -50,7 +50,7 @@ Context::Context(const Budget& budget, const ContextTemplate& tmpl) : budget_(bu
   marker_ = arena_.append(tmpl.truncation_marker, Provenance::kPrompt);
 }
 
-bool Context::start(std::span<const TokenId> system, std::span<const TokenId> user) {
+bool Context::start(std::span<const TokenId> system, std::span<const TokenId> user, bool opens_turn) {
   arena_.truncate(marker_.end);  // keep the template tokens, forget the previous episode
   steps_.clear();
   step_spans_.clear();
@@ -60,6 +60,7 @@ bool Context::start(std::span<const TokenId> system, std::span<const TokenId> us
   compactions_ = 0;
   window_has_action_ = false;
   compaction_requested_ = false;
+  header_opened_ = opens_turn;
   return tokens() < budget_.capacity;
 }
 
@@ -87,7 +88,7 @@ PromptView Context::execution_prompt() const {
 }
 
 void Context::execution_prompt(PromptView& out) const {
-  out.assign(&arena_, prefix_, step_spans_, header_);
+  out.assign(&arena_, prefix_, step_spans_, next_header());
 }
 
 bool Context::summary_prompt(PromptView& prompt) const {
@@ -153,16 +154,21 @@ int64_t Context::summary_max_new_tokens(const PromptView& prompt) const {
 void Context::append_action(std::span<const TokenId> action, Provenance provenance) {
   CRL_CHECK(provenance == Provenance::kSampled || provenance == Provenance::kForced,
             "an action is sampled or forced, not " << provenance_name(provenance));
-  const Step step{step_spans_.size(), static_cast<int64_t>(header_.size() + action.size())};
-  step_spans_.push_back(header_);
+  // Every step opens with a header span, an empty one when an observation opened the turn: the spans after
+  // the first two of a step are its observations (summary_prompt).
+  const Span header = next_header();
+  const Step step{step_spans_.size(), static_cast<int64_t>(header.size() + action.size())};
+  step_spans_.push_back(header);
   step_spans_.push_back(arena_.append(action, provenance));
   window_tokens_ += step.tokens;
   steps_.push_back(step);
   window_has_action_ = true;
+  header_opened_ = false;
 }
 
-void Context::append_observation(std::span<const TokenId> observation) {
+void Context::append_observation(std::span<const TokenId> observation, bool opens_turn) {
   if (observation.empty()) return;
+  header_opened_ = opens_turn;
   const Span span = arena_.append(observation, Provenance::kEnvironment);
   window_tokens_ += span.size();
   if (steps_.empty()) {
@@ -177,17 +183,30 @@ RebuildResult Context::rebuild(std::span<const TokenId> summary) {
   ++compactions_;
   compaction_requested_ = false;
   const Span copied = arena_.append(summary, Provenance::kCopiedSummary);
-  const int64_t base =
-      system_.size() + resume_prefix_.size() + copied.size() + resume_suffix_.size() + header_.size();
+  const int64_t base = system_.size() + resume_prefix_.size() + copied.size() + resume_suffix_.size();
   const int64_t limit = budget_.capacity - budget_.reserve;
+  // The next turn's header: none when the kept tail ends with an observation that opened the turn; the
+  // resume turn alone (k = 0) is followed by the template's.
+  const auto header_after = [&](int k) { return k > 0 && header_opened_ ? 0 : header_.size(); };
+  // The first kept step gets the template's header back when an observation of a dropped step had opened
+  // its turn (its header span is empty): the resume turn does not open it.
+  const auto reopened = [&](int k) {
+    return k > 0 && step_spans_[steps_[steps_.size() - k].first_span].size() == 0 ? header_.size() : 0;
+  };
   // k = tail_k, tail_k - 1, ..., 0: keep the first that fits strictly below C - T_comp.
   int k = std::min<int>(budget_.tail_k, static_cast<int>(steps_.size()));
   for (; k >= 0; --k) {
     int64_t tail = 0;
     for (size_t i = steps_.size() - k; i < steps_.size(); ++i) tail += steps_[i].tokens;
-    if (base + tail < limit) break;
+    if (base + header_after(k) + reopened(k) + tail < limit) break;
   }
   if (k < 0) return RebuildResult{RebuildStatus::kDoesNotFit, 0};
+  if (k == 0) header_opened_ = false;
+  if (reopened(k) > 0) {
+    Step& first = steps_[steps_.size() - k];
+    step_spans_[first.first_span] = header_;
+    first.tokens += header_.size();
+  }
   prefix_ = {system_, resume_prefix_, copied, resume_suffix_};
   const size_t kept_from = steps_.size() - k;
   const size_t first_kept_span = k > 0 ? steps_[kept_from].first_span : step_spans_.size();
@@ -195,7 +214,7 @@ RebuildResult Context::rebuild(std::span<const TokenId> summary) {
   step_spans_.erase(step_spans_.begin(), step_spans_.begin() + first_kept_span);
   for (Step& step : steps_) step.first_span -= first_kept_span;
   for (Span& span : step_spans_) span.provenance = Provenance::kCopiedTail;
-  window_tokens_ = base - header_.size();
+  window_tokens_ = base;
   for (const Step& step : steps_) window_tokens_ += step.tokens;
   window_has_action_ = false;
   return RebuildResult{RebuildStatus::kRebuilt, k};

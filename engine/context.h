@@ -11,7 +11,8 @@
 // costs O(resume + number of spans), never O(context).
 //
 // Token accounting: tokens() is the rendered size of the next execution request, i.e. the window plus the
-// assistant turn header that opens the next turn. The trigger C - tokens() < T_comp is checked by the
+// assistant turn header that opens the next turn (none when the last observation opened it: see
+// append_observation). The trigger C - tokens() < T_comp is checked by the
 // episode before each execution request; it fires only if the window already holds a generated (sampled or
 // forced) action (guard (a): never compact a window with no generated token).
 #include <cstdint>
@@ -73,10 +74,11 @@ class Context {
 
   // Starts (or restarts) an episode with the encoded system and first user turn. Returns false when the
   // first request would already be >= C: the episode cannot run (it ends as failed, spec 1.1 (a)).
-  bool start(std::span<const TokenId> system, std::span<const TokenId> user);
+  // `opens_turn`: the user part ends with what opens the first assistant turn (as append_observation's).
+  bool start(std::span<const TokenId> system, std::span<const TokenId> user, bool opens_turn = false);
 
   const Budget& budget() const { return budget_; }
-  int64_t tokens() const { return window_tokens_ + header_.size(); }
+  int64_t tokens() const { return window_tokens_ + next_header().size(); }
   int compactions() const { return compactions_; }
   int steps_in_window() const { return static_cast<int>(steps_.size()); }
   bool window_has_action() const { return window_has_action_; }
@@ -103,8 +105,14 @@ class Context {
 
   // Appends an assistant turn (turn header + action tokens, which are kSampled or kForced) as a new step.
   void append_action(std::span<const TokenId> action, Provenance provenance);
-  // Appends an observation to the current step (or, before any action, to the prefix).
-  void append_observation(std::span<const TokenId> observation);
+  // Appends an observation to the current step (or, before any action, to the prefix). `opens_turn`: the
+  // observation ends with what opens the next assistant turn, so that turn has no header of its own (a chat
+  // template that writes none there: DeepSeek-V3 closes tool results with "<｜tool▁outputs▁end｜>" and the
+  // model answers right after it). The last non-empty observation before an action decides.
+  void append_observation(std::span<const TokenId> observation, bool opens_turn = false);
+  // The tokens that open the next assistant turn: the template's turn header, or none after an observation
+  // that opened the turn.
+  std::span<const TokenId> next_turn_header() const { return arena_.view(next_header()); }
 
   // After a summary: the window becomes system + resume(summary) + the newest k steps, with k = tail_k,
   // then smaller, until tokens() < C - T_comp. Counts one compaction either way.
@@ -126,6 +134,11 @@ class Context {
   size_t step_end(size_t i) const {
     return i + 1 < steps_.size() ? steps_[i + 1].first_span : step_spans_.size();
   }
+  // The next turn's header span: header_, or an empty span (the same one every time, so prompts that
+  // extend each other share it) when the last observation opened the turn.
+  Span next_header() const {
+    return header_opened_ ? Span{header_.begin, header_.begin, header_.provenance} : header_;
+  }
   Budget budget_;
   TokenArena arena_;
   Span header_, instruction_, resume_prefix_, resume_suffix_, marker_;
@@ -137,6 +150,7 @@ class Context {
   int compactions_ = 0;
   bool window_has_action_ = false;
   bool compaction_requested_ = false;
+  bool header_opened_ = false;  // the last observation opened the next turn (append_observation)
 };
 
 }  // namespace crl

@@ -64,7 +64,11 @@ struct StepResult {
   bool terminated = false;  // the task ended (success or failure decided)
   bool truncated = false;   // the environment's own limit ended it (turn limit, too many invalid commands)
   bool request_compaction = false;  // a scripted reset point: compact before the next turn
-  std::string info;                 // short free text for traces (e.g. "invalid command")
+  // The observation's tokens end with what opens the next assistant turn, which then has no turn header of
+  // its own (engine/context.h append_observation): the gateway sets it where the chat template writes no
+  // generation prompt after the harness's messages (DeepSeek-V3 after tool results).
+  bool opens_turn = false;
+  std::string info;  // short free text for traces (e.g. "invalid command")
 };
 
 // Symbols with a fixed meaning in the episode's context template, for symbolic environments.
@@ -134,6 +138,7 @@ class Env {
   struct Start {
     Observation system;
     Observation user;
+    bool opens_turn = false;  // the user part opens the first assistant turn (StepResult::opens_turn)
   };
   Start reset(const Task& task, Rng& rng) {
     steps_ = 0;

@@ -15,8 +15,7 @@ Episode::Episode(std::unique_ptr<Env> env, std::shared_ptr<const Codec> codec, E
     : env_(std::move(env)),
       codec_(std::move(codec)),
       config_(std::move(config)),
-      context_(config_.budget, codec_->context_template()),
-      header_tokens_(codec_->context_template().turn_header) {
+      context_(config_.budget, codec_->context_template()) {
   config_.budget.validate("budget");
 }
 
@@ -56,7 +55,8 @@ void Episode::start(const Task& task) {
   running_hash_.add_tokens(user);
   first_system_tokens_ = static_cast<int64_t>(system.size());
   first_user_tokens_ = static_cast<int64_t>(user.size());
-  if (!context_.start(system, user)) {
+  if (first.opens_turn) running_hash_.add(1);
+  if (!context_.start(system, user, first.opens_turn)) {
     recorder_ = Recorder();
     end(EpisodeStatus::kFailed,
         "the first prompt (" + std::to_string(context_.tokens()) +
@@ -170,7 +170,7 @@ void Episode::submit(const Decision& decision) {
   }
 
   // An execution turn. From the second action of a window on, the turn header is part of the response.
-  if (actions_in_window_ > 0) recorder_.append(header_tokens_, Provenance::kPrompt);
+  if (actions_in_window_ > 0) recorder_.append(context_.next_turn_header(), Provenance::kPrompt);
   const Provenance provenance = decision.forced ? Provenance::kForced : Provenance::kSampled;
   context_.append_action(decision.tokens, provenance);
   recorder_.append(decision.tokens, provenance, decision.logprobs, decision.values, decision.finish_reason);
@@ -192,7 +192,8 @@ void Episode::submit(const Decision& decision) {
   running_hash_.add_double(result.reward);
   const std::vector<TokenId> observation = codec_->encode_observation(result.observation, decision.tokens);
   running_hash_.add_tokens(observation);
-  context_.append_observation(observation);
+  if (result.opens_turn) running_hash_.add(1);  // (unchanged hashes for every other step)
+  context_.append_observation(observation, result.opens_turn);
   recorder_.append(observation, Provenance::kEnvironment);
   if (result.request_compaction) context_.request_compaction();
   if (result.terminated) {

@@ -108,7 +108,6 @@ class Episode {
   bool done_ = true;
   EpisodeStatus status_ = EpisodeStatus::kCompleted;
   std::string reason_;
-  std::vector<TokenId> header_tokens_;
   std::vector<std::string> weight_versions_;                 // distinct, in order of first use
   int64_t first_system_tokens_ = 0, first_user_tokens_ = 0;  // of the first prompt, for budget_fit()
   StateHasher running_hash_;

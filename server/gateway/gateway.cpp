@@ -495,8 +495,10 @@ HttpAnswer Gateway::count_tokens(const HttpCall& call) {
   const int64_t now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  renderer().first_prompt(request.turn.messages, request.turn.tools, now, system, rest);
-  const size_t header = shared_.templates->base()->codec->context_template().turn_header.size();
+  const FirstPrompt first =
+      renderer().first_prompt(request.turn.messages, request.turn.tools, now, system, rest);
+  const size_t header =
+      first.opens_turn ? 0 : shared_.templates->base()->codec->context_template().turn_header.size();
   return json_answer(200, json{{"input_tokens", system.size() + rest.size() + header}}.dump());
 }
 

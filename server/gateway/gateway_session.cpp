@@ -84,7 +84,7 @@ double GatewaySession::idle_seconds() const {
          1e-9;
 }
 
-void GatewaySession::make_episode(std::vector<TokenId> system, std::vector<TokenId> rest) {
+void GatewaySession::make_episode(std::vector<TokenId> system, std::vector<TokenId> rest, bool opens_turn) {
   auto env = std::make_unique<HarnessEnv>();
   env_ = env.get();
   EpisodeConfig episode;
@@ -96,7 +96,7 @@ void GatewaySession::make_episode(std::vector<TokenId> system, std::vector<Token
   episode_ = std::make_unique<Episode>(std::move(env), codec(), episode);
   ++episode_generation_;
   ids_text_.invalidate();
-  env_->stage_start(std::move(system), std::move(rest));
+  env_->stage_start(std::move(system), std::move(rest), opens_turn);
   Task task;
   task.id = "gateway/" + id_;
   episode_->start(task);
@@ -108,9 +108,10 @@ void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys
   render_now_ =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  system_opened_user_turn_ =
+  const FirstPrompt first =
       variant_->renderer.first_prompt(turn.messages, turn.tools, render_now_, system, rest, &converted_);
-  make_episode(std::move(system), std::move(rest));
+  system_opened_user_turn_ = first.system_opens_user_turn;
+  make_episode(std::move(system), std::move(rest), first.opens_turn);
   known_ = std::move(keys);
   tools_key_ = tools_key_of(turn);
 }
@@ -215,9 +216,9 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
   if (same_prefix) {
     if (held_ && keys.size() == n0) return stored_answer(turn);  // a retry: nothing sampled twice
     if (held_ && (keys[n0] == held_->key || keys[n0] == held_->anthropic_key)) {
-      env_->stage_step(variant_->renderer.observation(held_->decision.tokens, turn.messages, n0, turn.tools,
-                                                      render_now_, &converted_),
-                       0.0, false, false);
+      TurnsAfterAnswer turns = variant_->renderer.observation(held_->decision.tokens, turn.messages, n0,
+                                                              turn.tools, render_now_, &converted_);
+      env_->stage_step(std::move(turns.ids), 0.0, false, false, turns.opens_turn);
       const Decision decision = std::move(held_->decision);
       held_.reset();
       episode_->submit(decision);

@@ -164,7 +164,8 @@ class GatewaySession {
   void start_part(const ChatTurn& turn, std::vector<uint64_t> keys);
   void start_text_part(const std::string& prompt);
   Completion complete(const ChatTurn& turn);
-  void make_episode(std::vector<TokenId> system, std::vector<TokenId> rest);
+  // `opens_turn`: `rest` opens the first assistant turn (FirstPrompt::opens_turn).
+  void make_episode(std::vector<TokenId> system, std::vector<TokenId> rest, bool opens_turn = false);
   // Ends the current part (the held answer submitted as its last turn) and keeps its trajectory.
   void close_part(const std::string& why);
   Completion drive(const ChatTurn& turn);

@@ -53,16 +53,18 @@ const EnvSpec& HarnessEnv::spec() const {
   return spec;
 }
 
-void HarnessEnv::stage_start(std::vector<TokenId> system, std::vector<TokenId> rest) {
+void HarnessEnv::stage_start(std::vector<TokenId> system, std::vector<TokenId> rest, bool opens_turn) {
   start_ = Start{};
   start_.system.symbols = std::move(system);
   start_.user.symbols = std::move(rest);
+  start_.opens_turn = opens_turn;
 }
 
-void HarnessEnv::stage_step(std::vector<TokenId> observation, double reward, bool terminated,
-                            bool truncated) {
+void HarnessEnv::stage_step(std::vector<TokenId> observation, double reward, bool terminated, bool truncated,
+                            bool opens_turn) {
   step_ = StepResult{};
   step_.observation.symbols = std::move(observation);
+  step_.opens_turn = opens_turn;
   step_.reward = reward;
   step_.terminated = terminated;
   step_.truncated = truncated;

@@ -21,8 +21,10 @@ class HarnessEnv final : public Env {
  public:
   const EnvSpec& spec() const override;
   // What the next reset() / step() returns.
-  void stage_start(std::vector<TokenId> system, std::vector<TokenId> rest);
-  void stage_step(std::vector<TokenId> observation, double reward, bool terminated, bool truncated);
+  void stage_start(std::vector<TokenId> system, std::vector<TokenId> rest, bool opens_turn = false);
+  // `opens_turn`: the observation opens the next assistant turn itself (StepResult::opens_turn).
+  void stage_step(std::vector<TokenId> observation, double reward, bool terminated, bool truncated,
+                  bool opens_turn = false);
 
  protected:
   Start do_reset(const Task& task, Rng& rng) override;

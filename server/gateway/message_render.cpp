@@ -53,9 +53,10 @@ void MessageRenderer::add_turn(const Message& message, std::vector<TextPiece>& p
   }
 }
 
-bool MessageRenderer::first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools,
-                                   int64_t now_unix, std::vector<TokenId>& system, std::vector<TokenId>& rest,
-                                   ConvertedMessages* memo) const {
+FirstPrompt MessageRenderer::first_prompt(std::span<const Message> messages,
+                                          const nlohmann::ordered_json& tools, int64_t now_unix,
+                                          std::vector<TokenId>& system, std::vector<TokenId>& rest,
+                                          ConvertedMessages* memo) const {
   if (template_) return template_->first(messages, tools, now_unix, system, rest, memo);
   std::deque<std::string> held;
   std::deque<Message> made;  // the pieces view their text: alive until the ids are encoded
@@ -79,13 +80,13 @@ bool MessageRenderer::first_prompt(std::span<const Message> messages, const nloh
   pieces.clear();
   for (size_t i = first; i < messages.size(); ++i) add_turn(messages[i], pieces, held);
   rest = tokenizer_->encode_pieces(pieces);
-  return false;
+  return FirstPrompt{};
 }
 
-std::vector<TokenId> MessageRenderer::observation(std::span<const TokenId> action,
-                                                  std::span<const Message> messages, size_t answer,
-                                                  const nlohmann::ordered_json& tools, int64_t now_unix,
-                                                  ConvertedMessages* memo) const {
+TurnsAfterAnswer MessageRenderer::observation(std::span<const TokenId> action,
+                                              std::span<const Message> messages, size_t answer,
+                                              const nlohmann::ordered_json& tools, int64_t now_unix,
+                                              ConvertedMessages* memo) const {
   std::deque<std::string> held;
   std::vector<TextPiece> pieces;
   const bool closed =
@@ -102,13 +103,13 @@ std::vector<TokenId> MessageRenderer::observation(std::span<const TokenId> actio
     }
     if (auto turns = template_->next(messages, answer, tools, now_unix, memo, answer_text)) {
       std::vector<TokenId> out = tokenizer_->encode_pieces(pieces);
-      out.insert(out.end(), turns->begin(), turns->end());
-      return out;
+      out.insert(out.end(), turns->ids.begin(), turns->ids.end());
+      return TurnsAfterAnswer{std::move(out), turns->opens_turn};
     }
     // The template's renders do not extend each other: the new turns with the per-turn strings.
   }
   for (const Message& message : messages.subspan(answer + 1)) add_turn(message, pieces, held);
-  return tokenizer_->encode_pieces(pieces);
+  return TurnsAfterAnswer{tokenizer_->encode_pieces(pieces), false};
 }
 
 }  // namespace crl::server::gateway

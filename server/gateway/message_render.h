@@ -37,15 +37,16 @@ class MessageRenderer {
 
   // Throws GatewayError (400 template_error) when a Jinja template refuses the messages.
   // `memo`: the session's messages as a Jinja template's values, kept between its calls (null: none).
-  // Returns true when `system` ends inside the first user turn (TemplateRenderer::first; never for the
-  // built-ins).
-  bool first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
-                    std::vector<TokenId>& system, std::vector<TokenId>& rest,
-                    ConvertedMessages* memo = nullptr) const;
+  // How the parts end: TemplateRenderer::first's (never opening a turn with the built-ins).
+  FirstPrompt first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools,
+                           int64_t now_unix, std::vector<TokenId>& system, std::vector<TokenId>& rest,
+                           ConvertedMessages* memo = nullptr) const;
   // `messages`: the harness's whole list, messages[answer] its copy of our answer, new messages after it.
-  std::vector<TokenId> observation(std::span<const TokenId> action, std::span<const Message> messages,
-                                   size_t answer, const nlohmann::ordered_json& tools, int64_t now_unix,
-                                   ConvertedMessages* memo = nullptr) const;
+  // The ids open the next turn themselves only where a Jinja template writes no generation prompt after
+  // the new messages (TemplateRenderer::next).
+  TurnsAfterAnswer observation(std::span<const TokenId> action, std::span<const Message> messages,
+                               size_t answer, const nlohmann::ordered_json& tools, int64_t now_unix,
+                               ConvertedMessages* memo = nullptr) const;
   // The text of a plain-completion prompt (content only: no special tokens).
   std::vector<TokenId> text(std::string_view text) const { return tokenizer_->encode_ordinary(text); }
 

@@ -219,21 +219,25 @@ std::optional<std::string> TemplateRenderer::opening(const ConvertedMessages& me
   return text;
 }
 
-bool TemplateRenderer::first(std::span<const Message> messages, const ordered_json& tools, int64_t now_unix,
-                             std::vector<TokenId>& system, std::vector<TokenId>& rest,
-                             ConvertedMessages* memo) const {
+FirstPrompt TemplateRenderer::first(std::span<const Message> messages, const ordered_json& tools,
+                                    int64_t now_unix, std::vector<TokenId>& system,
+                                    std::vector<TokenId>& rest, ConvertedMessages* memo) const {
   ConvertedMessages local;
   ConvertedMessages& m = memo ? *memo : local;
   protect(m, messages, tools);
   const bool has_tools = m.tool_values.is_list();
   const size_t leading = !messages.empty() && messages[0].role == MessageRole::kSystem ? 1 : 0;
   const std::string full = render(m, messages.size(), false, has_tools, true, now_unix);
-  if (!ends_with(full, chat_.assistant_prefix)) {
+  const std::optional<std::string_view> cut_body =
+      before_generation_prompt(m, messages.size(), full, has_tools, now_unix);
+  if (!cut_body) {
     throw template_error("the chat template " + quote(chat_.name) +
                          " does not end this conversation with its assistant header " +
-                         quote(chat_.assistant_prefix) + " (the gateway's window needs it)");
+                         quote(chat_.assistant_prefix) +
+                         " (the gateway's window needs it, or a render without any generation prompt)");
   }
-  const std::string_view body = std::string_view(full).substr(0, full.size() - chat_.assistant_prefix.size());
+  const std::string_view body = *cut_body;
+  const bool opens_turn = body.size() == full.size();
   // The system part: what the template writes for the leading system message alone (with the tools when
   // that is how the full render starts), kept by every rebuild.
   size_t cut = 0;
@@ -275,31 +279,44 @@ bool TemplateRenderer::first(std::span<const Message> messages, const ordered_js
   rest = encode(body.substr(cut), m.originals);
   m.last_render = full;
   m.last_count = messages.size();
-  return opens_user_turn;
+  return FirstPrompt{opens_user_turn, opens_turn};
 }
 
-std::optional<std::vector<TokenId>> TemplateRenderer::next(std::span<const Message> messages, size_t answer,
-                                                           const ordered_json& tools, int64_t now_unix,
-                                                           ConvertedMessages* memo,
-                                                           std::string_view answer_text) const {
+std::optional<std::string_view> TemplateRenderer::before_generation_prompt(
+    const ConvertedMessages& m, size_t count, std::string_view full, bool has_tools, int64_t now_unix) const {
+  if (ends_with(full, chat_.assistant_prefix))
+    return full.substr(0, full.size() - chat_.assistant_prefix.size());
+  if (full == render(m, count, false, has_tools, false, now_unix)) return full;
+  return std::nullopt;
+}
+
+std::optional<TurnsAfterAnswer> TemplateRenderer::next(std::span<const Message> messages, size_t answer,
+                                                       const ordered_json& tools, int64_t now_unix,
+                                                       ConvertedMessages* memo,
+                                                       std::string_view answer_text) const {
   ConvertedMessages local;
   ConvertedMessages& m = memo ? *memo : local;
   protect(m, messages, tools);
   const bool has_tools = m.tool_values.is_list();
   const std::string last = std::exchange(m.last_render, std::string());
   std::string full = render(m, messages.size(), false, has_tools, true, now_unix);
-  if (!ends_with(full, chat_.assistant_prefix)) return std::nullopt;
+  const std::optional<std::string_view> body =
+      before_generation_prompt(m, messages.size(), full, has_tools, now_unix);
+  if (!body) return std::nullopt;
+  const bool opens_turn = body->size() == full.size();
   std::optional<std::vector<TokenId>> cut =
-      cut_after_answer(m, full, last, answer_text, answer, has_tools, now_unix);
-  m.last_render = std::move(full);  // kept for the next call, whichever way this one cut
+      cut_after_answer(m, *body, last, answer_text, answer, has_tools, now_unix);
+  // Kept for the next call, whichever way this one cut: the next answer follows it (after the header, or
+  // right after it when this render opened the turn), so the next call's one-render cut applies either way.
+  m.last_render = std::move(full);
   m.last_count = messages.size();
-  return cut;
+  if (!cut) return std::nullopt;
+  return TurnsAfterAnswer{std::move(*cut), opens_turn};
 }
 
 std::optional<std::vector<TokenId>> TemplateRenderer::cut_after_answer(
-    ConvertedMessages& m, const std::string& full, const std::string& last, std::string_view answer_text,
+    ConvertedMessages& m, std::string_view body, const std::string& last, std::string_view answer_text,
     size_t answer, bool has_tools, int64_t now_unix) const {
-  const std::string_view body = std::string_view(full).substr(0, full.size() - chat_.assistant_prefix.size());
   // One render: the last call's render (the window's text up to the answer, when nothing was compacted)
   // and the answer as sampled, closed, start this render: the cut is what follows.
   if (!last.empty() && m.last_count == answer && !answer_text.empty() &&

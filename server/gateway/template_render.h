@@ -27,7 +27,11 @@
 //    the render of the list up to the harness's copy of the answer; when the template rewrites that answer
 //    once more turns follow it (Qwen3 drops an empty <think> block from earlier turns), past the render of
 //    the list up to the answer plus a placeholder user turn, less that turn. When neither is a prefix,
-//    std::nullopt (the caller writes the new messages with the per-turn strings).
+//    std::nullopt (the caller writes the new messages with the per-turn strings). A render that does not end
+//    with the assistant header is taken whole when the template writes no generation prompt there at all
+//    (its render without one is the same text): DeepSeek-V3 after tool results ends with
+//    "<｜tool▁outputs▁end｜>" and the model answers right after it; the cut then opens the next turn itself
+//    (TurnsAfterAnswer::opens_turn, engine/context.h append_observation).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -64,6 +68,23 @@ struct ConvertedMessages {
   uint64_t one_render_cuts = 0;  // next() calls that needed no second render (tests, metrics)
 };
 
+// What follows a sampled answer (TemplateRenderer::next, MessageRenderer::observation): the ids, and whether
+// they end with what opens the next assistant turn, which then has no turn header of its own.
+struct TurnsAfterAnswer {
+  std::vector<TokenId> ids;
+  bool opens_turn = false;
+};
+
+// How a first prompt (TemplateRenderer::first, MessageRenderer::first_prompt) ends its parts.
+struct FirstPrompt {
+  // `system` ends inside the first user turn (a template whose system text opens it,
+  // ChatTemplate::system_opens_user_turn): a rebuild's resume turn then continues that turn, without a
+  // header.
+  bool system_opens_user_turn = false;
+  // `rest` ends with what opens the first assistant turn (no generation prompt after these messages).
+  bool opens_turn = false;
+};
+
 class TemplateRenderer {
  public:
   // `chat` must have a Jinja template (chat.jinja) and its per-turn strings. `also_closing`: other strings
@@ -75,16 +96,14 @@ class TemplateRenderer {
                    std::vector<std::string> also_closing = {}, std::vector<std::string> also_guarded = {});
 
   // Throws GatewayError (400 template_error) when the template refuses the messages (raise_exception) or
-  // does not end the render with its assistant header.
+  // ends the render neither with its assistant header nor without any generation prompt (as next()).
   // `memo`: the session's converted messages, brought up to `messages` (null: converted for this call only).
-  // Returns true when `system` ends inside the first user turn (a template whose system text opens it,
-  // ChatTemplate::system_opens_user_turn): a rebuild's resume turn then continues that turn, without a
-  // header. Without a system message, `system` is what the template writes before the first user turn's
-  // header (Gemma's "<bos>", Llama's "<|begin_of_text|>", a default system block), when that is a prefix of
-  // the render.
-  bool first(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
-             std::vector<TokenId>& system, std::vector<TokenId>& rest,
-             ConvertedMessages* memo = nullptr) const;
+  // Without a system message, `system` is what the template writes before the first user turn's header
+  // (Gemma's "<bos>", Llama's "<|begin_of_text|>", a default system block), when that is a prefix of the
+  // render.
+  FirstPrompt first(std::span<const Message> messages, const nlohmann::ordered_json& tools, int64_t now_unix,
+                    std::vector<TokenId>& system, std::vector<TokenId>& rest,
+                    ConvertedMessages* memo = nullptr) const;
   // The text after the answer messages[answer] (without its close, which the caller writes) up to the
   // generation prompt, as ids; std::nullopt when the template's renders do not extend each other.
   // `answer_text`: the window's text of the answer as sampled, with the close the caller writes after it.
@@ -92,10 +111,10 @@ class TemplateRenderer {
   // `answer_text`, the cut is what follows (one render: the template writes the harness's copy of the answer
   // as it was sampled, and the window's text equals the template's render); otherwise the cut is past the
   // render of the list up to the answer (a second render).
-  std::optional<std::vector<TokenId>> next(std::span<const Message> messages, size_t answer,
-                                           const nlohmann::ordered_json& tools, int64_t now_unix,
-                                           ConvertedMessages* memo = nullptr,
-                                           std::string_view answer_text = {}) const;
+  std::optional<TurnsAfterAnswer> next(std::span<const Message> messages, size_t answer,
+                                       const nlohmann::ordered_json& tools, int64_t now_unix,
+                                       ConvertedMessages* memo = nullptr,
+                                       std::string_view answer_text = {}) const;
 
   // The special-token strings message text is kept from (for tests and the README).
   const std::vector<std::string>& guarded() const { return guarded_; }
@@ -115,7 +134,14 @@ class TemplateRenderer {
                      bool generation_prompt, int64_t now_unix) const;
   // next()'s cut of `full` (this call's render): past `last` and the answer as sampled when they start it,
   // else past a second render of the list up to the answer. `m.last_count` is still the last render's.
-  std::optional<std::vector<TokenId>> cut_after_answer(ConvertedMessages& m, const std::string& full,
+  // The text before the next answer in `full` (the render of m's first `count` messages with the generation
+  // prompt): less its assistant header, or the whole render when the template writes no generation prompt
+  // there (its render without one is the same text), which then opens the turn itself; nullopt otherwise.
+  std::optional<std::string_view> before_generation_prompt(const ConvertedMessages& m, size_t count,
+                                                           std::string_view full, bool has_tools,
+                                                           int64_t now_unix) const;
+  // `body`: the render without its generation prompt.
+  std::optional<std::vector<TokenId>> cut_after_answer(ConvertedMessages& m, std::string_view body,
                                                        const std::string& last, std::string_view answer_text,
                                                        size_t answer, bool has_tools, int64_t now_unix) const;
   // The rendered text as ids: sentinels become their originals as ordinary text.

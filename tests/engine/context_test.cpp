@@ -156,6 +156,60 @@ TEST(Context, SummaryPromptTruncatesTheLargestObservationInATemporaryCopy) {
   EXPECT_FALSE(d.summary_prompt(q));
 }
 
+// An observation that opens the next turn itself (a template with no generation prompt after it, DeepSeek-V3
+// after tool results): that turn has no header, in the count, the prompt and the step; the step's later
+// observations are still the ones a summary prompt may cut; a rebuild that keeps the step keeps the turn
+// opened, one that keeps no step writes the header after the resume turn, and a kept step whose turn a
+// dropped step's observation had opened gets its header back.
+TEST(Context, AnObservationThatOpensTheTurnLeavesOutItsHeader) {
+  Budget b = budget(200, 20);
+  b.summary_cap = 20;
+  Context c(b, test_template());
+  ASSERT_TRUE(c.start(tokens(2, 1), tokens(2, 2)));
+  c.append_action(tokens(3, 3), Provenance::kSampled);
+  c.append_observation(tokens(4, 4), true);
+  EXPECT_EQ(c.tokens(), 2 + 2 + 1 + 3 + 4) << "no header after the observation that opened the turn";
+  EXPECT_TRUE(c.next_turn_header().empty());
+  std::vector<TokenId> ids = c.execution_prompt().ids();
+  EXPECT_EQ(ids, (std::vector<TokenId>{1, 1, 2, 2, 90, 3, 3, 3, 4, 4, 4, 4}));
+  c.append_action(tokens(2, 5), Provenance::kSampled);  // answers right after the observation
+  EXPECT_EQ(c.next_turn_header().size(), 1u) << "the next turn has the template's header again";
+  c.append_observation(tokens(170, 6));
+  EXPECT_EQ(c.tokens(), 12 + 2 + 170 + 1);
+  ids = c.execution_prompt().ids();
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 90), 2) << "headers of the first and the next turn only";
+  // The summary prompt cuts the large observation of the header-less step (not its action).
+  PromptView summary;
+  ASSERT_TRUE(c.summary_prompt(summary));
+  ids = summary.ids();
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 5), 2) << "the action is intact";
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 94), 1) << "the observation was cut";
+  // The last observation opens the turn; a rebuild keeping it keeps the turn opened.
+  c.append_action(tokens(1, 7), Provenance::kSampled);
+  c.append_observation(tokens(3, 8), true);
+  Context d(b, test_template());
+  ASSERT_TRUE(d.start(tokens(2, 1), tokens(2, 2)));
+  for (int s = 0; s < 3; ++s) {
+    d.append_action(tokens(1, 10 + s), Provenance::kSampled);
+    d.append_observation(tokens(2, 20 + s), s != 1);  // step 1's turn opened by step 0's observation
+  }
+  ASSERT_EQ(d.rebuild(tokens(1, 9)).kept_steps, 2);
+  ids = d.execution_prompt().ids();
+  EXPECT_EQ(ids, (std::vector<TokenId>{1, 1, 92, 9, 93, 90, 11, 21, 21, 90, 12, 22, 22}))
+      << "the resume turn, then step 1 with the header back, step 2, and no header after its observation";
+  EXPECT_EQ(d.tokens(), static_cast<int64_t>(ids.size()));
+  // Keeping no step: the resume turn is followed by the header.
+  Budget tight = budget(17, 10, 0);
+  Context e(tight, test_template());
+  ASSERT_TRUE(e.start(tokens(2, 1), {}));
+  e.append_action(tokens(1, 10), Provenance::kSampled);
+  e.append_observation(tokens(2, 20), true);
+  ASSERT_EQ(e.rebuild(tokens(1, 9)).kept_steps, 0);
+  ids = e.execution_prompt().ids();
+  EXPECT_EQ(ids, (std::vector<TokenId>{1, 1, 92, 9, 93, 90}));
+  EXPECT_EQ(e.tokens(), 6);
+}
+
 TEST(Context, CompactionBudgetIsCounted) {
   Budget b = budget(100, 20);
   b.max_compactions = 1;

