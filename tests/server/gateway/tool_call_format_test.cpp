@@ -274,6 +274,12 @@ TEST(ToolCallFormat, AutoFindsTheFormatTheTemplateWritesCallsIn) {
             ToolCallFormat::kHermes);
   EXPECT_EQ(detect_tool_call_format(load_chat_template(lenml + "deepseek_v3/models/tokenizer_config.json")),
             ToolCallFormat::kDeepSeekV3);
+  // Meta's Llama 3.2 template writes calls as JSON objects; the Llama 3.1 package's is Llama 3's, which
+  // writes no calls (hermes, the default).
+  EXPECT_EQ(detect_tool_call_format(load_chat_template(lenml + "llama3_2/models/tokenizer_config.json")),
+            ToolCallFormat::kLlama3Json);
+  EXPECT_EQ(detect_tool_call_format(load_chat_template(lenml + "llama3_1/models/tokenizer_config.json")),
+            ToolCallFormat::kHermes);
   // gpt-oss's harmony: found, and the only format that goes with it.
   const ChatTemplate gpt_oss = load_chat_template(kTemplatesDir + "/gpt-oss-20b.chat_template.jinja");
   EXPECT_EQ(detect_tool_call_format(gpt_oss), ToolCallFormat::kHarmony);
