@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "engine/error.h"
 #include "engine/json_reader.h"
@@ -242,7 +243,9 @@ class SessionLock {
   explicit SessionLock(GatewaySession& session) : session_(session), lock_(session.mutex) {
     if (session_.reaped) {
       throw GatewayError(404, "not_found_error", "unknown_session",
-                         "session " + quote(session_.id()) + " was removed by the idle reaper", "session_id");
+                         "session " + quote(session_.id()) +
+                             " was removed meanwhile (by the idle reaper, or as its refused first call's)",
+                         "session_id");
     }
   }
   ~SessionLock() { session_.touch(); }
@@ -269,7 +272,9 @@ std::shared_ptr<GatewaySession> Gateway::existing(const std::string& id) const {
   return it == sessions_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<GatewaySession> Gateway::find_or_create(const std::string& id, const std::string& kwargs) {
+std::shared_ptr<GatewaySession> Gateway::find_or_create(const std::string& id, const std::string& kwargs,
+                                                        bool* created) {
+  if (created) *created = false;
   if (std::shared_ptr<GatewaySession> session = existing(id)) return session;
   // (outside the table's lock: a new variant renders the template; a refused one creates no session)
   std::shared_ptr<const TemplateVariant> variant = shared_.templates->for_session(kwargs);
@@ -287,8 +292,38 @@ std::shared_ptr<GatewaySession> Gateway::find_or_create(const std::string& id, c
     config.budget = options_.budget;
     config.sampling = options_.sampling;
     slot = std::make_shared<GatewaySession>(id, shared_, config, std::move(variant));
+    if (created) *created = true;
   }
   return slot;
+}
+
+// A session a call made, whose call is refused before anything starts it (a template that refuses the
+// messages, an empty prompt), is removed again: refused calls leave nothing behind, so a trainer's malformed
+// calls at scale cannot fill the session table. Declared after the call's SessionLock, so it runs first.
+class Gateway::ForgetIfRefused {
+ public:
+  ForgetIfRefused(Gateway& gateway, const std::string& id, GatewaySession& session, bool created)
+      : gateway_(gateway), id_(id), session_(session), created_(created) {}
+  ForgetIfRefused(const ForgetIfRefused&) = delete;
+  ForgetIfRefused& operator=(const ForgetIfRefused&) = delete;
+  ~ForgetIfRefused() {
+    if (created_ && std::uncaught_exceptions() > exceptions_) gateway_.forget_unstarted(id_, session_);
+  }
+
+ private:
+  Gateway& gateway_;
+  const std::string& id_;
+  GatewaySession& session_;
+  bool created_;
+  int exceptions_ = std::uncaught_exceptions();
+};
+
+void Gateway::forget_unstarted(const std::string& id, GatewaySession& session) {
+  std::lock_guard lock(mutex_);
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second.get() != &session || session.started()) return;
+  session.reaped = true;  // (the caller holds its lock) a call that waited for it answers 404
+  sessions_.erase(it);
 }
 
 HttpAnswer Gateway::create(const HttpCall& call) {
@@ -373,6 +408,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   std::shared_ptr<GatewaySession> session = existing(id);
   KeptRequest first;
   const bool decoded = !session;
+  bool created = false;
   // What the request asks of the template and of the answer's form, checked before the session sees it.
   // (A new session takes its template variables from the call's chat_template_kwargs; a later call's must
   // change nothing the session's template writes: template_variants.h.)
@@ -382,10 +418,11 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
     // A new session has no response to continue: refused (by an empty chain) before it is created.
     if (responses_api && !request.previous_response_id.empty())
       ResponseChain().continue_from(request.previous_response_id, 0, request.turn);
-    session = find_or_create(id, request.turn.template_kwargs);
+    session = find_or_create(id, request.turn.template_kwargs, &created);
     session->variant().check.check(request.turn.template_kwargs);  // (another call may have created it)
   }
   SessionLock lock(*session);
+  const ForgetIfRefused forget_if_refused(*this, id, *session, created);  // (released before the lock)
   KeptRequest& kept = session->kept_request();
   if (decoded)
     kept = std::move(first);
@@ -441,10 +478,12 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
   require_method(call, "POST");
   ChatRequest request = parse_completion_request(call.body);
   request.turn.routing_key = std::string(call.routing_key);
-  const std::shared_ptr<GatewaySession> session = find_or_create(id);
+  bool created = false;
+  const std::shared_ptr<GatewaySession> session = find_or_create(id, "", &created);
   Completion completion;
   {
     SessionLock lock(*session);
+    const ForgetIfRefused forget_if_refused(*this, id, *session, created);
     completion = session->chat(request.turn);
   }
   return openai_answer(completion, request, false);

@@ -75,7 +75,15 @@ class Gateway {
  private:
   std::shared_ptr<GatewaySession> find(const std::string& id) const;
   // A new session renders with the template variant of `kwargs` (its chat_template_kwargs as JSON text).
-  std::shared_ptr<GatewaySession> find_or_create(const std::string& id, const std::string& kwargs = "");
+  // `created` (when given): whether this call made the session.
+  std::shared_ptr<GatewaySession> find_or_create(const std::string& id, const std::string& kwargs = "",
+                                                 bool* created = nullptr);
+  // Removes session `id` if it still is `session` and nothing started it (its first call was refused);
+  // the caller holds the session's lock.
+  void forget_unstarted(const std::string& id, GatewaySession& session);
+  // A scope guard for a call that made a session: when the call is refused (throws) before the session
+  // started, the session is removed again (gateway.cpp).
+  class ForgetIfRefused;
   std::shared_ptr<GatewaySession> existing(const std::string& id) const;  // null when unknown
   HttpAnswer create(const HttpCall& call);
   // A chat call of any API (chat completions, messages, responses): `decode` reads the body against the

@@ -116,6 +116,8 @@ class GatewaySession {
   // Whether the session's first call may still set its template variables: none were given and no window
   // was rendered yet.
   bool variant_open() const { return !variant_fixed_ && !episode_; }
+  // Whether a chat or completion call has started the session's window (a refused first call does not).
+  bool started() const { return episode_ != nullptr; }
   void set_variant(std::shared_ptr<const TemplateVariant> variant) {
     variant_ = std::move(variant);
     variant_fixed_ = true;
@@ -138,7 +140,8 @@ class GatewaySession {
 
   // A fiber-aware lock (server/fiber_mutex.h): a call holds it across its upstream waits, on a fiber.
   FiberMutex mutex;
-  // Set (under `mutex`) when the idle reaper removed the session: a call that still holds it answers 404.
+  // Set (under `mutex`) when the idle reaper removed the session, or its refused first call did (the
+  // gateway's forget_unstarted): a call that still holds it answers 404.
   bool reaped = false;
   // Steady-clock nanoseconds of the last call's end, read by the reaper without `mutex`.
   std::atomic<int64_t> last_used_ns{0};

@@ -2,7 +2,10 @@
 // after its reward, an upstream that is down or too slow, a harness that rewrites its history, a body over
 // the limit. Every answer is an OpenAI-shaped error (or, for an edited history, a recorded new segment),
 // the server stays up, and nothing already recorded is lost.
+#include <fstream>
+
 #include "tests/server/gateway/gateway_fixture.h"
+#include "tests/temp_dir.h"
 
 namespace crl::server::gateway::testing {
 namespace {
@@ -277,6 +280,45 @@ TEST(GatewayBadInput, ABodyOverTheLimitIs413AndTheServerStaysUp) {
   expect_alive(bench.port());
   Harness small(bench.port(), "small");
   small.turn();
+}
+
+// A first call refused after its body was read (a template that refuses the messages, an empty prompt)
+// leaves no session behind: its id is unknown afterwards, and many such calls on new ids never fill the
+// session table (here 4 sessions at most) against the calls that work.
+TEST(GatewayBadInput, RefusedFirstCallsLeaveNoSession) {
+  crl::test::TempDir dir;
+  const std::string file = (dir.path() / "strict.jinja").string();
+  std::ofstream(file)
+      << "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}"
+         "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  GatewayOptions options;
+  options.chat_template = file;
+  options.max_sessions = 4;
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  server::testing::HttpClient client(bench.port());
+  const std::string refused =
+      R"({"messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "t"}]})";
+  for (int i = 0; i < 12; ++i) {
+    const std::string id = "refused-" + std::to_string(i);
+    expect_openai_error(client.call("POST", "/v1/sessions/" + id + "/v1/chat/completions", refused), 400,
+                        "template_error");
+    expect_openai_error(
+        client.call("POST", "/v1/sessions/" + id + "-plain/v1/completions", R"({"prompt": ""})"), 400,
+        "empty_prompt", "prompt");
+    expect_openai_error(client.call("GET", "/v1/sessions/" + id), 404, "unknown_session");
+    expect_openai_error(client.call("GET", "/v1/sessions/" + id + "-plain"), 404, "unknown_session");
+  }
+  EXPECT_EQ(bench.gateway->sessions(), 0u);
+  Harness h(bench.port(), "works");
+  h.turn();
+  EXPECT_EQ(bench.gateway->sessions(), 1u);
+  // A refused call on a session that started keeps it (and what it recorded).
+  h.messages.push_back({{"role", "tool"}, {"content", "t"}});
+  expect_openai_error(h.post({{"messages", h.messages}}), 400, "template_error");
+  EXPECT_EQ(client.call("GET", "/v1/sessions/works").status, 200);
+  EXPECT_EQ(bench.upstream->calls().size(), 1u);
+  expect_alive(bench.port());
 }
 
 TEST(GatewayBadInput, AHistoryPastTheCapacityIsContextLengthExceeded) {

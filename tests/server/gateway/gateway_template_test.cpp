@@ -1006,6 +1006,63 @@ TEST(GatewayTemplate, ATemplateThatRewritesTheHistoryStillExtendsTheWindow) {
   EXPECT_EQ(ByteTokenizer().decode(calls[0].prompt).substr(0, 4), "N=2\n");
 }
 
+// DeepSeek-V3's shape in ChatML (the byte tokenizer: no npm packages needed): a template that writes no
+// generation prompt after tool results. The tool results open the answer (no header forwarded after them),
+// also on a session's first call; the answer continues the window; a user turn brings the header back. A
+// template whose generation prompt after tool results is another header (neither its assistant header nor
+// nothing) is refused with a 400 template_error, and no session is made.
+TEST(GatewayTemplate, ToolResultsThatOpenTheAnswerWithTheByteTokenizer) {
+  crl::test::TempDir dir;
+  const std::string turns =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+  const std::string opening = (dir.path() / "opening.jinja").string();
+  std::ofstream(opening)
+      << turns
+      << "{% if add_generation_prompt and messages[-1].role != 'tool' %}<|im_start|>assistant"
+         "\n{% endif %}";
+  ModelBench bench(
+      make_tokenizer("byte"), "byte", opening, [](std::string_view, uint64_t) { return std::string("ok"); },
+      Budget{32768, 4096, 2, 512, 256, 8});
+  server::testing::HttpClient client(bench.server->port());
+  json messages = {msg("user", "u"), {{"role", "assistant"}, {"content", "a"}}, msg("tool", "t")};
+  for (const char* next : {"v", ""}) {
+    const auto reply =
+        client.call("POST", "/v1/sessions/opening/v1/chat/completions", json{{"messages", messages}}.dump());
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
+    if (*next) messages.push_back(msg("user", next));
+  }
+  const auto calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), 2u);
+  const std::string first =
+      "<|im_start|>user\nu<|im_end|>\n<|im_start|>assistant\na<|im_end|>\n"
+      "<|im_start|>tool\nt<|im_end|>\n";
+  EXPECT_EQ(bench.tokenizer->decode(calls[0].prompt), first) << "no header after the tool results";
+  EXPECT_EQ(bench.tokenizer->decode(calls[1].prompt),
+            first + "ok<|im_end|>\n<|im_start|>user\nv<|im_end|>\n<|im_start|>assistant\n");
+  SessionClient session(bench.server->port(), "opening");
+  EXPECT_EQ(session.state()["history_edits"], 0);
+  ASSERT_EQ(session.reward(1).status, 200);
+  EXPECT_EQ(check_exact(session.export_json(), calls), calls.size());
+
+  const std::string other = (dir.path() / "other.jinja").string();
+  std::ofstream(other)
+      << turns
+      << "{% if add_generation_prompt %}{% if messages[-1].role == 'tool' %}<|im_start|>reply\n"
+         "{% else %}<|im_start|>assistant\n{% endif %}{% endif %}";
+  ModelBench refusing(
+      make_tokenizer("byte"), "byte", other, [](std::string_view, uint64_t) { return std::string("ok"); },
+      Budget{32768, 4096, 2, 512, 256, 8});
+  server::testing::HttpClient refused(refusing.server->port());
+  const auto reply = refused.call("POST", "/v1/sessions/other/v1/chat/completions",
+                                  json{{"messages", {msg("user", "u"), msg("tool", "t")}}}.dump());
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  EXPECT_EQ(json::parse(reply.body)["error"]["code"], "template_error") << reply.body;
+  EXPECT_EQ(refused.call("GET", "/v1/sessions/other", "").status, 404)
+      << "a refused first call makes no session";
+  EXPECT_TRUE(refusing.upstream->calls().empty());
+}
+
 // DeepSeek-R1's shape: the generation prompt opens the answer's think block
 // ("<|im_start|>assistant\n<think>\n") and the template drops an earlier answer's reasoning when it renders
 // the history. Such a template was refused ("an assistant turn in the history does not open with the
