@@ -288,10 +288,7 @@ TEST(GatewayBadInput, ABodyOverTheLimitIs413AndTheServerStaysUp) {
 TEST(GatewayBadInput, RefusedFirstCallsLeaveNoSession) {
   crl::test::TempDir dir;
   const std::string file = (dir.path() / "strict.jinja").string();
-  std::ofstream(file)
-      << "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}"
-         "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  std::ofstream(file) << kRefusesToolTurns;
   GatewayOptions options;
   options.chat_template = file;
   options.max_sessions = 4;

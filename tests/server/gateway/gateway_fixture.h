@@ -37,6 +37,12 @@ inline std::string path_name(const ::testing::TestParamInfo<bool>& info) {
 
 // The small budget of the tests (byte tokenizer: one token per byte). A turn is about 70 tokens, so the
 // trigger (C - |h| < T_comp, |h| > 1000) fires every few turns and a rebuild keeps two steps.
+// A ChatML template that refuses tool turns (raise_exception): a template that refuses the messages.
+inline const char* const kRefusesToolTurns =
+    "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}"
+    "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
 inline Budget test_budget() {
   return Budget{1600, 600, 2, 128, 64, 1000};
 }
