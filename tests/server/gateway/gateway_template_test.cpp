@@ -221,6 +221,31 @@ TEST(GatewayTemplate, Qwen3WithoutThinkingForTheWholeServer) {
       kTemplateTools, R"({"enable_thinking": false})");
 }
 
+// Qwen2.5 (the instruct models most RL recipes start from): its template puts the tools into the system turn
+// and writes its default system prompt ("You are Qwen, created by Alibaba Cloud...") when the harness sends
+// none; hermes tool calls and tool results as user turns of <tool_response> blocks.
+TEST(GatewayTemplate, Qwen25ToolsToolCallsAndTurns) {
+  std::vector<ordered> answers;
+  check_conversation(
+      "qwen2_5",
+      {{msg("system", "You are a shell agent."), msg("user", "List the files, please call the tool")},
+       {json{{"role", "tool"}, {"content", "a.txt\nb.txt"}, {"tool_call_id", "call_0_0_0"}}},
+       {msg("user", "Thanks. Now say ok.")}},
+      kTemplateTools, "", script, &answers);
+  if (answers.empty()) return;  // skipped
+  ASSERT_EQ(answers.size(), 3u);
+  ASSERT_TRUE(answers[0].contains("tool_calls")) << answers[0].dump();
+  EXPECT_EQ(answers[0]["tool_calls"][0]["function"]["name"], "shell");
+}
+
+TEST(GatewayTemplate, Qwen25DefaultSystemPromptWithTools) {
+  check_conversation("qwen2_5",
+                     {{msg("user", "List the files, please call the tool")},
+                      {json{{"role", "tool"}, {"content", "a.txt"}, {"tool_call_id", "call_0_0_0"}}},
+                      {msg("user", "Bye")}},
+                     kTemplateTools);
+}
+
 TEST(GatewayTemplate, Qwen3WithoutToolsOrSystemPrompt) {
   check_conversation("qwen3", {{msg("user", "Hello")}, {msg("user", "And again")}}, ordered());
 }
@@ -644,6 +669,13 @@ TEST(GatewayTemplate, Llama32RebuildWithoutASystemMessageKeepsItsSystemBlock) {
       "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
       "December 2023\nToday Date: 06 Dec 2026\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n",
       kLlamaDate);
+}
+
+// Qwen2.5 without a system message: its default system turn is what a rebuild keeps.
+TEST(GatewayTemplate, Qwen25RebuildWithoutASystemMessageKeepsItsDefaultSystemTurn) {
+  run_compaction("qwen2_5", false,
+                 "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+                 "assistant.<|im_end|>\n<|im_start|>user\n");
 }
 
 TEST(GatewayTemplate, Llama31RebuildWithoutASystemMessageKeepsItsBeginOfText) {
