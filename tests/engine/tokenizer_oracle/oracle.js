@@ -16,7 +16,7 @@
 const fs = require('fs');
 
 function encoder(name) {
-  if (['qwen3', 'mistral_nemo', 'gemma3', 'deepseek_v3', 'llama3_1', 'gemma', 'qwen2_5'].includes(name)) {
+  if (['qwen3', 'mistral_nemo', 'gemma3', 'deepseek_v3', 'llama3_1', 'gemma', 'qwen2_5', 'gemma2'].includes(name)) {
     const tokenizer = require('@lenml/tokenizer-' + name).fromPreTrained();
     return (text) => tokenizer.encode(text, { add_special_tokens: false });
   }
