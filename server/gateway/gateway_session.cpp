@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "server/gateway/gateway_error.h"
+#include "server/gateway/sampled_reply.h"
 #include "wire/utf8.h"
 
 namespace crl::server::gateway {
@@ -279,27 +280,9 @@ void GatewaySession::fail_call(const UpstreamResult& result) {
 
 AssistantReply GatewaySession::read_answer(std::string& text, const ChatTurn& turn,
                                            const std::string& id_prefix) const {
-  AssistantReply reply;
-  if (*plain_) {  // a plain completion: the text as sampled
-    reply.content = std::move(text);
-    return reply;
-  }
-  if (shared_.tool_format == ToolCallFormat::kHarmony) {  // its channels say what is reasoning
-    reply = read_reply(ToolCallFormat::kHarmony, text, id_prefix, turn.tools);
-    if (!turn.tool_choice.reads_calls() && !reply.tool_calls.empty())
-      reply = AssistantReply{std::move(text), {}, {}};
-    return reply;
-  }
-  const SplitAnswer split = split_reasoning(shared_.reasoning_format, text);
-  if (turn.tool_choice.forced())  // sampled under the calls' grammar (tool_choice.h)
-    reply = read_forced_calls(split.content, id_prefix);
-  else if (turn.tool_choice.reads_calls())
-    reply = read_reply(shared_.tool_format, split.content, id_prefix, turn.tools);
-  else
-    reply.content =
-        std::string(split.content);  // (tool_choice "none": the text as it is, as vLLM answers it)
-  reply.reasoning = std::string(split.reasoning);
-  return reply;
+  if (*plain_) return AssistantReply{std::move(text), {}, {}};  // a plain completion: the text as sampled
+  return read_sampled_reply(text, shared_.tool_format, shared_.reasoning_format, turn.tool_choice, turn.tools,
+                            id_prefix);
 }
 
 Completion GatewaySession::drive(const ChatTurn& turn) {

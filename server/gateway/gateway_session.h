@@ -172,8 +172,8 @@ class GatewaySession {
   // Ends the current part (the held answer submitted as its last turn) and keeps its trajectory.
   void close_part(const std::string& why);
   Completion drive(const ChatTurn& turn);
-  // The harness's reply out of an answer's text: reasoning, content and tool calls, as the session's API,
-  // the turn's tool_choice and the model's formats say (reasoning_format.h, tool_call_format.h).
+  // The harness's reply out of an answer's text: a plain completion's text as sampled, else
+  // read_sampled_reply (sampled_reply.h) with the turn's tool_choice and the model's formats.
   AssistantReply read_answer(std::string& text, const ChatTurn& turn, const std::string& id_prefix) const;
   UpstreamResult call_upstream(const Request& request, const ChatTurn& turn, int64_t max_new_tokens);
   [[noreturn]] void fail_call(const UpstreamResult& result);
