@@ -88,7 +88,10 @@ Retention read_retention(const std::string& results_dir, const std::string& arm)
       throw Error(path, at + ".types", "expected an object of task types with their summary metrics");
     }
     std::vector<TypeRetention> types;
-    for (const auto& [type, m] : a["types"].items()) {
+    for (const auto& item : a["types"].items()) {
+      // (Not a structured binding: clang before 16 cannot capture one in the lambda below.)
+      const std::string& type = item.key();
+      const auto& m = item.value();
       const std::string field = at + ".types." + type;
       auto number = [&](const char* key, double lo, double hi) {
         if (!m.is_object() || !m.contains(key) || !m[key].is_number()) {
