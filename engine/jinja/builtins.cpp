@@ -110,6 +110,7 @@ class Global final : public Callable {
       in.count_iterations(in.limits().max_loop_iterations + 1);
     const int64_t count = static_cast<int64_t>(count_ld);
     in.count_iterations(static_cast<uint64_t>(count));
+    in.check_size(static_cast<size_t>(count), "list");  // the list is built whole
     List out;
     out.reserve(static_cast<size_t>(count));
     for (int64_t k = 0; k < count; ++k) out.push_back(Value(start + k * step));

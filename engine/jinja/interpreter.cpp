@@ -134,6 +134,16 @@ void Interpreter::charge_value(const Value& v) {
   }
 }
 
+void Interpreter::charge_read(const Value& v) {
+  if (v.is_string()) {
+    charge(v.as_string().size());
+  } else if (v.is_list()) {
+    charge(v.as_list().size());
+  } else if (v.is_dict()) {
+    charge(v.as_dict().items.size());
+  }
+}
+
 void Interpreter::check_clock() const {
   if (std::chrono::steady_clock::now() > deadline_) {
     std::ostringstream seconds;
@@ -534,8 +544,8 @@ Value Interpreter::eval_compare(const Expr& e) {
   for (size_t k = 0; k < e.ops.size(); ++k) {
     Value right = eval(*e.args[k + 1]);
     line_ = e.line;
-    charge_value(left);  // what the comparison may read
-    charge_value(right);
+    charge_read(left);  // what the comparison may read
+    charge_read(right);
     bool r;
     switch (e.compare_ops[k]) {
       case Op::kEq:

