@@ -56,13 +56,20 @@ class Interpreter {
   void check_size(size_t size, const char* what) const;
   // Counts items produced by a loop or range(), and macro calls, against max_loop_iterations.
   void count_iterations(uint64_t n);
-  // Counts work against max_work_bytes: `bytes` built, copied or compared.
-  void charge(uint64_t bytes);
-  // charge() of a value built: a string's bytes, 64 per item of a list or dict (a copied item is a
-  // reference count raised).
-  void charge_value(const Value& v);
+  // Counts work against max_work_bytes: `bytes` built, copied or compared. (Inline: it runs at every
+  // comparison and filter of a render; the checks run when the work passes a mark.)
+  void charge(uint64_t bytes) {
+    work_ += bytes;
+    if (work_ >= next_work_check_) [[unlikely]]
+      passed_a_work_check();
+  }
+  // The work of copying one item of a list or dict: a value with a reference count to raise (a loop that
+  // copies a growing list ran about ten times longer per item than one copying a string per byte).
+  static constexpr uint64_t kWorkPerItem = 64;
+  // charge() of a value built: a string's bytes, kWorkPerItem per item of a list or dict.
+  void charge_built(const Value& v) { charge_value(v, kWorkPerItem); }
   // charge() of a value read whole (compared, searched): a string's bytes, a list's or dict's items.
-  void charge_read(const Value& v);
+  void charge_read(const Value& v) { charge_value(v, 1); }
   const Limits& limits() const { return limits_; }
   int64_t now_unix() const { return now_unix_; }
   // For namespace(): a namespace made during this render, whose attributes are cleared when it ends (a
@@ -111,10 +118,21 @@ class Interpreter {
   int call_depth_ = 0;
   uint64_t iterations_ = 0;
   uint64_t work_ = 0;
-  uint64_t next_clock_check_ = 0;  // the work at which the clock is read next
+  uint64_t next_work_check_ = 0;  // the work at which the limit and the clock are checked next
   std::chrono::steady_clock::time_point deadline_;
   // kLimit when the render has run past max_render_seconds.
   void check_clock() const;
+  // kLimit past max_work_bytes; else the clock, and the next mark.
+  void passed_a_work_check();
+  void charge_value(const Value& v, uint64_t per_item) {
+    if (v.is_string()) {
+      charge(v.as_string().size());
+    } else if (v.is_list()) {
+      charge(v.as_list().size() * per_item);
+    } else if (v.is_dict()) {
+      charge(v.as_dict().items.size() * per_item);
+    }
+  }
 };
 
 // The names a loop iteration, a macro call or the template sets: few per scope, so a flat list searched
