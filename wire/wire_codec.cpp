@@ -325,6 +325,10 @@ char* put_number(char* at, T value, bool quoted) {
     const auto put = [&](std::string_view text) { return std::copy(text.begin(), text.end(), at); };
     if (std::isnan(value)) return put("\"NaN\"");
     if (std::isinf(value)) return put(value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+    // -0.0 as "-0.0", not the shortest form's "-0": a JSON reader (ours, nlohmann's, Python's) reads "-0" as
+    // the integer 0, so a message read back and written again lost the sign (a fuzz finding; the bits of a
+    // float are what the state hash and the export carry).
+    if (value == 0 && std::signbit(value)) return put(quoted ? "\"-0.0\"" : "-0.0");
   }
   if (quoted) *at++ = '"';
   at = std::to_chars(at, at + kMaxNumberText - 2, value).ptr;
