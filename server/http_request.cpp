@@ -144,6 +144,11 @@ std::optional<HttpRefusal> check_framing(const RequestParser& parser) {
     if (head.version() < 11) {
       return framing("Transfer-Encoding in an HTTP/1.0 request (RFC 9112 section 6.1)");
     }
+    if (encodings > 1) {  // (an empty field before a `chunked` one is the classic smuggling disguise)
+      return framing(
+          std::to_string(encodings) +
+          " Transfer-Encoding fields (RFC 9112 section 6.1): a proxy may read only one of them; send one");
+    }
     if (codings.empty()) return framing("an empty Transfer-Encoding");
     if (codings.size() != 1 || !beast::iequals(codings.front(), "chunked")) {
       return HttpRefusal{501, "unsupported_transfer_coding",

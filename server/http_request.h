@@ -10,9 +10,10 @@
 //   2. Beast's request parser parses exactly those bytes (the request line and the fields).
 //   3. check_framing() applies RFC 9112 section 6 to the parsed head, so that this server and any proxy in
 //      front of it agree on where the body ends (no request smuggling):
-//        - Transfer-Encoding is accepted only as exactly one coding, `chunked`; any other coding or list of
-//          codings (`gzip, chunked`, `chunked, identity`, `identity`, `xchunked`) is 501
-//          unsupported_transfer_coding;
+//        - Transfer-Encoding is accepted only as one field of exactly one coding, `chunked` (several fields,
+//          even one empty and one `chunked`, are 400 bad_framing: a proxy may read only one of them); any
+//          other coding or list of codings (`gzip, chunked`, `chunked, identity`, `identity`, `xchunked`)
+//          is 501 unsupported_transfer_coding;
 //        - Transfer-Encoding together with Content-Length, or in an HTTP/1.0 request, is 400 bad_framing;
 //        - Content-Length must be one field of digits: several fields (even equal ones) or a list is 400
 //          bad_framing;

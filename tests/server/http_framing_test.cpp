@@ -61,6 +61,11 @@ const std::vector<Case>& smuggling_cases() {
       {"conflicting lengths", "Content-Length: 0\r\nContent-Length: 5\r\n", 400, "bad_framing"},
       {"signed length", "Content-Length: +0\r\n", 400, "bad_framing"},
       {"empty coding", "Transfer-Encoding: ,\r\n", 400, "bad_framing"},
+      // (a fuzz finding, tests/fuzz/corpus/http_request/regression_empty_then_chunked: taken as chunked)
+      {"empty field then chunked", "Transfer-Encoding:\r\nTransfer-Encoding: chunked\r\n", 400,
+       "bad_framing"},
+      {"chunked then empty field", "Transfer-Encoding: chunked\r\nTransfer-Encoding: \r\n", 400,
+       "bad_framing"},
       {"folded coding", "Transfer-Encoding:\r\n chunked\r\n", 400, "bad_http"},
       {"folded field", "X-Note: a\r\n\tb\r\n", 400, "bad_http"},
       {"NUL in a value", std::string("X-Note: a\0b\r\n", 13), 400, "bad_http"},
