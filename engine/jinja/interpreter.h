@@ -35,7 +35,9 @@ struct Limits {
   // comparison or `in` the lengths of the strings (the items of the lists and dicts) it reads. The other
   // limits bound how many steps and how large a value, not their product: a template that copies a growing
   // string in a loop, or compares long strings in one, is quadratic and ran for hours within them. Real chat
-  // templates do a few times their output's length of such work.
+  // templates do 3-5 times their output's length of such work on ordinary conversations; gpt-oss's slices
+  // of the rest of the conversation grow with the square of its tool calls and reach the limit between
+  // three and four thousand.
   uint64_t max_work_bytes = uint64_t{1} << 30;
   // A wall-clock backstop for work the counts above do not see, checked every 256 iterations or calls and
   // every 16 MB of work; it ends only renders that no real template comes near.
