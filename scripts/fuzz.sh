@@ -11,7 +11,7 @@
 # A target with a dictionary (tests/fuzz/<target>.dict: JSON keys, template syntax) gets it with -dict. The
 # Jinja target also starts from the real models' chat templates when the npm oracle packages are installed
 # (tests/engine/chat_template_oracle/node_modules: each tokenizer_config.json's chat_template, extracted into
-# build-fuzz/seeds/jinja_template).
+# build-fuzz/seeds/jinja_template) and from gpt-oss's, vendored with the tests.
 set -euo pipefail
 SECONDS_PER_TARGET=${1:-60}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +42,7 @@ for config in pathlib.Path(sys.argv[1]).glob("tokenizer-*/models/tokenizer_confi
     if isinstance(template, str):
         (pathlib.Path(sys.argv[2]) / config.parts[-3]).write_text(template)
 PY
+    cp "$ROOT"/tests/engine/chat_template_oracle/*.jinja "$models"/  # gpt-oss's, vendored with the tests
     seed_dirs+=("$models")
   fi
   log=$BUILD/$target.log

@@ -52,7 +52,7 @@ std::string Interpreter::render(const Body& body, const Dict& variables) {
   call_depth_ = 0;
   iterations_ = 0;
   work_ = 0;
-  next_work_check_ = std::min(kWorkPerClockCheck, limits_.max_work_bytes + 1);
+  next_work_check_ = std::min(kWorkPerClockCheck, past_the_work_limit());
   deadline_ =
       std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                              std::chrono::duration<double>(limits_.max_render_seconds));
@@ -115,7 +115,7 @@ void Interpreter::passed_a_work_check() {
                                 " bytes of strings and lists built or compared in one render (a template "
                                 "that copies or compares long text in a loop)");
   check_clock();
-  next_work_check_ = std::min(work_ + kWorkPerClockCheck, limits_.max_work_bytes + 1);
+  next_work_check_ = std::min(work_ + kWorkPerClockCheck, past_the_work_limit());
 }
 
 void Interpreter::check_clock() const {

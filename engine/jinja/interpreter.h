@@ -126,6 +126,10 @@ class Interpreter {
   void check_clock() const;
   // kLimit past max_work_bytes; else the clock, and the next mark.
   void passed_a_work_check();
+  // The first work over the limit (saturating: a limit of UINT64_MAX is none).
+  uint64_t past_the_work_limit() const {
+    return limits_.max_work_bytes + (limits_.max_work_bytes < UINT64_MAX ? 1 : 0);
+  }
   void charge_value(const Value& v, uint64_t per_item) {
     if (v.is_string()) {
       charge(v.as_string().size());
