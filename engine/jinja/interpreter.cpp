@@ -31,6 +31,10 @@ class Macro final : public Callable {
 
 // How much work (Limits::max_work_bytes) runs between two reads of the clock.
 constexpr uint64_t kWorkPerClockCheck = 16u << 20;
+// The work of a macro call (a scope, an output buffer, its arguments bound): about what copying a kilobyte
+// costs. A macro that calls itself twice is out of work after a million calls (half a second), where the
+// iteration limit alone let it run into the clock; real templates call macros per tool parameter.
+constexpr uint64_t kWorkPerCall = 1024;
 
 bool checked_add(int64_t a, int64_t b, int64_t& out) {
   return !__builtin_add_overflow(a, b, &out);
@@ -336,6 +340,7 @@ Value Interpreter::call_macro(const Node& macro, const std::shared_ptr<Scope>& c
     fail(ErrorKind::kLimit,
          "macro calls nested deeper than " + std::to_string(limits_.max_call_depth) + " (recursion)");
   count_iterations(1);
+  charge(kWorkPerCall);
   const std::string what = macro.kind == Node::Kind::kMacro ? "macro " + quote(macro.text) : "caller()";
   if (args.positional.size() > macro.targets.size())
     fail(ErrorKind::kType, what + " takes " + std::to_string(macro.targets.size()) + " arguments, " +

@@ -31,8 +31,9 @@ struct Limits {
   uint64_t max_loop_iterations = 20'000'000;
   int max_nesting = 200;  // nested blocks and expressions in the source
   // The work of one render, in bytes: every string a template builds (concatenations, filter and method
-  // results, slices, its output) counts its length, every list or dict it builds 64 per item, and every
-  // comparison or `in` the lengths of the strings (the items of the lists and dicts) it reads. The other
+  // results, slices, its output) counts its length, every list or dict it builds 64 per item, every macro
+  // call 1024, and every comparison or `in` the lengths of the strings (the items of the lists and dicts)
+  // it reads. The other
   // limits bound how many steps and how large a value, not their product: a template that copies a growing
   // string in a loop, or compares long strings in one, is quadratic and ran for hours within them. Real chat
   // templates do 3-5 times their output's length of such work on ordinary conversations; gpt-oss's slices
