@@ -289,34 +289,33 @@ TEST(Jinja, HostileTemplatesHitTypedLimits) {
 // work count (Limits::max_work_bytes), the clock and macro calls counted as iterations, each ran for hours.
 TEST(Jinja, QuadraticAndExponentialTemplatesHitTypedLimits) {
   Limits limits;  // the defaults, as `--chat-template` loads a template
+  const std::string kWork = "bytes of strings and lists built or compared";  // the work count's error
+  const std::string kTwice =  // a macro that calls itself twice: 2^60 calls, none deeper than 60
+      "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}";
   // A growing string copied at every iteration (held by a namespace, so not appended in place): 6.4 MB at
   // the end, 1.3 TB of copying.
   expect_error(
       "{% set ns = namespace(s='') %}\n{% for i in range(400000) %}{% set ns.s = ns.s ~ 'aaaaaaaaaaaaaaaa' %}"
       "{% endfor %}",
-      ErrorKind::kLimit, 2, "bytes of strings and lists built or compared", limits);
+      ErrorKind::kLimit, 2, kWork, limits);
   // The same with lists.
   expect_error(
       "{% set ns = namespace(l=[]) %}{% for i in range(400000) %}{% set ns.l = ns.l + [i] %}{% endfor %}",
-      ErrorKind::kLimit, 1, "bytes of strings and lists built or compared", limits);
+      ErrorKind::kLimit, 1, kWork, limits);
   // Long strings compared in a loop.
   expect_error(
       "{% set big = 'a' * 8000000 %}{% for i in range(400000) %}{% if big == big ~ '' %}{% endif %}"
       "{% endfor %}",
-      ErrorKind::kLimit, 1, "bytes of strings and lists built or compared", limits);
+      ErrorKind::kLimit, 1, kWork, limits);
   expect_error(
       "{% set big = 'a' * 8000000 %}{% for i in range(400000) %}{% if 'b' in big %}{% endif %}{% endfor %}",
-      ErrorKind::kLimit, 1, "bytes of strings and lists built or compared", limits);
-  // A macro that calls itself twice: 2^60 calls, none deeper than 60.
+      ErrorKind::kLimit, 1, kWork, limits);
+  // The macro: with the loop limit it had before, that limit ends it.
   Limits calls;
   calls.max_loop_iterations = 1'000'000;
-  expect_error(
-      "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
-      ErrorKind::kLimit, 1, "loop iterations and macro calls", calls);
+  expect_error(kTwice, ErrorKind::kLimit, 1, "loop iterations and macro calls", calls);
   // With the default limits the calls' work ends it first (1 KB each: a million calls), not the clock.
-  expect_error(
-      "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(60) }}",
-      ErrorKind::kLimit, 1, "bytes of strings and lists built or compared", limits);
+  expect_error(kTwice, ErrorKind::kLimit, 1, kWork, limits);
   // Work none of the counts sees (a method scanning a long string) meets the clock.
   Limits quick;
   quick.max_render_seconds = 0.2;
@@ -329,8 +328,8 @@ TEST(Jinja, QuadraticAndExponentialTemplatesHitTypedLimits) {
   EXPECT_EQ(render("{% for i in range(100000) %}{{ 'abcdefghij' }}{% endfor %}", {}, tight).size(),
             1'000'000u);
   tight.max_work_bytes = 7'000'000;
-  expect_error("{% for i in range(100000) %}{{ 'abcdefghij' }}{% endfor %}", ErrorKind::kLimit, 1,
-               "bytes of strings and lists built or compared", tight);
+  expect_error("{% for i in range(100000) %}{{ 'abcdefghij' }}{% endfor %}", ErrorKind::kLimit, 1, kWork,
+               tight);
 }
 
 }  // namespace
