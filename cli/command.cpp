@@ -1,7 +1,9 @@
 #include "cli/command.h"
 
 #include <algorithm>
+#include <exception>
 #include <iostream>
+#include <new>
 
 #include "engine/error.h"
 
@@ -67,6 +69,17 @@ int run_cli(const std::vector<std::string>& args) {
     while (!message.empty() && message.back() == ' ') message.pop_back();
     std::cerr << "crl " << command->name << ": error: " << message << "\n";
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "crl " << command->name << ": error: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    // Every input error is a crl::Error naming its file and field; anything else is a bug, reported as one
+    // (one line, exit 70 as sysexits' EX_SOFTWARE) rather than std::terminate's abort.
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::cerr << "crl " << command->name << ": internal error: " << message
+              << " (a bug in crl, not in the input: please report it with the command line)\n";
+    return 70;
   }
 }
 

@@ -85,6 +85,8 @@ class BpeTokenizer final : public Tokenizer {
   // above). Throws crl::Error naming the file and the JSON field for anything missing, malformed or
   // unsupported.
   static std::shared_ptr<const BpeTokenizer> load_hf_json(const std::string& path);
+  // The same from the file's text; `path` names it in errors and gives the tokenizer its name.
+  static std::shared_ptr<const BpeTokenizer> parse_hf_json(std::string_view data, const std::string& path);
 
   std::vector<TokenId> encode(std::string_view text) const override;
   // Encodes text with no special-token handling: special-token strings are tokenized as ordinary text.

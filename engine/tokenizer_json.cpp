@@ -1,6 +1,7 @@
 // Hugging Face tokenizer.json files with a BPE model (engine/bpe_tokenizer.h load_hf_json), byte-level or
 // SentencePiece-style with byte fallback (Gemma's): normalizer, pre-tokenizer, decoder, vocabulary, merges
 // and added tokens, each checked and named in errors.
+#include <cstdint>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -66,6 +67,56 @@ const Json& member(const Json& object, const char* key, const std::string& path,
   return object.at(key);
 }
 
+// The member `key` of an object as text; "" when it is absent or not a string (a form matched against it then
+// does not match: nlohmann's value() would throw its own type_error, which names no file).
+std::string text_of(const Json& object, const char* key) {
+  if (!object.is_object()) return "";
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// A vocabulary entry's bytes as a JSON string for an error message (invalid UTF-8 shown as U+FFFD: a byte
+// token alone is not UTF-8).
+std::string as_json(const std::string& bytes) {
+  return Json(bytes).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// True when the member `key` is the boolean true (absent, false or another type: false), for matching forms.
+bool is_true(const Json& object, const char* key) {
+  if (!object.is_object()) return false;
+  const auto it = object.find(key);
+  return it != object.end() && it->is_boolean() && it->get<bool>();
+}
+
+// A boolean member: `fallback` when absent or null; any other type is refused, naming the field.
+bool flag(const Json& object, const char* key, bool fallback, const std::string& path,
+          const std::string& field) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  if (!it->is_boolean())
+    throw Error(path, field + "." + key, std::string("expected true or false, found a ") + it->type_name());
+  return it->get<bool>();
+}
+
+// A token id: an integer in [0, limit), else an error naming the field. The ids of a tokenizer.json are
+// dense (the vocabulary's, then the added tokens'), and the tables are sized by the largest: an id far beyond
+// the file's entries would size them for ids that hold nothing (2^31 of them: tens of GB).
+TokenId token_id(const Json& value, int64_t limit, const std::string& path, const std::string& field) {
+  if (!value.is_number_integer())
+    throw Error(path, field, std::string("expected an integer id, found a ") + value.type_name());
+  const bool is_unsigned = value.is_number_unsigned();
+  const int64_t id = is_unsigned && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
+                         ? INT64_MAX
+                         : value.get<int64_t>();
+  if (id < 0 || id >= limit) {
+    throw Error(path, field,
+                "id " + value.dump() + " is outside [0, " + std::to_string(limit) +
+                    "): ids run from 0 through the file's entries (model.vocab and added_tokens), with at "
+                    "most 2^20 unused");
+  }
+  return static_cast<TokenId>(id);
+}
+
 std::string type_of(const Json& object) {
   return object.is_object() && object.contains("type") && object["type"].is_string()
              ? object["type"].get<std::string>()
@@ -82,7 +133,7 @@ bool is_string_pattern(const Json& pattern, std::string_view text) {
 // supported, its first-word rules differ between Hugging Face versions).
 bool is_metaspace_normalizer(const Json& normalizer) {
   return type_of(normalizer) == "Replace" && is_string_pattern(normalizer.value("pattern", Json()), " ") &&
-         normalizer.value("content", std::string()) == kMetaspace;
+         text_of(normalizer, "content") == kMetaspace;
 }
 
 // The decoder that undoes it: Sequence[Replace("\u2581" -> " "), ByteFallback, Fuse].
@@ -92,7 +143,7 @@ bool is_metaspace_decoder(const Json& decoder) {
   const Json& list = decoder["decoders"];
   return list.size() == 3 && type_of(list[0]) == "Replace" &&
          is_string_pattern(list[0].value("pattern", Json()), kMetaspace) &&
-         list[0].value("content", std::string()) == " " && type_of(list[1]) == "ByteFallback" &&
+         text_of(list[0], "content") == " " && type_of(list[1]) == "ByteFallback" &&
          type_of(list[2]) == "Fuse";
 }
 
@@ -102,8 +153,7 @@ bool is_deepseek_sequence(const Json& list) {
   const auto regexes = deepseek_split_regexes();
   for (size_t k = 0; k < 3; ++k) {
     const Json& split = list[k];
-    if (type_of(split) != "Split" || split.value("behavior", std::string()) != "Isolated" ||
-        split.value("invert", false))
+    if (type_of(split) != "Split" || text_of(split, "behavior") != "Isolated" || is_true(split, "invert"))
       return false;
     const Json pattern = split.value("pattern", Json());
     if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string() ||
@@ -118,18 +168,22 @@ std::unordered_map<std::string, TokenId> added_token_ids(const Json& root) {
   std::unordered_map<std::string, TokenId> ids;
   if (!root.contains("added_tokens") || !root["added_tokens"].is_array()) return ids;
   for (const Json& a : root["added_tokens"]) {
-    if (a.is_object() && a.contains("content") && a["content"].is_string() && a.contains("id") &&
-        a["id"].is_number_integer())
-      ids.emplace(a["content"].get<std::string>(), a["id"].get<TokenId>());
+    if (!a.is_object() || !a.contains("content") || !a["content"].is_string() || !a.contains("id") ||
+        !a["id"].is_number_integer())
+      continue;
+    const Json& id = a["id"];  // (an id outside int32 matches nothing: it is refused with its token below)
+    const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
+                                                  : id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX;
+    ids.emplace(a["content"].get<std::string>(), in_range ? static_cast<TokenId>(id.get<int64_t>()) : -1);
   }
   return ids;
 }
 
 void check_byte_level(const Json& node, const std::string& path, const std::string& field, bool use_regex) {
-  if (node.value("add_prefix_space", false)) {
+  if (flag(node, "add_prefix_space", false, path, field)) {
     throw Error(path, field + ".add_prefix_space", "true is not supported (expected false)");
   }
-  if (node.value("use_regex", true) != use_regex) {
+  if (flag(node, "use_regex", true, path, field) != use_regex) {
     throw Error(path, field + ".use_regex", std::string("expected ") + (use_regex ? "true" : "false"));
   }
 }
@@ -137,7 +191,11 @@ void check_byte_level(const Json& node, const std::string& path, const std::stri
 }  // namespace
 
 std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string& path) {
-  const std::string data = read_tokenizer_file(path, "tokenizer.json");
+  return parse_hf_json(read_tokenizer_file(path, "tokenizer.json"), path);
+}
+
+std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse_hf_json(std::string_view data,
+                                                                const std::string& path) {
   // The shared reader: depth limit, duplicate keys (a vocabulary listing a token twice is refused rather
   // than read as its last entry), short syntax errors naming the byte offset.
   const Json root = read_json(data, path);
@@ -178,7 +236,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
   const std::string pre_type = type_of(pre);
   if (t->metaspace_) {
     if (!pre.is_null() && !(pre_type == "Split" && is_string_pattern(pre.value("pattern", Json()), " ") &&
-                            !pre.value("invert", false))) {
+                            !is_true(pre, "invert"))) {
       throw Error(path, "pre_tokenizer",
                   "expected null or Split(\" \") with the Replace(\" \" -> \"\u2581\") normalizer, found " +
                       quote(pre_type.empty() ? pre.dump() : pre_type));
@@ -209,7 +267,7 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
                   "unsupported split regex " + quote(pattern["Regex"].get<std::string>()) +
                       " (supported: the GPT-2, cl100k, o200k, Qwen2, tekken and crl words patterns)");
     }
-    if (split.value("behavior", std::string()) != "Isolated" || split.value("invert", false)) {
+    if (text_of(split, "behavior") != "Isolated" || flag(split, "invert", false, path, field)) {
       throw Error(path, field + ".behavior", "expected \"Isolated\" with invert false");
     }
     check_byte_level(list[1], path, "pre_tokenizer.pretokenizers[1]", false);
@@ -248,21 +306,22 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
       throw Error(path, std::string("model.") + key, "must be empty for a byte-level BPE");
     }
   }
-  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0) {
+  if (model.contains("dropout") && !model["dropout"].is_null() &&
+      (!model["dropout"].is_number() || model["dropout"].get<double>() != 0.0)) {
     throw Error(path, "model.dropout", "dropout is not supported");
   }
-  t->ignore_merges_ = model.value("ignore_merges", false);
+  t->ignore_merges_ = flag(model, "ignore_merges", false, path, "model");
   if (t->ignore_merges_ && t->metaspace_)
     throw Error(path, "model.ignore_merges", "true is not supported with the metaspace normalizer");
   const Json& vocab = member(model, "vocab", path, "model");
   if (!vocab.is_object()) throw Error(path, "model.vocab", "expected an object {token: id}");
+  const size_t added_count =
+      root.contains("added_tokens") && root["added_tokens"].is_array() ? root["added_tokens"].size() : 0;
+  const int64_t id_limit = static_cast<int64_t>(vocab.size() + added_count) + (int64_t{1} << 20);
   std::unordered_map<std::string, TokenId> ids;  // byte-level spelling -> id
   std::optional<std::unordered_map<std::string, TokenId>> added;
   for (const auto& [key, value] : vocab.items()) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > (1 << 30)) {
-      throw Error(path, "model.vocab[" + quote(key) + "]", "expected a non-negative integer id");
-    }
-    const TokenId id = value.get<TokenId>();
+    const TokenId id = token_id(value, id_limit, path, "model.vocab[" + quote(key) + "]");
     const auto bytes = t->metaspace_ ? std::optional<std::string>(key) : byte_level_decode(key);
     if (!bytes) {  // DeepSeek's vocabulary lists its added tokens in their own spelling: they are those
       if (!added) added = added_token_ids(root);  // (built once, on the first such entry)
@@ -335,6 +394,10 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
     const Json& added = root["added_tokens"];
     if (!added.is_array()) throw Error(path, "added_tokens", "expected an array");
+    // Each id and each text once: an id listed with two texts decodes to one of them only, and a text
+    // listed with two ids encodes to one of them only (a fuzzer's find; no model's file repeats either).
+    std::unordered_map<TokenId, size_t> entry_of_id;
+    std::unordered_map<std::string, size_t> entry_of_text;
     for (size_t k = 0; k < added.size(); ++k) {
       const std::string field = "added_tokens[" + std::to_string(k) + "]";
       const Json& a = added[k];
@@ -342,13 +405,29 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
           !a["content"].is_string() || a["content"].get<std::string>().empty()) {
         throw Error(path, field, "expected {\"id\": N, \"content\": \"...\"}");
       }
-      if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
+      if (flag(a, "lstrip", false, path, field) || flag(a, "rstrip", false, path, field) ||
+          flag(a, "single_word", false, path, field)) {
         throw Error(path, field, "lstrip, rstrip and single_word are not supported");
       }
-      const TokenId id = a["id"].get<TokenId>();
-      if (id < 0) throw Error(path, field + ".id", "negative id");
+      const TokenId id = token_id(a["id"], id_limit, path, field + ".id");
+      const std::string& text = a["content"].get_ref<const std::string&>();
+      if (const auto [it, fresh] = entry_of_id.emplace(id, k); !fresh) {
+        throw Error(
+            path, field + ".id",
+            "id " + std::to_string(id) + " is added_tokens[" + std::to_string(it->second) + "]'s too");
+      }
+      if (const auto [it, fresh] = entry_of_text.emplace(text, k); !fresh) {
+        throw Error(path, field + ".content",
+                    as_json(text) + " is added_tokens[" + std::to_string(it->second) + "]'s too");
+      }
       if (static_cast<size_t>(id) < t->vocab_.size() && !t->vocab_[id].empty()) {
-        // An added token may repeat a vocabulary entry; it is then split out with that id all the same.
+        // An added token may repeat a vocabulary entry (Gemma's, Mistral's); it is then split out with that
+        // id all the same. One with another text would make the id decode to what it does not encode.
+        if (t->vocab_[id] != a["content"].get<std::string>()) {
+          throw Error(path, field + ".id",
+                      "id " + std::to_string(id) + " is model.vocab's " + as_json(t->vocab_[id]) +
+                          ", not this token's " + as_json(a["content"].get<std::string>()));
+        }
         t->vocab_[id].clear();
       }
       // "special": false (Gemma's "\n\n", Qwen3's "<think>"): split out of content as well.

@@ -506,6 +506,76 @@ TEST(BpeTokenizer, SentencePieceStyleErrorsNameFileAndField) {
       "model.byte_fallback");
 }
 
+// A model repository's tokenizer.json is untrusted: members of the wrong type, and ids that would size the
+// tables for billions of tokens (std::bad_alloc, or an id wrapped into int32), are refused naming the field;
+// before, each ended the process (nlohmann's type_error or bad_alloc escaped the loader).
+TEST(BpeTokenizer, HostileTokenizerJsonIsRefusedNamingTheField) {
+  TempDir dir;
+  const auto bad = [&](const char* name, const std::function<void(nlohmann::json&)>& edit,
+                       const char* field) {
+    nlohmann::json j = nlohmann::json::parse(toy_metaspace_json());
+    edit(j);
+    expect_error([&] { make_tokenizer(dir.write(name, j.dump())); }, name, field);
+  };
+  bad(
+      "big_added_id.json", [](nlohmann::json& j) { j["added_tokens"][0]["id"] = 2147483000; },
+      "added_tokens[0].id");
+  bad(
+      "wrapping_added_id.json", [](nlohmann::json& j) { j["added_tokens"][0]["id"] = 9999999999; },
+      "added_tokens[0].id");
+  bad(
+      "unsigned_added_id.json", [](nlohmann::json& j) { j["added_tokens"][0]["id"] = 18446744073709551615u; },
+      "added_tokens[0].id");
+  bad(
+      "big_vocab_id.json", [](nlohmann::json& j) { j["model"]["vocab"]["ab"] = 1000000000; },
+      "model.vocab[\"ab\"]");
+  bad(
+      "text_flag.json", [](nlohmann::json& j) { j["model"]["ignore_merges"] = "no"; }, "model.ignore_merges");
+  bad(
+      "text_dropout.json", [](nlohmann::json& j) { j["model"]["dropout"] = "0"; }, "model.dropout");
+  // An added token on a vocabulary entry's id with another text (ids that would decode to what they do not
+  // encode; a fuzzer's find); the same text is fine (Gemma's "\n\n").
+  bad(
+      "conflicting_added_id.json",
+      [](nlohmann::json& j) { j["added_tokens"][0]["id"] = j["model"]["vocab"]["ab"]; },
+      "added_tokens[0].id");
+  bad(
+      "same_id_twice.json",
+      [](nlohmann::json& j) { j["added_tokens"][1]["id"] = j["added_tokens"][0]["id"]; },
+      "added_tokens[1].id");
+  bad(
+      "same_text_twice.json",
+      [](nlohmann::json& j) { j["added_tokens"][1]["content"] = j["added_tokens"][0]["content"]; },
+      "added_tokens[1].content");
+  bad(
+      "number_strip.json", [](nlohmann::json& j) { j["added_tokens"][0]["lstrip"] = 0; },
+      "added_tokens[0].lstrip");
+  // The same in the byte-level layout: a pre-tokenizer flag that is not a boolean, a Split's behavior that
+  // is not a string (that one matches no supported layout).
+  const std::string gpt2 = R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": 1})";
+  expect_error([&] { make_tokenizer(dir.write("use_regex.json", toy_hf_json(gpt2))); }, "use_regex.json",
+               "pre_tokenizer.use_regex");
+  const std::string split =
+      R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\w+"},
+          "behavior": 7}, {"type": "ByteLevel", "use_regex": false}]})";
+  expect_error([&] { make_tokenizer(dir.write("behavior.json", toy_hf_json(split))); }, "behavior.json",
+               "pre_tokenizer.pretokenizers[0]");
+  nlohmann::json same = nlohmann::json::parse(toy_metaspace_json());
+  same["added_tokens"][0]["content"] = "ab";
+  same["added_tokens"][0]["id"] = same["model"]["vocab"]["ab"];
+  EXPECT_EQ(make_tokenizer(dir.write("same.json", same.dump()))->encode("ab"),
+            (std::vector<TokenId>{same["model"]["vocab"]["ab"].get<TokenId>()}));
+  // Ids may leave up to 2^20 unused: the largest id below the file's entries plus 2^20 loads, the next is
+  // refused.
+  nlohmann::json sparse = nlohmann::json::parse(toy_metaspace_json());
+  const int entries = static_cast<int>(sparse["model"]["vocab"].size() + sparse["added_tokens"].size());
+  sparse["added_tokens"][0]["id"] = entries + (1 << 20) - 1;
+  EXPECT_EQ(make_tokenizer(dir.write("sparse.json", sparse.dump()))->vocab_size(), entries + (1 << 20));
+  sparse["added_tokens"][0]["id"] = entries + (1 << 20);
+  expect_error([&] { make_tokenizer(dir.write("sparser.json", sparse.dump())); }, "sparser.json",
+               "added_tokens[0].id");
+}
+
 TEST(BpeTokenizer, EncodesConcurrently) {
   TempDir dir;
   const auto t = BpeTokenizer::load_tiktoken(
