@@ -38,17 +38,26 @@ WorkerPool::Options worker_pool_options(const HttpOptions& options) {
   return out;
 }
 
-std::optional<HttpAnswer> HttpServer::Impl::handle(const OwnedCall& call) {
+std::optional<HttpAnswer> HttpServer::Impl::handle(const OwnedCall& call, const AnswerStarter* begin_answer) {
   // Started after the drain deadline: its connection has had its 503 and the server is going away.
   std::optional<HttpAnswer> handled;
-  if (!deadline_passed && options.routes) handled = options.routes(call.view(draining));
-  if (!deadline_passed && !handled) handled = route(service, call.view(draining));
+  HttpCall view = call.view(draining);
+  view.begin_answer = begin_answer;
+  if (!deadline_passed && options.routes) handled = options.routes(view);
+  if (!deadline_passed && !handled) handled = route(service, view);
   return handled;
 }
 
 void HttpServer::Impl::handled_one() {
   if (--in_flight == 0 && draining) net::post(strand, [this] { maybe_finish_drain(); });
 }
+
+namespace {
+// A streamed answer's connection takes what its producer put in the pipe (on its strand).
+void wake_to_pump(const std::shared_ptr<HttpConnection>& connection) {
+  net::post(connection->executor(), [connection] { connection->pump(); });
+}
+}  // namespace
 
 void HttpServer::Impl::submit(std::shared_ptr<HttpConnection> connection, OwnedCall call) {
   ++in_flight;
@@ -70,9 +79,7 @@ void HttpServer::Impl::submit(std::shared_ptr<HttpConnection> connection, OwnedC
     const auto produce = std::move(handled->stream);
     handled->stream = nullptr;
     auto pipe = std::make_shared<BodyPipe>();
-    const auto wake = [&connection] {
-      net::post(connection->executor(), [connection] { connection->pump(); });
-    };
+    const auto wake = [&connection] { wake_to_pump(connection); };
     if (!handled->body.empty() && pipe->put(handled->body)) wake();
     handled->body.clear();
     net::post(connection->executor(), [connection, pipe, handled = std::move(*handled)]() mutable {
@@ -111,13 +118,34 @@ bool HttpServer::Impl::try_inline(std::shared_ptr<HttpConnection>& connection, O
   ++fibers;
   const net::any_io_executor strand = connection->executor();
   Fiber::start(strand, [this, connection = std::move(connection), call = std::move(call)]() mutable {
-    std::optional<HttpAnswer> handled = handle(call);
+    // A streamed gateway call may begin its answer while it waits for the upstream (HttpCall::begin_answer,
+    // gateway/stream_keepalive.h): the head goes out now, on this strand (the fiber runs on it), and the
+    // pieces through the pipe as submit()'s producers send theirs.
+    // (Two references: the function holds them in place, no allocation per call.)
+    std::shared_ptr<BodyPipe> pipe;
+    const AnswerStarter begin_answer = [&pipe, &connection](std::string_view content_type) {
+      pipe = std::make_shared<BodyPipe>();
+      connection->on_handled(HttpAnswer{200, std::string(content_type), std::string(), 0}, pipe);
+      return BodyWriter([pipe = pipe, connection = connection](std::string_view piece) {
+        if (pipe->gone()) return false;
+        if (!piece.empty() && pipe->put(piece)) wake_to_pump(connection);
+        return true;
+      });
+    };
+    std::optional<HttpAnswer> handled = handle(call, &begin_answer);
     if (handled && handled->stream) {  // not expected here (the gateway does not stream): its whole body
       handled->stream([&](std::string_view piece) {
         handled->body += piece;
         return true;
       });
       handled->stream = nullptr;
+    }
+    if (pipe) {  // begun: the rest of the body, then its end
+      if (handled && !handled->body.empty() && pipe->put(handled->body)) wake_to_pump(connection);
+      handled_one();
+      if (pipe->end(handled.has_value())) wake_to_pump(connection);
+      --fibers;
+      return;
     }
     handled_one();
     if (handled) {

@@ -46,7 +46,10 @@
 // it, on the connection's strand. Where the call waits (the upstream LLM's answer, the session's lock)
 // the fiber suspends and the thread serves its other connections, so no thread is held per call in flight,
 // whatever their number. At the drain deadline the gateway's upstream waits are cancelled, and run() runs the
-// fibers still suspended to their end (within the 1 s grace) before it returns.
+// fibers still suspended to their end (within the 1 s grace) before it returns. A gateway call on a fiber may
+// begin its answer before it returns (HttpCall::begin_answer: a streamed call's keep-alive while the upstream
+// samples, gateway/stream_keepalive.h): the head goes out then, the pieces it writes follow as a streamed
+// answer's do, and what the handler returns is the rest of the body.
 #include <atomic>
 #include <cstdint>
 #include <functional>

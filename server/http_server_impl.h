@@ -84,7 +84,7 @@ struct HttpServer::Impl {
   bool try_inline(std::shared_ptr<HttpConnection>& connection, OwnedCall& call);
   // The handler of a routed request (routes, then route()); nullopt when the drain deadline had passed
   // before it started. The caller counts it out of in_flight (handled_one()) once its answer is produced.
-  std::optional<HttpAnswer> handle(const OwnedCall& call);
+  std::optional<HttpAnswer> handle(const OwnedCall& call, const AnswerStarter* begin_answer = nullptr);
   void handled_one();
   // The drain deadline passed: in-flight upstream calls of the gateway are cancelled, so that a call blocked
   // on a silent LLM returns (its connection has had its 503) and run() is not held by an I/O thread.

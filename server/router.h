@@ -30,7 +30,15 @@ namespace crl::server {
 
 namespace gateway {
 class Gateway;
-}
+class StreamKeepalive;
+}  // namespace gateway
+
+// Writes one piece of a streamed body; false once the client can no longer receive it (stop producing).
+using BodyWriter = std::function<bool(std::string_view piece)>;
+// Begins an answer before its handler returns: sends the head (200, Transfer-Encoding: chunked, this
+// content type) and gives the writer of the body's first pieces; what the handler then returns is the rest
+// of the body (its status and content type unused), and the body ends when it returns.
+using AnswerStarter = std::function<BodyWriter(std::string_view content_type)>;
 
 struct HttpCall {
   std::string_view method;  // "GET", "POST", ...
@@ -46,10 +54,12 @@ struct HttpCall {
   std::string_view authorization = {};  // (default member initializers: callers without a gateway omit them)
   std::string_view routing_key = {};
   std::string_view api_key = {};
+  // Set by a transport that can begin the answer early (a gateway call on a fiber: server/http_server.h);
+  // null otherwise. The gateway uses it to keep a streamed call's client reading while the upstream samples
+  // (gateway/stream_keepalive.h), and hands its keep-alive down in `keepalive`.
+  const AnswerStarter* begin_answer = nullptr;
+  gateway::StreamKeepalive* keepalive = nullptr;
 };
-
-// Writes one piece of a streamed body; false once the client can no longer receive it (stop producing).
-using BodyWriter = std::function<bool(std::string_view piece)>;
 
 struct HttpAnswer {
   int status = 200;

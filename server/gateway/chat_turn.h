@@ -11,6 +11,8 @@
 
 namespace crl::server::gateway {
 
+class StreamKeepalive;
+
 // One call of a harness, whatever API carried it.
 struct ChatTurn {
   std::vector<Message> messages;
@@ -28,6 +30,9 @@ struct ChatTurn {
   std::string json_schema;            // structured output (response_format): the schema's JSON text, or empty
   ToolChoice tool_choice;             // how the answer's tool calls are read, or forced (tool_choice.h)
   std::string template_kwargs;        // vLLM's and SGLang's chat_template_kwargs as JSON text, or empty
+  // A streamed call's keep-alive while the upstream samples (stream_keepalive.h), for this call only; null:
+  // none.
+  StreamKeepalive* keepalive = nullptr;
 };
 
 // What a call asks to see of its sampled tokens' log-probs (OpenAI's chat `logprobs`, the completions'

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "server/gateway/gateway_session.h"
+#include "server/gateway/stream_keepalive.h"
 #include "server/router.h"
 
 namespace crl::server::gateway {
@@ -52,6 +53,9 @@ struct GatewayOptions {
   // A session no call has touched for this long is removed by reap_idle() (crl serve: --idle-timeout, the
   // episodes' reaper timer calls it), ended or not, like an idle episode.
   double idle_timeout_s = 600.0;
+  // A streamed call that has waited this long for the upstream begins its answer and sends a comment line
+  // every period until the events (stream_keepalive.h; crl serve: --stream-keepalive); <= 0: never.
+  double stream_keepalive_s = 15.0;
 };
 
 class Gateway {
@@ -73,6 +77,8 @@ class Gateway {
   void leave_io_context();
 
  private:
+  // route()'s routing; throws GatewayError (or crl::Error) for route() to answer.
+  HttpAnswer dispatch(const HttpCall& call, const std::vector<std::string_view>& parts);
   std::shared_ptr<GatewaySession> find(const std::string& id) const;
   // A new session renders with the template variant of `kwargs` (its chat_template_kwargs as JSON text).
   // `created` (when given): whether this call made the session.

@@ -244,6 +244,7 @@ UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatT
   call.rid = id_ + "/" + role_name(request.role) + "/" + std::to_string(request.stream.ordinal);
   call.routing_key = turn.routing_key.empty() ? id_ : turn.routing_key;
   call.sampling = config_.sampling;
+  call.keepalive = turn.keepalive;
   if (turn.temperature) call.sampling.temperature = *turn.temperature;
   if (turn.top_p) call.sampling.top_p = *turn.top_p;
   if (turn.top_k) call.sampling.top_k = *turn.top_k;

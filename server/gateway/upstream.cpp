@@ -20,6 +20,7 @@
 
 #include "engine/error.h"
 #include "server/fiber.h"
+#include "server/gateway/stream_keepalive.h"
 
 namespace crl::server::gateway {
 
@@ -323,11 +324,19 @@ std::vector<HostAddress> Upstream::resolve(Lane& lane, Clock::time_point deadlin
 // covers every attempt and backoff; retries with exponential backoff on connection errors and 5xx only; a
 // failure on a reused keep-alive connection before any answer byte is retried at once on a fresh one
 // without counting; cancel() ends it as kCancelled.
-llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const llm::RequestParts& body) {
+llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const llm::RequestParts& body,
+                                     StreamKeepalive* keepalive) {
   namespace http = boost::beast::http;
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(http_.request_timeout_s));
+  // A streamed call's keep-alive: the answer's reads wake every period to beat() (the deadline is unchanged).
+  const bool beating = keepalive != nullptr && keepalive->active();
+  const Clock::duration beat_period =
+      beating
+          ? std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(keepalive->period_s()))
+          : Clock::duration::zero();
+  Clock::time_point next_beat = beating ? start + beat_period : Clock::time_point::max();
   llm::HttpResponse out;
   auto finish = [&](llm::HttpOutcome outcome, std::string error) {
     out.outcome = outcome;
@@ -457,7 +466,13 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
         }
         size_t got = 0;
         std::string read_error;
-        if (!waited(read(lane, chunk, sizeof chunk, deadline, got, read_error))) break;
+        const Wait w = read(lane, chunk, sizeof chunk, std::min(deadline, next_beat), got, read_error);
+        if (w == Wait::kTimeout && next_beat < deadline) {  // another period without the answer
+          keepalive->beat();
+          next_beat = Clock::now() + beat_period;
+          continue;
+        }
+        if (!waited(w)) break;
         if (!read_error.empty()) {
           failure = "connection error: " + read_error;
           break;
@@ -554,7 +569,7 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   head += std::to_string(length);
   head += "\r\n\r\n";
   std::unique_ptr<Lane> lane = acquire();
-  const llm::HttpResponse response = exchange(*lane, head, parts);
+  const llm::HttpResponse response = exchange(*lane, head, parts, call.keepalive);
   release(std::move(lane));
   UpstreamResult out;
   out.seconds = response.seconds;

@@ -35,6 +35,8 @@ enum class FiberWait;
 
 namespace crl::server::gateway {
 
+class StreamKeepalive;
+
 struct UpstreamOptions {
   llm::ApiKind api = llm::ApiKind::kSglang;
   std::string base_url;  // http://HOST:PORT[/PREFIX]
@@ -54,6 +56,9 @@ struct UpstreamCall {
   std::string rid;
   std::string routing_key;
   llm::SamplingParams sampling;
+  // While the answer is awaited, beat() every keepalive->period_s() (a streamed call: stream_keepalive.h);
+  // null or inactive: none.
+  StreamKeepalive* keepalive = nullptr;
 };
 
 struct UpstreamResult {
@@ -123,7 +128,8 @@ class Upstream {
                                    std::string& failure);
   // Closes `fd` (lane.fd or a socket being connected), first taking it out of the lane's io_context.
   static void close_fd(Lane& lane, int fd);
-  llm::HttpResponse exchange(Lane& lane, const std::string& head, const llm::RequestParts& body);
+  llm::HttpResponse exchange(Lane& lane, const std::string& head, const llm::RequestParts& body,
+                             StreamKeepalive* keepalive);
   std::unique_ptr<Lane> acquire();
   void release(std::unique_ptr<Lane> lane);
 

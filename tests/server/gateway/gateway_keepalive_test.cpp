@@ -1,0 +1,282 @@
+// A streamed call's keep-alive while the upstream samples (server/gateway/stream_keepalive.h): past
+// --stream-keepalive seconds the head goes out and a comment line every period, then the answer's events; a
+// failure after the head is the API's error event; a call answered sooner, and every call that is not
+// streamed, is sent exactly as before.
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tests/server/gateway/gateway_fixture.h"
+#include "tests/server/wait_helpers.h"
+
+namespace crl::server::gateway::testing {
+namespace {
+
+namespace http = boost::beast::http;
+
+// What a raw client saw of one answer: the bytes that had come by `early_s` and the whole exchange after
+// (until the server's last chunk, or `wait_s`).
+struct Observed {
+  std::string early;
+  std::string whole;
+};
+
+// Whether `raw` holds a whole HTTP answer (Beast's parser: Content-Length or the last chunk).
+bool whole_answer(const std::string& raw) {
+  http::response_parser<http::string_body> parser;
+  parser.eager(true);
+  boost::beast::error_code ec;
+  size_t used = 0;
+  while (used < raw.size() && !parser.is_done()) {
+    const size_t n = parser.put(boost::asio::buffer(raw.data() + used, raw.size() - used), ec);
+    if (ec || n == 0) break;
+    used += n;
+  }
+  return parser.is_done();
+}
+
+Observed post_raw(uint16_t port, const std::string& path, const json& body, double early_s, double wait_s) {
+  const std::string text = body.dump();
+  const std::string request = "POST " + path +
+                              " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
+                              "Content-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
+  Observed out;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(fd);
+    return out;
+  }
+  EXPECT_EQ(::send(fd, request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  const auto start = std::chrono::steady_clock::now();
+  bool early_taken = false;
+  char chunk[4096];
+  for (;;) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!early_taken && elapsed >= early_s) {
+      out.early = out.whole;
+      early_taken = true;
+    }
+    if (elapsed >= wait_s) break;
+    const double until = early_taken ? wait_s : early_s;
+    pollfd p{fd, POLLIN, 0};
+    const int ms = static_cast<int>((until - elapsed) * 1000) + 1;
+    if (::poll(&p, 1, ms) < 0) break;
+    if (!(p.revents & POLLIN)) continue;
+    const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
+    if (n <= 0) break;
+    out.whole.append(chunk, static_cast<size_t>(n));
+    if (whole_answer(out.whole)) break;
+  }
+  if (!early_taken) out.early = out.whole;
+  ::close(fd);
+  return out;
+}
+
+// The answer's status, content type and body (chunks joined), read by Beast's parser.
+struct Parsed {
+  int status = 0;
+  std::string content_type, retry_after, body;
+};
+
+Parsed parse(const std::string& raw) {
+  http::response_parser<http::string_body> parser;
+  parser.eager(true);
+  boost::beast::error_code ec;
+  size_t used = 0;
+  while (used < raw.size() && !parser.is_done()) {
+    const size_t n = parser.put(boost::asio::buffer(raw.data() + used, raw.size() - used), ec);
+    if (ec || n == 0) break;
+    used += n;
+  }
+  Parsed out;
+  if (!parser.is_header_done()) return out;
+  out.status = parser.get().result_int();
+  out.content_type = std::string(parser.get()[http::field::content_type]);
+  out.retry_after = std::string(parser.get()[http::field::retry_after]);
+  out.body = parser.get().body();
+  return out;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The text of a chat stream's content deltas, in order (comment lines skipped, as SSE readers do).
+std::string streamed_content(const std::string& body) {
+  std::string content;
+  for (size_t at = body.find("data: {"); at != std::string::npos; at = body.find("data: {", at + 1)) {
+    const json chunk = json::parse(body.substr(at + 6, body.find("\n\n", at) - at - 6));
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("content") && delta["content"].is_string())
+      content += delta["content"].get<std::string>();
+  }
+  return content;
+}
+
+json chat_body(const std::string& marker, bool stream) {
+  return {{"model", "test"},
+          {"stream", stream},
+          {"messages", json::array({{{"role", "user"}, {"content", "marker=" + marker + " do the task"}}})}};
+}
+
+GatewayOptions keepalive_every(double seconds, double llm_timeout_s = 120) {
+  GatewayOptions options;
+  options.stream_keepalive_s = seconds;
+  options.upstream.request_timeout_s = llm_timeout_s;
+  options.upstream.max_retries = 0;
+  return options;
+}
+
+// The upstream takes 1.5 s; keep-alive every 0.1 s. By 0.8 s (long before the answer) the head and comment
+// lines are out and no event; then the answer's events follow, the same content as without the comments,
+// and the export records the turn.
+TEST(GatewayKeepalive, ALongSampleSendsTheHeadAndCommentsBeforeTheEvents) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 1.5;
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.1));
+  const Observed seen =
+      post_raw(bench.port(), "/v1/sessions/ka/v1/chat/completions", chat_body("k1", true), 0.8, 20);
+  EXPECT_NE(seen.early.find("HTTP/1.1 200"), std::string::npos) << seen.early;
+  EXPECT_NE(seen.early.find(": keep-alive\n\n"), std::string::npos) << seen.early;
+  EXPECT_EQ(seen.early.find("data:"), std::string::npos) << "an event before the answer: " << seen.early;
+  const Parsed answer = parse(seen.whole);
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_EQ(answer.content_type, "text/event-stream");
+  EXPECT_GE(count(answer.body, ": keep-alive\n\n"), 5u) << answer.body;
+  EXPECT_EQ(answer.body.find("data:"), answer.body.rfind(": keep-alive\n\n") + 14) << "comments then events";
+  EXPECT_EQ(streamed_content(answer.body), "ack k1 0");
+  EXPECT_TRUE(answer.body.ends_with("data: [DONE]\n\n")) << answer.body;
+  // The same call's retry (the same messages) is the stored answer, sent at once: no comments.
+  Harness again(bench.port(), "ka", "k1");
+  again.messages = chat_body("k1", true)["messages"];
+  const server::testing::Reply retry = again.post(chat_body("k1", true));
+  EXPECT_EQ(retry.status, 200);
+  EXPECT_EQ(retry.body.find(": keep-alive"), std::string::npos);
+  EXPECT_EQ(streamed_content(retry.body), "ack k1 0");
+  again.reward(1.0);
+  EXPECT_EQ(again.export_json()["segments"].size(), 1u);
+}
+
+// A harness that closes its connection while the comments come loses nothing: the call goes on, its answer
+// is recorded, and the harness's retry gets it at once (the stored answer, nothing sampled twice).
+TEST(GatewayKeepalive, AClientThatLeavesDuringTheKeepaliveLosesNothing) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 1.0;
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.05));
+  const Observed left =
+      post_raw(bench.port(), "/v1/sessions/gone/v1/chat/completions", chat_body("g1", true), 0.3, 0.3);
+  EXPECT_NE(left.whole.find(": keep-alive"), std::string::npos) << left.whole;
+  EXPECT_TRUE(server::testing::eventually([&] { return bench.upstream->calls().size() == 1; }));
+  Harness again(bench.port(), "gone", "g1");
+  const server::testing::Reply retry = again.post(chat_body("g1", false));
+  EXPECT_EQ(retry.status, 200) << retry.body;
+  EXPECT_EQ(json::parse(retry.body)["choices"][0]["message"]["content"], "ack g1 0");
+  EXPECT_EQ(bench.upstream->calls().size(), 1u) << "sampled twice";
+}
+
+// A call answered within the period, and a call that is not streamed however long it waits, are sent as
+// before: no comment, one answer.
+TEST(GatewayKeepalive, QuickAndUnstreamedCallsAreSentAsBefore) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 0.5;
+  {
+    Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(5));
+    const Parsed quick = parse(
+        post_raw(bench.port(), "/v1/sessions/q/v1/chat/completions", chat_body("q1", true), 0, 20).whole);
+    EXPECT_EQ(quick.status, 200);
+    EXPECT_TRUE(quick.body.starts_with("data: {")) << quick.body;
+    EXPECT_EQ(streamed_content(quick.body), "ack q1 0");
+  }
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.05));
+  const Parsed unstreamed = parse(
+      post_raw(bench.port(), "/v1/sessions/u/v1/chat/completions", chat_body("u1", false), 0, 20).whole);
+  EXPECT_EQ(unstreamed.status, 200);
+  EXPECT_EQ(unstreamed.content_type, "application/json");
+  EXPECT_EQ(json::parse(unstreamed.body)["choices"][0]["message"]["content"], "ack u1 0");
+  // Off (0): a long streamed call waits silently, as before.
+  Bench off(llm::ApiKind::kSglang, faults, keepalive_every(0));
+  const Observed silent =
+      post_raw(off.port(), "/v1/sessions/o/v1/chat/completions", chat_body("o1", true), 0.3, 20);
+  EXPECT_EQ(silent.early, "");
+  EXPECT_TRUE(parse(silent.whole).body.starts_with("data: {"));
+}
+
+// The upstream hangs past the gateway's deadline (1 s) after the head went out: the stream ends with the
+// API's error event (status 200 is already sent), in each API's shape; the session stays usable. Before
+// the head (keep-alive off), the same failure is the 504 with Retry-After.
+TEST(GatewayKeepalive, AFailureAfterTheHeadIsTheApisErrorEvent) {
+  crl::testing::FaultOptions faults;
+  faults.sticky_every = 1;
+  faults.sticky_fault = "hang";
+  faults.hang_s = 3;
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.1, 1.0));
+  const auto failed = [&](const std::string& path, const json& body) {
+    return parse(post_raw(bench.port(), path, body, 0, 20).whole);
+  };
+  const Parsed chat = failed("/v1/sessions/f1/v1/chat/completions", chat_body("f1", true));
+  EXPECT_EQ(chat.status, 200);
+  const size_t error_at = chat.body.find("data: {\"error\":");
+  ASSERT_NE(error_at, std::string::npos) << chat.body;
+  const json error =
+      json::parse(chat.body.substr(error_at + 6, chat.body.find("\n\n", error_at) - error_at - 6));
+  EXPECT_EQ(error["error"]["code"], "upstream_timeout") << error;
+  EXPECT_EQ(error["error"]["type"], "timeout_error") << error;
+  EXPECT_TRUE(chat.body.ends_with("data: [DONE]\n\n")) << chat.body;
+
+  const Parsed anthropic =
+      failed("/v1/sessions/f2/v1/messages",
+             {{"model", "test"},
+              {"max_tokens", 64},
+              {"stream", true},
+              {"messages", json::array({{{"role", "user"}, {"content", "marker=f2 go"}}})}});
+  EXPECT_EQ(anthropic.status, 200);
+  const size_t event_at = anthropic.body.find("event: error\ndata: ");
+  ASSERT_NE(event_at, std::string::npos) << anthropic.body;
+  const json anthropic_error = json::parse(anthropic.body.substr(event_at + 19));
+  EXPECT_EQ(anthropic_error["type"], "error");
+  EXPECT_EQ(anthropic_error["error"]["code"], "upstream_timeout") << anthropic_error;
+
+  const Parsed responses = failed("/v1/sessions/f3/v1/responses",
+                                  {{"model", "test"}, {"stream", true}, {"input", "marker=f3 go"}});
+  EXPECT_EQ(responses.status, 200);
+  const size_t responses_at = responses.body.find("event: error\ndata: ");
+  ASSERT_NE(responses_at, std::string::npos) << responses.body;
+  const json responses_error = json::parse(responses.body.substr(responses_at + 19));
+  EXPECT_EQ(responses_error["type"], "error");
+  EXPECT_EQ(responses_error["code"], "upstream_timeout");
+  EXPECT_EQ(responses_error["sequence_number"], 0);
+
+  Bench off(llm::ApiKind::kSglang, faults, keepalive_every(0, 1.0));
+  const Parsed before =
+      parse(post_raw(off.port(), "/v1/sessions/f4/v1/chat/completions", chat_body("f4", true), 0, 20).whole);
+  EXPECT_EQ(before.status, 504);
+  EXPECT_EQ(before.retry_after, "1");
+  EXPECT_EQ(json::parse(before.body)["error"]["code"], "upstream_timeout");
+}
+
+// The error shape follows the route, not any path part: a session named "messages" or "responses" still
+// gets OpenAI-shaped errors on its chat completions.
+TEST(GatewayKeepalive, ErrorShapesFollowTheRouteNotTheSessionsName) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  for (const char* id : {"messages", "responses"}) {
+    const auto reply =
+        client.call("POST", std::string("/v1/sessions/") + id + "/v1/chat/completions", "{\"messages\": 5}");
+    EXPECT_EQ(reply.status, 400) << id;
+    const json error = json::parse(reply.body);
+    EXPECT_TRUE(error.contains("error") && !error.contains("type")) << id << ": " << reply.body;
+  }
+  const auto anthropic = client.call("POST", "/v1/sessions/s/v1/messages", "{\"messages\": 5}");
+  EXPECT_EQ(json::parse(anthropic.body)["type"], "error") << anthropic.body;
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing
