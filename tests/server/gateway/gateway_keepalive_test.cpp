@@ -23,8 +23,15 @@ struct Observed {
   std::string whole;
 };
 
-// Whether `raw` holds a whole HTTP answer (Beast's parser: Content-Length or the last chunk).
-bool whole_answer(const std::string& raw) {
+// The answer's status, content type and body (chunks joined), read by Beast's parser; `whole`: whether
+// `raw` holds all of it (Content-Length, or the last chunk).
+struct Parsed {
+  bool whole = false;
+  int status = 0;
+  std::string content_type, retry_after, body;
+};
+
+Parsed parse(const std::string& raw) {
   http::response_parser<http::string_body> parser;
   parser.eager(true);
   boost::beast::error_code ec;
@@ -34,7 +41,14 @@ bool whole_answer(const std::string& raw) {
     if (ec || n == 0) break;
     used += n;
   }
-  return parser.is_done();
+  Parsed out;
+  out.whole = parser.is_done();
+  if (!parser.is_header_done()) return out;
+  out.status = parser.get().result_int();
+  out.content_type = std::string(parser.get()[http::field::content_type]);
+  out.retry_after = std::string(parser.get()[http::field::retry_after]);
+  out.body = parser.get().body();
+  return out;
 }
 
 Observed post_raw(uint16_t port, const std::string& path, const json& body, double early_s, double wait_s) {
@@ -71,35 +85,10 @@ Observed post_raw(uint16_t port, const std::string& path, const json& body, doub
     const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
     if (n <= 0) break;
     out.whole.append(chunk, static_cast<size_t>(n));
-    if (whole_answer(out.whole)) break;
+    if (parse(out.whole).whole) break;
   }
   if (!early_taken) out.early = out.whole;
   ::close(fd);
-  return out;
-}
-
-// The answer's status, content type and body (chunks joined), read by Beast's parser.
-struct Parsed {
-  int status = 0;
-  std::string content_type, retry_after, body;
-};
-
-Parsed parse(const std::string& raw) {
-  http::response_parser<http::string_body> parser;
-  parser.eager(true);
-  boost::beast::error_code ec;
-  size_t used = 0;
-  while (used < raw.size() && !parser.is_done()) {
-    const size_t n = parser.put(boost::asio::buffer(raw.data() + used, raw.size() - used), ec);
-    if (ec || n == 0) break;
-    used += n;
-  }
-  Parsed out;
-  if (!parser.is_header_done()) return out;
-  out.status = parser.get().result_int();
-  out.content_type = std::string(parser.get()[http::field::content_type]);
-  out.retry_after = std::string(parser.get()[http::field::retry_after]);
-  out.body = parser.get().body();
   return out;
 }
 
