@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/json_reader.h"
+#include "engine/utf8.h"
 #include "server/router.h"
 
 namespace crl::server {
@@ -103,6 +104,9 @@ void OpenEnvSession::end() {
 }
 
 OpenEnvReply OpenEnvSession::handle(std::string_view message) {
+  // Text frames are UTF-8 (RFC 6455; Beast's reader refuses others before they get here), and the answers
+  // quote the message's strings: JSON text with invalid UTF-8 would make writing them throw.
+  if (!is_valid_utf8(message)) return {error_text("INVALID_JSON", "the message is not valid UTF-8")};
   json msg;
   try {
     msg = read_json(message, "the WebSocket message");
