@@ -16,7 +16,7 @@ constexpr std::string_view kJson = "application/json";
 
 std::string error_text(std::string_view code, const std::string& message, json extra = json::object()) {
   json data = std::move(extra);
-  data["message"] = message;
+  data["message"] = valid_utf8(message);  // (a parser's message may quote the bytes it stopped at)
   data["code"] = code;
   return json{{"type", "error"}, {"data", std::move(data)}}.dump();
 }
@@ -104,8 +104,8 @@ void OpenEnvSession::end() {
 }
 
 OpenEnvReply OpenEnvSession::handle(std::string_view message) {
-  // Text frames are UTF-8 (RFC 6455; Beast's reader refuses others before they get here), and the answers
-  // quote the message's strings: JSON text with invalid UTF-8 would make writing them throw.
+  // Text frames are UTF-8 (RFC 6455; Beast's reader refuses others before they get here); the JSON reader
+  // refuses them too, but its message quotes the bytes it stopped at, which made writing the answer throw.
   if (!is_valid_utf8(message)) return {error_text("INVALID_JSON", "the message is not valid UTF-8")};
   json msg;
   try {

@@ -94,8 +94,8 @@ TEST(OpenEnvSession, BadMessagesGetOpenEnvErrorCodesAndTheSessionGoesOn) {
   EXPECT_EQ(code(R"([1,2])"), "VALIDATION_ERROR");
   EXPECT_EQ(code(R"({"type":1})"), "VALIDATION_ERROR");
   EXPECT_EQ(code(R"({"type":"fly"})"), "UNKNOWN_TYPE");
-  // Invalid UTF-8 (which Beast's WebSocket reader refuses in text frames) is refused here too: echoed in
-  // the UNKNOWN_TYPE answer it made writing the answer throw (a fuzzer's find).
+  // Invalid UTF-8 (which Beast's WebSocket reader refuses in text frames) is refused here too: the JSON
+  // reader's message quoted the bytes, and writing that answer threw (a fuzzer's find).
   EXPECT_EQ(code("{\"type\":\"res\xE5t\"}"), "INVALID_JSON");
   EXPECT_EQ(code(R"({"type":"state","x":1})"), "VALIDATION_ERROR");
   EXPECT_EQ(code(R"({"type":"reset","data":"x"})"), "VALIDATION_ERROR");
