@@ -152,6 +152,16 @@ TEST(GatewayKeepalive, ALongSampleSendsTheHeadAndCommentsBeforeTheEvents) {
   EXPECT_EQ(streamed_content(retry.body), "ack k1 0");
   again.reward(1.0);
   EXPECT_EQ(again.export_json()["segments"].size(), 1u);
+  // A kept-alive stream leaves its connection usable: a client's next call on it is answered.
+  Harness reused(bench.port(), "ka2", "k2");  // one keep-alive connection for both calls
+  const server::testing::Reply streamed = reused.post(chat_body("k2", true));
+  EXPECT_EQ(streamed.status, 200);
+  EXPECT_TRUE(streamed.keep_alive);
+  EXPECT_NE(streamed.body.find(": keep-alive\n\n"), std::string::npos) << streamed.body;
+  EXPECT_EQ(streamed_content(streamed.body), "ack k2 0");
+  const server::testing::Reply next = reused.post(chat_body("k2", true));
+  EXPECT_EQ(next.status, 200);
+  EXPECT_EQ(streamed_content(next.body), "ack k2 0");
 }
 
 // A harness that closes its connection while the comments come loses nothing: the call goes on, its answer
