@@ -150,6 +150,12 @@ ServerMetrics::ServerMetrics() {
       &r.counter("crl_llm_completion_tokens_total", "Completion tokens received from the LLM server.");
   llm_cached_tokens = &r.counter("crl_llm_cached_tokens_total",
                                  "Prompt tokens the LLM server reported as cached (usage cached_tokens).");
+  stream_keepalives = &r.counter(
+      "crl_gateway_stream_keepalives_total",
+      "Streamed gateway calls that sent their head and keep-alive comments while the upstream sampled.");
+  stream_failures_after_head = &r.counter(
+      "crl_gateway_stream_failures_after_head_total",
+      "Streamed gateway calls that failed after their head went out (the API's error event, status 200).");
   llm_call_seconds = &r.histogram("crl_llm_call_duration_seconds",
                                   "Latency of one LLM request, retries included.", latency_buckets());
   snapshot_writes = &r.counter("crl_snapshot_writes_total", "Session snapshots written (--snapshot-dir).");

@@ -103,6 +103,10 @@ struct ServerMetrics {
   Counter* llm_tokens_sent = nullptr;
   Counter* llm_tokens_received = nullptr;
   Counter* llm_cached_tokens = nullptr;  // the upstream's cached_tokens (prefix cache hits)
+  // Gateway streamed calls whose head went out early (--stream-keepalive), and those of them that then failed
+  // (answered with the API's error event, counted as 200 among the responses: the status was sent).
+  Counter* stream_keepalives = nullptr;
+  Counter* stream_failures_after_head = nullptr;
   Histogram* llm_call_seconds = nullptr;
   // crl serve --snapshot-dir (server/snapshot_store.h).
   Counter* snapshot_writes = nullptr;

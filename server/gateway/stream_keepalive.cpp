@@ -17,11 +17,13 @@ void StreamKeepalive::beat() {
   if (!begun_) {
     write_ = (*begin_)(kSseContentType);
     begun_ = true;
+    if (metrics_ != nullptr) metrics_->stream_keepalives->add();
   }
   if (!write_(kComment)) client_gone_ = true;
 }
 
 HttpAnswer StreamKeepalive::error_event(const GatewayError& error) const {
+  if (metrics_ != nullptr) metrics_->stream_failures_after_head->add();
   std::string body;
   switch (api_) {
     case Api::kOpenAi:  // vLLM's in-stream error, which the OpenAI SDK raises as an APIError

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "server/gateway/gateway_error.h"
+#include "server/metrics.h"
 #include "server/router.h"
 
 namespace crl::server::gateway {
@@ -33,8 +34,9 @@ class StreamKeepalive {
   enum class Api { kOpenAi, kAnthropic, kResponses };
   // `begin`: the transport's (HttpCall::begin_answer; null: this transport cannot begin early);
   // `period_s` <= 0: no keep-alive.
-  StreamKeepalive(const AnswerStarter* begin, double period_s, Api api)
-      : begin_(begin), period_s_(period_s), api_(api) {}
+  // `metrics` (may be null) counts the calls that begin early and those that then fail.
+  StreamKeepalive(const AnswerStarter* begin, double period_s, Api api, ServerMetrics* metrics = nullptr)
+      : begin_(begin), period_s_(period_s), api_(api), metrics_(metrics) {}
 
   // Whether the upstream should wake every period_s() for beat(): a transport that can begin, a period,
   // and a streamed call (want(): its request asked for a stream).
@@ -53,6 +55,7 @@ class StreamKeepalive {
   const AnswerStarter* begin_;
   double period_s_;
   Api api_;
+  ServerMetrics* metrics_;
   bool wanted_ = false;
   bool begun_ = false;
   bool client_gone_ = false;

@@ -120,7 +120,8 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
 
 struct Bench {
   explicit Bench(llm::ApiKind api = llm::ApiKind::kSglang, crl::testing::FaultOptions faults = {},
-                 GatewayOptions gateway_options = {}, HttpOptions http = {}, ServiceOptions service = {}) {
+                 GatewayOptions gateway_options = {}, HttpOptions http = {}, ServiceOptions service = {},
+                 ServerMetrics* metrics = nullptr) {
     crl::testing::ScriptedLlmOptions llm_options;
     llm_options.script = harness_script;
     llm_options.faults = faults;
@@ -128,7 +129,7 @@ struct Bench {
     gateway_options.upstream.api = api;
     gateway_options.upstream.base_url = upstream->url();
     if (gateway_options.budget.capacity == Budget{}.capacity) gateway_options.budget = test_budget();
-    gateway = std::make_unique<Gateway>(gateway_options, nullptr);
+    gateway = std::make_unique<Gateway>(gateway_options, metrics);
     http.gateway = gateway.get();
     server = std::make_unique<server::testing::TestServer>(http, service);
   }

@@ -130,7 +130,8 @@ GatewayOptions keepalive_every(double seconds, double llm_timeout_s = 120) {
 TEST(GatewayKeepalive, ALongSampleSendsTheHeadAndCommentsBeforeTheEvents) {
   crl::testing::FaultOptions faults;
   faults.delay_s = 1.5;
-  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.1));
+  ServerMetrics metrics;
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.1), {}, {}, &metrics);
   const Observed seen =
       post_raw(bench.port(), "/v1/sessions/ka/v1/chat/completions", chat_body("k1", true), 0.8, 20);
   EXPECT_NE(seen.early.find("HTTP/1.1 200"), std::string::npos) << seen.early;
@@ -162,6 +163,10 @@ TEST(GatewayKeepalive, ALongSampleSendsTheHeadAndCommentsBeforeTheEvents) {
   const server::testing::Reply next = reused.post(chat_body("k2", true));
   EXPECT_EQ(next.status, 200);
   EXPECT_EQ(streamed_content(next.body), "ack k2 0");
+  // Two calls began early (the retries were answered at once), none failed.
+  const std::string exposition = metrics.render();
+  EXPECT_NE(exposition.find("crl_gateway_stream_keepalives_total 2\n"), std::string::npos) << exposition;
+  EXPECT_NE(exposition.find("crl_gateway_stream_failures_after_head_total 0\n"), std::string::npos);
 }
 
 // A harness that closes its connection while the comments come loses nothing: the call goes on, its answer
@@ -216,7 +221,8 @@ TEST(GatewayKeepalive, AFailureAfterTheHeadIsTheApisErrorEvent) {
   faults.sticky_every = 1;
   faults.sticky_fault = "hang";
   faults.hang_s = 3;
-  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.1, 1.0));
+  ServerMetrics metrics;
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.1, 1.0), {}, {}, &metrics);
   const auto failed = [&](const std::string& path, const json& body) {
     return parse(post_raw(bench.port(), path, body, 0, 20).whole);
   };
@@ -252,6 +258,7 @@ TEST(GatewayKeepalive, AFailureAfterTheHeadIsTheApisErrorEvent) {
   EXPECT_EQ(responses_error["type"], "error");
   EXPECT_EQ(responses_error["code"], "upstream_timeout");
   EXPECT_EQ(responses_error["sequence_number"], 0);
+  EXPECT_NE(metrics.render().find("crl_gateway_stream_failures_after_head_total 3\n"), std::string::npos);
 
   Bench off(llm::ApiKind::kSglang, faults, keepalive_every(0, 1.0));
   const Parsed before =
