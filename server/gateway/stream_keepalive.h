@@ -7,10 +7,9 @@
 // clients harnesses use give up on a silent stream: an HTTP read timeout (httpx's, the OpenAI and Anthropic
 // SDKs'), a proxy's idle timeout, an agent's own stream timer. So once a streamed call has waited
 // `--stream-keepalive` seconds for the upstream, its head goes out (200, text/event-stream) and a comment
-// line
-// (": keep-alive") every period after; the answer's events follow when it is there, the same bytes as
-// without the comments. Every SSE reader skips comment lines (the WHATWG rules the OpenAI and Anthropic SDKs
-// follow). A call answered within the period is sent exactly as before, head and events at once.
+// line (": keep-alive") every period after; the answer's events follow when it is there, the same bytes
+// as without the comments. Every SSE reader skips comment lines (the WHATWG rules the OpenAI and Anthropic
+// SDKs follow). A call answered within the period is sent exactly as before, head and events at once.
 //
 // What changes once the head is out: the status is sent, so a failure after it (the upstream down, its
 // deadline) can no longer be a 5xx with Retry-After; it ends the stream with the API's error event instead
