@@ -466,7 +466,20 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
         }
         size_t got = 0;
         std::string read_error;
-        const Wait w = read(lane, chunk, sizeof chunk, std::min(deadline, next_beat), got, read_error);
+        Wait w;
+        if (beating) {
+          // A wait for readiness, then recv: a fiber's read that the beat's timer cuts short may already
+          // have taken bytes, which its late completion drops (fatal mid-answer); a wait consumes nothing.
+          w = wait(lane, lane.fd, POLLIN, std::min(deadline, next_beat));
+          if (w == Wait::kReady) {
+            const ssize_t n = ::recv(lane.fd, chunk, sizeof chunk, 0);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+            if (n < 0) read_error = errno_text(errno);
+            got = n > 0 ? static_cast<size_t>(n) : 0;
+          }
+        } else {
+          w = read(lane, chunk, sizeof chunk, deadline, got, read_error);
+        }
         if (w == Wait::kTimeout && next_beat < deadline) {  // another period without the answer
           keepalive->beat();
           next_beat = Clock::now() + beat_period;

@@ -186,6 +186,26 @@ TEST(GatewayKeepalive, AClientThatLeavesDuringTheKeepaliveLosesNothing) {
   EXPECT_EQ(bench.upstream->calls().size(), 1u) << "sampled twice";
 }
 
+// Beats every millisecond while the answers arrive: every answer whole and right, the upstream called once
+// per call. (A beat's wake-up can meet an answer's bytes in the same round of the event loop; a fiber's read
+// cut short then would drop what it had taken, so the beating reads wait for readiness and recv. That
+// meeting is rare: this test checks high-rate beating end to end, it does not force the race.)
+TEST(GatewayKeepalive, BeatsThatMeetTheAnswersBytesLoseNone) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 0.02;
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.001));
+  constexpr int kCalls = 60;
+  for (int c = 0; c < kCalls; ++c) {
+    const std::string marker = "b" + std::to_string(c);
+    const Parsed answer = parse(post_raw(bench.port(), "/v1/sessions/" + marker + "/v1/chat/completions",
+                                         chat_body(marker, true), 0, 20)
+                                    .whole);
+    ASSERT_EQ(answer.status, 200) << c;
+    EXPECT_EQ(streamed_content(answer.body), "ack " + marker + " 0") << c << ": " << answer.body;
+  }
+  EXPECT_EQ(bench.upstream->calls().size(), static_cast<size_t>(kCalls));
+}
+
 // A call answered within the period, and a call that is not streamed however long it waits, are sent as
 // before: no comment, one answer.
 TEST(GatewayKeepalive, QuickAndUnstreamedCallsAreSentAsBefore) {
