@@ -51,10 +51,11 @@ Parsed parse(const std::string& raw) {
   return out;
 }
 
-Observed post_raw(uint16_t port, const std::string& path, const json& body, double early_s, double wait_s) {
+Observed post_raw(uint16_t port, const std::string& path, const json& body, double early_s, double wait_s,
+                  const std::string& version = "HTTP/1.1") {
   const std::string text = body.dump();
-  const std::string request = "POST " + path +
-                              " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
+  const std::string request = "POST " + path + " " + version +
+                              "\r\nHost: localhost\r\nContent-Type: application/json\r\n" +
                               "Content-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
   Observed out;
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -167,6 +168,23 @@ TEST(GatewayKeepalive, ALongSampleSendsTheHeadAndCommentsBeforeTheEvents) {
   const std::string exposition = metrics.render();
   EXPECT_NE(exposition.find("crl_gateway_stream_keepalives_total 2\n"), std::string::npos) << exposition;
   EXPECT_NE(exposition.find("crl_gateway_stream_failures_after_head_total 0\n"), std::string::npos);
+}
+
+// An HTTP/1.0 client cannot take a chunked body: it gets the whole answer (comments, then events) with a
+// Content-Length once the answer is there, as the transport sends any streamed answer to it.
+TEST(GatewayKeepalive, AnHttp10ClientGetsTheWholeBodyAtItsEnd) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 0.6;
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.1));
+  const Observed seen = post_raw(bench.port(), "/v1/sessions/h10/v1/chat/completions", chat_body("h", true),
+                                 0.3, 20, "HTTP/1.0");
+  EXPECT_EQ(seen.early, "") << "bytes before the answer to an HTTP/1.0 client";
+  EXPECT_EQ(seen.whole.find("chunked"), std::string::npos) << seen.whole;
+  EXPECT_NE(seen.whole.find("Content-Length:"), std::string::npos) << seen.whole;
+  const Parsed answer = parse(seen.whole);
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_NE(answer.body.find(": keep-alive\n\n"), std::string::npos) << answer.body;
+  EXPECT_EQ(streamed_content(answer.body), "ack h 0");
 }
 
 // A harness that closes its connection while the comments come loses nothing: the call goes on, its answer
