@@ -10,6 +10,7 @@
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
 #include "server/gateway/anthropic_codec.h"
+#include "server/gateway/call_answers.h"
 #include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
 #include "server/gateway/responses_codec.h"
@@ -23,10 +24,6 @@ namespace crl::server::gateway {
 using json = nlohmann::json;
 
 namespace {
-
-HttpAnswer json_answer(int status, std::string body) {
-  return HttpAnswer{status, std::string(wire::kJsonContentType), std::move(body), 0};
-}
 
 // A forced tool_choice made the grammar of the call's answer (tool_choice.h), before the session sees the
 // call: refused as a whole (nothing recorded) when it cannot be.
@@ -47,12 +44,6 @@ void constrain_to_calls(ChatTurn& turn, ToolCallFormat format) {
   turn.json_schema = forced_calls_schema(turn.tool_choice, turn.tools);
 }
 
-HttpAnswer error_answer(const GatewayError& e, bool anthropic) {
-  HttpAnswer answer = json_answer(e.status(), anthropic ? anthropic_error_json(e) : openai_error_json(e));
-  answer.retry_after = e.retry_after();
-  return answer;
-}
-
 json parse_body(std::string_view body) {
   json out;
   try {
@@ -62,20 +53,6 @@ json parse_body(std::string_view body) {
   }
   if (!out.is_object()) throw bad_request("bad_json", "the request body must be a JSON object");
   return out;
-}
-
-// The Bearer token of an Authorization header ("" when there is none).
-std::string bearer(std::string_view authorization) {
-  static constexpr std::string_view kPrefix = "Bearer ";
-  if (authorization.size() <= kPrefix.size() || authorization.substr(0, kPrefix.size()) != kPrefix) return "";
-  return std::string(authorization.substr(kPrefix.size()));
-}
-
-void require_method(const HttpCall& call, std::string_view method) {
-  if (call.method != method) {
-    throw GatewayError(405, "invalid_request_error", "method_not_allowed",
-                       std::string(call.method) + " is not allowed here (use " + std::string(method) + ")");
-  }
 }
 
 void check_id(std::string_view id) {
@@ -104,61 +81,6 @@ bool valid_session_id(std::string_view id) {
     if (!ok) return false;
   }
   return true;
-}
-
-namespace {
-std::vector<std::string_view> path_segments(std::string_view path) {
-  std::vector<std::string_view> parts;
-  size_t at = 0;
-  while (at < path.size()) {
-    const size_t slash = path.find('/', at);
-    const size_t end = slash == std::string_view::npos ? path.size() : slash;
-    if (end > at) parts.push_back(path.substr(at, end - at));
-    at = end + 1;
-  }
-  return parts;
-}
-}  // namespace
-
-bool is_gateway_path(std::string_view path) {
-  // The router's test (server/router.cpp), on the same split, without building the list (asked on every
-  // request, before it is routed): the first two parts and the count.
-  std::string_view first, second;
-  size_t count = 0;
-  for (size_t at = 0; at < path.size();) {
-    const size_t slash = std::min(path.find('/', at), path.size());
-    if (slash > at) {
-      if (count == 0) first = path.substr(at, slash - at);
-      if (count == 1) second = path.substr(at, slash - at);
-      ++count;
-    }
-    at = slash + 1;
-  }
-  return count >= 2 && first == "v1" &&
-         (second == "sessions" || (second == "chat" && count == 3) || second == "messages" ||
-          (second == "completions" && count == 2) || (second == "responses" && count == 2) ||
-          (second == "models" && count <= 3));
-}
-
-namespace {
-// The API a gateway path speaks (its errors' shape): /v1/messages[/count_tokens] and a session's
-// .../v1/messages[/count_tokens] are Anthropic's, /v1/responses and a session's .../v1/responses the
-// Responses API's, the rest OpenAI's. (By position: a session may be named "messages".)
-StreamKeepalive::Api api_of(const std::vector<std::string_view>& parts) {
-  const bool session = parts.size() >= 5 && parts[1] == "sessions" && parts[3] == "v1";
-  const std::string_view route = session ? parts[4] : parts.size() >= 2 ? parts[1] : std::string_view();
-  if (route == "messages") return StreamKeepalive::Api::kAnthropic;
-  if (route == "responses") return StreamKeepalive::Api::kResponses;
-  return StreamKeepalive::Api::kOpenAi;
-}
-}  // namespace
-
-HttpAnswer gateway_refusal(std::string_view path, int status, const std::string& code,
-                           const std::string& message) {
-  const bool anthropic = api_of(path_segments(path)) == StreamKeepalive::Api::kAnthropic;
-  const char* type =
-      status == 413 || status == 431 || status == 400 ? "invalid_request_error" : "server_error";
-  return error_answer(GatewayError(status, type, code, message), anthropic);
 }
 
 Gateway::Gateway(GatewayOptions options, ServerMetrics* metrics) : options_(std::move(options)) {
@@ -626,98 +548,6 @@ HttpAnswer Gateway::models(const HttpCall& call, std::span<const std::string_vie
                        "model");
   }
   return json_answer(200, model.dump());
-}
-
-HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_view>& parts) {
-  // Anthropic paths answer errors in Anthropic's shape; a streamed call whose stream has begun
-  // (stream_keepalive.h) ends it with the API's error event instead.
-  const StreamKeepalive::Api api = api_of(parts);
-  const bool anthropic = api == StreamKeepalive::Api::kAnthropic;
-  StreamKeepalive keepalive(call.begin_answer, options_.stream_keepalive_s, api, shared_.metrics);
-  HttpCall with_keepalive = call;
-  with_keepalive.keepalive = &keepalive;
-  const auto failed = [&](const GatewayError& e) {
-    return keepalive.begun() ? keepalive.error_event(e) : error_answer(e, anthropic);
-  };
-  try {
-    return dispatch(with_keepalive, parts);
-  } catch (const GatewayError& e) {
-    return failed(e);
-  } catch (const Error& e) {
-    return failed(bad_request("bad_request", e.what(), e.field()));
-  } catch (const std::exception& e) {
-    return failed(GatewayError(500, "server_error", "internal", std::string("internal error: ") + e.what()));
-  }
-}
-
-HttpAnswer Gateway::dispatch(const HttpCall& call, const std::vector<std::string_view>& parts) {
-  // POST /v1/messages[/count_tokens]: the session is the Bearer token or the x-api-key.
-  if (parts.size() >= 2 && parts[1] == "messages") {
-    if (parts.size() == 3 && parts[2] == "count_tokens") return count_tokens(call);
-    std::string id = bearer(call.authorization);
-    if (id.empty()) id = std::string(call.api_key);
-    if (parts.size() != 2 || id.empty()) {
-      throw GatewayError(parts.size() != 2 ? 404 : 401, "invalid_request_error",
-                         parts.size() != 2 ? "not_found" : "missing_session",
-                         "no session: use /v1/sessions/{id}/v1/messages or send the session id as "
-                         "Authorization: Bearer <session id> or x-api-key");
-    }
-    return messages(call, id);
-  }
-  // POST /v1/chat/completions, /v1/completions, /v1/responses: the session is the Bearer token.
-  const bool chat_path = parts.size() == 3 && parts[1] == "chat" && parts[2] == "completions";
-  const bool responses_path = parts.size() == 2 && parts[1] == "responses";
-  if (chat_path || responses_path || (parts.size() == 2 && parts[1] == "completions")) {
-    const std::string id = bearer(call.authorization);
-    if (id.empty()) {
-      throw GatewayError(401, "invalid_request_error", "missing_session",
-                         std::string("no session: use /v1/sessions/{id}/v1/") +
-                             (chat_path        ? "chat/completions"
-                              : responses_path ? "responses"
-                                               : "completions") +
-                             " or send the session id as Authorization: Bearer <session id>");
-    }
-    return chat_path ? chat(call, id) : responses_path ? responses(call, id) : completions(call, id);
-  }
-  // GET /v1/models[/{model}]: what harnesses and trainers' readiness checks ask of an OpenAI server.
-  if (parts.size() >= 2 && parts[1] == "models") return models(call, std::span(parts).subspan(2));
-  if (parts.size() >= 2 && parts[1] == "sessions") {
-    if (parts.size() == 2) {
-      require_method(call, "POST");
-      return create(call);
-    }
-    const std::string id(parts[2]);
-    if (parts.size() == 3) {
-      if (call.method == "DELETE") {
-        find(id);
-        std::lock_guard lock(mutex_);
-        sessions_.erase(id);
-        return json_answer(200, json{{"session_id", id}, {"deleted", true}}.dump());
-      }
-      require_method(call, "GET");
-      const auto session = find(id);
-      SessionLock lock(*session);
-      return json_answer(200, session->state().dump());
-    }
-    if (parts.size() == 4 && parts[3] == "reward") return reward(call, id);
-    if (parts.size() == 4 && parts[3] == "export") {
-      require_method(call, "GET");
-      return export_session(call, id);
-    }
-    if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "chat" && parts[5] == "completions")
-      return chat(call, id);
-    if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "completions") return completions(call, id);
-    if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "messages") return messages(call, id);
-    if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "responses") return responses(call, id);
-    if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "messages" && parts[5] == "count_tokens")
-      return count_tokens(call);
-    if (parts.size() >= 5 && parts.size() <= 6 && parts[3] == "v1" && parts[4] == "models")
-      return models(call,
-                    std::span(parts).subspan(5));  // (a session's base URL; no session is made or needed)
-  }
-  throw GatewayError(404, "not_found_error", "not_found",
-                     "no gateway endpoint " + std::string(call.target.substr(0, call.target.find('?'))) +
-                         " (see server/gateway/gateway.h)");
 }
 
 }  // namespace crl::server::gateway
