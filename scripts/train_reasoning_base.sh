@@ -216,7 +216,10 @@ fi
 
 # Closed loop: serve the checkpoint on a free port, play the first N default-dev tasks greedy and sampled.
 serve_log=$out/serve.log
-"$crl" lm serve --checkpoint "$evaluate" --tokenizer "$tokenizer" --port 0 > "$serve_log" 2>&1 &
+# The log exists before the server starts: a background job opens its redirection after the fork, so the
+# first read below could otherwise come first and fail (sed: can't read ...), ending the script under set -e.
+: > "$serve_log"
+"$crl" lm serve --checkpoint "$evaluate" --tokenizer "$tokenizer" --port 0 >> "$serve_log" 2>&1 &
 server=$!
 # Stop the server when the script ends, however it ends, and wait for it: no server outlives the script.
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
