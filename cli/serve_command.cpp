@@ -113,10 +113,10 @@ int serve_command(const std::vector<std::string>& args) {
       "retries of an upstream call on connection errors and 5xx")(
       "llm-model", po::value(&gw.sampling.model), "the `model` sent to an OpenAI-compatible upstream")(
       "stream-keepalive", po::value(&gw.stream_keepalive_s)->default_value(gw.stream_keepalive_s),
-      "a streamed gateway call (stream: true) that has waited this many seconds for the upstream sends its "
-      "head and a comment line (': keep-alive') every period until its events, so that harnesses' read and "
-      "idle timeouts do not cut long samples; an upstream failure after that is the API's error event "
-      "instead of a 5xx; 0: off")(
+      "a streamed gateway call (stream: true) that has waited this many seconds (for the upstream, a "
+      "retry's backoff, or its session's call in flight) sends its head and a comment line (': keep-alive') "
+      "every period until its events, so that harnesses' read and idle timeouts do not cut long samples; "
+      "an upstream failure after that is the API's error event instead of a 5xx; 0: off; at most 86400")(
       "tool-call-parser", po::value(&gw.tool_call_parser)->default_value(gw.tool_call_parser),
       "how the model writes tool calls, read back into the harness's tool_calls (vLLM's and SGLang's "
       "names): auto (as the chat template writes a call) | hermes (Qwen2.5/Qwen3, the built-in chatml) | "
@@ -158,7 +158,8 @@ int serve_command(const std::vector<std::string>& args) {
   if (!(http.drain_timeout_s >= 0)) throw Error("option --drain-timeout", "", "value must be >= 0");
   if (max_sessions < 1) throw Error("option --max-sessions", "", "value must be >= 1");
   if (!(service.idle_timeout_s > 0)) throw Error("option --idle-timeout", "", "value must be > 0");
-  if (!(gw.stream_keepalive_s >= 0)) throw Error("option --stream-keepalive", "", "value must be >= 0");
+  if (!(gw.stream_keepalive_s >= 0 && gw.stream_keepalive_s <= 86400))
+    throw Error("option --stream-keepalive", "", "value must be between 0 and 86400 seconds");
   gw.idle_timeout_s = service.idle_timeout_s;  // gateway sessions are reaped like episodes
   if (!(http.request_timeout_s > 0)) throw Error("option --request-timeout", "", "value must be > 0");
   if (max_body < 1024) throw Error("option --max-body-bytes", "", "value must be >= 1024");

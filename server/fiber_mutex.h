@@ -4,6 +4,7 @@
 // the lock handed to it, when the holder unlocks; a plain thread (a worker, the reaper) blocks as on a
 // std::mutex. Waiters get the lock in arrival order. std::mutex here would block an I/O thread under a
 // suspended holder that may need that very thread to resume: a deadlock.
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -13,6 +14,19 @@ namespace crl::server {
 
 class Fiber;
 
+// Something a waiter does every so often while it waits (a streamed gateway call's keep-alive while it
+// waits for its session's lock: gateway/stream_keepalive.h).
+class Heartbeat {
+ public:
+  // When beat() is next due (time_point::max(): never).
+  virtual std::chrono::steady_clock::time_point due() const = 0;
+  // Called at or after due(); moves due() on.
+  virtual void beat() = 0;
+
+ protected:
+  ~Heartbeat() = default;
+};
+
 class FiberMutex {
  public:
   FiberMutex() = default;
@@ -20,13 +34,18 @@ class FiberMutex {
   FiberMutex& operator=(const FiberMutex&) = delete;
 
   void lock();
+  // lock(), calling `heartbeat.beat()` whenever it is due while the lock is held by another. The waiter
+  // keeps its place in the queue across its beats; the lock is handed to it as to any waiter.
+  void lock(Heartbeat& heartbeat);
   bool try_lock();
   void unlock();
 
  private:
+  struct TimedWait;  // a fiber that waits with a heartbeat (fiber_mutex.cpp)
   struct Waiter {
-    std::shared_ptr<Fiber> fiber;  // a fiber, resumed on its strand; else a thread:
-    bool* granted = nullptr;       // set under mutex_, then handed_ is notified
+    std::shared_ptr<Fiber> fiber;      // a fiber, resumed on its strand; else a thread:
+    bool* granted = nullptr;           // set under mutex_, then handed_ is notified
+    std::shared_ptr<TimedWait> timed;  // a fiber's wait between beats (fiber set too)
   };
   std::mutex mutex_;
   std::condition_variable handed_;

@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "engine/json_reader.h"
+#include "engine/json_view.h"
 #include "engine/sse.h"
 #include "engine/tokenizer.h"
 #include "engine/trajectory_io.h"
@@ -170,11 +171,30 @@ size_t Gateway::reap_idle() {
 }
 
 namespace {
+// Whether a call's body asks for a stream (a top-level "stream": true), read whole; a body that does not
+// read is not (its decoding under the lock says why).
+bool asks_for_stream(std::string_view body) {
+  try {
+    const JsonDocument document = JsonDocument::parse(body, "body");
+    const JsonView stream = document.root().is_object() ? document.root().find("stream") : JsonView();
+    return stream.is_bool() && stream.boolean();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // Locks a session for one call; a session the reaper removed meanwhile is a 404, and the call's end counts
 // as its last use.
 class SessionLock {
  public:
-  explicit SessionLock(GatewaySession& session) : session_(session), lock_(session.mutex) {
+  explicit SessionLock(GatewaySession& session) : SessionLock(session, nullptr, [] { return false; }) {}
+  // A streamed call that finds the session busy (a harness's retry behind its own call in flight) keeps
+  // its stream alive while it waits (stream_keepalive.h): `streamed` says whether the call asked for a
+  // stream, asked only then (a session's body is otherwise decoded under its lock, against the kept body).
+  // (A template, not std::function: a call pays no allocation for its lambda.)
+  template <class Streamed>
+  SessionLock(GatewaySession& session, StreamKeepalive* keepalive, const Streamed& streamed)
+      : session_(session), lock_(acquire(session.mutex, keepalive, streamed), std::adopt_lock) {
     if (session_.reaped) {
       throw GatewayError(404, "not_found_error", "unknown_session",
                          "session " + quote(session_.id()) +
@@ -185,6 +205,18 @@ class SessionLock {
   ~SessionLock() { session_.touch(); }
 
  private:
+  template <class Streamed>
+  static FiberMutex& acquire(FiberMutex& mutex, StreamKeepalive* keepalive, const Streamed& streamed) {
+    if (mutex.try_lock()) return mutex;
+    if (keepalive != nullptr && streamed()) {
+      keepalive->want();
+      mutex.lock(*keepalive);
+    } else {
+      mutex.lock();
+    }
+    return mutex;
+  }
+
   GatewaySession& session_;
   std::lock_guard<FiberMutex> lock_;
 };
@@ -340,6 +372,7 @@ namespace {
 void keep_alive_if_streamed(const HttpCall& call, CallRequest& request) {
   if (!request.stream || call.keepalive == nullptr) return;
   call.keepalive->want();
+  if (!request.model.empty()) call.keepalive->set_model(request.model);
   request.turn.keepalive = call.keepalive;
 }
 }  // namespace
@@ -364,7 +397,8 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
     session = find_or_create(id, request.turn.template_kwargs, &created);
     session->variant().check.check(request.turn.template_kwargs);  // (another call may have created it)
   }
-  SessionLock lock(*session);
+  SessionLock lock(*session, call.keepalive,
+                   [&] { return decoded ? request.stream : asks_for_stream(call.body); });
   const ForgetIfRefused forget_if_refused(*this, id, *session, created);  // (released before the lock)
   KeptRequest& kept = session->kept_request();
   if (decoded)
@@ -427,7 +461,7 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
   const std::shared_ptr<GatewaySession> session = find_or_create(id, "", &created);
   Completion completion;
   {
-    SessionLock lock(*session);
+    SessionLock lock(*session, call.keepalive, [&] { return request.stream; });
     const ForgetIfRefused forget_if_refused(*this, id, *session, created);
     completion = session->chat(request.turn);
   }

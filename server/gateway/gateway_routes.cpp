@@ -75,7 +75,8 @@ HttpAnswer Gateway::route(const HttpCall& call, const std::vector<std::string_vi
   // (stream_keepalive.h) ends it with the API's error event instead.
   const StreamKeepalive::Api api = api_of(parts);
   const bool anthropic = api == StreamKeepalive::Api::kAnthropic;
-  StreamKeepalive keepalive(call.begin_answer, options_.stream_keepalive_s, api, shared_.metrics);
+  StreamKeepalive keepalive(call.begin_answer, options_.stream_keepalive_s, api, shared_.metrics,
+                            options_.model);
   HttpCall with_keepalive = call;
   with_keepalive.keepalive = &keepalive;
   const auto failed = [&](const GatewayError& e) {

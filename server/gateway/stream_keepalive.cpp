@@ -1,5 +1,7 @@
 #include "server/gateway/stream_keepalive.h"
 
+#include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "engine/sse.h"
@@ -12,8 +14,29 @@ namespace {
 constexpr std::string_view kComment = ": keep-alive\n\n";
 }  // namespace
 
+StreamKeepalive::StreamKeepalive(const AnswerStarter* begin, double period_s, Api api, ServerMetrics* metrics,
+                                 std::string_view model)
+    : begin_(begin), period_s_(period_s), api_(api), metrics_(metrics), default_model_(model) {
+  // (At most a day, as crl serve allows: a larger double would overflow the clock's duration.)
+  if (period_s_ > 0)
+    period_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(std::min(period_s_, 86400.0)));
+}
+
+void StreamKeepalive::want() {
+  // (The clock is read only for a streamed call: the others pay nothing.)
+  if (!wanted_) next_beat_ = std::chrono::steady_clock::now() + period_;
+  wanted_ = true;
+}
+
+std::chrono::steady_clock::time_point StreamKeepalive::due() const {
+  return active() ? next_beat_ : std::chrono::steady_clock::time_point::max();
+}
+
 void StreamKeepalive::beat() {
-  if (!active() || client_gone_) return;
+  if (!active()) return;
+  next_beat_ = std::chrono::steady_clock::now() + period_;
+  if (client_gone_) return;
   if (!begun_) {
     write_ = (*begin_)(kSseContentType);
     begun_ = true;
@@ -33,14 +56,34 @@ HttpAnswer StreamKeepalive::error_event(const GatewayError& error) const {
       body = "event: error\ndata: " + anthropic_error_json(error) + "\n\n";
       break;
     case Api::kResponses: {
+      const auto dump = [](const nlohmann::json& event) {
+        return event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      };
       const nlohmann::json event = {
           {"type", "error"},
           {"code", error.code()},
           {"message", error.what()},
           {"param", error.param().empty() ? nlohmann::json() : nlohmann::json(error.param())},
           {"sequence_number", 0}};
-      body = "event: error\ndata: " + event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-             "\n\n";
+      // The failed response: no call was recorded, so its id is the failure's own (the time it failed, in
+      // microseconds), never a recorded response's (previous_response_id finds only those).
+      const auto now = std::chrono::system_clock::now().time_since_epoch();
+      const nlohmann::json failed = {
+          {"type", "response.failed"},
+          {"response",
+           {{"created_at", std::chrono::duration_cast<std::chrono::seconds>(now).count()},
+            {"error", {{"code", error.code()}, {"message", error.what()}}},
+            {"id", "resp_failed_" +
+                       std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count())},
+            {"incomplete_details", nullptr},
+            {"model", model_.empty() ? std::string(default_model_) : model_},
+            {"object", "response"},
+            {"output", nlohmann::json::array()},
+            {"status", "failed"},
+            {"usage", nullptr}}},
+          {"sequence_number", 1}};
+      body =
+          "event: error\ndata: " + dump(event) + "\n\nevent: response.failed\ndata: " + dump(failed) + "\n\n";
       break;
     }
   }

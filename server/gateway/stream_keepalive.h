@@ -13,38 +13,50 @@
 //
 // What changes once the head is out: the status is sent, so a failure after it (the upstream down, its
 // deadline) can no longer be a 5xx with Retry-After; it ends the stream with the API's error event instead
-// (OpenAI: `data: {"error": {...}}` then `data: [DONE]`, as vLLM streams an error; Anthropic: `event:
-// error`; Responses: `event: error` with code and message), which the SDKs raise as an error. Nothing
-// recorded is lost either way, and the harness's retry gets the stored answer as before. Not covered: a call
-// waiting for its session's lock (a retry behind the same session's call in flight) and the connect and
-// backoff waits before the upstream's answer starts.
+// (OpenAI: `data: {"error": {...}}` then `data: [DONE]`, as vLLM streams an error, which the OpenAI SDK
+// raises as an APIError; Anthropic: `event: error`, which its SDK raises; Responses: `event: error` with
+// code and message, then `response.failed` with the failed response, whose `error` Codex CLI reports and
+// retries on, where it skips an `error` event and would only see a stream closed early). Nothing
+// recorded is lost either way, and the harness's retry gets the stored answer as before.
+//
+// Every wait of a streamed call beats: the wait for its session's lock (a retry behind the same session's
+// call in flight: FiberMutex::lock(Heartbeat&)), the upstream's connect, the request's send, a retry's
+// backoff and the answer (Upstream::exchange), and each upstream call of the turn (a summary request, then
+// the turn's). The period counts from the call's start, across all of them.
+#include <chrono>
 #include <string>
 #include <string_view>
 
+#include "server/fiber_mutex.h"
 #include "server/gateway/gateway_error.h"
 #include "server/metrics.h"
 #include "server/router.h"
 
 namespace crl::server::gateway {
 
-class StreamKeepalive {
+class StreamKeepalive final : public Heartbeat {
  public:
   // The error event's shape: the API the call came in.
   enum class Api { kOpenAi, kAnthropic, kResponses };
   // `begin`: the transport's (HttpCall::begin_answer; null: this transport cannot begin early);
   // `period_s` <= 0: no keep-alive.
   // `metrics` (may be null) counts the calls that begin early and those that then fail.
-  StreamKeepalive(const AnswerStarter* begin, double period_s, Api api, ServerMetrics* metrics = nullptr)
-      : begin_(begin), period_s_(period_s), api_(api), metrics_(metrics) {}
+  StreamKeepalive(const AnswerStarter* begin, double period_s, Api api, ServerMetrics* metrics = nullptr,
+                  std::string_view model = {});
 
   // Whether the upstream should wake every period_s() for beat(): a transport that can begin, a period,
   // and a streamed call (want(): its request asked for a stream).
   bool active() const { return begin_ != nullptr && *begin_ && period_s_ > 0 && wanted_; }
-  void want() { wanted_ = true; }
+  void want();
+  // The model a failed Responses call names (response.failed's response); by default the gateway's.
+  void set_model(std::string_view model) { model_ = model; }  // (a copy: the request is gone by then)
   double period_s() const { return period_s_; }
-  // Another period passed without the upstream's answer: the first beat sends the head, every beat a
-  // comment line. A client that went away stops the comments; the call goes on and is recorded.
-  void beat();
+  // When the next beat is due: a period after want() (the call's start, give or take its decoding), then
+  // after the last beat; never when not active().
+  std::chrono::steady_clock::time_point due() const override;
+  // Another period passed without the answer: the first beat sends the head, every beat a comment line. A
+  // client that went away stops the comments; the call goes on and is recorded.
+  void beat() override;
   bool begun() const { return begun_; }
   // A failure once the stream has begun: the API's error event as the rest of the body. (A success needs
   // nothing: its events are the rest of the body as they are.)
@@ -55,6 +67,10 @@ class StreamKeepalive {
   double period_s_;
   Api api_;
   ServerMetrics* metrics_;
+  std::chrono::steady_clock::duration period_{};
+  std::chrono::steady_clock::time_point next_beat_{};
+  std::string_view default_model_;  // the gateway's, which outlives the call
+  std::string model_;
   bool wanted_ = false;
   bool begun_ = false;
   bool client_gone_ = false;

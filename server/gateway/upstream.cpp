@@ -330,13 +330,18 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(http_.request_timeout_s));
-  // A streamed call's keep-alive: the answer's reads wake every period to beat() (the deadline is unchanged).
+  // A streamed call's keep-alive: every wait wakes when a beat is due (the deadline is unchanged).
   const bool beating = keepalive != nullptr && keepalive->active();
-  const Clock::duration beat_period =
-      beating
-          ? std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(keepalive->period_s()))
-          : Clock::duration::zero();
-  Clock::time_point next_beat = beating ? start + beat_period : Clock::time_point::max();
+  const auto next_beat = [&] { return beating ? keepalive->due() : Clock::time_point::max(); };
+  // A wait (connect, send, backoff) that beats while it lasts; kTimeout only at `until`.
+  const auto wait_beating = [&](int fd, short events, Clock::time_point until) {
+    while (true) {
+      const Clock::time_point beat_at = next_beat();
+      const Wait w = wait(lane, fd, events, std::min(until, beat_at));
+      if (w != Wait::kTimeout || beat_at >= until) return w;
+      keepalive->beat();
+    }
+  };
   llm::HttpResponse out;
   auto finish = [&](llm::HttpOutcome outcome, std::string error) {
     out.outcome = outcome;
@@ -389,7 +394,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
           ::close(fd);
           continue;
         }
-        if (!waited(wait(lane, fd, POLLOUT, deadline))) {
+        if (!waited(wait_beating(fd, POLLOUT, deadline))) {
           close_fd(lane, fd);
           break;
         }
@@ -426,7 +431,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
         if (n < 0) {
           if (errno == EINTR) continue;
           if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (!waited(wait(lane, lane.fd, POLLOUT, deadline))) break;
+            if (!waited(wait_beating(lane.fd, POLLOUT, deadline))) break;
             continue;
           }
           failure = "connection error: " + errno_text(errno);
@@ -467,10 +472,11 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
         size_t got = 0;
         std::string read_error;
         Wait w;
+        const Clock::time_point beat_at = next_beat();
         if (beating) {
           // A wait for readiness, then recv: a fiber's read that the beat's timer cuts short may already
           // have taken bytes, which its late completion drops (fatal mid-answer); a wait consumes nothing.
-          w = wait(lane, lane.fd, POLLIN, std::min(deadline, next_beat));
+          w = wait(lane, lane.fd, POLLIN, std::min(deadline, beat_at));
           if (w == Wait::kReady) {
             const ssize_t n = ::recv(lane.fd, chunk, sizeof chunk, 0);
             if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
@@ -480,9 +486,8 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
         } else {
           w = read(lane, chunk, sizeof chunk, deadline, got, read_error);
         }
-        if (w == Wait::kTimeout && next_beat < deadline) {  // another period without the answer
+        if (w == Wait::kTimeout && beat_at < deadline) {  // another period without the answer
           keepalive->beat();
-          next_beat = Clock::now() + beat_period;
           continue;
         }
         if (!waited(w)) break;
@@ -546,7 +551,8 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
     auto wake =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(backoff));
     if (wake > deadline) wake = deadline;
-    if (wait(lane, -1, 0, wake) == Wait::kCancelled) return finish(llm::HttpOutcome::kCancelled, "cancelled");
+    if (wait_beating(-1, 0, wake) == Wait::kCancelled)
+      return finish(llm::HttpOutcome::kCancelled, "cancelled");
   }
 }
 

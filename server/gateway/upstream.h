@@ -56,8 +56,8 @@ struct UpstreamCall {
   std::string rid;
   std::string routing_key;
   llm::SamplingParams sampling;
-  // While the answer is awaited, beat() every keepalive->period_s() (a streamed call: stream_keepalive.h);
-  // null or inactive: none.
+  // While the call waits (connect, send, backoff, the answer), beat() whenever keepalive->due() (a streamed
+  // call: stream_keepalive.h; a host name's lookup does not beat); null or inactive: none.
   StreamKeepalive* keepalive = nullptr;
 };
 

@@ -140,6 +140,10 @@ TEST(Cli, BadInputGetsOneLineErrors) {
       {{"serve", "--host", "not-an-address", "--default-chat-template-kwargs", "[1]"},
        1,
        "option --default-chat-template-kwargs: must be a JSON object"},
+      // A keep-alive period past a day overflowed the clock's duration (every beat at once).
+      {{"serve", "--host", "not-an-address", "--stream-keepalive", "1e20"},
+       1,
+       "option --stream-keepalive: value must be between 0 and 86400 seconds"},
       {{"tokenize"}, 2, "give TEXT"},  // (it printed an empty encoding)
       // A `crl lm train` model is not a run's checkpoint (it failed on a tabular-vs-lm mismatch).
       {{"eval", "--checkpoint",

@@ -1,6 +1,6 @@
 // Fibers (server/fiber.h) and their lock (server/fiber_mutex.h) on a real io_context: a wait ends on the
 // socket, the deadline or a cancel; waiting suspends the fiber, not its thread; the lock is handed over in
-// arrival order to fibers and plain threads alike.
+// arrival order to fibers and plain threads alike, and a waiter with a heartbeat beats while it waits.
 #include "server/fiber.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -232,6 +233,99 @@ TEST(FiberMutex, WaitersGetTheLockInArrivalOrderAndTheThreadRunsOn) {
   plain.join();
   EXPECT_EQ(order, (std::vector<std::string>{"holder", "fiber-1", "fiber-2", "thread"}));
   EXPECT_EQ(ticks, 5);
+  EXPECT_TRUE(lock.try_lock());
+  lock.unlock();
+}
+
+// A waiter's heartbeat (a streamed call's keep-alive while it waits for its session's lock).
+struct CountingHeartbeat final : Heartbeat {
+  explicit CountingHeartbeat(Clock::duration every) : period(every), next(Clock::now() + every) {}
+  Clock::time_point due() const override { return next; }
+  void beat() override {
+    ++beats;
+    next = Clock::now() + period;
+  }
+  Clock::duration period;
+  Clock::time_point next;
+  std::atomic<int> beats{0};
+};
+
+// Waiters with a heartbeat beat while the lock is held and keep their place in the queue: the holder
+// keeps it 300 ms, a fiber beating every 20 ms and a thread beating every 20 ms beat about 15 times each;
+// a fiber whose next beat is 30 s away still gets the lock as soon as it is handed over (the hand-over
+// ends its sleep), and a plain waiter after it as before. The I/O thread runs on meanwhile.
+TEST(FiberMutex, WaitersWithAHeartbeatBeatUntilTheLockIsHandedOver) {
+  net::io_context loop(1);
+  FiberMutex lock;
+  std::mutex order_mutex;
+  std::vector<std::string> order;
+  const auto record = [&](const std::string& who) {
+    std::lock_guard guard(order_mutex);
+    order.push_back(who);
+  };
+  std::atomic<int> queued{0};
+  Clock::time_point released{}, slow_got{};
+  FiberTimer hold(loop.get_executor());
+  Fiber::spawn(net::make_strand(loop), [&] {
+    std::lock_guard guard(lock);
+    record("holder");
+    while (queued.load() < 4) Fiber::current()->wait(nullptr, false, hold, Clock::now() + 5ms);
+    Fiber::current()->wait(nullptr, false, hold, Clock::now() + 300ms);
+    released = Clock::now();
+  });
+  CountingHeartbeat fiber_beat(20ms), thread_beat(20ms), slow_beat(30s);
+  Fiber::spawn(net::make_strand(loop), [&] {
+    ++queued;
+    lock.lock(fiber_beat);
+    record("fiber-beating");
+    lock.unlock();
+  });
+  std::thread plain([&] {
+    while (queued.load() < 1) std::this_thread::sleep_for(1ms);
+    ++queued;
+    lock.lock(thread_beat);  // blocks this thread only
+    record("thread-beating");
+    lock.unlock();
+  });
+  std::thread starter([&] {  // the last two waiters, each once the one before is queued
+    while (queued.load() < 2) std::this_thread::sleep_for(1ms);
+    net::post(loop, [&] {
+      Fiber::spawn(net::make_strand(loop), [&] {
+        ++queued;
+        lock.lock(slow_beat);
+        slow_got = Clock::now();
+        record("fiber-slow");
+        lock.unlock();
+      });
+    });
+    while (queued.load() < 3) std::this_thread::sleep_for(1ms);
+    net::post(loop, [&] {
+      Fiber::spawn(net::make_strand(loop), [&] {
+        ++queued;
+        std::lock_guard guard(lock);
+        record("fiber-plain");
+      });
+    });
+  });
+  int ticks = 0;
+  net::steady_timer tick(loop);
+  std::function<void()> again = [&] {
+    tick.expires_after(1ms);
+    tick.async_wait([&](const boost::system::error_code&) {
+      if (++ticks < 50) again();
+    });
+  };
+  again();
+  loop.run();
+  plain.join();
+  starter.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"holder", "fiber-beating", "thread-beating", "fiber-slow",
+                                             "fiber-plain"}));
+  EXPECT_GE(fiber_beat.beats.load(), 5) << "a beating fiber waiter that did not beat";
+  EXPECT_GE(thread_beat.beats.load(), 5) << "a beating thread waiter that did not beat";
+  EXPECT_EQ(slow_beat.beats.load(), 0);
+  EXPECT_LT(slow_got - released, 10s) << "the lock waited for the waiter's next beat";
+  EXPECT_EQ(ticks, 50);
   EXPECT_TRUE(lock.try_lock());
   lock.unlock();
 }

@@ -1,11 +1,12 @@
 // A streamed call's keep-alive while the upstream samples (server/gateway/stream_keepalive.h): past
 // --stream-keepalive seconds the head goes out and a comment line every period, then the answer's events; a
-// failure after the head is the API's error event; a call answered sooner, and every call that is not
-// streamed, is sent exactly as before.
+// failure after the head is the API's error event; every wait of the call beats (its session's lock, a
+// retry's backoff); a call answered sooner, and every call that is not streamed, is sent exactly as before.
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/server/gateway/gateway_fixture.h"
@@ -287,15 +288,35 @@ TEST(GatewayKeepalive, AFailureAfterTheHeadIsTheApisErrorEvent) {
   EXPECT_EQ(anthropic_error["type"], "error");
   EXPECT_EQ(anthropic_error["error"]["code"], "upstream_timeout") << anthropic_error;
 
+  // Responses: an `error` event, then `response.failed` with the failed response (what Codex CLI reads).
   const Parsed responses = failed("/v1/sessions/f3/v1/responses",
-                                  {{"model", "test"}, {"stream", true}, {"input", "marker=f3 go"}});
+                                  {{"model", "codex-test"}, {"stream", true}, {"input", "marker=f3 go"}});
   EXPECT_EQ(responses.status, 200);
-  const size_t responses_at = responses.body.find("event: error\ndata: ");
-  ASSERT_NE(responses_at, std::string::npos) << responses.body;
-  const json responses_error = json::parse(responses.body.substr(responses_at + 19));
+  const auto event = [&](const std::string& name) {
+    const std::string head = "event: " + name + "\ndata: ";
+    const size_t at = responses.body.find(head);
+    if (at == std::string::npos) return json();
+    const size_t from = at + head.size();
+    return json::parse(responses.body.substr(from, responses.body.find("\n\n", from) - from));
+  };
+  const json responses_error = event("error");
+  ASSERT_FALSE(responses_error.is_null()) << responses.body;
   EXPECT_EQ(responses_error["type"], "error");
   EXPECT_EQ(responses_error["code"], "upstream_timeout");
   EXPECT_EQ(responses_error["sequence_number"], 0);
+  const json response_failed = event("response.failed");
+  ASSERT_FALSE(response_failed.is_null()) << responses.body;
+  EXPECT_EQ(response_failed["type"], "response.failed");
+  EXPECT_EQ(response_failed["sequence_number"], 1);
+  const json& failed_response = response_failed["response"];
+  EXPECT_EQ(failed_response["object"], "response");
+  EXPECT_EQ(failed_response["status"], "failed");
+  EXPECT_EQ(failed_response["model"], "codex-test");
+  EXPECT_EQ(failed_response["output"], json::array());
+  EXPECT_EQ(failed_response["error"]["code"], "upstream_timeout");
+  EXPECT_NE(failed_response["error"]["message"].get<std::string>().find("deadline"), std::string::npos);
+  EXPECT_TRUE(failed_response["id"].get<std::string>().starts_with("resp_failed_")) << failed_response;
+  EXPECT_TRUE(responses.body.ends_with("\n\n")) << responses.body;
   EXPECT_NE(metrics.render().find("crl_gateway_stream_failures_after_head_total 3\n"), std::string::npos);
 
   Bench off(llm::ApiKind::kSglang, faults, keepalive_every(0, 1.0));
@@ -304,6 +325,51 @@ TEST(GatewayKeepalive, AFailureAfterTheHeadIsTheApisErrorEvent) {
   EXPECT_EQ(before.status, 504);
   EXPECT_EQ(before.retry_after, "1");
   EXPECT_EQ(json::parse(before.body)["error"]["code"], "upstream_timeout");
+}
+
+// A harness's retry that comes while its first try is still in flight waits for the session's lock (then
+// gets the stored answer): streamed, it is kept alive while it waits, as while the upstream samples. The
+// first try (not streamed) gets its answer as before, and the upstream is called once.
+TEST(GatewayKeepalive, AStreamedRetryWaitingForItsSessionIsKeptAlive) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 1.5;
+  Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.1));
+  const std::string path = "/v1/sessions/busy/v1/chat/completions";
+  Observed first;
+  std::thread first_try([&] { first = post_raw(bench.port(), path, chat_body("r1", false), 0, 20); });
+  // The first try holds the session's lock from its start until its answer, 1.5 s later.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const Observed retry = post_raw(bench.port(), path, chat_body("r1", true), 0.6, 20);
+  first_try.join();
+  EXPECT_NE(retry.early.find("HTTP/1.1 200"), std::string::npos) << "a silent wait: " << retry.early;
+  EXPECT_NE(retry.early.find(": keep-alive\n\n"), std::string::npos) << retry.early;
+  const Parsed answer = parse(retry.whole);
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_EQ(streamed_content(answer.body), "ack r1 0");
+  const Parsed first_answer = parse(first.whole);
+  EXPECT_EQ(first_answer.status, 200);
+  EXPECT_EQ(first_answer.content_type, "application/json");
+  EXPECT_EQ(json::parse(first_answer.body)["choices"][0]["message"]["content"], "ack r1 0");
+  EXPECT_EQ(bench.upstream->calls().size(), 1u) << "sampled twice";
+}
+
+// The upstream answers the first three tries 503 and the gateway backs off (0.3, 0.6, 1.2 s) between its
+// retries: the streamed call is kept alive through the backoff, and then gets the answer of the fourth try.
+TEST(GatewayKeepalive, ARetrysBackoffIsKeptAlive) {
+  crl::testing::FaultOptions faults;
+  faults.transient_5xx = 3;
+  GatewayOptions options = keepalive_every(0.1);
+  options.upstream.max_retries = 3;
+  options.upstream.backoff_s = 0.3;
+  Bench bench(llm::ApiKind::kSglang, faults, options);
+  const Observed seen =
+      post_raw(bench.port(), "/v1/sessions/backoff/v1/chat/completions", chat_body("bo", true), 1.0, 20);
+  EXPECT_NE(seen.early.find(": keep-alive\n\n"), std::string::npos) << "a silent backoff: " << seen.early;
+  EXPECT_EQ(seen.early.find("data:"), std::string::npos) << seen.early;
+  const Parsed answer = parse(seen.whole);
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_GE(count(answer.body, ": keep-alive\n\n"), 10u) << answer.body;
+  EXPECT_EQ(streamed_content(answer.body), "ack bo 0");
 }
 
 // The error shape follows the route, not any path part: a session named "messages" or "responses" still
