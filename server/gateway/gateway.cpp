@@ -368,6 +368,14 @@ HttpAnswer Gateway::create(const HttpCall& call) {
 }
 
 namespace {
+// The messages a chained Responses turn borrowed from its session's chain go back to it when the turn is
+// done with them (record() took them after a success: then there is nothing to give back).
+struct ChainLoan {
+  ResponseChain& chain;
+  ChatTurn& turn;
+  ~ChainLoan() { chain.take_back(turn); }
+};
+
 // A streamed call gets the call's keep-alive (stream_keepalive.h) for its upstream waits.
 void keep_alive_if_streamed(const HttpCall& call, CallRequest& request) {
   if (!request.stream || call.keepalive == nullptr) return;
@@ -433,11 +441,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   // (an ended session keeps no chain: its call is refused as session_ended, below, not as an unknown id)
   if (!request.previous_response_id.empty() && !session->ended())
     chain.continue_from(request.previous_response_id, request.instruction_messages, request.turn);
-  struct TakeBack {  // a failed call's borrowed messages go back to the chain (before give_back runs)
-    ResponseChain& chain;
-    ChatTurn& turn;
-    ~TakeBack() { chain.take_back(turn); }
-  } take_back{chain, request.turn};
+  const ChainLoan loan{chain, request.turn};  // (a failed call's messages go back before give_back runs)
   Completion completion = session->chat(request.turn);
   chain.record(response_id(completion), request.instruction_messages, request.turn, completion.reply);
   return completion;
@@ -506,18 +510,46 @@ HttpAnswer Gateway::responses(const HttpCall& call, const std::string& id) {
       response_json, response_sse, true);
 }
 
-HttpAnswer Gateway::count_tokens(const HttpCall& call) {
-  require_method(call, "POST");
-  const MessagesRequest request = parse_messages_request(call.body, true);
+size_t Gateway::prompt_tokens(const ChatTurn& turn) const {
   std::vector<TokenId> system, rest;
   const int64_t now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  const FirstPrompt first =
-      renderer().first_prompt(request.turn.messages, request.turn.tools, now, system, rest);
+  const FirstPrompt first = renderer().first_prompt(turn.messages, turn.tools, now, system, rest);
   const size_t header =
       first.opens_turn ? 0 : shared_.templates->base()->codec->context_template().turn_header.size();
-  return json_answer(200, json{{"input_tokens", system.size() + rest.size() + header}}.dump());
+  return system.size() + rest.size() + header;
+}
+
+HttpAnswer Gateway::count_tokens(const HttpCall& call) {
+  require_method(call, "POST");
+  const MessagesRequest request = parse_messages_request(call.body, true);
+  return json_answer(200, json{{"input_tokens", prompt_tokens(request.turn)}}.dump());
+}
+
+HttpAnswer Gateway::response_input_tokens(const HttpCall& call, const std::string& id) {
+  require_method(call, "POST");
+  ResponsesRequest request = parse_responses_request(call.body);
+  size_t tokens = 0;
+  if (request.previous_response_id.empty()) {
+    tokens = prompt_tokens(request.turn);
+  } else {
+    if (id.empty()) {
+      throw bad_request("previous_response_not_found",
+                        "Previous response with id '" + text_prefix(request.previous_response_id) +
+                            "' not found: a response is a session's; count with "
+                            "/v1/sessions/{id}/v1/responses/input_tokens or send the session id as "
+                            "Authorization: Bearer <session id>",
+                        "previous_response_id");
+    }
+    const std::shared_ptr<GatewaySession> session = find(id);
+    SessionLock lock(*session);
+    ResponseChain& chain = session->response_chain();
+    chain.continue_from(request.previous_response_id, request.instruction_messages, request.turn);
+    const ChainLoan loan{chain, request.turn};
+    tokens = prompt_tokens(request.turn);
+  }
+  return json_answer(200, json{{"input_tokens", tokens}, {"object", "response.input_tokens"}}.dump());
 }
 
 HttpAnswer Gateway::reward(const HttpCall& call, const std::string& id) {

@@ -20,6 +20,8 @@
 //   POST   [/v1/sessions/{id}]/v1/messages/count_tokens  {"input_tokens": N} of the rendered prompt
 //   POST   /v1/sessions/{id}/v1/responses            the OpenAI Responses API (responses_codec.h)
 //   POST   /v1/responses                             the same, the session id from Authorization: Bearer
+//   POST   [/v1/sessions/{id}]/v1/responses/input_tokens  {"input_tokens": N, "object":
+//                                                    "response.input_tokens"} of the rendered prompt
 //   GET    [/v1/sessions/{id}]/v1/models[/{model}]   the one model served (vLLM's and SGLang's shape)
 // Sessions idle past --idle-timeout are reaped (reap_idle). The first chat call on an unknown id creates the
 // session with the server's defaults. Session ids are the client's (a trainer's sample id): 1-128 of
@@ -110,6 +112,12 @@ class Gateway {
   HttpAnswer messages(const HttpCall& call, const std::string& id);
   HttpAnswer responses(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);
+  // POST [/v1/sessions/{id}]/v1/responses/input_tokens: the tokens of the prompt that request would send
+  // as a session's first call (its whole conversation, a previous_response_id's included: the session `id`,
+  // from the path or the Bearer token, is needed only for that; "" when none). The Responses API's count.
+  HttpAnswer response_input_tokens(const HttpCall& call, const std::string& id);
+  // The tokens of the prompt a session's first call with `turn`'s messages and tools sends.
+  size_t prompt_tokens(const ChatTurn& turn) const;
   // GET /v1/models (`rest` empty) or /v1/models/{model}, as vLLM and SGLang answer them.
   HttpAnswer models(const HttpCall& call, std::span<const std::string_view> rest) const;
   HttpAnswer reward(const HttpCall& call, const std::string& id);

@@ -45,7 +45,7 @@ bool is_gateway_path(std::string_view path) {
   }
   return count >= 2 && first == "v1" &&
          (second == "sessions" || (second == "chat" && count == 3) || second == "messages" ||
-          (second == "completions" && count == 2) || (second == "responses" && count == 2) ||
+          (second == "completions" && count == 2) || (second == "responses" && count <= 3) ||
           (second == "models" && count <= 3));
 }
 
@@ -107,6 +107,9 @@ HttpAnswer Gateway::dispatch(const HttpCall& call, const std::vector<std::string
     }
     return messages(call, id);
   }
+  // POST /v1/responses/input_tokens: a session (the Bearer token) only for a previous_response_id.
+  if (parts.size() == 3 && parts[1] == "responses" && parts[2] == "input_tokens")
+    return response_input_tokens(call, bearer(call.authorization));
   // POST /v1/chat/completions, /v1/completions, /v1/responses: the session is the Bearer token.
   const bool chat_path = parts.size() == 3 && parts[1] == "chat" && parts[2] == "completions";
   const bool responses_path = parts.size() == 2 && parts[1] == "responses";
@@ -154,6 +157,8 @@ HttpAnswer Gateway::dispatch(const HttpCall& call, const std::vector<std::string
     if (parts.size() == 5 && parts[3] == "v1" && parts[4] == "responses") return responses(call, id);
     if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "messages" && parts[5] == "count_tokens")
       return count_tokens(call);
+    if (parts.size() == 6 && parts[3] == "v1" && parts[4] == "responses" && parts[5] == "input_tokens")
+      return response_input_tokens(call, id);
     if (parts.size() >= 5 && parts.size() <= 6 && parts[3] == "v1" && parts[4] == "models")
       return models(call,
                     std::span(parts).subspan(5));  // (a session's base URL; no session is made or needed)

@@ -24,7 +24,8 @@ TEST(GatewayInline, GatewayPathsAreTheRoutersGatewayRoutes) {
   for (const char* path :
        {"/v1/sessions/s1/v1/chat/completions", "/v1/sessions", "/v1/sessions/", "/v1/chat/completions",
         "//v1//chat//completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/completions",
-        "/v1/sessions/s1/v1/messages", "v1/completions", "/v1/models", "/v1/models/m"}) {
+        "/v1/sessions/s1/v1/messages", "v1/completions", "/v1/models", "/v1/models/m", "/v1/responses",
+        "/v1/responses/input_tokens"}) {
     EXPECT_TRUE(is_gateway_path(path)) << path;
   }
   for (const char* path : {"", "/", "/v1", "/v1/", "/health", "/v1/episodes", "/v1/chat",

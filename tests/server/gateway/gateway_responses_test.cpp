@@ -1,6 +1,6 @@
 // The OpenAI Responses API on the gateway's sessions (server/gateway/responses_codec.h): input items and
 // instructions, function_call / function_call_output round trips recognised as the session's own answers,
-// named and numbered stream events, incomplete answers, the Bearer path, and the refusals.
+// named and numbered stream events, incomplete answers, the Bearer path, input_tokens, and the refusals.
 #include "tests/server/gateway/gateway_fixture.h"
 
 namespace crl::server::gateway::testing {
@@ -548,6 +548,62 @@ TEST(GatewayResponses, ChainedRetriesFailuresAndEarlierResponses) {
   h.input = json::array({ResponsesHarness::user("x")});
   expect_previous_not_found(h.post(h.chained_body({{"previous_response_id", second_id}})));
   (void)first;
+}
+
+// POST /v1/responses/input_tokens (the Responses API's count): the size of the prompt that request then
+// sends, with or without a session; a previous_response_id's conversation counted through the session's
+// chain (path or Bearer), the same count as the whole conversation sent statelessly; the chain unchanged by
+// counting; and the refusals.
+TEST(GatewayResponses, InputTokensIsTheSizeOfThePromptThenSent) {
+  Bench bench;
+  server::testing::HttpClient client(bench.port());
+  const auto count = [&](const std::string& path, const json& body, const std::string& bearer = "") {
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!bearer.empty()) headers.emplace_back("Authorization", "Bearer " + bearer);
+    return client.call("POST", path, body.dump(), "application/json", "", headers);
+  };
+  const auto tokens = [](const server::testing::Reply& reply) {
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    const json answer = json::parse(reply.body, nullptr, false);
+    EXPECT_EQ(answer["object"], "response.input_tokens") << reply.body;
+    return answer.value("input_tokens", size_t{0});
+  };
+  ChainedHarness chained(bench.port(), "counted", "n1");
+  const size_t sessionless = tokens(count("/v1/responses/input_tokens", chained.chained_body()));
+  EXPECT_EQ(tokens(count("/v1/sessions/counted/v1/responses/input_tokens", chained.chained_body())),
+            sessionless);
+  const json first = chained.turn();
+  ASSERT_EQ(bench.upstream->calls().size(), 1u);
+  EXPECT_EQ(sessionless, bench.upstream->calls()[0].prompt.size());
+
+  // The next call, chained: counted through the session's chain, as the whole conversation sent at once.
+  chained.input.push_back(ResponsesHarness::user("step 1 output: ok"));
+  ResponsesHarness whole(bench.port(), "whole", "n1");
+  for (const json& item : first["output"]) whole.input.push_back(item);
+  whole.input.push_back(ResponsesHarness::user("step 1 output: ok"));
+  const size_t stateless = tokens(count("/v1/responses/input_tokens", whole.body()));
+  EXPECT_GT(stateless, sessionless);
+  EXPECT_EQ(tokens(count("/v1/sessions/counted/v1/responses/input_tokens", chained.chained_body())),
+            stateless);
+  EXPECT_EQ(tokens(count("/v1/responses/input_tokens", chained.chained_body(), "counted")), stateless);
+  // Counting borrowed nothing for good: the chained call goes on from the same response.
+  chained.turn();
+  EXPECT_EQ(bench.upstream->calls().back().prompt.size(), stateless);
+  EXPECT_EQ(chained.state()["history_edits"], 0);
+
+  // Refusals: a previous_response_id without a session, or one the session does not have; an unknown
+  // session; a malformed body; another method.
+  chained.input.push_back(ResponsesHarness::user("step 2 output: ok"));
+  expect_previous_not_found(count("/v1/responses/input_tokens", chained.chained_body()));
+  expect_previous_not_found(count("/v1/sessions/counted/v1/responses/input_tokens",
+                                  chained.chained_body({{"previous_response_id", "resp_nowhere"}})));
+  const auto unknown = count("/v1/sessions/nobody/v1/responses/input_tokens", chained.chained_body());
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  const auto malformed = count("/v1/responses/input_tokens", {{"model", "test"}, {"input", 5}});
+  EXPECT_EQ(malformed.status, 400) << malformed.body;
+  EXPECT_EQ(json::parse(malformed.body)["error"]["param"], "input") << malformed.body;
+  EXPECT_EQ(client.call("GET", "/v1/responses/input_tokens").status, 405);
+  EXPECT_EQ(client.call("POST", "/v1/responses/elsewhere", "{}").status, 404);
 }
 
 }  // namespace
