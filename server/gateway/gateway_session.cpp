@@ -115,6 +115,27 @@ void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys
   make_episode(std::move(system), std::move(rest), first.opens_turn);
   known_ = std::move(keys);
   tools_key_ = tools_key_of(turn);
+  window_.reset();  // a new part renders the harness's list until its first rebuild
+  step_answers_.clear();
+}
+
+void GatewaySession::note_rebuild(const ChatTurn& turn, const std::string& summary_text) {
+  if (episode_->done()) return;  // truncated: the rebuilt window did not fit
+  const std::vector<Message>& messages = turn.messages;
+  // The window keeps the newest k steps (k = tail_k -> 0): from the oldest kept step's answer on; none
+  // kept: from the answer to come, after everything the harness has sent.
+  const auto kept = static_cast<size_t>(episode_->context().steps_in_window());
+  const size_t from =
+      kept > 0 && kept <= step_answers_.size() ? step_answers_[step_answers_.size() - kept] : messages.size();
+  WindowConversation window;
+  if (!messages.empty() && messages[0].role == MessageRole::kSystem) window.messages.push_back(messages[0]);
+  // The resume turn as the window holds it: the preface and the summary's text (envs/codec.h).
+  window.messages.push_back(Message{MessageRole::kUser, TextPrompts{}.resume_preface + summary_text, {}, {}});
+  window.lead = window.messages.size();
+  window.from = from;
+  window.messages.insert(window.messages.end(), messages.begin() + static_cast<ptrdiff_t>(from),
+                         messages.end());
+  window_ = std::move(window);
 }
 
 void GatewaySession::start_text_part(const std::string& prompt) {
@@ -217,11 +238,21 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
   if (same_prefix) {
     if (held_ && keys.size() == n0) return stored_answer(turn);  // a retry: nothing sampled twice
     if (held_ && (keys[n0] == held_->key || keys[n0] == held_->anthropic_key)) {
-      TurnsAfterAnswer turns = variant_->renderer.observation(held_->decision.tokens, turn.messages, n0,
+      std::span<const Message> conversation = turn.messages;
+      size_t answer = n0;
+      if (window_) {  // the window's conversation: its messages so far, then the harness's new ones
+        const size_t had = window_->from + window_->messages.size() - window_->lead;
+        window_->messages.insert(window_->messages.end(), turn.messages.begin() + static_cast<ptrdiff_t>(had),
+                                 turn.messages.end());
+        conversation = window_->messages;
+        answer = n0 - window_->from + window_->lead;
+      }
+      TurnsAfterAnswer turns = variant_->renderer.observation(held_->decision.tokens, conversation, answer,
                                                               turn.tools, render_now_, &converted_);
       env_->stage_step(std::move(turns.ids), 0.0, false, false, turns.opens_turn);
       const Decision decision = std::move(held_->decision);
       held_.reset();
+      step_answers_.push_back(n0);
       episode_->submit(decision);
       known_ = std::move(keys);
       return drive(turn);
@@ -297,7 +328,10 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
     summary.tokens = std::move(result.answer.ids);
     summary.logprobs = std::move(result.answer.logprobs);
     summary.finish_reason = result.answer.finish_reason == "abort" ? "length" : result.answer.finish_reason;
+    const bool render = !*plain_ && variant_->renderer.renders_template();
+    const std::string summary_text = render ? codec()->decode(codec()->summary_body(summary.tokens)) : "";
     episode_->submit(summary);
+    if (render) note_rebuild(turn, summary_text);
     if (ServerMetrics* m = shared_.metrics) m->compactions->add();
   }
   if (episode_->done()) throw_done();

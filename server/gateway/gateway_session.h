@@ -198,7 +198,21 @@ class GatewaySession {
   std::string known_text_;  // plain completions: the last prompt
   uint64_t tools_key_ = 0;
   int64_t render_now_ = 0;       // strftime_now() of a Jinja template: the time the window started
-  ConvertedMessages converted_;  // a Jinja template's values of the harness's messages, kept between calls
+  ConvertedMessages converted_;  // a Jinja template's values of the rendered messages, kept between calls
+  // A Jinja template's conversation once the part's window was rebuilt: what the window holds, as messages
+  // (the leading system message, the resume turn as a user message, then the harness's messages from the
+  // oldest kept step's answer on), so that a call renders the window's conversation and not the harness's
+  // whole history: the cost of a call is bounded by the window, whatever the history's length (gpt-oss's
+  // template is quadratic in its tool calls), and the window's text is the template's text for it.
+  struct WindowConversation {
+    std::vector<Message> messages;
+    size_t lead = 0;  // messages before the harness's kept ones: the system message (if any) and the resume
+    size_t from = 0;  // the harness's index of messages[lead]
+  };
+  std::optional<WindowConversation> window_;
+  std::vector<size_t> step_answers_;  // the harness's index of each step's answer, in this part
+  // After a summary was submitted: window_ for the rebuilt window (a Jinja template's session).
+  void note_rebuild(const ChatTurn& turn, const std::string& summary_text);
   std::optional<Held> held_;
   std::vector<Trajectory> parts_;
   std::optional<Trajectory> trajectory_;

@@ -35,13 +35,17 @@ class MessageRenderer {
   MessageRenderer(std::shared_ptr<const Tokenizer> tokenizer, ChatTemplate chat,
                   std::vector<TokenId> also_closing = {}, std::vector<std::string> also_guarded = {});
 
+  // Whether the template is a Jinja template rendered whole (else the built-in per-turn strings).
+  bool renders_template() const { return template_ != nullptr; }
   // Throws GatewayError (400 template_error) when a Jinja template refuses the messages.
   // `memo`: the session's messages as a Jinja template's values, kept between its calls (null: none).
   // How the parts end: TemplateRenderer::first's (never opening a turn with the built-ins).
   FirstPrompt first_prompt(std::span<const Message> messages, const nlohmann::ordered_json& tools,
                            int64_t now_unix, std::vector<TokenId>& system, std::vector<TokenId>& rest,
                            ConvertedMessages* memo = nullptr) const;
-  // `messages`: the harness's whole list, messages[answer] its copy of our answer, new messages after it.
+  // `messages`: the conversation the window holds (the harness's whole list, or after a rebuild the
+  // window's conversation: GatewaySession::WindowConversation), messages[answer] the harness's copy of our
+  // answer, new messages after it.
   // The ids open the next turn themselves only where a Jinja template writes no generation prompt after
   // the new messages (TemplateRenderer::next).
   TurnsAfterAnswer observation(std::span<const TokenId> action, std::span<const Message> messages,

@@ -23,7 +23,8 @@
 //    (the render of the leading system message alone, with or without the tools, when it is a prefix: kept
 //    by a rebuild), the rest, and the generation prompt, which must be the template's assistant header (the
 //    episode writes it: ContextTemplate::turn_header);
-//  * next(): what follows a sampled answer: the render of the whole list (with the generation prompt) past
+//  * next(): what follows a sampled answer: the render of the whole list it is given (the conversation the
+//    window holds: the harness's list, or after a rebuild the window's own; with the generation prompt) past
 //    the render of the list up to the harness's copy of the answer; when the template rewrites that answer
 //    once more turns follow it (Qwen3 drops an empty <think> block from earlier turns), past the render of
 //    the list up to the answer plus a placeholder user turn, less that turn. When neither is a prefix,

@@ -534,7 +534,8 @@ TEST(GatewayTemplate, DeepSeekV3RebuildBetweenToolCalls) {
 }
 
 // The rebuild after a summary: system + resume(summary) + the newest steps is exactly the text the
-// template writes for the messages [system, user: resume preface + summary, the kept steps]. With Gemma 3
+// template writes for the messages [system, user: resume preface + summary, the kept steps], and so is
+// every later call's window with the messages the harness added since. With Gemma 3
 // the system text still opens the (resume) user turn and the roles still alternate; without a system
 // message the template's "<bos>" is kept and the resume turn opens with its own header (`opening`: how every
 // rebuilt window starts). Llama 3.1 without a system message: its <|begin_of_text|> is kept.
@@ -562,12 +563,17 @@ void run_compaction(const std::string& name, bool with_system, const std::string
     messages.push_back(ordered::parse(reply.body)["choices"][0]["message"]);
     messages.push_back(ordered(msg("user", "Turn " + std::to_string(turn) + ": tell me more about it")));
   }
-  // The first execution call after each summary, and the list the template should render for it.
+  // Every execution call after a summary, and the list the template should render for it: the window's
+  // conversation, [system?, user: resume preface + summary, the kept two steps], then the harness's messages
+  // since (a call renders that conversation, not the harness's whole history).
   const std::vector<crl::testing::LoggedCall> calls = bench.upstream->calls();
   const std::string preface = TextPrompts{}.resume_preface;
   const size_t head = with_system ? 1 : 0;
   std::vector<ordered> expected_lists;
   std::vector<std::string> rebuilt;
+  std::vector<bool> first_after;  // the first call after its summary (the rebuilt window itself)
+  std::optional<ordered> window;
+  size_t from = 0;  // the harness's index the window's conversation continues from
   size_t turn = 0;
   bool after_summary = false;
   for (const crl::testing::LoggedCall& call : calls) {
@@ -579,25 +585,33 @@ void run_compaction(const std::string& name, bool with_system, const std::string
       after_summary = true;
       continue;
     }
+    const ordered& list = lists[turn];  // [system?] user, (assistant, user) * turn
     if (after_summary) {
-      const ordered& list = lists[turn];  // [system?] user, (assistant, user) * turn
       ordered kept = ordered::array();
       if (with_system) kept.push_back(list[0]);
       kept.push_back(ordered(msg("user", preface + summary)));
-      for (size_t k = list.size() - 4; k < list.size(); ++k) kept.push_back(list[k]);  // two steps
       ASSERT_GT(list.size(), head + 4);
-      expected_lists.push_back(kept);
-      rebuilt.push_back(text);
-      after_summary = false;
+      window = kept;
+      from = list.size() - 4;  // two steps
     }
+    if (window) {
+      ordered conversation = *window;
+      for (size_t k = from; k < list.size(); ++k) conversation.push_back(list[k]);
+      expected_lists.push_back(conversation);
+      rebuilt.push_back(text);
+      first_after.push_back(after_summary);
+    }
+    after_summary = false;
     ++turn;
   }
   ASSERT_EQ(turn, lists.size());
   ASSERT_FALSE(rebuilt.empty()) << "the session compacted";
+  ASSERT_GT(rebuilt.size(), static_cast<size_t>(std::count(first_after.begin(), first_after.end(), true)))
+      << "calls after a rebuild's first";
   const std::vector<std::string> texts = oracle_texts(command, m, expected_lists, ordered(), variables);
   ASSERT_EQ(texts.size(), rebuilt.size());
   for (size_t k = 0; k < texts.size(); ++k) {
-    EXPECT_EQ(rebuilt[k], texts[k]) << "rebuild " << k;
+    EXPECT_EQ(rebuilt[k], texts[k]) << "call " << k << " after the first rebuild";
     EXPECT_TRUE(rebuilt[k].starts_with(opening + preface)) << rebuilt[k];
   }
   SessionClient session(bench.server->port(), name);
@@ -1027,6 +1041,81 @@ TEST(GatewayTemplate, ATemplateThatRewritesTheHistoryStillExtendsTheWindow) {
   EXPECT_EQ(ByteTokenizer().decode(std::span(calls[1].prompt).subspan(seen.size())),
             "\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(ByteTokenizer().decode(calls[0].prompt).substr(0, 4), "N=2\n");
+}
+
+// A long-horizon harness's history outgrows any window: once the window was rebuilt, a call renders the
+// window's conversation ([system, the resume turn, the harness's messages from the oldest kept answer on]),
+// not the harness's whole history. The template here refuses more than 20 messages: the harness sends 82 by
+// the end, every call is answered, and every prompt after a rebuild is the template's text for the window's
+// conversation (so the window is the template's render of what it holds, call after call).
+TEST(GatewayTemplate, ACallRendersTheWindowsConversationNotTheWholeHistory) {
+  crl::test::TempDir dir;
+  const std::string file = (dir.path() / "bounded.jinja").string();
+  std::ofstream(file)
+      << "{% if messages|length > 20 %}{{ raise_exception('more than 20 messages') }}{% endif %}"
+         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  const std::string summary = "I greeted the user and answered, turn after turn.";
+  const auto script = [&](std::string_view prompt, uint64_t) -> std::string {
+    const std::string_view tail = prompt.substr(prompt.size() > 300 ? prompt.size() - 300 : 0);
+    return tail.find("Write a summary") != std::string_view::npos ? summary : "ok, noted";
+  };
+  ModelBench bench(make_tokenizer("byte"), "byte", file, script, Budget{1000, 600, 2, 32, 96, 40});
+  server::testing::HttpClient client(bench.server->port());
+  json messages = {msg("system", "You are brief."), msg("user", "Hello")};
+  std::vector<json> lists;  // what each call sent
+  for (int turn = 0; turn < 40; ++turn) {
+    lists.push_back(messages);
+    const auto reply = client.call("POST", "/v1/sessions/long/v1/chat/completions",
+                                   json{{"model", "m"}, {"messages", messages}}.dump());
+    ASSERT_EQ(reply.status, 200) << "turn " << turn << ": " << reply.body;
+    messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
+    messages.push_back(msg("user", "Turn " + std::to_string(turn) + ": tell me more"));
+  }
+  const auto chatml = [](const json& conversation) {
+    std::string text;
+    for (const json& m : conversation)
+      text += "<|im_start|>" + m["role"].get<std::string>() + "\n" + m["content"].get<std::string>() +
+              "<|im_end|>\n";
+    return text + "<|im_start|>assistant\n";
+  };
+  // Each execution prompt after a rebuild against the window's conversation: [system, resume, the messages
+  // from the oldest kept answer (two steps back) on].
+  const auto calls = bench.upstream->calls();
+  size_t turn = 0, rebuilds = 0, checked = 0;
+  std::optional<json> window;  // the window's conversation, and the harness's index it continues from
+  size_t from = 0;
+  bool after_summary = false;
+  for (const crl::testing::LoggedCall& call : calls) {
+    const std::string text = bench.tokenizer->decode(call.prompt);
+    if (text.find("Write a summary") != std::string::npos) {
+      after_summary = true;
+      continue;
+    }
+    const json& list = lists[turn];
+    if (after_summary) {
+      window = json::array({list[0], msg("user", TextPrompts{}.resume_preface + summary)});
+      from = list.size() - 4;  // two steps kept: (answer, user) twice
+      ++rebuilds;
+      after_summary = false;
+    }
+    if (window) {
+      json conversation = *window;
+      for (size_t i = from; i < list.size(); ++i) conversation.push_back(list[i]);
+      EXPECT_EQ(text, chatml(conversation)) << "turn " << turn;
+      EXPECT_LE(conversation.size(), 20u) << "turn " << turn;
+      ++checked;
+    }
+    ++turn;
+  }
+  ASSERT_EQ(turn, lists.size());
+  EXPECT_GE(rebuilds, 4u) << "the session compacted";
+  EXPECT_GE(checked, 30u);
+  EXPECT_GT(lists.back().size(), 20u) << "the history outgrew what the template renders";
+  SessionClient session(bench.server->port(), "long");
+  EXPECT_EQ(session.state()["history_edits"], 0);
+  ASSERT_EQ(session.reward(1).status, 200);
+  EXPECT_EQ(check_exact(session.export_json(), calls), calls.size());
 }
 
 // DeepSeek-V3's shape in ChatML (the byte tokenizer: no npm packages needed): a template that writes no
