@@ -191,6 +191,22 @@ TEST(Fiber, AWaitEndsAtItsDeadlineOrWhenCancelled) {
 
 // Fibers and a plain thread queue on one lock held by a fiber that waits (20 ms on a timer) while holding
 // it: they get it in arrival order, and the one I/O thread keeps running handlers meanwhile.
+// Runs `loop` with a 1 ms timer ticking on it `count` times (the I/O thread runs on while fibers wait);
+// returns how many ticks ran.
+int run_ticking(net::io_context& loop, int count) {
+  int ticks = 0;
+  net::steady_timer tick(loop);
+  std::function<void()> again = [&] {
+    tick.expires_after(1ms);
+    tick.async_wait([&](const boost::system::error_code&) {
+      if (++ticks < count) again();
+    });
+  };
+  again();
+  loop.run();
+  return ticks;
+}
+
 TEST(FiberMutex, WaitersGetTheLockInArrivalOrderAndTheThreadRunsOn) {
   net::io_context loop(1);
   FiberMutex lock;
@@ -220,16 +236,7 @@ TEST(FiberMutex, WaitersGetTheLockInArrivalOrderAndTheThreadRunsOn) {
     std::lock_guard guard(lock);  // blocks this thread only
     record("thread");
   });
-  int ticks = 0;
-  net::steady_timer tick(loop);
-  std::function<void()> again = [&] {
-    tick.expires_after(1ms);
-    tick.async_wait([&](const boost::system::error_code&) {
-      if (++ticks < 5) again();
-    });
-  };
-  again();
-  loop.run();
+  const int ticks = run_ticking(loop, 5);
   plain.join();
   EXPECT_EQ(order, (std::vector<std::string>{"holder", "fiber-1", "fiber-2", "thread"}));
   EXPECT_EQ(ticks, 5);
@@ -307,16 +314,7 @@ TEST(FiberMutex, WaitersWithAHeartbeatBeatUntilTheLockIsHandedOver) {
       });
     });
   });
-  int ticks = 0;
-  net::steady_timer tick(loop);
-  std::function<void()> again = [&] {
-    tick.expires_after(1ms);
-    tick.async_wait([&](const boost::system::error_code&) {
-      if (++ticks < 50) again();
-    });
-  };
-  again();
-  loop.run();
+  const int ticks = run_ticking(loop, 50);
   plain.join();
   starter.join();
   EXPECT_EQ(order, (std::vector<std::string>{"holder", "fiber-beating", "thread-beating", "fiber-slow",
