@@ -240,9 +240,11 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
     if (held_ && (keys[n0] == held_->key || keys[n0] == held_->anthropic_key)) {
       std::span<const Message> conversation = turn.messages;
       size_t answer = n0;
-      if (window_) {  // the window's conversation: its messages so far, then the harness's new ones
-        const size_t had = window_->from + window_->messages.size() - window_->lead;
-        window_->messages.insert(window_->messages.end(), turn.messages.begin() + static_cast<ptrdiff_t>(had),
+      if (window_) {
+        // The window's conversation: its messages through the harness's n0 - 1 (what the last answered
+        // call sent; a refused call's messages are cut off again), then the answer and the new messages.
+        window_->messages.resize(window_->lead + (n0 - window_->from));
+        window_->messages.insert(window_->messages.end(), turn.messages.begin() + static_cast<ptrdiff_t>(n0),
                                  turn.messages.end());
         conversation = window_->messages;
         answer = n0 - window_->from + window_->lead;

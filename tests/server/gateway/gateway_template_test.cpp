@@ -1047,13 +1047,16 @@ TEST(GatewayTemplate, ATemplateThatRewritesTheHistoryStillExtendsTheWindow) {
 // window's conversation ([system, the resume turn, the harness's messages from the oldest kept answer on]),
 // not the harness's whole history. The template here refuses more than 20 messages: the harness sends 82 by
 // the end, every call is answered, and every prompt after a rebuild is the template's text for the window's
-// conversation (so the window is the template's render of what it holds, call after call).
+// conversation (so the window is the template's render of what it holds, call after call), also after a
+// call the template refused (its messages are not kept).
 TEST(GatewayTemplate, ACallRendersTheWindowsConversationNotTheWholeHistory) {
   crl::test::TempDir dir;
   const std::string file = (dir.path() / "bounded.jinja").string();
   std::ofstream(file)
       << "{% if messages|length > 20 %}{{ raise_exception('more than 20 messages') }}{% endif %}"
-         "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+         "{% for m in messages %}{% if 'FORBIDDEN' in m.content %}{{ raise_exception('forbidden') }}{% endif "
+         "%}"
+         "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
   const std::string summary = "I greeted the user and answered, turn after turn.";
   const auto script = [&](std::string_view prompt, uint64_t) -> std::string {
@@ -1065,6 +1068,14 @@ TEST(GatewayTemplate, ACallRendersTheWindowsConversationNotTheWholeHistory) {
   json messages = {msg("system", "You are brief."), msg("user", "Hello")};
   std::vector<json> lists;  // what each call sent
   for (int turn = 0; turn < 40; ++turn) {
+    if (turn == 20) {  // a call the template refuses (after rebuilds) leaves nothing in the window
+      json refused = messages;
+      refused.push_back(msg("user", "FORBIDDEN"));
+      const auto reply = client.call("POST", "/v1/sessions/long/v1/chat/completions",
+                                     json{{"model", "m"}, {"messages", refused}}.dump());
+      ASSERT_EQ(reply.status, 400) << reply.body;
+      EXPECT_EQ(json::parse(reply.body)["error"]["code"], "template_error") << reply.body;
+    }
     lists.push_back(messages);
     const auto reply = client.call("POST", "/v1/sessions/long/v1/chat/completions",
                                    json{{"model", "m"}, {"messages", messages}}.dump());
