@@ -136,6 +136,9 @@ void GatewaySession::note_rebuild(const ChatTurn& turn, const std::string& summa
   window.messages.insert(window.messages.end(), messages.begin() + static_cast<ptrdiff_t>(from),
                          messages.end());
   window_ = std::move(window);
+  // Only the window's steps can be kept by the next rebuild: the list stays as long as the window.
+  step_answers_.erase(step_answers_.begin(),
+                      step_answers_.end() - static_cast<ptrdiff_t>(std::min(kept, step_answers_.size())));
 }
 
 void GatewaySession::start_text_part(const std::string& prompt) {

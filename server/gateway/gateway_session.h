@@ -210,7 +210,7 @@ class GatewaySession {
     size_t from = 0;  // the harness's index of messages[lead]
   };
   std::optional<WindowConversation> window_;
-  std::vector<size_t> step_answers_;  // the harness's index of each step's answer, in this part
+  std::vector<size_t> step_answers_;  // the harness's index of each step's answer in the window, this part
   // After a summary was submitted: window_ for the rebuilt window (a Jinja template's session).
   void note_rebuild(const ChatTurn& turn, const std::string& summary_text);
   std::optional<Held> held_;
