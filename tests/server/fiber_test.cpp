@@ -191,6 +191,16 @@ TEST(Fiber, AWaitEndsAtItsDeadlineOrWhenCancelled) {
 
 // Fibers and a plain thread queue on one lock held by a fiber that waits (20 ms on a timer) while holding
 // it: they get it in arrival order, and the one I/O thread keeps running handlers meanwhile.
+// Who got the lock, in order, recorded from any thread.
+struct Arrivals {
+  void record(const std::string& who) {
+    std::lock_guard guard(mutex);
+    names.push_back(who);
+  }
+  std::mutex mutex;
+  std::vector<std::string> names;
+};
+
 // Runs `loop` with a 1 ms timer ticking on it `count` times (the I/O thread runs on while fibers wait);
 // returns how many ticks ran.
 int run_ticking(net::io_context& loop, int count) {
@@ -210,12 +220,8 @@ int run_ticking(net::io_context& loop, int count) {
 TEST(FiberMutex, WaitersGetTheLockInArrivalOrderAndTheThreadRunsOn) {
   net::io_context loop(1);
   FiberMutex lock;
-  std::mutex order_mutex;
-  std::vector<std::string> order;
-  const auto record = [&](const std::string& who) {
-    std::lock_guard guard(order_mutex);
-    order.push_back(who);
-  };
+  Arrivals arrivals;
+  const auto record = [&](const std::string& who) { arrivals.record(who); };
   std::atomic<int> queued{0};
   FiberTimer hold(loop.get_executor());
   Fiber::spawn(net::make_strand(loop), [&] {
@@ -238,7 +244,7 @@ TEST(FiberMutex, WaitersGetTheLockInArrivalOrderAndTheThreadRunsOn) {
   });
   const int ticks = run_ticking(loop, 5);
   plain.join();
-  EXPECT_EQ(order, (std::vector<std::string>{"holder", "fiber-1", "fiber-2", "thread"}));
+  EXPECT_EQ(arrivals.names, (std::vector<std::string>{"holder", "fiber-1", "fiber-2", "thread"}));
   EXPECT_EQ(ticks, 5);
   EXPECT_TRUE(lock.try_lock());
   lock.unlock();
@@ -264,12 +270,8 @@ struct CountingHeartbeat final : Heartbeat {
 TEST(FiberMutex, WaitersWithAHeartbeatBeatUntilTheLockIsHandedOver) {
   net::io_context loop(1);
   FiberMutex lock;
-  std::mutex order_mutex;
-  std::vector<std::string> order;
-  const auto record = [&](const std::string& who) {
-    std::lock_guard guard(order_mutex);
-    order.push_back(who);
-  };
+  Arrivals arrivals;
+  const auto record = [&](const std::string& who) { arrivals.record(who); };
   std::atomic<int> queued{0};
   Clock::time_point released{}, slow_got{};
   FiberTimer hold(loop.get_executor());
@@ -317,8 +319,8 @@ TEST(FiberMutex, WaitersWithAHeartbeatBeatUntilTheLockIsHandedOver) {
   const int ticks = run_ticking(loop, 50);
   plain.join();
   starter.join();
-  EXPECT_EQ(order, (std::vector<std::string>{"holder", "fiber-beating", "thread-beating", "fiber-slow",
-                                             "fiber-plain"}));
+  EXPECT_EQ(arrivals.names, (std::vector<std::string>{"holder", "fiber-beating", "thread-beating",
+                                                      "fiber-slow", "fiber-plain"}));
   EXPECT_GE(fiber_beat.beats.load(), 5) << "a beating fiber waiter that did not beat";
   EXPECT_GE(thread_beat.beats.load(), 5) << "a beating thread waiter that did not beat";
   EXPECT_EQ(slow_beat.beats.load(), 0);
