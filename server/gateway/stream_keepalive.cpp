@@ -16,11 +16,11 @@ constexpr std::string_view kComment = ": keep-alive\n\n";
 
 StreamKeepalive::StreamKeepalive(const AnswerStarter* begin, double period_s, Api api, ServerMetrics* metrics,
                                  std::string_view model)
-    : begin_(begin), period_s_(period_s), api_(api), metrics_(metrics), default_model_(model) {
+    : begin_(begin), api_(api), metrics_(metrics), default_model_(model) {
   // (At most a day, as crl serve allows: a larger double would overflow the clock's duration.)
-  if (period_s_ > 0)
+  if (period_s > 0)
     period_ = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(std::min(period_s_, 86400.0)));
+        std::chrono::duration<double>(std::min(period_s, 86400.0)));
 }
 
 void StreamKeepalive::want() {

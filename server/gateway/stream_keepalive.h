@@ -44,13 +44,14 @@ class StreamKeepalive final : public Heartbeat {
   StreamKeepalive(const AnswerStarter* begin, double period_s, Api api, ServerMetrics* metrics = nullptr,
                   std::string_view model = {});
 
-  // Whether the upstream should wake every period_s() for beat(): a transport that can begin, a period,
-  // and a streamed call (want(): its request asked for a stream).
-  bool active() const { return begin_ != nullptr && *begin_ && period_s_ > 0 && wanted_; }
+  // Whether the call's waits should wake for beat(): a transport that can begin, a period, and a streamed
+  // call (want(): its request asked for a stream).
+  bool active() const {
+    return begin_ != nullptr && *begin_ && period_ > std::chrono::steady_clock::duration::zero() && wanted_;
+  }
   void want();
   // The model a failed Responses call names (response.failed's response); by default the gateway's.
   void set_model(std::string_view model) { model_ = model; }  // (a copy: the request is gone by then)
-  double period_s() const { return period_s_; }
   // When the next beat is due: a period after want() (the call's start, give or take its decoding), then
   // after the last beat; never when not active().
   std::chrono::steady_clock::time_point due() const override;
@@ -64,7 +65,6 @@ class StreamKeepalive final : public Heartbeat {
 
  private:
   const AnswerStarter* begin_;
-  double period_s_;
   Api api_;
   ServerMetrics* metrics_;
   std::chrono::steady_clock::duration period_{};
