@@ -494,20 +494,34 @@ HttpAnswer Gateway::kept_answer(const HttpCall& call, const std::string& id, Kep
   Completion completion = kept_call(call, id, decode, request, responses_api);
   if (!request.show_reasoning) completion.reply.reasoning.clear();
   const std::string& model = request.model.empty() ? options_.model : request.model;
-  if (request.stream) return HttpAnswer{200, kSseContentType, stream(completion, model), 0};
-  return json_answer(200, object(completion, model));
+  const auto logprobs = token_logprobs(completion, request.logprobs, renderer().tokenizer());
+  const TokenLogprobs* shown = logprobs ? &*logprobs : nullptr;
+  if (request.stream) return HttpAnswer{200, kSseContentType, stream(completion, model, shown), 0};
+  return json_answer(200, object(completion, model, shown));
 }
 
 HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
+  // (The Messages API has no log-probs: its requests never ask for them.)
   return kept_answer(
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_messages_request(body, kept); },
-      anthropic_message_json, anthropic_message_sse);
+      [](const Completion& c, const std::string& model, const TokenLogprobs*) {
+        return anthropic_message_json(c, model);
+      },
+      [](const Completion& c, const std::string& model, const TokenLogprobs*) {
+        return anthropic_message_sse(c, model);
+      });
 }
 
 HttpAnswer Gateway::responses(const HttpCall& call, const std::string& id) {
   return kept_answer(
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_responses_request(body, kept); },
-      response_json, response_sse, true);
+      [](const Completion& c, const std::string& model, const TokenLogprobs* logprobs) {
+        return response_json(c, model, logprobs);
+      },
+      [](const Completion& c, const std::string& model, const TokenLogprobs* logprobs) {
+        return response_sse(c, model, logprobs);
+      },
+      true);
 }
 
 size_t Gateway::prompt_tokens(const ChatTurn& turn) const {

@@ -39,6 +39,8 @@
 
 namespace crl::server::gateway {
 
+struct TokenLogprobs;  // openai_answer.h
+
 struct GatewayOptions {
   UpstreamOptions upstream;
   std::string tokenizer = "byte";  // engine/tokenizer.h make_tokenizer
@@ -106,7 +108,9 @@ class Gateway {
   HttpAnswer openai_answer(const Completion& completion, const CallRequest& request, bool chat) const;
   // A call whose answer is an object or, with `stream: true`, its events, written by `object` / `stream`
   // (Anthropic messages, Responses).
-  using AnswerWriter = std::string (*)(const Completion& completion, const std::string& model);
+  // (logprobs: what the call asked to see of its tokens, null when nothing; only Responses answers show them)
+  using AnswerWriter = std::string (*)(const Completion& completion, const std::string& model,
+                                       const TokenLogprobs* logprobs);
   HttpAnswer kept_answer(const HttpCall& call, const std::string& id, KeptDecoder decode, AnswerWriter object,
                          AnswerWriter stream, bool responses_api = false);
   HttpAnswer messages(const HttpCall& call, const std::string& id);

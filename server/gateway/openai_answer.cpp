@@ -91,41 +91,55 @@ std::optional<TokenLogprobs> token_logprobs(const Completion& c, LogprobsAsk ask
 
 namespace {
 
-// {"bytes":[..],"logprob":X,"token":T (without the closing brace): one token of chat's logprobs.
-void put_chat_token(std::string& out, const std::string& token, float logprob) {
-  out += "{\"bytes\":[";
-  for (size_t b = 0; b < token.size(); ++b) {
-    if (b) out += ',';
-    append_json_int(out, static_cast<unsigned char>(token[b]));
+// {"bytes":[..],"logprob":X,"token":T (without the closing brace; `bytes` false: without "bytes"): one
+// token of a logprobs list.
+void put_token(std::string& out, const std::string& token, float logprob, bool bytes) {
+  out += '{';
+  if (bytes) {
+    out += "\"bytes\":[";
+    for (size_t b = 0; b < token.size(); ++b) {
+      if (b) out += ',';
+      append_json_int(out, static_cast<unsigned char>(token[b]));
+    }
+    out += "],";
   }
-  out += "],\"logprob\":";
+  out += "\"logprob\":";
   put_logprob(out, logprob);
   out += ",\"token\":";
   put_string(out, token);
 }
 
-// Chat's logprobs: null, or {"content":[{"bytes":[..],"logprob":X,"token":T,"top_logprobs":[{"bytes":..,
-// "logprob":..,"token":..},..]},...]}.
-void put_chat_logprobs(std::string& out, const TokenLogprobs* logprobs) {
-  if (!logprobs) {
-    out += "null";
-    return;
-  }
-  out += "{\"content\":[";
-  for (size_t i = 0; i < logprobs->tokens.size(); ++i) {
+}  // namespace
+
+void put_token_logprobs(std::string& out, const TokenLogprobs& logprobs, bool bytes) {
+  out += '[';
+  for (size_t i = 0; i < logprobs.tokens.size(); ++i) {
     if (i) out += ',';
-    put_chat_token(out, logprobs->tokens[i], logprobs->logprobs[i]);
+    put_token(out, logprobs.tokens[i], logprobs.logprobs[i], bytes);
     out += ",\"top_logprobs\":[";
-    if (i < logprobs->top.size()) {
-      for (size_t k = 0; k < logprobs->top[i].size(); ++k) {
+    if (i < logprobs.top.size()) {
+      for (size_t k = 0; k < logprobs.top[i].size(); ++k) {
         if (k) out += ',';
-        put_chat_token(out, logprobs->top[i][k].token, logprobs->top[i][k].logprob);
+        put_token(out, logprobs.top[i][k].token, logprobs.top[i][k].logprob, bytes);
         out += '}';
       }
     }
     out += "]}";
   }
-  out += "]}";
+  out += ']';
+}
+
+namespace {
+
+// Chat's logprobs: null, or {"content":[..]} (put_token_logprobs' list).
+void put_chat_logprobs(std::string& out, const TokenLogprobs* logprobs) {
+  if (!logprobs) {
+    out += "null";
+    return;
+  }
+  out += "{\"content\":";
+  put_token_logprobs(out, *logprobs, true);
+  out += '}';
 }
 
 // Characters of a token as written (an ill-formed sequence is one U+FFFD): Python's len() of the string.

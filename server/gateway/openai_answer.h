@@ -41,6 +41,11 @@ struct TokenLogprobs {
 std::optional<TokenLogprobs> token_logprobs(const Completion& completion, LogprobsAsk ask,
                                             const Tokenizer& tokenizer);
 
+// The sampled tokens as a JSON list: [{"bytes":[..],"logprob":X,"token":T,"top_logprobs":[{"bytes":[..],
+// "logprob":Y,"token":U},..]},..] (chat's logprobs.content, Responses' output_text logprobs); `bytes`
+// false: every entry and alternative without "bytes" (the Responses stream events' logprobs).
+void put_token_logprobs(std::string& out, const TokenLogprobs& logprobs, bool bytes);
+
 // What a call asked its answer to carry besides the message (nothing: the plain OpenAI answer).
 struct AnswerExtras {
   const TokenLogprobs* logprobs = nullptr;  // null: "logprobs": null

@@ -40,16 +40,6 @@ std::string content_text(JsonView content, const MessagePath& where) {
   return text;
 }
 
-// A count of alternatives per token (chat `top_logprobs`, the completions' `logprobs`): an integer in
-// 0..20, as vLLM takes it (OpenAI's own API stops at 20 for chat, 5 for completions).
-std::optional<int> alternatives(JsonView body, const char* key) {
-  const JsonView it = body.find(key);
-  if (it.is_none()) return std::nullopt;
-  if (!it.is_integer() || it.integer() < 0 || it.integer() > 20)
-    throw bad_request("bad_field", std::string(key) + " must be an integer from 0 to 20", key);
-  return static_cast<int>(it.integer());
-}
-
 // OpenAI's response_format as the schema the upstream constrains the answer to: "text" none, "json_object"
 // any JSON object, "json_schema" its json_schema.schema (an object; its text with the request's key order).
 std::string read_response_format(JsonView format) {
@@ -73,6 +63,14 @@ std::string read_response_format(JsonView format) {
 }
 
 }  // namespace
+
+std::optional<int> alternatives(JsonView body, const char* key) {
+  const JsonView it = body.find(key);
+  if (it.is_none()) return std::nullopt;
+  if (!it.is_integer() || it.integer() < 0 || it.integer() > 20)
+    throw bad_request("bad_field", std::string(key) + " must be an integer from 0 to 20", key);
+  return static_cast<int>(it.integer());
+}
 
 std::string_view string_or_empty(JsonView object, std::string_view key) {
   const JsonView value = object.find(key);

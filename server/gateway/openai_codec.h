@@ -58,6 +58,10 @@ std::string_view string_or_empty(JsonView object, std::string_view key);
 // A request's optional number or boolean `key` (absent or null: nullopt). Throws GatewayError 400 naming it.
 std::optional<double> number(JsonView body, const char* key);
 std::optional<bool> flag(JsonView body, const char* key);
+// A count of alternatives per sampled token (chat `top_logprobs`, the completions' `logprobs`, Responses'
+// `top_logprobs`): an integer in 0..20, as vLLM takes it (OpenAI's own API stops at 20 for chat, 5 for
+// completions); absent or null: nullopt. Throws GatewayError 400 naming `key`.
+std::optional<int> alternatives(JsonView body, const char* key);
 // A request body read with the fast reader (engine/json_view.h): its views point into `body`. Throws
 // GatewayError 400 (bad_json | json_too_deep | duplicate_key, as read_json's errors) or for a non-object.
 JsonDocument read_request_body(std::string_view body, const JsonKnownMember* known = nullptr);

@@ -6,6 +6,7 @@
 #include "engine/json_text.h"
 #include "engine/sse.h"
 #include "server/gateway/answer_writer.h"
+#include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
 #include "server/gateway/template_kwargs.h"
 
@@ -185,6 +186,23 @@ void read_fields(JsonView request, ResponsesRequest& out) {
   out.turn.tool_choice = read_responses_tool_choice(request);
   if (const JsonView text = request.find("text"); !text.is_none())
     out.turn.json_schema = read_text_format(text);
+  // include: what the answer carries besides its items. Its logprobs are the one value with an effect here;
+  // the others (Codex sends "reasoning.encrypted_content") name what the gateway has none of.
+  if (const JsonView include = request.find("include"); !include.is_none()) {
+    if (!include.is_array()) throw bad_request("bad_field", "include must be a list of strings", "include");
+    size_t i = 0;
+    for (const JsonView value : include) {
+      if (!value.is_string()) {
+        throw bad_request("bad_field", "include[" + std::to_string(i) + "] must be a string",
+                          "include[" + std::to_string(i) + "]");
+      }
+      out.logprobs.on |= value.string() == "message.output_text.logprobs";
+      ++i;
+    }
+  }
+  // Alternatives are asked of the upstream only when the answer shows the logprobs.
+  if (const std::optional<int> top = alternatives(request, "top_logprobs"); top && out.logprobs.on)
+    out.turn.top_logprobs = *top;
   if (const JsonView reasoning = request.find("reasoning"); !reasoning.is_none()) {
     if (!reasoning.is_object())
       throw bad_request("bad_field", "reasoning must be an object ({effort, summary})", "reasoning");
@@ -279,17 +297,23 @@ void put_id(std::string& out, std::string_view prefix, const Completion& c, int 
   out += '"';
 }
 
-// {"annotations":[],"text":TEXT,"type":"output_text"}
-void put_text_part(std::string& out, std::string_view text) {
-  out += "{\"annotations\":[],\"text\":";
+// {"annotations":[],"logprobs":[..],"text":TEXT,"type":"output_text"} ("logprobs" only when asked).
+void put_text_part(std::string& out, std::string_view text, const TokenLogprobs* logprobs) {
+  out += "{\"annotations\":[],";
+  if (logprobs) {
+    out += "\"logprobs\":";
+    put_token_logprobs(out, *logprobs, true);
+    out += ',';
+  }
+  out += "\"text\":";
   put_string(out, text);
   out += ",\"type\":\"output_text\"}";
 }
 
 // The message item; `done`: its content and status completed, else none and in_progress.
-void put_message_item(std::string& out, const Completion& c, bool done) {
+void put_message_item(std::string& out, const Completion& c, bool done, const TokenLogprobs* logprobs) {
   out += "{\"content\":[";
-  if (done) put_text_part(out, c.reply.content);
+  if (done) put_text_part(out, c.reply.content, logprobs);
   out += "],\"id\":";
   put_id(out, "msg_", c);
   out += ",\"role\":\"assistant\",\"status\":";
@@ -328,7 +352,8 @@ void put_call_item(std::string& out, const Completion& c, size_t i, bool done) {
 }
 
 // The response object; `done`: its output, status and usage, else as response.created shows it.
-void put_response(std::string& out, const Completion& c, const std::string& model, bool done) {
+void put_response(std::string& out, const Completion& c, const std::string& model, bool done,
+                  const TokenLogprobs* logprobs) {
   out += "{\"created_at\":";
   append_json_int(out, c.created);
   out += ",\"error\":null,\"id\":";
@@ -346,7 +371,7 @@ void put_response(std::string& out, const Completion& c, const std::string& mode
     }
     if (has_text_part(c)) {
       if (!first) out += ',';
-      put_message_item(out, c, true);
+      put_message_item(out, c, true, logprobs);
       first = false;
     }
     for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
@@ -422,14 +447,14 @@ std::string response_id(const Completion& c) {
   return out;
 }
 
-std::string response_json(const Completion& c, const std::string& model) {
+std::string response_json(const Completion& c, const std::string& model, const TokenLogprobs* logprobs) {
   std::string out;
   out.reserve(512 + c.reply.content.size() + model.size());
-  put_response(out, c, model, true);
+  put_response(out, c, model, true, logprobs);
   return out;
 }
 
-std::string response_sse(const Completion& c, const std::string& model) {
+std::string response_sse(const Completion& c, const std::string& model, const TokenLogprobs* logprobs) {
   // Room for the whole stream up front: growing it would ask malloc for another large block (and each such
   // request consolidates the small blocks freed since).
   size_t room =
@@ -442,7 +467,7 @@ std::string response_sse(const Completion& c, const std::string& model) {
   for (const char* type : {"response.created", "response.in_progress"}) {
     event.open(type);
     out += "\"response\":";
-    put_response(out, c, model, false);
+    put_response(out, c, model, false, nullptr);
     event.end();
   }
   size_t index = 0;
@@ -496,31 +521,39 @@ std::string response_sse(const Completion& c, const std::string& model) {
       after_index();
       event.end(after_number);
     };
-    const auto part = [&](std::string_view text) {
-      return [&out, text] {
+    const auto part = [&](std::string_view text, const TokenLogprobs* part_logprobs) {
+      return [&out, text, part_logprobs] {
         out += ",\"part\":";
-        put_text_part(out, text);
+        put_text_part(out, text, part_logprobs);
       };
     };
     std::string text_member = "\"text\":";
     put_string(text_member, c.reply.content);
     text_member += ',';
-    item([&](bool done) { put_message_item(out, c, done); },
+    // The events' "logprobs" member: the whole answer's tokens (one delta holds all its text), without
+    // bytes as the events' Logprob has none; [] when not asked.
+    std::string logprobs_member = "\"logprobs\":";
+    if (logprobs)
+      put_token_logprobs(logprobs_member, *logprobs, false);
+    else
+      logprobs_member += "[]";
+    logprobs_member += ',';
+    item([&](bool done) { put_message_item(out, c, done, logprobs); },
          [&] {
-           part_event("response.content_part.added", "", part(""), "");
+           part_event("response.content_part.added", "", part("", nullptr), "");
            if (!c.reply.content.empty()) {
              event.open("response.output_text.delta");
              out += "\"content_index\":0,\"delta\":";
              put_string(out, c.reply.content);
              out += ',';
              put_item_id(out, "msg_", c);
-             out += "\"logprobs\":[],";
+             out += logprobs_member;
              put_output_index(out, index);
              event.end();
            }
            part_event(
-               "response.output_text.done", "\"logprobs\":[],", [] {}, text_member);
-           part_event("response.content_part.done", "", part(c.reply.content), "");
+               "response.output_text.done", logprobs_member, [] {}, text_member);
+           part_event("response.content_part.done", "", part(c.reply.content, logprobs), "");
          });
   }
   for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
@@ -541,7 +574,7 @@ std::string response_sse(const Completion& c, const std::string& model) {
   }
   event.open(incomplete(c) ? "response.incomplete" : "response.completed");
   out += "\"response\":";
-  put_response(out, c, model, true);
+  put_response(out, c, model, true, logprobs);
   event.end();
   return out;
 }

@@ -8,7 +8,11 @@
 //                           answer is text, never function_call; required and a named function enforced by
 //                           constrained decoding: tool_choice.h), max_output_tokens,
 //                           temperature, top_p, top_k (vLLM's), stream, text.format (text | json_object |
-//                           json_schema with its schema: constrained decoding asked of the upstream)}
+//                           json_schema with its schema: constrained decoding asked of the upstream),
+//                           include (a list of strings: "message.output_text.logprobs" shows the sampled
+//                           tokens' log-probs on the output_text part, openai_answer.h's entries; other
+//                           values are without effect), top_logprobs (0..20 alternatives per token, asked
+//                           of the upstream only with the logprobs included)}
 // Input items map onto the session's messages: a `message` item (also one without `type`; role user |
 // assistant | system | developer; content a string or input_text / output_text / refusal parts) is one
 // message; a `function_call` item is a tool call of the assistant message before it (a new, empty assistant
@@ -19,7 +23,7 @@
 // conversation (the gateway keeps no conversation objects: send the whole conversation, or chain with
 // previous_response_id), background: true, and a previous_response_id that is not the session's
 // (previous_response_not_found). Accepted and without effect: store (every call is recorded for training
-// either way), include, metadata, reasoning, user, truncation, prompt_cache_key, service_tier,
+// either way), metadata, reasoning, user, truncation, prompt_cache_key, service_tier,
 // text.verbosity.
 //
 // The answer is a `response` object {created_at, error, id ("resp_..."), incomplete_details, model, object,
@@ -38,6 +42,7 @@
 
 #include "server/gateway/gateway_session.h"
 #include "server/gateway/kept_request.h"
+#include "server/gateway/openai_answer.h"
 
 namespace crl::server::gateway {
 
@@ -49,9 +54,12 @@ ResponsesRequest parse_responses_request(std::string_view body);
 // (an `input` string is decoded whole and keeps nothing): turn.messages and turn.tools are lent by `kept`
 // when kept (give them back after the call). The answer and every error are the other's.
 ResponsesRequest parse_responses_request(std::string_view body, KeptRequest& kept);
-std::string response_json(const Completion& completion, const std::string& model);
+// `logprobs` (null: not asked) on the output_text part.
+std::string response_json(const Completion& completion, const std::string& model,
+                          const TokenLogprobs* logprobs = nullptr);
 // The answer's id, "resp_" and the completion id's suffix (what previous_response_id names).
 std::string response_id(const Completion& completion);
-std::string response_sse(const Completion& completion, const std::string& model);
+std::string response_sse(const Completion& completion, const std::string& model,
+                         const TokenLogprobs* logprobs = nullptr);
 
 }  // namespace crl::server::gateway

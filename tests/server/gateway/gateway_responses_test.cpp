@@ -1,6 +1,11 @@
 // The OpenAI Responses API on the gateway's sessions (server/gateway/responses_codec.h): input items and
 // instructions, function_call / function_call_output round trips recognised as the session's own answers,
 // named and numbered stream events, incomplete answers, the Bearer path, input_tokens, and the refusals.
+#include <map>
+#include <span>
+#include <tuple>
+
+#include "engine/tokenizer.h"
 #include "tests/server/gateway/gateway_fixture.h"
 
 namespace crl::server::gateway::testing {
@@ -604,6 +609,106 @@ TEST(GatewayResponses, InputTokensIsTheSizeOfThePromptThenSent) {
   EXPECT_EQ(json::parse(malformed.body)["error"]["param"], "input") << malformed.body;
   EXPECT_EQ(client.call("GET", "/v1/responses/input_tokens").status, 405);
   EXPECT_EQ(client.call("POST", "/v1/responses/elsewhere", "{}").status, 404);
+}
+
+// include: ["message.output_text.logprobs"] (with top_logprobs K): the output_text part carries one entry per
+// sampled token, the ids and log-probs the upstream sampled and the export records (tool-call and
+// end-of-turn tokens included, as chat's logprobs.content), each with the upstream's K most likely
+// alternatives; streamed, the delta and done events carry them without bytes (the events' Logprob) and the
+// part's done and completed events with. Not included: no logprobs, and no alternatives asked upstream.
+// A retry answers the stored entries. Bad values are refused naming the field.
+TEST(GatewayResponses, IncludedLogprobsAreTheSampledTokens) {
+  const std::shared_ptr<const Tokenizer> bytes_tokenizer = make_tokenizer("byte");
+  const auto token_bytes = [&](TokenId id) {
+    return bytes_tokenizer->decode(std::span<const TokenId>(&id, 1));
+  };
+  const auto bytes_of = [](const json& entry) {
+    std::string out;
+    for (const json& b : entry["bytes"]) out += static_cast<char>(b.get<int>());
+    return out;
+  };
+  // `entries` against the upstream call: one per sampled id, K alternatives each; `with_bytes`: each entry
+  // and alternative carries its bytes (else none).
+  const auto expect_entries = [&](const json& entries, const crl::testing::LoggedCall& call, size_t k,
+                                  bool with_bytes) {
+    ASSERT_TRUE(entries.is_array()) << entries;
+    ASSERT_EQ(entries.size(), call.output.size()) << "one entry per sampled id";
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const json& entry = entries[i];
+      EXPECT_EQ(static_cast<float>(entry["logprob"].get<double>()), call.logprobs[i]) << i;
+      EXPECT_EQ(entry["token"], token_bytes(call.output[i])) << i;  // (ASCII answers)
+      EXPECT_EQ(entry.contains("bytes"), with_bytes) << entry;
+      if (with_bytes) EXPECT_EQ(bytes_of(entry), token_bytes(call.output[i])) << i;
+      ASSERT_EQ(entry["top_logprobs"].size(), k) << entry;
+      for (size_t j = 0; j < k; ++j) {
+        const json& top = entry["top_logprobs"][j];
+        EXPECT_EQ(top["token"], token_bytes(call.top[i][j].first)) << i << " " << j;
+        EXPECT_EQ(static_cast<float>(top["logprob"].get<double>()), call.top[i][j].second) << i << " " << j;
+        EXPECT_EQ(top.contains("bytes"), with_bytes) << top;
+      }
+    }
+  };
+  const json include = json::array({"reasoning.encrypted_content", "message.output_text.logprobs"});
+  Bench bench;
+  ResponsesHarness h(bench.port(), "logprobs");
+  const json answer = h.turn({{"include", include}, {"top_logprobs", 2}});
+  const crl::testing::LoggedCall call = bench.upstream->calls().back();
+  EXPECT_EQ(call.top_logprobs, 2) << "the alternatives are asked of the upstream";
+  ASSERT_EQ(answer["output"].size(), 1u) << answer;
+  const json& part = answer["output"][0]["content"][0];
+  EXPECT_EQ(part["type"], "output_text");
+  expect_entries(part["logprobs"], call, 2, true);
+  EXPECT_EQ(part["logprobs"].size(), answer["usage"]["output_tokens"]);
+  std::string joined;
+  for (const json& entry : part["logprobs"]) joined += bytes_of(entry);
+  EXPECT_EQ(joined, bytes_tokenizer->decode(call.output)) << "the sampled text, end of turn included";
+  // A retry of the same input: the stored answer, its entries included, nothing sampled again.
+  h.input.erase(h.input.end() - 1);
+  EXPECT_EQ(h.turn({{"include", include}, {"top_logprobs", 2}}), answer);
+  EXPECT_EQ(bench.upstream->calls().size(), 1u);
+
+  // Not included: no logprobs on the part, and top_logprobs alone asks the upstream for nothing.
+  h.input.push_back(ResponsesHarness::user("next"));
+  const json plain = h.turn({{"top_logprobs", 3}});
+  EXPECT_FALSE(plain["output"][0]["content"][0].contains("logprobs")) << plain;
+  EXPECT_EQ(bench.upstream->calls().back().top_logprobs, 0);
+
+  // Streamed.
+  ResponsesHarness streamed(bench.port(), "logprobs-stream");
+  const auto reply =
+      streamed.post(streamed.body({{"stream", true}, {"include", include}, {"top_logprobs", 1}}));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const crl::testing::LoggedCall streamed_call = bench.upstream->calls().back();
+  std::map<std::string, json> events;
+  for (const ResponseEvent& e : response_events(reply.body)) events[e.name] = e.payload;
+  expect_entries(events["response.output_text.delta"]["logprobs"], streamed_call, 1, false);
+  expect_entries(events["response.output_text.done"]["logprobs"], streamed_call, 1, false);
+  expect_entries(events["response.content_part.done"]["part"]["logprobs"], streamed_call, 1, true);
+  expect_entries(events["response.completed"]["response"]["output"][0]["content"][0]["logprobs"],
+                 streamed_call, 1, true);
+  EXPECT_FALSE(events["response.content_part.added"]["part"].contains("logprobs"));
+  // Not included, streamed: the events' logprobs are empty lists, as before.
+  streamed.input.push_back(ResponsesHarness::user("next"));
+  const auto bare = streamed.post(streamed.body({{"stream", true}}));
+  ASSERT_EQ(bare.status, 200) << bare.body;
+  for (const ResponseEvent& e : response_events(bare.body)) {
+    if (e.name == "response.output_text.delta" || e.name == "response.output_text.done")
+      EXPECT_EQ(e.payload["logprobs"], json::array()) << e.text;
+  }
+
+  // Bad values, each a 400 naming the field.
+  for (const auto& [field, value, param] : std::vector<std::tuple<std::string, json, std::string>>{
+           {"include", "message.output_text.logprobs", "include"},
+           {"include", json::array({"message.output_text.logprobs", 7}), "include[1]"},
+           {"top_logprobs", 21, "top_logprobs"},
+           {"top_logprobs", -1, "top_logprobs"},
+           {"top_logprobs", 1.5, "top_logprobs"}}) {
+    const auto refused = h.post(h.body({{field, value}, {"include", field == "include" ? value : include}}));
+    EXPECT_EQ(refused.status, 400) << field << " " << value.dump();
+    const json error = json::parse(refused.body, nullptr, false);
+    EXPECT_EQ(error["error"]["param"], param) << refused.body;
+  }
+  EXPECT_EQ(h.state()["status"], "running") << "refusals leave the session as it was";
 }
 
 }  // namespace
