@@ -13,18 +13,21 @@
 //   Anthropic messages: the answer's `content` blocks, and the blocks a stream's events build (text and
 //     thinking deltas joined, a tool_use input parsed from its joined input_json_delta parts);
 //   Responses: the answer's `output` items, and the items of the stream's response.output_item.done events
-//     (which must equal the response.completed event's output).
+//     (which must equal the response.completed event's output), both with the sampled tokens' log-probs on
+//     the output_text part (the raw text in pieces of 1-3 bytes, invalid UTF-8 included).
 // Each copy is followed by what a harness sends next (tool results for the calls, else a user message).
 //
 // Built by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined; tests/fuzz/CMakeLists.txt) with
 // CRL_LIBFUZZER defined; the gateway tests compile the same function without it and replay the seed corpus
 // (tests/fuzz/corpus/model_reply).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/gateway/anthropic_codec.h"
 #include "server/gateway/openai_answer.h"
@@ -236,13 +239,32 @@ json responses_body(const json& items) {
   return {{"model", "m"}, {"input", input}};
 }
 
-void check_responses(const Completion& completion, uint64_t key) {
+// `sampled` (the raw text, before its UTF-8 repair) as the tokens an answer's log-probs show: pieces of one
+// to three bytes (so parts of characters and invalid bytes too), each with one alternative.
+struct SampledTokens {
+  explicit SampledTokens(std::string_view sampled) {
+    for (size_t at = 0, n = 0; at < sampled.size(); at += n) {
+      n = std::min<size_t>(1 + static_cast<unsigned char>(sampled[at]) % 3, sampled.size() - at);
+      shown.tokens.emplace_back(sampled.substr(at, n));
+      values.push_back(-static_cast<float>(at) / 8.0f);
+      shown.top.push_back({Alternative{std::string(sampled.substr(at, 1)), -1.0f}});
+    }
+    shown.logprobs = values;
+  }
+  std::vector<float> values;
+  TokenLogprobs shown;
+};
+
+void check_responses(const Completion& completion, uint64_t key, std::string_view sampled) {
   const auto decode = [](const std::string& body) { return parse_responses_request(body); };
-  const json answer = parse_answer(response_json(completion, "m"), "responses");
+  // With the sampled tokens' log-probs on the output_text part (include: message.output_text.logprobs): the
+  // harness's copy carries them back, and is still the session's answer.
+  const SampledTokens tokens(sampled);
+  const json answer = parse_answer(response_json(completion, "m", &tokens.shown), "responses");
   expect_recognised(responses_body(answer["output"]), decode, key, key, "a Responses answer's copy");
 
   json items = json::array(), completed;
-  for (const Event& event : events_of(response_sse(completion, "m"), "responses")) {
+  for (const Event& event : events_of(response_sse(completion, "m", &tokens.shown), "responses")) {
     if (event.name != event.data.value("type", ""))
       fail("a Responses event's name is not its type", event.data.dump());
     if (event.name == "response.output_item.done") items.push_back(event.data["item"]);
@@ -286,7 +308,7 @@ int fuzz_model_reply(const uint8_t* data, size_t size) {
       completion.reply.tool_calls.empty() ? key : anthropic_reply_key(completion.reply);
   check_chat(completion, key);
   check_anthropic(completion, key, anthropic_key);
-  check_responses(completion, key);
+  check_responses(completion, key, std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
   return 0;
 }
 

@@ -672,6 +672,7 @@ TEST(GatewayResponses, IncludedLogprobsAreTheSampledTokens) {
   const json plain = h.turn({{"top_logprobs", 3}});
   EXPECT_FALSE(plain["output"][0]["content"][0].contains("logprobs")) << plain;
   EXPECT_EQ(bench.upstream->calls().back().top_logprobs, 0);
+  EXPECT_EQ(h.state()["history_edits"], 0) << "the copy with its logprobs is recognised as the answer";
 
   // Streamed.
   ResponsesHarness streamed(bench.port(), "logprobs-stream");
