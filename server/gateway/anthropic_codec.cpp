@@ -15,7 +15,8 @@ using json = nlohmann::json;
 
 namespace {
 
-// A string, or a list of text blocks, as text.
+// A string, or a list of text blocks, as text: the blocks joined by "\n" (a tool_result's content, as vLLM's
+// Messages API joins it).
 std::string block_text(JsonView content, const std::string& where) {
   if (content.is_string()) return std::string(content.string());
   if (!content.is_array())
@@ -28,9 +29,52 @@ std::string block_text(JsonView content, const std::string& where) {
       const std::string at = where + "[" + std::to_string(i) + "]";
       throw bad_request("bad_content", at + " must be a text block {\"type\": \"text\", \"text\"}", at);
     }
+    if (i > 0) text += '\n';
     text += block_text.string();
     ++i;
   }
+  return text;
+}
+
+// Claude Code's attribution line, the first text block of its system prompt: "x-anthropic-billing-header:
+// cc_version=...; cc_entrypoint=...; cch=...;", where cch is a hash of that request, so the block differs
+// on every call. Anthropic's API reads it and it is not the model's; kept, it would make every call of a
+// session an edited history (a new part, the whole history rendered again) and show the model a hash.
+// Dropped, as vLLM's Messages API drops it.
+constexpr std::string_view kBillingHeader = "x-anthropic-billing-header";
+
+// A system prompt (the top-level `system`, or a `role: "system"` message's content): a string, or text
+// blocks joined by "" (vLLM's Messages API joins them so); without the attribution line (a block that starts
+// with it, or a string's first line). nullopt when nothing but that line was there.
+std::optional<std::string> system_text(JsonView content, const std::string& where) {
+  if (content.is_string()) {
+    std::string_view text = content.string();
+    if (!text.starts_with(kBillingHeader)) return std::string(text);
+    const size_t eol = text.find('\n');
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    if (text.empty()) return std::nullopt;
+    return std::string(text);
+  }
+  if (!content.is_array())
+    throw bad_request("bad_content", where + " must be a string or a list of blocks", where);
+  std::string text;
+  bool dropped = false, kept = false;
+  size_t i = 0;
+  for (const JsonView block : content) {
+    const JsonView block_text = block.find("text");
+    if (string_or_empty(block, "type") != "text" || !block_text.is_string()) {
+      const std::string at = where + "[" + std::to_string(i) + "]";
+      throw bad_request("bad_content", at + " must be a text block {\"type\": \"text\", \"text\"}", at);
+    }
+    ++i;
+    if (block_text.string().starts_with(kBillingHeader)) {
+      dropped = true;
+      continue;
+    }
+    kept = true;
+    text += block_text.string();
+  }
+  if (dropped && !kept) return std::nullopt;
   return text;
 }
 
@@ -38,14 +82,24 @@ void add_turn(JsonView message, const std::string& where, std::vector<Message>& 
   const JsonView role_value = message.find("role");
   if (!role_value.is_string()) throw bad_request("bad_role", where + ".role is missing", where + ".role");
   const std::string_view role = role_value.string();
-  if (role != "user" && role != "assistant") {
+  if (role != "user" && role != "assistant" && role != "system") {
     throw bad_request("bad_role",
-                      where + ".role " + quote(text_prefix(role)) + " is not one of user, assistant",
+                      where + ".role " + quote(text_prefix(role)) + " is not one of user, assistant, system",
                       where + ".role");
   }
   const JsonView content = message.find("content");
   if (!content.exists()) throw bad_request("bad_content", where + ".content is missing", where + ".content");
   const std::string at = where + ".content";
+  if (role == "system") {
+    // A mid-conversation system message (Anthropic's, which Claude Code sends its reminders and hooks'
+    // context as since 2.1.154): a system message where it stands, so the conversation still only grows at
+    // its end (vLLM's Messages API moves it into the leading system prompt instead, which would change the
+    // window's first message, an edited history, at every new one). A template that takes system messages
+    // only first refuses it (a 400 naming the template's error).
+    if (std::optional<std::string> text = system_text(content, at))
+      out.push_back(Message{MessageRole::kSystem, std::move(*text), {}, {}});
+    return;
+  }
   if (content.is_string()) {
     out.push_back(Message{role == "user" ? MessageRole::kUser : MessageRole::kAssistant,
                           std::string(content.string()),
@@ -61,6 +115,8 @@ void add_turn(JsonView message, const std::string& where, std::vector<Message>& 
       const std::string_view type = string_or_empty(block, "type");
       const JsonView text = block.find("text"), name = block.find("name");
       if (type == "text" && text.is_string()) {
+        // (text blocks joined by "\n", empty ones skipped, as vLLM's Messages API passes them on)
+        if (!text.string().empty() && !assistant.content.empty()) assistant.content += '\n';
         assistant.content += text.string();
       } else if (type == "tool_use" && name.is_string()) {
         const JsonView input = block.find("input");
@@ -87,6 +143,8 @@ void add_turn(JsonView message, const std::string& where, std::vector<Message>& 
     const std::string_view type = string_or_empty(block, "type");
     const JsonView block_text_value = block.find("text");
     if (type == "text" && block_text_value.is_string()) {
+      // (joined by "\n", empty ones skipped, as vLLM's Messages API passes a turn's text blocks on)
+      if (!block_text_value.string().empty() && !text.empty()) text += '\n';
       text += block_text_value.string();
     } else if (type == "tool_result") {
       flush();
@@ -160,8 +218,10 @@ MessagesRequest read_whole_messages(std::string_view body, bool count_only, Mess
   const JsonDocument doc = read_request_body(body);
   const JsonView request = doc.root();
   MessagesRequest out;
-  if (const JsonView system = request.find("system"); !system.is_none())
-    out.turn.messages.push_back(Message{MessageRole::kSystem, block_text(system, "system"), {}, {}});
+  if (const JsonView system = request.find("system"); !system.is_none()) {
+    if (std::optional<std::string> text = system_text(system, "system"))
+      out.turn.messages.push_back(Message{MessageRole::kSystem, std::move(*text), {}, {}});
+  }
   const JsonView messages = request.find("messages");
   if (!messages.is_array())
     throw bad_request("bad_messages", "messages must be a list of messages", "messages");

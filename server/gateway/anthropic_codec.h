@@ -1,8 +1,11 @@
 #pragma once
 // The Anthropic Messages API on the gateway's session machinery, for Claude-Code-style harnesses:
-//   POST .../v1/messages               {model, max_tokens, system (string | text blocks), messages (role
-//                                      user | assistant; content a string or blocks: text, tool_use,
-//                                      tool_result), tools [{name, description, input_schema}],
+//   POST .../v1/messages               {model, max_tokens, system (string | text blocks, joined by ""; Claude
+//                                      Code's attribution line x-anthropic-billing-header left out),
+//                                      messages (role user | assistant | system, a mid-conversation system
+//                                      message kept where it stands; content a string or blocks: text
+//                                      (joined by "\n"), tool_use, tool_result), tools [{name, description,
+//                                      input_schema}],
 //                                      temperature, top_p, top_k, stream, stop_sequences (passed
 //                                      upstream; an answer that ended on one has stop_reason
 //                                      "stop_sequence" and stop_sequence set), tool_choice (auto, none:

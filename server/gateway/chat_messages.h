@@ -26,7 +26,7 @@ enum class MessageRole { kSystem, kUser, kAssistant, kTool };
 
 struct Message {
   MessageRole role = MessageRole::kUser;
-  std::string content;               // text parts joined
+  std::string content;               // text parts joined by "\n" (vLLM's way; Anthropic system blocks by "")
   std::vector<ToolCall> tool_calls;  // assistant only
   std::string tool_call_id;          // tool only
   bool operator==(const Message&) const = default;

@@ -34,6 +34,7 @@ std::string content_text(JsonView content, const MessagePath& where) {
       throw bad_request("bad_content",
                         at + " must be {\"type\": \"text\", \"text\": STRING} (only text parts)", at);
     }
+    if (i > 0) text += '\n';  // (parts joined as vLLM joins them for a template that takes text)
     text += part_text.string();
     ++i;
   }

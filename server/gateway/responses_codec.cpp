@@ -40,6 +40,7 @@ std::string parts_text(JsonView content, const ItemPath& where, const std::strin
                             quote(text_prefix(type)) + "; images, files and audio are not accepted)",
                         at);
     }
+    if (i > 0) text += '\n';  // (parts joined as vLLM joins them)
     text += value.string();
     ++i;
   }

@@ -1,5 +1,6 @@
 // The Anthropic Messages API on the gateway's sessions: system, content blocks, tool_use / tool_result,
 // streaming events, count_tokens, the session from x-api-key or a Bearer token, Anthropic-shaped errors.
+#include "engine/tokenizer.h"
 #include "tests/server/gateway/gateway_fixture.h"
 
 namespace crl::server::gateway::testing {
@@ -179,8 +180,12 @@ TEST(GatewayAnthropic, ErrorsAreAnthropicShaped) {
   };
   check(c.post({{"messages", {{{"role", "user"}, {"content", "x"}}}}}), 400,
         "invalid_request_error");  // no max_tokens
-  check(c.post({{"max_tokens", 5}, {"messages", {{{"role", "system"}, {"content", "x"}}}}}), 400,
+  check(c.post({{"max_tokens", 5}, {"messages", {{{"role", "developer"}, {"content", "x"}}}}}), 400,
         "invalid_request_error");
+  check(c.post({{"max_tokens", 5}, {"messages", {{{"role", "system"}, {"content", 7}}}}}), 400,
+        "invalid_request_error");
+  check(c.post({{"max_tokens", 5}, {"messages", {{{"role", "system"}, {"content", {{{"type", "image"}}}}}}}}),
+        400, "invalid_request_error");
   check(c.post({{"max_tokens", 5}, {"messages", {{{"role", "user"}, {"content", {{{"type", "image"}}}}}}}}),
         400, "invalid_request_error");
   check(c.post({{"max_tokens", 5},
@@ -190,6 +195,112 @@ TEST(GatewayAnthropic, ErrorsAreAnthropicShaped) {
   check(c.client.call("POST", "/v1/messages", R"({"max_tokens": 5, "messages": []})"), 401,
         "authentication_error");
   EXPECT_EQ(bench.upstream->calls().size(), 0u);
+}
+
+// What Claude Code (2.1.x, as of late 2026) sends: a system prompt of text blocks led by its attribution
+// line, whose cch hash differs on every call; user turns of several text blocks (a system-reminder, then
+// the words); and mid-conversation system messages ({"role": "system"} inside messages) for its reminders.
+// The attribution line never reaches the model and never makes a call an edited history; a system message
+// stands where it was sent; text blocks are joined by "\n" (a system prompt's by ""), as vLLM's Messages
+// API joins them. The session goes on as one window across all of it, and count_tokens counts the same.
+TEST(GatewayAnthropic, ClaudeCodesSystemBlocksRemindersAndSystemMessages) {
+  Bench bench;
+  Claude c(bench.port(), "claude-code");
+  const auto system = [](int call) {
+    return json::array(
+        {{{"type", "text"},
+          {"text", "x-anthropic-billing-header: cc_version=2.1.200.a1b; cc_entrypoint=cli; cch=" +
+                       std::to_string(7919 * (call + 1)) + ";"}},
+         {{"type", "text"},
+          {"text", "You are Claude Code, Anthropic's official CLI for Claude."},
+          {"cache_control", {{"type", "ephemeral"}}}},
+         {{"type", "text"}, {"text", "\nYou are an interactive agent."}}});
+  };
+  json messages = json::array(
+      {{{"role", "user"},
+        {"content", json::array({{{"type", "text"}, {"text", "<system-reminder>ctx</system-reminder>"}},
+                                 {{"type", "text"}, {"text", ""}},
+                                 {{"type", "text"}, {"text", "marker=cc please call the tool"}}})}}});
+  const auto body = [&](int call) {
+    return json{{"model", "claude-test"}, {"max_tokens", 200}, {"system", system(call)},
+                {"messages", messages},   {"tools", kTools},   {"metadata", {{"user_id", "u"}}},
+                {"stream", call % 2 == 1}};
+  };
+  const auto prompt_text = [&] {
+    return make_tokenizer("byte")->decode(bench.upstream->calls().back().prompt);
+  };
+  const auto answer = [&](const server::testing::Reply& reply) {
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    if (reply.body.starts_with("event:")) {  // a stream: the blocks its events build
+      json blocks = json::array();
+      std::string input;
+      for (size_t at = 0; (at = reply.body.find("data: ", at)) != std::string::npos;) {
+        const size_t end = reply.body.find("\n\n", at);
+        const json event = json::parse(reply.body.substr(at + 6, end - at - 6));
+        at = end;
+        if (event["type"] == "content_block_start") blocks.push_back(event["content_block"]);
+        if (event["type"] == "content_block_delta" && event["delta"]["type"] == "text_delta")
+          blocks.back()["text"] =
+              blocks.back()["text"].get<std::string>() + event["delta"]["text"].get<std::string>();
+        if (event["type"] == "content_block_delta" && event["delta"]["type"] == "input_json_delta")
+          input += event["delta"]["partial_json"].get<std::string>();
+        if (event["type"] == "content_block_stop" && blocks.back()["type"] == "tool_use")
+          blocks.back()["input"] = json::parse(input.empty() ? "{}" : input);
+      }
+      return blocks;
+    }
+    return json::parse(reply.body)["content"];
+  };
+
+  json content = answer(c.post(body(0)));
+  const std::string first = prompt_text();
+  EXPECT_EQ(first.find("x-anthropic-billing-header"), std::string::npos) << first;
+  EXPECT_NE(
+      first.find("<|im_start|>system\nYou are Claude Code, Anthropic's official CLI for Claude.\nYou are "
+                 "an interactive agent."),
+      std::string::npos)
+      << first;
+  EXPECT_NE(first.find("<system-reminder>ctx</system-reminder>\nmarker=cc please call the tool<|im_end|>"),
+            std::string::npos)
+      << first;
+  // count_tokens counts the prompt that was sent (the attribution line left out there too).
+  const auto counted = c.post(body(5), "/count_tokens");
+  ASSERT_EQ(counted.status, 200) << counted.body;
+  EXPECT_EQ(json::parse(counted.body)["input_tokens"], bench.upstream->calls().back().prompt.size());
+
+  for (int call = 1; call <= 6; ++call) {
+    messages.push_back({{"role", "assistant"}, {"content", content}});
+    json results = json::array();
+    for (const json& block : content) {
+      if (block["type"] == "tool_use")
+        results.push_back({{"type", "tool_result"},
+                           {"tool_use_id", block["id"]},
+                           {"content", "out " + std::to_string(call)}});
+    }
+    if (results.empty()) results.push_back({{"type", "text"}, {"text", "next " + std::to_string(call)}});
+    messages.push_back({{"role", "user"}, {"content", results}});
+    // Every other call, a reminder as a mid-conversation system message after the user turn.
+    const std::string reminder =
+        "<system-reminder>file " + std::to_string(call) + " changed</system-reminder>";
+    if (call % 2 == 0) {
+      messages.push_back(
+          {{"role", "system"}, {"content", json::array({{{"type", "text"}, {"text", reminder}}})}});
+    }
+    content = answer(c.post(body(call)));
+    const std::string prompt = prompt_text();
+    EXPECT_EQ(prompt.find("x-anthropic-billing-header"), std::string::npos) << call;
+    if (call % 2 == 0) {
+      EXPECT_NE(prompt.find("<|im_start|>system\n" + reminder + "<|im_end|>\n<|im_start|>assistant\n"),
+                std::string::npos)
+          << "the reminder stands where it was sent, just before the answer: " << prompt;
+    }
+  }
+  const json state = json::parse(c.client.call("GET", "/v1/sessions/claude-code").body);
+  EXPECT_EQ(state["history_edits"], 0) << "a new cch each call, and the reminders, edit nothing: " << state;
+  size_t turns = 0;
+  for (const crl::testing::LoggedCall& call : bench.upstream->calls())
+    turns += call.rid.find("/summarize/") == std::string::npos;
+  EXPECT_EQ(turns, 7u) << "one sampled answer per call (and the summaries of its compactions)";
 }
 
 }  // namespace
