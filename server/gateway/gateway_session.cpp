@@ -37,10 +37,19 @@ std::optional<EpisodeStatus> parse_status(const std::string& status) {
   return std::nullopt;
 }
 
-// The rollout as one trajectory: the parts (windows closed by a history edit) in order, N_after recounted
-// over all of them.
-Trajectory merge(std::vector<Trajectory> parts) {
+// The rollout as one trajectory: the parts (windows closed by a history edit, threads' windows) in the
+// order they closed, N_after recounted over all of them. With more than one thread, `segment_threads` in
+// the metadata names each segment's thread (its index, in the order of the threads' first calls).
+Trajectory merge(std::vector<Trajectory> parts, const std::vector<int>& threads) {
+  std::string segment_threads;
+  if (std::any_of(threads.begin(), threads.end(), [](int t) { return t != 0; })) {
+    for (size_t p = 0; p < parts.size(); ++p) {
+      for (size_t i = 0; i < parts[p].segments.size(); ++i)
+        segment_threads += (segment_threads.empty() ? "" : ",") + std::to_string(threads[p]);
+    }
+  }
   Trajectory out = std::move(parts.back());
+  if (!segment_threads.empty()) out.metadata["segment_threads"] = segment_threads;
   if (parts.size() > 1) {
     std::vector<Segment> segments;
     int compactions = 0, dropped = 0;
@@ -87,46 +96,47 @@ double GatewaySession::idle_seconds() const {
 
 void GatewaySession::make_episode(std::vector<TokenId> system, std::vector<TokenId> rest, bool opens_turn) {
   auto env = std::make_unique<HarnessEnv>();
-  env_ = env.get();
+  t_.env = env.get();
   EpisodeConfig episode;
   episode.budget = config_.budget;
   episode.seed = config_.seed;
   episode.group_index = config_.group_index;
   episode.sample_index = config_.sample_index;
   episode.rollout_id = config_.rollout_id;
-  episode_ = std::make_unique<Episode>(std::move(env), codec(), episode);
-  ++episode_generation_;
-  ids_text_.invalidate();
-  env_->stage_start(std::move(system), std::move(rest), opens_turn);
+  t_.episode = std::make_unique<Episode>(std::move(env), codec(), episode);
+  t_.generation = ++generations_;
+  t_.ids_text.invalidate();
+  t_.env->stage_start(std::move(system), std::move(rest), opens_turn);
   Task task;
-  task.id = "gateway/" + id_;
-  episode_->start(task);
-  held_.reset();
+  task.id = "gateway/" + id_ + thread_suffix();  // (each thread its own sampling streams)
+  t_.episode->start(task);
+  t_.held.reset();
 }
 
 void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys) {
   std::vector<TokenId> system, rest;
-  render_now_ =
+  t_.render_now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
   const FirstPrompt first =
-      variant_->renderer.first_prompt(turn.messages, turn.tools, render_now_, system, rest, &converted_);
-  system_opened_user_turn_ = first.system_opens_user_turn;
+      variant_->renderer.first_prompt(turn.messages, turn.tools, t_.render_now, system, rest, &t_.converted);
+  t_.system_opened_user_turn = first.system_opens_user_turn;
   make_episode(std::move(system), std::move(rest), first.opens_turn);
-  known_ = std::move(keys);
-  tools_key_ = tools_key_of(turn);
-  window_.reset();  // a new part renders the harness's list until its first rebuild
-  step_answers_.clear();
+  t_.known = std::move(keys);
+  t_.tools_key = tools_key_of(turn);
+  t_.window.reset();  // a new part renders the harness's list until its first rebuild
+  t_.step_answers.clear();
 }
 
 void GatewaySession::note_rebuild(const ChatTurn& turn, const std::string& summary_text) {
-  if (episode_->done()) return;  // truncated: the rebuilt window did not fit
+  if (t_.episode->done()) return;  // truncated: the rebuilt window did not fit
   const std::vector<Message>& messages = turn.messages;
   // The window keeps the newest k steps (k = tail_k -> 0): from the oldest kept step's answer on; none
   // kept: from the answer to come, after everything the harness has sent.
-  const auto kept = static_cast<size_t>(episode_->context().steps_in_window());
-  const size_t from =
-      kept > 0 && kept <= step_answers_.size() ? step_answers_[step_answers_.size() - kept] : messages.size();
+  const auto kept = static_cast<size_t>(t_.episode->context().steps_in_window());
+  const size_t from = kept > 0 && kept <= t_.step_answers.size()
+                          ? t_.step_answers[t_.step_answers.size() - kept]
+                          : messages.size();
   WindowConversation window;
   if (!messages.empty() && messages[0].role == MessageRole::kSystem) window.messages.push_back(messages[0]);
   // The resume turn as the window holds it: the preface and the summary's text (envs/codec.h).
@@ -135,42 +145,43 @@ void GatewaySession::note_rebuild(const ChatTurn& turn, const std::string& summa
   window.from = from;
   window.messages.insert(window.messages.end(), messages.begin() + static_cast<ptrdiff_t>(from),
                          messages.end());
-  window_ = std::move(window);
+  t_.window = std::move(window);
   // Only the window's steps can be kept by the next rebuild: the list stays as long as the window.
-  step_answers_.erase(step_answers_.begin(),
-                      step_answers_.end() - static_cast<ptrdiff_t>(std::min(kept, step_answers_.size())));
+  t_.step_answers.erase(t_.step_answers.begin(), t_.step_answers.end() - static_cast<ptrdiff_t>(std::min(
+                                                                             kept, t_.step_answers.size())));
 }
 
 void GatewaySession::start_text_part(const std::string& prompt) {
-  system_opened_user_turn_ = false;
+  t_.system_opened_user_turn = false;
   make_episode({}, variant_->renderer.text(prompt));
   known_text_ = prompt;
 }
 
 void GatewaySession::close_part(const std::string& why) {
-  if (!episode_->done()) {
-    if (held_) {
-      env_->stage_step({}, 0.0, true, false);
-      episode_->submit(held_->decision);
+  if (!t_.episode->done()) {
+    if (t_.held) {
+      t_.env->stage_step({}, 0.0, true, false);
+      t_.episode->submit(t_.held->decision);
     } else {
       Decision failed;
       failed.failed = true;
       failed.error = why;
-      episode_->submit(failed);
+      t_.episode->submit(failed);
     }
   }
-  held_.reset();
-  Trajectory part = episode_->finish();
+  t_.held.reset();
+  Trajectory part = t_.episode->finish();
   part.metadata["part_end"] = why;
   parts_.push_back(std::move(part));
-  episode_.reset();
-  env_ = nullptr;
+  part_threads_.push_back(t_.index);
+  t_.episode.reset();
+  t_.env = nullptr;
 }
 
 void GatewaySession::throw_done() const {
   throw GatewayError(400, "invalid_request_error", "context_length_exceeded",
-                     "session " + quote(id_) + " has no room left: " + episode_->reason() +
-                         " (the rollout is " + std::string(episode_status_name(episode_->status())) +
+                     "session " + quote(id_) + " has no room left: " + t_.episode->reason() +
+                         " (the rollout is " + std::string(episode_status_name(t_.episode->status())) +
                          "; post its reward to end it)",
                      "messages");
 }
@@ -194,30 +205,91 @@ Completion GatewaySession::complete(const ChatTurn& turn) {
   check_open(true);
   const std::string& prompt = *turn.prompt;
   if (prompt.empty()) throw bad_request("empty_prompt", "prompt is empty: give the text so far", "prompt");
-  if (!episode_) {
+  if (!t_.episode) {
     start_text_part(prompt);
     return drive(turn);
   }
-  if (episode_->done()) throw_done();
-  if (held_ && prompt == known_text_) return stored_answer(turn);  // a retry: nothing sampled twice
-  if (held_) {
-    const std::string& answer = held_->completion.reply.content;
+  if (t_.episode->done()) throw_done();
+  if (t_.held && prompt == known_text_) return stored_answer(turn);  // a retry: nothing sampled twice
+  if (t_.held) {
+    const std::string& answer = t_.held->completion.reply.content;
     if (prompt.size() >= known_text_.size() + answer.size() && prompt.starts_with(known_text_) &&
         prompt.compare(known_text_.size(), answer.size(), answer) == 0) {
       const std::string_view fresh = std::string_view(prompt).substr(known_text_.size() + answer.size());
-      env_->stage_step(variant_->renderer.text(fresh), 0.0, false, false);
-      const Decision decision = std::move(held_->decision);
-      held_.reset();
-      episode_->submit(decision);
+      t_.env->stage_step(variant_->renderer.text(fresh), 0.0, false, false);
+      const Decision decision = std::move(t_.held->decision);
+      t_.held.reset();
+      t_.episode->submit(decision);
       known_text_ = prompt;
       return drive(turn);
     }
   }
-  if (!held_ && prompt == known_text_) return drive(turn);  // after a failed upstream call: send it again
+  if (!t_.held && prompt == known_text_) return drive(turn);  // after a failed upstream call: send it again
   close_part("the harness rewrote its history");
   ++history_edits_;
   start_text_part(prompt);
   return drive(turn);
+}
+
+std::string GatewaySession::thread_suffix() const {
+  return t_.index > 0 ? "/t" + std::to_string(t_.index) : "";
+}
+
+void GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys) {
+  if (!t_.episode && parked_.empty()) {  // the session's first call
+    if (threads_ == 0) t_.index = threads_++;
+    return;
+  }
+  const uint64_t tools = tools_key_of(turn);
+  const auto continued = [&](const Thread& t) {
+    return t.tools_key == tools && keys.size() >= t.known.size() &&
+           std::equal(t.known.begin(), t.known.end(), keys.begin());
+  };
+  if (continued(t_)) return;  // the active thread (every call of a one-conversation harness)
+  const auto activate = [&](size_t i) {
+    std::swap(t_, parked_[i]);
+    if (!parked_[i].episode) parked_.erase(parked_.begin() + static_cast<ptrdiff_t>(i));
+  };
+  size_t best = parked_.size();
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    if (continued(parked_[i]) &&
+        (best == parked_.size() || parked_[i].known.size() > parked_[best].known.size()))
+      best = i;
+  }
+  if (best < parked_.size()) return activate(best);
+  // An edit of a thread: the call keeps its first two messages (or its one), as a harness that rewrites
+  // its history keeps its system prompt and task; another conversation differs in one of them (a
+  // sub-agent's system prompt, or its task under the same one).
+  const auto shared = [&](const Thread& t) {
+    const size_t lead = std::min<size_t>(2, t.known.size());
+    return lead > 0 && keys.size() >= lead &&
+           std::equal(t.known.begin(), t.known.begin() + lead, keys.begin());
+  };
+  if (shared(t_)) return;
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    if (shared(parked_[i])) return activate(i);
+  }
+  // A new conversation: a new thread; the active one is parked, and past kMaxThreads the least recently
+  // used one's part is closed (its held answer recorded as its last turn).
+  if (t_.episode) {  // (an active thread without a window, its first call refused, is reused)
+    parked_.push_back(std::move(t_));
+    t_ = Thread{};
+    t_.index = threads_++;
+  }
+  if (parked_.size() + 1 > kMaxThreads) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < parked_.size(); ++i) {
+      if (parked_[i].last_call < parked_[oldest].last_call) oldest = i;
+    }
+    retire_parked(oldest, "more threads than the session keeps (" + std::to_string(kMaxThreads) + ")");
+  }
+}
+
+void GatewaySession::retire_parked(size_t i, const std::string& why) {
+  std::swap(t_, parked_[i]);
+  close_part(why);
+  std::swap(t_, parked_[i]);
+  parked_.erase(parked_.begin() + static_cast<ptrdiff_t>(i));
 }
 
 Completion GatewaySession::chat(const ChatTurn& turn) {
@@ -230,39 +302,41 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
     keys.resize(turn.messages.size());
     for (size_t i = 0; i < keys.size(); ++i) keys[i] = message_key(turn.messages[i]);
   }
-  if (!episode_) {
+  select_thread(turn, keys);
+  t_.last_call = calls_;
+  if (!t_.episode) {
     start_part(turn, std::move(keys));
     return drive(turn);
   }
-  if (episode_->done()) throw_done();
-  const size_t n0 = known_.size();
-  const bool same_prefix = tools_key_of(turn) == tools_key_ && keys.size() >= n0 &&
-                           std::equal(known_.begin(), known_.end(), keys.begin());
+  if (t_.episode->done()) throw_done();
+  const size_t n0 = t_.known.size();
+  const bool same_prefix = tools_key_of(turn) == t_.tools_key && keys.size() >= n0 &&
+                           std::equal(t_.known.begin(), t_.known.end(), keys.begin());
   if (same_prefix) {
-    if (held_ && keys.size() == n0) return stored_answer(turn);  // a retry: nothing sampled twice
-    if (held_ && (keys[n0] == held_->key || keys[n0] == held_->anthropic_key)) {
+    if (t_.held && keys.size() == n0) return stored_answer(turn);  // a retry: nothing sampled twice
+    if (t_.held && (keys[n0] == t_.held->key || keys[n0] == t_.held->anthropic_key)) {
       std::span<const Message> conversation = turn.messages;
       size_t answer = n0;
-      if (window_) {
+      if (t_.window) {
         // The window's conversation: its messages through the harness's n0 - 1 (what the last answered
         // call sent; a refused call's messages are cut off again), then the answer and the new messages.
-        window_->messages.resize(window_->lead + (n0 - window_->from));
-        window_->messages.insert(window_->messages.end(), turn.messages.begin() + static_cast<ptrdiff_t>(n0),
-                                 turn.messages.end());
-        conversation = window_->messages;
-        answer = n0 - window_->from + window_->lead;
+        t_.window->messages.resize(t_.window->lead + (n0 - t_.window->from));
+        t_.window->messages.insert(t_.window->messages.end(),
+                                   turn.messages.begin() + static_cast<ptrdiff_t>(n0), turn.messages.end());
+        conversation = t_.window->messages;
+        answer = n0 - t_.window->from + t_.window->lead;
       }
-      TurnsAfterAnswer turns = variant_->renderer.observation(held_->decision.tokens, conversation, answer,
-                                                              turn.tools, render_now_, &converted_);
-      env_->stage_step(std::move(turns.ids), 0.0, false, false, turns.opens_turn);
-      const Decision decision = std::move(held_->decision);
-      held_.reset();
-      step_answers_.push_back(n0);
-      episode_->submit(decision);
-      known_ = std::move(keys);
+      TurnsAfterAnswer turns = variant_->renderer.observation(t_.held->decision.tokens, conversation, answer,
+                                                              turn.tools, t_.render_now, &t_.converted);
+      t_.env->stage_step(std::move(turns.ids), 0.0, false, false, turns.opens_turn);
+      const Decision decision = std::move(t_.held->decision);
+      t_.held.reset();
+      t_.step_answers.push_back(n0);
+      t_.episode->submit(decision);
+      t_.known = std::move(keys);
       return drive(turn);
     }
-    if (!held_ && keys.size() == n0) return drive(turn);  // after a failed upstream call: send it again
+    if (!t_.held && keys.size() == n0) return drive(turn);  // after a failed upstream call: send it again
   }
   close_part("the harness rewrote its history");
   ++history_edits_;
@@ -274,10 +348,11 @@ UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatT
                                              int64_t max_new_tokens) {
   UpstreamCall call;
   call.prompt = &request.prompt;
-  call.prompt_ids_json = ids_text_.text(request.prompt, episode_generation_, request.compactions);
+  call.prompt_ids_json = t_.ids_text.text(request.prompt, t_.generation, request.compactions);
   call.max_new_tokens = max_new_tokens;
   call.sampling_seed = llm::sampling_seed(request.stream);
-  call.rid = id_ + "/" + role_name(request.role) + "/" + std::to_string(request.stream.ordinal);
+  call.rid =
+      id_ + thread_suffix() + "/" + role_name(request.role) + "/" + std::to_string(request.stream.ordinal);
   call.routing_key = turn.routing_key.empty() ? id_ : turn.routing_key;
   call.sampling = config_.sampling;
   call.keepalive = turn.keepalive;
@@ -325,8 +400,8 @@ AssistantReply GatewaySession::read_answer(std::string& text, const ChatTurn& tu
 Completion GatewaySession::drive(const ChatTurn& turn) {
   // The summary the trigger asked for (window + instruction), from the same upstream; its answer closes a
   // summary segment and the episode rebuilds the window.
-  while (!episode_->done() && episode_->request().role == Role::kSummarize) {
-    const Request& request = episode_->request();
+  while (!t_.episode->done() && t_.episode->request().role == Role::kSummarize) {
+    const Request& request = t_.episode->request();
     UpstreamResult result = call_upstream(request, turn, request.max_new_tokens);
     if (!result.ok) fail_call(result);
     Decision summary;
@@ -335,12 +410,12 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
     summary.finish_reason = result.answer.finish_reason == "abort" ? "length" : result.answer.finish_reason;
     const bool render = !*plain_ && variant_->renderer.renders_template();
     const std::string summary_text = render ? codec()->decode(codec()->summary_body(summary.tokens)) : "";
-    episode_->submit(summary);
+    t_.episode->submit(summary);
     if (render) note_rebuild(turn, summary_text);
     if (ServerMetrics* m = shared_.metrics) m->compactions->add();
   }
-  if (episode_->done()) throw_done();
-  const Request& request = episode_->request();
+  if (t_.episode->done()) throw_done();
+  const Request& request = t_.episode->request();
   // Clamped to what is left of the budget (the episode's) and to the harness's own limit.
   const int64_t max_new =
       turn.max_tokens > 0 ? std::min(turn.max_tokens, request.max_new_tokens) : request.max_new_tokens;
@@ -366,12 +441,13 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
     }
   }
   completion.id = std::string(*plain_ ? "cmpl-" : "chatcmpl-") + id_ + "-" + std::to_string(request.turn) +
-                  "-" + std::to_string(parts_.size());
+                  "-" + std::to_string(parts_.size()) + (t_.index > 0 ? "-t" + std::to_string(t_.index) : "");
   completion.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  completion.reply =
-      read_answer(text, turn, std::to_string(request.turn) + "_" + std::to_string(parts_.size()));
+  completion.reply = read_answer(text, turn,
+                                 std::to_string(request.turn) + "_" + std::to_string(parts_.size()) +
+                                     (t_.index > 0 ? "_t" + std::to_string(t_.index) : ""));
   completion.finish_reason = result.answer.finish_reason == "length" ? "length"
                              : completion.reply.tool_calls.empty()   ? "stop"
                                                                      : "tool_calls";
@@ -386,7 +462,7 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   decision.logprobs = std::move(result.answer.logprobs);
   decision.finish_reason = result.answer.finish_reason;
   if (decision.finish_reason == "abort") {
-    episode_->submit(decision);  // recorded; the episode ends as aborted
+    t_.episode->submit(decision);  // recorded; the episode ends as aborted
     ++failures_;
     last_failure_ = "the LLM server aborted the generation";
     throw GatewayError(502, "upstream_error", "upstream_aborted", last_failure_);
@@ -394,23 +470,23 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   const uint64_t key = reply_key(completion.reply);
   const uint64_t anthropic_key =
       completion.reply.tool_calls.empty() ? key : anthropic_reply_key(completion.reply);
-  held_ = Held{std::move(decision), key, anthropic_key, completion};
+  t_.held = Held{std::move(decision), key, anthropic_key, completion};
   if (turn.prompt_ids) completion.prompt_ids = waiting_prompt_ids();
   return completion;
 }
 
 Completion GatewaySession::stored_answer(const ChatTurn& turn) {
   ++retries_;
-  Completion out = held_->completion;
+  Completion out = t_.held->completion;
   if (turn.prompt_ids) out.prompt_ids = waiting_prompt_ids();
   return out;
 }
 
 std::string GatewaySession::waiting_prompt_ids() {
   // The prompt the held answer was sampled from: the episode still waits on it, and its id text is the one
-  // the upstream call wrote (ids_text_ keeps it), so this copies it.
-  const Request& request = episode_->request();
-  return std::string(ids_text_.text(request.prompt, episode_generation_, request.compactions));
+  // the upstream call wrote (t_.ids_text keeps it), so this copies it.
+  const Request& request = t_.episode->request();
+  return std::string(t_.ids_text.text(request.prompt, t_.generation, request.compactions));
 }
 
 void GatewaySession::reward(double reward, const std::string& status) {
@@ -424,27 +500,34 @@ void GatewaySession::reward(double reward, const std::string& status) {
     throw GatewayError(409, "invalid_request_error", "session_ended",
                        "session " + quote(id_) + " already has its reward", "session_id");
   }
-  if (!episode_) {
+  if (!t_.episode) {
     throw GatewayError(409, "invalid_request_error", "session_empty",
                        "session " + quote(id_) + " has no call yet: nothing to reward", "session_id");
   }
-  if (!episode_->done()) {
-    if (held_) {
+  // The other threads' parts first, the least recently used first; the active thread's (the rollout's last
+  // call) last, with the reward.
+  std::sort(parked_.begin(), parked_.end(),
+            [](const Thread& a, const Thread& b) { return a.last_call < b.last_call; });
+  while (!parked_.empty()) retire_parked(0, "the rollout ended");
+  if (!t_.episode->done()) {
+    if (t_.held) {
       const bool truncated = *parsed == EpisodeStatus::kTruncated;
-      env_->stage_step({}, reward, !truncated, truncated);
-      episode_->submit(held_->decision);
-      held_.reset();
+      t_.env->stage_step({}, reward, !truncated, truncated);
+      t_.episode->submit(t_.held->decision);
+      t_.held.reset();
     } else {
       Decision failed;
       failed.failed = true;
       failed.error = "the rollout ended while a request was pending (the last upstream call failed)";
-      episode_->submit(failed);
+      t_.episode->submit(failed);
     }
   }
-  parts_.push_back(episode_->finish());
+  parts_.push_back(t_.episode->finish());
+  part_threads_.push_back(t_.index);
   kept_request_.clear();  // no more calls: the memory goes
-  Trajectory t = merge(std::move(parts_));
+  Trajectory t = merge(std::move(parts_), part_threads_);
   parts_.clear();
+  part_threads_.clear();
   t.reward = reward;
   if (t.status != *parsed) {
     t.status = *parsed;
@@ -453,6 +536,7 @@ void GatewaySession::reward(double reward, const std::string& status) {
   t.env = "gateway";
   t.metadata["gateway_session"] = id_;
   t.metadata["history_edits"] = std::to_string(history_edits_);
+  if (threads_ > 1) t.metadata["threads"] = std::to_string(threads_);
   t.metadata["upstream_calls"] = std::to_string(calls_);
   t.metadata["upstream_failures"] = std::to_string(failures_);
   if (!last_failure_.empty()) t.metadata["upstream_last_failure"] = last_failure_;
@@ -470,8 +554,8 @@ void GatewaySession::reward(double reward, const std::string& status) {
   for (const auto& [key, value] : config_.metadata) t.metadata[key] = value;
   t.validate();
   trajectory_ = std::move(t);
-  episode_.reset();
-  env_ = nullptr;
+  t_.episode.reset();
+  t_.env = nullptr;
   ended_ = true;
 }
 
@@ -485,16 +569,18 @@ nlohmann::json GatewaySession::state() const {
     out["segments"] = trajectory_->segments.size();
     out["compactions"] = trajectory_->compactions;
     out["reward"] = trajectory_->reward;
-  } else if (episode_) {
-    out["status"] = episode_->done() ? std::string(episode_status_name(episode_->status())) : "running";
-    if (!episode_->reason().empty()) out["reason"] = episode_->reason();
-    out["window_tokens"] = episode_->context().tokens();
-    out["compactions"] = episode_->context().compactions();
-    out["turns"] = episode_->turn();
+  } else if (t_.episode) {
+    out["status"] = t_.episode->done() ? std::string(episode_status_name(t_.episode->status())) : "running";
+    if (!t_.episode->reason().empty()) out["reason"] = t_.episode->reason();
+    out["window_tokens"] = t_.episode->context().tokens();
+    out["compactions"] = t_.episode->context().compactions();
+    out["turns"] = t_.episode->turn();
   } else {
     out["status"] = "empty";
   }
-  out["messages"] = known_.size();
+  out["messages"] = t_.known.size();
+  out["threads"] = threads_;
+  out["thread"] = t_.index;  // the one the last call went to (status, window_tokens... are its)
   out["history_edits"] = history_edits_;
   out["upstream_calls"] = calls_;
   out["upstream_failures"] = failures_;

@@ -115,9 +115,9 @@ class GatewaySession {
   const TemplateVariant& variant() const { return *variant_; }
   // Whether the session's first call may still set its template variables: none were given and no window
   // was rendered yet.
-  bool variant_open() const { return !variant_fixed_ && !episode_; }
+  bool variant_open() const { return !variant_fixed_ && !t_.episode; }
   // Whether a chat or completion call has started the session's window (a refused first call does not).
-  bool started() const { return episode_ != nullptr; }
+  bool started() const { return t_.episode != nullptr; }
   void set_variant(std::shared_ptr<const TemplateVariant> variant) {
     variant_ = std::move(variant);
     variant_fixed_ = true;
@@ -160,9 +160,9 @@ class GatewaySession {
   // Throws for an ended session or one that speaks the other API; then fixes the session's API.
   void check_open(bool plain);
   const std::shared_ptr<const Codec>& codec() const {
-    return plain_.value_or(false)     ? shared_.completion_codec
-           : system_opened_user_turn_ ? variant_->codec_after_opened_turn
-                                      : variant_->codec;
+    return plain_.value_or(false)       ? shared_.completion_codec
+           : t_.system_opened_user_turn ? variant_->codec_after_opened_turn
+                                        : variant_->codec;
   }
   void start_part(const ChatTurn& turn, std::vector<uint64_t> keys);
   void start_text_part(const std::string& prompt);
@@ -188,17 +188,8 @@ class GatewaySession {
   std::shared_ptr<const TemplateVariant> variant_;
   bool variant_fixed_ = true;
   SessionConfig config_;
-  std::unique_ptr<Episode> episode_;
-  HarnessEnv* env_ = nullptr;  // owned by episode_
-  std::vector<uint64_t> known_;
   std::optional<bool> plain_;  // which API the session speaks (set by its first call)
-  // The current part's system part opened the first user turn (TemplateRenderer::first): its rebuilds'
-  // resume turn continues it (Gemma with a system message).
-  bool system_opened_user_turn_ = false;
-  std::string known_text_;  // plain completions: the last prompt
-  uint64_t tools_key_ = 0;
-  int64_t render_now_ = 0;       // strftime_now() of a Jinja template: the time the window started
-  ConvertedMessages converted_;  // a Jinja template's values of the rendered messages, kept between calls
+  std::string known_text_;     // plain completions: the last prompt
   // A Jinja template's conversation once the part's window was rebuilt: what the window holds, as messages
   // (the leading system message, the resume turn as a user message, then the harness's messages from the
   // oldest kept step's answer on), so that a call renders the window's conversation and not the harness's
@@ -209,20 +200,52 @@ class GatewaySession {
     size_t lead = 0;  // messages before the harness's kept ones: the system message (if any) and the resume
     size_t from = 0;  // the harness's index of messages[lead]
   };
-  std::optional<WindowConversation> window_;
-  std::vector<size_t> step_answers_;  // the harness's index of each step's answer in the window, this part
-  // After a summary was submitted: window_ for the rebuilt window (a Jinja template's session).
+  // One conversation of the session: a message list that calls extend, and its compacted window. A harness
+  // may run several through one session (Claude Code's sub-agents and its side calls, each with its own
+  // system prompt and task, interleaved with the main agent's calls): each is a thread with its own window,
+  // so that switching between them is neither a history edit nor a render of a whole history
+  // (select_thread). Every thread's parts are the session's segments, under its one reward.
+  struct Thread {
+    std::unique_ptr<Episode> episode;
+    HarnessEnv* env = nullptr;  // owned by episode
+    std::vector<uint64_t> known;
+    // The current part's system part opened the first user turn (TemplateRenderer::first): its rebuilds'
+    // resume turn continues it (Gemma with a system message).
+    bool system_opened_user_turn = false;
+    uint64_t tools_key = 0;
+    int64_t render_now = 0;       // strftime_now() of a Jinja template: the time the window started
+    ConvertedMessages converted;  // a Jinja template's values of the rendered messages, kept between calls
+    std::optional<WindowConversation> window;
+    std::vector<size_t> step_answers;  // the harness's index of each step's answer in the window, this part
+    std::optional<Held> held;
+    PromptIdsText ids_text;   // the last forwarded prompt's id text (only new ids are written)
+    uint64_t generation = 0;  // set by make_episode: ids_text never outlives its arena
+    int index = 0;            // the session's threads in the order of their first calls
+    uint64_t last_call = 0;   // calls_ at its last call (the least recently used is retired first)
+  };
+  static constexpr size_t kMaxThreads = 16;  // past it, the least recently used thread's part is closed
+  // Makes the thread that `turn` (with message keys `keys`) belongs to the active one (t_): the one whose
+  // messages it extends (the active thread first, then the one with the most messages); else the one it
+  // shares at least its first two messages with (or its one message), which it edits; else a new thread.
+  void select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys);
+  // Closes the part of parked_[i] and drops the thread.
+  void retire_parked(size_t i, const std::string& why);
+  // "" for the first thread, "/tN" for the others (in the upstream's rid and the episode's task id).
+  std::string thread_suffix() const;
+  Thread t_;                    // the active thread
+  std::vector<Thread> parked_;  // the others
+  int threads_ = 0;             // threads started
+  uint64_t generations_ = 0;    // episodes made (each thread's generation is unique)
+  // After a summary was submitted: t_.window for the rebuilt window (a Jinja template's session).
   void note_rebuild(const ChatTurn& turn, const std::string& summary_text);
-  std::optional<Held> held_;
   std::vector<Trajectory> parts_;
+  std::vector<int> part_threads_;  // the thread of each part
   std::optional<Trajectory> trajectory_;
   bool ended_ = false;
   int history_edits_ = 0;
   uint64_t calls_ = 0, retries_ = 0, failures_ = 0;
   std::string last_failure_;
   std::vector<int64_t> cached_tokens_;  // per successful upstream call, in order
-  PromptIdsText ids_text_;              // the last forwarded prompt's id text (only new ids are written)
-  uint64_t episode_generation_ = 0;     // bumped by make_episode: ids_text_ never outlives its arena
   KeptRequest kept_request_;
   ResponseChain response_chain_;
 };

@@ -223,12 +223,13 @@ TEST(GatewayBadInput, AnEditedHistoryIsRecordedAsANewSegment) {
   h.turn();
   h.add("user", "second");
   h.turn();
-  // The harness rewrites the first user message (e.g. a context trimmer of its own).
-  h.messages[1]["content"] = "marker=m0 a different task";
+  // The harness rewrites a message after its system prompt and task (e.g. a context trimmer of its own).
+  h.messages[3]["content"] = "a different second";
   h.add("user", "third");
   const json answer = h.turn();
   EXPECT_EQ(answer["choices"][0]["message"]["content"], "ack m0 2");
   EXPECT_EQ(h.state()["history_edits"], 1);
+  EXPECT_EQ(h.state()["threads"], 1) << "an edit, not another conversation";
   ASSERT_EQ(h.reward(1).status, 200);
   const json exported = h.export_json();
   ASSERT_EQ(exported["segments"].size(), 2u);
@@ -236,7 +237,7 @@ TEST(GatewayBadInput, AnEditedHistoryIsRecordedAsANewSegment) {
   // The new segment's prompt is the history as given.
   const auto tokenizer = make_tokenizer("byte");
   const std::string prompt = tokenizer->decode(ids_of(exported["segments"][1]["prompt_ids"]));
-  EXPECT_NE(prompt.find("a different task"), std::string::npos);
+  EXPECT_NE(prompt.find("a different second"), std::string::npos);
   EXPECT_NE(prompt.find("third"), std::string::npos);
   // Both answered turns of the first window are kept (nothing lost), and every call is in the export.
   int64_t sampled = 0;

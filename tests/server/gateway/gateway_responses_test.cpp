@@ -477,10 +477,12 @@ TEST(GatewayResponses, AChainedCallBringsItsOwnInstructionsAndStreamsChain) {
   EXPECT_EQ(last.rfind("<|im_start|>system\nYou are a test agent.", 0), 0u) << last;
   EXPECT_NE(last.find("go on"), std::string::npos) << last;
   EXPECT_NE(last.find("and again"), std::string::npos) << last;
-  // Other instructions on a chained call: the conversation's system message changed (a new segment).
+  // Other instructions on a chained call: the conversation's system message changed, another conversation
+  // (a new thread of the session, gateway_session.h), the conversation's messages carried on.
   h.input = json::array({ResponsesHarness::user("one more")});
   h.turn({{"instructions", "You are another agent."}});
-  EXPECT_EQ(h.state()["history_edits"], 1);
+  EXPECT_EQ(h.state()["history_edits"], 0);
+  EXPECT_EQ(h.state()["threads"], 2);
   const std::string other = tokenizer->decode(session_prompts(bench, "chain-instructions").back());
   EXPECT_EQ(other.rfind("<|im_start|>system\nYou are another agent.", 0), 0u) << other;
   EXPECT_NE(other.find("and again"), std::string::npos) << "the conversation came along";

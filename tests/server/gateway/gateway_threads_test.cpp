@@ -1,0 +1,161 @@
+// A harness that runs several conversations through one session (Claude Code's sub-agents and side calls,
+// each with its own system prompt or task, interleaved with the main agent's calls): each conversation is
+// a thread of the session with its own compacted window (gateway_session.h, select_thread), so switching
+// between them is neither a history edit nor a render of a whole history; a call that keeps a thread's
+// first two messages and changes a later one edits that thread; every thread's parts are the session's
+// segments under its one reward, each named by `segment_threads`, token-exact against its upstream calls.
+#include <map>
+
+#include "engine/tokenizer.h"
+#include "tests/server/gateway/gateway_fixture.h"
+
+namespace crl::server::gateway::testing {
+namespace {
+
+// The export's segments of one thread, and the upstream calls of that thread (rid <id>[/tN]/role/n).
+json thread_export(const json& exported, int thread) {
+  std::vector<std::string> threads;
+  const std::string list = exported["segments"][0]["metadata"].value("segment_threads", "");
+  for (size_t at = 0; at <= list.size() && !list.empty();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    threads.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  EXPECT_EQ(threads.size(), exported["segments"].size()) << list;
+  json out = exported;
+  out["segments"] = json::array();
+  for (size_t i = 0; i < threads.size() && i < exported["segments"].size(); ++i) {
+    if (threads[i] == std::to_string(thread)) out["segments"].push_back(exported["segments"][i]);
+  }
+  return out;
+}
+
+std::vector<crl::testing::LoggedCall> thread_calls(const Bench& bench, const std::string& id, int thread) {
+  const std::string prefix = id + (thread > 0 ? "/t" + std::to_string(thread) : "") + "/";
+  std::vector<crl::testing::LoggedCall> out;
+  for (const auto& call : bench.upstream->calls()) {
+    if (call.rid.rfind(prefix, 0) != 0) continue;
+    if (thread == 0 && call.rid.compare(id.size(), 2, "/t") == 0) continue;
+    out.push_back(call);
+  }
+  return out;
+}
+
+TEST(GatewayThreads, InterleavedConversationsEachKeepTheirWindow) {
+  Bench bench;
+  // One session, three conversations: the main agent, a sub-agent (another system prompt) and a second
+  // sub-agent of the same kind (the same system prompt, another task).
+  Harness main(bench.port(), "multi", "m0");
+  Harness sub(bench.port(), "multi", "s1");
+  sub.messages[0]["content"] = "You are a sub-agent.";
+  Harness twin(bench.port(), "multi", "s2");
+  twin.messages[0]["content"] = "You are a sub-agent.";
+  const std::string pad(60, 'y');
+  for (int t = 0; t < 20; ++t) {
+    for (Harness* h : {&main, &sub, &twin}) {
+      if (t) h->add("user", "turn " + std::to_string(t) + " " + pad);
+      const json answer = h->turn();
+      // Before its first compaction, each conversation's window holds only its own messages: the answer
+      // names its task's marker and counts its own turns.
+      const std::string marker = h == &main ? "m0" : h == &sub ? "s1" : "s2";
+      if (t < 4) {
+        EXPECT_EQ(answer["choices"][0]["message"]["content"], "ack " + marker + " " + std::to_string(t))
+            << answer;
+      }
+    }
+  }
+  json state = main.state();
+  EXPECT_EQ(state["history_edits"], 0) << state;
+  EXPECT_EQ(state["threads"], 3) << state;
+  EXPECT_EQ(state["thread"], 2) << "the last call was the twin's";
+  // Every call after a thread's first continued its own window: its prompt extends the thread's last one
+  // (or is a rebuilt window after a compaction's summary).
+  for (int thread = 0; thread < 3; ++thread) {
+    const auto calls = thread_calls(bench, "multi", thread);
+    size_t summaries = 0;
+    for (size_t i = 1; i < calls.size(); ++i) {
+      if (calls[i - 1].rid.find("/summarize/") != std::string::npos ||
+          calls[i].rid.find("/summarize/") != std::string::npos) {
+        summaries += calls[i].rid.find("/summarize/") != std::string::npos;
+        continue;
+      }
+      std::vector<TokenId> before = calls[i - 1].prompt;
+      before.insert(before.end(), calls[i - 1].output.begin(), calls[i - 1].output.end());
+      EXPECT_TRUE(calls[i].prompt.size() > before.size() &&
+                  std::equal(before.begin(), before.end(), calls[i].prompt.begin()))
+          << "thread " << thread << " call " << i;
+    }
+    EXPECT_GE(summaries, 1u) << "thread " << thread << " compacted its own window";
+  }
+  // A retry of a parked thread's last call: its stored answer, nothing sampled.
+  const size_t before = bench.upstream->calls().size();
+  json retry = main.messages;
+  retry.erase(retry.end() - 1);
+  const auto again = main.post({{"model", "test"}, {"messages", retry}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(json::parse(again.body)["choices"][0]["message"], main.messages.back());
+  EXPECT_EQ(bench.upstream->calls().size(), before);
+
+  // A fourth conversation, edited after its first two messages: a new part of that thread, not a thread.
+  Harness editor(bench.port(), "multi", "e3");
+  editor.messages[0]["content"] = "You are an editor.";
+  editor.turn();
+  editor.add("user", "second");
+  editor.turn();
+  editor.messages[3]["content"] = "an edited turn";
+  editor.add("user", "after the edit");
+  editor.turn();
+  state = main.state();
+  EXPECT_EQ(state["history_edits"], 1) << state;
+  EXPECT_EQ(state["threads"], 4) << state;
+  main.add("user", "back to the main agent");
+  main.turn();
+  EXPECT_EQ(main.state()["thread"], 0);
+
+  ASSERT_EQ(main.reward(1).status, 200);
+  const json exported = main.export_json();
+  EXPECT_EQ(thread_export(exported, 3)["segments"].size(), 2u) << "the editor's two parts";
+  for (int thread = 0; thread < 4; ++thread) {
+    SCOPED_TRACE("thread " + std::to_string(thread));
+    const json own = thread_export(exported, thread);
+    EXPECT_GE(own["segments"].size(), 2u);
+    check_exact(own, thread_calls(bench, "multi", thread));
+  }
+  EXPECT_EQ(exported["segments"][0]["metadata"]["threads"], "4");
+}
+
+// Past kMaxThreads (16) conversations, the least recently used thread's part is closed (its answer recorded
+// as its last turn) and dropped; the session goes on, and every call is in the export.
+TEST(GatewayThreads, TheLeastRecentlyUsedThreadIsClosedPastTheLimit) {
+  Bench bench;
+  std::vector<std::unique_ptr<Harness>> harnesses;
+  for (int i = 0; i < 20; ++i) {
+    harnesses.push_back(std::make_unique<Harness>(bench.port(), "many", "c" + std::to_string(i)));
+    harnesses.back()->messages[0]["content"] = "You are side call " + std::to_string(i) + ".";
+    harnesses.back()->turn();
+  }
+  json state = harnesses[0]->state();
+  EXPECT_EQ(state["threads"], 20);
+  EXPECT_EQ(state["history_edits"], 0);
+  // The first conversation's thread was closed: its next call starts a new part (a new thread, as its
+  // messages match no thread the session keeps).
+  harnesses[0]->add("user", "again");
+  harnesses[0]->turn();
+  EXPECT_EQ(harnesses[0]->state()["threads"], 21);
+  // The newest threads are still kept: their next calls continue them.
+  harnesses[19]->add("user", "again");
+  harnesses[19]->turn();
+  EXPECT_EQ(harnesses[0]->state()["threads"], 21);
+  ASSERT_EQ(harnesses[0]->reward(1).status, 200);
+  const json exported = harnesses[0]->export_json();
+  EXPECT_EQ(exported["segments"].size(), 21u) << "one part per thread, each a segment";
+  size_t sampled = 0;
+  for (const json& segment : exported["segments"])
+    for (const json& m : segment["loss_mask"]) sampled += m.get<size_t>();
+  size_t output = 0;
+  for (const auto& call : bench.upstream->calls()) output += call.output.size();
+  EXPECT_EQ(sampled, output) << "every sampled token is in the export";
+}
+
+}  // namespace
+}  // namespace crl::server::gateway::testing
