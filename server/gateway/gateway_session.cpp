@@ -235,17 +235,14 @@ std::string GatewaySession::thread_suffix() const {
   return t_.index > 0 ? "/t" + std::to_string(t_.index) : "";
 }
 
-void GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys) {
-  if (!t_.episode && parked_.empty()) {  // the session's first call
-    if (threads_ == 0) t_.index = threads_++;
-    return;
-  }
+bool GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys) {
+  if (!t_.episode && parked_.empty()) return false;  // the session's first call (thread 0)
   const uint64_t tools = tools_key_of(turn);
   const auto continued = [&](const Thread& t) {
     return t.tools_key == tools && keys.size() >= t.known.size() &&
            std::equal(t.known.begin(), t.known.end(), keys.begin());
   };
-  if (continued(t_)) return;  // the active thread (every call of a one-conversation harness)
+  if (continued(t_)) return true;  // the active thread (every call of a one-conversation harness)
   const auto activate = [&](size_t i) {
     std::swap(t_, parked_[i]);
     if (!parked_[i].episode) parked_.erase(parked_.begin() + static_cast<ptrdiff_t>(i));
@@ -256,7 +253,10 @@ void GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint6
         (best == parked_.size() || parked_[i].known.size() > parked_[best].known.size()))
       best = i;
   }
-  if (best < parked_.size()) return activate(best);
+  if (best < parked_.size()) {
+    activate(best);
+    return true;
+  }
   // An edit of a thread: the call keeps its first two messages (or its one), as a harness that rewrites
   // its history keeps its system prompt and task; another conversation differs in one of them (a
   // sub-agent's system prompt, or its task under the same one).
@@ -265,9 +265,12 @@ void GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint6
     return lead > 0 && keys.size() >= lead &&
            std::equal(t.known.begin(), t.known.begin() + lead, keys.begin());
   };
-  if (shared(t_)) return;
+  if (shared(t_)) return false;
   for (size_t i = 0; i < parked_.size(); ++i) {
-    if (shared(parked_[i])) return activate(i);
+    if (shared(parked_[i])) {
+      activate(i);
+      return false;
+    }
   }
   // A new conversation: a new thread; the active one is parked, and past kMaxThreads the least recently
   // used one's part is closed (its held answer recorded as its last turn).
@@ -283,6 +286,7 @@ void GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint6
     }
     retire_parked(oldest, "more threads than the session keeps (" + std::to_string(kMaxThreads) + ")");
   }
+  return false;
 }
 
 void GatewaySession::retire_parked(size_t i, const std::string& why) {
@@ -302,7 +306,7 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
     keys.resize(turn.messages.size());
     for (size_t i = 0; i < keys.size(); ++i) keys[i] = message_key(turn.messages[i]);
   }
-  select_thread(turn, keys);
+  const bool same_prefix = select_thread(turn, keys);
   t_.last_call = calls_;
   if (!t_.episode) {
     start_part(turn, std::move(keys));
@@ -310,8 +314,6 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
   }
   if (t_.episode->done()) throw_done();
   const size_t n0 = t_.known.size();
-  const bool same_prefix = tools_key_of(turn) == t_.tools_key && keys.size() >= n0 &&
-                           std::equal(t_.known.begin(), t_.known.end(), keys.begin());
   if (same_prefix) {
     if (t_.held && keys.size() == n0) return stored_answer(turn);  // a retry: nothing sampled twice
     if (t_.held && (keys[n0] == t_.held->key || keys[n0] == t_.held->anthropic_key)) {

@@ -227,14 +227,15 @@ class GatewaySession {
   // Makes the thread that `turn` (with message keys `keys`) belongs to the active one (t_): the one whose
   // messages it extends (the active thread first, then the one with the most messages); else the one it
   // shares at least its first two messages with (or its one message), which it edits; else a new thread.
-  void select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys);
+  // Returns whether the call extends the active thread's messages (with its tools).
+  bool select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys);
   // Closes the part of parked_[i] and drops the thread.
   void retire_parked(size_t i, const std::string& why);
   // "" for the first thread, "/tN" for the others (in the upstream's rid and the episode's task id).
   std::string thread_suffix() const;
   Thread t_;                    // the active thread
   std::vector<Thread> parked_;  // the others
-  int threads_ = 0;             // threads started
+  int threads_ = 1;             // threads started (thread 0 is the session's first)
   uint64_t generations_ = 0;    // episodes made (each thread's generation is unique)
   // After a summary was submitted: t_.window for the rebuilt window (a Jinja template's session).
   void note_rebuild(const ChatTurn& turn, const std::string& summary_text);
