@@ -222,6 +222,23 @@ TEST(GatewayTemplate, Qwen3ToolsToolCallsAndTurnsForwardTheTemplatesOwnText) {
       kTemplateTools);
 }
 
+// Mid-conversation system messages (what Claude Code sends as Anthropic's role "system" inside messages,
+// and OpenAI harnesses as a system message after the first): each call is the template's own text with the
+// system message where it stands (Qwen3 and Qwen2.5 write a system turn there).
+TEST(GatewayTemplate, MidConversationSystemMessagesAreTheTemplatesOwnText) {
+  for (const char* name : {"qwen3", "qwen2_5"}) {
+    SCOPED_TRACE(name);
+    check_conversation(
+        name,
+        {{msg("system", "You are a shell agent."), msg("user", "List the files, please call the tool")},
+         {json{{"role", "tool"}, {"content", "a.txt\nb.txt"}, {"tool_call_id", "call_0_0_0"}},
+          msg("system", "<system-reminder>a.txt changed</system-reminder>")},
+         {msg("user", "Thanks. Now say ok."), msg("system", "Be brief.")},
+         {msg("user", "Once more.")}},
+        kTemplateTools);
+  }
+}
+
 // `crl serve --default-chat-template-kwargs '{"enable_thinking": false}'` (vLLM's option): every call's
 // generation prompt holds Qwen3's empty think block, the first call is the template's own text with the
 // variable, and each later one the template's text with the earlier answers as the model saw them.
