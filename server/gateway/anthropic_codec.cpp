@@ -43,16 +43,22 @@ std::string block_text(JsonView content, const std::string& where) {
 // Dropped, as vLLM's Messages API drops it.
 constexpr std::string_view kBillingHeader = "x-anthropic-billing-header";
 
+// `text` without the attribution line when it starts with it (the line and its newline; the rest of the
+// text is kept).
+std::string_view without_attribution(std::string_view text) {
+  if (!text.starts_with(kBillingHeader)) return text;
+  const size_t eol = text.find('\n');
+  return eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+}
+
 // A system prompt (the top-level `system`, or a `role: "system"` message's content): a string, or text
-// blocks joined by "" (vLLM's Messages API joins them so); without the attribution line (a block that starts
-// with it, or a string's first line). nullopt when nothing but that line was there.
+// blocks joined by "" (vLLM's Messages API joins them so); without the attribution line (at the start of the
+// string or of a block: vLLM drops such a block whole, and the line is all Claude Code's block holds).
+// nullopt when nothing but that line was there.
 std::optional<std::string> system_text(JsonView content, const std::string& where) {
   if (content.is_string()) {
-    std::string_view text = content.string();
-    if (!text.starts_with(kBillingHeader)) return std::string(text);
-    const size_t eol = text.find('\n');
-    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
-    if (text.empty()) return std::nullopt;
+    const std::string_view text = without_attribution(content.string());
+    if (text.empty() && !content.string().empty()) return std::nullopt;
     return std::string(text);
   }
   if (!content.is_array())
@@ -67,12 +73,13 @@ std::optional<std::string> system_text(JsonView content, const std::string& wher
       throw bad_request("bad_content", at + " must be a text block {\"type\": \"text\", \"text\"}", at);
     }
     ++i;
-    if (block_text.string().starts_with(kBillingHeader)) {
+    const std::string_view part = without_attribution(block_text.string());
+    if (part.size() != block_text.string().size()) {
       dropped = true;
-      continue;
+      if (part.empty()) continue;
     }
     kept = true;
-    text += block_text.string();
+    text += part;
   }
   if (dropped && !kept) return std::nullopt;
   return text;

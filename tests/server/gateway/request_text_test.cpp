@@ -71,6 +71,12 @@ TEST(RequestText, AnthropicBlocksSystemMessagesAndTheAttributionLine) {
   out = messages_of({{"system", json::array({billing})}, {"messages", {user}}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].role, MessageRole::kUser);
+  // A block that holds more than the line: the rest of it is kept.
+  out = messages_of(
+      {{"system", json::array({{{"type", "text"},
+                                {"text", "x-anthropic-billing-header: cch=2;\nYou are Claude Code."}}})},
+       {"messages", {user}}});
+  EXPECT_EQ(out[0].content, "You are Claude Code.");
   // Not the attribution line: kept as written, anywhere but at a block's start.
   out = messages_of({{"system", "Mind the x-anthropic-billing-header."}, {"messages", {user}}});
   EXPECT_EQ(out[0].content, "Mind the x-anthropic-billing-header.");
