@@ -238,8 +238,9 @@ std::string GatewaySession::thread_suffix() const {
 bool GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys) {
   if (!t_.episode && parked_.empty()) return false;  // the session's first call (thread 0)
   const uint64_t tools = tools_key_of(turn);
+  // (A thread without a window, its first call refused, is continued by nothing: it holds no messages.)
   const auto continued = [&](const Thread& t) {
-    return t.tools_key == tools && keys.size() >= t.known.size() &&
+    return t.episode && t.tools_key == tools && keys.size() >= t.known.size() &&
            std::equal(t.known.begin(), t.known.end(), keys.begin());
   };
   if (continued(t_)) return true;  // the active thread (every call of a one-conversation harness)

@@ -4,10 +4,12 @@
 // between them is neither a history edit nor a render of a whole history; a call that keeps a thread's
 // first two messages and changes a later one edits that thread; every thread's parts are the session's
 // segments under its one reward, each named by `segment_threads`, token-exact against its upstream calls.
+#include <fstream>
 #include <map>
 
 #include "engine/tokenizer.h"
 #include "tests/server/gateway/gateway_fixture.h"
+#include "tests/temp_dir.h"
 
 namespace crl::server::gateway::testing {
 namespace {
@@ -155,6 +157,39 @@ TEST(GatewayThreads, TheLeastRecentlyUsedThreadIsClosedPastTheLimit) {
   size_t output = 0;
   for (const auto& call : bench.upstream->calls()) output += call.output.size();
   EXPECT_EQ(sampled, output) << "every sampled token is in the export";
+}
+
+// A new conversation whose first call the template refuses (400 template_error) leaves no thread behind:
+// the main conversation's next call continues its own window (not a fresh one), and nothing is lost.
+TEST(GatewayThreads, ARefusedFirstCallOfAConversationLeavesTheOthersAsTheyWere) {
+  crl::test::TempDir dir;
+  const std::string file = (dir.path() / "strict.jinja").string();
+  std::ofstream(file) << kRefusesToolTurns;
+  GatewayOptions options;
+  options.chat_template = file;
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  Harness main(bench.port(), "refused", "m0");
+  main.turn();
+  main.add("user", "second");
+  main.turn();
+  const auto refused = main.post(
+      {{"model", "test"},
+       {"messages",
+        {{{"role", "system"}, {"content", "You are a sub-agent."}}, {{"role", "tool"}, {"content", "x"}}}}});
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  main.add("user", "third");
+  main.turn();
+  const json state = main.state();
+  EXPECT_EQ(state["thread"], 0) << state;
+  EXPECT_EQ(state["history_edits"], 0) << state;
+  const auto calls = bench.upstream->calls();
+  ASSERT_EQ(calls.size(), 3u);
+  std::vector<TokenId> before = calls[1].prompt;
+  before.insert(before.end(), calls[1].output.begin(), calls[1].output.end());
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), calls[2].prompt.begin()))
+      << "the third call continues the main window";
+  ASSERT_EQ(main.reward(1).status, 200);
+  EXPECT_EQ(check_exact(main.export_json(), calls), 3u);
 }
 
 }  // namespace
