@@ -27,44 +27,70 @@ void fill_keys(ChatTurn& turn) {
 
 }  // namespace
 
-void ResponseChain::push(Message message, uint64_t key) {
-  ends_.push_back(bytes() + text_bytes(message));
-  messages_.push_back(std::move(message));
-  keys_.push_back(key);
+void ResponseChain::Line::push(Message message, uint64_t key) {
+  ends.push_back(bytes() + text_bytes(message));
+  messages.push_back(std::move(message));
+  keys.push_back(key);
 }
 
-void ResponseChain::cut(size_t count) {
-  messages_.resize(std::min(count, messages_.size()));
-  keys_.resize(messages_.size());
-  ends_.resize(messages_.size());
-  drop_points_past(messages_.size());
+void ResponseChain::Line::cut(size_t count) {
+  messages.resize(std::min(count, messages.size()));
+  keys.resize(messages.size());
+  ends.resize(messages.size());
+  drop_points_past(messages.size());
 }
 
-void ResponseChain::drop_points_past(size_t count) {
-  while (!points_.empty() && points_.back().messages > count) points_.pop_back();
+void ResponseChain::Line::drop_points_past(size_t count) {
+  while (!points.empty() && points.back().messages > count) points.pop_back();
+}
+
+size_t ResponseChain::bytes() const {
+  size_t total = 0;
+  for (const Line& line : lines_) total += line.bytes();
+  return total;
+}
+
+ResponseChain::Line& ResponseChain::use(size_t i) {
+  std::rotate(lines_.begin() + static_cast<std::ptrdiff_t>(i),
+              lines_.begin() + static_cast<std::ptrdiff_t>(i) + 1, lines_.end());
+  return lines_.back();
 }
 
 void ResponseChain::continue_from(std::string_view previous, size_t lead, ChatTurn& turn) {
-  if (lent_) throw std::logic_error("ResponseChain::continue_from: the line is lent to another call");
-  const auto point =
-      std::find_if(points_.rbegin(), points_.rend(), [&](const Point& p) { return p.id == previous; });
-  if (point == points_.rend()) {
+  if (lent_) throw std::logic_error("ResponseChain::continue_from: a line is lent to another call");
+  // The point, on the most recently used line that has it (its newest such point).
+  size_t line = lines_.size(), at = 0;
+  for (size_t l = lines_.size(); l-- > 0 && line == lines_.size();) {
+    const std::vector<Point>& points = lines_[l].points;
+    for (size_t p = points.size(); p-- > 0;) {
+      if (points[p].id == previous) {
+        line = l;
+        at = p;
+        break;
+      }
+    }
+  }
+  if (line == lines_.size()) {
     std::string why = dropped_;
     if (why.empty()) {
-      why = points_.empty() ? "this session has answered no response yet"
-                            : "this session's newest response is " + quote(points_.back().id) +
-                                  " (a session keeps the responses of its newest conversation; continuing an "
-                                  "earlier one drops those after it)";
+      why = lines_.empty() || lines_.back().points.empty()
+                ? "this session has answered no response yet"
+                : "this session's newest response is " + quote(lines_.back().points.back().id) +
+                      " (a session keeps the responses of each conversation's newest line, " +
+                      std::to_string(kMaxLines) +
+                      " conversations at most; continuing an earlier response drops those after it)";
     }
     // The API's own words first (clients match them), then why.
     throw bad_request("previous_response_not_found",
                       "Previous response with id '" + text_prefix(previous) + "' not found: " + why,
                       "previous_response_id");
   }
+  const size_t count = lines_[line].points[at].messages;
+  Line& chosen = use(line);
   lead = std::min(lead, turn.messages.size());
   fill_keys(turn);
-  const size_t count = point->messages;
-  if (count > messages_.size()) throw std::logic_error("ResponseChain: a response past the end of the line");
+  if (count > chosen.messages.size())
+    throw std::logic_error("ResponseChain: a response past the end of the line");
   std::vector<Message> messages;
   std::vector<uint64_t> keys;
   messages.reserve(turn.messages.size() + count);
@@ -72,9 +98,9 @@ void ResponseChain::continue_from(std::string_view previous, size_t lead, ChatTu
   const auto lead_end = turn.messages.begin() + static_cast<std::ptrdiff_t>(lead);
   std::move(turn.messages.begin(), lead_end, std::back_inserter(messages));
   keys.insert(keys.end(), turn.keys.begin(), turn.keys.begin() + static_cast<std::ptrdiff_t>(lead));
-  std::move(messages_.begin(), messages_.begin() + static_cast<std::ptrdiff_t>(count),
+  std::move(chosen.messages.begin(), chosen.messages.begin() + static_cast<std::ptrdiff_t>(count),
             std::back_inserter(messages));
-  keys.insert(keys.end(), keys_.begin(), keys_.begin() + static_cast<std::ptrdiff_t>(count));
+  keys.insert(keys.end(), chosen.keys.begin(), chosen.keys.begin() + static_cast<std::ptrdiff_t>(count));
   std::move(lead_end, turn.messages.end(), std::back_inserter(messages));
   keys.insert(keys.end(), turn.keys.begin() + static_cast<std::ptrdiff_t>(lead), turn.keys.end());
   turn.messages = std::move(messages);
@@ -88,51 +114,70 @@ void ResponseChain::take_back(ChatTurn& turn) {
   if (!lent_) return;
   lent_ = false;
   const auto from = turn.messages.begin() + static_cast<std::ptrdiff_t>(lent_lead_);
-  std::move(from, from + static_cast<std::ptrdiff_t>(lent_count_), messages_.begin());
+  std::move(from, from + static_cast<std::ptrdiff_t>(lent_count_), lines_.back().messages.begin());
 }
 
 void ResponseChain::record(const std::string& id, size_t lead, ChatTurn& turn, const AssistantReply& reply) {
   lead = std::min(lead, turn.messages.size());
   if (lent_) {
-    // A chained call: the line through its point, then its input, all in the turn (the line's own messages
+    // A chained call: its line through its point, then its input, all in the turn (the line's own messages
     // moved there by continue_from).
     lent_ = false;
-    drop_points_past(lent_count_);
-    messages_.clear();
-    keys_.clear();
-    ends_.clear();
-    for (size_t i = lead; i < turn.messages.size(); ++i) push(std::move(turn.messages[i]), turn.keys[i]);
+    Line& line = lines_.back();
+    line.drop_points_past(lent_count_);
+    line.messages.clear();
+    line.keys.clear();
+    line.ends.clear();
+    for (size_t i = lead; i < turn.messages.size(); ++i) line.push(std::move(turn.messages[i]), turn.keys[i]);
   } else {
-    if (!points_.empty() && points_.back().id == id) return;  // a retry answered again: nothing new
+    for (const Line& line : lines_) {  // a retry answered again: nothing new
+      if (!line.points.empty() && line.points.back().id == id) return;
+    }
     fill_keys(turn);
-    // A stateless call: the line's messages it repeats stay, the rest of its own are copied.
+    // A stateless call: the line it shares its first two messages with (or its one), whose messages it
+    // repeats stay and the rest of its own are copied; else a new line.
     const size_t own = turn.messages.size() - lead;
-    size_t same = 0;
-    while (same < own && same < keys_.size() && keys_[same] == turn.keys[lead + same]) ++same;
-    cut(same);
-    for (size_t i = lead + same; i < turn.messages.size(); ++i) push(turn.messages[i], turn.keys[i]);
+    const auto common = [&](const Line& line) {
+      size_t same = 0;
+      while (same < own && same < line.keys.size() && line.keys[same] == turn.keys[lead + same]) ++same;
+      return same;
+    };
+    size_t chosen = lines_.size(), same = 0;
+    for (size_t l = lines_.size(); l-- > 0;) {
+      const size_t n = common(lines_[l]);
+      if (n > 0 && n >= std::min<size_t>(2, lines_[l].keys.size())) {
+        chosen = l;
+        same = n;
+        break;
+      }
+    }
+    if (chosen == lines_.size()) {
+      if (lines_.size() >= kMaxLines) lines_.erase(lines_.begin());  // the least recently used
+      lines_.emplace_back();
+    } else {
+      use(chosen);
+    }
+    Line& line = lines_.back();
+    line.cut(same);
+    for (size_t i = lead + same; i < turn.messages.size(); ++i) line.push(turn.messages[i], turn.keys[i]);
   }
-  push(Message{MessageRole::kAssistant, reply.content, reply.tool_calls, {}}, reply_key(reply));
-  if (bytes() > kMaxBytes) {
+  Line& line = lines_.back();
+  line.push(Message{MessageRole::kAssistant, reply.content, reply.tool_calls, {}}, reply_key(reply));
+  if (line.bytes() > kMaxBytes) {
     dropped_ = "the conversation through response " + quote(id) + " passed " +
                std::to_string(kMaxBytes >> 20) +
                " MiB, past which a session keeps none; send the whole conversation as input";
-    clear_line();
+    lines_.pop_back();
     return;
   }
   dropped_.clear();
-  points_.push_back(Point{id, messages_.size()});
-}
-
-void ResponseChain::clear_line() {
-  messages_ = {};
-  keys_ = {};
-  ends_ = {};
-  points_ = {};
+  line.points.push_back(Point{id, line.messages.size()});
+  // Past the bound with the others: the least recently used others go.
+  while (lines_.size() > 1 && bytes() > kMaxBytes) lines_.erase(lines_.begin());
 }
 
 void ResponseChain::clear() {
-  clear_line();
+  lines_ = {};
   dropped_.clear();
   lent_ = false;
 }

@@ -714,5 +714,39 @@ TEST(GatewayResponses, IncludedLogprobsAreTheSampledTokens) {
   EXPECT_EQ(h.state()["status"], "running") << "refusals leave the session as it was";
 }
 
+// Two conversations in one session (a harness's sub-agents), interleaved and each chaining its calls with
+// previous_response_id: each continues its own conversation (a thread of the session with its own window,
+// a line of the session's chain), with no history edit, and the export holds both.
+TEST(GatewayResponses, InterleavedChainedConversationsEachContinueTheirOwn) {
+  Bench bench;
+  ChainedHarness main(bench.port(), "two-chains", "c1");
+  ChainedHarness sub(bench.port(), "two-chains", "c2");
+  const auto tokenizer = make_tokenizer("byte");
+  for (int t = 0; t < 5; ++t) {
+    for (ChainedHarness* h : {&main, &sub}) {
+      if (t)
+        h->input.push_back(
+            ResponsesHarness::user((h == &main ? "main step " : "sub step ") + std::to_string(t)));
+      const json answer = h->turn();
+      ASSERT_EQ(h->last.status, 200) << h->last.body;
+      const std::string prompt = tokenizer->decode(bench.upstream->calls().back().prompt);
+      const std::string own = h == &main ? "marker=c1" : "marker=c2",
+                        other = h == &main ? "marker=c2" : "marker=c1";
+      EXPECT_NE(prompt.find(own), std::string::npos) << prompt;
+      EXPECT_EQ(prompt.find(other), std::string::npos) << "no cross-talk: " << prompt;
+      if (t) {
+        EXPECT_NE(prompt.find((h == &main ? "main step " : "sub step ") + std::to_string(t)),
+                  std::string::npos);
+      }
+      (void)answer;
+    }
+  }
+  const json state = main.state();
+  EXPECT_EQ(state["history_edits"], 0) << state;
+  EXPECT_EQ(state["threads"], 2) << state;
+  ASSERT_EQ(main.reward(1.0).status, 200);
+  EXPECT_EQ(main.export_json()["segments"][0]["metadata"]["threads"], "2");
+}
+
 }  // namespace
 }  // namespace crl::server::gateway::testing

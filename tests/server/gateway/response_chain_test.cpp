@@ -125,11 +125,23 @@ TEST(ResponseChain, AStatelessCallCopiesOnlyWhatItAddsAndARetryNothing) {
   chain.record("resp_b", 1, second, chain_reply("a2"));  // a retry answered with the held answer
   EXPECT_EQ(chain.messages(), 4u);
   EXPECT_EQ(chain.points(), 2u);
-  // An edited history: the line follows it; the responses past the edit are gone.
+  // A history edited after its first two messages: the line follows it; the responses past the edit are
+  // gone.
+  ChatTurn edited_late =
+      chain_turn({chain_system("sys"), chain_user("u1"), Message{MessageRole::kAssistant, "a1", {}, {}},
+                  chain_user("u2 edited")});
+  chain.record("resp_e", 1, edited_late, chain_reply("a2"));
+  EXPECT_EQ(chain.lines(), 1u);
+  EXPECT_EQ(chain.points(), 2u) << "resp_a and resp_e";
+  EXPECT_NE(refusal(chain, "resp_b"), "") << "the response past the edit is gone";
+  EXPECT_EQ(refusal(chain, "resp_a"), "") << "the one before it stays";
+  // Another first message: another conversation, on its own line; the first one's responses stay.
   ChatTurn edited = chain_turn({chain_user("u1 again")});
   chain.record("resp_c", 0, edited, chain_reply("a3"));
   EXPECT_EQ(chain.messages(), 2u);
   EXPECT_EQ(chain.points(), 1u);
+  EXPECT_EQ(chain.lines(), 2u);
+  EXPECT_EQ(refusal(chain, "resp_e"), "");
   ChatTurn next = chain_turn({chain_user("u4")});
   chain.continue_from("resp_c", 0, next);
   EXPECT_EQ(contents(next), (std::vector<std::string>{"u1 again", "a3", "u4"}));
@@ -231,6 +243,41 @@ TEST(ResponseChain, RandomCallsContinueExactlyTheConversationsTheyName) {
   }
   EXPECT_GT(chained, 1000);
   EXPECT_GT(refused, 50);
+}
+
+// Two conversations interleaved in one session (a harness's sub-agents), each chaining its calls: each
+// continues its own conversation exactly; past kMaxLines conversations the least recently used one's
+// responses are gone (refused, saying why), the others' stay.
+TEST(ResponseChain, InterleavedConversationsEachChainTheirOwn) {
+  ResponseChain chain;
+  ChatTurn a = chain_turn({chain_user("task A")});
+  chain.record("resp_a0", 0, a, chain_reply("a0"));
+  ChatTurn b = chain_turn({chain_user("task B")});
+  chain.record("resp_b0", 0, b, chain_reply("b0"));
+  std::string last_a = "resp_a0", last_b = "resp_b0";
+  for (int i = 1; i < 6; ++i) {
+    ChatTurn next_a = chain_turn({chain_user("more A " + std::to_string(i))});
+    chain.continue_from(last_a, 0, next_a);
+    EXPECT_EQ(next_a.messages.size(), static_cast<size_t>(2 * i + 1));
+    EXPECT_EQ(next_a.messages[0].content, "task A");
+    last_a = "resp_a" + std::to_string(i);
+    chain.record(last_a, 0, next_a, chain_reply("a" + std::to_string(i)));
+    ChatTurn next_b = chain_turn({chain_user("more B " + std::to_string(i))});
+    chain.continue_from(last_b, 0, next_b);
+    EXPECT_EQ(next_b.messages[0].content, "task B");
+    EXPECT_EQ(next_b.messages[2 * i - 1].content, "b" + std::to_string(i - 1));
+    last_b = "resp_b" + std::to_string(i);
+    chain.record(last_b, 0, next_b, chain_reply("b" + std::to_string(i)));
+  }
+  EXPECT_EQ(chain.lines(), 2u);
+  for (size_t k = 0; k < ResponseChain::kMaxLines - 1; ++k) {
+    ChatTurn other = chain_turn({chain_user("side call " + std::to_string(k))});
+    chain.record("resp_side" + std::to_string(k), 0, other, chain_reply("s"));
+  }
+  EXPECT_EQ(chain.lines(), ResponseChain::kMaxLines);
+  const std::string why = refusal(chain, last_a);
+  EXPECT_NE(why.find("16 conversations at most"), std::string::npos) << why;
+  EXPECT_EQ(refusal(chain, last_b), "") << "the more recently used conversation stays";
 }
 
 }  // namespace
