@@ -8,6 +8,8 @@
 //                              `cpu_ms_per_call`: the whole process's CPU per call (harness, gateway,
 //                              stand-in), `server_cpu_ms_per_call`: the server's threads' (crl-io,
 //                              crl-worker)
+//   BM_GatewayInterleavedAgents/N/S  N agents interleaved, in one session (S = 1: threads) or each in its
+//                              own (S = 0: the baseline)
 //   BM_GptOssRenderHistory/H   the baseline, same run: the template's render of that harness history with
 //                              the generation prompt (ChatTemplate::render), what a call cost at least while
 //                              the gateway rendered the harness's whole history (before it rendered the
@@ -62,9 +64,9 @@ std::string harmony_answer(std::string_view prompt, uint64_t) {
 // The agent: a user turn asks for the listing; the answer calls the tool; its output follows; the answer
 // reads it. One cycle = two calls, four messages, one tool call.
 struct Agent {
-  Agent(uint16_t port, std::string id)
+  Agent(uint16_t port, std::string id, const std::string& system = "You are a shell agent.")
       : client(port), path("/v1/sessions/" + std::move(id) + "/v1/chat/completions") {
-    messages = json::array({{{"role", "system"}, {"content", "You are a shell agent."}}});
+    messages = json::array({{{"role", "system"}, {"content", system}}});
   }
   // Posts the conversation; appends the answer. False on an error.
   bool call() {
@@ -217,6 +219,59 @@ void BM_GptOssRenderHistory(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(BM_GptOssRenderHistory)->Arg(100)->Arg(400)->Arg(1600)->Unit(benchmark::kMillisecond);
+
+// N agents (a harness's main agent and its sub-agents: each its own system prompt), their calls interleaved
+// round-robin, each agent's history grown to 100 tool calls first (untimed):
+//   /N/1  all in one session: each agent a thread of it with its own window (gateway_session.h);
+//   /N/0  the baseline, same run: each agent in a session of its own.
+// Before threads, every switch in /N/1 was a history edit: a new window rendered from that agent's whole
+// history (at least BM_GptOssRenderHistory/100 per call), and once that history passed C a 400.
+void BM_GatewayInterleavedAgents(benchmark::State& state) {
+  if (!have_gpt_oss(state)) return;
+  const int n = static_cast<int>(state.range(0));
+  const bool shared = state.range(1) != 0;
+  static std::map<std::pair<int, bool>, std::vector<std::unique_ptr<Agent>>> rows;
+  std::vector<std::unique_ptr<Agent>>& agents = rows[{n, shared}];
+  if (agents.empty()) {
+    const std::string session = "interleaved-" + std::to_string(n) + (shared ? "" : "-own");
+    for (int a = 0; a < n; ++a) {
+      agents.push_back(std::make_unique<Agent>(stack().serve->port(),
+                                               shared ? session : session + "-" + std::to_string(a),
+                                               "You are shell agent " + std::to_string(a) + "."));
+    }
+    for (int c = 0; c < 100; ++c) {
+      for (auto& agent : agents) {
+        if (!agent->cycle(agent->cycles++)) {
+          state.SkipWithError(agent->error.c_str());
+          return;
+        }
+      }
+    }
+  }
+  const double server_start = gateway_bench::named_threads_cpu_seconds("crl-");
+  int64_t calls = 0;
+  size_t next = 0;
+  for (auto _ : state) {
+    Agent& agent = *agents[next++ % agents.size()];
+    if (!agent.cycle(agent.cycles++)) {
+      state.SkipWithError(agent.error.c_str());
+      return;
+    }
+    calls += 2;
+  }
+  const double server_cpu = gateway_bench::named_threads_cpu_seconds("crl-") - server_start;
+  state.SetItemsProcessed(calls);
+  state.counters["server_cpu_ms_per_call"] =
+      1e3 * server_cpu / static_cast<double>(std::max<int64_t>(calls, 1));
+}
+BENCHMARK(BM_GatewayInterleavedAgents)
+    ->Args({2, 0})
+    ->Args({2, 1})
+    ->Args({4, 0})
+    ->Args({4, 1})
+    ->Iterations(40)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace crl::history_bench

@@ -408,7 +408,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   SessionLock lock(*session, call.keepalive,
                    [&] { return decoded ? request.stream : asks_for_stream(call.body); });
   const ForgetIfRefused forget_if_refused(*this, id, *session, created);  // (released before the lock)
-  KeptRequest& kept = session->kept_request();
+  KeptRequest& kept = decoded ? session->kept_request() : session->kept_request_for(call.body);
   if (decoded)
     kept = std::move(first);
   else
@@ -422,7 +422,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
     ~GiveBack() {
       session.kept_request().give_back(turn);
       if (session.ended()) {  // a call after the reward keeps nothing
-        session.kept_request().clear();
+        session.clear_kept();
         session.response_chain().clear();
       }
     }

@@ -231,6 +231,30 @@ Completion GatewaySession::complete(const ChatTurn& turn) {
   return drive(turn);
 }
 
+KeptRequest& GatewaySession::kept_request_for(std::string_view body) {
+  size_t best = kept_.size(), most = 0;
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    const size_t repeats = kept_[i].repeated(body).elements;
+    if (repeats > most && repeats >= std::min<size_t>(2, kept_[i].elements())) {
+      best = i;
+      most = repeats;
+    }
+  }
+  if (best == kept_.size()) {  // another conversation: an unused body, or the least recently used one
+    best = 0;
+    for (size_t i = 0; i < kept_.size(); ++i) {
+      if (kept_[i].elements() == 0) best = i;
+    }
+    if (kept_[best].elements() != 0 && kept_.size() < kKeptBodies) {
+      kept_.emplace_back();
+      best = kept_.size() - 1;
+    }
+  }
+  std::rotate(kept_.begin() + static_cast<ptrdiff_t>(best), kept_.begin() + static_cast<ptrdiff_t>(best) + 1,
+              kept_.end());
+  return kept_.back();
+}
+
 std::string GatewaySession::thread_suffix() const {
   return t_.index > 0 ? "/t" + std::to_string(t_.index) : "";
 }
@@ -527,7 +551,7 @@ void GatewaySession::reward(double reward, const std::string& status) {
   }
   parts_.push_back(t_.episode->finish());
   part_threads_.push_back(t_.index);
-  kept_request_.clear();  // no more calls: the memory goes
+  clear_kept();  // no more calls: the memory goes
   Trajectory t = merge(std::move(parts_), part_threads_);
   parts_.clear();
   part_threads_.clear();

@@ -133,8 +133,15 @@ class GatewaySession {
   const Trajectory& trajectory() const { return *trajectory_; }
   nlohmann::json state() const;
   const std::string& id() const { return id_; }
-  // The session's last chat-completions body, decoded (kept_request.h); dropped when the rollout ends.
-  KeptRequest& kept_request() { return kept_request_; }
+  // The session's kept bodies (kept_request.h): its conversations' last bodies, decoded, at most
+  // kKeptBodies (the least recently used one is reused past that); dropped when the rollout ends.
+  // kept_request_for() picks the one `body` repeats, as the session's threads are told apart: at least its
+  // first two elements (or its one), else an unused one or the least recently used (which `body` then
+  // replaces); kept_request() is the one picked last (the current call's).
+  static constexpr size_t kKeptBodies = 4;
+  KeptRequest& kept_request_for(std::string_view body);
+  KeptRequest& kept_request() { return kept_.back(); }
+  void clear_kept() { kept_ = std::vector<KeptRequest>(1); }
   // The Responses API's conversation as of the session's newest response (previous_response_id).
   ResponseChain& response_chain() { return response_chain_; }
 
@@ -246,8 +253,8 @@ class GatewaySession {
   int history_edits_ = 0;
   uint64_t calls_ = 0, retries_ = 0, failures_ = 0;
   std::string last_failure_;
-  std::vector<int64_t> cached_tokens_;  // per successful upstream call, in order
-  KeptRequest kept_request_;
+  std::vector<int64_t> cached_tokens_;                           // per successful upstream call, in order
+  std::vector<KeptRequest> kept_ = std::vector<KeptRequest>(1);  // the least recently used first
   ResponseChain response_chain_;
 };
 

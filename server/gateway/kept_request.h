@@ -97,6 +97,10 @@ class KeptRequest {
     size_t rest_at = 0;
   };
   Repeat repeated(std::string_view body, BodyApi api) const;
+  // repeated() against the kept body's own API (a body of another API repeats nothing anyway: the shapes
+  // differ), and the number of elements the kept body has (0 when nothing is kept).
+  Repeat repeated(std::string_view body) const { return repeated(body, api_); }
+  size_t elements() const { return valid_ ? layout_.ends.size() : 0; }
 
   // Step 1 above: `body` decoded from the kept one and its middle, and kept; nullopt when `body` does not end
   // with the kept tail or the reader refuses the middle. Throws GatewayError when a new element is bad
