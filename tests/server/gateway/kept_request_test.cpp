@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "server/gateway/anthropic_codec.h"
+#include "server/gateway/gateway_session.h"
 #include "server/gateway/openai_codec.h"
 #include "server/gateway/responses_codec.h"
 
@@ -746,6 +747,37 @@ TEST(KeptRequest, ResponsesBodiesDecodeAsTheWholeBodyDoesOverThousandsOfDerivedB
       Api::kResponses, responses_body(first_items(all, 3), responses_tools_list("a"), "Be exact."),
       [&](const std::string& last, std::mt19937_64& rng) { return mutate_responses(last, all, rng); },
       whole_responses);
+}
+
+// A session keeps a body per conversation calling lately (GatewaySession::kept_request_for): interleaved
+// conversations (a harness's sub-agents) each decode only what they add; a fifth conversation reuses the
+// least recently used body.
+TEST(KeptRequest, ASessionKeepsABodyPerConversation) {
+  const GatewayShared shared;
+  GatewaySession session("kept", shared, SessionConfig{}, nullptr);
+  std::vector<json> conversations;
+  for (int c = 0; c < 5; ++c) {
+    json messages = conversation(12);
+    messages[0]["content"] = "You are agent " + std::to_string(c) + ".";
+    conversations.push_back(messages);
+  }
+  const auto call = [&](int c, size_t n) {
+    const json messages(conversations[c].begin(), conversations[c].begin() + static_cast<std::ptrdiff_t>(n));
+    const std::string body = body_of(messages).dump();
+    KeptRequest& kept = session.kept_request_for(body);
+    expect_same(incremental(body, kept), whole(body), body);
+    return kept.last_repeated();
+  };
+  for (size_t n = 2; n <= 10; n += 2) {
+    for (int c = 0; c < 4; ++c) {
+      EXPECT_EQ(call(c, n), n == 2 ? 0u : n - 2) << "conversation " << c << " at " << n;
+    }
+  }
+  // A fifth conversation takes the least recently used body (conversation 0's): conversation 1 still
+  // decodes only what it adds, conversation 0 decodes whole.
+  EXPECT_EQ(call(4, 2), 0u);
+  EXPECT_EQ(call(1, 12), 10u);
+  EXPECT_EQ(call(0, 12), 0u);
 }
 
 }  // namespace
