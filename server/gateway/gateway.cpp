@@ -594,10 +594,20 @@ HttpAnswer Gateway::export_session(const HttpCall& call, const std::string& id) 
   proto::ExportResponse out;
   out.set_episode_id(id);
   const Tokenizer& tokenizer = renderer().tokenizer();
+  // With several threads, each segment names its own (`segment_threads` lists them all).
+  std::vector<std::string> threads;
+  if (const auto it = t.metadata.find("segment_threads"); it != t.metadata.end()) {
+    for (size_t at = 0; at <= it->second.size();) {
+      const size_t comma = std::min(it->second.find(',', at), it->second.size());
+      threads.push_back(it->second.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
   for (size_t i = 0; i < t.segments.size(); ++i) {
     proto::Segment segment = to_proto(t, i);
     auto& metadata = *segment.mutable_metadata();
     metadata["episode_id"] = id;
+    if (i < threads.size()) metadata["thread"] = threads[i];
     metadata["tokenizer"] = tokenizer.name();
     metadata["tokenizer_fingerprint"] = tokenizer.fingerprint();
     metadata["finish_reason"] = segment.finish_reason();  // (to_proto repaired the text and metadata's UTF-8)

@@ -124,6 +124,10 @@ TEST(GatewayThreads, InterleavedConversationsEachKeepTheirWindow) {
     check_exact(own, thread_calls(bench, "multi", thread));
   }
   EXPECT_EQ(exported["segments"][0]["metadata"]["threads"], "4");
+  for (int thread = 0; thread < 4; ++thread) {
+    for (const json& segment : thread_export(exported, thread)["segments"])
+      EXPECT_EQ(segment["metadata"]["thread"], std::to_string(thread)) << "each segment names its thread";
+  }
 }
 
 // Past kMaxThreads (16) conversations, the least recently used thread's part is closed (its answer recorded
