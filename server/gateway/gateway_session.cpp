@@ -305,11 +305,15 @@ bool GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint6
     t_.index = threads_++;
   }
   if (parked_.size() + 1 > kMaxThreads) {
-    size_t oldest = 0;
+    // The one with the fewest messages, the least recently used of those: one-call conversations (a
+    // harness's side calls) go before a long one that waits (a main agent while its sub-agent works),
+    // whose history may no longer fit a new window.
+    size_t retired = 0;
     for (size_t i = 1; i < parked_.size(); ++i) {
-      if (parked_[i].last_call < parked_[oldest].last_call) oldest = i;
+      const Thread &a = parked_[i], &b = parked_[retired];
+      if (std::pair(a.known.size(), a.last_call) < std::pair(b.known.size(), b.last_call)) retired = i;
     }
-    retire_parked(oldest, "more threads than the session keeps (" + std::to_string(kMaxThreads) + ")");
+    retire_parked(retired, "more threads than the session keeps (" + std::to_string(kMaxThreads) + ")");
   }
   return false;
 }

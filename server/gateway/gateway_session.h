@@ -230,7 +230,8 @@ class GatewaySession {
     int index = 0;            // the session's threads in the order of their first calls
     uint64_t last_call = 0;   // calls_ at its last call (the least recently used is retired first)
   };
-  static constexpr size_t kMaxThreads = 16;  // past it, the least recently used thread's part is closed
+  // Past it, a thread's part is closed: the one with the fewest messages, the least recently used of those.
+  static constexpr size_t kMaxThreads = 16;
   // Makes the thread that `turn` (with message keys `keys`) belongs to the active one (t_): the one whose
   // messages it extends (the active thread first, then the one with the most messages); else the one it
   // shares at least its first two messages with (or its one message), which it edits; else a new thread.

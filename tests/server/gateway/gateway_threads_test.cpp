@@ -130,8 +130,9 @@ TEST(GatewayThreads, InterleavedConversationsEachKeepTheirWindow) {
   }
 }
 
-// Past kMaxThreads (16) conversations, the least recently used thread's part is closed (its answer recorded
-// as its last turn) and dropped; the session goes on, and every call is in the export.
+// Past kMaxThreads (16) conversations, a thread's part is closed (its answer recorded as its last turn) and
+// the thread dropped: the one with the fewest messages, the least recently used of those; the session goes
+// on, and every call is in the export.
 TEST(GatewayThreads, TheLeastRecentlyUsedThreadIsClosedPastTheLimit) {
   Bench bench;
   std::vector<std::unique_ptr<Harness>> harnesses;
@@ -194,6 +195,28 @@ TEST(GatewayThreads, ARefusedFirstCallOfAConversationLeavesTheOthersAsTheyWere) 
       << "the third call continues the main window";
   ASSERT_EQ(main.reward(1).status, 200);
   EXPECT_EQ(check_exact(main.export_json(), calls), 3u);
+}
+
+// A long conversation that waits (a main agent while its sub-agent works) outlives any number of one-call
+// conversations (the side calls a harness makes meanwhile): those are closed first.
+TEST(GatewayThreads, ALongConversationOutlivesTheOneCallOnes) {
+  Bench bench;
+  Harness main(bench.port(), "waits", "m0");
+  for (int t = 0; t < 6; ++t) {
+    if (t) main.add("user", "step " + std::to_string(t));
+    main.turn();
+  }
+  for (int i = 0; i < 40; ++i) {
+    Harness side(bench.port(), "waits", "side" + std::to_string(i));
+    side.messages[0]["content"] = "You classify commands.";
+    side.turn();
+  }
+  main.add("user", "back");
+  main.turn();
+  const json state = main.state();
+  EXPECT_EQ(state["thread"], 0) << "the main conversation's own thread went on: " << state;
+  EXPECT_EQ(state["history_edits"], 0) << state;
+  EXPECT_EQ(state["threads"], 41) << state;
 }
 
 }  // namespace
