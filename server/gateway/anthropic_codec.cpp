@@ -15,6 +15,16 @@ using json = nlohmann::json;
 
 namespace {
 
+// The text of `where`[i], which must be a text block.
+std::string_view text_of_block(JsonView block, const std::string& where, size_t i) {
+  const JsonView text = block.find("text");
+  if (string_or_empty(block, "type") != "text" || !text.is_string()) {
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    throw bad_request("bad_content", at + " must be a text block {\"type\": \"text\", \"text\"}", at);
+  }
+  return text.string();
+}
+
 // A string, or a list of text blocks, as text: the blocks joined by "\n" (a tool_result's content, as vLLM's
 // Messages API joins it).
 std::string block_text(JsonView content, const std::string& where) {
@@ -24,14 +34,8 @@ std::string block_text(JsonView content, const std::string& where) {
   std::string text;
   size_t i = 0;
   for (const JsonView block : content) {
-    const JsonView block_text = block.find("text");
-    if (string_or_empty(block, "type") != "text" || !block_text.is_string()) {
-      const std::string at = where + "[" + std::to_string(i) + "]";
-      throw bad_request("bad_content", at + " must be a text block {\"type\": \"text\", \"text\"}", at);
-    }
     if (i > 0) text += '\n';
-    text += block_text.string();
-    ++i;
+    text += text_of_block(block, where, i++);
   }
   return text;
 }
@@ -67,14 +71,9 @@ std::optional<std::string> system_text(JsonView content, const std::string& wher
   bool dropped = false, kept = false;
   size_t i = 0;
   for (const JsonView block : content) {
-    const JsonView block_text = block.find("text");
-    if (string_or_empty(block, "type") != "text" || !block_text.is_string()) {
-      const std::string at = where + "[" + std::to_string(i) + "]";
-      throw bad_request("bad_content", at + " must be a text block {\"type\": \"text\", \"text\"}", at);
-    }
-    ++i;
-    const std::string_view part = without_attribution(block_text.string());
-    if (part.size() != block_text.string().size()) {
+    const std::string_view block_text = text_of_block(block, where, i++);
+    const std::string_view part = without_attribution(block_text);
+    if (part.size() != block_text.size()) {
       dropped = true;
       if (part.empty()) continue;
     }

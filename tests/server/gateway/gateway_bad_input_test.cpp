@@ -288,10 +288,7 @@ TEST(GatewayBadInput, ABodyOverTheLimitIs413AndTheServerStaysUp) {
 // session table (here 4 sessions at most) against the calls that work.
 TEST(GatewayBadInput, RefusedFirstCallsLeaveNoSession) {
   crl::test::TempDir dir;
-  const std::string file = (dir.path() / "strict.jinja").string();
-  std::ofstream(file) << kRefusesToolTurns;
-  GatewayOptions options;
-  options.chat_template = file;
+  GatewayOptions options = strict_template_options(dir);
   options.max_sessions = 4;
   Bench bench(llm::ApiKind::kSglang, {}, options);
   server::testing::HttpClient client(bench.port());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "tests/policies/llm/scripted_llm_server.h"
 #include "tests/server/http_client.h"
 #include "tests/server/test_server.h"
+#include "tests/temp_dir.h"
 
 namespace crl::server::gateway::testing {
 
@@ -42,6 +44,15 @@ inline const char* const kRefusesToolTurns =
     "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}"
     "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+// Gateway options whose chat template is the strict one above, written into `dir`.
+inline GatewayOptions strict_template_options(const crl::test::TempDir& dir) {
+  const std::string file = (dir.path() / "strict.jinja").string();
+  std::ofstream(file) << kRefusesToolTurns;
+  GatewayOptions options;
+  options.chat_template = file;
+  return options;
+}
 
 inline Budget test_budget() {
   return Budget{1600, 600, 2, 128, 64, 1000};

@@ -877,10 +877,7 @@ TEST(GatewayTemplate, WithoutThinkingFromTheSessionsFirstCall) {
 // A template that refuses the messages (raise_exception) answers 400 template_error; the server lives on.
 TEST(GatewayTemplate, ATemplateThatRaisesIsA400) {
   crl::test::TempDir dir;
-  const std::string file = (dir.path() / "strict.jinja").string();
-  std::ofstream(file) << kRefusesToolTurns;
-  GatewayOptions options;
-  options.chat_template = file;
+  GatewayOptions options = strict_template_options(dir);
   Bench bench(llm::ApiKind::kSglang, {}, options);
   server::testing::HttpClient client(bench.port());
   const json body = {{"messages", {msg("user", "hi"), json{{"role", "tool"}, {"content", "x"}}}}};

@@ -168,10 +168,7 @@ TEST(GatewayThreads, TheLeastRecentlyUsedThreadIsClosedPastTheLimit) {
 // the main conversation's next call continues its own window (not a fresh one), and nothing is lost.
 TEST(GatewayThreads, ARefusedFirstCallOfAConversationLeavesTheOthersAsTheyWere) {
   crl::test::TempDir dir;
-  const std::string file = (dir.path() / "strict.jinja").string();
-  std::ofstream(file) << kRefusesToolTurns;
-  GatewayOptions options;
-  options.chat_template = file;
+  GatewayOptions options = strict_template_options(dir);
   Bench bench(llm::ApiKind::kSglang, {}, options);
   Harness main(bench.port(), "refused", "m0");
   main.turn();
