@@ -125,7 +125,8 @@ TEST(GatewayThreads, InterleavedConversationsEachKeepTheirWindow) {
   }
   EXPECT_EQ(exported["segments"][0]["metadata"]["threads"], "4");
   for (int thread = 0; thread < 4; ++thread) {
-    for (const json& segment : thread_export(exported, thread)["segments"])
+    const json own = thread_export(exported, thread);
+    for (const json& segment : own["segments"])
       EXPECT_EQ(segment["metadata"]["thread"], std::to_string(thread)) << "each segment names its thread";
   }
 }
