@@ -640,7 +640,9 @@ TEST(GatewayResponses, IncludedLogprobsAreTheSampledTokens) {
       EXPECT_EQ(static_cast<float>(entry["logprob"].get<double>()), call.logprobs[i]) << i;
       EXPECT_EQ(entry["token"], token_bytes(call.output[i])) << i;  // (ASCII answers)
       EXPECT_EQ(entry.contains("bytes"), with_bytes) << entry;
-      if (with_bytes) EXPECT_EQ(bytes_of(entry), token_bytes(call.output[i])) << i;
+      if (with_bytes) {
+        EXPECT_EQ(bytes_of(entry), token_bytes(call.output[i])) << i;
+      }
       ASSERT_EQ(entry["top_logprobs"].size(), k) << entry;
       for (size_t j = 0; j < k; ++j) {
         const json& top = entry["top_logprobs"][j];
@@ -695,8 +697,9 @@ TEST(GatewayResponses, IncludedLogprobsAreTheSampledTokens) {
   const auto bare = streamed.post(streamed.body({{"stream", true}}));
   ASSERT_EQ(bare.status, 200) << bare.body;
   for (const ResponseEvent& e : response_events(bare.body)) {
-    if (e.name == "response.output_text.delta" || e.name == "response.output_text.done")
+    if (e.name == "response.output_text.delta" || e.name == "response.output_text.done") {
       EXPECT_EQ(e.payload["logprobs"], json::array()) << e.text;
+    }
   }
 
   // Bad values, each a 400 naming the field.
