@@ -232,12 +232,12 @@ Completion GatewaySession::complete(const ChatTurn& turn) {
 }
 
 KeptRequest& GatewaySession::kept_request_for(std::string_view body) {
-  size_t best = kept_.size(), most = 0;
-  for (size_t i = 0; i < kept_.size(); ++i) {
-    const size_t repeats = kept_[i].repeated(body).elements;
-    if (repeats > most && repeats >= std::min<size_t>(2, kept_[i].elements())) {
+  // The most recently used body of the same conversation (the last one, for a one-conversation harness).
+  size_t best = kept_.size();
+  for (size_t i = kept_.size(); i-- > 0;) {
+    if (kept_[i].same_conversation(body)) {
       best = i;
-      most = repeats;
+      break;
     }
   }
   if (best == kept_.size()) {  // another conversation: an unused body, or the least recently used one

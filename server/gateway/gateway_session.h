@@ -135,9 +135,9 @@ class GatewaySession {
   const std::string& id() const { return id_; }
   // The session's kept bodies (kept_request.h): its conversations' last bodies, decoded, at most
   // kKeptBodies (the least recently used one is reused past that); dropped when the rollout ends.
-  // kept_request_for() picks the one `body` repeats, as the session's threads are told apart: at least its
-  // first two elements (or its one), else an unused one or the least recently used (which `body` then
-  // replaces); kept_request() is the one picked last (the current call's).
+  // kept_request_for() picks the one of `body`'s conversation (KeptRequest::same_conversation: its first two
+  // elements' bytes, as the session's threads are told apart), else an unused one or the least recently
+  // used (which `body` then replaces); kept_request() is the one picked last (the current call's).
   static constexpr size_t kKeptBodies = 4;
   KeptRequest& kept_request_for(std::string_view body);
   KeptRequest& kept_request() { return kept_.back(); }

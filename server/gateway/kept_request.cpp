@@ -45,6 +45,11 @@ KeptRequest::Repeat KeptRequest::repeated(std::string_view body, BodyApi api) co
   return {lo, produced[lo - 1], ends[lo - 1]};
 }
 
+bool KeptRequest::same_conversation(std::string_view body) const {
+  const std::vector<uint32_t>& ends = layout_.ends;
+  return valid_ && !ends.empty() && same_prefix(body, body_, ends[std::min<size_t>(2, ends.size()) - 1]);
+}
+
 std::optional<CallRequest> KeptRequest::decode_middle(std::string_view body, const Repeat& repeat,
                                                       ElementDecoder element) {
   // The tools lent with the answer must be the kept body's (a refused body may have decoded others since).

@@ -97,9 +97,10 @@ class KeptRequest {
     size_t rest_at = 0;
   };
   Repeat repeated(std::string_view body, BodyApi api) const;
-  // repeated() against the kept body's own API (a body of another API repeats nothing anyway: the shapes
-  // differ), and the number of elements the kept body has (0 when nothing is kept).
-  Repeat repeated(std::string_view body) const { return repeated(body, api_); }
+  // Whether `body` starts with the kept body's bytes through its first two elements (its one, if it has
+  // one): the same conversation, as a session's threads are told apart (GatewaySession::kept_request_for).
+  // A comparison of those bytes only; false when nothing is kept.
+  bool same_conversation(std::string_view body) const;
   size_t elements() const { return valid_ ? layout_.ends.size() : 0; }
 
   // Step 1 above: `body` decoded from the kept one and its middle, and kept; nullopt when `body` does not end
