@@ -45,12 +45,18 @@ inline const char* const kRefusesToolTurns =
     "{% endif %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
+// A chat template's source written into `dir` as `name`; its path.
+inline std::string write_template(const crl::test::TempDir& dir, const std::string& name,
+                                  const std::string& source) {
+  const std::string file = (dir.path() / name).string();
+  std::ofstream(file) << source;
+  return file;
+}
+
 // Gateway options whose chat template is the strict one above, written into `dir`.
 inline GatewayOptions strict_template_options(const crl::test::TempDir& dir) {
-  const std::string file = (dir.path() / "strict.jinja").string();
-  std::ofstream(file) << kRefusesToolTurns;
   GatewayOptions options;
-  options.chat_template = file;
+  options.chat_template = write_template(dir, "strict.jinja", kRefusesToolTurns);
   return options;
 }
 

@@ -1035,12 +1035,11 @@ namespace {
 // policy saw (each call's prompt extends the last one's prompt and answer) and the session goes on.
 TEST(GatewayTemplate, ATemplateThatRewritesTheHistoryStillExtendsTheWindow) {
   crl::test::TempDir dir;
-  const std::string file = (dir.path() / "counting.jinja").string();
-  std::ofstream(file)
-      << "N={{ messages|length }}\n{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
-         "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
   GatewayOptions options;
-  options.chat_template = file;
+  options.chat_template = write_template(
+      dir, "counting.jinja",
+      "N={{ messages|length }}\n{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+      "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
   Bench bench(llm::ApiKind::kSglang, {}, options);
   Harness h(bench.port(), "counting");
   h.turn();
@@ -1065,13 +1064,13 @@ TEST(GatewayTemplate, ATemplateThatRewritesTheHistoryStillExtendsTheWindow) {
 // call the template refused (its messages are not kept).
 TEST(GatewayTemplate, ACallRendersTheWindowsConversationNotTheWholeHistory) {
   crl::test::TempDir dir;
-  const std::string file = (dir.path() / "bounded.jinja").string();
-  std::ofstream(file)
-      << "{% if messages|length > 20 %}{{ raise_exception('more than 20 messages') }}{% endif %}"
-         "{% for m in messages %}{% if 'FORBIDDEN' in m.content %}{{ raise_exception('forbidden') }}{% endif "
-         "%}"
-         "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+  const std::string file = write_template(
+      dir, "bounded.jinja",
+      "{% if messages|length > 20 %}{{ raise_exception('more than 20 messages') }}{% endif %}"
+      "{% for m in messages %}{% if 'FORBIDDEN' in m.content %}{{ raise_exception('forbidden') }}{% endif "
+      "%}"
+      "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+      "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
   const std::string summary = "I greeted the user and answered, turn after turn.";
   const auto script = [&](std::string_view prompt, uint64_t) -> std::string {
     const std::string_view tail = prompt.substr(prompt.size() > 300 ? prompt.size() - 300 : 0);
@@ -1208,12 +1207,12 @@ TEST(GatewayTemplate, ToolResultsThatOpenTheAnswerWithTheByteTokenizer) {
 // edit).
 TEST(GatewayTemplate, AGenerationPromptThatOpensTheThinkBlock) {
   crl::test::TempDir dir;
-  const std::string file = (dir.path() / "r1.jinja").string();
-  std::ofstream(file)
-      << "{% for m in messages %}{% set content = m.content %}{% if m.role == 'assistant' and '</think>' in "
-         "content %}{% set content = content.split('</think>')[-1] %}{% endif %}<|im_start|>{{ m.role }}\n"
-         "{{ content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n"
-         "{% endif %}";
+  const std::string file = write_template(
+      dir, "r1.jinja",
+      "{% for m in messages %}{% set content = m.content %}{% if m.role == 'assistant' and '</think>' in "
+      "content %}{% set content = content.split('</think>')[-1] %}{% endif %}<|im_start|>{{ m.role }}\n"
+      "{{ content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n"
+      "{% endif %}");
   const auto think = [](std::string_view, uint64_t) { return std::string("plan it\n</think>\n\nok"); };
   ModelBench bench(make_tokenizer("byte"), "byte", file, think, Budget{32768, 4096, 2, 512, 256, 8});
   server::testing::HttpClient client(bench.server->port());
@@ -1250,11 +1249,11 @@ TEST(GatewayTemplate, AGenerationPromptThatOpensTheThinkBlock) {
 // were made than the gateway keeps for new sessions (a session keeps its own).
 TEST(GatewayTemplate, EverySessionKeepsItsVariablesPastTheKeptVariants) {
   crl::test::TempDir dir;
-  const std::string file = (dir.path() / "mode.jinja").string();
-  std::ofstream(file)
-      << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-         "{% if add_generation_prompt %}<|im_start|>assistant\n{% if mode is defined %}[{{ mode }}]"
-         "{% endif %}{% endif %}";
+  const std::string file = write_template(
+      dir, "mode.jinja",
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n{% if mode is defined %}[{{ mode }}]"
+      "{% endif %}{% endif %}");
   ModelBench bench(make_tokenizer("byte"), "byte", file, script, Budget{32768, 4096, 2, 512, 256, 8});
   server::testing::HttpClient client(bench.server->port());
   // (the last session's kwargs are longer than the gateway keeps for others: judged again on every call)
