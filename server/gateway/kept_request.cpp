@@ -47,7 +47,16 @@ KeptRequest::Repeat KeptRequest::repeated(std::string_view body, BodyApi api) co
 
 bool KeptRequest::same_conversation(std::string_view body) const {
   const std::vector<uint32_t>& ends = layout_.ends;
-  return valid_ && !ends.empty() && same_prefix(body, body_, ends[std::min<size_t>(2, ends.size()) - 1]);
+  if (!valid_ || ends.empty()) return false;
+  // The first and the last bytes of those elements only (a task of 8k tokens is compared by the decode that
+  // follows anyway): two conversations differ in their system prompt or their task, near one end or the
+  // other. A wrong pick costs a whole decode, never a wrong one (repeated() compares every byte).
+  constexpr size_t kEnd = 128;
+  const size_t n = ends[std::min<size_t>(2, ends.size()) - 1];
+  if (body.size() < n) return false;
+  const size_t head = std::min(n, kEnd), tail = std::min(n, kEnd);
+  return std::memcmp(body.data(), body_.data(), head) == 0 &&
+         std::memcmp(body.data() + n - tail, body_.data() + n - tail, tail) == 0;
 }
 
 std::optional<CallRequest> KeptRequest::decode_middle(std::string_view body, const Repeat& repeat,

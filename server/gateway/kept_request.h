@@ -97,9 +97,10 @@ class KeptRequest {
     size_t rest_at = 0;
   };
   Repeat repeated(std::string_view body, BodyApi api) const;
-  // Whether `body` starts with the kept body's bytes through its first two elements (its one, if it has
-  // one): the same conversation, as a session's threads are told apart (GatewaySession::kept_request_for).
-  // A comparison of those bytes only; false when nothing is kept.
+  // Whether `body` starts with the kept body's first two elements (its one, if it has one), judged by their
+  // first and last 128 bytes: the same conversation, as a session's threads are told apart
+  // (GatewaySession::kept_request_for, which only picks the body to decode against); false when nothing is
+  // kept.
   bool same_conversation(std::string_view body) const;
   size_t elements() const { return valid_ ? layout_.ends.size() : 0; }
 
