@@ -33,6 +33,13 @@ struct ChatTurn {
   // A streamed call's keep-alive while the upstream samples (stream_keepalive.h), for this call only; null:
   // none.
   StreamKeepalive* keepalive = nullptr;
+  // A chained Responses call's messages borrowed from its session's response chain (response_chain.h): the
+  // line they came from (0: none are borrowed), where they sit in `messages`, and how many. Kept with the
+  // call, not the chain: calls of several conversations may each hold a loan at once.
+  struct BorrowedLine {
+    uint64_t line = 0;
+    size_t at = 0, count = 0;
+  } borrowed;
 };
 
 // What a call asks to see of its sampled tokens' log-probs (OpenAI's chat `logprobs`, the completions'

@@ -157,9 +157,15 @@ size_t Gateway::reap_idle() {
     std::lock_guard lock(mutex_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       GatewaySession& s = *it->second;
+      // (a session whose call waits for the upstream is not idle, though its lock is free then)
       if (s.idle_seconds() > options_.idle_timeout_s && s.mutex.try_lock()) {
-        s.reaped = true;
+        const bool busy = s.busy();
+        if (!busy) s.reaped = true;
         s.mutex.unlock();
+        if (busy) {
+          ++it;
+          continue;
+        }
         reaped.push_back(std::move(it->second));
         it = sessions_.erase(it);
       } else {
@@ -376,6 +382,19 @@ struct ChainLoan {
   ~ChainLoan() { chain.take_back(turn); }
 };
 
+// Continues the session's response chain from `previous` into `turn` (ResponseChain::continue_from); a
+// line lent to another call in flight is waited for (without the session's lock).
+void continue_chain(GatewaySession& session, const std::string& previous, size_t lead, ChatTurn& turn) {
+  while (!session.ended()) {  // (ended while it waited: its call is refused as session_ended)
+    try {
+      session.response_chain().continue_from(previous, lead, turn);
+      return;
+    } catch (const ResponseChain::Lent& lent) {
+      session.wait_unlocked(*lent.loan, turn.keepalive);
+    }
+  }
+}
+
 // A streamed call gets the call's keep-alive (stream_keepalive.h) for its upstream waits.
 void keep_alive_if_streamed(const HttpCall& call, CallRequest& request) {
   if (!request.stream || call.keepalive == nullptr) return;
@@ -408,7 +427,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   SessionLock lock(*session, call.keepalive,
                    [&] { return decoded ? request.stream : asks_for_stream(call.body); });
   const ForgetIfRefused forget_if_refused(*this, id, *session, created);  // (released before the lock)
-  KeptRequest& kept = decoded ? session->kept_request() : session->kept_request_for(call.body);
+  KeptRequest& kept = session->kept_request_for(call.body);
   if (decoded)
     kept = std::move(first);
   else
@@ -418,15 +437,10 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   // The messages go back to the session's kept body whatever the call's outcome.
   struct GiveBack {
     GatewaySession& session;
+    KeptRequest& kept;
     ChatTurn& turn;
-    ~GiveBack() {
-      session.kept_request().give_back(turn);
-      if (session.ended()) {  // a call after the reward keeps nothing
-        session.clear_kept();
-        session.response_chain().clear();
-      }
-    }
-  } give_back{*session, request.turn};
+    ~GiveBack() { session.return_kept(kept, turn); }
+  } give_back{*session, kept, request.turn};
   if (!decoded) {
     // A session POST /v1/sessions made without kwargs takes its first call's.
     if (session->variant_open() && !request.turn.template_kwargs.empty())
@@ -440,7 +454,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   ResponseChain& chain = session->response_chain();
   // (an ended session keeps no chain: its call is refused as session_ended, below, not as an unknown id)
   if (!request.previous_response_id.empty() && !session->ended())
-    chain.continue_from(request.previous_response_id, request.instruction_messages, request.turn);
+    continue_chain(*session, request.previous_response_id, request.instruction_messages, request.turn);
   const ChainLoan loan{chain, request.turn};  // (a failed call's messages go back before give_back runs)
   Completion completion = session->chat(request.turn);
   chain.record(response_id(completion), request.instruction_messages, request.turn, completion.reply);
@@ -558,9 +572,8 @@ HttpAnswer Gateway::response_input_tokens(const HttpCall& call, const std::strin
     }
     const std::shared_ptr<GatewaySession> session = find(id);
     SessionLock lock(*session);
-    ResponseChain& chain = session->response_chain();
-    chain.continue_from(request.previous_response_id, request.instruction_messages, request.turn);
-    const ChainLoan loan{chain, request.turn};
+    continue_chain(*session, request.previous_response_id, request.instruction_messages, request.turn);
+    const ChainLoan loan{session->response_chain(), request.turn};
     tokens = prompt_tokens(request.turn);
   }
   return json_answer(200, json{{"input_tokens", tokens}, {"object", "response.input_tokens"}}.dump());

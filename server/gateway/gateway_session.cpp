@@ -94,49 +94,49 @@ double GatewaySession::idle_seconds() const {
          1e-9;
 }
 
-void GatewaySession::make_episode(std::vector<TokenId> system, std::vector<TokenId> rest, bool opens_turn) {
+void GatewaySession::make_episode(Thread& t, std::vector<TokenId> system, std::vector<TokenId> rest,
+                                  bool opens_turn) {
   auto env = std::make_unique<HarnessEnv>();
-  t_.env = env.get();
+  t.env = env.get();
   EpisodeConfig episode;
   episode.budget = config_.budget;
   episode.seed = config_.seed;
   episode.group_index = config_.group_index;
   episode.sample_index = config_.sample_index;
   episode.rollout_id = config_.rollout_id;
-  t_.episode = std::make_unique<Episode>(std::move(env), codec(), episode);
-  t_.generation = ++generations_;
-  t_.ids_text.invalidate();
-  t_.env->stage_start(std::move(system), std::move(rest), opens_turn);
+  t.episode = std::make_unique<Episode>(std::move(env), codec(t), episode);
+  t.generation = ++generations_;
+  t.ids_text.invalidate();
+  t.env->stage_start(std::move(system), std::move(rest), opens_turn);
   Task task;
-  task.id = "gateway/" + id_ + thread_suffix();  // (each thread its own sampling streams)
-  t_.episode->start(task);
-  t_.held.reset();
+  task.id = "gateway/" + id_ + thread_suffix(t);  // (each thread its own sampling streams)
+  t.episode->start(task);
+  t.held.reset();
 }
 
-void GatewaySession::start_part(const ChatTurn& turn, std::vector<uint64_t> keys) {
+void GatewaySession::start_part(Thread& t, const ChatTurn& turn, std::vector<uint64_t> keys) {
   std::vector<TokenId> system, rest;
-  t_.render_now =
+  t.render_now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
   const FirstPrompt first =
-      variant_->renderer.first_prompt(turn.messages, turn.tools, t_.render_now, system, rest, &t_.converted);
-  t_.system_opened_user_turn = first.system_opens_user_turn;
-  make_episode(std::move(system), std::move(rest), first.opens_turn);
-  t_.known = std::move(keys);
-  t_.tools_key = tools_key_of(turn);
-  t_.window.reset();  // a new part renders the harness's list until its first rebuild
-  t_.step_answers.clear();
+      variant_->renderer.first_prompt(turn.messages, turn.tools, t.render_now, system, rest, &t.converted);
+  t.system_opened_user_turn = first.system_opens_user_turn;
+  make_episode(t, std::move(system), std::move(rest), first.opens_turn);
+  t.known = std::move(keys);
+  t.tools_key = tools_key_of(turn);
+  t.window.reset();  // a new part renders the harness's list until its first rebuild
+  t.step_answers.clear();
 }
 
-void GatewaySession::note_rebuild(const ChatTurn& turn, const std::string& summary_text) {
-  if (t_.episode->done()) return;  // truncated: the rebuilt window did not fit
+void GatewaySession::note_rebuild(Thread& t, const ChatTurn& turn, const std::string& summary_text) {
+  if (t.episode->done()) return;  // truncated: the rebuilt window did not fit
   const std::vector<Message>& messages = turn.messages;
   // The window keeps the newest k steps (k = tail_k -> 0): from the oldest kept step's answer on; none
   // kept: from the answer to come, after everything the harness has sent.
-  const auto kept = static_cast<size_t>(t_.episode->context().steps_in_window());
-  const size_t from = kept > 0 && kept <= t_.step_answers.size()
-                          ? t_.step_answers[t_.step_answers.size() - kept]
-                          : messages.size();
+  const auto kept = static_cast<size_t>(t.episode->context().steps_in_window());
+  const size_t from = kept > 0 && kept <= t.step_answers.size() ? t.step_answers[t.step_answers.size() - kept]
+                                                                : messages.size();
   WindowConversation window;
   if (!messages.empty() && messages[0].role == MessageRole::kSystem) window.messages.push_back(messages[0]);
   // The resume turn as the window holds it: the preface and the summary's text (envs/codec.h).
@@ -145,43 +145,43 @@ void GatewaySession::note_rebuild(const ChatTurn& turn, const std::string& summa
   window.from = from;
   window.messages.insert(window.messages.end(), messages.begin() + static_cast<ptrdiff_t>(from),
                          messages.end());
-  t_.window = std::move(window);
+  t.window = std::move(window);
   // Only the window's steps can be kept by the next rebuild: the list stays as long as the window.
-  t_.step_answers.erase(t_.step_answers.begin(), t_.step_answers.end() - static_cast<ptrdiff_t>(std::min(
-                                                                             kept, t_.step_answers.size())));
+  t.step_answers.erase(t.step_answers.begin(),
+                       t.step_answers.end() - static_cast<ptrdiff_t>(std::min(kept, t.step_answers.size())));
 }
 
-void GatewaySession::start_text_part(const std::string& prompt) {
-  t_.system_opened_user_turn = false;
-  make_episode({}, variant_->renderer.text(prompt));
+void GatewaySession::start_text_part(Thread& t, const std::string& prompt) {
+  t.system_opened_user_turn = false;
+  make_episode(t, {}, variant_->renderer.text(prompt));
   known_text_ = prompt;
 }
 
-void GatewaySession::close_part(const std::string& why) {
-  if (!t_.episode->done()) {
-    if (t_.held) {
-      t_.env->stage_step({}, 0.0, true, false);
-      t_.episode->submit(t_.held->decision);
+void GatewaySession::close_part(Thread& t, const std::string& why) {
+  if (!t.episode->done()) {
+    if (t.held) {
+      t.env->stage_step({}, 0.0, true, false);
+      t.episode->submit(t.held->decision);
     } else {
       Decision failed;
       failed.failed = true;
       failed.error = why;
-      t_.episode->submit(failed);
+      t.episode->submit(failed);
     }
   }
-  t_.held.reset();
-  Trajectory part = t_.episode->finish();
+  t.held.reset();
+  Trajectory part = t.episode->finish();
   part.metadata["part_end"] = why;
   parts_.push_back(std::move(part));
-  part_threads_.push_back(t_.index);
-  t_.episode.reset();
-  t_.env = nullptr;
+  part_threads_.push_back(t.index);
+  t.episode.reset();
+  t.env = nullptr;
 }
 
-void GatewaySession::throw_done() const {
+void GatewaySession::throw_done(const Thread& t) const {
   throw GatewayError(400, "invalid_request_error", "context_length_exceeded",
-                     "session " + quote(id_) + " has no room left: " + t_.episode->reason() +
-                         " (the rollout is " + std::string(episode_status_name(t_.episode->status())) +
+                     "session " + quote(id_) + " has no room left: " + t.episode->reason() +
+                         " (the rollout is " + std::string(episode_status_name(t.episode->status())) +
                          "; post its reward to end it)",
                      "messages");
 }
@@ -201,87 +201,170 @@ void GatewaySession::check_open(bool plain) {
   plain_ = plain;
 }
 
+// The thread a call has taken (take()), given back when the call ends, with `mutex` held.
+class GatewaySession::Use {
+ public:
+  explicit Use(Thread& t) : t_(t) {}
+  Use(const Use&) = delete;
+  Use& operator=(const Use&) = delete;
+  ~Use() {
+    t_.in_call = false;
+    t_.busy.unlock();
+  }
+
+ private:
+  Thread& t_;
+};
+
+bool GatewaySession::take(Thread& t) {
+  // (try_lock fails without in_call only while a waiter holds it for an instant: wait_unlocked)
+  if (t.in_call || !t.busy.try_lock()) return false;
+  t.in_call = true;
+  return true;
+}
+
+namespace {
+// Releases a lock for a scope and takes it again at its end.
+class Unlocked {
+ public:
+  explicit Unlocked(FiberMutex& mutex) : mutex_(mutex) { mutex_.unlock(); }
+  Unlocked(const Unlocked&) = delete;
+  Unlocked& operator=(const Unlocked&) = delete;
+  ~Unlocked() { mutex_.lock(); }
+
+ private:
+  FiberMutex& mutex_;
+};
+}  // namespace
+
+void GatewaySession::wait_unlocked(FiberMutex& other, StreamKeepalive* keepalive) {
+  const Unlocked unlocked(mutex);
+  if (keepalive != nullptr)
+    other.lock(*keepalive);
+  else
+    other.lock();
+  other.unlock();
+}
+
+bool GatewaySession::started() const {
+  return std::any_of(threads_.begin(), threads_.end(), [](const auto& t) { return t->episode != nullptr; });
+}
+
+bool GatewaySession::busy() const {
+  return std::any_of(threads_.begin(), threads_.end(), [](const auto& t) { return t->in_call; });
+}
+
 Completion GatewaySession::complete(const ChatTurn& turn) {
   check_open(true);
-  const std::string& prompt = *turn.prompt;
-  if (prompt.empty()) throw bad_request("empty_prompt", "prompt is empty: give the text so far", "prompt");
-  if (!t_.episode) {
-    start_text_part(prompt);
-    return drive(turn);
+  if (turn.prompt->empty())
+    throw bad_request("empty_prompt", "prompt is empty: give the text so far", "prompt");
+  // A plain completions session has one thread: a call waits for the one in flight.
+  for (;;) {
+    const std::shared_ptr<Thread> t = threads_.front();
+    if (take(*t)) {
+      const Use use(*t);
+      return complete_on(*t, turn);
+    }
+    wait_unlocked(t->busy, turn.keepalive);
+    check_open(true);
   }
-  if (t_.episode->done()) throw_done();
-  if (t_.held && prompt == known_text_) return stored_answer(turn);  // a retry: nothing sampled twice
-  if (t_.held) {
-    const std::string& answer = t_.held->completion.reply.content;
+}
+
+Completion GatewaySession::complete_on(Thread& t, const ChatTurn& turn) {
+  const std::string& prompt = *turn.prompt;
+  if (!t.episode) {
+    start_text_part(t, prompt);
+    return drive(t, turn);
+  }
+  if (t.episode->done()) throw_done(t);
+  if (t.held && prompt == known_text_) return stored_answer(t, turn);  // a retry: nothing sampled twice
+  if (t.held) {
+    const std::string& answer = t.held->completion.reply.content;
     if (prompt.size() >= known_text_.size() + answer.size() && prompt.starts_with(known_text_) &&
         prompt.compare(known_text_.size(), answer.size(), answer) == 0) {
       const std::string_view fresh = std::string_view(prompt).substr(known_text_.size() + answer.size());
-      t_.env->stage_step(variant_->renderer.text(fresh), 0.0, false, false);
-      const Decision decision = std::move(t_.held->decision);
-      t_.held.reset();
-      t_.episode->submit(decision);
+      t.env->stage_step(variant_->renderer.text(fresh), 0.0, false, false);
+      const Decision decision = std::move(t.held->decision);
+      t.held.reset();
+      t.episode->submit(decision);
       known_text_ = prompt;
-      return drive(turn);
+      return drive(t, turn);
     }
   }
-  if (!t_.held && prompt == known_text_) return drive(turn);  // after a failed upstream call: send it again
-  close_part("the harness rewrote its history");
+  if (!t.held && prompt == known_text_) return drive(t, turn);  // after a failed upstream call: send it again
+  close_part(t, "the harness rewrote its history");
   ++history_edits_;
-  start_text_part(prompt);
-  return drive(turn);
+  start_text_part(t, prompt);
+  return drive(t, turn);
 }
 
 KeptRequest& GatewaySession::kept_request_for(std::string_view body) {
-  // The most recently used body of the same conversation (the last one, for a one-conversation harness).
+  // The most recently used body of the same conversation (the last one, for a one-conversation harness);
+  // a body lent to a call in flight is that call's.
   size_t best = kept_.size();
   for (size_t i = kept_.size(); i-- > 0;) {
-    if (kept_[i].same_conversation(body)) {
+    if (!kept_[i]->lent() && kept_[i]->same_conversation(body)) {
       best = i;
       break;
     }
   }
   if (best == kept_.size()) {  // another conversation: an unused body, or the least recently used one
-    best = 0;
-    for (size_t i = 0; i < kept_.size(); ++i) {
-      if (kept_[i].elements() == 0) best = i;
+    for (size_t i = 0; i < kept_.size() && best == kept_.size(); ++i) {
+      if (!kept_[i]->lent() && kept_[i]->elements() == 0) best = i;
     }
-    if (kept_[best].elements() != 0 && kept_.size() < kKeptBodies) {
-      kept_.emplace_back();
-      best = kept_.size() - 1;
+    for (size_t i = 0; i < kept_.size() && best == kept_.size() && kept_.size() >= kKeptBodies; ++i) {
+      if (!kept_[i]->lent()) best = i;
     }
+    if (best == kept_.size()) kept_.push_back(std::make_unique<KeptRequest>());
   }
   std::rotate(kept_.begin() + static_cast<ptrdiff_t>(best), kept_.begin() + static_cast<ptrdiff_t>(best) + 1,
               kept_.end());
-  return kept_.back();
+  return *kept_.back();
 }
 
-std::string GatewaySession::thread_suffix() const {
-  return t_.index > 0 ? "/t" + std::to_string(t_.index) : "";
+void GatewaySession::return_kept(KeptRequest& kept, ChatTurn& turn) {
+  kept.give_back(turn);
+  if (ended_) {  // a call after the reward keeps nothing
+    clear_kept();
+    response_chain_.clear();
+    return;
+  }
+  // More than kKeptBodies were lent at once: the least recently used ones that are back go.
+  for (size_t i = 0; i < kept_.size() && kept_.size() > kKeptBodies;) {
+    if (kept_[i]->lent())
+      ++i;
+    else
+      kept_.erase(kept_.begin() + static_cast<ptrdiff_t>(i));
+  }
 }
 
-bool GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys) {
-  if (!t_.episode && parked_.empty()) return false;  // the session's first call (thread 0)
+void GatewaySession::clear_kept() {
+  std::erase_if(kept_, [](const std::unique_ptr<KeptRequest>& kept) { return !kept->lent(); });
+}
+
+std::string GatewaySession::thread_suffix(const Thread& t) {
+  return t.index > 0 ? "/t" + std::to_string(t.index) : "";
+}
+
+GatewaySession::Selected GatewaySession::select_thread(const ChatTurn& turn,
+                                                       const std::vector<uint64_t>& keys) {
+  const auto chosen = [&](std::shared_ptr<Thread> t, bool extends) {
+    t->last_call = ++selections_;
+    last_ = t;
+    return Selected{std::move(t), extends};
+  };
   const uint64_t tools = tools_key_of(turn);
   // (A thread without a window, its first call refused, is continued by nothing: it holds no messages.)
   const auto continued = [&](const Thread& t) {
     return t.episode && t.tools_key == tools && keys.size() >= t.known.size() &&
            std::equal(t.known.begin(), t.known.end(), keys.begin());
   };
-  if (continued(t_)) return true;  // the active thread (every call of a one-conversation harness)
-  const auto activate = [&](size_t i) {
-    std::swap(t_, parked_[i]);
-    if (!parked_[i].episode) parked_.erase(parked_.begin() + static_cast<ptrdiff_t>(i));
-  };
-  size_t best = parked_.size();
-  for (size_t i = 0; i < parked_.size(); ++i) {
-    if (continued(parked_[i]) &&
-        (best == parked_.size() || parked_[i].known.size() > parked_[best].known.size()))
-      best = i;
+  if (continued(*last_)) return chosen(last_, true);  // every call of a one-conversation harness
+  const std::shared_ptr<Thread>* best = nullptr;
+  for (const std::shared_ptr<Thread>& t : threads_) {
+    if (continued(*t) && (!best || t->known.size() > (*best)->known.size())) best = &t;
   }
-  if (best < parked_.size()) {
-    activate(best);
-    return true;
-  }
+  if (best) return chosen(*best, true);
   // An edit of a thread: the call keeps its first two messages (or its one), as a harness that rewrites
   // its history keeps its system prompt and task; another conversation differs in one of them (a
   // sub-agent's system prompt, or its task under the same one).
@@ -290,39 +373,41 @@ bool GatewaySession::select_thread(const ChatTurn& turn, const std::vector<uint6
     return lead > 0 && keys.size() >= lead &&
            std::equal(t.known.begin(), t.known.begin() + lead, keys.begin());
   };
-  if (shared(t_)) return false;
-  for (size_t i = 0; i < parked_.size(); ++i) {
-    if (shared(parked_[i])) {
-      activate(i);
-      return false;
-    }
+  if (shared(*last_)) return chosen(last_, false);
+  for (const std::shared_ptr<Thread>& t : threads_) {
+    if (shared(*t)) return chosen(t, false);
   }
-  // A new conversation: a new thread; the active one is parked, and past kMaxThreads the least recently
-  // used one's part is closed (its held answer recorded as its last turn).
-  if (t_.episode) {  // (an active thread without a window, its first call refused, is reused)
-    parked_.push_back(std::move(t_));
-    t_ = Thread{};
-    t_.index = threads_++;
+  // A new conversation: a new thread (one without a window and no call, its first call refused, is reused);
+  // past kMaxThreads the least recently used one's part is closed (its held answer recorded as its last
+  // turn).
+  for (const std::shared_ptr<Thread>& t : threads_) {
+    if (!t->episode && !t->in_call) return chosen(t, false);
   }
-  if (parked_.size() + 1 > kMaxThreads) {
+  threads_.push_back(std::make_shared<Thread>());
+  threads_.back()->index = started_threads_++;
+  Selected out = chosen(threads_.back(), false);
+  if (threads_.size() > kMaxThreads) {
     // The one with the fewest messages, the least recently used of those: one-call conversations (a
     // harness's side calls) go before a long one that waits (a main agent while its sub-agent works),
-    // whose history may no longer fit a new window.
-    size_t retired = 0;
-    for (size_t i = 1; i < parked_.size(); ++i) {
-      const Thread &a = parked_[i], &b = parked_[retired];
-      if (std::pair(a.known.size(), a.last_call) < std::pair(b.known.size(), b.last_call)) retired = i;
+    // whose history may no longer fit a new window. A thread with a call in flight stays.
+    size_t retired = threads_.size();
+    for (size_t i = 0; i + 1 < threads_.size(); ++i) {
+      const Thread& a = *threads_[i];
+      if (a.in_call) continue;
+      if (retired == threads_.size() ||
+          std::pair(a.known.size(), a.last_call) <
+              std::pair(threads_[retired]->known.size(), threads_[retired]->last_call))
+        retired = i;
     }
-    retire_parked(retired, "more threads than the session keeps (" + std::to_string(kMaxThreads) + ")");
+    if (retired < threads_.size())
+      retire(retired, "more threads than the session keeps (" + std::to_string(kMaxThreads) + ")");
   }
-  return false;
+  return out;
 }
 
-void GatewaySession::retire_parked(size_t i, const std::string& why) {
-  std::swap(t_, parked_[i]);
-  close_part(why);
-  std::swap(t_, parked_[i]);
-  parked_.erase(parked_.begin() + static_cast<ptrdiff_t>(i));
+void GatewaySession::retire(size_t i, const std::string& why) {
+  if (threads_[i]->episode) close_part(*threads_[i], why);
+  threads_.erase(threads_.begin() + static_cast<ptrdiff_t>(i));
 }
 
 Completion GatewaySession::chat(const ChatTurn& turn) {
@@ -335,55 +420,69 @@ Completion GatewaySession::chat(const ChatTurn& turn) {
     keys.resize(turn.messages.size());
     for (size_t i = 0; i < keys.size(); ++i) keys[i] = message_key(turn.messages[i]);
   }
-  const bool same_prefix = select_thread(turn, keys);
-  t_.last_call = calls_;
-  if (!t_.episode) {
-    start_part(turn, std::move(keys));
-    return drive(turn);
-  }
-  if (t_.episode->done()) throw_done();
-  const size_t n0 = t_.known.size();
-  if (same_prefix) {
-    if (t_.held && keys.size() == n0) return stored_answer(turn);  // a retry: nothing sampled twice
-    if (t_.held && (keys[n0] == t_.held->key || keys[n0] == t_.held->anthropic_key)) {
-      std::span<const Message> conversation = turn.messages;
-      size_t answer = n0;
-      if (t_.window) {
-        // The window's conversation: its messages through the harness's n0 - 1 (what the last answered
-        // call sent; a refused call's messages are cut off again), then the answer and the new messages.
-        t_.window->messages.resize(t_.window->lead + (n0 - t_.window->from));
-        t_.window->messages.insert(t_.window->messages.end(),
-                                   turn.messages.begin() + static_cast<ptrdiff_t>(n0), turn.messages.end());
-        conversation = t_.window->messages;
-        answer = n0 - t_.window->from + t_.window->lead;
-      }
-      TurnsAfterAnswer turns = variant_->renderer.observation(t_.held->decision.tokens, conversation, answer,
-                                                              turn.tools, t_.render_now, &t_.converted);
-      t_.env->stage_step(std::move(turns.ids), 0.0, false, false, turns.opens_turn);
-      const Decision decision = std::move(t_.held->decision);
-      t_.held.reset();
-      t_.step_answers.push_back(n0);
-      t_.episode->submit(decision);
-      t_.known = std::move(keys);
-      return drive(turn);
+  // A thread another call has (a retry behind its first try, a call that edits a busy thread) is waited
+  // for, and the call selected again: that call may have changed what this one continues.
+  for (;;) {
+    const Selected selected = select_thread(turn, keys);
+    Thread& t = *selected.thread;
+    if (take(t)) {
+      const Use use(t);
+      return chat_on(t, turn, std::move(keys), selected.extends);
     }
-    if (!t_.held && keys.size() == n0) return drive(turn);  // after a failed upstream call: send it again
+    wait_unlocked(t.busy, turn.keepalive);
+    check_open(false);
   }
-  close_part("the harness rewrote its history");
-  ++history_edits_;
-  start_part(turn, std::move(keys));
-  return drive(turn);
 }
 
-UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatTurn& turn,
+Completion GatewaySession::chat_on(Thread& t, const ChatTurn& turn, std::vector<uint64_t> keys,
+                                   bool same_prefix) {
+  if (!t.episode) {
+    start_part(t, turn, std::move(keys));
+    return drive(t, turn);
+  }
+  if (t.episode->done()) throw_done(t);
+  const size_t n0 = t.known.size();
+  if (same_prefix) {
+    if (t.held && keys.size() == n0) return stored_answer(t, turn);  // a retry: nothing sampled twice
+    if (t.held && (keys[n0] == t.held->key || keys[n0] == t.held->anthropic_key)) {
+      std::span<const Message> conversation = turn.messages;
+      size_t answer = n0;
+      if (t.window) {
+        // The window's conversation: its messages through the harness's n0 - 1 (what the last answered
+        // call sent; a refused call's messages are cut off again), then the answer and the new messages.
+        t.window->messages.resize(t.window->lead + (n0 - t.window->from));
+        t.window->messages.insert(t.window->messages.end(),
+                                  turn.messages.begin() + static_cast<ptrdiff_t>(n0), turn.messages.end());
+        conversation = t.window->messages;
+        answer = n0 - t.window->from + t.window->lead;
+      }
+      TurnsAfterAnswer turns = variant_->renderer.observation(t.held->decision.tokens, conversation, answer,
+                                                              turn.tools, t.render_now, &t.converted);
+      t.env->stage_step(std::move(turns.ids), 0.0, false, false, turns.opens_turn);
+      const Decision decision = std::move(t.held->decision);
+      t.held.reset();
+      t.step_answers.push_back(n0);
+      t.episode->submit(decision);
+      t.known = std::move(keys);
+      return drive(t, turn);
+    }
+    if (!t.held && keys.size() == n0) return drive(t, turn);  // after a failed upstream call: send it again
+  }
+  close_part(t, "the harness rewrote its history");
+  ++history_edits_;
+  start_part(t, turn, std::move(keys));
+  return drive(t, turn);
+}
+
+UpstreamResult GatewaySession::call_upstream(Thread& t, const Request& request, const ChatTurn& turn,
                                              int64_t max_new_tokens) {
   UpstreamCall call;
   call.prompt = &request.prompt;
-  call.prompt_ids_json = t_.ids_text.text(request.prompt, t_.generation, request.compactions);
+  call.prompt_ids_json = t.ids_text.text(request.prompt, t.generation, request.compactions);
   call.max_new_tokens = max_new_tokens;
   call.sampling_seed = llm::sampling_seed(request.stream);
   call.rid =
-      id_ + thread_suffix() + "/" + role_name(request.role) + "/" + std::to_string(request.stream.ordinal);
+      id_ + thread_suffix(t) + "/" + role_name(request.role) + "/" + std::to_string(request.stream.ordinal);
   call.routing_key = turn.routing_key.empty() ? id_ : turn.routing_key;
   call.sampling = config_.sampling;
   call.keepalive = turn.keepalive;
@@ -396,7 +495,13 @@ UpstreamResult GatewaySession::call_upstream(const Request& request, const ChatT
     call.sampling.json_schema = turn.json_schema;  // a summary is free text
   }
   ++calls_;
-  UpstreamResult result = shared_.upstream->generate(call);
+  UpstreamResult result;
+  {
+    // Other threads' calls go on while this one waits; this thread is this call's (Thread::busy), and
+    // nothing the upstream reads (the episode's prompt, the thread's id text) changes meanwhile.
+    const Unlocked unlocked(mutex);
+    result = shared_.upstream->generate(call);
+  }
   if (ServerMetrics* m = shared_.metrics) {
     m->llm_calls->add();
     m->llm_call_seconds->observe(result.seconds);
@@ -428,34 +533,34 @@ AssistantReply GatewaySession::read_answer(std::string& text, const ChatTurn& tu
                             id_prefix);
 }
 
-Completion GatewaySession::drive(const ChatTurn& turn) {
+Completion GatewaySession::drive(Thread& t, const ChatTurn& turn) {
   // The summary the trigger asked for (window + instruction), from the same upstream; its answer closes a
   // summary segment and the episode rebuilds the window.
-  while (!t_.episode->done() && t_.episode->request().role == Role::kSummarize) {
-    const Request& request = t_.episode->request();
-    UpstreamResult result = call_upstream(request, turn, request.max_new_tokens);
+  while (!t.episode->done() && t.episode->request().role == Role::kSummarize) {
+    const Request& request = t.episode->request();
+    UpstreamResult result = call_upstream(t, request, turn, request.max_new_tokens);
     if (!result.ok) fail_call(result);
     Decision summary;
     summary.tokens = std::move(result.answer.ids);
     summary.logprobs = std::move(result.answer.logprobs);
     summary.finish_reason = result.answer.finish_reason == "abort" ? "length" : result.answer.finish_reason;
     const bool render = !*plain_ && variant_->renderer.renders_template();
-    const std::string summary_text = render ? codec()->decode(codec()->summary_body(summary.tokens)) : "";
-    t_.episode->submit(summary);
-    if (render) note_rebuild(turn, summary_text);
+    const std::string summary_text = render ? codec(t)->decode(codec(t)->summary_body(summary.tokens)) : "";
+    t.episode->submit(summary);
+    if (render) note_rebuild(t, turn, summary_text);
     if (ServerMetrics* m = shared_.metrics) m->compactions->add();
   }
-  if (t_.episode->done()) throw_done();
-  const Request& request = t_.episode->request();
+  if (t.episode->done()) throw_done(t);
+  const Request& request = t.episode->request();
   // Clamped to what is left of the budget (the episode's) and to the harness's own limit.
   const int64_t max_new =
       turn.max_tokens > 0 ? std::min(turn.max_tokens, request.max_new_tokens) : request.max_new_tokens;
-  UpstreamResult result = call_upstream(request, turn, max_new);
+  UpstreamResult result = call_upstream(t, request, turn, max_new);
   if (!result.ok) fail_call(result);
   // (A harmony answer is read whole: its messages' headers say which text is content and which a call.)
-  std::string text = codec()->decode(shared_.tool_format == ToolCallFormat::kHarmony && !*plain_
-                                         ? std::span<const TokenId>(result.answer.ids)
-                                         : codec()->summary_body(result.answer.ids));
+  std::string text = codec(t)->decode(shared_.tool_format == ToolCallFormat::kHarmony && !*plain_
+                                          ? std::span<const TokenId>(result.answer.ids)
+                                          : codec(t)->summary_body(result.answer.ids));
   // The harness gets valid UTF-8 (a character cut by max_tokens, stray bytes: one U+FFFD per ill-formed
   // sequence, engine/utf8.h) and copies that text back: the reply, hence its key, is the repaired text, or
   // the copy would be taken for a history edit. The recorded ids stay the upstream's bytes.
@@ -472,13 +577,13 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
     }
   }
   completion.id = std::string(*plain_ ? "cmpl-" : "chatcmpl-") + id_ + "-" + std::to_string(request.turn) +
-                  "-" + std::to_string(parts_.size()) + (t_.index > 0 ? "-t" + std::to_string(t_.index) : "");
+                  "-" + std::to_string(parts_.size()) + (t.index > 0 ? "-t" + std::to_string(t.index) : "");
   completion.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
   completion.reply = read_answer(text, turn,
                                  std::to_string(request.turn) + "_" + std::to_string(parts_.size()) +
-                                     (t_.index > 0 ? "_t" + std::to_string(t_.index) : ""));
+                                     (t.index > 0 ? "_t" + std::to_string(t.index) : ""));
   completion.finish_reason = result.answer.finish_reason == "length" ? "length"
                              : completion.reply.tool_calls.empty()   ? "stop"
                                                                      : "tool_calls";
@@ -493,7 +598,7 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   decision.logprobs = std::move(result.answer.logprobs);
   decision.finish_reason = result.answer.finish_reason;
   if (decision.finish_reason == "abort") {
-    t_.episode->submit(decision);  // recorded; the episode ends as aborted
+    t.episode->submit(decision);  // recorded; the episode ends as aborted
     ++failures_;
     last_failure_ = "the LLM server aborted the generation";
     throw GatewayError(502, "upstream_error", "upstream_aborted", last_failure_);
@@ -501,23 +606,23 @@ Completion GatewaySession::drive(const ChatTurn& turn) {
   const uint64_t key = reply_key(completion.reply);
   const uint64_t anthropic_key =
       completion.reply.tool_calls.empty() ? key : anthropic_reply_key(completion.reply);
-  t_.held = Held{std::move(decision), key, anthropic_key, completion};
-  if (turn.prompt_ids) completion.prompt_ids = waiting_prompt_ids();
+  t.held = Held{std::move(decision), key, anthropic_key, completion};
+  if (turn.prompt_ids) completion.prompt_ids = waiting_prompt_ids(t);
   return completion;
 }
 
-Completion GatewaySession::stored_answer(const ChatTurn& turn) {
+Completion GatewaySession::stored_answer(Thread& t, const ChatTurn& turn) {
   ++retries_;
-  Completion out = t_.held->completion;
-  if (turn.prompt_ids) out.prompt_ids = waiting_prompt_ids();
+  Completion out = t.held->completion;
+  if (turn.prompt_ids) out.prompt_ids = waiting_prompt_ids(t);
   return out;
 }
 
-std::string GatewaySession::waiting_prompt_ids() {
+std::string GatewaySession::waiting_prompt_ids(Thread& t) {
   // The prompt the held answer was sampled from: the episode still waits on it, and its id text is the one
-  // the upstream call wrote (t_.ids_text keeps it), so this copies it.
-  const Request& request = t_.episode->request();
-  return std::string(t_.ids_text.text(request.prompt, t_.generation, request.compactions));
+  // the upstream call wrote (t.ids_text keeps it), so this copies it.
+  const Request& request = t.episode->request();
+  return std::string(t.ids_text.text(request.prompt, t.generation, request.compactions));
 }
 
 void GatewaySession::reward(double reward, const std::string& status) {
@@ -527,34 +632,47 @@ void GatewaySession::reward(double reward, const std::string& status) {
                       "status " + quote(status) + " is not one of completed, truncated, aborted, failed",
                       "status");
   }
+  // The calls in flight end first (their answers are recorded, and held as their threads' last turns).
+  for (;;) {
+    const auto busy =
+        std::find_if(threads_.begin(), threads_.end(), [](const auto& t) { return t->in_call; });
+    if (busy == threads_.end()) break;
+    const std::shared_ptr<Thread> waited = *busy;  // (kept alive while the lock is released)
+    wait_unlocked(waited->busy, nullptr);
+  }
   if (ended_) {
     throw GatewayError(409, "invalid_request_error", "session_ended",
                        "session " + quote(id_) + " already has its reward", "session_id");
   }
-  if (!t_.episode) {
+  // The threads' parts, the least recently used first; the latest call's thread's (the rollout's last call)
+  // last, with the reward. Threads without a window (a refused first call) have nothing to record.
+  std::erase_if(threads_, [](const auto& t) { return !t->episode; });
+  if (threads_.empty()) {
+    threads_.push_back(std::make_shared<Thread>());
+    last_ = threads_.front();
     throw GatewayError(409, "invalid_request_error", "session_empty",
                        "session " + quote(id_) + " has no call yet: nothing to reward", "session_id");
   }
-  // The other threads' parts first, the least recently used first; the active thread's (the rollout's last
-  // call) last, with the reward.
-  std::sort(parked_.begin(), parked_.end(),
-            [](const Thread& a, const Thread& b) { return a.last_call < b.last_call; });
-  while (!parked_.empty()) retire_parked(0, "the rollout ended");
-  if (!t_.episode->done()) {
-    if (t_.held) {
+  std::sort(threads_.begin(), threads_.end(),
+            [](const auto& a, const auto& b) { return a->last_call < b->last_call; });
+  while (threads_.size() > 1) retire(0, "the rollout ended");
+  Thread& last = *threads_.front();
+  last_ = threads_.front();
+  if (!last.episode->done()) {
+    if (last.held) {
       const bool truncated = *parsed == EpisodeStatus::kTruncated;
-      t_.env->stage_step({}, reward, !truncated, truncated);
-      t_.episode->submit(t_.held->decision);
-      t_.held.reset();
+      last.env->stage_step({}, reward, !truncated, truncated);
+      last.episode->submit(last.held->decision);
+      last.held.reset();
     } else {
       Decision failed;
       failed.failed = true;
       failed.error = "the rollout ended while a request was pending (the last upstream call failed)";
-      t_.episode->submit(failed);
+      last.episode->submit(failed);
     }
   }
-  parts_.push_back(t_.episode->finish());
-  part_threads_.push_back(t_.index);
+  parts_.push_back(last.episode->finish());
+  part_threads_.push_back(last.index);
   clear_kept();  // no more calls: the memory goes
   Trajectory t = merge(std::move(parts_), part_threads_);
   parts_.clear();
@@ -567,7 +685,7 @@ void GatewaySession::reward(double reward, const std::string& status) {
   t.env = "gateway";
   t.metadata["gateway_session"] = id_;
   t.metadata["history_edits"] = std::to_string(history_edits_);
-  if (threads_ > 1) t.metadata["threads"] = std::to_string(threads_);
+  if (started_threads_ > 1) t.metadata["threads"] = std::to_string(started_threads_);
   t.metadata["upstream_calls"] = std::to_string(calls_);
   t.metadata["upstream_failures"] = std::to_string(failures_);
   if (!last_failure_.empty()) t.metadata["upstream_last_failure"] = last_failure_;
@@ -585,13 +703,14 @@ void GatewaySession::reward(double reward, const std::string& status) {
   for (const auto& [key, value] : config_.metadata) t.metadata[key] = value;
   t.validate();
   trajectory_ = std::move(t);
-  t_.episode.reset();
-  t_.env = nullptr;
+  last.episode.reset();
+  last.env = nullptr;
   ended_ = true;
 }
 
 nlohmann::json GatewaySession::state() const {
   nlohmann::json out;
+  const Thread& t = *last_;
   out["session_id"] = id_;
   out["rollout_id"] = config_.rollout_id;
   out["ended"] = ended_;
@@ -600,18 +719,18 @@ nlohmann::json GatewaySession::state() const {
     out["segments"] = trajectory_->segments.size();
     out["compactions"] = trajectory_->compactions;
     out["reward"] = trajectory_->reward;
-  } else if (t_.episode) {
-    out["status"] = t_.episode->done() ? std::string(episode_status_name(t_.episode->status())) : "running";
-    if (!t_.episode->reason().empty()) out["reason"] = t_.episode->reason();
-    out["window_tokens"] = t_.episode->context().tokens();
-    out["compactions"] = t_.episode->context().compactions();
-    out["turns"] = t_.episode->turn();
+  } else if (t.episode) {
+    out["status"] = t.episode->done() ? std::string(episode_status_name(t.episode->status())) : "running";
+    if (!t.episode->reason().empty()) out["reason"] = t.episode->reason();
+    out["window_tokens"] = t.episode->context().tokens();
+    out["compactions"] = t.episode->context().compactions();
+    out["turns"] = t.episode->turn();
   } else {
     out["status"] = "empty";
   }
-  out["messages"] = t_.known.size();
-  out["threads"] = threads_;
-  out["thread"] = t_.index;  // the one the last call went to (status, window_tokens... are its)
+  out["messages"] = t.known.size();
+  out["threads"] = started_threads_;
+  out["thread"] = t.index;  // the one the last call went to (status, window_tokens... are its)
   out["history_edits"] = history_edits_;
   out["upstream_calls"] = calls_;
   out["upstream_failures"] = failures_;

@@ -27,7 +27,12 @@
 // Everything forwarded is the episode's own request: the prompt ids sent upstream are the ids the export's
 // segments hold, and the recorded response ids and log-probs are the upstream's, never re-tokenized.
 //
-// Not thread-safe: the gateway holds `mutex` around every call.
+// Locking. The gateway holds `mutex` around every call; a call releases it while it waits for the upstream
+// (call_upstream) and holds only its thread's (Thread::busy) then, so that calls of different threads (a
+// harness's parallel sub-agents) reach the upstream together. A call whose thread is busy (a retry that comes
+// while its first try is in flight) waits for it without `mutex`, then selects again; the reward waits for
+// every thread's call to end. Order: a response chain's line (response_chain.h), then a thread, then `mutex`
+// briefly; a call never waits for a thread or a line while it holds `mutex`.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -115,19 +120,27 @@ class GatewaySession {
   const TemplateVariant& variant() const { return *variant_; }
   // Whether the session's first call may still set its template variables: none were given and no window
   // was rendered yet.
-  bool variant_open() const { return !variant_fixed_ && !t_.episode; }
-  // Whether a chat or completion call has started the session's window (a refused first call does not).
-  bool started() const { return t_.episode != nullptr; }
+  bool variant_open() const { return !variant_fixed_ && !started(); }
+  // Whether a chat or completion call has started a window (a refused first call does not).
+  bool started() const;
+  // Whether a call is in flight on one of the session's threads (under `mutex`: the reaper keeps the
+  // session).
+  bool busy() const;
   void set_variant(std::shared_ptr<const TemplateVariant> variant) {
     variant_ = std::move(variant);
     variant_fixed_ = true;
   }
 
-  // Throws GatewayError (OpenAI-shaped) for bad input, an ended session or an upstream failure; a failure
-  // leaves everything recorded as it was.
+  // Called with `mutex` held, which it releases while it waits (see Locking above). Throws GatewayError
+  // (OpenAI-shaped) for bad input, an ended session or an upstream failure; a failure leaves everything
+  // recorded as it was.
   Completion chat(const ChatTurn& turn);
-  // Ends the rollout (`status`: completed | truncated | aborted | failed); the held answer is recorded.
+  // Ends the rollout (`status`: completed | truncated | aborted | failed) once no call is in flight (with
+  // `mutex` held, released while it waits); the held answers are recorded.
   void reward(double reward, const std::string& status);
+  // Waits for `other` (a busy thread's lock, a lent response line's) without `mutex`, which is held again
+  // when it returns; a streamed call's keep-alive beats meanwhile.
+  void wait_unlocked(FiberMutex& other, StreamKeepalive* keepalive);
   bool ended() const { return ended_; }
   // The finished rollout (after reward()).
   const Trajectory& trajectory() const { return *trajectory_; }
@@ -137,11 +150,12 @@ class GatewaySession {
   // kKeptBodies (the least recently used one is reused past that); dropped when the rollout ends.
   // kept_request_for() picks the one of `body`'s conversation (KeptRequest::same_conversation: its first two
   // elements' bytes, as the session's threads are told apart), else an unused one or the least recently
-  // used (which `body` then replaces); kept_request() is the one picked last (the current call's).
+  // used (which `body` then replaces); never one lent to a call in flight (one more is made when all are).
+  // The call gives it back with return_kept(); the reference stays valid until then.
   static constexpr size_t kKeptBodies = 4;
   KeptRequest& kept_request_for(std::string_view body);
-  KeptRequest& kept_request() { return kept_.back(); }
-  void clear_kept() { kept_ = std::vector<KeptRequest>(1); }
+  void return_kept(KeptRequest& kept, ChatTurn& turn);
+  size_t kept_bodies() const { return kept_.size(); }
   // The Responses API's conversation as of the session's newest response (previous_response_id).
   ResponseChain& response_chain() { return response_chain_; }
 
@@ -164,31 +178,38 @@ class GatewaySession {
     uint64_t key = 0, anthropic_key = 0;
     Completion completion;
   };
+  struct Thread;
   // Throws for an ended session or one that speaks the other API; then fixes the session's API.
   void check_open(bool plain);
-  const std::shared_ptr<const Codec>& codec() const {
-    return plain_.value_or(false)       ? shared_.completion_codec
-           : t_.system_opened_user_turn ? variant_->codec_after_opened_turn
-                                        : variant_->codec;
+  const std::shared_ptr<const Codec>& codec(const Thread& t) const {
+    return plain_.value_or(false)      ? shared_.completion_codec
+           : t.system_opened_user_turn ? variant_->codec_after_opened_turn
+                                       : variant_->codec;
   }
-  void start_part(const ChatTurn& turn, std::vector<uint64_t> keys);
-  void start_text_part(const std::string& prompt);
+  void start_part(Thread& t, const ChatTurn& turn, std::vector<uint64_t> keys);
+  void start_text_part(Thread& t, const std::string& prompt);
   Completion complete(const ChatTurn& turn);
+  // A chat call on the thread select_thread chose (`extends`: its return), taken for the call.
+  Completion chat_on(Thread& t, const ChatTurn& turn, std::vector<uint64_t> keys, bool extends);
+  Completion complete_on(Thread& t, const ChatTurn& turn);
   // `opens_turn`: `rest` opens the first assistant turn (FirstPrompt::opens_turn).
-  void make_episode(std::vector<TokenId> system, std::vector<TokenId> rest, bool opens_turn = false);
-  // Ends the current part (the held answer submitted as its last turn) and keeps its trajectory.
-  void close_part(const std::string& why);
-  Completion drive(const ChatTurn& turn);
+  void make_episode(Thread& t, std::vector<TokenId> system, std::vector<TokenId> rest,
+                    bool opens_turn = false);
+  // Ends the thread's current part (the held answer submitted as its last turn) and keeps its trajectory.
+  void close_part(Thread& t, const std::string& why);
+  Completion drive(Thread& t, const ChatTurn& turn);
   // The harness's reply out of an answer's text: a plain completion's text as sampled, else
   // read_sampled_reply (sampled_reply.h) with the turn's tool_choice and the model's formats.
   AssistantReply read_answer(std::string& text, const ChatTurn& turn, const std::string& id_prefix) const;
-  UpstreamResult call_upstream(const Request& request, const ChatTurn& turn, int64_t max_new_tokens);
+  // Forwards the request; `mutex` is released while the upstream answers.
+  UpstreamResult call_upstream(Thread& t, const Request& request, const ChatTurn& turn,
+                               int64_t max_new_tokens);
   [[noreturn]] void fail_call(const UpstreamResult& result);
   // The held answer again, for a harness's retry (with the prompt's ids when the turn asks).
-  Completion stored_answer(const ChatTurn& turn);
+  Completion stored_answer(Thread& t, const ChatTurn& turn);
   // The JSON text of the ids of the prompt the held answer was sampled from.
-  std::string waiting_prompt_ids();
-  [[noreturn]] void throw_done() const;
+  std::string waiting_prompt_ids(Thread& t);
+  [[noreturn]] void throw_done(const Thread& t) const;
 
   std::string id_;
   const GatewayShared& shared_;
@@ -213,6 +234,10 @@ class GatewaySession {
   // so that switching between them is neither a history edit nor a render of a whole history
   // (select_thread). Every thread's parts are the session's segments, under its one reward.
   struct Thread {
+    // Held by the call that uses the thread, from its selection to its answer, upstream waits included;
+    // `in_call` says so under `mutex` (set after the lock is taken, cleared before it is released).
+    FiberMutex busy;
+    bool in_call = false;
     std::unique_ptr<Episode> episode;
     HarnessEnv* env = nullptr;  // owned by episode
     std::vector<uint64_t> known;
@@ -228,25 +253,34 @@ class GatewaySession {
     PromptIdsText ids_text;   // the last forwarded prompt's id text (only new ids are written)
     uint64_t generation = 0;  // set by make_episode: ids_text never outlives its arena
     int index = 0;            // the session's threads in the order of their first calls
-    uint64_t last_call = 0;   // calls_ at its last call (the least recently used is retired first)
+    uint64_t last_call =
+        0;  // the session's selections at its last (the least recently used is retired first)
   };
-  // Past it, a thread's part is closed: the one with the fewest messages, the least recently used of those.
+  // Past it, a thread's part is closed: the one with the fewest messages, the least recently used of those
+  // (never one with a call in flight).
   static constexpr size_t kMaxThreads = 16;
-  // Makes the thread that `turn` (with message keys `keys`) belongs to the active one (t_): the one whose
-  // messages it extends (the active thread first, then the one with the most messages); else the one it
-  // shares at least its first two messages with (or its one message), which it edits; else a new thread.
-  // Returns whether the call extends the active thread's messages (with its tools).
-  bool select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys);
-  // Closes the part of parked_[i] and drops the thread.
-  void retire_parked(size_t i, const std::string& why);
+  struct Selected {
+    std::shared_ptr<Thread> thread;
+    bool extends = false;  // the call extends the thread's messages (with its tools)
+  };
+  // The thread that `turn` (with message keys `keys`) belongs to, made the latest (last_): the one whose
+  // messages it extends (the latest call's thread first, then the one with the most messages); else the one
+  // it shares at least its first two messages with (or its one message), which it edits; else a new thread.
+  Selected select_thread(const ChatTurn& turn, const std::vector<uint64_t>& keys);
+  // Takes `t` for a call (false when another call has it); the Use gives it back.
+  static bool take(Thread& t);
+  class Use;
+  // Closes the part of threads_[i] and drops the thread.
+  void retire(size_t i, const std::string& why);
   // "" for the first thread, "/tN" for the others (in the upstream's rid and the episode's task id).
-  std::string thread_suffix() const;
-  Thread t_;                    // the active thread
-  std::vector<Thread> parked_;  // the others
-  int threads_ = 1;             // threads started (thread 0 is the session's first)
-  uint64_t generations_ = 0;    // episodes made (each thread's generation is unique)
-  // After a summary was submitted: t_.window for the rebuilt window (a Jinja template's session).
-  void note_rebuild(const ChatTurn& turn, const std::string& summary_text);
+  static std::string thread_suffix(const Thread& t);
+  std::vector<std::shared_ptr<Thread>> threads_ = {std::make_shared<Thread>()};  // thread 0 first
+  std::shared_ptr<Thread> last_ = threads_.front();                              // the latest call's
+  int started_threads_ = 1;  // threads started (thread 0 is the session's first)
+  uint64_t selections_ = 0;
+  uint64_t generations_ = 0;  // episodes made (each thread's generation is unique)
+  // After a summary was submitted: t.window for the rebuilt window (a Jinja template's session).
+  void note_rebuild(Thread& t, const ChatTurn& turn, const std::string& summary_text);
   std::vector<Trajectory> parts_;
   std::vector<int> part_threads_;  // the thread of each part
   std::optional<Trajectory> trajectory_;
@@ -254,8 +288,9 @@ class GatewaySession {
   int history_edits_ = 0;
   uint64_t calls_ = 0, retries_ = 0, failures_ = 0;
   std::string last_failure_;
-  std::vector<int64_t> cached_tokens_;                           // per successful upstream call, in order
-  std::vector<KeptRequest> kept_ = std::vector<KeptRequest>(1);  // the least recently used first
+  std::vector<int64_t> cached_tokens_;              // per successful upstream call, in order
+  std::vector<std::unique_ptr<KeptRequest>> kept_;  // the least recently used first
+  void clear_kept();                                // (those lent stay until they are returned)
   ResponseChain response_chain_;
 };
 

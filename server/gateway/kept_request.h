@@ -103,6 +103,7 @@ class KeptRequest {
   // kept.
   bool same_conversation(std::string_view body) const;
   size_t elements() const { return valid_ ? layout_.ends.size() : 0; }
+  bool lent() const { return lent_; }  // to a call in flight, which gives it back
 
   // Step 1 above: `body` decoded from the kept one and its middle, and kept; nullopt when `body` does not end
   // with the kept tail or the reader refuses the middle. Throws GatewayError when a new element is bad

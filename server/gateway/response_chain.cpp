@@ -56,8 +56,40 @@ ResponseChain::Line& ResponseChain::use(size_t i) {
   return lines_.back();
 }
 
+size_t ResponseChain::find(uint64_t serial) const {
+  for (size_t i = 0; i < lines_.size(); ++i) {
+    if (lines_[i].serial == serial) return i;
+  }
+  return lines_.size();
+}
+
+bool ResponseChain::drop_least_recent(bool keep_newest) {
+  for (auto it = lines_.begin(); it != lines_.end() - (keep_newest ? 1 : 0); ++it) {
+    if (!it->loan) {
+      lines_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+ResponseChain::Line& ResponseChain::new_line() {
+  if (lines_.size() >= kMaxLines) drop_least_recent(false);
+  lines_.emplace_back();
+  lines_.back().serial = ++serials_;
+  return lines_.back();
+}
+
+namespace {
+// A line's loan ends: a call that waits to continue the line goes on.
+void end_loan(std::shared_ptr<FiberMutex>& loan) {
+  loan->unlock();
+  loan.reset();
+}
+}  // namespace
+
 void ResponseChain::continue_from(std::string_view previous, size_t lead, ChatTurn& turn) {
-  if (lent_) throw std::logic_error("ResponseChain::continue_from: a line is lent to another call");
+  if (turn.borrowed.line != 0) throw std::logic_error("ResponseChain::continue_from: the turn has a loan");
   // The point, on the most recently used line that has it (its newest such point).
   size_t line = lines_.size(), at = 0;
   for (size_t l = lines_.size(); l-- > 0 && line == lines_.size();) {
@@ -86,6 +118,7 @@ void ResponseChain::continue_from(std::string_view previous, size_t lead, ChatTu
                       "previous_response_id");
   }
   const size_t count = lines_[line].points[at].messages;
+  if (lines_[line].loan) throw Lent{lines_[line].loan};
   Line& chosen = use(line);
   lead = std::min(lead, turn.messages.size());
   fill_keys(turn);
@@ -105,26 +138,32 @@ void ResponseChain::continue_from(std::string_view previous, size_t lead, ChatTu
   keys.insert(keys.end(), turn.keys.begin() + static_cast<std::ptrdiff_t>(lead), turn.keys.end());
   turn.messages = std::move(messages);
   turn.keys = std::move(keys);
-  lent_ = true;
-  lent_lead_ = lead;
-  lent_count_ = count;
+  chosen.loan = std::make_shared<FiberMutex>();
+  chosen.loan->lock();  // (a new lock: never waits)
+  turn.borrowed = {chosen.serial, lead, count};
 }
 
 void ResponseChain::take_back(ChatTurn& turn) {
-  if (!lent_) return;
-  lent_ = false;
-  const auto from = turn.messages.begin() + static_cast<std::ptrdiff_t>(lent_lead_);
-  std::move(from, from + static_cast<std::ptrdiff_t>(lent_count_), lines_.back().messages.begin());
+  if (turn.borrowed.line == 0) return;
+  const ChatTurn::BorrowedLine borrowed = std::exchange(turn.borrowed, {});
+  const size_t i = find(borrowed.line);
+  if (i == lines_.size()) return;  // cleared meanwhile (the session ended)
+  Line& line = lines_[i];
+  const auto from = turn.messages.begin() + static_cast<std::ptrdiff_t>(borrowed.at);
+  std::move(from, from + static_cast<std::ptrdiff_t>(borrowed.count), line.messages.begin());
+  end_loan(line.loan);
 }
 
 void ResponseChain::record(const std::string& id, size_t lead, ChatTurn& turn, const AssistantReply& reply) {
   lead = std::min(lead, turn.messages.size());
-  if (lent_) {
+  const ChatTurn::BorrowedLine borrowed = std::exchange(turn.borrowed, {});
+  const size_t lent = borrowed.line != 0 ? find(borrowed.line) : lines_.size();
+  if (lent < lines_.size()) {
     // A chained call: its line through its point, then its input, all in the turn (the line's own messages
     // moved there by continue_from).
-    lent_ = false;
-    Line& line = lines_.back();
-    line.drop_points_past(lent_count_);
+    Line& line = use(lent);
+    end_loan(line.loan);
+    line.drop_points_past(borrowed.count);
     line.messages.clear();
     line.keys.clear();
     line.ends.clear();
@@ -151,9 +190,9 @@ void ResponseChain::record(const std::string& id, size_t lead, ChatTurn& turn, c
         break;
       }
     }
-    if (chosen == lines_.size()) {
-      if (lines_.size() >= kMaxLines) lines_.erase(lines_.begin());  // the least recently used
-      lines_.emplace_back();
+    if (chosen == lines_.size() || lines_[chosen].loan) {  // (a lent line is another call's to change)
+      new_line();
+      same = 0;
     } else {
       use(chosen);
     }
@@ -173,13 +212,16 @@ void ResponseChain::record(const std::string& id, size_t lead, ChatTurn& turn, c
   dropped_.clear();
   line.points.push_back(Point{id, line.messages.size()});
   // Past the bound with the others: the least recently used others go.
-  while (lines_.size() > 1 && bytes() > kMaxBytes) lines_.erase(lines_.begin());
+  while (bytes() > kMaxBytes && drop_least_recent(true)) {
+  }
 }
 
 void ResponseChain::clear() {
+  for (Line& line : lines_) {
+    if (line.loan) end_loan(line.loan);  // (its borrower's take_back finds no line: nothing happens)
+  }
   lines_ = {};
   dropped_.clear();
-  lent_ = false;
 }
 
 }  // namespace crl::server::gateway

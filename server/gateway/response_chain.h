@@ -24,19 +24,25 @@
 // continued; sent whole, its conversation goes on).
 //
 // A chained call's turn borrows the line's messages (moved, not copied) for the call and returns them
-// (record() after a success, take_back() after a failure). `store: false` changes nothing: the session
-// records every call for training either way, and Codex sends store: false with previous_response_id.
+// (record() after a success, take_back() after a failure); the loan is the turn's (ChatTurn::borrowed), so
+// calls of several conversations may each hold one at once (a session's threads' calls overlap while they
+// wait for the upstream). A call that continues a line lent to another (a retry that comes while its first
+// try is in flight) waits until the line is back; a lent line is never dropped. `store: false` changes
+// nothing: the session records every call for training either way, and Codex sends store: false with
+// previous_response_id.
 //
 // Memory: the conversations' text once more per Responses session, bounded by kMaxBytes in all; a line past
 // it alone is dropped and a chained call of it is refused (400 previous_response_not_found, saying why)
 // until a stateless call starts a new one; past it with the others, the least recently used others go.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "server/fiber_mutex.h"
 #include "server/gateway/chat_messages.h"
 #include "server/gateway/chat_turn.h"
 
@@ -49,12 +55,18 @@ class ResponseChain {
 
   // A call that continues `previous`: turn.messages (its `lead` instruction messages, then its input)
   // become the lead, the line's messages through `previous`'s answer, then the input; turn.keys likewise.
-  // Throws GatewayError 400 previous_response_not_found naming the id when it is on no line.
+  // Throws GatewayError 400 previous_response_not_found naming the id when it is on no line, and Lent when
+  // its line is lent to another call (nothing borrowed): the caller waits for `loan` (without the session's
+  // lock: the other call returns the line under it) and calls again.
+  struct Lent {
+    std::shared_ptr<FiberMutex> loan;
+  };
   void continue_from(std::string_view previous, size_t lead, ChatTurn& turn);
   // After a call was answered with `reply` as response `id`: its line becomes the turn's messages after
   // its `lead` and the answer, and `id` its newest point (a chained turn's messages are taken back).
   void record(const std::string& id, size_t lead, ChatTurn& turn, const AssistantReply& reply);
-  // After a chained call failed: its borrowed messages back, the line as it was (nothing when none is lent).
+  // After a chained call failed: its borrowed messages back, the line as it was (nothing when none is lent,
+  // or the line was cleared meanwhile).
   void take_back(ChatTurn& turn);
   void clear();
 
@@ -70,6 +82,10 @@ class ResponseChain {
     size_t messages;  // the line's messages through this response's answer
   };
   struct Line {
+    uint64_t serial = 0;  // what a loan names it by (lines move as they are used)
+    // Set, and held, while its messages are lent to a chained call (ChatTurn::borrowed): another call that
+    // continues the line waits for it.
+    std::shared_ptr<FiberMutex> loan;
     std::vector<Message> messages;
     std::vector<uint64_t> keys;
     std::vector<size_t> ends;  // text bytes through each message
@@ -83,11 +99,16 @@ class ResponseChain {
   };
   // Moves line `i` to the back (the most recently used); returns it.
   Line& use(size_t i);
+  // The index of the line a loan names (lines_.size() when it is gone).
+  size_t find(uint64_t serial) const;
+  // Drops the least recently used line that is not lent (the newest one kept when `keep_newest`); false
+  // when there is none.
+  bool drop_least_recent(bool keep_newest);
+  Line& new_line();
 
-  std::vector<Line> lines_;                // the least recently used first
-  std::string dropped_;                    // why the last line past kMaxBytes was dropped ("" when none was)
-  bool lent_ = false;                      // the back line's messages are lent to a chained call
-  size_t lent_lead_ = 0, lent_count_ = 0;  // where the borrowed messages sit in the turn, and how many
+  std::vector<Line> lines_;  // the least recently used first
+  std::string dropped_;      // why the last line past kMaxBytes was dropped ("" when none was)
+  uint64_t serials_ = 0;
 };
 
 }  // namespace crl::server::gateway

@@ -96,10 +96,50 @@ TEST(GatewayInline, OneIoThreadCarriesEveryCallWaitingOnTheUpstream) {
   EXPECT_LE(bench.server->server.stats().worker_threads, 1u);
 }
 
-// Two identical calls on one session at once, on one I/O thread: the second waits for the session's lock by
-// suspending its fiber (server/fiber_mutex.h), then gets the stored answer (a harness retry) instead of a
-// second sample. With a thread's mutex the second call would block the only I/O thread under the first,
-// which then could never resume: both would hang.
+// One I/O thread, one session, eight conversations calling at once (a harness's parallel sub-agents under
+// one Bearer token): their calls wait at the upstream together, each on its fiber holding its own thread of
+// the session (not the session's lock), and each conversation gets its own answers. Waiting for each other,
+// the first calls would have run out the stand-in's hold one by one (5 s each) with one call inside.
+TEST(GatewayInline, OneSessionsParallelConversationsWaitAtTheUpstreamTogether) {
+  constexpr int kAgents = 8;
+  crl::testing::FaultOptions faults;
+  faults.hold_until_in_flight = kAgents;
+  faults.hold_s = 5;
+  HttpOptions http;
+  http.threads = 1;
+  http.workers = 1;
+  http.max_workers = 1;
+  Bench bench(llm::ApiKind::kSglang, faults, {}, http);
+  std::atomic<int> answered{0};
+  std::vector<std::thread> agents;
+  for (int a = 0; a < kAgents; ++a) {
+    agents.emplace_back([&, a] {
+      const std::string marker = "a" + std::to_string(a);
+      Harness h(bench.port(), "subagents", marker);
+      h.messages[0]["content"] = "You are sub-agent " + std::to_string(a) + ".";
+      for (int t = 0; t < 3; ++t) {
+        if (t) h.add("user", "next");
+        const json answer = h.turn();
+        if (h.last.status != 200 || bench.upstream->peak_in_flight() < static_cast<uint64_t>(kAgents)) return;
+        if (answer["choices"][0]["message"]["content"] == "ack " + marker + " " + std::to_string(t))
+          ++answered;
+      }
+    });
+  }
+  for (std::thread& agent : agents) agent.join();
+  EXPECT_EQ(bench.upstream->peak_in_flight(), static_cast<uint64_t>(kAgents));
+  EXPECT_EQ(answered, 3 * kAgents);
+  const json state = Harness(bench.port(), "subagents").state();
+  EXPECT_EQ(state["threads"], kAgents) << state;
+  EXPECT_EQ(state["history_edits"], 0) << state;
+  EXPECT_EQ(state["upstream_calls"], 3 * kAgents) << state;
+}
+
+// Two identical calls on one session at once, on one I/O thread: the second waits for the first (for its
+// thread of the session, which the first holds while the upstream samples) by suspending its fiber
+// (server/fiber_mutex.h), then gets the stored answer (a harness retry) instead of a second sample. With a
+// std::mutex the second call would block the only I/O thread under the first, which then could never
+// resume: both would hang.
 TEST(GatewayInline, ASessionsSecondCallWaitsForTheFirstWithoutBlockingTheThread) {
   crl::testing::FaultOptions faults;
   faults.delay_s = 0.3;

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "tests/server/gateway/gateway_fixture.h"
+#include "tests/server/wait_helpers.h"
 
 namespace crl::server::gateway::testing {
 namespace {
@@ -44,6 +45,27 @@ TEST(GatewayReaper, RecentlyUsedSessionsStay) {
   h.turn();
   EXPECT_EQ(bench.gateway->reap_idle(), 0u);
   EXPECT_EQ(bench.gateway->sessions(), 1u);
+}
+
+// A session whose call waits for the upstream far past the timeout is not idle, though its lock is free
+// meanwhile (other threads' calls go on): the call is answered and recorded, and the session stays.
+TEST(GatewayReaper, ASessionWaitingForItsUpstreamIsNotIdle) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 2;
+  Bench bench(llm::ApiKind::kSglang, faults, with_idle(0.02));
+  Harness h(bench.port(), "waiting");
+  std::thread call([&] { h.turn(); });
+  EXPECT_TRUE(server::testing::eventually([&] { return bench.upstream->attempts() >= 1; }));
+  size_t reaped = 0;
+  for (int i = 0; i < 20; ++i) {  // (0.2 s: ten timeouts, well within the upstream's delay)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    reaped += bench.gateway->reap_idle();
+  }
+  call.join();
+  EXPECT_EQ(reaped, 0u);
+  EXPECT_EQ(h.last.status, 200) << h.last.body;
+  ASSERT_EQ(h.reward(1).status, 200);
+  EXPECT_EQ(h.export_json()["segments"].size(), 1u);
 }
 
 TEST(GatewayReaper, TheServersReaperTimerReapsGatewaySessions) {

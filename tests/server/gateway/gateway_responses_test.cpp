@@ -7,6 +7,7 @@
 
 #include "engine/tokenizer.h"
 #include "tests/server/gateway/gateway_fixture.h"
+#include "tests/server/wait_helpers.h"
 
 namespace crl::server::gateway::testing {
 namespace {
@@ -452,6 +453,45 @@ TEST(GatewayResponses, AChainedHarnessGetsThePromptsOfAStatelessOne) {
   const auto after = chained.post(chained.chained_body());
   EXPECT_EQ(after.status, 409) << after.body;
   EXPECT_EQ(json::parse(after.body)["error"]["code"], "session_ended") << after.body;
+}
+
+// Two chained conversations of one session (a harness's sub-agents) call at once, and a retry of one call
+// comes while its first try is in flight: the conversations reach the upstream together, the retry waits
+// for its conversation's line to come back and gets the stored answer (nothing sampled twice), and both
+// chains go on from their newest responses.
+TEST(GatewayResponses, ChainedConversationsCallTogetherAndARetryWaitsForItsLine) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 0.8;
+  Bench bench(llm::ApiKind::kSglang, faults);
+  ChainedHarness a(bench.port(), "together", "ra");
+  ChainedHarness b(bench.port(), "together", "rb");
+  a.turn();
+  b.turn();
+  a.input.push_back(ResponsesHarness::user("step 1"));
+  b.input.push_back(ResponsesHarness::user("step 1"));
+  const json retried = a.chained_body();
+  json first_try;
+  std::thread a_call([&] { first_try = a.turn(); });
+  std::thread b_call([&] { b.turn(); });
+  EXPECT_TRUE(server::testing::eventually([&] { return bench.upstream->attempts() >= 4; }));
+  ChainedHarness retrier(bench.port(), "together");  // (its own connection: a's is in use)
+  const auto retry = retrier.post(retried);
+  a_call.join();
+  b_call.join();
+  EXPECT_GE(bench.upstream->peak_in_flight(), 2u) << "the conversations' calls waited for each other";
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  const json again = json::parse(retry.body);
+  EXPECT_EQ(again["id"], first_try["id"]);
+  EXPECT_EQ(response_text(again), response_text(first_try));
+  EXPECT_EQ(response_text(first_try), "ack ra 1");
+  EXPECT_EQ(bench.upstream->calls().size(), 4u) << "sampled twice";
+  for (ChainedHarness* h : {&a, &b}) {
+    h->input.push_back(ResponsesHarness::user("step 2"));
+    EXPECT_EQ(response_text(h->turn()), std::string("ack ") + (h == &a ? "ra" : "rb") + " 2");
+  }
+  const json state = a.state();
+  EXPECT_EQ(state["threads"], 2) << state;
+  EXPECT_EQ(state["history_edits"], 0) << state;
 }
 
 // A chained call's instructions are its own (the API does not carry a response's instructions on): the

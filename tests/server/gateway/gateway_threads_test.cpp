@@ -9,6 +9,7 @@
 
 #include "engine/tokenizer.h"
 #include "tests/server/gateway/gateway_fixture.h"
+#include "tests/server/wait_helpers.h"
 #include "tests/temp_dir.h"
 
 namespace crl::server::gateway::testing {
@@ -43,6 +44,26 @@ std::vector<crl::testing::LoggedCall> thread_calls(const Bench& bench, const std
   return out;
 }
 
+// Every call of a thread after its first continues its window: its prompt extends the thread's last prompt
+// and answer, or follows a summary (a rebuilt window). Returns the thread's summaries.
+size_t expect_each_call_continues(const Bench& bench, const std::string& id, int thread) {
+  const auto calls = thread_calls(bench, id, thread);
+  size_t summaries = 0;
+  for (size_t i = 1; i < calls.size(); ++i) {
+    if (calls[i - 1].rid.find("/summarize/") != std::string::npos ||
+        calls[i].rid.find("/summarize/") != std::string::npos) {
+      summaries += calls[i].rid.find("/summarize/") != std::string::npos;
+      continue;
+    }
+    std::vector<TokenId> before = calls[i - 1].prompt;
+    before.insert(before.end(), calls[i - 1].output.begin(), calls[i - 1].output.end());
+    EXPECT_TRUE(calls[i].prompt.size() > before.size() &&
+                std::equal(before.begin(), before.end(), calls[i].prompt.begin()))
+        << "thread " << thread << " call " << i;
+  }
+  return summaries;
+}
+
 TEST(GatewayThreads, InterleavedConversationsEachKeepTheirWindow) {
   Bench bench;
   // One session, three conversations: the main agent, a sub-agent (another system prompt) and a second
@@ -73,21 +94,8 @@ TEST(GatewayThreads, InterleavedConversationsEachKeepTheirWindow) {
   // Every call after a thread's first continued its own window: its prompt extends the thread's last one
   // (or is a rebuilt window after a compaction's summary).
   for (int thread = 0; thread < 3; ++thread) {
-    const auto calls = thread_calls(bench, "multi", thread);
-    size_t summaries = 0;
-    for (size_t i = 1; i < calls.size(); ++i) {
-      if (calls[i - 1].rid.find("/summarize/") != std::string::npos ||
-          calls[i].rid.find("/summarize/") != std::string::npos) {
-        summaries += calls[i].rid.find("/summarize/") != std::string::npos;
-        continue;
-      }
-      std::vector<TokenId> before = calls[i - 1].prompt;
-      before.insert(before.end(), calls[i - 1].output.begin(), calls[i - 1].output.end());
-      EXPECT_TRUE(calls[i].prompt.size() > before.size() &&
-                  std::equal(before.begin(), before.end(), calls[i].prompt.begin()))
-          << "thread " << thread << " call " << i;
-    }
-    EXPECT_GE(summaries, 1u) << "thread " << thread << " compacted its own window";
+    EXPECT_GE(expect_each_call_continues(bench, "multi", thread), 1u)
+        << "thread " << thread << " compacted its own window";
   }
   // A retry of a parked thread's last call: its stored answer, nothing sampled.
   const size_t before = bench.upstream->calls().size();
@@ -215,6 +223,85 @@ TEST(GatewayThreads, ALongConversationOutlivesTheOneCallOnes) {
   EXPECT_EQ(state["thread"], 0) << "the main conversation's own thread went on: " << state;
   EXPECT_EQ(state["history_edits"], 0) << state;
   EXPECT_EQ(state["threads"], 41) << state;
+}
+
+// A harness's parallel sub-agents (Claude Code's Task tool runs several at once) call through one session
+// at the same time: their calls reach the upstream together (a call waits for the upstream without the
+// session's lock, holding only its thread), and each conversation still continues and compacts its own
+// window, token-exact in the export. The upstream holds its answers until all four are in at once (each at
+// most 5 s): first calls that waited for each other would leave it at one (and the agents stop there).
+TEST(GatewayThreads, ParallelConversationsReachTheUpstreamTogether) {
+  constexpr int kAgents = 4;
+  crl::testing::FaultOptions faults;
+  faults.hold_until_in_flight = kAgents;
+  faults.hold_s = 5;
+  Bench bench(llm::ApiKind::kSglang, faults);
+  std::vector<std::unique_ptr<Harness>> agents;
+  for (int a = 0; a < kAgents; ++a) {
+    agents.push_back(std::make_unique<Harness>(bench.port(), "parallel", "p" + std::to_string(a)));
+    agents.back()->messages[0]["content"] = "You are sub-agent " + std::to_string(a) + ".";
+  }
+  const std::string pad(60, 'y');
+  std::vector<std::thread> threads;
+  for (int a = 0; a < kAgents; ++a) {
+    threads.emplace_back([&, a] {
+      Harness& h = *agents[a];
+      for (int t = 0; t < 16 && !::testing::Test::HasFailure(); ++t) {
+        if (t) h.add("user", "turn " + std::to_string(t) + " " + pad);
+        const json answer = h.turn();
+        if (bench.upstream->peak_in_flight() < static_cast<uint64_t>(kAgents)) return;
+        if (t < 4) {
+          EXPECT_EQ(answer["choices"][0]["message"]["content"],
+                    "ack p" + std::to_string(a) + " " + std::to_string(t))
+              << answer;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bench.upstream->peak_in_flight(), static_cast<uint64_t>(kAgents))
+      << "the conversations' calls waited for each other";
+  const json state = agents[0]->state();
+  EXPECT_EQ(state["threads"], kAgents) << state;
+  EXPECT_EQ(state["history_edits"], 0) << state;
+  // Each thread's calls (its rid's), in order whatever the interleaving, continue its own window.
+  for (int thread = 0; thread < kAgents; ++thread)
+    EXPECT_GE(expect_each_call_continues(bench, "parallel", thread), 1u) << "thread " << thread;
+  ASSERT_EQ(agents[0]->reward(1).status, 200);
+  const json exported = agents[0]->export_json();
+  for (int thread = 0; thread < kAgents; ++thread) {
+    SCOPED_TRACE("thread " + std::to_string(thread));
+    check_exact(thread_export(exported, thread), thread_calls(bench, "parallel", thread));
+  }
+}
+
+// The reward waits for the calls in flight: their answers are recorded (each as its thread's last turn)
+// and the harnesses get them.
+TEST(GatewayThreads, TheRewardWaitsForTheCallsInFlight) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 1.0;
+  Bench bench(llm::ApiKind::kSglang, faults);
+  Harness main(bench.port(), "ending", "m0");
+  Harness sub(bench.port(), "ending", "s1");
+  sub.messages[0]["content"] = "You are a sub-agent.";
+  std::thread main_call([&] { main.turn(); });
+  std::thread sub_call([&] { sub.turn(); });
+  EXPECT_TRUE(server::testing::eventually([&] { return bench.upstream->attempts() >= 2; }));
+  SessionClient trainer(bench.port(), "ending");  // (its own connection: the harnesses' are in use)
+  const auto reward = trainer.reward(1);
+  main_call.join();
+  sub_call.join();
+  ASSERT_EQ(reward.status, 200) << reward.body;
+  EXPECT_EQ(main.last.status, 200) << main.last.body;
+  EXPECT_EQ(sub.last.status, 200) << sub.last.body;
+  const json exported = main.export_json();
+  ASSERT_EQ(exported["segments"].size(), 2u) << exported.dump();
+  for (int thread = 0; thread < 2; ++thread) {
+    EXPECT_EQ(check_exact(thread_export(exported, thread), thread_calls(bench, "ending", thread)), 1u)
+        << "thread " << thread;
+  }
+  const auto after = main.post({{"model", "test"}, {"messages", main.messages}});
+  EXPECT_EQ(after.status, 409) << after.body;
 }
 
 }  // namespace

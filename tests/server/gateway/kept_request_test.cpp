@@ -780,5 +780,33 @@ TEST(KeptRequest, ASessionKeepsABodyPerConversation) {
   EXPECT_EQ(call(0, 12), 0u);
 }
 
+// A body lent to a call in flight is that call's: calls of one conversation in flight at once (a retry
+// behind its first try; a session's threads wait for the upstream together) each get their own body, more
+// than kKeptBodies while they are out; once they are back the session keeps kKeptBodies again, and the
+// conversation's next call still decodes only what it adds.
+TEST(KeptRequest, ABodyLentToACallInFlightIsNotPickedAgain) {
+  const GatewayShared shared;
+  GatewaySession session("lent", shared, SessionConfig{}, nullptr);
+  const json all = conversation(12);
+  const std::string body = body_of(json(all.begin(), all.begin() + 6)).dump();
+  std::vector<KeptRequest*> picked;
+  std::vector<ChatRequest> calls;  // (each holds its body's messages until it returns them)
+  for (size_t i = 0; i < GatewaySession::kKeptBodies + 2; ++i) {
+    KeptRequest& kept = session.kept_request_for(body);
+    for (const KeptRequest* other : picked) EXPECT_NE(other, &kept) << "call " << i;
+    calls.push_back(parse_chat_request(body, kept));
+    EXPECT_TRUE(kept.lent());
+    EXPECT_EQ(calls.back().turn.messages.size(), 6u);
+    picked.push_back(&kept);
+  }
+  EXPECT_EQ(session.kept_bodies(), GatewaySession::kKeptBodies + 2);
+  for (size_t i = 0; i < picked.size(); ++i) session.return_kept(*picked[i], calls[i].turn);
+  EXPECT_EQ(session.kept_bodies(), GatewaySession::kKeptBodies);
+  const std::string next = body_of(json(all.begin(), all.begin() + 8)).dump();
+  KeptRequest& kept = session.kept_request_for(next);
+  expect_same(incremental(next, kept), whole(next), next);
+  EXPECT_EQ(kept.last_repeated(), 6u);
+}
+
 }  // namespace
 }  // namespace crl::server::gateway

@@ -280,5 +280,67 @@ TEST(ResponseChain, InterleavedConversationsEachChainTheirOwn) {
   EXPECT_EQ(refusal(chain, last_b), "") << "the more recently used conversation stays";
 }
 
+// Calls of two conversations in flight at once (a session's threads wait for the upstream together) each
+// hold their own loan: each comes back or is recorded on its own line, whatever the other does; a call that
+// continues a line lent to another is told to wait for that loan (nothing borrowed), which ends when the
+// line comes back; a lent line is never dropped, however many conversations come meanwhile.
+TEST(ResponseChain, EachCallInFlightHoldsItsOwnLoan) {
+  ResponseChain chain;
+  ChatTurn a = chain_turn({chain_user("task A")});
+  chain.record("resp_a0", 0, a, chain_reply("a0"));
+  ChatTurn b = chain_turn({chain_user("task B")});
+  chain.record("resp_b0", 0, b, chain_reply("b0"));
+  ChatTurn next_a = chain_turn({chain_user("more A")});
+  chain.continue_from("resp_a0", 0, next_a);
+  ChatTurn next_b = chain_turn({chain_user("more B")});
+  chain.continue_from("resp_b0", 0, next_b);
+  EXPECT_EQ(contents(next_a), (std::vector<std::string>{"task A", "a0", "more A"}));
+  EXPECT_EQ(contents(next_b), (std::vector<std::string>{"task B", "b0", "more B"}));
+  // A retry of A's call while A's first try is in flight: told to wait, nothing borrowed.
+  ChatTurn retry = chain_turn({chain_user("more A")});
+  std::shared_ptr<FiberMutex> loan;
+  try {
+    chain.continue_from("resp_a0", 0, retry);
+  } catch (const ResponseChain::Lent& lent) {
+    loan = lent.loan;
+  }
+  ASSERT_NE(loan, nullptr) << "a lent line was lent twice";
+  EXPECT_EQ(contents(retry), (std::vector<std::string>{"more A"}));
+  EXPECT_EQ(retry.borrowed.line, 0u);
+  EXPECT_FALSE(loan->try_lock()) << "the loan is held while the line is out";
+  // Many conversations meanwhile: the lent lines stay.
+  for (size_t k = 0; k < 2 * ResponseChain::kMaxLines; ++k) {
+    ChatTurn other = chain_turn({chain_user("side call " + std::to_string(k))});
+    chain.record("resp_side" + std::to_string(k), 0, other, chain_reply("s"));
+  }
+  // B's call is answered, A's fails: B's line goes on, A's is as it was, and A's loan has ended.
+  chain.record("resp_b1", 0, next_b, chain_reply("b1"));
+  chain.take_back(next_a);
+  EXPECT_TRUE(loan->try_lock()) << "the waiting call was not let go";
+  ChatTurn again_a = chain_turn({chain_user("more A")});
+  chain.continue_from("resp_a0", 0, again_a);
+  EXPECT_EQ(contents(again_a), (std::vector<std::string>{"task A", "a0", "more A"}));
+  chain.take_back(again_a);
+  ChatTurn again_b = chain_turn({chain_user("last B")});
+  chain.continue_from("resp_b1", 0, again_b);
+  EXPECT_EQ(contents(again_b), (std::vector<std::string>{"task B", "b0", "more B", "b1", "last B"}));
+  chain.take_back(again_b);
+  // A session that ends with a loan out: the waiting calls are let go, the loan's return finds nothing.
+  ChatTurn out = chain_turn({chain_user("late")});
+  chain.continue_from("resp_b1", 0, out);
+  ChatTurn waiting = chain_turn({chain_user("late")});
+  std::shared_ptr<FiberMutex> ended;
+  try {
+    chain.continue_from("resp_b1", 0, waiting);
+  } catch (const ResponseChain::Lent& lent) {
+    ended = lent.loan;
+  }
+  ASSERT_NE(ended, nullptr);
+  chain.clear();
+  EXPECT_TRUE(ended->try_lock());
+  chain.take_back(out);
+  EXPECT_EQ(chain.lines(), 0u);
+}
+
 }  // namespace
 }  // namespace crl::server::gateway
