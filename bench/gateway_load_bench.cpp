@@ -3,6 +3,8 @@
 //
 //   BM_GatewayConcurrentSessions  256 sessions' calls at once against a 50 ms upstream: the worker pool that
 //                            grows against a fixed pool of 32 (calls/s, the batch the upstream saw)
+//   BM_GatewayParallelSubAgents  4 or 8 sub-agents of one harness calling at once through one session
+//                            (threads) against each in its own session, 50 ms upstream (wall per round)
 //   BM_GatewayThroughput     4 or 16 harnesses calling at once, as fast as answers come, through the gateway,
 //                            straight to the stand-in, and through a null proxy: the server threads' CPU per
 //                            call against the floor of any proxy on this machine; and through the gateway
@@ -107,6 +109,61 @@ void BM_GatewayConcurrentSessions(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(calls));
 }
 BENCHMARK(BM_GatewayConcurrentSessions)->Arg(32)->Arg(0)->UseRealTime()->MinTime(2.0);
+
+// A harness's parallel sub-agents (Claude Code's Task tool runs several at once under one Bearer token):
+// N agents, each its own system prompt and task, one call each per iteration, all started together (a
+// thread and a keep-alive connection each), against an upstream that takes 50 ms to answer. Args: N, and 1
+// for all in one session (each agent a thread of it: gateway_session.h) or 0 for the baseline of the same
+// run, each agent in a session of its own (sessions never waited for each other). Counters: round_ms (wall
+// per iteration: all N answered), peak_at_upstream (the most calls inside the stand-in at once). While a
+// session's lock was held across the upstream call, /N/1's round was N upstream calls end to end.
+void BM_GatewayParallelSubAgents(benchmark::State& state) {
+  const int agents = static_cast<int>(state.range(0));
+  const bool one_session = state.range(1) != 0;
+  WideStack wide(0.05, server::HttpOptions{});
+  std::vector<std::unique_ptr<server::testing::HttpClient>> clients;
+  std::vector<json> histories;
+  for (int a = 0; a < agents; ++a) {
+    clients.push_back(std::make_unique<server::testing::HttpClient>(wide.serve->port()));
+    histories.push_back(json::array(
+        {{{"role", "system"}, {"content", "You are sub-agent " + std::to_string(a) + "."}},
+         {{"role", "user"}, {"content", "explore part " + std::to_string(a) + " of the repository"}}}));
+  }
+  std::atomic<int> failures{0};
+  const Clock::time_point started = Clock::now();
+  for (auto _ : state) {
+    std::vector<std::thread> harnesses;
+    for (int a = 0; a < agents; ++a) {
+      harnesses.emplace_back([&, a] {
+        const std::string session = one_session ? "subagents" : "subagent-" + std::to_string(a);
+        const auto reply = clients[a]->call("POST", "/v1/sessions/" + session + "/v1/chat/completions",
+                                            json{{"messages", histories[a]}}.dump());
+        if (reply.status != 200) {
+          ++failures;
+          return;
+        }
+        histories[a].push_back(json::parse(reply.body)["choices"][0]["message"]);
+        histories[a].push_back({{"role", "user"}, {"content", "output of the step: fine"}});
+      });
+    }
+    for (auto& harness : harnesses) harness.join();
+    if (failures > 0) {
+      state.SkipWithError("a gateway call failed");
+      break;
+    }
+  }
+  state.counters["round_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - started).count() /
+                               std::max<double>(1, static_cast<double>(state.iterations()));
+  state.counters["peak_at_upstream"] = static_cast<double>(wide.upstream.peak_in_flight());
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * agents);
+}
+BENCHMARK(BM_GatewayParallelSubAgents)
+    ->Args({4, 1})
+    ->Args({4, 0})
+    ->Args({8, 1})
+    ->Args({8, 0})
+    ->UseRealTime()
+    ->MinTime(1.0);
 
 // The floor under any gateway on this machine: a proxy with no gateway logic at all. Each harness connection
 // gets a thread (blocking reads and writes: the fewest syscalls and no thread hops) that reads a request,

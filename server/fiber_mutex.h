@@ -1,9 +1,10 @@
 #pragma once
-// A lock held across waits on a fiber (server/fiber.h): a gateway session's lock, held for a whole call, the
-// upstream's answer included. A fiber that finds it held suspends (its I/O thread runs on) and is resumed,
-// the lock handed to it, when the holder unlocks; a plain thread (a worker, the reaper) blocks as on a
-// std::mutex. Waiters get the lock in arrival order. std::mutex here would block an I/O thread under a
-// suspended holder that may need that very thread to resume: a deadlock.
+// A lock held across waits on a fiber (server/fiber.h): a gateway session's thread's lock, held for a whole
+// call, the upstream's answer included (and the session's own, held between those waits). A fiber that finds
+// it held suspends (its I/O thread runs on) and is resumed, the lock handed to it, when the holder unlocks; a
+// plain thread (a worker, the reaper) blocks as on a std::mutex. Waiters get the lock in arrival order.
+// std::mutex here would block an I/O thread under a suspended holder that may need that very thread to
+// resume: a deadlock.
 #include <chrono>
 #include <condition_variable>
 #include <deque>

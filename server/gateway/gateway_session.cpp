@@ -731,6 +731,8 @@ nlohmann::json GatewaySession::state() const {
   out["messages"] = t.known.size();
   out["threads"] = started_threads_;
   out["thread"] = t.index;  // the one the last call went to (status, window_tokens... are its)
+  out["calls_in_flight"] =
+      std::count_if(threads_.begin(), threads_.end(), [](const auto& x) { return x->in_call; });
   out["history_edits"] = history_edits_;
   out["upstream_calls"] = calls_;
   out["upstream_failures"] = failures_;

@@ -19,8 +19,9 @@
 // retries on, where it skips an `error` event and would only see a stream closed early). Nothing
 // recorded is lost either way, and the harness's retry gets the stored answer as before.
 //
-// Every wait of a streamed call beats: the wait for its session's lock (a retry behind the same session's
-// call in flight: FiberMutex::lock(Heartbeat&)), the upstream's connect, the request's send, a retry's
+// Every wait of a streamed call beats: the wait for its session's lock, for its thread of the session (a
+// retry behind its first try in flight) or its Responses line (FiberMutex::lock(Heartbeat&)), the upstream's
+// connect, the request's send, a retry's
 // backoff and the answer (Upstream::exchange), and each upstream call of the turn (a summary request, then
 // the turn's). The period counts from the call's start, across all of them.
 #include <chrono>

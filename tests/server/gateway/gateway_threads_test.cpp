@@ -288,6 +288,8 @@ TEST(GatewayThreads, TheRewardWaitsForTheCallsInFlight) {
   std::thread sub_call([&] { sub.turn(); });
   EXPECT_TRUE(server::testing::eventually([&] { return bench.upstream->attempts() >= 2; }));
   SessionClient trainer(bench.port(), "ending");  // (its own connection: the harnesses' are in use)
+  const json during = trainer.state();            // (answered while both calls wait for the upstream)
+  EXPECT_EQ(during["calls_in_flight"], 2) << during;
   const auto reward = trainer.reward(1);
   main_call.join();
   sub_call.join();

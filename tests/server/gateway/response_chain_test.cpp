@@ -49,6 +49,14 @@ std::string refusal(ResponseChain& chain, const std::string& previous) {
   return "";
 }
 
+// Two conversations' first responses: resp_a0 ("task A", answered "a0") and resp_b0 ("task B", "b0").
+void start_two_conversations(ResponseChain& chain) {
+  ChatTurn a = chain_turn({chain_user("task A")});
+  chain.record("resp_a0", 0, a, chain_reply("a0"));
+  ChatTurn b = chain_turn({chain_user("task B")});
+  chain.record("resp_b0", 0, b, chain_reply("b0"));
+}
+
 TEST(ResponseChain, AChainedTurnHoldsTheConversationBeforeItsInputAndAfterItsInstructions) {
   ResponseChain chain;
   ChatTurn first = chain_turn({chain_system("be brief"), chain_user("u1")});
@@ -250,10 +258,7 @@ TEST(ResponseChain, RandomCallsContinueExactlyTheConversationsTheyName) {
 // responses are gone (refused, saying why), the others' stay.
 TEST(ResponseChain, InterleavedConversationsEachChainTheirOwn) {
   ResponseChain chain;
-  ChatTurn a = chain_turn({chain_user("task A")});
-  chain.record("resp_a0", 0, a, chain_reply("a0"));
-  ChatTurn b = chain_turn({chain_user("task B")});
-  chain.record("resp_b0", 0, b, chain_reply("b0"));
+  start_two_conversations(chain);
   std::string last_a = "resp_a0", last_b = "resp_b0";
   for (int i = 1; i < 6; ++i) {
     ChatTurn next_a = chain_turn({chain_user("more A " + std::to_string(i))});
@@ -286,10 +291,7 @@ TEST(ResponseChain, InterleavedConversationsEachChainTheirOwn) {
 // line comes back; a lent line is never dropped, however many conversations come meanwhile.
 TEST(ResponseChain, EachCallInFlightHoldsItsOwnLoan) {
   ResponseChain chain;
-  ChatTurn a = chain_turn({chain_user("task A")});
-  chain.record("resp_a0", 0, a, chain_reply("a0"));
-  ChatTurn b = chain_turn({chain_user("task B")});
-  chain.record("resp_b0", 0, b, chain_reply("b0"));
+  start_two_conversations(chain);
   ChatTurn next_a = chain_turn({chain_user("more A")});
   chain.continue_from("resp_a0", 0, next_a);
   ChatTurn next_b = chain_turn({chain_user("more B")});
