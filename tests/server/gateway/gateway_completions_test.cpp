@@ -2,6 +2,7 @@
 // API (chat, plain, Anthropic stop_sequences): passed upstream, the recorded ids the upstream's own; and
 // structured output (response_format) passed upstream for the harness's answers, never for summaries.
 #include "tests/server/gateway/gateway_fixture.h"
+#include "tests/server/wait_helpers.h"
 
 namespace crl::server::gateway::testing {
 namespace {
@@ -101,6 +102,29 @@ void expect_stopped_call(const crl::testing::LoggedCall& call, const json& expor
   const std::vector<TokenId> response = ids_of(segment["response_ids"]);
   ASSERT_GE(response.size(), call.output.size());
   EXPECT_TRUE(std::equal(call.output.begin(), call.output.end(), response.begin()));
+}
+
+// A plain-completion session has one thread: a retry that comes while the first try waits for the upstream
+// waits for it, then gets the stored answer (sampled once); the session goes on after both.
+TEST(GatewayCompletions, ARetryWhileTheFirstTryIsInFlightGetsItsAnswer) {
+  crl::testing::FaultOptions faults;
+  faults.delay_s = 0.6;
+  Bench bench(llm::ApiKind::kSglang, faults);
+  TextHarness first(bench.port(), "plain-retry");
+  TextHarness retry(bench.port(), "plain-retry");  // (its own connection)
+  json first_answer;
+  std::thread first_try([&] { first_answer = first.turn(); });
+  EXPECT_TRUE(server::testing::eventually([&] { return bench.upstream->attempts() >= 1; }));
+  const json again = retry.turn();
+  first_try.join();
+  EXPECT_EQ(again["choices"][0]["text"], first_answer["choices"][0]["text"]);
+  EXPECT_EQ(bench.upstream->attempts(), 1u) << "sampled twice";
+  first.prompt += "\nObservation: 3 files\nThought:";
+  first.turn();
+  const json state = first.state();
+  EXPECT_EQ(state["retries_served"], 1) << state;
+  EXPECT_EQ(state["history_edits"], 0) << state;
+  EXPECT_EQ(state["threads"], 1) << state;
 }
 
 TEST(GatewayStop, ChatStopStringsGoUpstreamAndTheIdsAreTheUpstreams) {
