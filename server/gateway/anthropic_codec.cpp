@@ -25,9 +25,16 @@ std::string_view text_of_block(JsonView block, const std::string& where, size_t 
   return text.string();
 }
 
-// A string, or a list of text blocks, as text: the blocks joined by "\n" (a tool_result's content, as vLLM's
-// Messages API joins it).
-std::string block_text(JsonView content, const std::string& where) {
+// The text a tool_reference block stands for in a tool result. Claude Code's ToolSearch tool answers with
+// such blocks (`{"type": "tool_reference", "tool_name": "TaskCreate"}`), and Anthropic's API then shows the
+// model the named tool, which the request's tools list holds with `defer_loading: true`. A chat template
+// shows every tool of the list (deferral is not emulated: the tools block would change with every tool
+// found, an edited history each time), so the model already has the definition, and the block is this line.
+constexpr std::string_view kToolLoaded = "Tool loaded: ";
+
+// A tool_result's content: a string, or a list of text and tool_reference blocks, as text: the blocks joined
+// by "\n" (as vLLM's Messages API joins them).
+std::string tool_result_text(JsonView content, const std::string& where) {
   if (content.is_string()) return std::string(content.string());
   if (!content.is_array())
     throw bad_request("bad_content", where + " must be a string or a list of blocks", where);
@@ -35,7 +42,20 @@ std::string block_text(JsonView content, const std::string& where) {
   size_t i = 0;
   for (const JsonView block : content) {
     if (i > 0) text += '\n';
-    text += text_of_block(block, where, i++);
+    const std::string_view type = string_or_empty(block, "type");
+    const JsonView value = block.find(type == "tool_reference" ? "tool_name" : "text");
+    if ((type != "text" && type != "tool_reference") || !value.is_string()) {
+      const std::string at = where + "[" + std::to_string(i) + "]";
+      throw bad_request("bad_content",
+                        at +
+                            " must be a text block {\"type\": \"text\", \"text\"} or a tool_reference block "
+                            "{\"type\": \"tool_reference\", \"tool_name\"} (" +
+                            quote(text_prefix(type)) + ")",
+                        at);
+    }
+    if (type == "tool_reference") text += kToolLoaded;
+    text += value.string();
+    ++i;
   }
   return text;
 }
@@ -156,7 +176,7 @@ void add_turn(JsonView message, const std::string& where, std::vector<Message>& 
       flush();
       Message result{MessageRole::kTool, "", {}, std::string(string_or_empty(block, "tool_use_id"))};
       if (const JsonView inner = block.find("content"); inner.exists())
-        result.content = block_text(inner, b + ".content");
+        result.content = tool_result_text(inner, b + ".content");
       if (const JsonView is_error = block.find("is_error"); is_error.is_bool() && is_error.boolean())
         result.content = "Error: " + result.content;
       out.push_back(std::move(result));

@@ -203,6 +203,63 @@ TEST(GatewayAnthropic, ErrorsAreAnthropicShaped) {
 // The attribution line never reaches the model and never makes a call an edited history; a system message
 // stands where it was sent; text blocks are joined by "\n" (a system prompt's by ""), as vLLM's Messages
 // API joins them. The session goes on as one window across all of it, and count_tokens counts the same.
+// Claude Code's tool search (its ToolSearch tool; the tools it finds are in the list with
+// `defer_loading: true`): a tool result of tool_reference blocks (with the text block Claude Code puts
+// beside it) is a tool message whose text names the tools found, one "Tool loaded: NAME" line each; every
+// tool of the list, the deferred ones included, is in the prompt (deferral is not emulated), so the model
+// can call what it found; the session goes on as one window. A tool result's block of another kind is a
+// 400 naming it.
+TEST(GatewayAnthropic, ClaudeCodesToolSearchResultsNameTheToolsFound) {
+  GatewayOptions options;
+  options.budget = Budget{8192, 1024, 2, 256, 256, 8};  // (room for three tools' schemas)
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  Claude c(bench.port(), "tool-search");
+  const json tools = json::array(
+      {{{"name", "ToolSearch"},
+        {"description", "Fetches deferred tools"},
+        {"input_schema", {{"type", "object"}, {"properties", {{"query", {{"type", "string"}}}}}}}},
+       {{"name", "TaskCreate"},
+        {"description", "Create a task in the list"},
+        {"input_schema", {{"type", "object"}}},
+        {"defer_loading", true}},
+       {{"name", "shell"}, {"description", "run a command"}, {"input_schema", {{"type", "object"}}}}});
+  json messages = json::array({{{"role", "user"}, {"content", "marker=ts please call the tool"}}});
+  const auto body = [&] {
+    return json{{"model", "claude-test"}, {"max_tokens", 200}, {"messages", messages}, {"tools", tools}};
+  };
+  const auto first = c.post(body());
+  ASSERT_EQ(first.status, 200) << first.body;
+  const json content = json::parse(first.body)["content"];
+  ASSERT_EQ(content.back()["type"], "tool_use") << content;
+  EXPECT_NE(
+      make_tokenizer("byte")->decode(bench.upstream->calls().back().prompt).find("Create a task in the list"),
+      std::string::npos)
+      << "a deferred tool is in the prompt";
+  messages.push_back({{"role", "assistant"}, {"content", content}});
+  json found = json::array({{{"type", "tool_reference"}, {"tool_name", "TaskCreate"}},
+                            {{"type", "tool_reference"}, {"tool_name", "TaskUpdate"}}});
+  messages.push_back(
+      {{"role", "user"},
+       {"content",
+        json::array({{{"type", "tool_result"}, {"tool_use_id", content.back()["id"]}, {"content", found}},
+                     {{"type", "text"}, {"text", "Tool loaded."}}})}});
+  const auto second = c.post(body());
+  ASSERT_EQ(second.status, 200) << second.body;
+  const std::string prompt = make_tokenizer("byte")->decode(bench.upstream->calls().back().prompt);
+  EXPECT_NE(prompt.find("Tool loaded: TaskCreate\nTool loaded: TaskUpdate"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("Tool loaded."), std::string::npos) << prompt;
+  EXPECT_EQ(json::parse(c.client.call("GET", "/v1/sessions/tool-search").body)["history_edits"], 0);
+  // Another kind of block in a tool result: refused, naming it (the session keeps its window).
+  messages.back()["content"][0]["content"] =
+      json::array({{{"type", "image"}, {"source", {{"type", "base64"}, {"data", "AAAA"}}}}});
+  const auto refused = c.post(body());
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  const std::string why = json::parse(refused.body)["error"]["message"];
+  EXPECT_NE(why.find("tool_reference"), std::string::npos) << why;
+  EXPECT_NE(why.find("\"image\""), std::string::npos) << why;
+  EXPECT_EQ(why.rfind("messages[2].content[0].content[0] must be", 0), 0u) << why;
+}
+
 TEST(GatewayAnthropic, ClaudeCodesSystemBlocksRemindersAndSystemMessages) {
   Bench bench;
   Claude c(bench.port(), "claude-code");
