@@ -58,6 +58,17 @@ struct WideStack {
   std::unique_ptr<server::testing::TestServer> serve;
 };
 
+// One chat call of a harness on `session`: on success the answer and the next step's output join its
+// history; false when the call failed.
+bool chat_step(server::testing::HttpClient& client, const std::string& session, json& history) {
+  const auto reply = client.call("POST", "/v1/sessions/" + session + "/v1/chat/completions",
+                                 json{{"messages", history}}.dump());
+  if (reply.status != 200) return false;
+  history.push_back(json::parse(reply.body)["choices"][0]["message"]);
+  history.push_back({{"role", "user"}, {"content", "output of the step: fine"}});
+  return true;
+}
+
 // A trainer's sessions at once against an upstream that takes 50 ms to answer (an LLM's call; real ones take
 // seconds, which only widens the gap): 256 harnesses on their own keep-alive connections, one chat call each
 // per iteration, all started together (a thread each, the same cost in both rows). Arg: the server's
@@ -85,14 +96,7 @@ void BM_GatewayConcurrentSessions(benchmark::State& state) {
     std::vector<std::thread> harnesses;
     for (int i = 0; i < kSessions; ++i) {
       harnesses.emplace_back([&, i] {
-        const std::string path = "/v1/sessions/wide-" + std::to_string(i) + "/v1/chat/completions";
-        const auto reply = clients[i]->call("POST", path, json{{"messages", histories[i]}}.dump());
-        if (reply.status != 200) {
-          ++failures;
-          return;
-        }
-        histories[i].push_back(json::parse(reply.body)["choices"][0]["message"]);
-        histories[i].push_back({{"role", "user"}, {"content", "output of the step: fine"}});
+        if (!chat_step(*clients[i], "wide-" + std::to_string(i), histories[i])) ++failures;
       });
     }
     for (auto& harness : harnesses) harness.join();
@@ -135,15 +139,9 @@ void BM_GatewayParallelSubAgents(benchmark::State& state) {
     std::vector<std::thread> harnesses;
     for (int a = 0; a < agents; ++a) {
       harnesses.emplace_back([&, a] {
-        const std::string session = one_session ? "subagents" : "subagent-" + std::to_string(a);
-        const auto reply = clients[a]->call("POST", "/v1/sessions/" + session + "/v1/chat/completions",
-                                            json{{"messages", histories[a]}}.dump());
-        if (reply.status != 200) {
+        if (!chat_step(*clients[a], one_session ? "subagents" : "subagent-" + std::to_string(a),
+                       histories[a]))
           ++failures;
-          return;
-        }
-        histories[a].push_back(json::parse(reply.body)["choices"][0]["message"]);
-        histories[a].push_back({{"role", "user"}, {"content", "output of the step: fine"}});
       });
     }
     for (auto& harness : harnesses) harness.join();

@@ -289,6 +289,17 @@ TEST(ResponseChain, InterleavedConversationsEachChainTheirOwn) {
 // hold their own loan: each comes back or is recorded on its own line, whatever the other does; a call that
 // continues a line lent to another is told to wait for that loan (nothing borrowed), which ends when the
 // line comes back; a lent line is never dropped, however many conversations come meanwhile.
+// The loan a chained call is told to wait for (continue_from throws Lent), or null when it borrowed the line.
+std::shared_ptr<FiberMutex> loan_waited_for(ResponseChain& chain, const std::string& previous,
+                                            ChatTurn& turn) {
+  try {
+    chain.continue_from(previous, 0, turn);
+  } catch (const ResponseChain::Lent& lent) {
+    return lent.loan;
+  }
+  return nullptr;
+}
+
 TEST(ResponseChain, EachCallInFlightHoldsItsOwnLoan) {
   ResponseChain chain;
   start_two_conversations(chain);
@@ -300,12 +311,7 @@ TEST(ResponseChain, EachCallInFlightHoldsItsOwnLoan) {
   EXPECT_EQ(contents(next_b), (std::vector<std::string>{"task B", "b0", "more B"}));
   // A retry of A's call while A's first try is in flight: told to wait, nothing borrowed.
   ChatTurn retry = chain_turn({chain_user("more A")});
-  std::shared_ptr<FiberMutex> loan;
-  try {
-    chain.continue_from("resp_a0", 0, retry);
-  } catch (const ResponseChain::Lent& lent) {
-    loan = lent.loan;
-  }
+  const std::shared_ptr<FiberMutex> loan = loan_waited_for(chain, "resp_a0", retry);
   ASSERT_NE(loan, nullptr) << "a lent line was lent twice";
   EXPECT_EQ(contents(retry), (std::vector<std::string>{"more A"}));
   EXPECT_EQ(retry.borrowed.line, 0u);
@@ -331,12 +337,7 @@ TEST(ResponseChain, EachCallInFlightHoldsItsOwnLoan) {
   ChatTurn out = chain_turn({chain_user("late")});
   chain.continue_from("resp_b1", 0, out);
   ChatTurn waiting = chain_turn({chain_user("late")});
-  std::shared_ptr<FiberMutex> ended;
-  try {
-    chain.continue_from("resp_b1", 0, waiting);
-  } catch (const ResponseChain::Lent& lent) {
-    ended = lent.loan;
-  }
+  const std::shared_ptr<FiberMutex> ended = loan_waited_for(chain, "resp_b1", waiting);
   ASSERT_NE(ended, nullptr);
   chain.clear();
   EXPECT_TRUE(ended->try_lock());
