@@ -279,7 +279,7 @@ TEST(GatewayThreads, ParallelConversationsReachTheUpstreamTogether) {
 // and the harnesses get them.
 TEST(GatewayThreads, TheRewardWaitsForTheCallsInFlight) {
   crl::testing::FaultOptions faults;
-  faults.delay_s = 1.0;
+  faults.delay_s = 2.0;  // (the state is read meanwhile: a margin for a loaded machine)
   Bench bench(llm::ApiKind::kSglang, faults);
   Harness main(bench.port(), "ending", "m0");
   Harness sub(bench.port(), "ending", "s1");
