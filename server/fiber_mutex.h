@@ -54,4 +54,17 @@ class FiberMutex {
   bool locked_ = false;
 };
 
+// Releases a held FiberMutex for a scope and takes it again at the scope's end (a gateway call lets its
+// session's other calls go on while it waits for the upstream, or for another call).
+class ScopedUnlock {
+ public:
+  explicit ScopedUnlock(FiberMutex& mutex) : mutex_(mutex) { mutex_.unlock(); }
+  ScopedUnlock(const ScopedUnlock&) = delete;
+  ScopedUnlock& operator=(const ScopedUnlock&) = delete;
+  ~ScopedUnlock() { mutex_.lock(); }
+
+ private:
+  FiberMutex& mutex_;
+};
+
 }  // namespace crl::server

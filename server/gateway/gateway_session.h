@@ -27,12 +27,13 @@
 // Everything forwarded is the episode's own request: the prompt ids sent upstream are the ids the export's
 // segments hold, and the recorded response ids and log-probs are the upstream's, never re-tokenized.
 //
-// Locking. The gateway holds `mutex` around every call; a call releases it while it waits for the upstream
-// (call_upstream) and holds only its thread's (Thread::busy) then, so that calls of different threads (a
-// harness's parallel sub-agents) reach the upstream together. A call whose thread is busy (a retry that comes
-// while its first try is in flight) waits for it without `mutex`, then selects again; the reward waits for
-// every thread's call to end. Order: a response chain's line (response_chain.h), then a thread, then `mutex`
-// briefly; a call never waits for a thread or a line while it holds `mutex`.
+// Locking (session_threads.cpp: which thread a call goes to, how it is taken and waited for). The gateway
+// holds `mutex` around every call; a call releases it while it waits for the upstream (call_upstream) and
+// holds only its thread's (Thread::busy) then, so that calls of different threads (a harness's parallel
+// sub-agents) reach the upstream together. A call whose thread is busy (a retry that comes while its first
+// try is in flight) waits for it without `mutex`, then selects again; the reward waits for every thread's
+// call to end. Order: a response chain's line (response_chain.h), then a thread, then `mutex` briefly; a call
+// never waits for a thread or a line while it holds `mutex`.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -179,6 +180,8 @@ class GatewaySession {
     Completion completion;
   };
   struct Thread;
+  // The decoder's key of the turn's tools when it computed one (kept_request.h), else computed here.
+  static uint64_t tools_key_of(const ChatTurn& turn);
   // Throws for an ended session or one that speaks the other API; then fixes the session's API.
   void check_open(bool plain);
   const std::shared_ptr<const Codec>& codec(const Thread& t) const {
