@@ -13,6 +13,7 @@
 #include "bench/gateway_bench_support.h"
 #include "engine/json_escape.h"
 #include "engine/json_reader.h"
+#include "engine/json_view.h"
 #include "engine/tokenizer.h"
 #include "policies/llm/llm_api.h"
 #include "server/gateway/anthropic_codec.h"
@@ -68,30 +69,56 @@ void BM_ChatMessageKeys(benchmark::State& state) {
 }
 BENCHMARK(BM_ChatMessageKeys);
 
-// An SGLang answer to one turn (14 tokens with their log-probs), as the gateway's upstream call reads it. The
-// log-probs are float32 values written as Python writes the double they widen to (SGLang's way:
-// "-0.10000000149011612", 17 significant digits), the digits every real answer carries.
-void BM_UpstreamAnswerParse(benchmark::State& state) {
+// An SGLang answer of N tokens with their log-probs (14: the gateway rows' turn; 256 and 2048: an agent's
+// tool call and a long answer), as the gateway's upstream call reads it. The log-probs are float32 values
+// written as Python writes the double they widen to (SGLang's way: "-0.10000000149011612", 17 significant
+// digits), the digits every real answer carries. Items = tokens.
+std::string sglang_answer(int tokens) {
   json ids = json::array(), logprobs = json::array();
-  for (int i = 0; i < 14; ++i) {
+  for (int i = 0; i < tokens; ++i) {
     ids.push_back(100 + i);
     logprobs.push_back({static_cast<double>(static_cast<float>(-0.1 - i / 1000.0)), 100 + i, nullptr});
   }
-  const std::string body = json{
-      {"text", "ok, next step<|im_end|>"},
-      {"output_ids", ids},
-      {"meta_info",
-       {{"id", "bench"},
-        {"finish_reason", {{"type", "stop"}, {"matched", 258}}},
-        {"prompt_tokens", 8000},
-        {"completion_tokens", 14},
-        {"cached_tokens", 7900},
-        {"output_token_logprobs",
-         logprobs}}}}.dump();
-  for (auto _ : state) benchmark::DoNotOptimize(llm::parse_response(llm::ApiKind::kSglang, body, 0));
-  state.SetItemsProcessed(state.iterations());
+  return json{{"text", "ok, next step<|im_end|>"},
+              {"output_ids", ids},
+              {"meta_info",
+               {{"id", "bench"},
+                {"finish_reason", {{"type", "stop"}, {"matched", 258}}},
+                {"prompt_tokens", 8000},
+                {"completion_tokens", tokens},
+                {"cached_tokens", 7900},
+                {"output_token_logprobs", logprobs}}}}
+      .dump();
 }
-BENCHMARK(BM_UpstreamAnswerParse);
+
+void BM_UpstreamAnswerParse(benchmark::State& state) {
+  const std::string body = sglang_answer(static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(llm::parse_response(llm::ApiKind::kSglang, body, 0));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_UpstreamAnswerParse)->Arg(14)->Arg(256)->Arg(2048);
+
+// Baseline: the same answer read as parse_response read it before its per-token lists were rows of numbers
+// (engine/json_view.h, JsonNumberRows): a node per value, the lists then walked from the document.
+void BM_UpstreamAnswerParseDocument(benchmark::State& state) {
+  const std::string body = sglang_answer(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    const JsonDocument doc = JsonDocument::parse(body, "the answer");
+    const JsonView meta = doc.root().find("meta_info");
+    std::vector<TokenId> ids;
+    std::vector<float> logprobs;
+    JsonView::Iterator entry = meta.find("output_token_logprobs").begin();
+    for (const JsonView id : doc.root().find("output_ids")) {
+      ids.push_back(static_cast<TokenId>(id.integer()));
+      logprobs.push_back(static_cast<float>((*(*entry).begin()).number()));
+      ++entry;
+    }
+    benchmark::DoNotOptimize(ids.data());
+    benchmark::DoNotOptimize(logprobs.data());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_UpstreamAnswerParseDocument)->Arg(14)->Arg(256)->Arg(2048);
 
 // A prompt's 8192 ids written as JSON text, as a session's first call writes them (server/gateway/
 // prompt_ids_text.h): std::to_chars per id (the baseline, what it used) against put_decimal

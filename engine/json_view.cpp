@@ -20,11 +20,12 @@ namespace crl {
 class JsonParser {
  public:
   JsonParser(std::string_view text, const std::string& where, int max_depth, JsonDocument& doc,
-             const JsonKnownMember* known = nullptr)
+             const JsonKnownMember* known = nullptr, std::span<JsonNumberRows> rows = {})
       : text_(text),
         where_(where),
         max_depth_(max_depth),
         known_(known),
+        rows_(rows),
         doc_(doc),
         stack_(scratch().stack),
         keys_(scratch().keys) {
@@ -44,6 +45,10 @@ class JsonParser {
         const char c = text_[pos_];
         if (known_ && stack_.size() == 1 && (c == '{' || c == '[') && known_here()) {
           skip_known(c == '{' ? JsonType::kObject : JsonType::kArray);
+          after_value = true;
+          continue;
+        }
+        if (c == '[' && !rows_.empty() && take_rows()) {
           after_value = true;
           continue;
         }
@@ -116,6 +121,88 @@ class JsonParser {
     node.end = static_cast<uint32_t>(doc_.nodes_.size());
     node.unread = true;
     pos_ += known_->text.size();
+  }
+
+  // Whether the array at pos_ is the value of a member that rows_ asks for, in its shape: then it is read
+  // into that JsonNumberRows and stored as one unread node (JsonNumberRows in json_view.h).
+  bool take_rows() {
+    if (stack_.empty()) return false;
+    const Level& level = stack_.back();
+    if (doc_.nodes_[level.node].type != JsonType::kObject) return false;
+    for (JsonNumberRows& rows : rows_) {
+      if (!rows.text.empty() || rows.key != level.key) continue;
+      const size_t end = read_rows(rows);
+      if (end == 0) {
+        rows.cells.clear();
+        continue;
+      }
+      JsonDocument::Node& node = add(JsonType::kArray);
+      set_text(node, text_.substr(pos_, end - pos_));
+      node.end = static_cast<uint32_t>(doc_.nodes_.size());
+      node.unread = true;
+      rows.text = node.text_view();
+      pos_ = end;
+      return true;
+    }
+    return false;
+  }
+
+  // The array at pos_ read as `rows` asks: the offset one past its ']', or 0 where it is not of that shape
+  // or not taken as JSON (the general reading then reads it, or names the error). Only JSON's grammar for
+  // such an array is taken, and its numbers by scan_number, so what is taken is what the general reading
+  // would read.
+  size_t read_rows(JsonNumberRows& rows) const {
+    // The array's level and, bracketed, its rows' must be within the depth the general reading allows.
+    if (stack_.size() + (rows.bracketed ? 2u : 1u) > static_cast<size_t>(std::max(max_depth_, 0))) return 0;
+    const char* const text = text_.data();
+    const char* const stop = text + text_.size();
+    const char* p = text + pos_ + 1;  // past '['
+    rows.cells.clear();
+    const auto space = [&] {
+      while (p < stop && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+    };
+    const auto at = [&](char c) { return p < stop && *p == c; };
+    const auto number = [&] {
+      JsonNumber value;
+      const char* error_at = nullptr;
+      const char* expected = nullptr;
+      const char* const end = scan_number(p, stop, value, error_at, expected);
+      if (end == nullptr) return false;
+      p = end;
+      rows.cells.push_back(value);
+      return true;
+    };
+    const auto comma = [&] {
+      space();
+      if (!at(',')) return false;
+      ++p;
+      space();
+      return true;
+    };
+    space();
+    if (at(']')) return static_cast<size_t>(p + 1 - text);
+    while (true) {
+      if (rows.bracketed) {
+        if (!at('[')) return 0;
+        ++p;
+        space();
+        for (int k = 0; k < rows.numbers; ++k) {
+          if ((k > 0 && !comma()) || !number()) return 0;
+        }
+        for (int k = 0; k < rows.nulls; ++k) {
+          if (!comma() || stop - p < 4 || std::memcmp(p, "null", 4) != 0) return 0;
+          p += 4;
+        }
+        space();
+        if (!at(']')) return 0;
+        ++p;
+      } else if (!number()) {
+        return 0;
+      }
+      space();
+      if (at(']')) return static_cast<size_t>(p + 1 - text);
+      if (!comma()) return 0;
+    }
   }
 
   [[noreturn]] void fail(const std::string& expected) const { fail_at(pos_, expected); }
@@ -278,20 +365,23 @@ class JsonParser {
     return ((x & kHigh) | (((x + 0x0606060606060606ull) & kHigh) >> 4)) == 0x3333333333333333ull;
   }
 
-  // A number at pos_, scanned with a pointer (an LLM's answer is mostly numbers: ids and log-probs).
-  void number() {
-    const char* const text = text_.data();
-    const char* const stop = text + text_.size();
-    const char* p = text + pos_;
+  // The number whose text starts at p, into `out`; returns the byte after it, or nullptr where the text is
+  // not a number the parser takes: `error_at` and `expected` say why (expected nullptr: a double's
+  // overflow, error_at the end of its text). Scanned with a pointer: an LLM's answer is mostly numbers.
+  [[gnu::always_inline]] static const char* scan_number(const char* p, const char* stop, JsonNumber& out,
+                                                        const char*& error_at, const char*& expected) {
+    const char* const start = p;
     const auto digit = [stop](const char* at) {
       return at < stop && static_cast<unsigned char>(*at - '0') < 10;
     };
-    const auto fail_here = [&](const char* at, const char* expected) {
-      fail_at(static_cast<size_t>(at - text), expected);
+    const auto refuse = [&](const char* at, const char* why) -> const char* {
+      error_at = at;
+      expected = why;
+      return nullptr;
     };
-    const bool negative = *p == '-';
+    const bool negative = p < stop && *p == '-';
     if (negative) ++p;
-    if (!digit(p)) fail_here(p, "expected a digit");
+    if (!digit(p)) return refuse(p, "expected a digit");
     uint64_t value = 0;
     bool overflow = false;  // more than 64 bits (exact: no division per digit)
     if (*p == '0') {
@@ -307,7 +397,7 @@ class JsonParser {
     bool is_float = false;
     if (p < stop && *p == '.') {
       ++p;
-      if (!digit(p)) fail_here(p, "expected a digit after the decimal point");
+      if (!digit(p)) return refuse(p, "expected a digit after the decimal point");
       // Log-probs are written with 16-17 significant digits: eight at a time, then one at a time.
       while (stop - p >= 8 && eight_digits(p)) p += 8;
       while (digit(p)) ++p;
@@ -316,38 +406,57 @@ class JsonParser {
     if (p < stop && (*p == 'e' || *p == 'E')) {
       ++p;
       if (p < stop && (*p == '+' || *p == '-')) ++p;
-      if (!digit(p)) fail_here(p, "expected a digit in the exponent");
+      if (!digit(p)) return refuse(p, "expected a digit in the exponent");
       while (digit(p)) ++p;
       is_float = true;
     }
-    const size_t start = pos_;
-    pos_ = static_cast<size_t>(p - text);
-    const std::string_view written = text_.substr(start, pos_ - start);
+    constexpr uint64_t kMinMagnitude = uint64_t{1} << 63;  // |INT64_MIN|
+    if (!is_float && !overflow && (!negative || value <= kMinMagnitude)) {
+      out.kind = negative ? JsonNumberKind::kSigned : JsonNumberKind::kUnsigned;
+      if (negative)
+        out.value.i = value == kMinMagnitude ? INT64_MIN : -static_cast<int64_t>(value);
+      else
+        out.value.u = value;
+      return p;
+    }
+    out.kind = JsonNumberKind::kFloat;
+    double d = 0;
+    const auto [end, error] = std::from_chars(start, p, d);
+    if (error != std::errc() || end != p) {
+      // Out of range: strtod rounds underflow to the nearest denormal or zero, overflow to infinity.
+      const std::string copy(start, p);
+      d = std::strtod(copy.c_str(), nullptr);
+    }
+    if (!std::isfinite(d)) return refuse(p, nullptr);
+    out.value.d = d;
+    return p;
+  }
+
+  // A number at pos_, as a node.
+  void number() {
+    const char* const text = text_.data();
+    JsonNumber value;
+    const char* error_at = nullptr;
+    const char* expected = nullptr;
+    const char* const end = scan_number(text + pos_, text + text_.size(), value, error_at, expected);
+    if (end == nullptr) {
+      if (expected != nullptr) fail_at(static_cast<size_t>(error_at - text), expected);
+      const std::string_view written(text + pos_, static_cast<size_t>(error_at - (text + pos_)));
+      fail_at(pos_, "a number within the range of a double (number overflow parsing '" +
+                        text_prefix(written, 40) + "')");
+    }
+    const std::string_view written(text + pos_, static_cast<size_t>(end - (text + pos_)));
+    pos_ += written.size();
     JsonDocument::Node& node = add(JsonType::kNumber);
     set_text(node, written);
     node.end = static_cast<uint32_t>(doc_.nodes_.size());
-    constexpr uint64_t kMinMagnitude = uint64_t{1} << 63;  // |INT64_MIN|
-    if (!is_float && !overflow && (!negative || value <= kMinMagnitude)) {
-      node.kind = negative ? JsonNumberKind::kSigned : JsonNumberKind::kUnsigned;
-      if (negative)
-        node.number.i = value == kMinMagnitude ? INT64_MIN : -static_cast<int64_t>(value);
-      else
-        node.number.u = value;
-      return;
-    }
-    node.kind = JsonNumberKind::kFloat;
-    double d = 0;
-    const auto [end, error] = std::from_chars(written.data(), written.data() + written.size(), d);
-    if (error != std::errc() || end != written.data() + written.size()) {
-      // Out of range: strtod rounds underflow to the nearest denormal or zero, overflow to infinity.
-      const std::string copy(written);
-      d = std::strtod(copy.c_str(), nullptr);
-    }
-    if (!std::isfinite(d)) {
-      fail_at(start, "a number within the range of a double (number overflow parsing '" +
-                         text_prefix(written, 40) + "')");
-    }
-    node.number.d = d;
+    node.kind = value.kind;
+    if (value.kind == JsonNumberKind::kUnsigned)
+      node.number.u = value.value.u;
+    else if (value.kind == JsonNumberKind::kSigned)
+      node.number.i = value.value.i;
+    else
+      node.number.d = value.value.d;
   }
 
   static bool clean8(const char* p) {  // 8 bytes of printable ASCII other than '"' and '\'
@@ -544,6 +653,7 @@ class JsonParser {
   const std::string& where_;
   const int max_depth_;
   const JsonKnownMember* known_;
+  std::span<JsonNumberRows> rows_;
   JsonDocument& doc_;
   size_t pos_ = 0;
   // The open levels and their keys, kept per thread between parses: a small document (an LLM's answer)
@@ -580,14 +690,32 @@ JsonDocument::~JsonDocument() {
 }
 
 JsonDocument JsonDocument::parse(std::string_view text, const std::string& where, int max_depth,
-                                 const JsonKnownMember* known) {
+                                 const JsonKnownMember* known, std::span<JsonNumberRows> rows) {
   JsonDocument doc;
   doc.nodes_.swap(spare_nodes());
   doc.nodes_.clear();
   if (known && (known->text.empty() || (known->text.front() != '[' && known->text.front() != '{')))
     known = nullptr;
-  JsonParser(text, where, max_depth, doc, known).run();
+  for (JsonNumberRows& r : rows) {
+    r.text = {};
+    r.cells.clear();
+    if (r.bracketed && r.numbers < 1) throw std::invalid_argument("JsonNumberRows: a row of no numbers");
+  }
+  JsonParser(text, where, max_depth, doc, known, rows).run();
   return doc;
+}
+
+JsonNumber JsonView::number_value() const {
+  JsonNumber out;
+  out.kind = number_kind();
+  const auto& node = doc_->nodes()[index_];
+  if (out.kind == JsonNumberKind::kUnsigned)
+    out.value.u = node.number.u;
+  else if (out.kind == JsonNumberKind::kSigned)
+    out.value.i = node.number.i;
+  else
+    out.value.d = node.number.d;
+  return out;
 }
 
 void JsonView::wrong_type(const char* wanted) {

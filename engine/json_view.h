@@ -20,6 +20,7 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,27 @@ enum class JsonType : uint8_t { kNull, kBool, kNumber, kString, kArray, kObject 
 enum class JsonNumberKind : uint8_t { kUnsigned, kSigned, kFloat };
 
 class JsonDocument;
+
+// A number as the parser read it (a node's value, or a cell of JsonNumberRows).
+struct JsonNumber {
+  JsonNumberKind kind = JsonNumberKind::kUnsigned;
+  union {
+    uint64_t u;
+    int64_t i;
+    double d;
+  } value{0};
+  // Written as an integer that fits 64 bits (nlohmann's is_number_integer).
+  bool is_integer() const { return kind != JsonNumberKind::kFloat; }
+  double as_double() const {
+    return kind == JsonNumberKind::kUnsigned ? static_cast<double>(value.u)
+           : kind == JsonNumberKind::kSigned ? static_cast<double>(value.i)
+                                             : value.d;
+  }
+  // is_integer(): the value (an unsigned one above INT64_MAX wraps, as nlohmann).
+  int64_t as_integer() const {
+    return kind == JsonNumberKind::kSigned ? value.i : static_cast<int64_t>(value.u);
+  }
+};
 
 class JsonView {
  public:
@@ -59,6 +81,7 @@ class JsonView {
   double number() const;    // any number, as a double
   int64_t integer() const;  // is_integer(): the value (an unsigned one above INT64_MAX wraps, as nlohmann)
   JsonNumberKind number_kind() const;
+  JsonNumber number_value() const;  // requires a number
 
   // Arrays: elements; objects: members. 0 for anything else.
   size_t size() const;
@@ -126,11 +149,37 @@ struct JsonKnownMember {
   std::string_view text;  // starts with '[' or '{' (anything else is read as usual)
 };
 
+// An array of rows of numbers that a parse reads into a flat list of numbers instead of a node per value:
+// an LLM answer's per-token lists (SGLang's output_ids [id, ...] and output_token_logprobs [[logprob, id,
+// null], ...], vLLM's token_ids and token_logprobs), otherwise two to five nodes of 48 bytes and a pass of
+// the parser's loop per token, the larger part of reading an answer. The parse takes the first array, in
+// document order, that is the value of a member named `key` (at any depth) and has the shape asked, its
+// elements each a number (`bracketed` false) or an array of `numbers` numbers followed by `nulls` nulls
+// (whitespace allowed anywhere JSON allows it). Its node is stored unread (raw() is its text; size(),
+// iteration, find() throw std::logic_error, as for a JsonKnownMember). An array of any other shape (a
+// string where a number was asked, a fourth field, a number the parser refuses) is read as usual, so a
+// document is accepted or refused, with the same error, and its numbers have the same values, with rows
+// asked or without. A reader checks that the array it found is the one taken (`taken(view)`), and reads it
+// from the DOM otherwise.
+struct JsonNumberRows {
+  std::string_view key;
+  bool bracketed = false;
+  int numbers = 1;  // bracketed: the numbers of each row (>= 1)
+  int nulls = 0;    // bracketed: the nulls after them
+
+  // Set by the parse.
+  std::string_view text;          // the array taken (empty: none)
+  std::vector<JsonNumber> cells;  // the numbers of its rows, row after row
+  size_t rows() const { return cells.size() / static_cast<size_t>(bracketed ? numbers : 1); }
+  bool taken(JsonView array) const { return !text.empty() && array.raw().data() == text.data(); }
+};
+
 class JsonDocument {
  public:
   // Parses `text` (which must outlive the document). `where` names the source in errors. Throws JsonError.
+  // `rows`: arrays of numbers to read as JsonNumberRows (cleared first).
   static JsonDocument parse(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth,
-                            const JsonKnownMember* known = nullptr);
+                            const JsonKnownMember* known = nullptr, std::span<JsonNumberRows> rows = {});
 
   JsonDocument() = default;
   JsonDocument(JsonDocument&&) noexcept = default;
@@ -159,7 +208,7 @@ class JsonDocument {
     JsonType type = JsonType::kNull;
     JsonNumberKind kind = JsonNumberKind::kUnsigned;
     bool flag = false;    // booleans: the value
-    bool unread = false;  // a JsonKnownMember's value: its text only
+    bool unread = false;  // a JsonKnownMember's value or JsonNumberRows' array: its text only
     std::string_view text_view() const { return {text, text_size}; }
     std::string_view key_view() const { return {key, key_size}; }
   };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 
 #include "engine/error.h"
 #include "engine/json_escape.h"
@@ -70,19 +71,86 @@ void append_id_list(std::string& out, const std::vector<TokenId>& ids) {
 }
 
 // A JSON number as a float; false for anything else.
-bool read_float(JsonView value, float& out) {
-  if (!value.is_number()) return false;
-  out = static_cast<float>(value.number());
+bool read_float(const JsonNumber& value, float& out) {
+  out = static_cast<float>(value.as_double());
   return true;
 }
+bool read_float(JsonView value, float& out) {
+  return value.is_number() && read_float(value.number_value(), out);
+}
 
-bool read_id(JsonView value, int vocab_size, TokenId& out) {
+bool read_id(const JsonNumber& value, int vocab_size, TokenId& out) {
   if (!value.is_integer()) return false;
-  const int64_t id = value.integer();
+  const int64_t id = value.as_integer();
   if (id < 0 || (vocab_size > 0 && id >= vocab_size) || id > INT32_MAX) return false;
   out = static_cast<TokenId>(id);
   return true;
 }
+bool read_id(JsonView value, int vocab_size, TokenId& out) {
+  return value.is_number() && read_id(value.number_value(), vocab_size, out);
+}
+
+// The per-token lists an answer's parse reads as rows of numbers (JsonNumberRows: a node per value made
+// reading an answer cost about 1.7k instructions per token): SGLang's output_ids and output_token_logprobs
+// ([logprob, id, null], the text null unless return_text_in_logprobs), the OpenAI API's token_ids and
+// logprobs.token_logprobs. An answer of another shape is read from its document, with the same checks.
+enum AnswerRows { kIds, kTokenLogprobs, kRowCount };
+JsonNumberRows number_rows(std::string_view key, int numbers = 0, int nulls = 0) {
+  JsonNumberRows rows;
+  rows.key = key;
+  rows.bracketed = numbers > 0;
+  rows.numbers = std::max(numbers, 1);
+  rows.nulls = nulls;
+  return rows;
+}
+std::span<JsonNumberRows> answer_rows(ApiKind kind) {  // per thread: their cells' storage is kept
+  thread_local JsonNumberRows sglang[kRowCount] = {number_rows("output_ids"),
+                                                   number_rows("output_token_logprobs", 2, 1)};
+  thread_local JsonNumberRows openai[kRowCount] = {number_rows("token_ids"), number_rows("token_logprobs")};
+  return kind == ApiKind::kSglang ? std::span<JsonNumberRows>(sglang) : std::span<JsonNumberRows>(openai);
+}
+
+// One per-token list of an answer, row after row: the rows the parse took, or the document's array.
+class TokenList {
+ public:
+  TokenList(JsonView array, const JsonNumberRows& rows)
+      : array_(array), rows_(rows), taken_(rows.taken(array)) {
+    if (!taken_ && array.is_array()) element_ = array.begin();
+  }
+  bool is_array() const { return taken_ || array_.is_array(); }
+  size_t size() const { return taken_ ? rows_.rows() : array_.size(); }
+  // The next row's first `n` numbers (a bare list: its element, n = 1); false where that row is not n
+  // numbers or an array that starts with them.
+  bool next(JsonNumber* out, int n) {
+    if (taken_) {
+      const JsonNumber* row = rows_.cells.data() + at_;
+      at_ += static_cast<size_t>(rows_.bracketed ? rows_.numbers : 1);
+      std::copy(row, row + n, out);
+      return true;
+    }
+    const JsonView element = *element_;
+    ++element_;
+    if (!rows_.bracketed) {
+      if (!element.is_number()) return false;
+      *out = element.number_value();
+      return true;
+    }
+    if (!element.is_array() || element.size() < static_cast<size_t>(n)) return false;
+    JsonView::Iterator field = element.begin();
+    for (int k = 0; k < n; ++k, ++field) {
+      if (!(*field).is_number()) return false;
+      out[k] = (*field).number_value();
+    }
+    return true;
+  }
+
+ private:
+  JsonView array_;
+  const JsonNumberRows& rows_;
+  bool taken_;
+  JsonView::Iterator element_;
+  size_t at_ = 0;
+};
 
 int64_t read_count(JsonView object, const char* key) {
   const JsonView it = object.find(key);  // absent unless object is an object
@@ -190,7 +258,8 @@ bool read_openai_top(JsonView list, size_t tokens, int asked, GenerateResult& ou
                   });
 }
 
-GenerateResult parse_sglang(JsonView body, int vocab_size, int top_logprobs) {
+GenerateResult parse_sglang(JsonView body, std::span<const JsonNumberRows> rows, int vocab_size,
+                            int top_logprobs) {
   GenerateResult out;
   // A batch answer (a list) holds one item per prompt; we send one prompt.
   const JsonView item = body.is_array() && body.size() == 1 ? *body.begin() : body;
@@ -208,8 +277,8 @@ GenerateResult parse_sglang(JsonView body, int vocab_size, int top_logprobs) {
     return fail("meta_info.finish_reason has no type");
   }
   out.finish_reason = type;
-  const JsonView ids = item.find("output_ids");
-  const JsonView logprobs = meta.find("output_token_logprobs");
+  TokenList ids(item.find("output_ids"), rows[kIds]);
+  TokenList logprobs(meta.find("output_token_logprobs"), rows[kTokenLogprobs]);
   if (!ids.is_array()) return fail("output_ids is missing");
   if (!logprobs.is_array())
     return fail("meta_info.output_token_logprobs is missing (send return_logprob: true)");
@@ -219,28 +288,17 @@ GenerateResult parse_sglang(JsonView body, int vocab_size, int top_logprobs) {
   }
   out.ids.resize(ids.size());
   out.logprobs.resize(ids.size());
-  size_t i = 0;
-  JsonView::Iterator entry_it = logprobs.begin();
-  for (const JsonView id : ids) {
-    if (!read_id(id, vocab_size, out.ids[i]))
+  for (size_t i = 0; i < out.ids.size(); ++i) {
+    JsonNumber id, entry[2];
+    if (!ids.next(&id, 1) || !read_id(id, vocab_size, out.ids[i]))
       return fail("output_ids[" + std::to_string(i) + "] is not a token id of the vocabulary");
-    const JsonView entry = *entry_it;
-    ++entry_it;
     TokenId echoed = 0;
-    bool well_formed = entry.is_array() && entry.size() >= 2;
-    if (well_formed) {
-      JsonView::Iterator field = entry.begin();
-      const JsonView logprob = *field;
-      ++field;
-      well_formed = read_float(logprob, out.logprobs[i]) && read_id(*field, 0, echoed);
-    }
-    if (!well_formed)
+    if (!logprobs.next(entry, 2) || !read_float(entry[0], out.logprobs[i]) || !read_id(entry[1], 0, echoed))
       return fail("output_token_logprobs[" + std::to_string(i) + "] is not [logprob, token_id, text]");
     if (echoed != out.ids[i]) {
       return fail("output_token_logprobs[" + std::to_string(i) + "] names token " + std::to_string(echoed) +
                   " but output_ids has " + std::to_string(out.ids[i]));
     }
-    ++i;
   }
   std::string why;
   if (top_logprobs > 0 &&
@@ -254,7 +312,8 @@ GenerateResult parse_sglang(JsonView body, int vocab_size, int top_logprobs) {
   return out;
 }
 
-GenerateResult parse_openai(JsonView body, int vocab_size, int top_logprobs) {
+GenerateResult parse_openai(JsonView body, std::span<const JsonNumberRows> rows, int vocab_size,
+                            int top_logprobs) {
   GenerateResult out;
   if (!body.is_object()) return fail("the answer is not a JSON object");
   const JsonView choices = body.find("choices");
@@ -264,10 +323,10 @@ GenerateResult parse_openai(JsonView body, int vocab_size, int top_logprobs) {
   const JsonView finish = choice.find("finish_reason");
   if (!finish.is_string()) return fail("choices[0].finish_reason is missing");
   out.finish_reason = finish.string();
-  const JsonView ids = choice.find("token_ids");
+  TokenList ids(choice.find("token_ids"), rows[kIds]);
   if (!ids.is_array())
     return fail("choices[0].token_ids is missing (the server must support return_token_ids)");
-  const JsonView values = choice.find("logprobs").find("token_logprobs");
+  TokenList values(choice.find("logprobs").find("token_logprobs"), rows[kTokenLogprobs]);
   if (!values.is_array()) return fail("choices[0].logprobs.token_logprobs is missing (send logprobs: 1)");
   if (values.size() != ids.size()) {
     return fail(std::to_string(values.size()) + " token_logprobs for " + std::to_string(ids.size()) +
@@ -275,15 +334,12 @@ GenerateResult parse_openai(JsonView body, int vocab_size, int top_logprobs) {
   }
   out.ids.resize(ids.size());
   out.logprobs.resize(ids.size());
-  size_t i = 0;
-  JsonView::Iterator value_it = values.begin();
-  for (const JsonView id : ids) {
-    if (!read_id(id, vocab_size, out.ids[i]))
+  for (size_t i = 0; i < out.ids.size(); ++i) {
+    JsonNumber id, value;
+    if (!ids.next(&id, 1) || !read_id(id, vocab_size, out.ids[i]))
       return fail("choices[0].token_ids[" + std::to_string(i) + "] is not a token id of the vocabulary");
-    if (!read_float(*value_it, out.logprobs[i]))
+    if (!values.next(&value, 1) || !read_float(value, out.logprobs[i]))
       return fail("choices[0].logprobs.token_logprobs[" + std::to_string(i) + "] is not a number");
-    ++value_it;
-    ++i;
   }
   std::string why;
   if (top_logprobs > 0 &&
@@ -413,14 +469,15 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   // the call with a short message (never the answer whole).
   // (engine/json_view.h: read_json's limits, without building nlohmann's DOM of the answer.)
   std::optional<JsonDocument> parsed;
+  const std::span<JsonNumberRows> rows = answer_rows(kind);
   try {
-    parsed = JsonDocument::parse(body, "the answer");
+    parsed = JsonDocument::parse(body, "the answer", kMaxJsonDepth, nullptr, rows);
   } catch (const JsonError& e) {
     return fail("the answer is not accepted JSON: " + e.message());
   }
   const JsonView root = parsed->root();
-  GenerateResult out = kind == ApiKind::kSglang ? parse_sglang(root, vocab_size, top_logprobs)
-                                                : parse_openai(root, vocab_size, top_logprobs);
+  GenerateResult out = kind == ApiKind::kSglang ? parse_sglang(root, rows, vocab_size, top_logprobs)
+                                                : parse_openai(root, rows, vocab_size, top_logprobs);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
       out.finish_reason != "abort") {
     return fail("finish reason " + quote(text_prefix(out.finish_reason)) +

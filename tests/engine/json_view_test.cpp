@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <vector>
 
 namespace crl {
 namespace {
@@ -557,6 +558,215 @@ TEST(JsonView, AKnownMemberIsOnlyTheRootObjectsAndOnlyAnArrayOrObject) {
   } catch (const JsonError& e) {
     EXPECT_EQ(e.kind(), JsonErrorKind::kDuplicateKey);
   }
+}
+
+// ---- JsonNumberRows: an LLM answer's per-token lists read as rows of numbers ----
+
+std::vector<JsonNumberRows> answer_rows() {
+  std::vector<JsonNumberRows> rows(2);
+  rows[0].key = "output_ids";
+  rows[1].key = "output_token_logprobs";
+  rows[1].bracketed = true;
+  rows[1].numbers = 2;
+  rows[1].nulls = 1;
+  return rows;
+}
+
+json number_json(const JsonNumber& n) {
+  switch (n.kind) {
+    case JsonNumberKind::kUnsigned:
+      return json(n.value.u);
+    case JsonNumberKind::kSigned:
+      return json(n.value.i);
+    case JsonNumberKind::kFloat:
+      break;
+  }
+  return json(n.value.d);
+}
+
+// The document as nlohmann's DOM, a taken array written back from its rows (their cells, and the nulls).
+json expand(JsonView v, const std::vector<JsonNumberRows>& rows) {
+  for (const JsonNumberRows& r : rows) {
+    if (!r.taken(v)) continue;
+    json out = json::array();
+    const size_t width = r.bracketed ? static_cast<size_t>(r.numbers) : 1;
+    for (size_t row = 0; row < r.rows(); ++row) {
+      if (!r.bracketed) {
+        out.push_back(number_json(r.cells[row]));
+        continue;
+      }
+      json entry = json::array();
+      for (size_t k = 0; k < width; ++k) entry.push_back(number_json(r.cells[row * width + k]));
+      for (int k = 0; k < r.nulls; ++k) entry.push_back(nullptr);
+      out.push_back(entry);
+    }
+    return out;
+  }
+  if (v.is_array()) {
+    json out = json::array();
+    for (const JsonView e : v) out.push_back(expand(e, rows));
+    return out;
+  }
+  if (v.is_object()) {
+    json out = json::object();
+    for (const JsonView m : v) out[std::string(m.key())] = expand(m, rows);
+    return out;
+  }
+  return v.to_json();
+}
+
+// An SGLang-shaped answer whose per-token lists are often of another shape than the rows asked (a text
+// where null was, a missing or extra field, a string, spaces, numbers JSON refuses or a double overflows),
+// sometimes with the same keys elsewhere first.
+std::string answer_document(Generator& generator, std::mt19937_64& rng) {
+  static const char* kNumbers[] = {
+      "0",  "12", "-3",   "151643", "-0.10000000149011612", "-1.5e-7", "2E+2", "1e999", "-",
+      "01", "1.", "-0.0", "1e400",  "18446744073709551616"};
+  static const char* kSpaces[] = {"", "", "", "", " ", "\n ", "\t"};
+  const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const auto space = [&] { return std::string(kSpaces[pick(std::size(kSpaces))]); };
+  const auto number = [&] { return pick(6) == 0 ? kNumbers[pick(std::size(kNumbers))] : kNumbers[pick(5)]; };
+  const auto odd = [&]() -> std::string {  // something that is not a number
+    static const char* kOdd[] = {"\"t\"", "null", "[1]", "true", "{}"};
+    return kOdd[pick(std::size(kOdd))];
+  };
+  const size_t n = pick(6);
+  std::string ids = "[" + space();
+  for (size_t i = 0; i < n; ++i) {
+    if (i) ids += space() + "," + space();
+    ids += pick(30) == 0 ? odd() : number();
+  }
+  ids += space() + "]";
+  std::string logprobs = "[" + space();
+  for (size_t i = 0; i < n; ++i) {
+    if (i) logprobs += space() + "," + space();
+    std::string row = "[" + space() + number() + space() + "," + space() + number();
+    switch (pick(12)) {
+      case 0:
+        row += ",\"tok\"";  // return_text_in_logprobs
+        break;
+      case 1:
+        break;  // two fields
+      case 2:
+        row += ",null,4";
+        break;
+      case 3:
+        row = "[" + odd() + "," + number() + ",null";
+        break;
+      default:
+        row += space() + "," + space() + "null";
+    }
+    logprobs += row + space() + "]";
+  }
+  logprobs += space() + "]";
+  std::string decoy;  // the same key deeper and before: the first in document order is the one taken
+  if (pick(8) == 0) decoy = R"(, "d": {"output_ids": [7, 8]})";
+  return "{\"a\":" + generator.document() + decoy + ",\"output_ids\":" + space() + ids +
+         ",\"meta_info\":{\"output_token_logprobs\":" + logprobs + ",\"b\":" + generator.document() + "}}";
+}
+
+// Read with rows asked and without, the documents (often broken) are accepted and refused alike, with the
+// same error; an accepted one has the same values, a taken array's in its rows.
+TEST(JsonNumberRows, ChangeNothingButWhereTheNumbersAreKept) {
+  Generator generator(20261207);
+  std::mt19937_64 rng(13);
+  std::vector<JsonNumberRows> rows = answer_rows();
+  int taken = 0, shaped_otherwise = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text = answer_document(generator, rng);
+    if (i % 3 == 1) text = mutate(text, rng);
+    std::optional<JsonDocument> plain, with;
+    std::string plain_error, with_error;
+    try {
+      plain = JsonDocument::parse(text, "test", 8);
+    } catch (const JsonError& e) {
+      plain_error = e.what();
+    }
+    try {
+      with = JsonDocument::parse(text, "test", 8, nullptr, rows);
+    } catch (const JsonError& e) {
+      with_error = e.what();
+    }
+    ASSERT_EQ(plain.has_value(), with.has_value()) << text << "\n" << plain_error << with_error;
+    if (!plain) {
+      ASSERT_EQ(plain_error, with_error) << text;
+      ++refused;
+      continue;
+    }
+    ASSERT_EQ(expand(with->root(), rows).dump(), plain->root().to_json().dump()) << text;
+    for (const JsonNumberRows& r : rows) {
+      if (r.text.empty()) {
+        ++shaped_otherwise;
+        continue;
+      }
+      ++taken;
+      bool unread = false;  // its node: unread, its text the array's
+      for (const JsonDocument::Node& node : with->nodes())
+        unread |= node.unread && node.text == r.text.data() && node.text_size == r.text.size();
+      ASSERT_TRUE(unread) << text;
+    }
+  }
+  EXPECT_GT(taken, 10000);
+  EXPECT_GT(shaped_otherwise, 2000);
+  EXPECT_GT(refused, 3000);
+}
+
+TEST(JsonNumberRows, ATakenArrayIsOneUnreadNodeAndTheReaderKnowsIt) {
+  std::vector<JsonNumberRows> rows = answer_rows();
+  const std::string text =
+      R"({"output_ids":[5,6],"meta_info":{"output_token_logprobs":[[-0.5,5,null],[ -1e-3 , 6 , null ]]}})";
+  const JsonDocument doc = JsonDocument::parse(text, "test", kMaxJsonDepth, nullptr, rows);
+  const JsonView ids = doc.root().find("output_ids");
+  const JsonView logprobs = doc.root().find("meta_info").find("output_token_logprobs");
+  ASSERT_TRUE(rows[0].taken(ids));
+  ASSERT_TRUE(rows[1].taken(logprobs));
+  EXPECT_FALSE(rows[0].taken(logprobs));
+  EXPECT_EQ(ids.raw(), "[5,6]");
+  EXPECT_THROW(ids.size(), std::logic_error);
+  EXPECT_THROW(logprobs.begin(), std::logic_error);
+  ASSERT_EQ(rows[0].rows(), 2u);
+  ASSERT_EQ(rows[1].rows(), 2u);
+  EXPECT_EQ(rows[0].cells[1].as_integer(), 6);
+  EXPECT_EQ(rows[1].cells[0].as_double(), -0.5);
+  EXPECT_EQ(rows[1].cells[2].kind, JsonNumberKind::kFloat);
+  EXPECT_EQ(rows[1].cells[2].as_double(), -1e-3);
+  EXPECT_EQ(rows[1].cells[3].as_integer(), 6);
+  EXPECT_EQ(doc.nodes().size(), 4u);  // root, the two taken arrays, meta_info: no node per number
+
+  // The next parse clears what the last one took; an array of another shape is read as usual.
+  const JsonDocument text_in_logprobs = JsonDocument::parse(
+      R"({"output_ids":[5],"meta_info":{"output_token_logprobs":[[-0.5,5,"a"]]}})", "test", 8, nullptr, rows);
+  EXPECT_TRUE(rows[0].taken(text_in_logprobs.root().find("output_ids")));
+  EXPECT_TRUE(rows[1].text.empty());
+  EXPECT_EQ(text_in_logprobs.root().find("meta_info").find("output_token_logprobs").size(), 1u);
+  // Empty arrays are taken, with no rows; a root that is the array itself is never taken (no key).
+  const JsonDocument empty = JsonDocument::parse(R"({"output_ids": [ ]})", "test", 8, nullptr, rows);
+  EXPECT_TRUE(rows[0].taken(empty.root().find("output_ids")));
+  EXPECT_EQ(rows[0].rows(), 0u);
+  const JsonDocument root = JsonDocument::parse("[1,2]", "test", 8, nullptr, rows);
+  EXPECT_EQ(root.root().size(), 2u);
+}
+
+TEST(JsonNumberRows, TheDepthLimitHoldsForTheRowsAsForAnyArray) {
+  std::vector<JsonNumberRows> rows = answer_rows();
+  // The rows' arrays at depths 3 and 4 of a limit of 3: refused as without rows, the path named.
+  const std::string deep = R"({"m":{"output_token_logprobs":[[1,2,null]]}})";
+  std::string plain, with;
+  try {
+    JsonDocument::parse(deep, "test", 3);
+  } catch (const JsonError& e) {
+    plain = e.what();
+  }
+  try {
+    JsonDocument::parse(deep, "test", 3, nullptr, rows);
+  } catch (const JsonError& e) {
+    with = e.what();
+  }
+  EXPECT_NE(plain.find("nested deeper than 3"), std::string::npos) << plain;
+  EXPECT_EQ(plain, with);
+  // At a limit of 4 they fit, and are taken.
+  JsonDocument::parse(deep, "test", 4, nullptr, rows);
+  EXPECT_EQ(rows[1].rows(), 1u);
 }
 
 }  // namespace

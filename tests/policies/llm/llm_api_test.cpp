@@ -197,6 +197,63 @@ TEST(LlmApi, RejectsInconsistentSglangAnswers) {
   for (const char* body : bad) EXPECT_FALSE(parse_response(ApiKind::kSglang, body, 0).ok) << body;
 }
 
+// The per-token lists are read as rows of numbers (engine/json_view.h, JsonNumberRows) where they have the
+// shape servers write; any other shape is read from the document. Both give the same answer and the same
+// errors: SGLang with return_text_in_logprobs (a text where null is), spaces, a server's extra field.
+TEST(LlmApi, AnswersReadAsRowsOrFromTheDocumentAreTheSame) {
+  const auto sglang = [](const std::string& ids, const std::string& logprobs) {
+    return R"({"text":"ab","output_ids":)" + ids + R"(,"meta_info":{"finish_reason":{"type":"stop"},)" +
+           R"("output_token_logprobs":)" + logprobs + "}}";
+  };
+  const GenerateResult rows = parse_response(
+      ApiKind::kSglang, sglang("[97,98]", "[[-0.10000000149011612,97,null],[-2.5e-3,98,null]]"), 0);
+  ASSERT_TRUE(rows.ok) << rows.error;
+  EXPECT_EQ(rows.ids, (std::vector<TokenId>{97, 98}));
+  EXPECT_EQ(rows.logprobs, (std::vector<float>{-0.1f, -2.5e-3f}));
+  for (const std::string& other : {
+           sglang("[ 97 , 98 ]", "[ [ -0.10000000149011612 , 97 , null ] ,\n [-2.5e-3,98,null] ]"),
+           sglang("[97,98]", R"([[-0.10000000149011612,97,"a"],[-2.5e-3,98,"b"]])"),
+           sglang("[97,98]", "[[-0.10000000149011612,97],[-2.5e-3,98,null,1]]"),
+       }) {
+    const GenerateResult r = parse_response(ApiKind::kSglang, other, 0);
+    ASSERT_TRUE(r.ok) << r.error << "\n" << other;
+    EXPECT_EQ(r.ids, rows.ids) << other;
+    EXPECT_EQ(r.logprobs, rows.logprobs) << other;
+  }
+  // Errors name the same token either way (rows: numbers that are not ids; the document: other values).
+  const auto error = [&](const std::string& ids, const std::string& logprobs) {
+    const GenerateResult r = parse_response(ApiKind::kSglang, sglang(ids, logprobs), 256);
+    EXPECT_FALSE(r.ok) << ids << " " << logprobs;
+    return r.error;
+  };
+  const std::string id_error = "output_ids[1] is not a token id of the vocabulary";
+  EXPECT_EQ(error("[97,98.0]", "[[-1,97,null],[-1,98,null]]"), id_error);
+  EXPECT_EQ(error("[97,300]", "[[-1,97,null],[-1,300,null]]"), id_error);
+  EXPECT_EQ(error("[97,\"b\"]", "[[-1,97,null],[-1,98,null]]"), id_error);
+  const std::string entry_error = "output_token_logprobs[1] is not [logprob, token_id, text]";
+  EXPECT_EQ(error("[97,98]", "[[-1,97,null],[-1,98.5,null]]"), entry_error);
+  EXPECT_EQ(error("[97,98]", "[[-1,97,null],[null,98,null]]"), entry_error);
+  EXPECT_EQ(error("[97,98]", "[[-1,97,null],[-1]]"), entry_error);
+  EXPECT_EQ(error("[97,98]", "[[-1,97,null],[-1,99,null]]"),
+            "output_token_logprobs[1] names token 99 but output_ids has 98");
+  EXPECT_EQ(error("[97,98]", R"([[-1,97,"a"],[-1,99,"b"]])"),
+            "output_token_logprobs[1] names token 99 but output_ids has 98");
+
+  // The OpenAI API's token_ids and token_logprobs likewise (a null log-prob: read from the document).
+  const auto openai = [](const std::string& ids, const std::string& logprobs) {
+    return R"({"choices":[{"finish_reason":"stop","token_ids":)" + ids + R"(,"logprobs":{"token_logprobs":)" +
+           logprobs + "}}]}";
+  };
+  const GenerateResult o = parse_response(ApiKind::kOpenAi, openai("[97, 98]", "[-0.5 , -0.25]"), 0);
+  ASSERT_TRUE(o.ok) << o.error;
+  EXPECT_EQ(o.ids, (std::vector<TokenId>{97, 98}));
+  EXPECT_EQ(o.logprobs, (std::vector<float>{-0.5f, -0.25f}));
+  const GenerateResult null_logprob = parse_response(ApiKind::kOpenAi, openai("[97,98]", "[-0.5,null]"), 0);
+  EXPECT_EQ(null_logprob.error, "choices[0].logprobs.token_logprobs[1] is not a number");
+  const GenerateResult text_id = parse_response(ApiKind::kOpenAi, openai("[97,\"x\"]", "[-0.5,-1]"), 0);
+  EXPECT_EQ(text_id.error, "choices[0].token_ids[1] is not a token id of the vocabulary");
+}
+
 // Issue 14 items 1 and 5: answers go through the shared JSON reader. A repeated key is not one answer (the
 // old reader kept the last value), nesting past the limit fails with a short message naming it, and a number
 // out of range fails the call instead of throwing out of the reader.
