@@ -49,13 +49,14 @@ struct Stack {
   // false: every call crosses to the worker pool and back, as before.
   // tokenizer / chat_template: specs as `crl serve --tokenizer / --chat-template` take them (empty: the
   // byte tokenizer and chatml).
+  // answer: the stand-in's text for every call.
   explicit Stack(bool inline_calls = true, const std::string& tokenizer = "",
-                 const std::string& chat_template = "") {
+                 const std::string& chat_template = "", const std::string& answer = "ok, next step") {
     keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
     merge_small_blocks_on_free();
     testing::ScriptedLlmOptions llm;
     llm.log_calls = true;  // the gateway bench replays each forwarded request directly (cleared per call)
-    llm.script = [](std::string_view, uint64_t) { return std::string("ok, next step"); };
+    llm.script = [answer](std::string_view, uint64_t) { return answer; };
     if (!tokenizer.empty()) llm.tokenizer = make_tokenizer(tokenizer);
     upstream = std::make_unique<testing::ScriptedLlmServer>(llm);
     server::gateway::GatewayOptions options;
@@ -462,6 +463,20 @@ void BM_GatewayRouteCpu(benchmark::State& state) {
   route_cpu(state, stack(), std::string(kContext, 'x'));
 }
 BENCHMARK(BM_GatewayRouteCpu)->UseRealTime()->MinTime(1.0);
+
+// The same with an agent's longer answers: 512 bytes of text (513 tokens of the byte tokenizer with the end
+// of turn), where BM_GatewayRouteCpu's are 14 tokens, so that what a call costs per answer token shows (the
+// upstream answer's reading, the record, the chat.completion written back). Each answer stays in the
+// harness's history, which grows by about 540 tokens a turn (8k to 25k over a session's 32 turns).
+void BM_GatewayRouteCpuLongAnswer(benchmark::State& state) {
+  std::string answer;
+  for (int i = 0; answer.size() < 512; ++i)
+    answer += "line " + std::to_string(i) + ": ls -la src/ && cat a.py; ";
+  answer.resize(512);
+  static Stack s(true, "", "", answer);
+  route_cpu(state, s, std::string(kContext, 'x'));
+}
+BENCHMARK(BM_GatewayRouteCpuLongAnswer)->UseRealTime()->MinTime(1.0);
 
 // The same with tools, as agent harnesses send them on every call: eight function tools of about 700 bytes
 // each (a description and a JSON schema with a few typed parameters), ~5.7 KB of the body.

@@ -1,12 +1,16 @@
 #include "engine/json_view.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <unordered_set>
+
+#include "engine/decimal_double.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -156,52 +160,50 @@ class JsonParser {
     if (stack_.size() + (rows.bracketed ? 2u : 1u) > static_cast<size_t>(std::max(max_depth_, 0))) return 0;
     const char* const text = text_.data();
     const char* const stop = text + text_.size();
-    const char* p = text + pos_ + 1;  // past '['
-    rows.cells.clear();
-    const auto space = [&] {
+    const auto space = [stop](const char* p) {
       while (p < stop && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+      return p;
     };
-    const auto at = [&](char c) { return p < stop && *p == c; };
-    const auto number = [&] {
-      JsonNumber value;
-      const char* error_at = nullptr;
-      const char* expected = nullptr;
-      const char* const end = scan_number(p, stop, value, error_at, expected);
-      if (end == nullptr) return false;
-      p = end;
-      rows.cells.push_back(value);
-      return true;
-    };
-    const auto comma = [&] {
-      space();
-      if (!at(',')) return false;
-      ++p;
-      space();
-      return true;
-    };
-    space();
-    if (at(']')) return static_cast<size_t>(p + 1 - text);
+    // Straight code, no closures over the position: this loop is most of reading an answer.
+    std::vector<JsonNumber>& cells = rows.cells;
+    cells.clear();
+    const int numbers = rows.bracketed ? rows.numbers : 1;
+    JsonNumber value;
+    const char* error_at = nullptr;
+    const char* expected = nullptr;
+    const char* p = space(text + pos_ + 1);  // past '['
+    if (p < stop && *p == ']') return static_cast<size_t>(p + 1 - text);
     while (true) {
       if (rows.bracketed) {
-        if (!at('[')) return 0;
-        ++p;
-        space();
-        for (int k = 0; k < rows.numbers; ++k) {
-          if ((k > 0 && !comma()) || !number()) return 0;
+        if (p >= stop || *p != '[') return 0;
+        p = space(p + 1);
+      }
+      for (int k = 0; k < numbers; ++k) {
+        if (k > 0) {
+          p = space(p);
+          if (p >= stop || *p != ',') return 0;
+          p = space(p + 1);
         }
+        p = scan_number(p, stop, value, error_at, expected);
+        if (p == nullptr) return 0;
+        cells.push_back(value);
+      }
+      if (rows.bracketed) {
         for (int k = 0; k < rows.nulls; ++k) {
-          if (!comma() || stop - p < 4 || std::memcmp(p, "null", 4) != 0) return 0;
+          p = space(p);
+          if (p >= stop || *p != ',') return 0;
+          p = space(p + 1);
+          if (stop - p < 4 || std::memcmp(p, "null", 4) != 0) return 0;
           p += 4;
         }
-        space();
-        if (!at(']')) return 0;
+        p = space(p);
+        if (p >= stop || *p != ']') return 0;
         ++p;
-      } else if (!number()) {
-        return 0;
       }
-      space();
-      if (at(']')) return static_cast<size_t>(p + 1 - text);
-      if (!comma()) return 0;
+      p = space(p);
+      if (p < stop && *p == ']') return static_cast<size_t>(p + 1 - text);
+      if (p >= stop || *p != ',') return 0;
+      p = space(p + 1);
     }
   }
 
@@ -387,6 +389,10 @@ class JsonParser {
     if (*p == '0') {
       ++p;
     } else {
+      // 19 digits never overflow 64 bits: checked only past them.
+      const char* const plain_end = stop - p > 19 ? p + 19 : stop;
+      while (p < plain_end && static_cast<unsigned char>(*p - '0') < 10)
+        value = value * 10 + static_cast<uint64_t>(*p++ - '0');
       while (digit(p)) {
         const auto d = static_cast<uint64_t>(*p - '0');
         overflow |= __builtin_mul_overflow(value, uint64_t{10}, &value);
@@ -395,19 +401,40 @@ class JsonParser {
       }
     }
     bool is_float = false;
+    // A fraction's or exponent's value is value * 10^q, for decimal_to_double, while `value` holds every
+    // digit exactly (else the text goes to std::from_chars).
+    bool exact = !overflow;
+    int64_t q = 0;
     if (p < stop && *p == '.') {
       ++p;
       if (!digit(p)) return refuse(p, "expected a digit after the decimal point");
+      const char* const fraction = p;
       // Log-probs are written with 16-17 significant digits: eight at a time, then one at a time.
-      while (stop - p >= 8 && eight_digits(p)) p += 8;
-      while (digit(p)) ++p;
+      constexpr uint64_t kRoomForEight = (UINT64_MAX - 99999999) / 100000000;
+      while (stop - p >= 8 && eight_digits(p)) {
+        exact = exact && value <= kRoomForEight;
+        if (exact) value = value * 100000000 + eight_digit_value(p);
+        p += 8;
+      }
+      while (digit(p)) {
+        exact = exact && value <= (UINT64_MAX - 9) / 10;
+        if (exact) value = value * 10 + static_cast<uint64_t>(*p - '0');
+        ++p;
+      }
+      q = -(p - fraction);
       is_float = true;
     }
     if (p < stop && (*p == 'e' || *p == 'E')) {
       ++p;
+      const bool negative_exponent = p < stop && *p == '-';
       if (p < stop && (*p == '+' || *p == '-')) ++p;
       if (!digit(p)) return refuse(p, "expected a digit in the exponent");
-      while (digit(p)) ++p;
+      int64_t exponent = 0;
+      while (digit(p)) {
+        if (exponent < 1000000) exponent = exponent * 10 + (*p - '0');  // beyond: from_chars decides
+        ++p;
+      }
+      q += negative_exponent ? -exponent : exponent;
       is_float = true;
     }
     constexpr uint64_t kMinMagnitude = uint64_t{1} << 63;  // |INT64_MIN|
@@ -420,16 +447,41 @@ class JsonParser {
       return p;
     }
     out.kind = JsonNumberKind::kFloat;
+    if (exact && q > -100000000 && q < 100000000) {
+      if (const std::optional<double> d = decimal_to_double(value, static_cast<int>(q), negative)) {
+        out.value.d = *d;
+        return p;
+      }
+    }
+    const std::optional<double> d = text_to_double(start, p);
+    if (!d) return refuse(p, nullptr);
+    out.value.d = *d;
+    return p;
+  }
+
+  // The double the text writes (std::from_chars, correctly rounded); nullopt where it overflows. Out of
+  // line: the rare path (decimal_to_double answers for almost every number).
+  [[gnu::noinline]] static std::optional<double> text_to_double(const char* start, const char* end) {
     double d = 0;
-    const auto [end, error] = std::from_chars(start, p, d);
-    if (error != std::errc() || end != p) {
+    const auto [stopped, error] = std::from_chars(start, end, d);
+    if (error != std::errc() || stopped != end) {
       // Out of range: strtod rounds underflow to the nearest denormal or zero, overflow to infinity.
-      const std::string copy(start, p);
+      const std::string copy(start, end);
       d = std::strtod(copy.c_str(), nullptr);
     }
-    if (!std::isfinite(d)) return refuse(p, nullptr);
-    out.value.d = d;
-    return p;
+    if (!std::isfinite(d)) return std::nullopt;
+    return d;
+  }
+
+  // Eight ASCII digits (eight_digits(p) holds) as their value: three multiplications, pairs of digits, then
+  // pairs of pairs, then the two halves.
+  static uint64_t eight_digit_value(const char* p) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    if constexpr (std::endian::native == std::endian::big) x = __builtin_bswap64(x);
+    x = ((x & 0x0F0F0F0F0F0F0F0Full) * 2561) >> 8;
+    x = ((x & 0x00FF00FF00FF00FFull) * 6553601) >> 16;
+    return ((x & 0x0000FFFF0000FFFFull) * 42949672960001ull) >> 32;
   }
 
   // A number at pos_, as a node.
