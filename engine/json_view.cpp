@@ -503,12 +503,7 @@ class JsonParser {
     set_text(node, written);
     node.end = static_cast<uint32_t>(doc_.nodes_.size());
     node.kind = value.kind;
-    if (value.kind == JsonNumberKind::kUnsigned)
-      node.number.u = value.value.u;
-    else if (value.kind == JsonNumberKind::kSigned)
-      node.number.i = value.value.i;
-    else
-      node.number.d = value.value.d;
+    node.number = value.value;
   }
 
   static bool clean8(const char* p) {  // 8 bytes of printable ASCII other than '"' and '\'
@@ -760,13 +755,7 @@ JsonDocument JsonDocument::parse(std::string_view text, const std::string& where
 JsonNumber JsonView::number_value() const {
   JsonNumber out;
   out.kind = number_kind();
-  const auto& node = doc_->nodes()[index_];
-  if (out.kind == JsonNumberKind::kUnsigned)
-    out.value.u = node.number.u;
-  else if (out.kind == JsonNumberKind::kSigned)
-    out.value.i = node.number.i;
-  else
-    out.value.d = node.number.d;
+  out.value = doc_->nodes()[index_].number;
   return out;
 }
 

@@ -9,7 +9,8 @@
 //    \u escapes must pair a high surrogate with a low one.
 //  * numbers: the grammar's exact form; integers are kept exactly (unsigned when >= 0, signed when < 0, as
 //    nlohmann types them), an integer beyond 64 bits becomes a double, a double that overflows is an error
-//    (nlohmann's "number overflow"), doubles are correctly rounded (std::from_chars / strtod).
+//    (nlohmann's "number overflow"), doubles are correctly rounded (decimal_to_double from the digits read
+//    while scanning, engine/decimal_double.h; std::from_chars / strtod where it declines).
 //  * nesting deeper than max_depth levels of arrays and objects: JsonErrorKind::kTooDeep, the path named.
 //  * a key repeated in one object: JsonErrorKind::kDuplicateKey, the path named.
 //  * syntax errors name the byte offset and what was expected there ("not valid JSON (byte 17): expected
@@ -37,14 +38,17 @@ enum class JsonNumberKind : uint8_t { kUnsigned, kSigned, kFloat };
 
 class JsonDocument;
 
+// A number's value, as its JsonNumberKind says.
+union JsonNumberValue {
+  uint64_t u;
+  int64_t i;
+  double d;
+};
+
 // A number as the parser read it (a node's value, or a cell of JsonNumberRows).
 struct JsonNumber {
   JsonNumberKind kind = JsonNumberKind::kUnsigned;
-  union {
-    uint64_t u;
-    int64_t i;
-    double d;
-  } value{0};
+  JsonNumberValue value{0};
   // Written as an integer that fits 64 bits (nlohmann's is_number_integer).
   bool is_integer() const { return kind != JsonNumberKind::kFloat; }
   double as_double() const {
@@ -198,11 +202,7 @@ class JsonDocument {
     const char* text = nullptr;  // strings: the (unescaped) value; anything else: its source bytes
     const char* key = nullptr;   // object members: the (unescaped) key
     uint32_t text_size = 0, key_size = 0;
-    union {
-      uint64_t u;
-      int64_t i;
-      double d;
-    } number{0};
+    JsonNumberValue number{0};
     uint32_t count = 0;  // arrays and objects: elements or members
     uint32_t end = 0;    // the index one past this value's last descendant (the next sibling's index)
     JsonType type = JsonType::kNull;

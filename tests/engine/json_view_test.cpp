@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace crl {
@@ -457,6 +458,27 @@ TEST(JsonView, AgreesWithReadJsonOnGeneratedDocuments) {
   EXPECT_GT(refused, 4000);
 }
 
+// A text read twice: plainly, and with a JsonKnownMember or JsonNumberRows (each read's document or error).
+struct TwoReads {
+  std::optional<JsonDocument> plain, with;
+  std::string plain_error, with_error;
+};
+TwoReads read_twice(const std::string& text, const JsonKnownMember* known,
+                    std::span<JsonNumberRows> rows = {}) {
+  TwoReads out;
+  try {
+    out.plain = JsonDocument::parse(text, "test", 8);
+  } catch (const JsonError& e) {
+    out.plain_error = e.what();
+  }
+  try {
+    out.with = JsonDocument::parse(text, "test", 8, known, rows);
+  } catch (const JsonError& e) {
+    out.with_error = e.what();
+  }
+  return out;
+}
+
 // A root member known by its text (JsonKnownMember): {"a": A, "tools": T, "b": B} with T an array or object,
 // read with T known and without, T or its surroundings often broken. The two reads accept and refuse the
 // same documents with the same errors; an accepted one has the same values but for T, whose node holds T's
@@ -485,18 +507,7 @@ TEST(JsonView, AKnownMemberIsStoredUnreadAndChangesNothingElse) {
     if (const size_t key = text.find("\"tools\":"); i % 7 == 3 && key != std::string::npos)
       text.insert(key + 8, "\n");  // spaces before the value
     const JsonKnownMember known{"tools", tools};
-    std::optional<JsonDocument> plain, with;
-    std::string plain_error, with_error;
-    try {
-      plain = JsonDocument::parse(text, "test", 8);
-    } catch (const JsonError& e) {
-      plain_error = e.what();
-    }
-    try {
-      with = JsonDocument::parse(text, "test", 8, &known);
-    } catch (const JsonError& e) {
-      with_error = e.what();
-    }
+    auto [plain, with, plain_error, with_error] = read_twice(text, &known);
     ASSERT_EQ(plain.has_value(), with.has_value()) << text << "\n" << plain_error << with_error;
     if (!plain) {
       ASSERT_EQ(plain_error, with_error) << text;
@@ -675,18 +686,7 @@ TEST(JsonNumberRows, ChangeNothingButWhereTheNumbersAreKept) {
   for (int i = 0; i < 20000; ++i) {
     std::string text = answer_document(generator, rng);
     if (i % 3 == 1) text = mutate(text, rng);
-    std::optional<JsonDocument> plain, with;
-    std::string plain_error, with_error;
-    try {
-      plain = JsonDocument::parse(text, "test", 8);
-    } catch (const JsonError& e) {
-      plain_error = e.what();
-    }
-    try {
-      with = JsonDocument::parse(text, "test", 8, nullptr, rows);
-    } catch (const JsonError& e) {
-      with_error = e.what();
-    }
+    auto [plain, with, plain_error, with_error] = read_twice(text, nullptr, rows);
     ASSERT_EQ(plain.has_value(), with.has_value()) << text << "\n" << plain_error << with_error;
     if (!plain) {
       ASSERT_EQ(plain_error, with_error) << text;
