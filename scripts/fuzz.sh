@@ -6,7 +6,7 @@
 #
 #   scripts/fuzz.sh 300            # five minutes per target
 #   JOBS=2 scripts/fuzz.sh 60      # build parallelism (default 2)
-#   TARGETS="http_request" scripts/fuzz.sh 300   # only these targets (default: all eight)
+#   TARGETS="http_request" scripts/fuzz.sh 300   # only these targets (default: all nine)
 #
 # A target with a dictionary (tests/fuzz/<target>.dict: JSON keys, template syntax) gets it with -dict. The
 # Jinja target also starts from the real models' chat templates when the npm oracle packages are installed
@@ -19,7 +19,7 @@ BUILD=$ROOT/build-fuzz
 JOBS=${JOBS:-2}
 
 CC=clang CXX=clang++ cmake -S "$ROOT/tests/fuzz" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-TARGETS=${TARGETS:-request_decoder scenario_parser http_request model_reply gateway_body jinja_template tokenizer_json openenv_session}
+TARGETS=${TARGETS:-request_decoder scenario_parser http_request model_reply gateway_body jinja_template tokenizer_json openenv_session upstream_answer}
 cmake --build "$BUILD" -j"$JOBS" --target $(for t in $TARGETS; do echo "fuzz_$t"; done)
 
 status=0

@@ -90,11 +90,7 @@ bool read_id(JsonView value, int vocab_size, TokenId& out) {
   return value.is_number() && read_id(value.number_value(), vocab_size, out);
 }
 
-// The per-token lists an answer's parse reads as rows of numbers (JsonNumberRows: a node per value made
-// reading an answer cost about 1.7k instructions per token): SGLang's output_ids and output_token_logprobs
-// ([logprob, id, null], the text null unless return_text_in_logprobs), the OpenAI API's token_ids and
-// logprobs.token_logprobs. An answer of another shape is read from its document, with the same checks.
-enum AnswerRows { kIds, kTokenLogprobs, kRowCount };
+enum AnswerRows { kIds, kTokenLogprobs };
 JsonNumberRows number_rows(std::string_view key, int numbers = 0, int nulls = 0) {
   JsonNumberRows rows;
   rows.key = key;
@@ -103,11 +99,11 @@ JsonNumberRows number_rows(std::string_view key, int numbers = 0, int nulls = 0)
   rows.nulls = nulls;
   return rows;
 }
-std::span<JsonNumberRows> answer_rows(ApiKind kind) {  // per thread: their cells' storage is kept
-  thread_local JsonNumberRows sglang[kRowCount] = {number_rows("output_ids"),
-                                                   number_rows("output_token_logprobs", 2, 1)};
-  thread_local JsonNumberRows openai[kRowCount] = {number_rows("token_ids"), number_rows("token_logprobs")};
-  return kind == ApiKind::kSglang ? std::span<JsonNumberRows>(sglang) : std::span<JsonNumberRows>(openai);
+// Per thread, so that their cells' storage is kept from one answer to the next.
+std::span<JsonNumberRows> answer_rows(ApiKind kind) {
+  thread_local std::vector<JsonNumberRows> sglang = answer_number_rows(ApiKind::kSglang);
+  thread_local std::vector<JsonNumberRows> openai = answer_number_rows(ApiKind::kOpenAi);
+  return kind == ApiKind::kSglang ? sglang : openai;
 }
 
 // One per-token list of an answer, row after row: the rows the parse took, or the document's array.
@@ -462,6 +458,14 @@ void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingP
   else
     out.ids = call.prompt_ids_json;
   write_tail(kind, call, sampling, out.tail);
+}
+
+std::vector<JsonNumberRows> answer_number_rows(ApiKind kind) {
+  // (A node per value made reading an answer cost about 1.7k instructions per token.) SGLang's entries are
+  // [logprob, id, text], the text null unless return_text_in_logprobs.
+  if (kind == ApiKind::kSglang)
+    return {number_rows("output_ids"), number_rows("output_token_logprobs", 2, 1)};
+  return {number_rows("token_ids"), number_rows("token_logprobs")};
 }
 
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs) {

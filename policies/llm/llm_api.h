@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/context.h"
+#include "engine/json_view.h"
 #include "engine/rng.h"
 #include "engine/token.h"
 
@@ -98,6 +99,10 @@ void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingP
 // (what the request asked), the alternatives are read too: one list per sampled token, each entry well
 // formed, at most top_logprobs + 1 of them (the OpenAI API adds the sampled token).
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs = 0);
+// The per-token lists parse_response reads as rows of numbers (engine/json_view.h, JsonNumberRows), in the
+// shapes the servers write: SGLang's output_ids and output_token_logprobs, the OpenAI API's token_ids and
+// logprobs.token_logprobs. Any other shape is read from the document, with the same checks.
+std::vector<JsonNumberRows> answer_number_rows(ApiKind kind);
 
 // The request seed of a stream (spec section 5): the first 8 bytes of SHA-256 over
 // "crl-sampling|<seed>|<task>|<sample>|<role>|<ordinal>", masked to 63 bits. Identical for paired runs.

@@ -1,0 +1,55 @@
+// libFuzzer target for an LLM server's answer as the gateway and the LLM driver read it
+// (policies/llm/llm_api.h, parse_response; its per-token lists read as rows of numbers, engine/json_view.h).
+//
+// Input: one selector byte, then the answer. Bit 0 of the selector picks the API (SGLang's /generate or the
+// OpenAI API's /v1/completions), bit 1 a vocabulary (none, or 256 ids), bit 2 whether two alternatives per
+// token were asked. Properties: reading never crashes or throws; it is deterministic; an answer read as
+// accepted holds one log-prob per id, each id within the vocabulary; and the rows change nothing but where
+// the numbers are kept (tests/fuzz/number_rows_check.h: the same acceptance, errors and values as a plain
+// read of the same text).
+//
+// Built by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined; tests/fuzz/CMakeLists.txt) with
+// CRL_LIBFUZZER defined; the LLM policy tests compile the same function without it and replay the seed
+// corpus (tests/fuzz/corpus/upstream_answer).
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "policies/llm/llm_api.h"
+#include "tests/fuzz/number_rows_check.h"
+
+namespace crl::llm {
+
+int fuzz_upstream_answer(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  const ApiKind kind = (data[0] & 1) ? ApiKind::kOpenAi : ApiKind::kSglang;
+  const int vocab = (data[0] & 2) ? 256 : 0;
+  const int top = (data[0] & 4) ? 2 : 0;
+  GenerateResult first, second;
+  try {
+    first = parse_response(kind, body, vocab, top);
+    second = parse_response(kind, body, vocab, top);
+  } catch (...) {
+    std::abort();  // an answer is read or refused, never thrown out of the reader
+  }
+  if (first.ok != second.ok || first.error != second.error || first.ids != second.ids ||
+      first.logprobs != second.logprobs || first.finish_reason != second.finish_reason)
+    std::abort();
+  if (first.ok) {
+    if (first.ids.size() != first.logprobs.size()) std::abort();
+    for (const TokenId id : first.ids)
+      if (id < 0 || (vocab > 0 && id >= vocab)) std::abort();
+  }
+  std::vector<JsonNumberRows> rows = answer_number_rows(kind);
+  if (!testing::read_with_and_without_rows(body, rows, kMaxJsonDepth).difference.empty()) std::abort();
+  return 0;
+}
+
+}  // namespace crl::llm
+
+#ifdef CRL_LIBFUZZER
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return crl::llm::fuzz_upstream_answer(data, size);
+}
+#endif
