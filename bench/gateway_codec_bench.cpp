@@ -98,6 +98,41 @@ void BM_UpstreamAnswerParse(benchmark::State& state) {
 }
 BENCHMARK(BM_UpstreamAnswerParse)->Arg(14)->Arg(256)->Arg(2048);
 
+// The same tokens as vLLM's /v1/completions answers them (return_token_ids, logprobs: 1): per token its
+// text, log-prob, alternatives (the sampled token's, as an object) and text offset besides its id.
+void BM_UpstreamAnswerParseOpenAi(benchmark::State& state) {
+  const int tokens = static_cast<int>(state.range(0));
+  json ids = json::array(), logprobs = json::array(), texts = json::array(), tops = json::array(),
+       offsets = json::array();
+  for (int i = 0; i < tokens; ++i) {
+    const double logprob = static_cast<float>(-0.1 - i / 1000.0);
+    const std::string text = "t" + std::to_string(i % 10);
+    ids.push_back(100 + i);
+    logprobs.push_back(logprob);
+    texts.push_back(text);
+    tops.push_back({{text, logprob}});
+    offsets.push_back(2 * i);
+  }
+  const std::string body = json{{"id", "cmpl-bench"},
+                                {"object", "text_completion"},
+                                {"model", "m"},
+                                {"choices",
+                                 {{{"index", 0},
+                                   {"text", "ok"},
+                                   {"logprobs",
+                                    {{"text_offset", offsets},
+                                     {"token_logprobs", logprobs},
+                                     {"tokens", texts},
+                                     {"top_logprobs", tops}}},
+                                   {"finish_reason", "stop"},
+                                   {"token_ids", ids}}}},
+                                {"usage", {{"prompt_tokens", 8000}, {"completion_tokens", tokens}}}}
+                               .dump();
+  for (auto _ : state) benchmark::DoNotOptimize(llm::parse_response(llm::ApiKind::kOpenAi, body, 0));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_UpstreamAnswerParseOpenAi)->Arg(14)->Arg(256)->Arg(2048);
+
 // Baseline: the same answer read as parse_response read it before its per-token lists were rows of numbers
 // (engine/json_view.h, JsonNumberRows): a node per value, the lists then walked from the document.
 void BM_UpstreamAnswerParseDocument(benchmark::State& state) {
