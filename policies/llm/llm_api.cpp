@@ -90,7 +90,7 @@ bool read_id(JsonView value, int vocab_size, TokenId& out) {
   return value.is_number() && read_id(value.number_value(), vocab_size, out);
 }
 
-enum AnswerRows { kIds, kTokenLogprobs };
+enum AnswerList { kIds, kTokenLogprobs };
 JsonNumberRows number_rows(std::string_view key, int numbers = 0, int nulls = 0) {
   JsonNumberRows rows;
   rows.key = key;
@@ -99,12 +99,30 @@ JsonNumberRows number_rows(std::string_view key, int numbers = 0, int nulls = 0)
   rows.nulls = nulls;
   return rows;
 }
-// Per thread, so that their cells' storage is kept from one answer to the next.
-std::span<JsonNumberRows> answer_rows(ApiKind kind) {
-  thread_local std::vector<JsonNumberRows> sglang = answer_number_rows(ApiKind::kSglang);
-  thread_local std::vector<JsonNumberRows> openai = answer_number_rows(ApiKind::kOpenAi);
-  return kind == ApiKind::kSglang ? sglang : openai;
-}
+// The rows one answer's reading uses: per thread, so that their storage is kept from one answer to the
+// next, but at most kMaxKeptCells numbers of it (1 MiB; a 100k-token answer gives back what it grew, as
+// JsonDocument bounds its spare nodes).
+class ThreadAnswerRows {
+ public:
+  explicit ThreadAnswerRows(ApiKind kind) {
+    thread_local std::vector<JsonNumberRows> sglang = answer_number_rows(ApiKind::kSglang);
+    thread_local std::vector<JsonNumberRows> openai = answer_number_rows(ApiKind::kOpenAi);
+    rows_ = kind == ApiKind::kSglang ? std::span<JsonNumberRows>(sglang) : std::span<JsonNumberRows>(openai);
+  }
+  ~ThreadAnswerRows() {
+    constexpr size_t kMaxKeptCells = 65536;
+    for (JsonNumberRows& r : rows_) {
+      r.text = {};  // (a view into the answer, which goes)
+      if (r.cells.capacity() > kMaxKeptCells) r.cells = {};
+    }
+  }
+  ThreadAnswerRows(const ThreadAnswerRows&) = delete;
+  ThreadAnswerRows& operator=(const ThreadAnswerRows&) = delete;
+  std::span<JsonNumberRows> rows() const { return rows_; }
+
+ private:
+  std::span<JsonNumberRows> rows_;
+};
 
 // One per-token list of an answer, row after row: the rows the parse took, or the document's array.
 class TokenList {
@@ -473,7 +491,8 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   // the call with a short message (never the answer whole).
   // (engine/json_view.h: read_json's limits, without building nlohmann's DOM of the answer.)
   std::optional<JsonDocument> parsed;
-  const std::span<JsonNumberRows> rows = answer_rows(kind);
+  const ThreadAnswerRows kept(kind);
+  const std::span<JsonNumberRows> rows = kept.rows();
   try {
     parsed = JsonDocument::parse(body, "the answer", kMaxJsonDepth, nullptr, rows);
   } catch (const JsonError& e) {
