@@ -136,12 +136,19 @@ class TokenList {
   // The next row's first `n` numbers (a bare list: its element, n = 1); false where that row is not n
   // numbers or an array that starts with them.
   bool next(JsonNumber* out, int n) {
-    if (taken_) {
+    if (taken_) [[likely]] {
       const JsonNumber* row = rows_.cells.data() + at_;
       at_ += static_cast<size_t>(rows_.bracketed ? rows_.numbers : 1);
       std::copy(row, row + n, out);
       return true;
     }
+    return next_element(out, n);
+  }
+
+ private:
+  // The document's next element (out of line: the rows are the rule, and next() stays small enough to be
+  // inlined into the reading loops).
+  [[gnu::noinline]] bool next_element(JsonNumber* out, int n) {
     const JsonView element = *element_;
     ++element_;
     if (!rows_.bracketed) {
@@ -158,7 +165,6 @@ class TokenList {
     return true;
   }
 
- private:
   JsonView array_;
   const JsonNumberRows& rows_;
   bool taken_;
