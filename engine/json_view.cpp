@@ -650,22 +650,12 @@ JsonNumberKind JsonView::number_kind() const {
 }
 
 double JsonView::number() const {
-  const auto& node = doc_->nodes()[index_];
-  switch (number_kind()) {
-    case JsonNumberKind::kUnsigned:
-      return static_cast<double>(node.number.u);
-    case JsonNumberKind::kSigned:
-      return static_cast<double>(node.number.i);
-    case JsonNumberKind::kFloat:
-      break;
-  }
-  return node.number.d;
+  return number_value().as_double();
 }
 
 int64_t JsonView::integer() const {
   if (!is_integer()) wrong_type("an integer");
-  const auto& node = doc_->nodes()[index_];
-  return node.kind == JsonNumberKind::kSigned ? node.number.i : static_cast<int64_t>(node.number.u);
+  return number_value().as_integer();
 }
 
 JsonView JsonView::find(std::string_view key) const {
