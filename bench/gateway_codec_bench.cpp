@@ -98,12 +98,14 @@ void BM_UpstreamAnswerParse(benchmark::State& state) {
 }
 BENCHMARK(BM_UpstreamAnswerParse)->Arg(14)->Arg(256)->Arg(2048);
 
-// The same tokens as vLLM's /v1/completions answers them (return_token_ids, logprobs: 1): per token its
-// text, log-prob, alternatives (the sampled token's, as an object) and text offset besides its id.
-void BM_UpstreamAnswerParseOpenAi(benchmark::State& state) {
-  const int tokens = static_cast<int>(state.range(0));
-  json ids = json::array(), logprobs = json::array(), texts = json::array(), tops = json::array(),
-       offsets = json::array();
+// The same tokens as vLLM's /v1/completions answers them (return_token_ids, logprobs: 1), in the order vLLM
+// writes its fields: per token its text, log-prob, alternatives (the sampled token's, as an object) and text
+// offset besides its id, and, since return_token_ids also returns them, the prompt's ids: 8,000 of them (the
+// rows' 8k-token context), drawn from a Qwen-sized vocabulary as real prompts' ids are (five or six digits).
+std::string vllm_answer(int tokens) {
+  using ordered = nlohmann::ordered_json;
+  ordered ids = ordered::array(), logprobs = ordered::array(), texts = ordered::array(),
+          tops = ordered::array(), offsets = ordered::array(), prompt = ordered::array();
   for (int i = 0; i < tokens; ++i) {
     const double logprob = static_cast<float>(-0.1 - i / 1000.0);
     const std::string text = "t" + std::to_string(i % 10);
@@ -113,23 +115,35 @@ void BM_UpstreamAnswerParseOpenAi(benchmark::State& state) {
     tops.push_back({{text, logprob}});
     offsets.push_back(2 * i);
   }
-  const std::string body = json{{"id", "cmpl-bench"},
-                                {"object", "text_completion"},
-                                {"model", "m"},
-                                {"choices",
-                                 {{{"index", 0},
-                                   {"text", "ok"},
-                                   {"logprobs",
-                                    {{"text_offset", offsets},
-                                     {"token_logprobs", logprobs},
-                                     {"tokens", texts},
-                                     {"top_logprobs", tops}}},
-                                   {"finish_reason", "stop"},
-                                   {"token_ids", ids}}}},
-                                {"usage", {{"prompt_tokens", 8000}, {"completion_tokens", tokens}}}}
-                               .dump();
+  for (int i = 0; i < 8000; ++i) prompt.push_back((i * 7919 + 151) % 151643);
+  ordered choice = {
+      {"index", 0},
+      {"text", "ok"},
+      {"logprobs",
+       {{"text_offset", offsets}, {"token_logprobs", logprobs}, {"tokens", texts}, {"top_logprobs", tops}}},
+      {"finish_reason", "stop"},
+      {"stop_reason", nullptr},
+      {"token_ids", ids},
+      {"prompt_logprobs", nullptr},
+      {"prompt_token_ids", prompt}};
+  return ordered{
+      {"id", "cmpl-bench"},
+      {"object", "text_completion"},
+      {"created", 0},
+      {"model", "m"},
+      {"choices", ordered::array({choice})},
+      {"service_tier", nullptr},
+      {"system_fingerprint", nullptr},
+      {"usage", {{"prompt_tokens", 8000}, {"total_tokens", 8000 + tokens}, {"completion_tokens", tokens}}},
+      {"kv_transfer_params", nullptr}}
+      .dump();
+}
+
+void BM_UpstreamAnswerParseOpenAi(benchmark::State& state) {
+  const std::string body = vllm_answer(static_cast<int>(state.range(0)));
   for (auto _ : state) benchmark::DoNotOptimize(llm::parse_response(llm::ApiKind::kOpenAi, body, 0));
   state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.counters["answer_bytes"] = static_cast<double>(body.size());
 }
 BENCHMARK(BM_UpstreamAnswerParseOpenAi)->Arg(14)->Arg(256)->Arg(2048);
 

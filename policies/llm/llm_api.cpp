@@ -90,7 +90,7 @@ bool read_id(JsonView value, int vocab_size, TokenId& out) {
   return value.is_number() && read_id(value.number_value(), vocab_size, out);
 }
 
-enum AnswerList { kIds, kTokenLogprobs };
+enum AnswerList { kIds, kTokenLogprobs, kPromptIds, kTextOffsets };
 JsonNumberRows number_rows(std::string_view key, int numbers = 0, int nulls = 0) {
   JsonNumberRows rows;
   rows.key = key;
@@ -332,8 +332,35 @@ GenerateResult parse_sglang(JsonView body, std::span<const JsonNumberRows> rows,
   return out;
 }
 
+// vLLM's return_token_ids answers the prompt's ids too (`prompt_token_ids`, 8,000 at an 8k-token context:
+// read as rows, not a node each, they cost a scan instead of most of the answer's reading). When they are
+// there they must be the prompt sent: an upstream that cut it (truncate_prompt_tokens, a context limit) or a
+// proxy that re-tokenized it ran another prompt than the one the caller records as the policy's. Null or
+// absent (a server before return_token_ids answered them): nothing to check. Empty: they are the prompt.
+std::string check_prompt_echo(JsonView echoed, const JsonNumberRows& rows, const PromptView& sent) {
+  TokenList ids(echoed, rows);
+  if (!ids.is_array()) return "";
+  if (ids.size() != static_cast<size_t>(sent.size())) {
+    return "choices[0].prompt_token_ids has " + std::to_string(ids.size()) +
+           (ids.size() == 1 ? " id" : " ids") + " where the prompt sent had " + std::to_string(sent.size()) +
+           " (the server did not run the prompt it was sent)";
+  }
+  size_t at = 0;
+  for (const Span& span : sent.spans()) {
+    for (const TokenId want : sent.tokens(span)) {
+      JsonNumber id;
+      if (!ids.next(&id, 1) || !id.is_integer() || id.as_integer() != want) {
+        return "choices[0].prompt_token_ids[" + std::to_string(at) + "] is not the prompt sent's id " +
+               std::to_string(want) + " (the server did not run the prompt it was sent)";
+      }
+      ++at;
+    }
+  }
+  return "";
+}
+
 GenerateResult parse_openai(JsonView body, std::span<const JsonNumberRows> rows, int vocab_size,
-                            int top_logprobs) {
+                            int top_logprobs, const PromptView* sent) {
   GenerateResult out;
   if (!body.is_object()) return fail("the answer is not a JSON object");
   const JsonView choices = body.find("choices");
@@ -362,6 +389,10 @@ GenerateResult parse_openai(JsonView body, std::span<const JsonNumberRows> rows,
       return fail("choices[0].logprobs.token_logprobs[" + std::to_string(i) + "] is not a number");
   }
   std::string why;
+  if (sent != nullptr) {
+    why = check_prompt_echo(choice.find("prompt_token_ids"), rows[kPromptIds], *sent);
+    if (!why.empty()) return fail(why);
+  }
   if (top_logprobs > 0 &&
       !read_openai_top(choice.find("logprobs").find("top_logprobs"), out.ids.size(), top_logprobs, out, why))
     return fail(why);
@@ -489,10 +520,14 @@ std::vector<JsonNumberRows> answer_number_rows(ApiKind kind) {
   // [logprob, id, text], the text null unless return_text_in_logprobs.
   if (kind == ApiKind::kSglang)
     return {number_rows("output_ids"), number_rows("output_token_logprobs", 2, 1)};
-  return {number_rows("token_ids"), number_rows("token_logprobs")};
+  // vLLM's: the sampled ids, their log-probs, the prompt's ids (return_token_ids) and each token's text
+  // offset (logprobs); its alternatives and token texts are a node each still.
+  return {number_rows("token_ids"), number_rows("token_logprobs"), number_rows("prompt_token_ids"),
+          number_rows("text_offset")};
 }
 
-GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs) {
+GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs,
+                              const PromptView* sent) {
   // The shared reader: an answer nested past kMaxJsonDepth, with a repeated key or not JSON at all fails
   // the call with a short message (never the answer whole).
   // (engine/json_view.h: read_json's limits, without building nlohmann's DOM of the answer.)
@@ -506,7 +541,7 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   }
   const JsonView root = parsed->root();
   GenerateResult out = kind == ApiKind::kSglang ? parse_sglang(root, rows, vocab_size, top_logprobs)
-                                                : parse_openai(root, rows, vocab_size, top_logprobs);
+                                                : parse_openai(root, rows, vocab_size, top_logprobs, sent);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
       out.finish_reason != "abort") {
     return fail("finish reason " + quote(text_prefix(out.finish_reason)) +

@@ -9,8 +9,9 @@
 //  * OpenAI-compatible `POST /v1/completions` (vLLM, SGLang) with a token-id prompt: {model, prompt: [ids],
 //    max_tokens, temperature, top_p, top_k, logprobs: 1, return_token_ids, seed, stop_token_ids,
 //    skip_special_tokens, include_stop_str_in_output}; answer {choices: [{token_ids, text, finish_reason:
-//    stop|length|abort, logprobs {token_logprobs, top_logprobs: [{text: logprob}, ...]}}], usage
-//    {prompt_tokens, completion_tokens}} (logprobs: K asks for K alternatives).
+//    stop|length|abort, logprobs {token_logprobs, top_logprobs: [{text: logprob}, ...]}, prompt_token_ids
+//    (vLLM 0.10.2 on: the prompt it ran)}], usage {prompt_tokens, completion_tokens}} (logprobs: K asks for
+//    K alternatives).
 // The sampled ids and their log-probs are read exactly as the server sent them; nothing is re-tokenised.
 #include <cstdint>
 #include <string>
@@ -97,11 +98,16 @@ void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingP
 // Reads an answer body. Malformed JSON, missing fields, lengths that differ, ids outside [0, vocab_size)
 // (when vocab_size > 0) or an unknown finish reason give ok = false with the reason. With `top_logprobs` > 0
 // (what the request asked), the alternatives are read too: one list per sampled token, each entry well
-// formed, at most top_logprobs + 1 of them (the OpenAI API adds the sampled token).
-GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs = 0);
+// formed, at most top_logprobs + 1 of them (the OpenAI API adds the sampled token). With `sent` (the prompt
+// the request carried), an answer that names the prompt it ran (vLLM's prompt_token_ids, return_token_ids)
+// must name that one: an upstream that cut or re-tokenized it fails the call, since the caller would record
+// a prompt the policy did not see.
+GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs = 0,
+                              const PromptView* sent = nullptr);
 // The per-token lists parse_response reads as rows of numbers (engine/json_view.h, JsonNumberRows), in the
-// shapes the servers write: SGLang's output_ids and output_token_logprobs, the OpenAI API's token_ids and
-// logprobs.token_logprobs. Any other shape is read from the document, with the same checks.
+// shapes the servers write: SGLang's output_ids and output_token_logprobs, the OpenAI API's token_ids,
+// logprobs.token_logprobs, prompt_token_ids and logprobs.text_offset. Any other shape is read from the
+// document, with the same checks.
 std::vector<JsonNumberRows> answer_number_rows(ApiKind kind);
 
 // The request seed of a stream (spec section 5): the first 8 bytes of SHA-256 over

@@ -619,8 +619,8 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
       out.retry_after = 1;
       return out;
   }
-  out.answer =
-      llm::parse_response(options_.api, response.body, options_.vocab_size, call.sampling.top_logprobs);
+  out.answer = llm::parse_response(options_.api, response.body, options_.vocab_size,
+                                   call.sampling.top_logprobs, call.prompt);
   if (!out.answer.ok) {
     out.status = 502;
     out.code = "upstream_malformed";

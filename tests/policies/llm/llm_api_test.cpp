@@ -295,6 +295,51 @@ TEST(LlmApi, ReadsOpenAiAnswersExactly) {
   EXPECT_FALSE(parse_response(ApiKind::kOpenAi, without, 0).ok);
 }
 
+// vLLM's return_token_ids answers the prompt it ran (prompt_token_ids); given the prompt sent, the reading
+// checks that it is that one, whether the list is read as rows of numbers or (any other shape) from the
+// document: a server that cut the prompt or a proxy that re-tokenized it fails the call with the position.
+TEST(LlmApi, AnOpenAiAnswerMustNameThePromptItWasSent) {
+  const Prompt sent({151644, 8948, 198, 2610, 525});
+  const auto answer = [](const std::string& prompt_ids) {
+    return R"({"choices":[{"index":0,"text":"ok","logprobs":{"text_offset":[0,1],"token_logprobs":[-0.5,-0.25],)"
+           R"("tokens":["o","k"],"top_logprobs":[{"o":-0.5},{"k":-0.25}]},"finish_reason":"stop",)"
+           R"("stop_reason":null,"token_ids":[111,107],"prompt_logprobs":null,"prompt_token_ids":)" +
+           prompt_ids + "}]}";
+  };
+  const auto error = [&](const std::string& prompt_ids, const PromptView* prompt) {
+    const GenerateResult r = parse_response(ApiKind::kOpenAi, answer(prompt_ids), 0, 0, prompt);
+    EXPECT_EQ(r.ok, r.error.empty());
+    if (r.ok) {
+      EXPECT_EQ(r.ids, (std::vector<TokenId>{111, 107}));
+    }
+    return r.error;
+  };
+  EXPECT_EQ(error("[151644,8948,198,2610,525]", &sent.view), "");
+  EXPECT_EQ(error(" [ 151644 , 8948,198,\n2610,525 ] ", &sent.view), "");
+  EXPECT_EQ(error("null", &sent.view), "");  // a server before return_token_ids answered them
+  const std::string changed =
+      "choices[0].prompt_token_ids[3] is not the prompt sent's id 2610 (the server "
+      "did not run the prompt it was sent)";
+  EXPECT_EQ(error("[151644,8948,198,2611,525]", &sent.view), changed);
+  EXPECT_EQ(error("[151644,8948,198,2610.0,525]", &sent.view), changed);     // a float is no id
+  EXPECT_EQ(error(R"([151644,8948,198,"2610",525])", &sent.view), changed);  // read from the document
+  EXPECT_EQ(error("[151644,8948,198,-2610,525]", &sent.view), changed);
+  EXPECT_EQ(error("[8948,198,2610,525]", &sent.view),
+            "choices[0].prompt_token_ids has 4 ids where the prompt sent had 5 (the server did not run the "
+            "prompt it was sent)");
+  EXPECT_EQ(error("[]", &sent.view),
+            "choices[0].prompt_token_ids has 0 ids where the prompt sent had 5 (the server did not run the "
+            "prompt it was sent)");
+  // Without the prompt sent (a caller that does not know it) nothing is checked.
+  EXPECT_EQ(error("[8948,198,2610,525]", nullptr), "");
+  // Not JSON stays not JSON, with or without rows.
+  EXPECT_NE(error("[151644,8948,198,2610,525,]", &sent.view).find("is not accepted JSON"), std::string::npos);
+  // The answer without the key at all: nothing to check.
+  std::string without = answer("[1]");
+  without.replace(without.find("\"prompt_token_ids\""), 18, "\"other_prompt_ids\"");
+  EXPECT_TRUE(parse_response(ApiKind::kOpenAi, without, 0, 0, &sent.view).ok);
+}
+
 // Alternatives asked per token: SGLang's top_logprobs_num (sent only when asked), the OpenAI API's logprobs
 // (at least the 1 the sampled log-probs need); their answers read as the servers write them.
 TEST(LlmApi, TopLogprobsAreAskedOnlyWhenWantedAndReadFromBothApis) {

@@ -419,7 +419,12 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
         offsets.push_back(offset);
         offset += piece.size();
       }
-      json choice = {
+      // vLLM's fields in its order (protocol.py's CompletionResponseChoice and CompletionResponse);
+      // return_token_ids answers the prompt's ids too (vLLM 0.10.2 on), the prompt it ran: with the
+      // "truncate" fault, without its first id (as truncate_prompt_tokens cuts a prompt from the left).
+      using ordered = nlohmann::ordered_json;
+      const auto ran = call.prompt.begin() + (sticky == "truncate" ? 1 : 0);
+      ordered choice = {
           {"index", 0},
           {"text", out_text},
           {"logprobs",
@@ -429,20 +434,26 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
             {"top_logprobs", top}}},
           {"finish_reason", finish},
           {"stop_reason", finish == "stop" && im_end && !stopped_on_string ? json(*im_end) : json(nullptr)},
-          {"prompt_token_ids", nullptr},
-          {"token_ids", output}};
-      out = {{"id", "cmpl-" + std::to_string(id)},
-             {"object", "text_completion"},
-             {"created", 0},
-             {"model", request.value("model", std::string("scripted"))},
-             {"choices", json::array({choice})},
-             {"usage",
-              {{"prompt_tokens", call.prompt.size()},
-               {"total_tokens", call.prompt.size() + output.size()},
-               {"completion_tokens", output.size()},
-               {"prompt_tokens_details", nullptr}}}};
+          {"token_ids", output},
+          {"prompt_logprobs", nullptr},
+          {"prompt_token_ids", std::vector<TokenId>(ran, call.prompt.end())}};
+      answer.body = ordered{
+          {"id", "cmpl-" + std::to_string(id)},
+          {"object", "text_completion"},
+          {"created", 0},
+          {"model", request.value("model", std::string("scripted"))},
+          {"choices", ordered::array({choice})},
+          {"service_tier", nullptr},
+          {"system_fingerprint", nullptr},
+          {"usage",
+           {{"prompt_tokens", call.prompt.size()},
+            {"total_tokens", call.prompt.size() + output.size()},
+            {"completion_tokens", output.size()},
+            {"prompt_tokens_details", nullptr}}},
+          {"kv_transfer_params",
+           nullptr}}.dump(-1, ' ', false, json::error_handler_t::replace);
     }
-    answer.body = out.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (sglang) answer.body = out.dump(-1, ' ', false, json::error_handler_t::replace);
     if (options.log_calls) {
       std::lock_guard lock(mutex);
       log.push_back(std::move(call));
