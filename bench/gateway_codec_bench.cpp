@@ -139,13 +139,29 @@ std::string vllm_answer(int tokens) {
       .dump();
 }
 
+// Second arg: what the reading is given of the prompt sent. 0, nothing (nothing checked: the baseline);
+// 1, its ids (the prompt's ids answered back are read and compared one by one: crl rollout's driver); 2,
+// its ids and their text as sent (compared as bytes where the answer writes them the same way: the
+// gateway, which keeps that text per session).
 void BM_UpstreamAnswerParseOpenAi(benchmark::State& state) {
   const std::string body = vllm_answer(static_cast<int>(state.range(0)));
-  for (auto _ : state) benchmark::DoNotOptimize(llm::parse_response(llm::ApiKind::kOpenAi, body, 0));
+  std::vector<TokenId> prompt;
+  for (int i = 0; i < 8000; ++i) prompt.push_back((i * 7919 + 151) % 151643);
+  TokenArena arena;
+  const PromptView view(&arena, {arena.append(prompt, Provenance::kPrompt)});
+  const std::string text = json(prompt).dump();
+  llm::SentPrompt sent;
+  if (state.range(1) >= 1) sent.ids = &view;
+  if (state.range(1) == 2) sent.ids_json = text;
+  for (auto _ : state) {
+    const llm::GenerateResult r = llm::parse_response(llm::ApiKind::kOpenAi, body, 0, 0, sent);
+    if (!r.ok) state.SkipWithError(r.error.c_str());
+    benchmark::DoNotOptimize(r);
+  }
   state.SetItemsProcessed(state.iterations() * state.range(0));
   state.counters["answer_bytes"] = static_cast<double>(body.size());
 }
-BENCHMARK(BM_UpstreamAnswerParseOpenAi)->Arg(14)->Arg(256)->Arg(2048);
+BENCHMARK(BM_UpstreamAnswerParseOpenAi)->ArgsProduct({{14, 256, 2048}, {0, 1, 2}});
 
 // Baseline: the same answer read as parse_response read it before its per-token lists were rows of numbers
 // (engine/json_view.h, JsonNumberRows): a node per value, the lists then walked from the document.

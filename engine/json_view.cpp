@@ -131,7 +131,14 @@ class JsonParser {
     if (doc_.nodes_[level.node].type != JsonType::kObject) return false;
     for (JsonNumberRows& rows : rows_) {
       if (!rows.text.empty() || rows.key != level.key) continue;
-      const size_t end = read_rows(rows);
+      size_t end = 0;
+      if (!rows.expected.empty() && within_depth(rows) &&
+          text_.compare(pos_, rows.expected.size(), rows.expected) == 0) {
+        rows.matched = true;
+        end = pos_ + rows.expected.size();
+      } else {
+        end = read_rows(rows);
+      }
       if (end == 0) {
         rows.cells.clear();
         continue;
@@ -151,9 +158,13 @@ class JsonParser {
   // or not taken as JSON (the general reading then reads it, or names the error). Only JSON's grammar for
   // such an array is taken, and its numbers by json_scan::scan_number, so what is taken is what the general
   // reading would read.
+  // The array's level and, bracketed, its rows' must be within the depth the general reading allows.
+  bool within_depth(const JsonNumberRows& rows) const {
+    return stack_.size() + (rows.bracketed ? 2u : 1u) <= static_cast<size_t>(std::max(max_depth_, 0));
+  }
+
   size_t read_rows(JsonNumberRows& rows) const {
-    // The array's level and, bracketed, its rows' must be within the depth the general reading allows.
-    if (stack_.size() + (rows.bracketed ? 2u : 1u) > static_cast<size_t>(std::max(max_depth_, 0))) return 0;
+    if (!within_depth(rows)) return 0;
     const char* const text = text_.data();
     const char* const stop = text + text_.size();
     const auto space = [stop](const char* p) {
@@ -617,8 +628,11 @@ JsonDocument JsonDocument::parse(std::string_view text, const std::string& where
     known = nullptr;
   for (JsonNumberRows& r : rows) {
     r.text = {};
+    r.matched = false;
     r.cells.clear();
     if (r.bracketed && r.numbers < 1) throw std::invalid_argument("JsonNumberRows: a row of no numbers");
+    if (!r.expected.empty() && (r.bracketed || r.expected.front() != '[' || r.expected.back() != ']'))
+      throw std::invalid_argument("JsonNumberRows: an expected text is an array of bare numbers");
   }
   JsonParser(text, where, max_depth, doc, known, rows).run();
   return doc;

@@ -165,15 +165,22 @@ struct JsonKnownMember {
 // document is accepted or refused, with the same error, and its numbers have the same values, with rows
 // asked or without. A reader checks that the array it found is the one taken (`taken(view)`), and reads it
 // from the DOM otherwise.
+//
+// `expected` (bare numbers only): the JSON text of an array of integers that the caller wrote itself (the
+// prompt's id list it sent, which vLLM answers back). An array at the key whose text starts with exactly
+// these bytes is taken as it is, its numbers not scanned (`matched`, `cells` empty): the same bytes are the
+// same valid JSON at the same depth, and the caller knows their values.
 struct JsonNumberRows {
   std::string_view key;
   bool bracketed = false;
   int numbers = 1;  // bracketed: the numbers of each row (>= 1)
   int nulls = 0;    // bracketed: the nulls after them
+  std::string_view expected;
 
   // Set by the parse.
   std::string_view text;          // the array taken (empty: none)
-  std::vector<JsonNumber> cells;  // the numbers of its rows, row after row
+  bool matched = false;           // its text is `expected`
+  std::vector<JsonNumber> cells;  // the numbers of its rows, row after row (none when matched)
   size_t rows() const { return cells.size() / static_cast<size_t>(bracketed ? numbers : 1); }
   bool taken(JsonView array) const { return !text.empty() && array.raw().data() == text.data(); }
 };

@@ -112,7 +112,8 @@ class ThreadAnswerRows {
   ~ThreadAnswerRows() {
     constexpr size_t kMaxKeptCells = 65536;
     for (JsonNumberRows& r : rows_) {
-      r.text = {};  // (a view into the answer, which goes)
+      r.text = {};  // (views into the answer and the request, which go)
+      r.expected = {};
       if (r.cells.capacity() > kMaxKeptCells) r.cells = {};
     }
   }
@@ -336,8 +337,10 @@ GenerateResult parse_sglang(JsonView body, std::span<const JsonNumberRows> rows,
 // read as rows, not a node each, they cost a scan instead of most of the answer's reading). When they are
 // there they must be the prompt sent: an upstream that cut it (truncate_prompt_tokens, a context limit) or a
 // proxy that re-tokenized it ran another prompt than the one the caller records as the policy's. Null or
-// absent (a server before return_token_ids answered them): nothing to check. Empty: they are the prompt.
+// absent (a server before return_token_ids answered them): nothing to check. Written back as the request
+// wrote them (JsonNumberRows::matched): they are the prompt sent.
 std::string check_prompt_echo(JsonView echoed, const JsonNumberRows& rows, const PromptView& sent) {
+  if (rows.matched && rows.taken(echoed)) return "";
   TokenList ids(echoed, rows);
   if (!ids.is_array()) return "";
   if (ids.size() != static_cast<size_t>(sent.size())) {
@@ -527,13 +530,14 @@ std::vector<JsonNumberRows> answer_number_rows(ApiKind kind) {
 }
 
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs,
-                              const PromptView* sent) {
+                              SentPrompt sent) {
   // The shared reader: an answer nested past kMaxJsonDepth, with a repeated key or not JSON at all fails
   // the call with a short message (never the answer whole).
   // (engine/json_view.h: read_json's limits, without building nlohmann's DOM of the answer.)
   std::optional<JsonDocument> parsed;
   const ThreadAnswerRows kept(kind);
   const std::span<JsonNumberRows> rows = kept.rows();
+  if (kind == ApiKind::kOpenAi && sent.ids != nullptr) rows[kPromptIds].expected = sent.ids_json;
   try {
     parsed = JsonDocument::parse(body, "the answer", kMaxJsonDepth, nullptr, rows);
   } catch (const JsonError& e) {
@@ -541,7 +545,7 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   }
   const JsonView root = parsed->root();
   GenerateResult out = kind == ApiKind::kSglang ? parse_sglang(root, rows, vocab_size, top_logprobs)
-                                                : parse_openai(root, rows, vocab_size, top_logprobs, sent);
+                                                : parse_openai(root, rows, vocab_size, top_logprobs, sent.ids);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
       out.finish_reason != "abort") {
     return fail("finish reason " + quote(text_prefix(out.finish_reason)) +

@@ -102,8 +102,15 @@ void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingP
 // the request carried), an answer that names the prompt it ran (vLLM's prompt_token_ids, return_token_ids)
 // must name that one: an upstream that cut or re-tokenized it fails the call, since the caller would record
 // a prompt the policy did not see.
+struct SentPrompt {
+  const PromptView* ids = nullptr;  // null: nothing is checked
+  // The ids' JSON text as the request carried it (GenerateCall::prompt_ids_json), when the caller keeps it:
+  // an answer that writes them back the same way (vLLM does) is checked by comparing bytes (about 45 KB at
+  // 8k tokens) instead of reading every id.
+  std::string_view ids_json;
+};
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs = 0,
-                              const PromptView* sent = nullptr);
+                              SentPrompt sent = {});
 // The per-token lists parse_response reads as rows of numbers (engine/json_view.h, JsonNumberRows), in the
 // shapes the servers write: SGLang's output_ids and output_token_logprobs, the OpenAI API's token_ids,
 // logprobs.token_logprobs, prompt_token_ids and logprobs.text_offset. Any other shape is read from the

@@ -73,7 +73,7 @@ asio::awaitable<void> drive_one(size_t index, Episode& episode, HttpClient& clie
     const Clock::time_point after = Clock::now();
     GenerateResult parsed;
     if (response.outcome == HttpOutcome::kOk)
-      parsed = parse_response(options.api, response.body, options.vocab_size, 0, &request.prompt);
+      parsed = parse_response(options.api, response.body, options.vocab_size, 0, {&request.prompt, {}});
     std::string error;
     Decision decision = to_decision(response, &parsed, request, error);
     record.ok = error.empty();

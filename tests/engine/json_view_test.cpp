@@ -693,6 +693,78 @@ TEST(JsonNumberRows, ATakenArrayIsOneUnreadNodeAndTheReaderKnowsIt) {
   EXPECT_EQ(root.root().size(), 2u);
 }
 
+// An expected text (the id list a caller sent, answered back) is taken where the array's bytes are it,
+// without reading its numbers; anything else (a digit changed, spaces, an id more or less, bytes after it
+// that break the document, an array too deep) is read as it would be without it: accepted or refused alike,
+// with the same error, and the same values.
+TEST(JsonNumberRows, AnExpectedTextIsTakenWhereTheBytesAreItAndChangesNothingElse) {
+  Generator generator(20261208);
+  std::mt19937_64 rng(17);
+  const auto pick = [&rng](uint64_t n) { return rng() % n; };
+  int matched = 0, read = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string sent = "[";
+    const size_t n = 1 + pick(40);
+    for (size_t k = 0; k < n; ++k) sent += (k ? "," : "") + std::to_string(pick(k % 3 == 0 ? 10 : 151643));
+    sent += "]";
+    std::string answered = sent;
+    switch (pick(8)) {
+      case 0:  // a digit changed
+        for (char& c : answered) {
+          if (std::isdigit(static_cast<unsigned char>(c)) && pick(4) == 0) {
+            c = c == '9' ? '8' : static_cast<char>(c + 1);
+            break;
+          }
+        }
+        break;
+      case 1:  // spaces
+        answered = "[ " + answered.substr(1, answered.size() - 2) + " ]";
+        break;
+      case 2:  // an id more
+        answered.insert(answered.size() - 1, ",7");
+        break;
+      case 3:  // an id less, or none
+        answered = n == 1 ? "[]" : answered.substr(0, answered.rfind(',')) + "]";
+        break;
+      case 4:
+        answered = mutate(answered, rng);
+        break;
+      default:
+        break;
+    }
+    std::string tail = pick(6) == 0 ? mutate("}]}", rng) : "}]}";
+    const bool deep = pick(10) == 0;
+    const std::string text = "{\"a\":" + generator.document() + ",\"choices\":[{\"token_ids\":[1]," +
+                             (deep ? "\"x\":{\"prompt_token_ids\":" : "\"prompt_token_ids\":") + answered +
+                             (deep ? "}" : "") + tail;
+    std::vector<JsonNumberRows> rows(1);
+    rows[0].key = "prompt_token_ids";
+    rows[0].expected = sent;
+    const testing::RowsReading reading = testing::read_with_and_without_rows(text, rows, deep ? 4 : 5);
+    ASSERT_EQ(reading.difference, "") << text << " sent " << sent;
+    if (!reading.accepted) {
+      ++refused;
+      continue;
+    }
+    ASSERT_EQ(rows[0].matched, answered.starts_with(sent) && !deep) << text;
+    if (rows[0].matched) {
+      EXPECT_EQ(rows[0].text, sent);
+      EXPECT_TRUE(rows[0].cells.empty());
+    }
+    (rows[0].matched ? matched : read) += 1;
+  }
+  EXPECT_GT(matched, 5000);
+  EXPECT_GT(read, 3000);
+  EXPECT_GT(refused, 1000);
+  // An expected text is an array of bare numbers.
+  std::vector<JsonNumberRows> bad = answer_rows();
+  bad[1].expected = "[[1,2,null]]";
+  EXPECT_THROW(JsonDocument::parse("{}", "test", 8, nullptr, bad), std::invalid_argument);
+  bad = answer_rows();
+  bad[0].expected = "[1,2";
+  EXPECT_THROW(JsonDocument::parse("{}", "test", 8, nullptr, bad), std::invalid_argument);
+}
+
 TEST(JsonNumberRows, TheDepthLimitHoldsForTheRowsAsForAnyArray) {
   std::vector<JsonNumberRows> rows = answer_rows();
   // The rows' arrays at depths 3 and 4 of a limit of 3: refused as without rows, the path named.

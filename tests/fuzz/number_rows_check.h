@@ -29,6 +29,7 @@ inline nlohmann::json number_json(const JsonNumber& n) {
 inline nlohmann::json expand_rows(JsonView v, std::span<const JsonNumberRows> rows) {
   for (const JsonNumberRows& r : rows) {
     if (!r.taken(v)) continue;
+    if (r.matched) return nlohmann::json::parse(r.expected);  // the caller's own text: its values
     nlohmann::json out = nlohmann::json::array();
     const size_t width = r.bracketed ? static_cast<size_t>(r.numbers) : 1;
     for (size_t row = 0; row < r.rows(); ++row) {

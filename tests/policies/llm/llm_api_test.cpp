@@ -306,8 +306,9 @@ TEST(LlmApi, AnOpenAiAnswerMustNameThePromptItWasSent) {
            R"("stop_reason":null,"token_ids":[111,107],"prompt_logprobs":null,"prompt_token_ids":)" +
            prompt_ids + "}]}";
   };
-  const auto error = [&](const std::string& prompt_ids, const PromptView* prompt) {
-    const GenerateResult r = parse_response(ApiKind::kOpenAi, answer(prompt_ids), 0, 0, prompt);
+  const auto error = [&](const std::string& prompt_ids, const PromptView* prompt,
+                         std::string_view prompt_text = {}) {
+    const GenerateResult r = parse_response(ApiKind::kOpenAi, answer(prompt_ids), 0, 0, {prompt, prompt_text});
     EXPECT_EQ(r.ok, r.error.empty());
     if (r.ok) {
       EXPECT_EQ(r.ids, (std::vector<TokenId>{111, 107}));
@@ -330,6 +331,17 @@ TEST(LlmApi, AnOpenAiAnswerMustNameThePromptItWasSent) {
   EXPECT_EQ(error("[]", &sent.view),
             "choices[0].prompt_token_ids has 0 ids where the prompt sent had 5 (the server did not run the "
             "prompt it was sent)");
+  // With the ids' text as sent (the gateway keeps it): an answer that writes them the same way is its
+  // bytes compared; any other writing is read and checked id by id.
+  const std::string text = "[151644,8948,198,2610,525]";
+  EXPECT_EQ(error(text, &sent.view, text), "");
+  EXPECT_EQ(error("[151644, 8948, 198, 2610, 525]", &sent.view, text), "");
+  EXPECT_EQ(error("[151644,8948,198,2611,525]", &sent.view, text), changed);
+  EXPECT_EQ(error("[151644,8948,198,2610,525,1]", &sent.view, text),
+            "choices[0].prompt_token_ids has 6 ids where the prompt sent had 5 (the server did not run the "
+            "prompt it was sent)");
+  EXPECT_NE(error("[151644,8948,198,2610,525]]", &sent.view, text).find("is not accepted JSON"),
+            std::string::npos);
   // Without the prompt sent (a caller that does not know it) nothing is checked.
   EXPECT_EQ(error("[8948,198,2610,525]", nullptr), "");
   // Not JSON stays not JSON, with or without rows.
@@ -337,7 +349,7 @@ TEST(LlmApi, AnOpenAiAnswerMustNameThePromptItWasSent) {
   // The answer without the key at all: nothing to check.
   std::string without = answer("[1]");
   without.replace(without.find("\"prompt_token_ids\""), 18, "\"other_prompt_ids\"");
-  EXPECT_TRUE(parse_response(ApiKind::kOpenAi, without, 0, 0, &sent.view).ok);
+  EXPECT_TRUE(parse_response(ApiKind::kOpenAi, without, 0, 0, {&sent.view, {}}).ok);
 }
 
 // Alternatives asked per token: SGLang's top_logprobs_num (sent only when asked), the OpenAI API's logprobs
