@@ -544,8 +544,9 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
     return fail("the answer is not accepted JSON: " + e.message());
   }
   const JsonView root = parsed->root();
-  GenerateResult out = kind == ApiKind::kSglang ? parse_sglang(root, rows, vocab_size, top_logprobs)
-                                                : parse_openai(root, rows, vocab_size, top_logprobs, sent.ids);
+  GenerateResult out = kind == ApiKind::kSglang
+                           ? parse_sglang(root, rows, vocab_size, top_logprobs)
+                           : parse_openai(root, rows, vocab_size, top_logprobs, sent.ids);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
       out.finish_reason != "abort") {
     return fail("finish reason " + quote(text_prefix(out.finish_reason)) +

@@ -620,8 +620,7 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
       return out;
   }
   out.answer = llm::parse_response(options_.api, response.body, options_.vocab_size,
-                                   call.sampling.top_logprobs,
-                          {call.prompt, call.prompt_ids_json});
+                                   call.sampling.top_logprobs, {call.prompt, call.prompt_ids_json});
   if (!out.answer.ok) {
     out.status = 502;
     out.code = "upstream_malformed";

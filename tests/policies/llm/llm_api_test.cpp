@@ -308,7 +308,8 @@ TEST(LlmApi, AnOpenAiAnswerMustNameThePromptItWasSent) {
   };
   const auto error = [&](const std::string& prompt_ids, const PromptView* prompt,
                          std::string_view prompt_text = {}) {
-    const GenerateResult r = parse_response(ApiKind::kOpenAi, answer(prompt_ids), 0, 0, {prompt, prompt_text});
+    const GenerateResult r =
+        parse_response(ApiKind::kOpenAi, answer(prompt_ids), 0, 0, {prompt, prompt_text});
     EXPECT_EQ(r.ok, r.error.empty());
     if (r.ok) {
       EXPECT_EQ(r.ids, (std::vector<TokenId>{111, 107}));
