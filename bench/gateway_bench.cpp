@@ -49,9 +49,10 @@ struct Stack {
   // false: every call crosses to the worker pool and back, as before.
   // tokenizer / chat_template: specs as `crl serve --tokenizer / --chat-template` take them (empty: the
   // byte tokenizer and chatml).
-  // answer: the stand-in's text for every call.
+  // answer: the stand-in's text for every call. api: the upstream's (the stand-in answers both).
   explicit Stack(bool inline_calls = true, const std::string& tokenizer = "",
-                 const std::string& chat_template = "", const std::string& answer = "ok, next step") {
+                 const std::string& chat_template = "", const std::string& answer = "ok, next step",
+                 llm::ApiKind api = llm::ApiKind::kSglang) {
     keep_freed_memory();  // the heap as `crl serve` tunes it (cli/serve_command.cpp)
     merge_small_blocks_on_free();
     testing::ScriptedLlmOptions llm;
@@ -61,6 +62,7 @@ struct Stack {
     upstream = std::make_unique<testing::ScriptedLlmServer>(llm);
     server::gateway::GatewayOptions options;
     options.upstream.base_url = upstream->url();
+    options.upstream.api = api;
     if (!tokenizer.empty()) options.tokenizer = tokenizer;
     if (!chat_template.empty()) options.chat_template = chat_template;
     options.budget = Budget{65536, 16384, 2, 1024, 1024, 8};
@@ -477,6 +479,15 @@ void BM_GatewayRouteCpuLongAnswer(benchmark::State& state) {
   route_cpu(state, s, std::string(kContext, 'x'));
 }
 BENCHMARK(BM_GatewayRouteCpuLongAnswer)->UseRealTime()->MinTime(1.0);
+
+// BM_GatewayRouteCpu against a vLLM-style upstream (/v1/completions): its answers carry the prompt's ids
+// back (return_token_ids' prompt_token_ids, 8k and more of them here), which the gateway checks against the
+// prompt it sent.
+void BM_GatewayRouteCpuVllm(benchmark::State& state) {
+  static Stack s(true, "", "", "ok, next step", llm::ApiKind::kOpenAi);
+  route_cpu(state, s, std::string(kContext, 'x'));
+}
+BENCHMARK(BM_GatewayRouteCpuVllm)->UseRealTime()->MinTime(1.0);
 
 // The same with tools, as agent harnesses send them on every call: eight function tools of about 700 bytes
 // each (a description and a JSON schema with a few typed parameters), ~5.7 KB of the body.
