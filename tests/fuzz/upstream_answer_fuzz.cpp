@@ -3,10 +3,12 @@
 //
 // Input: one selector byte, then the answer. Bit 0 of the selector picks the API (SGLang's /generate or the
 // OpenAI API's /v1/completions), bit 1 a vocabulary (none, or 256 ids), bit 2 whether two alternatives per
-// token were asked. Properties: reading never crashes or throws; it is deterministic; an answer read as
-// accepted holds one log-prob per id, each id within the vocabulary; and the rows change nothing but where
-// the numbers are kept (tests/fuzz/number_rows_check.h: the same acceptance, errors and values as a plain
-// read of the same text).
+// token were asked, bit 3 whether the prompt sent is given (the ids 1, 2, 3: an answer that names another
+// prompt is refused). Properties: reading never crashes or throws; it is deterministic; an answer read as
+// accepted holds one log-prob per id, each id within the vocabulary; the prompt sent given with its text
+// (compared as bytes where the answer writes it back the same way) or without (read id by id) reads alike;
+// and the rows change nothing but where the numbers are kept (tests/fuzz/number_rows_check.h: the same
+// acceptance, errors and values as a plain read of the same text), the prompt's text expected or not.
 //
 // Built by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined; tests/fuzz/CMakeLists.txt) with
 // CRL_LIBFUZZER defined; the LLM policy tests compile the same function without it and replay the seed
@@ -26,10 +28,16 @@ int fuzz_upstream_answer(const uint8_t* data, size_t size) {
   const ApiKind kind = (data[0] & 1) ? ApiKind::kOpenAi : ApiKind::kSglang;
   const int vocab = (data[0] & 2) ? 256 : 0;
   const int top = (data[0] & 4) ? 2 : 0;
+  TokenArena arena;
+  const std::vector<TokenId> prompt = {1, 2, 3};
+  const PromptView view(&arena, {arena.append(prompt, Provenance::kPrompt)});
+  constexpr std::string_view kPromptText = "[1,2,3]";
+  const SentPrompt sent = (data[0] & 8) ? SentPrompt{&view, kPromptText} : SentPrompt{};
+  const SentPrompt scanned = (data[0] & 8) ? SentPrompt{&view, {}} : SentPrompt{};
   GenerateResult first, second;
   try {
-    first = parse_response(kind, body, vocab, top);
-    second = parse_response(kind, body, vocab, top);
+    first = parse_response(kind, body, vocab, top, sent);
+    second = parse_response(kind, body, vocab, top, scanned);
   } catch (...) {
     std::abort();  // an answer is read or refused, never thrown out of the reader
   }
@@ -42,6 +50,10 @@ int fuzz_upstream_answer(const uint8_t* data, size_t size) {
       if (id < 0 || (vocab > 0 && id >= vocab)) std::abort();
   }
   std::vector<JsonNumberRows> rows = answer_number_rows(kind);
+  if (data[0] & 8) {
+    for (JsonNumberRows& r : rows)
+      if (r.key == "prompt_token_ids") r.expected = kPromptText;
+  }
   if (!testing::read_with_and_without_rows(body, rows, kMaxJsonDepth).difference.empty()) std::abort();
   return 0;
 }
