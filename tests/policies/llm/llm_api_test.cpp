@@ -343,6 +343,9 @@ TEST(LlmApi, AnOpenAiAnswerMustNameThePromptItWasSent) {
             "prompt it was sent)");
   EXPECT_NE(error("[151644,8948,198,2610,525]]", &sent.view, text).find("is not accepted JSON"),
             std::string::npos);
+  // A text that is not a list is not compared: the ids are read.
+  EXPECT_EQ(error("[151644,8948,198,2610,525]", &sent.view, "151644,8948"), "");
+  EXPECT_EQ(error("[151644,8948,198,2611,525]", &sent.view, "["), changed);
   // Without the prompt sent (a caller that does not know it) nothing is checked.
   EXPECT_EQ(error("[8948,198,2610,525]", nullptr), "");
   // Not JSON stays not JSON, with or without rows.
