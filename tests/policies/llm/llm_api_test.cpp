@@ -346,6 +346,22 @@ TEST(LlmApi, AnOpenAiAnswerMustNameThePromptItWasSent) {
   // A text that is not a list is not compared: the ids are read.
   EXPECT_EQ(error("[151644,8948,198,2610,525]", &sent.view, "151644,8948"), "");
   EXPECT_EQ(error("[151644,8948,198,2611,525]", &sent.view, "["), changed);
+  // The prompt's length as the server counted it is checked too (SGLang names no ids), where it is given.
+  const std::string sglang_answer =
+      R"({"text":"ok","output_ids":[111,107],"meta_info":{"finish_reason":{"type":"stop"},"prompt_tokens":)";
+  const std::string sglang_rest = R"(,"output_token_logprobs":[[-0.5,111,null],[-0.25,107,null]]}})";
+  EXPECT_TRUE(parse_response(ApiKind::kSglang, sglang_answer + "5" + sglang_rest, 0, 0, {&sent.view, {}}).ok);
+  EXPECT_EQ(parse_response(ApiKind::kSglang, sglang_answer + "4" + sglang_rest, 0, 0, {&sent.view, {}}).error,
+            "meta_info.prompt_tokens is 4 where the prompt sent had 5 ids (the server did not run the prompt "
+            "it was sent)");
+  EXPECT_TRUE(parse_response(ApiKind::kSglang, sglang_answer + "4" + sglang_rest, 0, 0).ok);
+  EXPECT_TRUE(parse_response(ApiKind::kSglang, sglang_answer + "0" + sglang_rest, 0, 0, {&sent.view, {}}).ok);
+  std::string short_usage = answer("null");
+  short_usage.replace(short_usage.size() - 1, 1, R"(,"usage":{"prompt_tokens":6,"completion_tokens":2}})");
+  EXPECT_EQ(
+      parse_response(ApiKind::kOpenAi, short_usage, 0, 0, {&sent.view, {}}).error,
+      "usage.prompt_tokens is 6 where the prompt sent had 5 ids (the server did not run the prompt it was "
+      "sent)");
   // Without the prompt sent (a caller that does not know it) nothing is checked.
   EXPECT_EQ(error("[8948,198,2610,525]", nullptr), "");
   // Not JSON stays not JSON, with or without rows.

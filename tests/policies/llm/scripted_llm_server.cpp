@@ -378,6 +378,9 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       std::lock_guard lock(mutex);
       id = ++completions;
     }
+    // The prompt's length the server ran (the "truncate" fault: without the prompt's first id, as a server
+    // that cut the prompt from the left reports it).
+    const size_t ran = call.prompt.size() - (sticky == "truncate" ? 1 : 0);
     if (sglang) {
       json logprobs = json::array();
       for (size_t i = 0; i < output.size(); ++i)
@@ -398,7 +401,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
              {"meta_info",
               {{"id", call.rid.empty() ? std::to_string(id) : call.rid},
                {"finish_reason", reason},
-               {"prompt_tokens", call.prompt.size()},
+               {"prompt_tokens", ran},
                {"completion_tokens", output.size()},
                {"cached_tokens", call.prompt.size() / 2},  // a prefix cache hit to report (metrics)
                {"output_token_logprobs", logprobs},
@@ -423,7 +426,6 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       // return_token_ids answers the prompt's ids too (vLLM 0.10.2 on), the prompt it ran: with the
       // "truncate" fault, without its first id (as truncate_prompt_tokens cuts a prompt from the left).
       using ordered = nlohmann::ordered_json;
-      const auto ran = call.prompt.begin() + (sticky == "truncate" ? 1 : 0);
       ordered choice = {
           {"index", 0},
           {"text", out_text},
@@ -436,7 +438,8 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
           {"stop_reason", finish == "stop" && im_end && !stopped_on_string ? json(*im_end) : json(nullptr)},
           {"token_ids", output},
           {"prompt_logprobs", nullptr},
-          {"prompt_token_ids", std::vector<TokenId>(ran, call.prompt.end())}};
+          {"prompt_token_ids",
+           std::vector<TokenId>(call.prompt.end() - static_cast<std::ptrdiff_t>(ran), call.prompt.end())}};
       answer.body = ordered{
           {"id", "cmpl-" + std::to_string(id)},
           {"object", "text_completion"},
@@ -446,8 +449,8 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
           {"service_tier", nullptr},
           {"system_fingerprint", nullptr},
           {"usage",
-           {{"prompt_tokens", call.prompt.size()},
-            {"total_tokens", call.prompt.size() + output.size()},
+           {{"prompt_tokens", ran},
+            {"total_tokens", ran + output.size()},
             {"completion_tokens", output.size()},
             {"prompt_tokens_details", nullptr}}},
           {"kv_transfer_params",

@@ -38,8 +38,8 @@ struct FaultOptions {
   int transient_5xx = 0;      // the first N attempts of each distinct request body get 503
   int transient_drops = 0;    // ... or are closed without an answer
   uint64_t sticky_every = 0;  // requests with sampling_seed % sticky_every == 0 always get sticky_fault
-  // 5xx | drop | malformed | hang | 400 | abort | truncate (the OpenAI API: prompt_token_ids without the
-  // prompt's first id, as a server that cut the prompt answers)
+  // 5xx | drop | malformed | hang | 400 | abort | truncate (the answer names the prompt without its first
+  // id, as a server that cut the prompt answers: its prompt_tokens, and the OpenAI API's prompt_token_ids)
   std::string sticky_fault;
   double hang_s = 30;
   // Answers wait until this many requests are inside the server at once (then all go, and nothing waits

@@ -185,47 +185,53 @@ TEST(GatewayBadInput, UpstreamDownIsA503WithRetryAfterAndNothingIsLost) {
   EXPECT_EQ(recorded, 2u);
 }
 
-// A vLLM-style upstream that ran another prompt than the one sent (it answers prompt_token_ids without the
-// prompt's first id, as a server that cut the prompt does; the stand-in's "truncate" fault, on one
-// sampling seed in five) fails the harness's call with a 502 naming it; the calls it answered whole stay
-// recorded, and only they.
+// An upstream that ran another prompt than the one sent (it names the prompt without its first id, as a
+// server that cut the prompt does: SGLang's prompt_tokens, vLLM's prompt_token_ids; the stand-in's
+// "truncate" fault, on one sampling seed in five) fails the harness's call with a 502 naming it; the calls
+// it answered whole stay recorded, and only they.
 TEST(GatewayBadInput, AnUpstreamThatRanAnotherPromptIsA502AndNothingOfItIsRecorded) {
-  crl::testing::FaultOptions faults;
-  constexpr uint64_t kEvery = 5;
-  faults.sticky_every = kEvery;
-  faults.sticky_fault = "truncate";
-  GatewayOptions options;
-  options.upstream.max_retries = 0;
-  Bench bench(llm::ApiKind::kOpenAi, faults, options);
-  Harness h(bench.port(), "cut");
-  server::testing::Reply failed;
-  for (int i = 0; i < 40 && failed.status == 0; ++i) {
-    if (i > 0) h.add("user", "step " + std::to_string(i));
-    const auto reply = h.post({{"model", "test"}, {"messages", h.messages}});
-    if (reply.status != 200) {
-      failed = reply;
-      break;
+  for (const llm::ApiKind api : {llm::ApiKind::kSglang, llm::ApiKind::kOpenAi}) {
+    SCOPED_TRACE(api == llm::ApiKind::kSglang ? "sglang" : "openai");
+    crl::testing::FaultOptions faults;
+    constexpr uint64_t kEvery = 5;
+    faults.sticky_every = kEvery;
+    faults.sticky_fault = "truncate";
+    GatewayOptions options;
+    options.upstream.max_retries = 0;
+    Bench bench(api, faults, options);
+    Harness h(bench.port(), "cut");
+    server::testing::Reply failed;
+    for (int i = 0; i < 40 && failed.status == 0; ++i) {
+      if (i > 0) h.add("user", "step " + std::to_string(i));
+      const auto reply = h.post({{"model", "test"}, {"messages", h.messages}});
+      if (reply.status != 200) {
+        failed = reply;
+        break;
+      }
+      h.messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
     }
-    h.messages.push_back(json::parse(reply.body)["choices"][0]["message"]);
+    ASSERT_NE(failed.status, 0) << "no call met the fault";
+    expect_openai_error(failed, 502, "upstream_malformed");
+    EXPECT_NE(failed.body.find(api == llm::ApiKind::kSglang ? "meta_info.prompt_tokens is"
+                                                            : "choices[0].prompt_token_ids has"),
+              std::string::npos)
+        << failed.body;
+    EXPECT_NE(failed.body.find("did not run the prompt it was sent"), std::string::npos) << failed.body;
+    EXPECT_EQ(h.state()["upstream_failures"], 1);
+    expect_alive(bench.port());
+    // The export holds what the calls answered whole sampled, and nothing of the one that failed.
+    ASSERT_EQ(h.reward(0, "failed").status, 200);
+    const json exported = h.export_json();
+    int64_t sampled = 0;
+    for (const json& segment : exported["segments"])
+      for (const json& m : segment["loss_mask"]) sampled += m.get<int>();
+    size_t whole = 0, cut = 0;
+    for (const crl::testing::LoggedCall& call : bench.upstream->calls())
+      (call.sampling_seed % kEvery == 0 ? cut : whole) += call.output.size();
+    EXPECT_GT(cut, 0u);
+    EXPECT_GT(whole, 0u);  // (the seeds give a call answered whole first)
+    EXPECT_EQ(static_cast<size_t>(sampled), whole);
   }
-  ASSERT_NE(failed.status, 0) << "no call met the fault";
-  expect_openai_error(failed, 502, "upstream_malformed");
-  EXPECT_NE(failed.body.find("prompt_token_ids has"), std::string::npos) << failed.body;
-  EXPECT_NE(failed.body.find("did not run the prompt it was sent"), std::string::npos) << failed.body;
-  EXPECT_EQ(h.state()["upstream_failures"], 1);
-  expect_alive(bench.port());
-  // The export holds what the calls answered whole sampled, and nothing of the one that failed.
-  ASSERT_EQ(h.reward(0, "failed").status, 200);
-  const json exported = h.export_json();
-  int64_t sampled = 0;
-  for (const json& segment : exported["segments"])
-    for (const json& m : segment["loss_mask"]) sampled += m.get<int>();
-  size_t whole = 0, cut = 0;
-  for (const crl::testing::LoggedCall& call : bench.upstream->calls())
-    (call.sampling_seed % kEvery == 0 ? cut : whole) += call.output.size();
-  EXPECT_GT(cut, 0u);
-  EXPECT_GT(whole, 0u);  // (the seeds give a call answered whole first)
-  EXPECT_EQ(static_cast<size_t>(sampled), whole);
 }
 
 TEST(GatewayBadInput, AFailedCallIsSentAgainOnTheHarnessRetry) {

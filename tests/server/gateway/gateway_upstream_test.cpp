@@ -164,36 +164,42 @@ TEST(GatewayUpstream, GivesUpAfterTheRetriesAndNeverRetriesClientErrors) {
   }
 }
 
-// vLLM answers the prompt it ran (prompt_token_ids, return_token_ids). One that is not the prompt sent (a
-// server that cut it from the left, as truncate_prompt_tokens does) fails the call, never retried: the
-// session would record a prompt the policy did not see. The stand-in echoes the prompt on every other call
-// of these tests, so each of them checks the echo too.
+// An answer names the prompt the server ran: its length (SGLang's meta_info.prompt_tokens, the OpenAI API's
+// usage.prompt_tokens) and, from vLLM, its ids (prompt_token_ids, return_token_ids). One that is not the
+// prompt sent (a server that cut it from the left, as SGLang's --allow-auto-truncate and vLLM's
+// truncate_prompt_tokens do) fails the call, never retried: the session would record a prompt the policy did
+// not see. The stand-in names the prompt on every other call of these tests, so each of them checks it too.
 TEST(GatewayUpstream, AnUpstreamThatRanAnotherPromptFailsTheCall) {
-  for (const bool truncate : {false, true}) {
-    crl::testing::ScriptedLlmOptions llm;
-    llm.script = echo;
-    if (truncate) {
-      llm.faults.sticky_every = 1;
-      llm.faults.sticky_fault = "truncate";
+  for (const llm::ApiKind api : {llm::ApiKind::kSglang, llm::ApiKind::kOpenAi}) {
+    for (const bool truncate : {false, true}) {
+      crl::testing::ScriptedLlmOptions llm;
+      llm.script = echo;
+      if (truncate) {
+        llm.faults.sticky_every = 1;
+        llm.faults.sticky_fault = "truncate";
+      }
+      crl::testing::ScriptedLlmServer stand_in(llm);
+      UpstreamOptions options = options_for(stand_in, 2);
+      options.api = api;
+      Upstream upstream(options);
+      OneCall one;
+      const UpstreamResult result = one.run(upstream);
+      EXPECT_EQ(stand_in.attempts(), 1u);
+      if (!truncate) {
+        EXPECT_TRUE(result.ok) << result.error;
+        continue;
+      }
+      EXPECT_FALSE(result.ok);
+      EXPECT_EQ(result.status, 502);
+      EXPECT_EQ(result.code, "upstream_malformed");
+      EXPECT_EQ(result.retry_after, 0);
+      EXPECT_EQ(result.error,
+                api == llm::ApiKind::kSglang
+                    ? "the LLM server's answer is malformed: meta_info.prompt_tokens is 1 where "
+                      "the prompt sent had 2 ids (the server did not run the prompt it was sent)"
+                    : "the LLM server's answer is malformed: choices[0].prompt_token_ids has 1 id "
+                      "where the prompt sent had 2 (the server did not run the prompt it was sent)");
     }
-    crl::testing::ScriptedLlmServer stand_in(llm);
-    UpstreamOptions options = options_for(stand_in, 2);
-    options.api = llm::ApiKind::kOpenAi;
-    Upstream upstream(options);
-    OneCall one;
-    const UpstreamResult result = one.run(upstream);
-    EXPECT_EQ(stand_in.attempts(), 1u);
-    if (!truncate) {
-      EXPECT_TRUE(result.ok) << result.error;
-      continue;
-    }
-    EXPECT_FALSE(result.ok);
-    EXPECT_EQ(result.status, 502);
-    EXPECT_EQ(result.code, "upstream_malformed");
-    EXPECT_EQ(result.retry_after, 0);
-    EXPECT_EQ(result.error,
-              "the LLM server's answer is malformed: choices[0].prompt_token_ids has 1 id where the prompt "
-              "sent had 2 (the server did not run the prompt it was sent)");
   }
 }
 
