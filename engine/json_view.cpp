@@ -154,15 +154,15 @@ class JsonParser {
     return false;
   }
 
-  // The array at pos_ read as `rows` asks: the offset one past its ']', or 0 where it is not of that shape
-  // or not taken as JSON (the general reading then reads it, or names the error). Only JSON's grammar for
-  // such an array is taken, and its numbers by json_scan::scan_number, so what is taken is what the general
-  // reading would read.
   // The array's level and, bracketed, its rows' must be within the depth the general reading allows.
   bool within_depth(const JsonNumberRows& rows) const {
     return stack_.size() + (rows.bracketed ? 2u : 1u) <= static_cast<size_t>(std::max(max_depth_, 0));
   }
 
+  // The array at pos_ read as `rows` asks: the offset one past its ']', or 0 where it is not of that shape
+  // or not taken as JSON (the general reading then reads it, or names the error). Only JSON's grammar for
+  // such an array is taken, and its numbers by json_scan::scan_number, so what is taken is what the general
+  // reading would read.
   size_t read_rows(JsonNumberRows& rows) const {
     if (!within_depth(rows)) return 0;
     const char* const text = text_.data();

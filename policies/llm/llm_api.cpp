@@ -559,8 +559,7 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   }
   // The prompt's length as the server counted it (SGLang's meta_info.prompt_tokens, the OpenAI API's
   // usage.prompt_tokens; 0 where it says nothing) is the prompt sent's: a server that cut the prompt
-  // (SGLang's
-  // --allow-auto-truncate, vLLM's truncate_prompt_tokens) says so here even where it names no ids.
+  // (SGLang's --allow-auto-truncate, vLLM's truncate_prompt_tokens) says so here even where it names no ids.
   if (out.ok && sent.ids != nullptr && out.prompt_tokens > 0 && out.prompt_tokens != sent.ids->size()) {
     return fail(std::string(kind == ApiKind::kSglang ? "meta_info" : "usage") + ".prompt_tokens is " +
                 std::to_string(out.prompt_tokens) + " where the prompt sent had " +

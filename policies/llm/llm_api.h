@@ -99,9 +99,10 @@ void write_request_parts(ApiKind kind, const GenerateCall& call, const SamplingP
 // (when vocab_size > 0) or an unknown finish reason give ok = false with the reason. With `top_logprobs` > 0
 // (what the request asked), the alternatives are read too: one list per sampled token, each entry well
 // formed, at most top_logprobs + 1 of them (the OpenAI API adds the sampled token). With `sent` (the prompt
-// the request carried), an answer that names the prompt it ran (vLLM's prompt_token_ids, return_token_ids)
-// must name that one: an upstream that cut or re-tokenized it fails the call, since the caller would record
-// a prompt the policy did not see.
+// the request carried), an answer that names the prompt it ran must name that one: its length (SGLang's
+// meta_info.prompt_tokens, usage.prompt_tokens; 0 or absent: not checked) and its ids (vLLM's
+// prompt_token_ids, return_token_ids; null or absent: not checked). An upstream that cut or re-tokenized
+// the prompt fails the call, since the caller would record a prompt the policy did not see.
 struct SentPrompt {
   const PromptView* ids = nullptr;  // null: nothing is checked
   // The ids' JSON text as the request carried it (GenerateCall::prompt_ids_json), when the caller keeps it:
