@@ -371,7 +371,6 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
     }
     call.finish_reason = finish;
 
-    json out;
     const std::string out_text = tokenizer.decode(output);
     uint64_t id = 0;
     {
@@ -396,18 +395,19 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       if (finish == "stop" && im_end && !stopped_on_string) reason["matched"] = *im_end;
       if (finish == "length") reason["length"] = output.size();
       if (finish == "abort") reason["message"] = "aborted on purpose";
-      out = {{"text", out_text},
-             {"output_ids", output},
-             {"meta_info",
-              {{"id", call.rid.empty() ? std::to_string(id) : call.rid},
-               {"finish_reason", reason},
-               {"prompt_tokens", ran},
-               {"completion_tokens", output.size()},
-               {"cached_tokens", call.prompt.size() / 2},  // a prefix cache hit to report (metrics)
-               {"output_token_logprobs", logprobs},
-               {"e2e_latency", 0.0},
-               {"weight_version", "default"}}}};
+      json out = {{"text", out_text},
+                  {"output_ids", output},
+                  {"meta_info",
+                   {{"id", call.rid.empty() ? std::to_string(id) : call.rid},
+                    {"finish_reason", reason},
+                    {"prompt_tokens", ran},
+                    {"completion_tokens", output.size()},
+                    {"cached_tokens", call.prompt.size() / 2},  // a prefix cache hit to report (metrics)
+                    {"output_token_logprobs", logprobs},
+                    {"e2e_latency", 0.0},
+                    {"weight_version", "default"}}}};
       if (call.top_logprobs > 0) out["meta_info"]["output_top_logprobs"] = tops;  // asked only
+      answer.body = out.dump(-1, ' ', false, json::error_handler_t::replace);
     } else {
       json tokens = json::array(), top = json::array(), offsets = json::array();
       size_t offset = 0;
@@ -456,7 +456,6 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
           {"kv_transfer_params",
            nullptr}}.dump(-1, ' ', false, json::error_handler_t::replace);
     }
-    if (sglang) answer.body = out.dump(-1, ' ', false, json::error_handler_t::replace);
     if (options.log_calls) {
       std::lock_guard lock(mutex);
       log.push_back(std::move(call));
