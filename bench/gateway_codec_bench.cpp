@@ -102,10 +102,16 @@ BENCHMARK(BM_UpstreamAnswerParse)->Arg(14)->Arg(256)->Arg(2048);
 // writes its fields: per token its text, log-prob, alternatives (the sampled token's, as an object) and text
 // offset besides its id, and, since return_token_ids also returns them, the prompt's ids: 8,000 of them (the
 // rows' 8k-token context), drawn from a Qwen-sized vocabulary as real prompts' ids are (five or six digits).
+std::vector<TokenId> vllm_prompt_ids() {
+  std::vector<TokenId> ids;
+  for (int i = 0; i < 8000; ++i) ids.push_back((i * 7919 + 151) % 151643);
+  return ids;
+}
+
 std::string vllm_answer(int tokens) {
   using ordered = nlohmann::ordered_json;
   ordered ids = ordered::array(), logprobs = ordered::array(), texts = ordered::array(),
-          tops = ordered::array(), offsets = ordered::array(), prompt = ordered::array();
+          tops = ordered::array(), offsets = ordered::array();
   for (int i = 0; i < tokens; ++i) {
     const double logprob = static_cast<float>(-0.1 - i / 1000.0);
     const std::string text = "t" + std::to_string(i % 10);
@@ -115,7 +121,7 @@ std::string vllm_answer(int tokens) {
     tops.push_back({{text, logprob}});
     offsets.push_back(2 * i);
   }
-  for (int i = 0; i < 8000; ++i) prompt.push_back((i * 7919 + 151) % 151643);
+  const ordered prompt = vllm_prompt_ids();
   ordered choice = {
       {"index", 0},
       {"text", "ok"},
@@ -145,8 +151,7 @@ std::string vllm_answer(int tokens) {
 // gateway, which keeps that text per session).
 void BM_UpstreamAnswerParseOpenAi(benchmark::State& state) {
   const std::string body = vllm_answer(static_cast<int>(state.range(0)));
-  std::vector<TokenId> prompt;
-  for (int i = 0; i < 8000; ++i) prompt.push_back((i * 7919 + 151) % 151643);
+  const std::vector<TokenId> prompt = vllm_prompt_ids();
   TokenArena arena;
   const PromptView view(&arena, {arena.append(prompt, Provenance::kPrompt)});
   const std::string text = json(prompt).dump();

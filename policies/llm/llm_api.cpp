@@ -335,6 +335,9 @@ GenerateResult parse_sglang(JsonView body, std::span<const JsonNumberRows> rows,
   return out;
 }
 
+// What every refusal of an answer that names another prompt than the one sent ends with.
+constexpr std::string_view kOtherPrompt = " (the server did not run the prompt it was sent)";
+
 // vLLM's return_token_ids answers the prompt's ids too (`prompt_token_ids`, 8,000 at an 8k-token context:
 // read as rows, not a node each, they cost a scan instead of most of the answer's reading). When they are
 // there they must be the prompt sent: an upstream that cut it (truncate_prompt_tokens, a context limit) or a
@@ -348,7 +351,7 @@ std::string check_prompt_echo(JsonView echoed, const JsonNumberRows& rows, const
   if (ids.size() != static_cast<size_t>(sent.size())) {
     return "choices[0].prompt_token_ids has " + std::to_string(ids.size()) +
            (ids.size() == 1 ? " id" : " ids") + " where the prompt sent had " + std::to_string(sent.size()) +
-           " (the server did not run the prompt it was sent)";
+           std::string(kOtherPrompt);
   }
   size_t at = 0;
   for (const Span& span : sent.spans()) {
@@ -356,7 +359,7 @@ std::string check_prompt_echo(JsonView echoed, const JsonNumberRows& rows, const
       JsonNumber id;
       if (!ids.next(&id, 1) || !id.is_integer() || id.as_integer() != want) {
         return "choices[0].prompt_token_ids[" + std::to_string(at) + "] is not the prompt sent's id " +
-               std::to_string(want) + " (the server did not run the prompt it was sent)";
+               std::to_string(want) + std::string(kOtherPrompt);
       }
       ++at;
     }
@@ -563,7 +566,7 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   if (out.ok && sent.ids != nullptr && out.prompt_tokens > 0 && out.prompt_tokens != sent.ids->size()) {
     return fail(std::string(kind == ApiKind::kSglang ? "meta_info" : "usage") + ".prompt_tokens is " +
                 std::to_string(out.prompt_tokens) + " where the prompt sent had " +
-                std::to_string(sent.ids->size()) + " ids (the server did not run the prompt it was sent)");
+                std::to_string(sent.ids->size()) + " ids" + std::string(kOtherPrompt));
   }
   return out;
 }
