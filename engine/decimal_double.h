@@ -1,6 +1,6 @@
 #pragma once
 // Decimal to double, correctly rounded, without a pass over the text: w * 10^q for a significand w read
-// while the number was scanned (engine/json_view.cpp reads an LLM answer's log-probs, 17 significant digits
+// while the number was scanned (engine/json_parser.cpp reads an LLM answer's log-probs, 17 significant digits
 // each, with it). Clinger's exact path where w and 10^q are exact doubles, else the Eisel-Lemire algorithm
 // (D. Lemire, "Number Parsing at a Gigabyte per Second", Software: Practice and Experience 51(8), 2021; the
 // form of Go's strconv): a 64 x 128-bit product with a table of powers of ten, which answers only where it

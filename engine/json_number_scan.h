@@ -1,5 +1,5 @@
 #pragma once
-// The scanner of a JSON number's text (engine/json_view.cpp's reader: a node's number, and JsonNumberRows'
+// The scanner of a JSON number's text (engine/json_parser.cpp's reader: a node's number, and JsonNumberRows'
 // cells): the grammar's exact form, integers kept exactly within 64 bits, doubles correctly rounded
 // (decimal_to_double from the digits read while scanning, engine/decimal_double.h; std::from_chars /
 // strtod where it declines). Inline: an LLM's answer is mostly numbers, scanned in the reader's loops.
