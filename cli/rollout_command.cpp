@@ -30,6 +30,7 @@
 #include "envs/registry.h"
 #include "envs/synthetic/synthetic_env.h"
 #include "policies/llm/llm_driver.h"
+#include "policies/llm/served_models.h"
 
 namespace crl::cli {
 namespace {
@@ -175,6 +176,13 @@ int rollout_command(const std::vector<std::string>& args) {
     }
     pointers.push_back(episodes.back().get());
   }
+
+  // The options are sound; now whether the server can hold the window (policies/llm/served_models.h). A
+  // window that fits is not worth a line; what could not be checked is said.
+  const llm::ServedModelFit fit = llm::check_served_model(
+      llm::ask_served_models(url, 0, "option --llm"),
+      {llm.api == llm::ApiKind::kOpenAi ? llm.sampling.model : "", "--model", budget.capacity, "--capacity"});
+  if (!fit.checked()) std::cerr << "crl rollout: " << fit.line << std::endl;
 
   std::vector<EpisodeReport> reports(count);
   driver.before_request = [&](size_t index, const Episode& e) {

@@ -21,6 +21,7 @@
 #include "engine/error.h"
 #include "engine/heap.h"
 #include "envs/registry.h"
+#include "policies/llm/served_models.h"
 #include "server/episode_service.h"
 #include "server/gateway/gateway.h"
 #include "server/http_server.h"
@@ -100,6 +101,7 @@ int serve_command(const std::vector<std::string>& args) {
   server::gateway::GatewayOptions gw;
   gw.budget = Budget{32768, 8192, 2, 4096, 4096, 8};
   std::string llm_url, llm_api = "sglang";
+  double wait_for_llm = 0;
   options.add_options()(
       "llm", po::value(&llm_url),
       "http://HOST:PORT of an LLM server: turns on the compaction gateway for agent harnesses "
@@ -112,6 +114,10 @@ int serve_command(const std::vector<std::string>& args) {
       "llm-retries", po::value(&gw.upstream.max_retries)->default_value(gw.upstream.max_retries),
       "retries of an upstream call on connection errors and 5xx")(
       "llm-model", po::value(&gw.sampling.model), "the `model` sent to an OpenAI-compatible upstream")(
+      "wait-for-llm", po::value(&wait_for_llm)->default_value(wait_for_llm),
+      "seconds to wait at start for the LLM server to list its models (GET /v1/models: --capacity must fit "
+      "the model's max_model_len, --llm-model must be one it serves); 0: ask once, and only warn when it "
+      "does not answer")(
       "stream-keepalive", po::value(&gw.stream_keepalive_s)->default_value(gw.stream_keepalive_s),
       "a streamed gateway call (stream: true) that has waited this many seconds (for the upstream, a "
       "retry's backoff, or its session's call in flight) sends its head and a comment line (': keep-alive') "
@@ -218,7 +224,16 @@ int serve_command(const std::vector<std::string>& args) {
     gw.tokenizer = service.tokenizer;
     gw.chat_template = service.chat_template;
     gw.template_variables = service.chat_template_variables;
-    gateway = std::make_unique<server::gateway::Gateway>(gw, &episodes.metrics());
+    if (!(wait_for_llm >= 0 && wait_for_llm <= 86400))
+      throw Error("option --wait-for-llm", "", "value must be between 0 and 86400 seconds");
+    gateway = std::make_unique<server::gateway::Gateway>(gw, &episodes.metrics());  // checks the options
+    // Then whether the server can hold the window (policies/llm/served_models.h).
+    const llm::ServedModelFit fit =
+        llm::check_served_model(llm::ask_served_models(llm_url, wait_for_llm, "option --llm"),
+                                {gw.upstream.api == llm::ApiKind::kOpenAi ? gw.sampling.model : "",
+                                 "--llm-model", gw.budget.capacity, "--capacity"});
+    std::cerr << "crl serve: " << fit.line << std::endl;
+    gateway->set_upstream_context(fit.max_model_len);
     http.gateway = gateway.get();
   }
   server::HttpServer server(http, episodes);

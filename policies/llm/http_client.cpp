@@ -140,6 +140,20 @@ asio::awaitable<HttpResponse> HttpClient::post(std::string path, std::string bod
 
 asio::awaitable<HttpResponse> HttpClient::post_parts(
     std::string path, Body body, std::vector<std::pair<std::string, std::string>> headers) {
+  HttpResponse out = co_await send("POST", std::move(path), std::move(body), std::move(headers));
+  co_return out;
+}
+
+asio::awaitable<HttpResponse> HttpClient::get(std::string path,
+                                              std::vector<std::pair<std::string, std::string>> headers) {
+  Body none;  // a named local: see post()
+  HttpResponse out = co_await send("GET", std::move(path), std::move(none), std::move(headers));
+  co_return out;
+}
+
+asio::awaitable<HttpResponse> HttpClient::send(const char* method, std::string path, Body body,
+                                               std::vector<std::pair<std::string, std::string>> headers) {
+  const bool has_body = std::string_view(method) != "GET";
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(options_.request_timeout_s));
@@ -166,14 +180,16 @@ asio::awaitable<HttpResponse> HttpClient::post_parts(
   // gateway, whose values come from parsed request headers) is dropped rather than split the head.
   std::string head;
   head.reserve(256);
-  head += "POST ";
+  head += method;
+  head += ' ';
   head += options_.endpoint.base_path;
   head += path;
   head += " HTTP/1.1\r\nHost: ";
   head += options_.endpoint.host;
   head += ':';
   head += std::to_string(options_.endpoint.port);
-  head += "\r\nContent-Type: application/json\r\nAccept: application/json\r\n";
+  head += has_body ? "\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+                   : "\r\nAccept: application/json\r\n";
   for (const auto& [name, value] : headers) {
     if ((name + value).find_first_of("\r\n") != std::string::npos) continue;
     head += name;
@@ -181,9 +197,12 @@ asio::awaitable<HttpResponse> HttpClient::post_parts(
     head += value;
     head += "\r\n";
   }
-  head += "Content-Length: ";
-  head += std::to_string(body.size());
-  head += "\r\n\r\n";
+  if (has_body) {
+    head += "Content-Length: ";
+    head += std::to_string(body.size());
+    head += "\r\n";
+  }
+  head += "\r\n";
   const std::array<asio::const_buffer, 4> request{asio::buffer(head), asio::buffer(body.head),
                                                   asio::buffer(body.borrowed.data(), body.borrowed.size()),
                                                   asio::buffer(body.tail)};

@@ -102,6 +102,10 @@ class HttpClient {
   };
   boost::asio::awaitable<HttpResponse> post_parts(std::string path, Body body,
                                                   std::vector<std::pair<std::string, std::string>> headers);
+  // GET base_path + `path` (no body), with the same pool, deadline and retries: `crl serve` and `crl
+  // rollout` ask the server for its models (served_models.h).
+  boost::asio::awaitable<HttpResponse> get(std::string path,
+                                           std::vector<std::pair<std::string, std::string>> headers = {});
   // Thread-safe and idempotent (posted onto the io_context).
   void cancel();
   bool cancelled() const { return cancelled_; }
@@ -111,6 +115,8 @@ class HttpClient {
  private:
   using Stream = boost::beast::tcp_stream;
   using Clock = std::chrono::steady_clock;
+  boost::asio::awaitable<HttpResponse> send(const char* method, std::string path, Body body,
+                                            std::vector<std::pair<std::string, std::string>> headers);
   boost::asio::awaitable<bool> acquire_slot(Clock::time_point deadline);
   void release_slot();
   void cancel_now();

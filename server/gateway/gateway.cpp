@@ -326,6 +326,14 @@ HttpAnswer Gateway::create(const HttpCall& call) {
     } catch (const Error& e) {
       throw bad_request("bad_budget", e.what(), "budget");
     }
+    if (options_.upstream_context > 0 && budget.capacity > options_.upstream_context) {
+      throw bad_request("bad_budget",
+                        "budget.capacity " + std::to_string(budget.capacity) +
+                            " is more than the LLM server's context (max_model_len " +
+                            std::to_string(options_.upstream_context) + "): a window that grew past it " +
+                            "would fail at the server",
+                        "budget.capacity");
+    }
   }
   if (const auto s = body.find("sampling"); s != body.end() && s->is_object()) {
     if (s->contains("temperature") && (*s)["temperature"].is_number())

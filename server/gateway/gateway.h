@@ -51,6 +51,10 @@ struct GatewayOptions {
   std::string tool_call_parser = "auto";  // tool_call_format.h: auto | hermes | llama3_json | ...
   std::string reasoning_parser = "auto";  // reasoning_format.h: auto | none | think
   Budget budget;                          // the default of a session; POST /v1/sessions may give another
+  // The upstream model's context as its GET /v1/models said at start (policies/llm/served_models.h; crl
+  // serve checks --capacity against it, then set_upstream_context()); a session's budget.capacity above it
+  // is refused. 0: not known.
+  int64_t upstream_context = 0;
   llm::SamplingParams sampling;
   size_t max_sessions = 4096;         // live sessions at most (429 with retry-after beyond)
   std::string model = "crl-gateway";  // answered as `model` when the request names none
@@ -71,6 +75,8 @@ class Gateway {
   // The answer to a gateway path (`parts` is the split path, parts[0] == "v1"); never throws.
   HttpAnswer route(const HttpCall& call, const std::vector<std::string_view>& parts);
   size_t sessions() const;
+  // GatewayOptions::upstream_context, once the upstream has said it; before serving (not thread-safe).
+  void set_upstream_context(int64_t max_model_len) { options_.upstream_context = max_model_len; }
   // Removes the sessions idle past options.idle_timeout_s (a session inside a call is never removed; a call
   // that found one just before it was removed answers 404). Returns how many. Thread-safe.
   size_t reap_idle();

@@ -208,6 +208,20 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
     double delay_s = 0;
   };
 
+  // vLLM's model list (its ModelCard's fields, in its order; the permission list left empty).
+  Answer models() const {
+    using ordered = nlohmann::ordered_json;
+    ordered card = ordered::object({{"id", options.model_id},
+                                    {"object", "model"},
+                                    {"created", 1700000000},
+                                    {"owned_by", "vllm"},
+                                    {"root", options.model_id},
+                                    {"parent", nullptr}});
+    if (options.max_model_len > 0) card["max_model_len"] = options.max_model_len;
+    card["permission"] = ordered::array();
+    return Answer{200, ordered{{"object", "list"}, {"data", ordered::array({card})}}.dump()};
+  }
+
   static Answer bad_request(const std::string& why) {
     return Answer{400,
                   json{{"error", {{"message", why}, {"type", "BadRequestError"}, {"code", 400}}}}.dump()};
@@ -215,6 +229,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
 
   Answer handle(const std::string& target, const std::string& body, const std::string& routing_key = "") {
     const bool sglang = target == "/generate", openai = target == "/v1/completions";
+    if (target == "/v1/models") return models();
     if (!sglang && !openai) return Answer{404, R"({"detail":"Not Found"})"};
     Answer answer;
     answer.delay_s = options.faults.delay_s;

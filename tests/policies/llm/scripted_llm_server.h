@@ -54,6 +54,10 @@ struct ScriptedLlmOptions {
   SummaryMode summary = SummaryMode::kKeep;
   std::shared_ptr<const Tokenizer> tokenizer;  // default: ByteTokenizer
   bool log_calls = true;                       // keep every answered call (tests); benchmarks turn it off
+  // GET /v1/models answers one model, as vLLM does: this id, and this max_model_len (0: an entry without
+  // one, as servers that do not say their context answer).
+  std::string model_id = "scripted";
+  int64_t max_model_len = 131072;
   // Replaces the scripted model (the gateway's tests script their own harness): the answer text for the
   // decoded prompt; <|im_end|> is appended and the answer cut at max_new_tokens as for the scripted model.
   std::function<std::string(std::string_view prompt_text, uint64_t seed)> script;

@@ -1,7 +1,7 @@
 // The scripted LLM server as a process, for the Python client's tests and manual runs of `crl rollout`:
 //   crl_scripted_llm_server [--port P] [--summary keep|drop|seeded] [--delay-ms N] [--transient-5xx N]
 //                           [--transient-drops N] [--sticky-every N --sticky-fault
-//                           5xx|drop|malformed|hang|400|abort]
+//                           5xx|drop|malformed|hang|400|abort] [--max-model-len N]
 // Prints "listening on PORT" on stdout once it accepts connections; serves until stdin closes or SIGTERM (the
 // tests' parent closes the pipe; by hand, keep stdin open). A bad value is refused by name (exit 2).
 #include <charconv>
@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "N]\n"
     "                               [--transient-drops N] [--sticky-every N --sticky-fault "
     "5xx|drop|malformed|hang|400|abort]\n"
+    "                               [--max-model-len N (GET /v1/models; 0: not said)]\n"
     "Serves until its stdin closes or SIGTERM: run it in the foreground, or keep its stdin open in the\n"
     "background (sleep infinity | crl_scripted_llm_server ... &).\n";
 
@@ -73,6 +74,10 @@ int main(int argc, char** argv) {
       if (!n) return refuse(flag, value, "a count (0-1000000)");
       (flag == "--transient-5xx" ? options.faults.transient_5xx : options.faults.transient_drops) =
           static_cast<int>(*n);
+    } else if (flag == "--max-model-len") {
+      const auto n = whole(value, 0, 1'000'000'000);
+      if (!n) return refuse(flag, value, "a count of tokens (0-1000000000; 0: not said)");
+      options.max_model_len = *n;
     } else if (flag == "--sticky-every") {
       const auto n = whole(value, 0, 1'000'000'000);
       if (!n) return refuse(flag, value, "a count (0-1000000000)");

@@ -411,5 +411,31 @@ TEST(Gateway, ExplicitCreateSetsTheBudgetAndDeleteRemoves) {
   EXPECT_EQ(json::parse(refused.body)["error"]["code"], "bad_budget");
 }
 
+// crl serve asks the upstream for its model's context at start (policies/llm/served_models.h) and refuses a
+// --capacity above it; a session's own budget may not go above it either.
+TEST(Gateway, ASessionsCapacityMustFitTheUpstreamsContext) {
+  GatewayOptions options;
+  options.budget = test_budget();
+  options.upstream_context = options.budget.capacity + 100;
+  Bench bench(llm::ApiKind::kSglang, {}, options);
+  server::testing::HttpClient client(bench.port());
+  const auto fits = client.call(
+      "POST", "/v1/sessions",
+      json{{"budget", {{"capacity", options.upstream_context}, {"reserve", options.budget.reserve}}}}.dump());
+  EXPECT_EQ(fits.status, 200) << fits.body;
+  const auto refused = client.call(
+      "POST", "/v1/sessions",
+      json{{"budget", {{"capacity", options.upstream_context + 1}, {"reserve", options.budget.reserve}}}}
+          .dump());
+  ASSERT_EQ(refused.status, 400) << refused.body;
+  const json error = json::parse(refused.body)["error"];
+  EXPECT_EQ(error["code"], "bad_budget");
+  EXPECT_EQ(error["param"], "budget.capacity");
+  EXPECT_NE(error["message"].get<std::string>().find("is more than the LLM server's context (max_model_len " +
+                                                     std::to_string(options.upstream_context)),
+            std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace crl::server::gateway::testing
