@@ -78,6 +78,17 @@ ServedModelCheck check_of(const std::string& model, int64_t capacity) {
   return {model, "--llm-model", capacity, "--capacity"};
 }
 
+// The message of the crl::Error the check throws ("" and a failure when it accepts).
+std::string refusal(const ServedModels& served, const ServedModelCheck& check) {
+  try {
+    const ServedModelFit fit = check_served_model(served, check);
+    ADD_FAILURE() << "accepted: " << fit.line;
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(ServedModels, AWindowLargerThanTheModelsContextIsRefusedByOptionName) {
   ServedModels served = read_served_models(kVllmModelList);
   served.url = "http://gpu:8000/v1/models";
@@ -86,18 +97,13 @@ TEST(ServedModels, AWindowLargerThanTheModelsContextIsRefusedByOptionName) {
   EXPECT_NE(fits.line.find("\"Qwen/Qwen3-8B\" with a context of 40960 tokens; --capacity 40960 fits"),
             std::string::npos)
       << fits.line;
-  try {
-    check_served_model(served, check_of("", 40961));
-    FAIL() << "a capacity over max_model_len was accepted";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("option --capacity"), std::string::npos) << what;
-    EXPECT_NE(what.find("value 40961 is more than the context of \"Qwen/Qwen3-8B\" (max_model_len 40960 from "
-                        "GET http://gpu:8000/v1/models)"),
-              std::string::npos)
-        << what;
-    EXPECT_NE(what.find("vLLM --max-model-len, SGLang --context-length"), std::string::npos) << what;
-  }
+  const std::string big = refusal(served, check_of("", 40961));
+  EXPECT_NE(big.find("option --capacity"), std::string::npos) << big;
+  EXPECT_NE(big.find("value 40961 is more than the context of \"Qwen/Qwen3-8B\" (max_model_len 40960 from "
+                     "GET http://gpu:8000/v1/models)"),
+            std::string::npos)
+      << big;
+  EXPECT_NE(big.find("vLLM --max-model-len, SGLang --context-length"), std::string::npos) << big;
   // The adapter is checked when the calls name it.
   EXPECT_EQ(check_served_model(served, check_of("sql-lora", 32768)).max_model_len, 40960);
 }
@@ -105,17 +111,12 @@ TEST(ServedModels, AWindowLargerThanTheModelsContextIsRefusedByOptionName) {
 TEST(ServedModels, AModelTheServerDoesNotServeIsRefusedWithWhatItServes) {
   ServedModels served = read_served_models(kVllmModelList);
   served.url = "http://gpu:8000/v1/models";
-  try {
-    check_served_model(served, check_of("Qwen/Qwen3-8b", 4096));  // one letter's case
-    FAIL() << "an unknown model was accepted";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("option --llm-model"), std::string::npos) << what;
-    EXPECT_NE(what.find("value \"Qwen/Qwen3-8b\" is not a model the LLM server serves (GET "
-                        "http://gpu:8000/v1/models lists \"Qwen/Qwen3-8B\", \"sql-lora\")"),
-              std::string::npos)
-        << what;
-  }
+  const std::string unknown = refusal(served, check_of("Qwen/Qwen3-8b", 4096));  // one letter's case
+  EXPECT_NE(unknown.find("option --llm-model"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("value \"Qwen/Qwen3-8b\" is not a model the LLM server serves (GET "
+                         "http://gpu:8000/v1/models lists \"Qwen/Qwen3-8B\", \"sql-lora\")"),
+            std::string::npos)
+      << unknown;
 }
 
 // What cannot be checked is said, and nothing is refused for it: the calls report their own failures.
