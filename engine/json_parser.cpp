@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "engine/json_number_scan.h"
+#include "engine/json_skim.h"
 #include "engine/json_view.h"
 
 #if defined(__SSE2__)
@@ -21,12 +22,14 @@ namespace crl {
 class JsonParser {
  public:
   JsonParser(std::string_view text, const std::string& where, int max_depth, JsonDocument& doc,
-             const JsonKnownMember* known = nullptr, std::span<JsonNumberRows> rows = {})
+             const JsonKnownMember* known = nullptr, std::span<JsonNumberRows> rows = {},
+             std::span<const std::string_view> unread_arrays = {})
       : text_(text),
         where_(where),
         max_depth_(max_depth),
         known_(known),
         rows_(rows),
+        unread_arrays_(unread_arrays),
         doc_(doc),
         stack_(scratch().stack),
         keys_(scratch().keys) {
@@ -49,7 +52,7 @@ class JsonParser {
           after_value = true;
           continue;
         }
-        if (c == '[' && !rows_.empty() && take_rows()) {
+        if (c == '[' && (!rows_.empty() || !unread_arrays_.empty()) && (take_rows() || take_unread())) {
           after_value = true;
           continue;
         }
@@ -153,6 +156,25 @@ class JsonParser {
       return true;
     }
     return false;
+  }
+
+  // Whether the array at pos_ is the value of a member named in unread_arrays_ that json_skim finds to be
+  // one the general reading accepts: then it is stored as one unread node, its values not read.
+  bool take_unread() {
+    if (unread_arrays_.empty() || stack_.empty()) return false;
+    const Level& level = stack_.back();
+    if (doc_.nodes_[level.node].type != JsonType::kObject ||
+        std::find(unread_arrays_.begin(), unread_arrays_.end(), level.key) == unread_arrays_.end())
+      return false;
+    const char* const start = text_.data() + pos_;
+    const char* const end = json_skim::Skimmer(text_, max_depth_).value(start, stack_.size() + 1);
+    if (end == nullptr) return false;
+    JsonDocument::Node& node = add(JsonType::kArray);
+    set_text(node, std::string_view(start, static_cast<size_t>(end - start)));
+    node.end = static_cast<uint32_t>(doc_.nodes_.size());
+    node.unread = true;
+    pos_ = static_cast<size_t>(end - text_.data());
+    return true;
   }
 
   // The array's level and, bracketed, its rows' must be within the depth the general reading allows.
@@ -469,30 +491,9 @@ class JsonParser {
 
   // One UTF-8 sequence at pos_, strictly well-formed (RFC 3629's table).
   void utf8() {
-    const auto byte = [&](size_t i) -> unsigned {
-      return pos_ + i < text_.size() ? static_cast<unsigned char>(text_[pos_ + i]) : 0;
-    };
-    const unsigned c = byte(0);
-    size_t length = 0;
-    unsigned lo = 0x80, hi = 0xBF;  // the range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      length = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      length = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;  // no encoded surrogates
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      length = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
-    } else {
-      fail("expected well-formed UTF-8 in a string");
-    }
-    for (size_t i = 1; i < length; ++i) {
-      const unsigned b = byte(i);
-      if (b < (i == 1 ? lo : 0x80) || b > (i == 1 ? hi : 0xBF))
-        fail_at(pos_ + i, "expected well-formed UTF-8 in a string");
-    }
+    size_t bad = 0;
+    const size_t length = json_skim::utf8_sequence(text_.data() + pos_, text_.data() + text_.size(), bad);
+    if (length == 0) fail_at(pos_ + bad, "expected well-formed UTF-8 in a string");
     pos_ += length;
   }
 
@@ -585,6 +586,7 @@ class JsonParser {
   const int max_depth_;
   const JsonKnownMember* known_;
   std::span<JsonNumberRows> rows_;
+  std::span<const std::string_view> unread_arrays_;
   JsonDocument& doc_;
   size_t pos_ = 0;
   // The open levels and their keys, kept per thread between parses: a small document (an LLM's answer)
@@ -621,7 +623,8 @@ JsonDocument::~JsonDocument() {
 }
 
 JsonDocument JsonDocument::parse(std::string_view text, const std::string& where, int max_depth,
-                                 const JsonKnownMember* known, std::span<JsonNumberRows> rows) {
+                                 const JsonKnownMember* known, std::span<JsonNumberRows> rows,
+                                 std::span<const std::string_view> unread_arrays) {
   JsonDocument doc;
   doc.nodes_.swap(spare_nodes());
   doc.nodes_.clear();
@@ -635,7 +638,7 @@ JsonDocument JsonDocument::parse(std::string_view text, const std::string& where
     if (!r.expected.empty() && (r.bracketed || r.expected.front() != '[' || r.expected.back() != ']'))
       throw std::invalid_argument("JsonNumberRows: an expected text is an array of bare numbers");
   }
-  JsonParser(text, where, max_depth, doc, known, rows).run();
+  JsonParser(text, where, max_depth, doc, known, rows, unread_arrays).run();
   return doc;
 }
 

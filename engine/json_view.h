@@ -189,8 +189,14 @@ class JsonDocument {
  public:
   // Parses `text` (which must outlive the document). `where` names the source in errors. Throws JsonError.
   // `rows`: arrays of numbers to read as JsonNumberRows (cleared first).
+  // `unread_arrays`: keys whose array values the caller reads nothing of (an LLM answer's per-token texts):
+  // each such array (the value of a member with one of these keys, at any depth) that engine/json_skim.h's
+  // quick check finds valid is stored as one unread node (raw() is its text; size(), iteration, find()
+  // throw std::logic_error, as for a JsonKnownMember), its values neither read nor stored. Any other array
+  // there is read as usual: a document is accepted or refused, with the same error, as without the keys.
   static JsonDocument parse(std::string_view text, const std::string& where, int max_depth = kMaxJsonDepth,
-                            const JsonKnownMember* known = nullptr, std::span<JsonNumberRows> rows = {});
+                            const JsonKnownMember* known = nullptr, std::span<JsonNumberRows> rows = {},
+                            std::span<const std::string_view> unread_arrays = {});
 
   JsonDocument() = default;
   JsonDocument(JsonDocument&&) noexcept = default;

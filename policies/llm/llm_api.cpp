@@ -534,6 +534,18 @@ std::vector<JsonNumberRows> answer_number_rows(ApiKind kind) {
           number_rows("text_offset")};
 }
 
+std::span<const std::string_view> answer_unread_arrays(ApiKind kind, int top_logprobs) {
+  // vLLM's per-token texts (`tokens`) and, unless alternatives were asked, its `top_logprobs` (an object per
+  // token, the sampled token's at least): a string or an object and a number per token, read by no one here
+  // (the ids are token_ids, the log-probs token_logprobs), and about two thirds of reading the answer when
+  // each was a node (`BM_UpstreamAnswerParseOpenAi`). Checked, not read (engine/json_skim.h).
+  static constexpr std::string_view kTexts[] = {"tokens"};
+  static constexpr std::string_view kTextsAndAlternatives[] = {"tokens", "top_logprobs"};
+  if (kind == ApiKind::kSglang) return {};
+  if (top_logprobs > 0) return kTexts;
+  return kTextsAndAlternatives;
+}
+
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs,
                               SentPrompt sent) {
   // The shared reader: an answer nested past kMaxJsonDepth, with a repeated key or not JSON at all fails
@@ -546,8 +558,9 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   if (kind == ApiKind::kOpenAi && sent.ids != nullptr && sent.ids_json.size() >= 2 &&
       sent.ids_json.front() == '[' && sent.ids_json.back() == ']')
     rows[kPromptIds].expected = sent.ids_json;
+  const std::span<const std::string_view> unread = answer_unread_arrays(kind, top_logprobs);
   try {
-    parsed = JsonDocument::parse(body, "the answer", kMaxJsonDepth, nullptr, rows);
+    parsed = JsonDocument::parse(body, "the answer", kMaxJsonDepth, nullptr, rows, unread);
   } catch (const JsonError& e) {
     return fail("the answer is not accepted JSON: " + e.message());
   }

@@ -14,6 +14,7 @@
 //    K alternatives).
 // The sampled ids and their log-probs are read exactly as the server sent them; nothing is re-tokenised.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -117,6 +118,9 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
 // logprobs.token_logprobs, prompt_token_ids and logprobs.text_offset. Any other shape is read from the
 // document, with the same checks.
 std::vector<JsonNumberRows> answer_number_rows(ApiKind kind);
+// The arrays parse_response checks as JSON but does not read (JsonDocument::parse's `unread_arrays`): the
+// OpenAI API's per-token texts, and its alternatives unless `top_logprobs` asked for them.
+std::span<const std::string_view> answer_unread_arrays(ApiKind kind, int top_logprobs);
 
 // The request seed of a stream (spec section 5): the first 8 bytes of SHA-256 over
 // "crl-sampling|<seed>|<task>|<sample>|<role>|<ordinal>", masked to 63 bits. Identical for paired runs.

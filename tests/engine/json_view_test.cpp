@@ -787,5 +787,177 @@ TEST(JsonNumberRows, TheDepthLimitHoldsForTheRowsAsForAnyArray) {
   EXPECT_EQ(rows[1].rows(), 1u);
 }
 
+// ---- Unread arrays: an LLM answer's per-token texts and alternatives checked, not read ----
+
+constexpr std::string_view kUnreadKeys[] = {"tokens", "top_logprobs"};
+
+// A vLLM-shaped answer whose per-token texts and alternatives are often of shapes the quick check gives up
+// on (keys with escapes, repeated keys, spelled alike only once decoded, objects of many keys, escaped
+// surrogates, numbers past a double, nesting at the depth limit) or that no reader takes (control bytes,
+// broken UTF-8, bad escapes), sometimes with the keys elsewhere too.
+std::string vllm_logprobs_document(Generator& generator, std::mt19937_64& rng) {
+  static const char* kTexts[] = {R"("t")",
+                                 R"("\n")",
+                                 R"("\u0120x")",
+                                 R"("\ud83d\ude00")",
+                                 R"("é€")",
+                                 R"("\\ \" \/ \b\f\r\t")",
+                                 R"("\udc00")",
+                                 R"("\ud800x")",
+                                 "\"\xC3\"",
+                                 "\"a\x01\"",
+                                 R"("\x")",
+                                 R"("\u12G4")",
+                                 R"("")",
+                                 "\"\xED\xA0\x80\"",
+                                 R"("\uD7FF")",
+                                 R"("\uE000")",
+                                 "7",
+                                 "null"};
+  static const char* kValues[] = {
+      "-0.10000000149011612", "-1.2e-05", "-9999.0", "0",  "1e400", "-1e-400", "1e299",
+      "12345678901234567890", "01",       "-",       "1.", "2E+2"};
+  static const char* kSpaces[] = {"", "", "", " ", "\n  "};
+  const auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  const auto space = [&] { return std::string(kSpaces[pick(std::size(kSpaces))]); };
+  const auto text = [&] {
+    return std::string(pick(4) == 0 ? kTexts[pick(std::size(kTexts))] : kTexts[pick(6)]);
+  };
+  const auto logprob = [&] {
+    return std::string(pick(5) == 0 ? kValues[pick(std::size(kValues))] : kValues[pick(4)]);
+  };
+  const size_t n = pick(6);
+  std::string tokens = "[" + space(), tops = "[" + space();
+  for (size_t i = 0; i < n; ++i) {
+    if (i) {
+      tokens += space() + "," + space();
+      tops += space() + "," + space();
+    }
+    tokens += pick(20) == 0 ? generator.document() : text();
+    std::string top = "{" + space() + text() + space() + ":" + space() + logprob();
+    switch (pick(14)) {
+      case 0:
+        top += "," + text() + ":" + logprob();  // often the same text twice
+        break;
+      case 1:
+        top += R"(,"\u0041":1,"A":2)";  // one key twice, once decoded
+        break;
+      case 2:
+        for (int k = 0; k < 17; ++k) top += ",\"k" + std::to_string(k) + "\":" + logprob();
+        break;
+      case 3:
+        top += ",\"d\":" + generator.document();  // nesting, near the depth limit
+        break;
+      case 4:
+        top = "null";
+        break;
+      default:
+        break;
+    }
+    tops += top == "null" ? top : top + space() + "}";
+  }
+  tokens += space() + "]";
+  tops += space() + "]";
+  std::string decoy;  // the keys with other values
+  if (pick(8) == 0) decoy = R"(,"tokens":5)";
+  return R"({"choices":[{"logprobs":{"tokens":)" + tokens + R"(,"top_logprobs":)" + tops + R"(},"x":)" +
+         generator.document() + R"(}])" + decoy + "}";
+}
+
+// The arrays at the keys in a document read plainly.
+int keyed_arrays(JsonView v) {
+  int count = 0;
+  if (v.is_array() || v.is_object()) {
+    for (const JsonView e : v) {
+      if (v.is_object() && e.is_array() &&
+          std::find(std::begin(kUnreadKeys), std::end(kUnreadKeys), e.key()) != std::end(kUnreadKeys))
+        ++count;
+      count += keyed_arrays(e);
+    }
+  }
+  return count;
+}
+
+// Read with the keys asked and without, the documents (often broken) are accepted and refused alike, with
+// the same error, and have the same values; most of the keys' arrays are stored unread, and those the quick
+// check gives up on are read as usual.
+TEST(JsonUnreadArrays, ChangeNothingButWhatIsStored) {
+  Generator generator(20261207);
+  std::mt19937_64 rng(29);
+  int unread = 0, read_as_usual = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text = vllm_logprobs_document(generator, rng);
+    if (i % 3 == 1) text = mutate(text, rng);
+    const testing::RowsReading reading = testing::read_with_and_without_rows(text, {}, 8, kUnreadKeys);
+    ASSERT_EQ(reading.difference, "") << text;
+    if (!reading.accepted) {
+      ++refused;
+      continue;
+    }
+    unread += reading.unread;
+    read_as_usual += keyed_arrays(JsonDocument::parse(text, "test", 8).root()) - reading.unread;
+  }
+  EXPECT_GT(unread, 5000);
+  EXPECT_GT(read_as_usual, 1000);
+  EXPECT_GT(refused, 5000);
+}
+
+TEST(JsonUnreadArrays, AnUnreadArrayIsOneNodeAndWhatTheCheckCannotSayIsReadAsUsual) {
+  const std::string text =
+      R"({"choices":[{"logprobs":{"tokens":["a","\n","é\u0120"],"token_logprobs":[-0.5],)"
+      R"("top_logprobs":[{"a":-0.5,"b":-1.25e-3},{"é":-9999.0}]}}]})";
+  const JsonDocument doc = JsonDocument::parse(text, "test", kMaxJsonDepth, nullptr, {}, kUnreadKeys);
+  const JsonView logprobs = (*doc.root().find("choices").begin()).find("logprobs");
+  EXPECT_EQ(logprobs.find("tokens").raw(), R"(["a","\n","é\u0120"])");
+  EXPECT_THROW(logprobs.find("tokens").size(), std::logic_error);
+  EXPECT_THROW(logprobs.find("top_logprobs").begin(), std::logic_error);
+  EXPECT_EQ(logprobs.find("token_logprobs").size(), 1u);
+  // root, choices, choice, logprobs, the two unread arrays, token_logprobs and its number
+  EXPECT_EQ(doc.nodes().size(), 8u);
+  // What the check leaves to the reader: a key with an escape, an object of 17 keys, an escaped surrogate
+  // alone, a number past a double (refused, as without the keys), a string not a key's at the top.
+  for (const std::string odd : {R"([{"\u0041":1}])",
+                                R"([{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,)"
+                                R"("k7":7,"k8":8,"k9":9,"k10":0,"k11":1,"k12":2,"k13":3,)"
+                                R"("k14":4,"k15":5,"k16":6}])",
+                                R"(["\ud800\udc00"])"}) {
+    const std::string document = R"({"tokens":)" + odd + "}";  // (a document views its text)
+    const JsonDocument read = JsonDocument::parse(document, "test", 8, nullptr, {}, kUnreadKeys);
+    EXPECT_EQ(read.root().find("tokens").size(), 1u) << odd;
+  }
+  for (const std::string refused : {R"([1e400])", R"([{"a":1,"a":2}])", R"(["\udc00"])", "[\"\x01\"]"}) {
+    std::string plain, with;
+    try {
+      JsonDocument::parse(R"({"tokens":)" + refused + "}", "test", 8);
+    } catch (const JsonError& e) {
+      plain = e.what();
+    }
+    try {
+      JsonDocument::parse(R"({"tokens":)" + refused + "}", "test", 8, nullptr, {}, kUnreadKeys);
+    } catch (const JsonError& e) {
+      with = e.what();
+    }
+    EXPECT_NE(plain, "") << refused;
+    EXPECT_EQ(plain, with) << refused;
+  }
+  // The depth limit holds within an unread array as anywhere: at a limit of 3 the inner array of
+  // {"tokens":[[1]]} is refused with the same error; at 3 levels exactly it is stored unread.
+  std::string plain, with;
+  try {
+    JsonDocument::parse(R"({"m":{"tokens":[[1]]}})", "test", 3);
+  } catch (const JsonError& e) {
+    plain = e.what();
+  }
+  try {
+    JsonDocument::parse(R"({"m":{"tokens":[[1]]}})", "test", 3, nullptr, {}, kUnreadKeys);
+  } catch (const JsonError& e) {
+    with = e.what();
+  }
+  EXPECT_NE(plain.find("nested deeper than 3"), std::string::npos) << plain;
+  EXPECT_EQ(plain, with);
+  const JsonDocument fits = JsonDocument::parse(R"({"tokens":[[1]]})", "test", 3, nullptr, {}, kUnreadKeys);
+  EXPECT_THROW(fits.root().find("tokens").size(), std::logic_error);
+}
+
 }  // namespace
 }  // namespace crl
