@@ -21,7 +21,9 @@ void JsonView::wrong_type(const char* wanted) {
 }
 
 void JsonView::unread_value() {
-  throw std::logic_error("JsonView: a value stored unread (a JsonKnownMember) is read by its text alone");
+  throw std::logic_error(
+      "JsonView: a value stored unread (a JsonKnownMember, JsonNumberRows or unread array) is read by its "
+      "text alone");
 }
 
 bool JsonView::boolean() const {

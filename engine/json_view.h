@@ -220,8 +220,9 @@ class JsonDocument {
     uint32_t end = 0;    // the index one past this value's last descendant (the next sibling's index)
     JsonType type = JsonType::kNull;
     JsonNumberKind kind = JsonNumberKind::kUnsigned;
-    bool flag = false;    // booleans: the value
-    bool unread = false;  // a JsonKnownMember's value or JsonNumberRows' array: its text only
+    bool flag = false;  // booleans: the value
+    // A JsonKnownMember's value, JsonNumberRows' array or an unread array: its text only.
+    bool unread = false;
     std::string_view text_view() const { return {text, text_size}; }
     std::string_view key_view() const { return {key, key_size}; }
   };

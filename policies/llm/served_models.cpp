@@ -1,5 +1,8 @@
 #include "policies/llm/served_models.h"
 
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it
+// clang-format on
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
