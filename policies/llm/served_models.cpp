@@ -83,6 +83,13 @@ ServedModels ask_served_models(const std::string& base_url, double wait_s, const
         out = read_served_models(response.body);
       } else {
         out.error = response.status != 0 ? "HTTP " + std::to_string(response.status) : response.error;
+        // An OpenAI client's base URL habit: the calls' paths already begin with /v1.
+        if (response.status == 404 && endpoint.base_path.ends_with("/v1")) {
+          out.error +=
+              "; the URL ends in /v1, and the calls add /v1/... themselves: give the server's root, http://" +
+              endpoint.host + ":" + std::to_string(endpoint.port) +
+              endpoint.base_path.substr(0, endpoint.base_path.size() - 3);
+        }
       }
       out.url = base_url + "/v1/models";
       return out;

@@ -155,6 +155,13 @@ TEST(ServedModels, AskedOverHttp) {
   // A server without the route: its status, at once.
   const ServedModels missing = ask_served_models(server.url() + "/prefix", 30, "option --llm");
   EXPECT_EQ(missing.error, "HTTP 404");
+  // An OpenAI client's base URL given as the server's: the hint names the root.
+  const ServedModels v1 = ask_served_models(server.url() + "/v1/", 0, "option --llm");
+  EXPECT_EQ(v1.error,
+            "HTTP 404; the URL ends in /v1, and the calls add /v1/... themselves: give the server's "
+            "root, " +
+                server.url())
+      << v1.error;
   // Nobody listening: the connection's error, after the one try.
   const ServedModels down = ask_served_models("http://127.0.0.1:1", 0, "option --llm");
   EXPECT_NE(down.error.find("connection error"), std::string::npos) << down.error;
