@@ -37,6 +37,10 @@ BUILD="${2:-build}"
 FILTER="${3:-NeuralCudaPolicy.*}"
 g++ "${FLAGS[@]}" -c "$WORK/network_cuda_emu.cpp" -o "$WORK/network_cuda_emu.o"
 g++ "${FLAGS[@]}" -c "$EMU/emu_device.cpp" -o "$WORK/emu_device.o"
+# The policy-level test compiled alone with policy_tests' flags (a unity build has no object of its own).
+COMPILE="$(ninja -C "$BUILD" -t commands tests/policies/policy_tests | awk '/ -c [^ ]*(policy_tests\.dir\/|_test\.cpp$)/ && !n++' |
+  sed 's/ -MD -MT [^ ]* -MF [^ ]*//; s/ -o [^ ]* -c [^ ]*$//')"
+(cd "$BUILD" && $COMPILE -o "$WORK/neural_cuda_policy_test.o" -c "$ROOT/tests/policies/neural_cuda_policy_test.cpp")
 # policy_tests' link line with the emulated twin in place of the real one (or of the stub) and only the
 # policy-level test's object.
 LINK="$(ninja -C "$BUILD" -t commands tests/policies/policy_tests | tail -n 1 | sed 's/ && cd .*//; s/^: && //')"
@@ -47,7 +51,7 @@ for word in $LINK; do
     tests/policies/CMakeFiles/policy_tests.dir/*) ;;
     tests/policies/policy_tests) ARGS+=("$WORK/policy_emu") ;;
     -o) ARGS+=("$WORK/network_cuda_emu.o" "$WORK/emu_device.o"
-               tests/policies/CMakeFiles/policy_tests.dir/neural_cuda_policy_test.cpp.o -o) ;;
+               "$WORK/neural_cuda_policy_test.o" -o) ;;
     *) ARGS+=("$word") ;;
   esac
 done

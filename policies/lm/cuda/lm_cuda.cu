@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
 #include "engine/error.h"
@@ -22,14 +23,6 @@
 namespace crl::lm {
 
 namespace {
-
-#define CRL_LM_CUBLAS_CHECK(call)                                                               \
-  do {                                                                                          \
-    const cublasStatus_t crl_cublas_status_ = (call);                                           \
-    if (crl_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                          \
-      throw ::crl::Error("cublas", #call, "status " + std::to_string(int(crl_cublas_status_))); \
-    }                                                                                           \
-  } while (false)
 
 using kernels::kBlock;
 
@@ -76,17 +69,7 @@ struct Device {
   }
 };
 
-struct Handle {
-  cublasHandle_t h = nullptr;
-  Handle() {
-    CRL_LM_CUBLAS_CHECK(cublasCreate(&h));
-    // Full-precision float GEMMs (no TF32), so results match the CPU to float rounding.
-    CRL_LM_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
-  }
-  ~Handle() { cublasDestroy(h); }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-};
+using Handle = cuda::CublasHandle;
 
 // Row-major C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N; A is stored M x K (K x M when
 // transposed), B K x N (N x K when transposed). Column-major: C^T = op(B)^T op(A)^T with leading dimensions
@@ -95,9 +78,9 @@ void gemm(const Handle& handle, bool trans_a, bool trans_b, int M, int N, int K,
           const float* B, float* C, float beta) {
   if (M == 0 || N == 0) return;
   const float one = 1.0f;
-  CRL_LM_CUBLAS_CHECK(cublasSgemm(handle.h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B, trans_b ? K : N, A,
-                                  trans_a ? M : K, &beta, C, N));
+  CRL_CUBLAS_CHECK(cuda::cublas().sgemm(handle.h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B,
+                                        trans_b ? K : N, A, trans_a ? M : K, &beta, C, N));
 }
 
 // The batch's index arrays on the device: per token its position and sequence, per sequence its offset and

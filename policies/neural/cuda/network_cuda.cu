@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
 #include "engine/error.h"
@@ -26,14 +27,6 @@
 namespace crl::neural {
 
 namespace {
-
-#define CRL_NEURAL_CUBLAS_CHECK(call)                                                           \
-  do {                                                                                          \
-    const cublasStatus_t crl_cublas_status_ = (call);                                           \
-    if (crl_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                          \
-      throw ::crl::Error("cublas", #call, "status " + std::to_string(int(crl_cublas_status_))); \
-    }                                                                                           \
-  } while (false)
 
 constexpr int kThreads = 256;
 int blocks(int64_t n) {
@@ -60,23 +53,13 @@ struct Device {
   }
 };
 
-struct Handle {
-  cublasHandle_t h = nullptr;
-  Handle() {
-    CRL_NEURAL_CUBLAS_CHECK(cublasCreate(&h));
-    // Full-precision float GEMMs (no TF32), so results match the CPU to float rounding.
-    CRL_NEURAL_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH));
-  }
-  ~Handle() { cublasDestroy(h); }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-};
+using Handle = cuda::CublasHandle;
 
 // Column-major C (m x n, ldc m) = op(A) op(B), beta 0.
 void gemm(const Handle& handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
           const float* a, int lda, const float* b, int ldb, float* c) {
   const float one = 1.0f, zero = 0.0f;
-  CRL_NEURAL_CUBLAS_CHECK(cublasSgemm(handle.h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, m));
+  CRL_CUBLAS_CHECK(cuda::cublas().sgemm(handle.h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, m));
 }
 
 // H = relu(H + b1), H row-major rows x hidden.
