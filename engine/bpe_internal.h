@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/bpe_tokenizer.h"
+#include "engine/heap.h"
 
 namespace crl {
 
@@ -21,15 +22,40 @@ namespace crl {
 
 class BpeTokenizer::ByteTable {
  public:
-  explicit ByteTable(const std::vector<std::string>& vocab) {
-    size_t capacity = 16;
-    while (capacity < vocab.size() * 2) capacity *= 2;
-    slots_.assign(capacity, Slot{});
-    mask_ = capacity - 1;
+  explicit ByteTable(const std::vector<std::string>& vocab) : ByteTable(vocab.size()) {
+    size_t bytes = 0;
+    for (const std::string& v : vocab) bytes += v.size();
+    arena_.reserve(bytes);  // (grown by doubling, a 262k-token vocabulary's arena was copied ~20 times)
     for (size_t id = 0; id < vocab.size(); ++id) {
       if (!vocab[id].empty()) insert(vocab[id], static_cast<TokenId>(id));
     }
   }
+  // Empty, with room for `entries` (at most: it does not grow).
+  explicit ByteTable(size_t entries) {
+    size_t capacity = 16;
+    while (capacity < entries * 2) capacity *= 2;
+    slots_.reserve(capacity);
+    prefer_huge_pages(slots_.data(), capacity * sizeof(Slot));  // (a 262k-token vocabulary: 12 MB)
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+  }
+  // Adds `bytes` -> `id`; false (and nothing added) when `bytes` is there already: a duplicate byte string
+  // keeps its first id.
+  bool insert(std::string_view bytes, TokenId id) {
+    const uint64_t h = hash(bytes.data(), bytes.size());
+    size_t s = h & mask_;
+    while (slots_[s].id >= 0) {
+      if (slots_[s].hash == h && slots_[s].size == bytes.size() &&
+          std::memcmp(arena_.data() + slots_[s].offset, bytes.data(), bytes.size()) == 0) {
+        return false;
+      }
+      s = (s + 1) & mask_;
+    }
+    slots_[s] = Slot{h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(bytes.size()), id};
+    arena_ += bytes;
+    return true;
+  }
+  TokenId find(std::string_view bytes) const { return find(bytes.data(), bytes.size()); }
   // -1 when absent.
   TokenId find(const char* data, size_t size) const {
     const uint64_t h = hash(data, size);
@@ -65,19 +91,6 @@ class BpeTokenizer::ByteTable {
     h = (h ^ w) * 0x94D049BB133111EBull;
     return h ^ (h >> 29);
   }
-  void insert(const std::string& bytes, TokenId id) {
-    const uint64_t h = hash(bytes.data(), bytes.size());
-    size_t s = h & mask_;
-    while (slots_[s].id >= 0) {
-      if (slots_[s].hash == h && slots_[s].size == bytes.size() &&
-          std::memcmp(arena_.data() + slots_[s].offset, bytes.data(), bytes.size()) == 0) {
-        return;  // a duplicate byte string keeps its first (lowest) id
-      }
-      s = (s + 1) & mask_;
-    }
-    slots_[s] = Slot{h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(bytes.size()), id};
-    arena_ += bytes;
-  }
   std::vector<Slot> slots_;
   std::string arena_;
   size_t mask_ = 0;
@@ -86,18 +99,28 @@ class BpeTokenizer::ByteTable {
 // (left id, right id) -> (rank << 32 | merged id), open addressing: the hot lookup of merges-list ranking.
 class BpeTokenizer::PairTable {
  public:
-  explicit PairTable(const std::unordered_map<uint64_t, uint64_t>& pairs) {
+  // Empty, with room for `entries` (at most: it does not grow).
+  explicit PairTable(size_t entries) {
     size_t capacity = 16;
-    while (capacity < pairs.size() * 2) capacity *= 2;
+    while (capacity < entries * 2) capacity *= 2;
+    keys_.reserve(capacity);
+    values_.reserve(capacity);
+    prefer_huge_pages(keys_.data(), capacity * sizeof(uint64_t));  // (515k merges: 8 MB each)
+    prefer_huge_pages(values_.data(), capacity * sizeof(uint64_t));
     keys_.assign(capacity, kEmpty);
     values_.assign(capacity, 0);
     mask_ = capacity - 1;
-    for (const auto& [key, value] : pairs) {
-      size_t s = slot(key);
-      while (keys_[s] != kEmpty) s = (s + 1) & mask_;
-      keys_[s] = key;
-      values_[s] = value;
+  }
+  // Adds key -> value; false (and nothing changed) when the key is there already: the first one wins.
+  bool insert(uint64_t key, uint64_t value) {
+    size_t s = slot(key);
+    while (keys_[s] != kEmpty) {
+      if (keys_[s] == key) return false;
+      s = (s + 1) & mask_;
     }
+    keys_[s] = key;
+    values_[s] = value;
+    return true;
   }
   const uint64_t* find(uint64_t key) const {
     for (size_t s = slot(key);; s = (s + 1) & mask_) {

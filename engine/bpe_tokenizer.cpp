@@ -14,6 +14,7 @@
 
 #include "engine/bpe_internal.h"
 #include "engine/error.h"
+#include "engine/file_io.h"
 #include "engine/sha256.h"
 #include "engine/unicode_data.h"
 
@@ -464,11 +465,7 @@ void BpeTokenizer::finish() {
 namespace bpe_internal {
 
 std::string read_tokenizer_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path, "", std::string("cannot open the ") + what + " (missing or unreadable)");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  return read_file(path, std::string("cannot open the ") + what + " (missing or unreadable)");
 }
 
 std::string path_parent(const std::string& path) {

@@ -1,24 +1,56 @@
 #include "engine/file_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "engine/error.h"
+#include "engine/heap.h"
 
 namespace crl {
 
+std::string read_file(const std::string& path, const std::string& cannot_open) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw Error(path, "",
+                cannot_open.empty() ? std::string("cannot open file: ") + std::strerror(errno) : cannot_open);
+  }
+  // Sized once from the file's length, on huge pages from 4 MiB (a model's tokenizer.json is tens of MB:
+  // read through a stringstream it was copied at every doubling and once more at the end, and faulted in
+  // 4 KiB at a time); a file that is not regular (a pipe, /proc) or that grows meanwhile is read on in
+  // 64 KiB steps.
+  std::string out;
+  struct stat info {};
+  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_size > 0) {
+    out.reserve(static_cast<size_t>(info.st_size));
+    prefer_huge_pages(out.data(), out.capacity());  // (engine/heap.h: from 4 MiB)
+    out.resize(static_cast<size_t>(info.st_size));
+  }
+  size_t size = 0;
+  while (true) {
+    if (size == out.size()) out.resize(size + (size_t{64} << 10));
+    const ssize_t got = ::read(fd, out.data() + size, out.size() - size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw Error(path, "", std::string("read error: ") + std::strerror(error));
+    }
+    if (got == 0) break;
+    size += static_cast<size_t>(got);
+  }
+  ::close(fd);
+  out.resize(size);
+  return out;
+}
+
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path, "", std::string("cannot open file: ") + std::strerror(errno));
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) throw Error(path, "", "read error");
-  return out.str();
+  return read_file(path, "");
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {

@@ -7,6 +7,8 @@ namespace crl {
 
 // Reads a whole file; throws crl::Error naming the path when it cannot be read.
 std::string read_file(const std::string& path);
+// The same, with `cannot_open` as the error's message when the file cannot be opened ("" for the default).
+std::string read_file(const std::string& path, const std::string& cannot_open);
 // Writes `content` to `path` atomically (temporary file + rename), creating parent folders.
 void write_file_atomic(const std::string& path, const std::string& content);
 

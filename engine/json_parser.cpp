@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
-#include <unordered_set>
 
+#include "engine/heap.h"
 #include "engine/json_number_scan.h"
 #include "engine/json_skim.h"
 #include "engine/json_view.h"
@@ -336,12 +336,12 @@ class JsonParser {
     Keys& keys = keys_[stack_.size() - 1];
     bool repeated = false;
     if (keys.set) {
-      repeated = !keys.set->insert(key).second;
+      repeated = !keys.set->insert(key);
     } else {
       for (const std::string_view& k : keys.list) repeated |= k == key;
       keys.list.push_back(key);
       if (keys.list.size() > 16) {  // a large object: a hash set keeps the check linear
-        keys.set = std::make_unique<std::unordered_set<std::string_view>>(keys.list.begin(), keys.list.end());
+        keys.set = std::make_unique<KeySet>(keys.list);
       }
     }
     if (repeated) {
@@ -572,9 +572,54 @@ class JsonParser {
     }
   }
 
+  // The keys of a large object, for the duplicate check: open addressing over the keys' views (a model's
+  // vocabulary is one object of hundreds of thousands of keys, for which std::unordered_set allocated a node
+  // per key and rehashed them all at every growth).
+  class KeySet {
+   public:
+    explicit KeySet(const std::vector<std::string_view>& keys) {
+      for (const std::string_view key : keys) insert(key);
+    }
+    // Adds `key`; false when it is there already.
+    bool insert(std::string_view key) {
+      if ((count_ + 1) * 2 > slots_.size()) grow();
+      const uint64_t h = std::hash<std::string_view>{}(key);
+      for (size_t s = h & mask_;; s = (s + 1) & mask_) {
+        Slot& slot = slots_[s];
+        if (!slot.used) {
+          slot = Slot{h, key, true};
+          ++count_;
+          return true;
+        }
+        if (slot.hash == h && slot.key == key) return false;
+      }
+    }
+
+   private:
+    struct Slot {
+      uint64_t hash = 0;
+      std::string_view key;
+      bool used = false;
+    };
+    void grow() {
+      std::vector<Slot> old(std::max<size_t>(64, slots_.size() * 2));
+      old.swap(slots_);
+      mask_ = slots_.size() - 1;
+      for (const Slot& slot : old) {
+        if (!slot.used) continue;
+        size_t s = slot.hash & mask_;
+        while (slots_[s].used) s = (s + 1) & mask_;
+        slots_[s] = slot;
+      }
+    }
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+    size_t count_ = 0;
+  };
+
   struct Keys {  // the keys of one open object, for the duplicate check
     std::vector<std::string_view> list;
-    std::unique_ptr<std::unordered_set<std::string_view>> set;
+    std::unique_ptr<KeySet> set;
     void clear() {
       list.clear();
       set.reset();
@@ -639,6 +684,20 @@ JsonDocument JsonDocument::parse(std::string_view text, const std::string& where
       throw std::invalid_argument("JsonNumberRows: an expected text is an array of bare numbers");
   }
   JsonParser(text, where, max_depth, doc, known, rows, unread_arrays).run();
+  return doc;
+}
+
+JsonDocument JsonDocument::parse_large(std::string_view text, const std::string& where) {
+  JsonDocument doc;
+  // Every value but the first follows a ',', '[' or '{' (commas in strings count too), and takes two bytes
+  // at least ("0,"): the nodes, allocated once on huge pages (engine/heap.h) rather than grown by doubling,
+  // each growth copying them all onto fresh pages.
+  size_t separators = 0;
+  for (const char c : text) separators += static_cast<size_t>((c == ',') | (c == '[') | (c == '{'));
+  const size_t values = std::min(separators + 1, text.size() / 2 + 1);
+  doc.nodes_.reserve(values);
+  prefer_huge_pages(doc.nodes_.data(), values * sizeof(Node));
+  JsonParser(text, where, kMaxJsonDepth, doc).run();
   return doc;
 }
 

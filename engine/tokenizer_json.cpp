@@ -1,10 +1,13 @@
 // Hugging Face tokenizer.json files with a BPE model (engine/bpe_tokenizer.h load_hf_json), byte-level or
 // SentencePiece-style with byte fallback (Gemma's): normalizer, pre-tokenizer, decoder, vocabulary, merges
 // and added tokens, each checked and named in errors.
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "engine/bpe_tokenizer.h"
 #include "engine/error.h"
 #include "engine/json_reader.h"
+#include "engine/json_view.h"
 #include "engine/unicode_data.h"
 
 namespace crl {
@@ -30,14 +34,16 @@ namespace {
 // GPT-2's byte <-> printable character map (bytes_to_unicode in the GPT-2 sources): printable Latin-1
 // bytes map to themselves, the others to U+0100 onwards in byte order.
 struct ByteLevelAlphabet {
+  static constexpr char32_t kChars = 512;  // every character of the alphabet is below U+0200
   char32_t to_char[256];
-  std::unordered_map<char32_t, uint8_t> to_byte;
+  int16_t to_byte[kChars];  // -1: not a character of the alphabet
   ByteLevelAlphabet() {
+    std::fill(std::begin(to_byte), std::end(to_byte), int16_t{-1});
     char32_t next = 256;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       to_char[b] = printable ? static_cast<char32_t>(b) : next++;
-      to_byte[to_char[b]] = static_cast<uint8_t>(b);
+      to_byte[to_char[b]] = static_cast<int16_t>(b);
     }
   }
 };
@@ -53,9 +59,9 @@ std::optional<std::string> byte_level_decode(std::string_view text) {
   for (size_t i = 0; i < text.size();) {
     char32_t cp;
     i += unicode::decode_utf8(text, i, &cp);
-    const auto it = byte_level().to_byte.find(cp);
-    if (it == byte_level().to_byte.end()) return std::nullopt;
-    out += static_cast<char>(it->second);
+    const int byte = cp < ByteLevelAlphabet::kChars ? byte_level().to_byte[cp] : -1;
+    if (byte < 0) return std::nullopt;
+    out += static_cast<char>(byte);
   }
   return out;
 }
@@ -100,7 +106,19 @@ bool flag(const Json& object, const char* key, bool fallback, const std::string&
 
 // A token id: an integer in [0, limit), else an error naming the field. The ids of a tokenizer.json are
 // dense (the vocabulary's, then the added tokens'), and the tables are sized by the largest: an id far beyond
-// the file's entries would size them for ids that hold nothing (2^31 of them: tens of GB).
+// the file's entries would size them for ids that hold nothing (2^31 of them: tens of GB). `id` is the
+// value (INT64_MAX for an unsigned one above it), `shown` its text.
+TokenId checked_id(int64_t id, std::string_view shown, int64_t limit, const std::string& path,
+                   const std::string& field) {
+  if (id < 0 || id >= limit) {
+    throw Error(path, field,
+                "id " + std::string(shown) + " is outside [0, " + std::to_string(limit) +
+                    "): ids run from 0 through the file's entries (model.vocab and added_tokens), with at "
+                    "most 2^20 unused");
+  }
+  return static_cast<TokenId>(id);
+}
+
 TokenId token_id(const Json& value, int64_t limit, const std::string& path, const std::string& field) {
   if (!value.is_number_integer())
     throw Error(path, field, std::string("expected an integer id, found a ") + value.type_name());
@@ -108,13 +126,55 @@ TokenId token_id(const Json& value, int64_t limit, const std::string& path, cons
   const int64_t id = is_unsigned && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)
                          ? INT64_MAX
                          : value.get<int64_t>();
-  if (id < 0 || id >= limit) {
-    throw Error(path, field,
-                "id " + value.dump() + " is outside [0, " + std::to_string(limit) +
-                    "): ids run from 0 through the file's entries (model.vocab and added_tokens), with at "
-                    "most 2^20 unused");
+  return checked_id(id, value.dump(), limit, path, field);
+}
+
+// The name nlohmann gives a value's type, so that both readers' messages read alike.
+const char* type_name(const JsonView& value) {
+  switch (value.type()) {
+    case JsonType::kNull:
+      return "null";
+    case JsonType::kBool:
+      return "boolean";
+    case JsonType::kNumber:
+      return "number";
+    case JsonType::kString:
+      return "string";
+    case JsonType::kArray:
+      return "array";
+    case JsonType::kObject:
+      return "object";
   }
-  return static_cast<TokenId>(id);
+  return "value";
+}
+
+// The same for a value of the flat document (a vocabulary entry's id); its text is shown as written (an
+// integer's JSON text is its only spelling). `field()` names it, called only for an error (a vocabulary
+// has hundreds of thousands of entries).
+template <typename Field>
+TokenId token_id(const JsonView& value, int64_t limit, const std::string& path, const Field& field) {
+  if (!value.is_integer())
+    throw Error(path, field(), std::string("expected an integer id, found a ") + type_name(value));
+  const JsonNumber number = value.number_value();
+  const int64_t id =
+      number.kind == JsonNumberKind::kUnsigned && number.value.u > static_cast<uint64_t>(INT64_MAX)
+          ? INT64_MAX
+          : number.as_integer();
+  if (id >= 0 && id < limit) return static_cast<TokenId>(id);
+  return checked_id(id, value.raw(), limit, path, field());
+}
+
+// An object's members but `skip` and `skip_too`, as nlohmann's DOM (null when `value` is absent; anything
+// but an object whole): the small parts of a tokenizer.json around its vocabulary and merges.
+Json small_members(const JsonView& value, std::string_view skip, std::string_view skip_too) {
+  if (!value.exists()) return Json();
+  if (!value.is_object()) return value.to_json();
+  Json members = Json::object();
+  for (const JsonView member : value) {
+    const std::string_view key = member.key();
+    if (key != skip && key != skip_too) members[std::string(key)] = member.to_json();
+  }
+  return members;
 }
 
 std::string type_of(const Json& object) {
@@ -196,10 +256,17 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::load_hf_json(const std::string
 
 std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse_hf_json(std::string_view data,
                                                                 const std::string& path) {
-  // The shared reader: depth limit, duplicate keys (a vocabulary listing a token twice is refused rather
-  // than read as its last entry), short syntax errors naming the byte offset.
-  const Json root = read_json(data, path);
-  if (!root.is_object()) throw Error(path, "", "expected a JSON object");
+  // One pass into a flat document (engine/json_view.h: read_json's limits and errors: depth, duplicate keys,
+  // so a vocabulary listing a token twice is refused rather than read as its last entry, syntax errors
+  // naming the byte offset). The vocabulary and the merges (hundreds of thousands of entries) are read from
+  // it as views; the rest, a few kilobytes, as nlohmann's DOM. (Read whole into nlohmann's DOM, Gemma 3's
+  // 33 MB file took 2.4 s to load: bench/tokenizer_load_bench.cpp, bench/RESULTS.md.)
+  const JsonDocument document = JsonDocument::parse_large(data, path);
+  const JsonView top = document.root();
+  if (!top.is_object()) throw Error(path, "", "expected a JSON object");
+  const Json root = small_members(top, "model", {});
+  const JsonView model_view = top.find("model");
+  const Json model_members = small_members(model_view, "vocab", "merges");
   std::shared_ptr<BpeTokenizer> t(new BpeTokenizer());
   t->tiktoken_ = false;
   {  // name: the model's folder (the one holding the file, or above a "models" folder), else the file's stem
@@ -289,7 +356,8 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse_hf_json(std::string_view
   }
 
   // model: BPE over the byte-level alphabet.
-  const Json& model = member(root, "model", path, "");
+  if (!model_view.exists()) throw Error(path, "model", "missing");
+  const Json& model = model_members;
   if (model.contains("type") && type_of(model) != "BPE") {
     throw Error(path, "model.type", "expected \"BPE\", found " + quote(type_of(model)));
   }
@@ -313,29 +381,30 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse_hf_json(std::string_view
   t->ignore_merges_ = flag(model, "ignore_merges", false, path, "model");
   if (t->ignore_merges_ && t->metaspace_)
     throw Error(path, "model.ignore_merges", "true is not supported with the metaspace normalizer");
-  const Json& vocab = member(model, "vocab", path, "model");
+  const JsonView vocab = model_view.find("vocab");
+  if (!model_view.is_object() || !vocab.exists()) throw Error(path, "model.vocab", "missing");
   if (!vocab.is_object()) throw Error(path, "model.vocab", "expected an object {token: id}");
   const size_t added_count =
       root.contains("added_tokens") && root["added_tokens"].is_array() ? root["added_tokens"].size() : 0;
   const int64_t id_limit = static_cast<int64_t>(vocab.size() + added_count) + (int64_t{1} << 20);
-  std::unordered_map<std::string, TokenId> ids;  // byte-level spelling -> id
+  ByteTable ids(vocab.size());  // spelling (byte-level: its alphabet's; metaspace: the bytes) -> id
   std::optional<std::unordered_map<std::string, TokenId>> added;
-  for (const auto& [key, value] : vocab.items()) {
-    const TokenId id = token_id(value, id_limit, path, "model.vocab[" + quote(key) + "]");
+  for (const JsonView value : vocab) {
+    const std::string_view key = value.key();
+    const auto field = [&] { return "model.vocab[" + quote(key) + "]"; };
+    const TokenId id = token_id(value, id_limit, path, field);
     const auto bytes = t->metaspace_ ? std::optional<std::string>(key) : byte_level_decode(key);
     if (!bytes) {  // DeepSeek's vocabulary lists its added tokens in their own spelling: they are those
       if (!added) added = added_token_ids(root);  // (built once, on the first such entry)
-      if (const auto it = added->find(key); it != added->end() && it->second == id) continue;
+      if (const auto it = added->find(std::string(key)); it != added->end() && it->second == id) continue;
     }
     if (!bytes || bytes->empty()) {
-      throw Error(path, "model.vocab[" + quote(key) + "]",
-                  "not a byte-level token (character outside the alphabet)");
+      throw Error(path, field(), "not a byte-level token (character outside the alphabet)");
     }
     if (static_cast<size_t>(id) >= t->vocab_.size()) t->vocab_.resize(static_cast<size_t>(id) + 1);
-    if (!t->vocab_[id].empty())
-      throw Error(path, "model.vocab[" + quote(key) + "]", "duplicate id " + std::to_string(id));
-    t->vocab_[id] = *bytes;
-    ids.emplace(key, id);
+    if (!t->vocab_[id].empty()) throw Error(path, field(), "duplicate id " + std::to_string(id));
+    t->vocab_[id] = std::move(*bytes);
+    ids.insert(key, id);
   }
   for (int b = 0; b < 256; ++b) {
     std::string key;
@@ -345,50 +414,51 @@ std::shared_ptr<const BpeTokenizer> BpeTokenizer::parse_hf_json(std::string_view
     } else {
       unicode::append_utf8(key, byte_level().to_char[b]);
     }
-    auto it = ids.find(key);
+    TokenId id = ids.find(key);
     // Gemma 1 has no <0x09>: a tab is its own token, so its byte never falls back (an ASCII byte is
     // always a whole character).
-    if (it == ids.end() && t->metaspace_ && b < 0x80) it = ids.find(std::string(1, static_cast<char>(b)));
-    if (it == ids.end())
+    if (id < 0 && t->metaspace_ && b < 0x80) id = ids.find(std::string(1, static_cast<char>(b)));
+    if (id < 0)
       throw Error(path, "model.vocab", "no token for the byte " + std::to_string(b) + " (" + key + ")");
-    t->byte_ids_[b] = it->second;
+    t->byte_ids_[b] = id;
   }
-  const Json& merges = member(model, "merges", path, "model");
+  const JsonView merges = model_view.find("merges");
+  if (!merges.exists()) throw Error(path, "model.merges", "missing");
   if (!merges.is_array()) throw Error(path, "model.merges", "expected an array");
   t->merge_list_.reserve(merges.size());
-  std::unordered_map<uint64_t, uint64_t> merge_map;
-  merge_map.reserve(merges.size() * 2);
-  for (size_t r = 0; r < merges.size(); ++r) {
-    const std::string field = "model.merges[" + std::to_string(r) + "]";
-    std::string left, right;
-    const Json& m = merges[r];
+  auto pairs = std::make_shared<PairTable>(merges.size());
+  std::string joined;  // left + right, reused
+  size_t r = 0;
+  for (const JsonView m : merges) {
+    const auto field = [&] { return "model.merges[" + std::to_string(r) + "]"; };
+    std::string_view left, right;
     if (m.is_string()) {
-      const std::string s = m.get<std::string>();
+      const std::string_view s = m.string();
       const size_t space = s.find(' ');
-      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-        throw Error(path, field, "expected \"LEFT RIGHT\", found " + quote(s));
+      if (space == std::string_view::npos || s.find(' ', space + 1) != std::string_view::npos) {
+        throw Error(path, field(), "expected \"LEFT RIGHT\", found " + quote(s));
       }
       left = s.substr(0, space);
       right = s.substr(space + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
+    } else if (m.is_array() && m.size() == 2 && (*m.begin()).is_string() && (*++m.begin()).is_string()) {
+      left = (*m.begin()).string();
+      right = (*++m.begin()).string();
     } else {
-      throw Error(path, field, "expected \"LEFT RIGHT\" or [LEFT, RIGHT]");
+      throw Error(path, field(), "expected \"LEFT RIGHT\" or [LEFT, RIGHT]");
     }
-    const auto a = ids.find(left), b = ids.find(right), c = ids.find(left + right);
-    if (a == ids.end() || b == ids.end() || c == ids.end()) {
-      throw Error(path, field,
+    joined.assign(left).append(right);
+    const TokenId a = ids.find(left), b = ids.find(right), c = ids.find(joined);
+    if (a < 0 || b < 0 || c < 0) {
+      throw Error(path, field(),
                   "a part or the merge of " + quote(left) + " + " + quote(right) + " is not in model.vocab");
     }
-    const uint64_t key =
-        (static_cast<uint64_t>(static_cast<uint32_t>(a->second)) << 32) | static_cast<uint32_t>(b->second);
-    merge_map.emplace(key,
-                      (static_cast<uint64_t>(r) << 32) | static_cast<uint32_t>(c->second));  // first wins
-    t->merge_list_.emplace_back(a->second, b->second);
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+    pairs->insert(key, (static_cast<uint64_t>(r) << 32) | static_cast<uint32_t>(c));  // the first one wins
+    t->merge_list_.emplace_back(a, b);
+    ++r;
   }
 
-  t->merges_ = std::make_shared<PairTable>(merge_map);
+  t->merges_ = std::move(pairs);
 
   // added_tokens: split out before normalization and pre-tokenization.
   if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {

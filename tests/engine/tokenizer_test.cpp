@@ -530,6 +530,58 @@ TEST(BpeTokenizer, HostileTokenizerJsonIsRefusedNamingTheField) {
       "big_vocab_id.json", [](nlohmann::json& j) { j["model"]["vocab"]["ab"] = 1000000000; },
       "model.vocab[\"ab\"]");
   bad(
+      "negative_vocab_id.json", [](nlohmann::json& j) { j["model"]["vocab"]["ab"] = -1; },
+      "model.vocab[\"ab\"]");
+  bad(
+      "text_vocab_id.json", [](nlohmann::json& j) { j["model"]["vocab"]["ab"] = "5"; },
+      "model.vocab[\"ab\"]");
+  bad(
+      "fraction_vocab_id.json", [](nlohmann::json& j) { j["model"]["vocab"]["ab"] = 5.5; },
+      "model.vocab[\"ab\"]");
+  bad(
+      "array_vocab.json", [](nlohmann::json& j) { j["model"]["vocab"] = nlohmann::json::array(); },
+      "model.vocab");
+  bad(
+      "no_vocab.json", [](nlohmann::json& j) { j["model"].erase("vocab"); }, "model.vocab");
+  bad(
+      "array_model.json", [](nlohmann::json& j) { j["model"] = nlohmann::json::array({1}); }, "model.");
+  bad(
+      "no_merges.json", [](nlohmann::json& j) { j["model"].erase("merges"); }, "model.merges");
+  bad(
+      "object_merges.json", [](nlohmann::json& j) { j["model"]["merges"] = nlohmann::json::object(); },
+      "model.merges");
+  bad(
+      "number_merge.json", [](nlohmann::json& j) { j["model"]["merges"][0] = 7; }, "model.merges[0]");
+  bad(
+      "three_part_merge.json",
+      [](nlohmann::json& j) {
+        j["model"]["merges"][0] = nlohmann::json::array({"a", "b", "c"});
+      },
+      "model.merges[0]");
+  bad(
+      "unknown_merge_part.json",
+      [](nlohmann::json& j) {
+        j["model"]["merges"][0] = nlohmann::json::array({"a", "zz"});
+      },
+      "model.merges[0]");
+  // The messages say what was found.
+  try {
+    nlohmann::json j = nlohmann::json::parse(toy_metaspace_json());
+    j["model"]["vocab"]["ab"] = "5";
+    make_tokenizer(dir.write("text_vocab_id_message.json", j.dump()));
+    ADD_FAILURE() << "no crl::Error thrown";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "expected an integer id, found a string") << e.what();
+  }
+  try {
+    nlohmann::json j = nlohmann::json::parse(toy_metaspace_json());
+    j["model"]["vocab"]["ab"] = 1000000000;
+    make_tokenizer(dir.write("big_vocab_id_message.json", j.dump()));
+    ADD_FAILURE() << "no crl::Error thrown";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message().rfind("id 1000000000 is outside [0, ", 0), 0u) << e.what();
+  }
+  bad(
       "text_flag.json", [](nlohmann::json& j) { j["model"]["ignore_merges"] = "no"; }, "model.ignore_merges");
   bad(
       "text_dropout.json", [](nlohmann::json& j) { j["model"]["dropout"] = "0"; }, "model.dropout");
