@@ -74,6 +74,7 @@ int rollout_command(const std::vector<std::string>& args) {
   int tasks = 60, first_task = 0, samples = 1;
   llm::LlmOptions llm;
   size_t concurrency = llm.max_in_flight;
+  double wait_for_llm = 0;
   std::string progress_mode = "auto";
   po::options_description options;
   episode.add_to(options);
@@ -104,6 +105,7 @@ int rollout_command(const std::vector<std::string>& args) {
       "seconds per request, retries included")("retries",
                                                po::value(&llm.max_retries)->default_value(llm.max_retries),
                                                "retries on connection errors and 5xx")(
+      "wait-for-llm", po::value(&wait_for_llm)->default_value(wait_for_llm), kWaitForLlmHelp)(
       "out", po::value(&out_path), "trajectories file (.jsonl; binary protobuf otherwise)")(
       "metrics", po::value(&metrics_path), "metrics summary (JSON; default: next to --out, .metrics.json)");
   po::positional_options_description positional;
@@ -180,7 +182,7 @@ int rollout_command(const std::vector<std::string>& args) {
   // The options are sound; now whether the server can hold the window (policies/llm/served_models.h). A
   // window that fits is not worth a line; what could not be checked is said.
   const llm::ServedModelFit fit = llm::check_served_model(
-      llm::ask_served_models(url, 0, "option --llm"),
+      llm::wait_for_served_models(url, wait_for_llm, "--llm", "--wait-for-llm"),
       {llm.api == llm::ApiKind::kOpenAi ? llm.sampling.model : "", "--model", budget.capacity, "--capacity"});
   if (!fit.checked()) std::cerr << "crl rollout: " << fit.line << std::endl;
 

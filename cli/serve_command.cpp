@@ -114,10 +114,7 @@ int serve_command(const std::vector<std::string>& args) {
       "llm-retries", po::value(&gw.upstream.max_retries)->default_value(gw.upstream.max_retries),
       "retries of an upstream call on connection errors and 5xx")(
       "llm-model", po::value(&gw.sampling.model), "the `model` sent to an OpenAI-compatible upstream")(
-      "wait-for-llm", po::value(&wait_for_llm)->default_value(wait_for_llm),
-      "seconds to wait at start for the LLM server to list its models (GET /v1/models: --capacity must fit "
-      "the model's max_model_len, --llm-model must be one it serves); 0: ask once, and only warn when it "
-      "does not answer")(
+      "wait-for-llm", po::value(&wait_for_llm)->default_value(wait_for_llm), kWaitForLlmHelp)(
       "stream-keepalive", po::value(&gw.stream_keepalive_s)->default_value(gw.stream_keepalive_s),
       "a streamed gateway call (stream: true) that has waited this many seconds (for the upstream, a "
       "retry's backoff, or its session's call in flight) sends its head and a comment line (': keep-alive') "
@@ -224,12 +221,10 @@ int serve_command(const std::vector<std::string>& args) {
     gw.tokenizer = service.tokenizer;
     gw.chat_template = service.chat_template;
     gw.template_variables = service.chat_template_variables;
-    if (!(wait_for_llm >= 0 && wait_for_llm <= 86400))
-      throw Error("option --wait-for-llm", "", "value must be between 0 and 86400 seconds");
     gateway = std::make_unique<server::gateway::Gateway>(gw, &episodes.metrics());  // checks the options
     // Then whether the server can hold the window (policies/llm/served_models.h).
     const llm::ServedModelFit fit =
-        llm::check_served_model(llm::ask_served_models(llm_url, wait_for_llm, "option --llm"),
+        llm::check_served_model(llm::wait_for_served_models(llm_url, wait_for_llm, "--llm", "--wait-for-llm"),
                                 {gw.upstream.api == llm::ApiKind::kOpenAi ? gw.sampling.model : "",
                                  "--llm-model", gw.budget.capacity, "--capacity"});
     std::cerr << "crl serve: " << fit.line << std::endl;

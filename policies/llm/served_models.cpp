@@ -92,10 +92,27 @@ ServedModels ask_served_models(const std::string& base_url, double wait_s, const
         }
       }
       out.url = base_url + "/v1/models";
+      out.answered = !not_up;
       return out;
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+}
+
+ServedModels wait_for_served_models(const std::string& base_url, double wait_s, const std::string& url_option,
+                                    const std::string& wait_option) {
+  if (!(wait_s >= 0 && wait_s <= 86400)) {
+    throw Error("option " + wait_option, "",
+                "value " + quote(wait_s) + " is not between 0 and 86400 seconds");
+  }
+  ServedModels served = ask_served_models(base_url, wait_s, "option " + url_option);
+  if (wait_s > 0 && !served.answered) {
+    throw Error("option " + wait_option, "",
+                "value " + quote(wait_s) + ": the LLM server at " + base_url + " did not answer GET " +
+                    served.url + " in that time (last: " + served.error +
+                    "); start it first, or wait longer");
+  }
+  return served;
 }
 
 ServedModelFit check_served_model(const ServedModels& served, const ServedModelCheck& check) {

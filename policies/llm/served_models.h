@@ -8,7 +8,8 @@
 // as the harness's, a 400 "maximum context length"); a misspelled `--llm-model` fails every call. `crl serve
 // --llm` and `crl rollout --llm` ask at start and refuse both there, naming the option to change. A server
 // that does not answer (not up yet, or no such route) is a warning only: the calls are what must work, and
-// they report their own failures; `--wait-for-llm` waits for it instead.
+// they report their own failures; `--wait-for-llm S` waits for it instead, and fails the command when it has
+// not come up in S seconds.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -26,6 +27,7 @@ struct ServedModels {
   std::string url;  // the route asked, for messages
   std::vector<ServedModel> models;
   std::string error;  // set when no list came back (unreachable, an error status, a body not a model list)
+  bool answered = false;  // the server answered, whatever it said (not: refused, timed out, or 5xx only)
 };
 
 // Reads the body of a `GET /v1/models` answer. Entries without a string `id` are skipped; a body that is
@@ -36,6 +38,14 @@ ServedModels read_served_models(std::string_view body);
 // seconds' deadline); otherwise it tries again each second, while the server refuses connections or answers
 // 5xx, until `wait_s` has passed. Throws crl::Error only for a URL that is not one (parse_base_url).
 ServedModels ask_served_models(const std::string& base_url, double wait_s, const std::string& where);
+
+// A command's `--wait-for-llm S` over ask_served_models (`url_option` names the URL's option): 0 asks once
+// (a server that does not answer is the caller's warning); S > 0 waits up to S seconds for the server to
+// answer, and a server that has not answered by then (connections refused, timed out, or 5xx only) is a
+// crl::Error naming `wait_option`, as a launch script that waits for a service expects a failure when it
+// never comes up. S outside [0, 86400] is a crl::Error naming `wait_option`.
+ServedModels wait_for_served_models(const std::string& base_url, double wait_s, const std::string& url_option,
+                                    const std::string& wait_option);
 
 // What a command checks against the list (option names as the user typed them, for the messages).
 struct ServedModelCheck {

@@ -8,6 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -33,6 +34,13 @@ constexpr const char* kSglangModelList =
     R"({"object":"list","data":[{"id":"meta-llama/Llama-3.1-8B-Instruct","object":"model",)"
     R"("created":1764000000,"owned_by":"sglang","root":"meta-llama/Llama-3.1-8B-Instruct",)"
     R"("max_model_len":131072}]})";
+
+// A loopback port nobody listens on (bound, read, closed).
+uint16_t free_port() {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  return probe.local_endpoint().port();
+}
 
 TEST(ServedModels, ReadsVllmsAndSglangsLists) {
   const ServedModels vllm = read_served_models(kVllmModelList);
@@ -170,12 +178,7 @@ TEST(ServedModels, AskedOverHttp) {
 
 // --wait-for-llm: a server that comes up while the command waits is asked again and answers.
 TEST(ServedModels, WaitsForAServerThatIsNotUpYet) {
-  uint16_t port = 0;
-  {
-    boost::asio::io_context io;
-    boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-    port = probe.local_endpoint().port();
-  }
+  const uint16_t port = free_port();
   testing::ScriptedLlmOptions options;
   options.port = port;
   std::unique_ptr<testing::ScriptedLlmServer> late;
@@ -190,9 +193,78 @@ TEST(ServedModels, WaitsForAServerThatIsNotUpYet) {
   EXPECT_EQ(served.models.at(0).id, "scripted");
 }
 
+// --wait-for-llm S > 0: a server that never answers in S seconds is an error naming the option (a launch
+// script that waits for a service expects a failure when it never comes up); one that answers anything, even
+// without a model list, is not; S outside [0, 86400] is refused.
+TEST(ServedModels, WaitingForAServerThatNeverAnswersIsAnErrorNamingTheOption) {
+  const std::string url = "http://127.0.0.1:" + std::to_string(free_port());
+  try {
+    wait_for_served_models(url, 1, "--llm", "--wait-for-llm");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where(), "option --wait-for-llm");
+    EXPECT_NE(e.message().find("value 1: the LLM server at " + url + " did not answer GET " + url +
+                               "/v1/models in that time (last: "),
+              std::string::npos)
+        << e.what();
+  }
+  // 0: asked once, and what came back is the caller's warning.
+  const ServedModels once = wait_for_served_models(url, 0, "--llm", "--wait-for-llm");
+  EXPECT_FALSE(once.answered);
+  EXPECT_FALSE(once.error.empty());
+  for (const double bad : {-1.0, 86401.0, std::nan("")}) {
+    try {
+      wait_for_served_models(url, bad, "--llm", "--wait-for-llm");
+      ADD_FAILURE() << "expected an error for " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.where(), "option --wait-for-llm");
+      EXPECT_NE(e.message().find("is not between 0 and 86400 seconds"), std::string::npos) << e.what();
+    }
+  }
+  // A server that answers without a list (no such route) answered: a warning, not this error.
+  testing::ScriptedLlmServer server;
+  const ServedModels v1 = wait_for_served_models(server.url() + "/v1", 5, "--llm", "--wait-for-llm");
+  EXPECT_TRUE(v1.answered);
+  EXPECT_NE(v1.error.find("HTTP 404"), std::string::npos) << v1.error;
+  EXPECT_TRUE(wait_for_served_models(server.url(), 5, "--llm", "--wait-for-llm").answered);
+}
+
 std::string temp_path(const std::string& name) {
   static const test::TempDir dir("served_models_test");
   return dir.file(name);
+}
+
+// `crl rollout --wait-for-llm`: started before its LLM server (a launch script's order), it waits and runs;
+// against a server that never comes up it fails after the wait, naming the option, and writes nothing.
+TEST(ServedModels, CrlRolloutWaitsForItsLlmServer) {
+  const uint16_t port = free_port();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const auto rollout = [&](const std::string& out, const std::string& wait) {
+    return test::crl({"rollout", "--env", "synthetic", "--tasks", "1", "--llm", url, "--out", out,
+                      "--reserve", "1024", "--summary-cap", "256", "--wait-for-llm", wait});
+  };
+  const std::string never = temp_path("never_up.jsonl");
+  const test::CliResult down = rollout(never, "1");
+  EXPECT_EQ(down.code, 1);
+  EXPECT_NE(down.err.find("option --wait-for-llm: value 1: the LLM server at " + url + " did not answer"),
+            std::string::npos)
+      << down.err;
+  EXPECT_FALSE(std::filesystem::exists(never)) << "nothing written";
+
+  testing::ScriptedLlmOptions options;
+  options.port = port;
+  std::unique_ptr<testing::ScriptedLlmServer> late;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    late = std::make_unique<testing::ScriptedLlmServer>(options);
+  });
+  const std::string out = temp_path("late.jsonl");
+  const test::CliResult waited = rollout(out, "30");
+  starter.join();
+  EXPECT_EQ(waited.code, 0) << waited.err;
+  EXPECT_NE(waited.out.find("1 episodes"), std::string::npos) << waited.out;
+  EXPECT_TRUE(std::filesystem::exists(out));
+  EXPECT_FALSE(late->calls().empty());
 }
 
 // `crl serve --llm` asks before it listens: a --capacity the model cannot hold and a --llm-model it does not
@@ -238,6 +310,14 @@ TEST(ServedModels, CrlServeRefusesAWindowTheServerCannotHold) {
   const test::CliResult wait = with({"--wait-for-llm", "-1"});
   EXPECT_EQ(wait.code, 1);
   EXPECT_NE(wait.err.find("option --wait-for-llm"), std::string::npos) << wait.err;
+  // A server that never answers within --wait-for-llm: the same error as rollout's, before it listens.
+  const std::string dead = "http://127.0.0.1:" + std::to_string(free_port());
+  const test::CliResult never =
+      test::crl({"serve", "--host", "not-an-address", "--llm", dead, "--wait-for-llm", "1"});
+  EXPECT_EQ(never.code, 1);
+  EXPECT_NE(never.err.find("option --wait-for-llm: value 1: the LLM server at " + dead + " did not answer"),
+            std::string::npos)
+      << never.err;
 }
 
 TEST(ServedModels, CrlRolloutRefusesAWindowTheServerCannotHoldAndWritesNothing) {
