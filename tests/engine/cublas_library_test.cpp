@@ -38,26 +38,22 @@ TEST(CublasLibrary, IsNotMappedUntilFirstUsedAndThenHasItsFunctions) {
 
 TEST(CublasLibrary, AFileNamedInCrlCublasThatIsNotALibraryIsAnErrorNamingIt) {
   if (cublas_loaded()) GTEST_SKIP() << "cuBLAS was loaded by an earlier test of this process";
-  ASSERT_EQ(setenv("CRL_CUBLAS", "/nonexistent/libcublas.so.99", 1), 0);
-  try {
-    cublas();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.field(), "CRL_CUBLAS");
-    EXPECT_NE(error.message().find("\"/nonexistent/libcublas.so.99\" could not be loaded"), std::string::npos)
-        << error.what();
-  }
-  EXPECT_FALSE(cublas_loaded());
+  // CRL_CUBLAS = `value`: cublas() throws naming `field`, its message holding `text`, and loads nothing.
+  const auto refused = [](const char* value, const std::string& field, const std::string& text) {
+    ASSERT_EQ(setenv("CRL_CUBLAS", value, 1), 0);
+    try {
+      cublas();
+      ADD_FAILURE() << "expected an error for " << value;
+    } catch (const Error& error) {
+      EXPECT_EQ(error.field(), field);
+      EXPECT_NE(error.message().find(text), std::string::npos) << error.what();
+    }
+    EXPECT_FALSE(cublas_loaded());
+  };
+  refused("/nonexistent/libcublas.so.99", "CRL_CUBLAS",
+          "\"/nonexistent/libcublas.so.99\" could not be loaded");
   // A library without cuBLAS's functions: named, with the one missing.
-  ASSERT_EQ(setenv("CRL_CUBLAS", "libz.so.1", 1), 0);
-  try {
-    cublas();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.field(), "libz.so.1");
-    EXPECT_NE(error.message().find("has no function cublasCreate_v2"), std::string::npos) << error.what();
-  }
-  EXPECT_FALSE(cublas_loaded());
+  refused("libz.so.1", "libz.so.1", "has no function cublasCreate_v2");
   // Unset, the next call loads the toolkit's.
   ASSERT_EQ(unsetenv("CRL_CUBLAS"), 0);
   EXPECT_NE(cublas().sgemm, nullptr);

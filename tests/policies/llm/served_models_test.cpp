@@ -176,19 +176,36 @@ TEST(ServedModels, AskedOverHttp) {
   EXPECT_THROW(ask_served_models("https://x", 0, "option --llm"), Error);
 }
 
+// A scripted LLM server that starts listening on `port` 1.5 s from now (a model server still loading).
+class LateServer {
+ public:
+  explicit LateServer(uint16_t port)
+      : starter_([this, port] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+          testing::ScriptedLlmOptions options;
+          options.port = port;
+          server_ = std::make_unique<testing::ScriptedLlmServer>(options);
+        }) {}
+  ~LateServer() {
+    if (starter_.joinable()) starter_.join();
+  }
+  testing::ScriptedLlmServer& started() {
+    if (starter_.joinable()) starter_.join();
+    return *server_;
+  }
+
+ private:
+  std::unique_ptr<testing::ScriptedLlmServer> server_;
+  std::thread starter_;  // (after server_: it may set it as soon as it runs)
+};
+
 // --wait-for-llm: a server that comes up while the command waits is asked again and answers.
 TEST(ServedModels, WaitsForAServerThatIsNotUpYet) {
   const uint16_t port = free_port();
-  testing::ScriptedLlmOptions options;
-  options.port = port;
-  std::unique_ptr<testing::ScriptedLlmServer> late;
-  std::thread starter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    late = std::make_unique<testing::ScriptedLlmServer>(options);
-  });
+  LateServer late(port);
   const ServedModels served =
       ask_served_models("http://127.0.0.1:" + std::to_string(port), 30, "option --llm");
-  starter.join();
+  late.started();
   ASSERT_TRUE(served.error.empty()) << served.error;
   EXPECT_EQ(served.models.at(0).id, "scripted");
 }
@@ -251,20 +268,13 @@ TEST(ServedModels, CrlRolloutWaitsForItsLlmServer) {
       << down.err;
   EXPECT_FALSE(std::filesystem::exists(never)) << "nothing written";
 
-  testing::ScriptedLlmOptions options;
-  options.port = port;
-  std::unique_ptr<testing::ScriptedLlmServer> late;
-  std::thread starter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    late = std::make_unique<testing::ScriptedLlmServer>(options);
-  });
+  LateServer late(port);
   const std::string out = temp_path("late.jsonl");
   const test::CliResult waited = rollout(out, "30");
-  starter.join();
   EXPECT_EQ(waited.code, 0) << waited.err;
   EXPECT_NE(waited.out.find("1 episodes"), std::string::npos) << waited.out;
   EXPECT_TRUE(std::filesystem::exists(out));
-  EXPECT_FALSE(late->calls().empty());
+  EXPECT_FALSE(late.started().calls().empty());
 }
 
 // `crl serve --llm` asks before it listens: a --capacity the model cannot hold and a --llm-model it does not
