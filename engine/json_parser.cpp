@@ -689,12 +689,14 @@ JsonDocument JsonDocument::parse(std::string_view text, const std::string& where
 
 JsonDocument JsonDocument::parse_large(std::string_view text, const std::string& where) {
   JsonDocument doc;
-  // Every value but the first follows a ',', '[' or '{' (commas in strings count too), and takes two bytes
-  // at least ("0,"): the nodes, allocated once on huge pages (engine/heap.h) rather than grown by doubling,
-  // each growth copying them all onto fresh pages.
+  // Every value but the first follows a ',', '[' or '{' (commas in strings count too): the nodes, allocated
+  // once on huge pages (engine/heap.h) rather than grown by doubling, each growth copying them all onto
+  // fresh pages. At most a node per 8 bytes of text is allocated so (6 times the text: a file of commas in
+  // one string gets no more; tokenizer.json files hold a value per 18 bytes or so), and a denser document
+  // grows past it as any other.
   size_t separators = 0;
   for (const char c : text) separators += static_cast<size_t>((c == ',') | (c == '[') | (c == '{'));
-  const size_t values = std::min(separators + 1, text.size() / 2 + 1);
+  const size_t values = std::min(separators + 1, text.size() / 8 + 16);
   doc.nodes_.reserve(values);
   prefer_huge_pages(doc.nodes_.data(), values * sizeof(Node));
   JsonParser(text, where, kMaxJsonDepth, doc).run();

@@ -459,6 +459,46 @@ TEST(JsonView, AgreesWithReadJsonOnGeneratedDocuments) {
   EXPECT_GT(refused, 4000);
 }
 
+// parse_large (a tokenizer.json's reader: nodes counted and allocated at once) reads what parse reads:
+// generated and mutated documents, a dense array past its allocation (a value per 2 bytes: the nodes grow),
+// a file of commas inside one string (an allocation capped at a node per 8 bytes), a large object with a
+// duplicate key at its end.
+TEST(JsonView, ParseLargeReadsWhatParseReads) {
+  const auto same = [](const std::string& text) {
+    std::string plain_error, large_error, plain_dump, large_dump;
+    try {
+      plain_dump = JsonDocument::parse(text, "test").root().to_json().dump();
+    } catch (const JsonError& e) {
+      plain_error = e.what();
+    }
+    try {
+      large_dump = JsonDocument::parse_large(text, "test").root().to_json().dump();
+    } catch (const JsonError& e) {
+      large_error = e.what();
+    }
+    EXPECT_EQ(plain_error, large_error) << text.substr(0, 200);
+    EXPECT_EQ(plain_dump, large_dump) << text.substr(0, 200);
+  };
+  Generator generator(20261207);
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text = generator.document();
+    if (i % 2 == 1) text = mutate(text, rng);
+    same(text);
+  }
+  std::string dense = "[0";
+  for (int i = 0; i < 1'500'000; ++i) dense += ",0";
+  dense += "]";
+  same(dense);
+  EXPECT_EQ(JsonDocument::parse_large(dense, "test").root().size(), 1'500'001u);
+  same("[\"" + std::string(3'000'000, ',') + "\"]");
+  std::string big = "{";
+  for (int i = 0; i < 200'000; ++i) big += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  same(big.substr(0, big.size() - 1) + "}");
+  same(big + "\"k123456\":0}");
+  EXPECT_THROW(JsonDocument::parse_large(big + "\"k123456\":0}", "test"), JsonError);
+}
+
 // A text read twice: plainly, and with a JsonKnownMember (each read's document or error).
 struct TwoReads {
   std::optional<JsonDocument> plain, with;
