@@ -31,11 +31,12 @@ void merge_small_blocks_on_free();
 // Asks for transparent huge pages (2 MiB) under the whole pages of [data, data + bytes): a buffer about to be
 // written for the first time faults in once per 2 MiB instead of once per 4 KiB. Why: loading Gemma 3's
 // 33 MB tokenizer.json writes about 150 MB of fresh memory (the file, 1.8 million JSON nodes, the tables),
-// and a page fault costs about 10 us on the VMs of this project (a paravirtualized guest): the JSON nodes
-// alone took 585 against 159 ms to read with the hint (bench/tokenizer_load_bench.cpp). For buffers of
-// 4 MiB and more that are written once, not for a server's per-request memory (where the kernel may stall a
-// fault to compact memory for a huge page). Changes no result; a no-op below 4 MiB, where the kernel has
-// transparent huge pages off, and off Linux.
+// and a page fault costs about 10 us on the VMs of this project (a paravirtualized guest). Reading that
+// file's JSON took 88-95 ms with its nodes counted, allocated at once and on huge pages
+// (JsonDocument::parse_large), against 513-564 ms grown by doubling on 4 KiB pages (bench/RESULTS.md,
+// "Loading a tokenizer.json"). For buffers of 4 MiB and more that are written once, not for a server's
+// per-request memory (where the kernel may stall a fault to compact memory for a huge page). Changes no
+// result; a no-op below 4 MiB, where the kernel has transparent huge pages off, and off Linux.
 void prefer_huge_pages(const void* data, size_t bytes);
 
 }  // namespace crl

@@ -200,7 +200,7 @@ class JsonDocument {
 
   // The same for a large text read once (a model's tokenizer.json: tens of MB, millions of values), with the
   // default depth limit: its values are counted first, so their nodes are allocated once, on huge pages
-  // (Gemma 3's 33 MB file: 1.8 million nodes, read in 159 against 585 ms, bench/tokenizer_load_bench.cpp).
+  // (Gemma 3's 33 MB file: 1.8 million nodes, read in 88-95 against 513-564 ms, bench/RESULTS.md).
   static JsonDocument parse_large(std::string_view text, const std::string& where);
 
   JsonDocument() = default;
