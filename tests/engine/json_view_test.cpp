@@ -245,6 +245,11 @@ TEST(JsonView, DepthLimitAndDuplicateKeysNameThePath) {
   EXPECT_NO_THROW(JsonDocument::parse(big.substr(0, big.size() - 1) + "}", "test"));
   EXPECT_EQ(error_kind(big + "\"k4321\":0}", nullptr, &field), JsonErrorKind::kDuplicateKey);
   EXPECT_EQ(field, "k4321");
+  // In the hashed check too, keys are compared decoded; the empty key is a key.
+  EXPECT_EQ(error_kind(big + "\"k\\u0034321\":0}", nullptr, &field), JsonErrorKind::kDuplicateKey);
+  EXPECT_EQ(field, "k4321");
+  EXPECT_NO_THROW(JsonDocument::parse(big + "\"\":0}", "test"));
+  EXPECT_EQ(error_kind(big + "\"\":0,\"\":1}", nullptr, &field), JsonErrorKind::kDuplicateKey);
   // The same keys in sibling objects are fine.
   EXPECT_NO_THROW(JsonDocument::parse(R"([{"a": 1}, {"a": 2}, {"b": {"a": 3}, "a": 4}])", "test"));
 }
