@@ -260,8 +260,10 @@ bool end_session(server::testing::HttpClient& client, const std::string& id) {
 // gateway_calls_per_core_s = 1e6 / server_cpu_us, process_cpu_us (every thread: harnesses, server,
 // stand-in; the gateway row's minus the twin's is what the gateway adds to a call at this load), p50_us;
 // server_user_us / server_sys_us: the server threads' CPU per call in user space and in the kernel (clock
-// ticks of /proc stat, so they sum to about server_cpu_us); server_vol_cs / server_invol_cs: those threads'
-// voluntary and involuntary context switches per call (a blocking proxy's floor: 2 voluntary).
+// ticks of /proc stat, so they sum to about server_cpu_us); server_faults: those threads' page faults per
+// call (fresh memory touched: sessions kept, row 0, grow; ended ones, row 3, give theirs back for reuse);
+// server_vol_cs / server_invol_cs: those threads' voluntary and involuntary context switches per call (a
+// blocking proxy's floor: 2 voluntary).
 void BM_GatewayThroughput(benchmark::State& state) {
   const int harnesses = static_cast<int>(state.range(0));
   const bool direct = state.range(1) == 1;
@@ -347,6 +349,7 @@ void BM_GatewayThroughput(benchmark::State& state) {
     state.counters["process_cpu_us"] = process_cpu / n * 1e6;
     state.counters["server_user_us"] = (split_end.user - split_start.user) / n * 1e6;
     state.counters["server_sys_us"] = (split_end.sys - split_start.sys) / n * 1e6;
+    state.counters["server_faults"] = (split_end.faults - split_start.faults) / n;
     state.counters["server_vol_cs"] = (switches_end.voluntary - switches_start.voluntary) / n;
     state.counters["server_invol_cs"] = (switches_end.involuntary - switches_start.involuntary) / n;
     state.SetItemsProcessed(static_cast<int64_t>(n));
