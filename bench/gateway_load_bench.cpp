@@ -5,6 +5,7 @@
 //                            grows against a fixed pool of 32 (calls/s, the batch the upstream saw)
 //   BM_GatewayParallelSubAgents  4 or 8 sub-agents of one harness calling at once through one session
 //                            (threads) against each in its own session, 50 ms upstream (wall per round)
+//   BM_GatewaySessionMemory  what a session of an 8k-token prompt holds while it lives (kept, or ended)
 //   BM_GatewayThroughput     4 or 16 harnesses calling at once, as fast as answers come, through the gateway,
 //                            straight to the stand-in, and through a null proxy: the server threads' CPU per
 //                            call against the floor of any proxy on this machine; and through the gateway
@@ -12,6 +13,7 @@
 //
 // One-call-at-a-time rows and the gateway's handler alone: bench/gateway_bench.cpp (the same binary).
 #include <benchmark/benchmark.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <chrono>
@@ -370,5 +372,58 @@ BENCHMARK(BM_GatewayThroughput)
     ->Args({16, 3})
     ->Iterations(1)
     ->UseManualTime();
+
+// The heap's bytes in use (glibc's mallinfo2: allocated blocks, mapped ones included), which, unlike the
+// resident size, does not depend on what earlier rows freed and the heap kept.
+double heap_bytes_in_use() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<double>(info.uordblks + info.hblkhd);
+}
+
+// What a session holds while it lives (for sizing a gateway: sessions are kept until their trainer ends
+// them): 64 sessions one after another on one connection, each a system message and an 8k-token user
+// message, then `turns` more calls (an answer and a short tool output each), left in the gateway (arg 0) or
+// ended after their last call as a trainer ends them, reward, export and delete (arg 1: the baseline, memory
+// the heap reuses for the next session). Counters: kb_per_session (the heap's bytes in use after the 64
+// against before, per session), calls.
+void BM_GatewaySessionMemory(benchmark::State& state) {
+  constexpr int kSessions = 64;
+  const int turns = static_cast<int>(state.range(0));
+  const bool ended = state.range(1) == 1;
+  keep_freed_memory();  // the heap as `crl serve` tunes it
+  merge_small_blocks_on_free();
+  server::HttpOptions http;
+  http.max_body_bytes = 64u << 20;
+  WideStack wide(0, http);
+  server::testing::HttpClient client(wide.serve->port());
+  double per_session = 0;
+  int64_t calls = 0;
+  for (auto _ : state) {
+    // A first session outside the measure: connections, threads and the heap's first growth.
+    const auto run_session = [&](const std::string& id) {
+      json history = json::array({{{"role", "system"}, {"content", "You are a bench agent."}},
+                                  {{"role", "user"}, {"content", std::string(kContext, 'x')}}});
+      for (int t = 0; t <= turns; ++t) {
+        if (!chat_step(client, id, history)) return false;
+        ++calls;
+      }
+      return !ended || end_session(client, id);
+    };
+    if (!run_session("memory-warm-" + std::to_string(turns))) return state.SkipWithError("a call failed");
+    const double before = heap_bytes_in_use();
+    for (int i = 0; i < kSessions; ++i) {
+      if (!run_session("memory-" + std::to_string(i))) return state.SkipWithError("a call failed");
+    }
+    per_session = (heap_bytes_in_use() - before) / kSessions;
+  }
+  state.counters["kb_per_session"] = per_session / 1024;
+  state.counters["calls"] = static_cast<double>(calls);
+}
+BENCHMARK(BM_GatewaySessionMemory)
+    ->Args({0, 0})
+    ->Args({32, 0})
+    ->Args({32, 1})
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
