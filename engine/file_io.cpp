@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "engine/error.h"
 #include "engine/heap.h"
@@ -32,9 +33,15 @@ std::string read_file(const std::string& path, const std::string& cannot_open) {
     out.resize(static_cast<size_t>(info.st_size));
   }
   size_t size = 0;
+  // Past the sized part, through a 64 KiB step buffer: the end of a regular file costs one empty read, not
+  // a growth (a copy of the whole buffer).
+  std::unique_ptr<char[]> step;
+  constexpr size_t kStep = size_t{64} << 10;
   while (true) {
-    if (size == out.size()) out.resize(size + (size_t{64} << 10));
-    const ssize_t got = ::read(fd, out.data() + size, out.size() - size);
+    const bool sized = size < out.size();
+    if (!sized && !step) step = std::make_unique<char[]>(kStep);
+    const ssize_t got =
+        sized ? ::read(fd, out.data() + size, out.size() - size) : ::read(fd, step.get(), kStep);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) {
       const int error = errno;
@@ -42,7 +49,13 @@ std::string read_file(const std::string& path, const std::string& cannot_open) {
       throw Error(path, "", std::string("read error: ") + std::strerror(error));
     }
     if (got == 0) break;
-    size += static_cast<size_t>(got);
+    if (sized) {
+      size += static_cast<size_t>(got);
+    } else {
+      out.resize(size);  // (a file that shrank meanwhile: only what was read)
+      out.append(step.get(), static_cast<size_t>(got));
+      size = out.size();
+    }
   }
   ::close(fd);
   out.resize(size);
