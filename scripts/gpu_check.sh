@@ -27,8 +27,8 @@ if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L; then
   exit 1
 fi
 cmake -S . -B "$BUILD" -G Ninja -DCRL_CUDA=ON -DCMAKE_BUILD_TYPE=Release
-cmake --build "$BUILD" -j "$JOBS" --target crl learner_tests lm_cuda_tests lm_serve_tests policy_tests bench_learner \
-  bench_lm bench_neural
+cmake --build "$BUILD" -j "$JOBS" --target crl engine_tests learner_tests lm_cuda_tests lm_serve_tests policy_tests \
+  bench_learner bench_lm bench_neural
 
 # device_tests BINARY FILTER: the comparison tests skip when no device is present; here a skip is a failure.
 device_tests() {
@@ -44,6 +44,12 @@ device_tests() {
   fi
 }
 
+# cuBLAS is loaded on first use, not linked (engine/cuda/cublas_library.h): each check in its own process, as
+# ctest runs them (the second skips where the first loaded it); then the engine's RNG kernel.
+for check in IsNotMappedUntilFirstUsedAndThenHasItsFunctions AFileNamedInCrlCublasThatIsNotALibraryIsAnErrorNamingIt; do
+  "$BUILD"/tests/engine/engine_tests --gtest_filter="CublasLibrary.$check" | tail -n 3
+done
+device_tests tests/engine/engine_tests 'RngCuda.*'
 # The learner's kernels (GAE scan, losses) against the CPU reference, then the whole learner suite.
 device_tests tests/learners/learner_tests 'LearnerCuda*:LearnerGaeScan*'
 "$BUILD"/tests/learners/learner_tests
