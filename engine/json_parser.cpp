@@ -1,12 +1,15 @@
 // The JSON reader (engine/json_view.h): text into a document's nodes, and JsonDocument's parse. The view
-// over those nodes is engine/json_view.cpp.
+// over those nodes is engine/json_view.cpp; the duplicate-key check's keys engine/json_object_keys.h; arrays
+// read as rows of numbers engine/json_number_rows.cpp; unread arrays checked by engine/json_skim.h.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 #include "engine/heap.h"
+#include "engine/json_number_rows.h"
 #include "engine/json_number_scan.h"
+#include "engine/json_object_keys.h"
 #include "engine/json_skim.h"
 #include "engine/json_view.h"
 
@@ -182,59 +185,9 @@ class JsonParser {
     return stack_.size() + (rows.bracketed ? 2u : 1u) <= static_cast<size_t>(std::max(max_depth_, 0));
   }
 
-  // The array at pos_ read as `rows` asks: the offset one past its ']', or 0 where it is not of that shape
-  // or not taken as JSON (the general reading then reads it, or names the error). Only JSON's grammar for
-  // such an array is taken, and its numbers by json_scan::scan_number, so what is taken is what the general
-  // reading would read.
+  // The array at pos_ read as `rows` asks (engine/json_number_rows.h), within the depth allowed.
   size_t read_rows(JsonNumberRows& rows) const {
-    if (!within_depth(rows)) return 0;
-    const char* const text = text_.data();
-    const char* const stop = text + text_.size();
-    const auto space = [stop](const char* p) {
-      while (p < stop && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
-      return p;
-    };
-    // Straight code, no closures over the position: this loop is most of reading an answer.
-    std::vector<JsonNumber>& cells = rows.cells;
-    cells.clear();
-    const int numbers = rows.bracketed ? rows.numbers : 1;
-    JsonNumber value;
-    const char* error_at = nullptr;
-    const char* expected = nullptr;
-    const char* p = space(text + pos_ + 1);  // past '['
-    if (p < stop && *p == ']') return static_cast<size_t>(p + 1 - text);
-    while (true) {
-      if (rows.bracketed) {
-        if (p >= stop || *p != '[') return 0;
-        p = space(p + 1);
-      }
-      for (int k = 0; k < numbers; ++k) {
-        if (k > 0) {
-          p = space(p);
-          if (p >= stop || *p != ',') return 0;
-          p = space(p + 1);
-        }
-        p = json_scan::scan_number(p, stop, value, error_at, expected);
-        if (p == nullptr) return 0;
-        cells.push_back(value);
-      }
-      if (rows.bracketed) {
-        for (int k = 0; k < rows.nulls; ++k) {
-          p = space(p);
-          if (p >= stop || *p != ',') return 0;
-          p = space(p + 1);
-          if (stop - p < 4 || std::memcmp(p, "null", 4) != 0) return 0;
-          p += 4;
-        }
-        p = space(p);
-        if (p >= stop || *p != ']') return 0;
-        ++p;
-      }
-      p = space(p);
-      if (p < stop && *p == ']') return static_cast<size_t>(p + 1 - text);
-      if (p >= stop || *p != ',') return 0;
-      p = space(p + 1);
-    }
+    return within_depth(rows) ? read_number_rows(text_, pos_, rows) : 0;
   }
 
   [[noreturn]] void fail(const std::string& expected) const { fail_at(pos_, expected); }
@@ -333,18 +286,7 @@ class JsonParser {
   void read_key() {
     if (pos_ >= text_.size() || text_[pos_] != '"') fail("expected '\"' to start an object key");
     const std::string_view key = string();
-    Keys& keys = keys_[stack_.size() - 1];
-    bool repeated = false;
-    if (keys.set) {
-      repeated = !keys.set->insert(key);
-    } else {
-      for (const std::string_view& k : keys.list) repeated |= k == key;
-      keys.list.push_back(key);
-      if (keys.list.size() > 16) {  // a large object: a hash set keeps the check linear
-        keys.set = std::make_unique<KeySet>(keys.list);
-      }
-    }
-    if (repeated) {
+    if (!keys_[stack_.size() - 1].add(key)) {
       const std::string at = path(&key, false);
       const std::string shown = text_prefix(key);
       throw JsonError(JsonErrorKind::kDuplicateKey, where_, at,
@@ -572,60 +514,6 @@ class JsonParser {
     }
   }
 
-  // The keys of a large object, for the duplicate check: open addressing over the keys' views (a model's
-  // vocabulary is one object of hundreds of thousands of keys, for which std::unordered_set allocated a node
-  // per key and rehashed them all at every growth).
-  class KeySet {
-   public:
-    explicit KeySet(const std::vector<std::string_view>& keys) {
-      for (const std::string_view key : keys) insert(key);
-    }
-    // Adds `key`; false when it is there already.
-    bool insert(std::string_view key) {
-      if ((count_ + 1) * 2 > slots_.size()) grow();
-      const uint64_t h = std::hash<std::string_view>{}(key);
-      for (size_t s = h & mask_;; s = (s + 1) & mask_) {
-        Slot& slot = slots_[s];
-        if (!slot.used) {
-          slot = Slot{h, key, true};
-          ++count_;
-          return true;
-        }
-        if (slot.hash == h && slot.key == key) return false;
-      }
-    }
-
-   private:
-    struct Slot {
-      uint64_t hash = 0;
-      std::string_view key;
-      bool used = false;
-    };
-    void grow() {
-      std::vector<Slot> old(std::max<size_t>(64, slots_.size() * 2));
-      old.swap(slots_);
-      mask_ = slots_.size() - 1;
-      for (const Slot& slot : old) {
-        if (!slot.used) continue;
-        size_t s = slot.hash & mask_;
-        while (slots_[s].used) s = (s + 1) & mask_;
-        slots_[s] = slot;
-      }
-    }
-    std::vector<Slot> slots_;
-    size_t mask_ = 0;
-    size_t count_ = 0;
-  };
-
-  struct Keys {  // the keys of one open object, for the duplicate check
-    std::vector<std::string_view> list;
-    std::unique_ptr<KeySet> set;
-    void clear() {
-      list.clear();
-      set.reset();
-    }
-  };
-
   std::string_view text_;
   const std::string& where_;
   const int max_depth_;
@@ -639,14 +527,14 @@ class JsonParser {
   // thread (run() calls nothing that parses).
   struct Scratch {
     std::vector<Level> stack;
-    std::vector<Keys> keys;  // by depth, reused
+    std::vector<JsonObjectKeys> keys;  // by depth, reused
   };
   static Scratch& scratch() {
     thread_local Scratch s;
     return s;
   }
   std::vector<Level>& stack_;
-  std::vector<Keys>& keys_;
+  std::vector<JsonObjectKeys>& keys_;
 };
 
 static_assert(sizeof(JsonDocument::Node) == 48, "the node layout the memory bound in json_view.h states");
