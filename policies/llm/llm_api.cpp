@@ -282,7 +282,7 @@ bool read_openai_top(JsonView list, size_t tokens, int asked, GenerateResult& ou
 }
 
 GenerateResult parse_sglang(JsonView body, std::span<const JsonNumberRows> rows, int vocab_size,
-                            int top_logprobs) {
+                            int top_logprobs, bool partial) {
   GenerateResult out;
   // A batch answer (a list) holds one item per prompt; we send one prompt.
   const JsonView item = body.is_array() && body.size() == 1 ? *body.begin() : body;
@@ -292,7 +292,9 @@ GenerateResult parse_sglang(JsonView body, std::span<const JsonNumberRows> rows,
   const JsonView finish = meta.find("finish_reason");
   if (!finish.exists()) return fail("meta_info.finish_reason is missing");
   std::string type;
-  if (const JsonView finish_type = finish.find("type"); finish_type.is_string()) {
+  if (partial && finish.is_null()) {
+    // (a streamed answer's event before its last: no finish reason yet)
+  } else if (const JsonView finish_type = finish.find("type"); finish_type.is_string()) {
     type = finish_type.string();
   } else if (finish.is_string()) {
     type = finish.string();
@@ -465,6 +467,7 @@ void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sa
       append_json_int(out, sampling.top_logprobs);
       out += ',';
     }
+    if (call.stream) out += "\"stream\":true,";
     out += "\"logprob_start_len\":-1,\"rid\":";
     append_identifier(out, call.rid);
     out += '}';
@@ -547,7 +550,7 @@ std::span<const std::string_view> answer_unread_arrays(ApiKind kind, int top_log
 }
 
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs,
-                              SentPrompt sent) {
+                              SentPrompt sent, bool partial) {
   // The shared reader: an answer nested past kMaxJsonDepth, with a repeated key or not JSON at all fails
   // the call with a short message (never the answer whole).
   // (engine/json_view.h: read_json's limits, without building nlohmann's DOM of the answer.)
@@ -566,10 +569,10 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   }
   const JsonView root = parsed->root();
   GenerateResult out = kind == ApiKind::kSglang
-                           ? parse_sglang(root, rows, vocab_size, top_logprobs)
+                           ? parse_sglang(root, rows, vocab_size, top_logprobs, partial)
                            : parse_openai(root, rows, vocab_size, top_logprobs, sent.ids);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
-      out.finish_reason != "abort") {
+      out.finish_reason != "abort" && !(partial && out.finish_reason.empty())) {
     return fail("finish reason " + quote(text_prefix(out.finish_reason)) +
                 " is not one of stop, length, abort");
   }

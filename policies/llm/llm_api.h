@@ -60,6 +60,8 @@ struct GenerateCall {
   // When not empty: the JSON text of the prompt's id list ("[1,2,3]"), written instead of encoding `prompt`
   // again (the gateway keeps it per session and appends only the new ids: server/gateway/prompt_ids_text.h).
   std::string_view prompt_ids_json = {};
+  // SGLang only: ask for the answer as a stream of events ("stream": true; streamed_answer.h reads it).
+  bool stream = false;
 };
 
 // One of the most likely tokens at a sampled position. SGLang names its id; the OpenAI API only its text
@@ -111,8 +113,10 @@ struct SentPrompt {
   // 8k tokens) instead of reading every id.
   std::string_view ids_json;
 };
+// `partial`: the body is one event of an SGLang stream (streamed_answer.h), whose finish_reason is null
+// (finish_reason "") until its last.
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs = 0,
-                              SentPrompt sent = {});
+                              SentPrompt sent = {}, bool partial = false);
 // The per-token lists parse_response reads as rows of numbers (engine/json_view.h, JsonNumberRows), in the
 // shapes the servers write: SGLang's output_ids and output_token_logprobs, the OpenAI API's token_ids,
 // logprobs.token_logprobs, prompt_token_ids and logprobs.text_offset. Any other shape is read from the

@@ -19,6 +19,8 @@
 #include <optional>
 
 #include "engine/error.h"
+#include "engine/sse_reader.h"
+#include "policies/llm/streamed_answer.h"
 #include "server/fiber.h"
 #include "server/gateway/stream_keepalive.h"
 
@@ -320,12 +322,72 @@ std::vector<HostAddress> Upstream::resolve(Lane& lane, Clock::time_point deadlin
   return lookup->addresses();
 }
 
+// A streamed answer read as its body arrives: its events (engine/sse_reader.h) read into the answer so far
+// (policies/llm/streamed_answer.h), whose new ids go to the call's SampledTokens at once. Only an answer that
+// is a 200 event stream is read so; any other (an error status, a server that answered whole) is read whole
+// as before.
+struct Upstream::StreamRead {
+  StreamRead(SampledTokens* sink, size_t max_event_bytes, int vocab_size, int top_logprobs,
+             llm::SentPrompt sent)
+      : sink(sink),
+        max_event_bytes(max_event_bytes),
+        vocab_size(vocab_size),
+        top_logprobs(top_logprobs),
+        sent(sent),
+        events(max_event_bytes),
+        answer(vocab_size, top_logprobs, sent) {}
+  // Another attempt: nothing read yet (never once ids went to the sink).
+  void restart() {
+    events = SseReader(max_event_bytes);
+    answer = llm::StreamedAnswer(vocab_size, top_logprobs, sent);
+    decided = active = done = false;
+    failure.clear();
+  }
+  // The answer's head is in: whether its body is an event stream to read as it comes.
+  void decide(int status, std::string_view content_type) {
+    decided = true;
+    active = status == 200 && content_type.substr(0, 17) == "text/event-stream";
+  }
+  // Reads the events in `body` (the bytes since the last call, then cleared). False once the stream cannot
+  // be read on (failure says why).
+  bool take(std::string& body) {
+    if (!events.feed(body)) failure = "the stream's " + events.error();
+    body.clear();
+    SseEvent event;
+    while (failure.empty() && events.next(event)) {
+      if (event.data == "[DONE]") {
+        done = true;
+        continue;
+      }
+      if (done || !answer.add(event.data)) {
+        failure = done ? "an event came after [DONE]" : answer.error();
+        break;
+      }
+      if (answer.answer().ids.size() > passed) {
+        passed = answer.answer().ids.size();
+        sink->sampled(answer.answer().ids);
+      }
+    }
+    return failure.empty();
+  }
+
+  SampledTokens* sink;
+  size_t max_event_bytes;
+  int vocab_size, top_logprobs;
+  llm::SentPrompt sent;
+  SseReader events;
+  llm::StreamedAnswer answer;
+  bool decided = false, active = false, done = false;
+  size_t passed = 0;    // ids that went to the sink
+  std::string failure;  // why the stream could not be read (the call fails, with no retry)
+};
+
 // One call's HTTP exchange with the semantics of llm::HttpClient (policies/llm/http_client.h): the deadline
 // covers every attempt and backoff; retries with exponential backoff on connection errors and 5xx only; a
 // failure on a reused keep-alive connection before any answer byte is retried at once on a fresh one
 // without counting; cancel() ends it as kCancelled.
 llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const llm::RequestParts& body,
-                                     StreamKeepalive* keepalive) {
+                                     StreamKeepalive* keepalive, StreamRead* stream) {
   namespace http = boost::beast::http;
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -366,6 +428,7 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
       return finish(llm::HttpOutcome::kTimeout,
                     timeout_text() + " after " + std::to_string(out.attempts) + " attempts");
     ++out.attempts;
+    if (stream != nullptr) stream->restart();  // (a retry: no id went on from the attempt before)
     const bool reused = lane.fd >= 0;
     std::string failure;  // a connection error (empty: none)
     bool answer_started = false;
@@ -466,6 +529,17 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
             failure = "connection error: " + ec.message();
             break;
           }
+          if (stream != nullptr && parser.is_header_done()) {
+            if (!stream->decided) {
+              const auto type = parser.get()[http::field::content_type];
+              stream->decide(parser.get().result_int(), std::string_view(type.data(), type.size()));
+            }
+            if (stream->active) {
+              if (!stream->take(parser.get().body())) break;  // (its failure fails the call)
+              // What was read went on: the limit bounds each chunk, the reader the event being read.
+              parser.body_limit(http_.max_response_bytes);
+            }
+          }
           if (parser.is_done()) break;
           if (n > 0 && !ec) continue;
         }
@@ -514,6 +588,11 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
       }
       leftover = used < buffer.size();  // bytes past the answer: not a connection to reuse
     }
+    if (stream != nullptr && !stream->failure.empty()) {  // an event the stream cannot go on from
+      close_connection();
+      out.status = 200;
+      return finish(llm::HttpOutcome::kOk, "");
+    }
     if (cancelled) {
       close_connection();
       return finish(llm::HttpOutcome::kCancelled, "cancelled");
@@ -524,6 +603,8 @@ llm::HttpResponse Upstream::exchange(Lane& lane, const std::string& head, const 
     }
     if (!failure.empty()) {
       close_connection();
+      if (stream != nullptr && stream->passed > 0)  // ids went on: another attempt would sample them again
+        return finish(llm::HttpOutcome::kConnectionError, failure + " (while the answer streamed)");
       if (reused && !answer_started && !free_retry_used) {
         free_retry_used = true;  // a stale keep-alive connection: retry at once on a fresh one
         continue;
@@ -563,6 +644,8 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   generate.max_new_tokens = call.max_new_tokens;
   generate.sampling_seed = call.sampling_seed;
   generate.rid = call.rid;
+  const bool streamed = call.sampled != nullptr && options_.api == llm::ApiKind::kSglang;
+  generate.stream = streamed;
   // The body in pieces: the session's cached id text (call.prompt_ids_json, ~40 KB at 8k tokens) is sent
   // from where it is, never copied into a body string (one gather write with the head).
   llm::RequestParts parts;
@@ -577,7 +660,8 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   head += http_.endpoint.host;
   head += ':';
   head += std::to_string(http_.endpoint.port);
-  head += "\r\nContent-Type: application/json\r\nAccept: application/json\r\n";
+  head += streamed ? "\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
+                   : "\r\nContent-Type: application/json\r\nAccept: application/json\r\n";
   // The harness's routing key comes from a parsed header (no CR or LF); checked anyway.
   if (!call.routing_key.empty() && call.routing_key.find_first_of("\r\n") == std::string::npos) {
     head += "X-SMG-Routing-Key: ";
@@ -587,8 +671,13 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   head += "Content-Length: ";
   head += std::to_string(length);
   head += "\r\n\r\n";
+  std::optional<StreamRead> stream;
+  if (streamed)
+    stream.emplace(call.sampled, http_.max_response_bytes, options_.vocab_size, call.sampling.top_logprobs,
+                   llm::SentPrompt{call.prompt, call.prompt_ids_json});
   std::unique_ptr<Lane> lane = acquire();
-  const llm::HttpResponse response = exchange(*lane, head, parts, call.keepalive);
+  const llm::HttpResponse response =
+      exchange(*lane, head, parts, call.keepalive, stream ? &*stream : nullptr);
   release(std::move(lane));
   UpstreamResult out;
   out.seconds = response.seconds;
@@ -619,8 +708,19 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
       out.retry_after = 1;
       return out;
   }
-  out.answer = llm::parse_response(options_.api, response.body, options_.vocab_size,
-                                   call.sampling.top_logprobs, {call.prompt, call.prompt_ids_json});
+  if (stream && stream->active) {
+    if (stream->failure.empty() && !stream->answer.finished())
+      stream->failure = "the stream ended before the event that finishes the answer";
+    if (stream->failure.empty()) {
+      out.answer = stream->answer.take();
+    } else {
+      out.answer.ok = false;
+      out.answer.error = stream->failure;
+    }
+  } else {
+    out.answer = llm::parse_response(options_.api, response.body, options_.vocab_size,
+                                     call.sampling.top_logprobs, {call.prompt, call.prompt_ids_json});
+  }
   if (!out.answer.ok) {
     out.status = 502;
     out.code = "upstream_malformed";

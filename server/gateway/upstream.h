@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,14 @@ enum class FiberWait;
 namespace crl::server::gateway {
 
 class StreamKeepalive;
+
+// Where a streamed call's sampled ids go as they arrive (the gateway's live answer: live_answer.h).
+class SampledTokens {
+ public:
+  virtual ~SampledTokens() = default;
+  // Every id sampled so far, as the upstream sent them; called again each time more arrive.
+  virtual void sampled(std::span<const TokenId> ids) = 0;
+};
 
 struct UpstreamOptions {
   llm::ApiKind api = llm::ApiKind::kSglang;
@@ -59,6 +68,10 @@ struct UpstreamCall {
   // While the call waits (connect, send, backoff, the answer), beat() whenever keepalive->due() (a streamed
   // call: stream_keepalive.h; a host name's lookup does not beat); null or inactive: none.
   StreamKeepalive* keepalive = nullptr;
+  // Not null: the answer is asked for as a stream (SGLang's "stream": true; streamed_answer.h) and its ids
+  // go here as they arrive. Once some have gone, a failure is final: no retry samples the answer again.
+  // (An OpenAI-API upstream is asked for the whole answer: nothing goes here.)
+  SampledTokens* sampled = nullptr;
 };
 
 struct UpstreamResult {
@@ -128,8 +141,9 @@ class Upstream {
                                    std::string& failure);
   // Closes `fd` (lane.fd or a socket being connected), first taking it out of the lane's io_context.
   static void close_fd(Lane& lane, int fd);
+  struct StreamRead;  // a streamed answer read as it arrives (upstream.cpp)
   llm::HttpResponse exchange(Lane& lane, const std::string& head, const llm::RequestParts& body,
-                             StreamKeepalive* keepalive);
+                             StreamKeepalive* keepalive, StreamRead* stream);
   std::unique_ptr<Lane> acquire();
   void release(std::unique_ptr<Lane> lane);
 

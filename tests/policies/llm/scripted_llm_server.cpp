@@ -203,10 +203,19 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
   std::vector<asio::steady_timer*> holding;
 
   struct Answer {
+    Answer() = default;
+    Answer(int status, std::string body, bool drop = false, double delay_s = 0)
+        : status(status), body(std::move(body)), drop(drop), delay_s(delay_s) {}
     int status = 200;
     std::string body;
     bool drop = false;
     double delay_s = 0;
+    // A stream (SGLang's "stream": true): its events, each "data: ...\n\n", written one chunk each,
+    // stream_event_delay_s apart; the body is unused. `cut_after`: the connection is closed after that many
+    // events (the stream_cut fault).
+    std::vector<std::string> events;
+    bool streamed = false;
+    size_t cut_after = SIZE_MAX;
   };
 
   // vLLM's model list (its ModelCard's fields, in its order; the permission list left empty).
@@ -414,33 +423,56 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
     // that cut the prompt from the left reports it).
     const size_t ran = call.prompt.size() - (sticky == "truncate" ? 1 : 0);
     if (sglang) {
-      json logprobs = json::array();
-      for (size_t i = 0; i < output.size(); ++i)
-        logprobs.push_back(json::array({call.logprobs[i], output[i], nullptr}));
-      json tops = json::array();  // SGLang's output_top_logprobs: [[logprob, id, null], ...] per token
-      for (const auto& position : call.top) {
-        json list = json::array();
-        for (const auto& [alternative, value] : position)
-          list.push_back(json::array({value, alternative, nullptr}));
-        tops.push_back(list);
+      // SGLang's answer, or a stream's event: the tokens [from, to) (a stream's default event holds them
+      // all so far, from 0; an incremental one only the new), finished or not (finish_reason null).
+      const auto sglang_answer = [&](size_t from, size_t to, bool done) {
+        json logprobs = json::array();
+        for (size_t i = from; i < to; ++i)
+          logprobs.push_back(json::array({call.logprobs[i], output[i], nullptr}));
+        json tops = json::array();  // SGLang's output_top_logprobs: [[logprob, id, null], ...] per token
+        for (size_t i = from; i < to && !call.top.empty(); ++i) {
+          json list = json::array();
+          for (const auto& [alternative, value] : call.top[i])
+            list.push_back(json::array({value, alternative, nullptr}));
+          tops.push_back(list);
+        }
+        json reason = {{"type", finish}};
+        if (finish == "stop" && im_end && !stopped_on_string) reason["matched"] = *im_end;
+        if (finish == "length") reason["length"] = output.size();
+        if (finish == "abort") reason["message"] = "aborted on purpose";
+        const std::span<const TokenId> ids(output.data() + from, to - from);
+        json out = {{"text", tokenizer.decode(ids)},
+                    {"output_ids", ids},
+                    {"meta_info",
+                     {{"id", call.rid.empty() ? std::to_string(id) : call.rid},
+                      {"finish_reason", done ? reason : json(nullptr)},
+                      {"prompt_tokens", ran},
+                      {"completion_tokens", to},
+                      {"cached_tokens", call.prompt.size() / 2},  // a prefix cache hit to report (metrics)
+                      {"output_token_logprobs", logprobs},
+                      {"e2e_latency", 0.0},
+                      {"weight_version", "default"}}}};
+        if (call.top_logprobs > 0) out["meta_info"]["output_top_logprobs"] = tops;  // asked only
+        return out.dump(-1, ' ', false, json::error_handler_t::replace);
+      };
+      if (request.value("stream", false)) {
+        // SGLang's stream: an event per token (stream_interval 1), then [DONE]; no tokens: one event.
+        answer.streamed = true;
+        const bool incremental = options.incremental_stream;
+        for (size_t n = output.empty() ? 0 : 1; n <= output.size(); ++n) {
+          if (sticky == "stream_error" && n == (output.size() + 1) / 2 + 1) {
+            answer.events.push_back(R"(data: {"error": {"message": "the scheduler failed on purpose"}})"
+                                    "\n\n");
+            break;
+          }
+          answer.events.push_back(
+              "data: " + sglang_answer(incremental && n > 0 ? n - 1 : 0, n, n == output.size()) + "\n\n");
+        }
+        answer.events.push_back("data: [DONE]\n\n");
+        if (sticky == "stream_cut") answer.cut_after = (output.size() + 1) / 2;
+      } else {
+        answer.body = sglang_answer(0, output.size(), true);
       }
-      json reason = {{"type", finish}};
-      if (finish == "stop" && im_end && !stopped_on_string) reason["matched"] = *im_end;
-      if (finish == "length") reason["length"] = output.size();
-      if (finish == "abort") reason["message"] = "aborted on purpose";
-      json out = {{"text", out_text},
-                  {"output_ids", output},
-                  {"meta_info",
-                   {{"id", call.rid.empty() ? std::to_string(id) : call.rid},
-                    {"finish_reason", reason},
-                    {"prompt_tokens", ran},
-                    {"completion_tokens", output.size()},
-                    {"cached_tokens", call.prompt.size() / 2},  // a prefix cache hit to report (metrics)
-                    {"output_token_logprobs", logprobs},
-                    {"e2e_latency", 0.0},
-                    {"weight_version", "default"}}}};
-      if (call.top_logprobs > 0) out["meta_info"]["output_top_logprobs"] = tops;  // asked only
-      answer.body = out.dump(-1, ' ', false, json::error_handler_t::replace);
     } else {
       json tokens = json::array(), top = json::array(), offsets = json::array();
       size_t offset = 0;
@@ -528,6 +560,39 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
     std::erase(holding, &timer);
   }
 
+  // A streamed answer: the head (chunked, text/event-stream), then each event as a chunk, the events
+  // stream_event_delay_s apart. False when the connection is gone or was cut on purpose.
+  asio::awaitable<bool> write_stream(beast::tcp_stream& stream, const Answer& answer, bool keep_alive) {
+    http::response<http::empty_body> head{http::status::ok, 11};
+    head.set(http::field::content_type, "text/event-stream");
+    head.set(http::field::server, "crl-scripted-llm");
+    head.keep_alive(keep_alive);
+    head.chunked(true);
+    http::response_serializer<http::empty_body> serializer(head);
+    error_code ec;
+    co_await http::async_write_header(stream, serializer, asio::redirect_error(asio::use_awaitable, ec));
+    for (size_t i = 0; i < answer.events.size() && !ec; ++i) {
+      if (i == answer.cut_after) {
+        --in_flight;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+        stream.close();
+        co_return false;
+      }
+      if (i > 0 && options.stream_event_delay_s > 0) {
+        asio::steady_timer timer(io, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                         std::chrono::duration<double>(options.stream_event_delay_s)));
+        co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      co_await asio::async_write(stream, http::make_chunk(asio::buffer(answer.events[i])),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (!ec)
+      co_await asio::async_write(stream, http::make_chunk_last(),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) --in_flight;
+    co_return !ec;
+  }
+
   asio::awaitable<void> session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     // Beast reads as much as the buffer has room for (at least 512 bytes): an empty buffer read the ~40 KB
@@ -556,6 +621,12 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
         stream.socket().shutdown(tcp::socket::shutdown_both, ec);
         stream.close();
         co_return;
+      }
+      if (answer.streamed) {
+        if (!co_await write_stream(stream, answer, request.keep_alive())) co_return;
+        --in_flight;
+        if (!request.keep_alive()) co_return;
+        continue;
       }
       http::response<http::string_body> response{static_cast<http::status>(answer.status), 11};
       response.set(http::field::content_type, "application/json");

@@ -39,7 +39,9 @@ struct FaultOptions {
   int transient_drops = 0;    // ... or are closed without an answer
   uint64_t sticky_every = 0;  // requests with sampling_seed % sticky_every == 0 always get sticky_fault
   // 5xx | drop | malformed | hang | 400 | abort | truncate (the answer names the prompt without its first
-  // id, as a server that cut the prompt answers: its prompt_tokens, and the OpenAI API's prompt_token_ids)
+  // id, as a server that cut the prompt answers: its prompt_tokens, and the OpenAI API's prompt_token_ids);
+  // for a streamed SGLang answer also stream_cut (the connection closed after half the events) and
+  // stream_error (SGLang's {"error": {"message"}} event in place of the second half, then [DONE]).
   std::string sticky_fault;
   double hang_s = 30;
   // Answers wait until this many requests are inside the server at once (then all go, and nothing waits
@@ -61,6 +63,12 @@ struct ScriptedLlmOptions {
   // Replaces the scripted model (the gateway's tests script their own harness): the answer text for the
   // decoded prompt; <|im_end|> is appended and the answer cut at max_new_tokens as for the scripted model.
   std::function<std::string(std::string_view prompt_text, uint64_t seed)> script;
+  // An SGLang request with "stream": true is answered as SGLang streams: text/event-stream, an event per
+  // token ("data: {...}\n\n"), then "data: [DONE]". By default each event is the answer so far (SGLang's
+  // default); `incremental_stream`: only the new token (its --incremental-streaming-output). The events go
+  // out this far apart (a test sees the first before the last is sampled).
+  bool incremental_stream = false;
+  double stream_event_delay_s = 0;
 };
 
 // One answered call, as the server saw and answered it.
