@@ -107,6 +107,8 @@ struct ServerMetrics {
   // (answered with the API's error event, counted as 200 among the responses: the status was sent).
   Counter* stream_keepalives = nullptr;
   Counter* stream_failures_after_head = nullptr;
+  // Gateway streamed calls whose answer went out as the upstream sampled it (gateway/live_answer.h).
+  Counter* streams_sent_live = nullptr;
   Histogram* llm_call_seconds = nullptr;
   // crl serve --snapshot-dir (server/snapshot_store.h).
   Counter* snapshot_writes = nullptr;

@@ -384,10 +384,9 @@ void close_block_event(std::string& out, size_t index, std::string_view type) {
 
 }  // namespace
 
-std::string anthropic_message_sse(const Completion& c, const std::string& model) {
-  // By hand (answer_writer.h), as anthropic_message_json: every payload's keys sorted.
-  std::string out;
-  out.reserve(2048 + 2 * c.reply.content.size() + 2 * c.reply.reasoning.size());
+namespace {
+// The stream's first event: the message, empty, with the prompt's counts.
+void put_message_start(std::string& out, const Completion& c, const std::string& model) {
   open_event(out, "message_start");
   out += "\"message\":{\"content\":[],\"id\":";
   put_string(out, message_id(c));
@@ -399,60 +398,118 @@ std::string anthropic_message_sse(const Completion& c, const std::string& model)
   out += ",\"input_tokens\":";
   append_json_int(out, c.prompt_tokens);
   out += ",\"output_tokens\":0}},\"type\":\"message_start\"}\n\n";
+}
+
+// A content block's events: its start (`start` writes the block), its delta (`delta` writes the delta
+// object; none when null), its stop.
+template <typename Start>
+void put_block_start(std::string& out, size_t index, const Start& start) {
+  open_event(out, "content_block_start");
+  out += "\"content_block\":{";
+  start();
+  out += "},";
+  close_block_event(out, index, "content_block_start");
+}
+template <typename Delta>
+void put_block_delta(std::string& out, size_t index, const Delta& delta) {
+  open_event(out, "content_block_delta");
+  out += "\"delta\":{";
+  delta();
+  out += "},";
+  close_block_event(out, index, "content_block_delta");
+}
+void put_block_stop(std::string& out, size_t index) {
+  open_event(out, "content_block_stop");
+  close_block_event(out, index, "content_block_stop");
+}
+
+void put_thinking_start(std::string& out, size_t index) {
+  put_block_start(out, index, [&] { out += "\"signature\":\"\",\"thinking\":\"\",\"type\":\"thinking\""; });
+}
+void put_thinking_delta(std::string& out, size_t index, std::string_view text) {
+  put_block_delta(out, index, [&] {
+    out += "\"thinking\":";
+    put_string(out, text);
+    out += ",\"type\":\"thinking_delta\"";
+  });
+}
+// A thinking block's end: its (empty: the gateway cannot sign) signature, then its stop.
+void put_thinking_stop(std::string& out, size_t index) {
+  put_block_delta(out, index, [&] { out += "\"signature\":\"\",\"type\":\"signature_delta\""; });
+  put_block_stop(out, index);
+}
+void put_text_start(std::string& out, size_t index) {
+  put_block_start(out, index, [&] { out += "\"text\":\"\",\"type\":\"text\""; });
+}
+void put_text_delta(std::string& out, size_t index, std::string_view text) {
+  put_block_delta(out, index, [&] {
+    out += "\"text\":";
+    put_string(out, text);
+    out += ",\"type\":\"text_delta\"";
+  });
+}
+}  // namespace
+
+void anthropic_message_delta(std::string& out, const Completion& header, const std::string& model,
+                             StreamShown& shown, std::string_view reasoning, std::string_view content) {
+  // The blocks as the whole stream numbers them: a thinking block (index 0) when the reasoning shows, then
+  // the text block.
+  if (!shown.opened) put_message_start(out, header, model);
+  if (!reasoning.empty()) {
+    if (shown.reasoning == 0) put_thinking_start(out, 0);
+    put_thinking_delta(out, 0, reasoning);
+  }
+  if (content.empty()) return;
+  const bool thinking = shown.reasoning > 0 || !reasoning.empty();
+  const size_t text = thinking ? 1 : 0;
+  if (shown.content == 0) {
+    if (thinking) put_thinking_stop(out, 0);  // (the reasoning is whole once the content shows)
+    put_text_start(out, text);
+  }
+  put_text_delta(out, text, content);
+}
+
+std::string anthropic_message_sse(const Completion& c, const std::string& model, const StreamShown& shown) {
+  // By hand (answer_writer.h), as anthropic_message_json: every payload's keys sorted. What went out while
+  // the answer was sampled (`shown`: the message_start, a thinking block's start and text, the text block's
+  // start and text, the thinking block's end once the text began) is not sent again.
+  std::string out;
+  out.reserve(2048 + 2 * c.reply.content.size() + 2 * c.reply.reasoning.size());
+  if (!shown.opened) put_message_start(out, c, model);
   size_t index = 0;
-  // A block's events; `start` and `delta` write the content block and the delta objects (`signature`: a
-  // thinking block's signature_delta follows its thinking_delta).
-  const auto block = [&](const auto& start, const auto& delta, bool signature = false) {
-    open_event(out, "content_block_start");
-    out += "\"content_block\":{";
-    start();
-    out += "},";
-    close_block_event(out, index, "content_block_start");
-    open_event(out, "content_block_delta");
-    out += "\"delta\":{";
-    delta();
-    out += "},";
-    close_block_event(out, index, "content_block_delta");
-    if (signature) {
-      open_event(out, "content_block_delta");
-      out += "\"delta\":{\"signature\":\"\",\"type\":\"signature_delta\"},";
-      close_block_event(out, index, "content_block_delta");
-    }
-    open_event(out, "content_block_stop");
-    close_block_event(out, index, "content_block_stop");
-    ++index;
-  };
   if (!c.reply.reasoning.empty()) {
-    block([&] { out += "\"signature\":\"\",\"thinking\":\"\",\"type\":\"thinking\""; },
-          [&] {
-            out += "\"thinking\":";
-            put_string(out, c.reply.reasoning);
-            out += ",\"type\":\"thinking_delta\"";
-          },
-          true);
+    if (shown.content == 0) {  // (else the thinking block ended when the text began)
+      if (shown.reasoning == 0) put_thinking_start(out, index);
+      if (const std::string_view rest = rest_of(c.reply.reasoning, shown.reasoning); !rest.empty())
+        put_thinking_delta(out, index, rest);
+      put_thinking_stop(out, index);
+    }
+    ++index;
   }
   if (has_text_part(c)) {
-    block([&] { out += "\"text\":\"\",\"type\":\"text\""; },
-          [&] {
-            out += "\"text\":";
-            put_string(out, c.reply.content);
-            out += ",\"type\":\"text_delta\"";
-          });
+    if (shown.content == 0) put_text_start(out, index);
+    // (a text block with no text still has its one delta, as the API sends it)
+    if (const std::string_view rest = rest_of(c.reply.content, shown.content);
+        !rest.empty() || shown.content == 0)
+      put_text_delta(out, index, rest);
+    put_block_stop(out, index);
+    ++index;
   }
   for (const ToolCall& call : c.reply.tool_calls) {
-    block(
-        [&] {
-          out += "\"id\":";
-          put_string(out, call.id);
-          out += ",\"input\":{},\"name\":";
-          put_string(out, call.name);
-          out += ",\"type\":\"tool_use\"";
-        },
-        [&] {
-          out += "\"partial_json\":";
-          put_string(out, tool_input(call).dump());
-          out += ",\"type\":\"input_json_delta\"";
-        });
+    put_block_start(out, index, [&] {
+      out += "\"id\":";
+      put_string(out, call.id);
+      out += ",\"input\":{},\"name\":";
+      put_string(out, call.name);
+      out += ",\"type\":\"tool_use\"";
+    });
+    put_block_delta(out, index, [&] {
+      out += "\"partial_json\":";
+      put_string(out, tool_input(call).dump());
+      out += ",\"type\":\"input_json_delta\"";
+    });
+    put_block_stop(out, index);
+    ++index;
   }
   open_event(out, "message_delta");
   out += "\"delta\":{";

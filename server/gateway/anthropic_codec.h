@@ -25,6 +25,7 @@
 #include "server/gateway/gateway_error.h"
 #include "server/gateway/gateway_session.h"
 #include "server/gateway/kept_request.h"
+#include "server/gateway/stream_shown.h"
 
 namespace crl::server::gateway {
 
@@ -37,7 +38,15 @@ MessagesRequest parse_messages_request(std::string_view body, bool count_only);
 // after the call) and turn.keys hold the messages' keys. The answer and every error are the other's.
 MessagesRequest parse_messages_request(std::string_view body, KeptRequest& kept);
 std::string anthropic_message_json(const Completion& completion, const std::string& model);
-std::string anthropic_message_sse(const Completion& completion, const std::string& model);
+// `shown`: what already went out while the answer was sampled (stream_shown.h); the events are
+// then the rest.
+std::string anthropic_message_sse(const Completion& completion, const std::string& model,
+                                  const StreamShown& shown = {});
+// The events a stream sends while its answer is sampled (live_answer.h), appended to `out`: message_start
+// first, a thinking block's start and thinking_delta for the reasoning, then (the thinking block ended) the
+// text block's start and text_delta for the content. `header` gives the id and counts.
+void anthropic_message_delta(std::string& out, const Completion& header, const std::string& model,
+                             StreamShown& shown, std::string_view reasoning, std::string_view content);
 std::string anthropic_error_json(const GatewayError& error);
 
 }  // namespace crl::server::gateway

@@ -12,6 +12,7 @@
 namespace crl::server::gateway {
 
 class StreamKeepalive;
+class LiveAnswer;
 
 // One call of a harness, whatever API carried it.
 struct ChatTurn {
@@ -33,6 +34,8 @@ struct ChatTurn {
   // A streamed call's keep-alive while the upstream samples (stream_keepalive.h), for this call only; null:
   // none.
   StreamKeepalive* keepalive = nullptr;
+  // A streamed call whose answer goes out as the upstream samples it (live_answer.h); null: sent whole.
+  LiveAnswer* live = nullptr;
   // A chained Responses call's messages borrowed from its session's response chain (response_chain.h): the
   // line they came from (0: none are borrowed), where they sit in `messages`, and how many. Kept with the
   // call, not the chain: calls of several conversations may each hold a loan at once.

@@ -12,9 +12,11 @@
 #include "engine/trajectory_io.h"
 #include "server/gateway/anthropic_codec.h"
 #include "server/gateway/call_answers.h"
+#include "server/gateway/live_answer.h"
 #include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
 #include "server/gateway/responses_codec.h"
+#include "server/gateway/stream_keepalive.h"
 #include "server/gateway/tool_choice.h"
 #include "server/session_table.h"
 #include "wire/utf8.h"
@@ -412,8 +414,15 @@ void keep_alive_if_streamed(const HttpCall& call, CallRequest& request) {
 }
 }  // namespace
 
+void Gateway::live_if_streamed(const HttpCall& call, CallRequest& request, LiveAnswer* live) const {
+  if (live == nullptr || !request.stream || call.keepalive == nullptr || !call.keepalive->can_send()) return;
+  if (request.logprobs.on || request.return_token_ids || request.turn.top_logprobs > 0) return;
+  if (shared_.upstream->options().api != llm::ApiKind::kSglang) return;  // (asked for the whole answer)
+  request.turn.live = live;
+}
+
 Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode,
-                              CallRequest& request, bool responses_api) {
+                              CallRequest& request, bool responses_api, LiveAnswer* live) {
   // A session's body is decoded under its lock, against the body it kept (kept_request.h); a call on an
   // unknown id decodes first, so that a malformed one creates no session.
   std::shared_ptr<GatewaySession> session = existing(id);
@@ -442,6 +451,7 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
     request = decode(call.body, kept);
   request.turn.routing_key = std::string(call.routing_key);
   keep_alive_if_streamed(call, request);
+  live_if_streamed(call, request, live);
   // The messages go back to the session's kept body whatever the call's outcome.
   struct GiveBack {
     GatewaySession& session;
@@ -469,13 +479,29 @@ Completion Gateway::kept_call(const HttpCall& call, const std::string& id, KeptD
   return completion;
 }
 
+namespace {
+// The chunks of an OpenAI stream sent as its answer is sampled (live_answer.h).
+LiveAnswer::Events openai_events(const CallRequest& request, const std::string& default_model, bool chat) {
+  return [&request, &default_model, chat](std::string& out, const Completion& header, StreamShown& shown,
+                                          std::string_view reasoning, std::string_view content) {
+    const std::string& model = request.model.empty() ? default_model : request.model;
+    if (chat)
+      chat_completion_delta(out, header, model, request.include_usage, !shown.opened, reasoning, content);
+    else
+      text_completion_delta(out, header, model, request.include_usage, content);
+    return true;
+  };
+}
+}  // namespace
+
 HttpAnswer Gateway::chat(const HttpCall& call, const std::string& id) {
   require_method(call, "POST");
   ChatRequest request;
+  LiveAnswer live(call.keepalive, openai_events(request, options_.model, true));
   const Completion completion = kept_call(
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_chat_request(body, kept); },
-      request);
-  return openai_answer(completion, request, true);
+      request, false, &live);
+  return openai_answer(completion, request, true, live.shown());
 }
 
 HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
@@ -483,6 +509,8 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
   ChatRequest request = parse_completion_request(call.body);
   request.turn.routing_key = std::string(call.routing_key);
   keep_alive_if_streamed(call, request);
+  LiveAnswer live(call.keepalive, openai_events(request, options_.model, false));
+  live_if_streamed(call, request, &live);
   bool created = false;
   const std::shared_ptr<GatewaySession> session = find_or_create(id, "", &created);
   Completion completion;
@@ -491,18 +519,19 @@ HttpAnswer Gateway::completions(const HttpCall& call, const std::string& id) {
     const ForgetIfRefused forget_if_refused(*this, id, *session, created);
     completion = session->chat(request.turn);
   }
-  return openai_answer(completion, request, false);
+  return openai_answer(completion, request, false, live.shown());
 }
 
-HttpAnswer Gateway::openai_answer(const Completion& completion, const CallRequest& request, bool chat) const {
+HttpAnswer Gateway::openai_answer(const Completion& completion, const CallRequest& request, bool chat,
+                                  const StreamShown& shown) const {
   const std::string& model = request.model.empty() ? options_.model : request.model;
   const auto logprobs = token_logprobs(completion, request.logprobs, renderer().tokenizer());
   const AnswerExtras extras{logprobs ? &*logprobs : nullptr, request.return_token_ids};
   if (request.stream) {
     const bool usage = request.include_usage;
     return HttpAnswer{200, kSseContentType,
-                      chat ? chat_completion_sse(completion, model, usage, extras)
-                           : text_completion_sse(completion, model, usage, extras),
+                      chat ? chat_completion_sse(completion, model, usage, extras, shown)
+                           : text_completion_sse(completion, model, usage, extras, shown),
                       0};
   }
   return json_answer(200, chat ? chat_completion_json(completion, model, extras)
@@ -510,40 +539,48 @@ HttpAnswer Gateway::openai_answer(const Completion& completion, const CallReques
 }
 
 HttpAnswer Gateway::kept_answer(const HttpCall& call, const std::string& id, KeptDecoder decode,
-                                AnswerWriter object, AnswerWriter stream, bool responses_api) {
+                                AnswerWriter object, AnswerWriter stream, LiveWriter live_writer,
+                                bool responses_api) {
   require_method(call, "POST");
   CallRequest request;
-  Completion completion = kept_call(call, id, decode, request, responses_api);
+  LiveAnswer live(call.keepalive, [&](std::string& out, const Completion& header, StreamShown& shown,
+                                      std::string_view reasoning, std::string_view content) {
+    const std::string& model = request.model.empty() ? options_.model : request.model;
+    live_writer(out, header, model, shown, request.show_reasoning ? reasoning : std::string_view(), content);
+    return request.show_reasoning;
+  });
+  Completion completion = kept_call(call, id, decode, request, responses_api, &live);
   if (!request.show_reasoning) completion.reply.reasoning.clear();
   const std::string& model = request.model.empty() ? options_.model : request.model;
   const auto logprobs = token_logprobs(completion, request.logprobs, renderer().tokenizer());
   const TokenLogprobs* shown = logprobs ? &*logprobs : nullptr;
-  if (request.stream) return HttpAnswer{200, kSseContentType, stream(completion, model, shown), 0};
-  return json_answer(200, object(completion, model, shown));
+  if (request.stream)
+    return HttpAnswer{200, kSseContentType, stream(completion, model, shown, live.shown()), 0};
+  return json_answer(200, object(completion, model, shown, {}));
 }
 
 HttpAnswer Gateway::messages(const HttpCall& call, const std::string& id) {
   // (The Messages API has no log-probs: its requests never ask for them.)
   return kept_answer(
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_messages_request(body, kept); },
-      [](const Completion& c, const std::string& model, const TokenLogprobs*) {
+      [](const Completion& c, const std::string& model, const TokenLogprobs*, const StreamShown&) {
         return anthropic_message_json(c, model);
       },
-      [](const Completion& c, const std::string& model, const TokenLogprobs*) {
-        return anthropic_message_sse(c, model);
-      });
+      [](const Completion& c, const std::string& model, const TokenLogprobs*, const StreamShown& shown) {
+        return anthropic_message_sse(c, model, shown);
+      },
+      anthropic_message_delta);
 }
 
 HttpAnswer Gateway::responses(const HttpCall& call, const std::string& id) {
   return kept_answer(
       call, id, [](std::string_view body, KeptRequest& kept) { return parse_responses_request(body, kept); },
-      [](const Completion& c, const std::string& model, const TokenLogprobs* logprobs) {
+      [](const Completion& c, const std::string& model, const TokenLogprobs* logprobs, const StreamShown&) {
         return response_json(c, model, logprobs);
       },
-      [](const Completion& c, const std::string& model, const TokenLogprobs* logprobs) {
-        return response_sse(c, model, logprobs);
-      },
-      true);
+      [](const Completion& c, const std::string& model, const TokenLogprobs* logprobs,
+         const StreamShown& shown) { return response_sse(c, model, logprobs, shown); },
+      response_delta, true);
 }
 
 size_t Gateway::prompt_tokens(const ChatTurn& turn) const {

@@ -40,6 +40,8 @@
 namespace crl::server::gateway {
 
 struct TokenLogprobs;  // openai_answer.h
+struct StreamShown;    // openai_answer.h
+class LiveAnswer;      // live_answer.h
 
 struct GatewayOptions {
   UpstreamOptions upstream;
@@ -105,20 +107,31 @@ class Gateway {
   // A chat call of any API (chat completions, messages, responses): `decode` reads the body against the
   // session's kept one (kept_request.h); `request` is what it decoded. `responses_api`: the call continues
   // and extends the session's chain of responses (response_chain.h).
+  // `live` (null: none): how the call's answer is sent as it is sampled, when the call may be
+  // (live_answer.h, live_if_streamed).
   using KeptDecoder = CallRequest (*)(std::string_view body, KeptRequest& kept);
   Completion kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode, CallRequest& request,
-                       bool responses_api = false);
+                       bool responses_api = false, LiveAnswer* live = nullptr);
+  // A streamed call's answer goes out as the upstream samples it when the upstream streams (SGLang), the
+  // transport can send before the handler returns, and the call asks for nothing the answer's first chunk
+  // must carry (log-probs, token ids).
+  void live_if_streamed(const HttpCall& call, CallRequest& request, LiveAnswer* live) const;
   HttpAnswer chat(const HttpCall& call, const std::string& id);
   HttpAnswer completions(const HttpCall& call, const std::string& id);
   // The OpenAI answer (chat, or a plain completion) to `request`, with what it asked to see of its tokens.
-  HttpAnswer openai_answer(const Completion& completion, const CallRequest& request, bool chat) const;
+  // `shown`: what went out while it was sampled (live_answer.h).
+  HttpAnswer openai_answer(const Completion& completion, const CallRequest& request, bool chat,
+                           const StreamShown& shown) const;
   // A call whose answer is an object or, with `stream: true`, its events, written by `object` / `stream`
   // (Anthropic messages, Responses).
   // (logprobs: what the call asked to see of its tokens, null when nothing; only Responses answers show them)
+  // (shown: what a stream sent while the answer was sampled; `live` writes those events: live_answer.h)
   using AnswerWriter = std::string (*)(const Completion& completion, const std::string& model,
-                                       const TokenLogprobs* logprobs);
+                                       const TokenLogprobs* logprobs, const StreamShown& shown);
+  using LiveWriter = void (*)(std::string& out, const Completion& header, const std::string& model,
+                              StreamShown& shown, std::string_view reasoning, std::string_view content);
   HttpAnswer kept_answer(const HttpCall& call, const std::string& id, KeptDecoder decode, AnswerWriter object,
-                         AnswerWriter stream, bool responses_api = false);
+                         AnswerWriter stream, LiveWriter live, bool responses_api = false);
   HttpAnswer messages(const HttpCall& call, const std::string& id);
   HttpAnswer responses(const HttpCall& call, const std::string& id);
   HttpAnswer count_tokens(const HttpCall& call);

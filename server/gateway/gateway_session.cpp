@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "server/gateway/gateway_error.h"
+#include "server/gateway/live_answer.h"
 #include "server/gateway/sampled_reply.h"
 #include "wire/utf8.h"
 
@@ -276,6 +277,7 @@ UpstreamResult GatewaySession::call_upstream(Thread& t, const Request& request, 
   call.routing_key = turn.routing_key.empty() ? id_ : turn.routing_key;
   call.sampling = config_.sampling;
   call.keepalive = turn.keepalive;
+  if (request.role == Role::kExecute) call.sampled = turn.live;  // (started by drive())
   if (turn.temperature) call.sampling.temperature = *turn.temperature;
   if (turn.top_p) call.sampling.top_p = *turn.top_p;
   if (turn.top_k) call.sampling.top_k = *turn.top_k;
@@ -345,6 +347,18 @@ Completion GatewaySession::drive(Thread& t, const ChatTurn& turn) {
   // Clamped to what is left of the budget (the episode's) and to the harness's own limit.
   const int64_t max_new =
       turn.max_tokens > 0 ? std::min(turn.max_tokens, request.max_new_tokens) : request.max_new_tokens;
+  Completion completion;
+  completion.id = std::string(*plain_ ? "cmpl-" : "chatcmpl-") + id_ + "-" + std::to_string(request.turn) +
+                  "-" + std::to_string(parts_.size()) + (t.index > 0 ? "-t" + std::to_string(t.index) : "");
+  completion.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  completion.prompt_tokens = request.prompt.size();
+  if (turn.live !=
+      nullptr)  // the answer goes out as it is sampled, under the id and time it is recorded with
+    turn.live->start(
+        completion, *codec(t),
+        LiveRules{shared_.tool_format, shared_.reasoning_format, turn.tool_choice, *plain_, turn.stop});
   UpstreamResult result = call_upstream(t, request, turn, max_new);
   if (!result.ok) fail_call(result);
   // (A harmony answer is read whole: its messages' headers say which text is content and which a call.)
@@ -355,7 +369,6 @@ Completion GatewaySession::drive(Thread& t, const ChatTurn& turn) {
   // sequence, engine/utf8.h) and copies that text back: the reply, hence its key, is the repaired text, or
   // the copy would be taken for a history edit. The recorded ids stay the upstream's bytes.
   if (!wire::is_valid_utf8(text)) text = wire::valid_utf8(text);
-  Completion completion;
   // The harness's text ends before a matched stop string (the APIs' convention); the ids keep it.
   if (result.answer.finish_reason == "stop") {
     for (const std::string& stop : turn.stop) {
@@ -366,18 +379,12 @@ Completion GatewaySession::drive(Thread& t, const ChatTurn& turn) {
       }
     }
   }
-  completion.id = std::string(*plain_ ? "cmpl-" : "chatcmpl-") + id_ + "-" + std::to_string(request.turn) +
-                  "-" + std::to_string(parts_.size()) + (t.index > 0 ? "-t" + std::to_string(t.index) : "");
-  completion.created =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
   completion.reply = read_answer(text, turn,
                                  std::to_string(request.turn) + "_" + std::to_string(parts_.size()) +
                                      (t.index > 0 ? "_t" + std::to_string(t.index) : ""));
   completion.finish_reason = result.answer.finish_reason == "length" ? "length"
                              : completion.reply.tool_calls.empty()   ? "stop"
                                                                      : "tool_calls";
-  completion.prompt_tokens = request.prompt.size();
   completion.completion_tokens = static_cast<int64_t>(result.answer.ids.size());
   completion.cached_tokens = result.answer.cached_tokens;
   completion.ids = result.answer.ids;

@@ -7,7 +7,7 @@
 namespace crl::server::gateway {
 
 namespace {
-constexpr std::string_view kOpen = "<think>", kClose = "</think>";
+constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
 constexpr std::string_view kToolCall = "<tool_call>", kDeepSeekCalls = "<｜tool▁calls▁begin｜>";
 
 bool blank(char c) {
@@ -132,22 +132,23 @@ void LiveReply::add(std::string_view bytes, std::string& reasoning, std::string&
       phase_ = Phase::kContent;
     } else {
       const std::string_view lead = trim_front(text);
-      if (lead.size() < kOpen.size() && kOpen.starts_with(lead)) return;  // (empty too) not yet decided
-      phase_ = lead.starts_with(kOpen) ? Phase::kReasoning : Phase::kUnopened;
+      if (lead.size() < kThinkOpen.size() && kThinkOpen.starts_with(lead))
+        return;  // (empty too) not yet decided
+      phase_ = lead.starts_with(kThinkOpen) ? Phase::kReasoning : Phase::kUnopened;
     }
   }
   if (phase_ == Phase::kReasoning || phase_ == Phase::kUnopened) {
-    const size_t close = text.find(kClose);
+    const size_t close = text.find(kThinkClose);
     if (close == std::string_view::npos) {
       if (phase_ == Phase::kUnopened) return;
-      std::string_view inside = trim_front(trim_front(text).substr(kOpen.size()));
-      inside.remove_suffix(tail_beginning(inside, kClose, false));
+      std::string_view inside = trim_front(trim_front(text).substr(kThinkOpen.size()));
+      inside.remove_suffix(tail_beginning(inside, kThinkClose, false));
       show_reasoning(trim_back(inside), reasoning);
       return;
     }
     show_reasoning(split_reasoning(rules_.reasoning, text).reasoning, reasoning);
     phase_ = Phase::kContent;
-    content_at_ = close + kClose.size();
+    content_at_ = close + kThinkClose.size();
     content_trimmed_ = true;
   }
   if (phase_ == Phase::kContent || phase_ == Phase::kText) show_content(text.substr(content_at_), content);

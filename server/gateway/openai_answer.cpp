@@ -283,13 +283,52 @@ void put_usage_chunk(std::string& out, const Completion& c, const std::string& m
 
 }  // namespace
 
+namespace {
+constexpr std::string_view kChatChunk = "chat.completion.chunk";
+
+// A chat stream's first chunk: the role, no text.
+void put_role_chunk(std::string& out, const Completion& c, const std::string& model, bool include_usage,
+                    bool prompt_ids) {
+  put_chunk(
+      out, c, model, kChatChunk, include_usage,
+      [&] {
+        out += "\"delta\":{\"content\":\"\",\"role\":\"assistant\"}";
+        out += ",\"finish_reason\":null,\"index\":0,\"logprobs\":null";
+      },
+      prompt_ids);
+}
+
+// A chat chunk of text: `key` is reasoning_content or content; `carried` writes the logprobs' value (and
+// what rides with it).
+template <typename Carried>
+void put_text_chunk(std::string& out, const Completion& c, const std::string& model, bool include_usage,
+                    std::string_view key, std::string_view text, Carried carried) {
+  if (text.empty()) return;
+  put_chunk(out, c, model, kChatChunk, include_usage, [&] {
+    out += "\"delta\":{\"";
+    out += key;
+    out += "\":";
+    put_string(out, text);
+    out += "},\"finish_reason\":null,\"index\":0,\"logprobs\":";
+    carried();
+  });
+}
+}  // namespace
+
+void chat_completion_delta(std::string& out, const Completion& header, const std::string& model,
+                           bool include_usage, bool open, std::string_view reasoning,
+                           std::string_view content) {
+  if (open) put_role_chunk(out, header, model, include_usage, false);
+  const auto none = [&] { out += "null"; };
+  put_text_chunk(out, header, model, include_usage, "reasoning_content", reasoning, none);
+  put_text_chunk(out, header, model, include_usage, "content", content, none);
+}
+
 std::string chat_completion_sse(const Completion& c, const std::string& model, bool include_usage,
-                                const AnswerExtras& extras) {
+                                const AnswerExtras& extras, const StreamShown& shown) {
   // By hand (answer_writer.h), as chat_completion_json.
   std::string out;
   out.reserve(1024 + 2 * c.reply.content.size());
-  constexpr std::string_view kObject = "chat.completion.chunk";
-  constexpr std::string_view kNoFinish = ",\"finish_reason\":null,\"index\":0,\"logprobs\":null";
   // The log-prob entries and the sampled ids ride on the first chunk with sampled text (openai_codec.h).
   bool pending = true;
   const auto carried = [&] {
@@ -297,34 +336,15 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
     if (pending && extras.token_ids) put_ids(out, ",\"token_ids\":", c.ids);
     pending = false;
   };
-  const auto no_finish = [&] {
-    out += ",\"finish_reason\":null,\"index\":0,\"logprobs\":";
-    carried();
-  };
-  put_chunk(
-      out, c, model, kObject, include_usage,
-      [&] {
-        out += "\"delta\":{\"content\":\"\",\"role\":\"assistant\"}";
-        out += kNoFinish;
-      },
-      extras.token_ids);
-  // One chunk of text: the reasoning, then the content.
-  const auto text_chunk = [&](std::string_view key, const std::string& text) {
-    if (text.empty()) return;
-    put_chunk(out, c, model, kObject, include_usage, [&] {
-      out += "\"delta\":{\"";
-      out += key;
-      out += "\":";
-      put_string(out, text);
-      out += '}';
-      no_finish();
-    });
-  };
-  text_chunk("reasoning_content", c.reply.reasoning);
-  text_chunk("content", c.reply.content);
+  if (!shown.opened) put_role_chunk(out, c, model, include_usage, extras.token_ids);
+  // The reasoning, then the content: what the stream has not shown yet of each (all of it when nothing
+  // was shown live).
+  put_text_chunk(out, c, model, include_usage, "reasoning_content",
+                 rest_of(c.reply.reasoning, shown.reasoning), carried);
+  put_text_chunk(out, c, model, include_usage, "content", rest_of(c.reply.content, shown.content), carried);
   for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
     const ToolCall& call = c.reply.tool_calls[i];
-    put_chunk(out, c, model, kObject, include_usage, [&] {
+    put_chunk(out, c, model, kChatChunk, include_usage, [&] {
       out += "\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":";
       put_string(out, call.arguments);
       out += ",\"name\":";
@@ -334,16 +354,17 @@ std::string chat_completion_sse(const Completion& c, const std::string& model, b
       out += ",\"index\":";
       append_json_int(out, static_cast<int64_t>(i));
       out += ",\"type\":\"function\"}]}";
-      no_finish();
+      out += ",\"finish_reason\":null,\"index\":0,\"logprobs\":";
+      carried();
     });
   }
-  put_chunk(out, c, model, kObject, include_usage, [&] {
+  put_chunk(out, c, model, kChatChunk, include_usage, [&] {
     out += "\"delta\":{},\"finish_reason\":";
     put_string(out, c.finish_reason);
     out += ",\"index\":0,\"logprobs\":";
     carried();
   });
-  if (include_usage) put_usage_chunk(out, c, model, kObject);
+  if (include_usage) put_usage_chunk(out, c, model, kChatChunk);
   append_sse_data(out, "[DONE]");
   return out;
 }
@@ -362,8 +383,17 @@ std::string text_completion_json(const Completion& c, const std::string& model, 
   return out;
 }
 
+void text_completion_delta(std::string& out, const Completion& header, const std::string& model,
+                           bool include_usage, std::string_view text) {
+  if (text.empty()) return;
+  put_chunk(out, header, model, "text_completion", include_usage, [&] {
+    out += "\"finish_reason\":null,\"index\":0,\"logprobs\":null,\"text\":";
+    put_string(out, text);
+  });
+}
+
 std::string text_completion_sse(const Completion& c, const std::string& model, bool include_usage,
-                                const AnswerExtras& extras) {
+                                const AnswerExtras& extras, const StreamShown& shown) {
   // By hand (answer_writer.h), as text_completion_json; the first chunk (the text's, else the finish chunk)
   // carries the log-prob entries and the ids.
   std::string out;
@@ -379,10 +409,10 @@ std::string text_completion_sse(const Completion& c, const std::string& model, b
     if (first && extras.token_ids) put_ids(out, ",\"token_ids\":", c.ids);
     first = false;
   };
-  if (!c.reply.content.empty()) {
+  if (const std::string_view rest = rest_of(c.reply.content, shown.content); !rest.empty()) {
     put_chunk(out, c, model, kObject, include_usage, [&] {
       out += "\"finish_reason\":null";
-      text(c.reply.content);
+      text(rest);
     });
   }
   put_chunk(out, c, model, kObject, include_usage, [&] {

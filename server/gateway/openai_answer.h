@@ -22,6 +22,7 @@
 #include "server/gateway/chat_turn.h"
 #include "server/gateway/gateway_error.h"
 #include "server/gateway/gateway_session.h"
+#include "server/gateway/stream_shown.h"
 
 namespace crl::server::gateway {
 
@@ -60,14 +61,24 @@ std::string chat_completion_json(const Completion& completion, const std::string
                                  const AnswerExtras& extras = {});
 // The same answer as server-sent events: a role chunk, a content chunk, one chunk per tool call, the finish
 // chunk, the usage chunk when asked, then `data: [DONE]`.
+// `shown`: what already went out live; the chunks are then the rest (no role chunk, the texts' rest).
 std::string chat_completion_sse(const Completion& completion, const std::string& model, bool include_usage,
-                                const AnswerExtras& extras = {});
+                                const AnswerExtras& extras = {}, const StreamShown& shown = {});
+// The chunks a chat stream sends while its answer is sampled (live_answer.h), appended to `out`: the role
+// chunk when `open` (the stream's first), then a reasoning_content chunk and a content chunk for the texts
+// that are not empty. `header` gives the id and time.
+void chat_completion_delta(std::string& out, const Completion& header, const std::string& model,
+                           bool include_usage, bool open, std::string_view reasoning,
+                           std::string_view content);
 // A plain completion: a `text_completion` object, or its stream (one text chunk, the finish chunk, the usage
 // chunk when asked, `data: [DONE]`).
 std::string text_completion_json(const Completion& completion, const std::string& model,
                                  const AnswerExtras& extras = {});
 std::string text_completion_sse(const Completion& completion, const std::string& model, bool include_usage,
-                                const AnswerExtras& extras = {});
+                                const AnswerExtras& extras = {}, const StreamShown& shown = {});
+// A plain completion's text chunk sent while it is sampled (nothing for empty text).
+void text_completion_delta(std::string& out, const Completion& header, const std::string& model,
+                           bool include_usage, std::string_view text);
 std::string openai_error_json(const GatewayError& error);
 
 }  // namespace crl::server::gateway

@@ -402,7 +402,9 @@ void put_response(std::string& out, const Completion& c, const std::string& mode
 // A stream's events, numbered in order.
 class EventWriter {
  public:
-  explicit EventWriter(std::string& out) : out_(out) {}
+  // `sequence`: the number of the first event (the events a stream already sent).
+  explicit EventWriter(std::string& out, int64_t sequence = 0) : out_(out), sequence_(sequence) {}
+  int64_t sequence() const { return sequence_; }
   // "event: TYPE\ndata: {" then the payload's members before "sequence_number" (written by the caller),
   // then end().
   void open(std::string_view type) {
@@ -455,7 +457,172 @@ std::string response_json(const Completion& c, const std::string& model, const T
   return out;
 }
 
-std::string response_sse(const Completion& c, const std::string& model, const TokenLogprobs* logprobs) {
+namespace {
+// The events of the Responses stream, written by hand (answer_writer.h) in the API's order: the response
+// created and in progress; per output item (the reasoning, the message, each call) its added event, its
+// content's events and its done event; the response completed. Each part can be written on its own, so a
+// stream can send the first parts while the answer is sampled (response_delta) and the rest at its end.
+class ResponseEvents {
+ public:
+  ResponseEvents(std::string& out, const Completion& c, const std::string& model,
+                 const TokenLogprobs* logprobs, int64_t sequence)
+      : out_(out), c_(c), model_(model), logprobs_(logprobs), event_(out, sequence) {}
+  int64_t sequence() const { return event_.sequence(); }
+
+  void start() {
+    for (const char* type : {"response.created", "response.in_progress"}) {
+      event_.open(type);
+      out_ += "\"response\":";
+      put_response(out_, c_, model_, false, nullptr);
+      event_.end();
+    }
+  }
+  void item_added(size_t index, const char* kind, int call = -1) {
+    item_event("response.output_item.added", index, kind, false, call);
+  }
+  void item_done(size_t index, const char* kind, int call = -1) {
+    item_event("response.output_item.done", index, kind, true, call);
+  }
+
+  void reasoning_delta(size_t index, std::string_view text) {
+    event_.open("response.reasoning_text.delta");
+    out_ += "\"content_index\":0,\"delta\":";
+    put_string(out_, text);
+    out_ += ',';
+    put_item_id(out_, "rs_", c_);
+    put_output_index(out_, index);
+    event_.end();
+  }
+  void reasoning_done(size_t index) {
+    std::string reasoning_member = "\"text\":";  // (sorts after sequence_number)
+    put_string(reasoning_member, c_.reply.reasoning);
+    reasoning_member += ',';
+    event_.open("response.reasoning_text.done");
+    out_ += "\"content_index\":0,";
+    put_item_id(out_, "rs_", c_);
+    put_output_index(out_, index);
+    event_.end(reasoning_member);
+  }
+
+  void part_added(size_t index) { part_event("response.content_part.added", index, "", false, ""); }
+  void text_delta(size_t index, std::string_view text) {
+    event_.open("response.output_text.delta");
+    out_ += "\"content_index\":0,\"delta\":";
+    put_string(out_, text);
+    out_ += ',';
+    put_item_id(out_, "msg_", c_);
+    out_ += logprobs_member();
+    put_output_index(out_, index);
+    event_.end();
+  }
+  void text_done(size_t index) {
+    std::string text_member = "\"text\":";
+    put_string(text_member, c_.reply.content);
+    text_member += ',';
+    part_event("response.output_text.done", index, logprobs_member(), false, text_member);
+    part_event("response.content_part.done", index, "", true, "");
+  }
+
+  void call(size_t index, size_t i) {
+    const int call = static_cast<int>(i);
+    item_added(index, "fc_", call);
+    for (const bool done : {false, true}) {  // the whole arguments as one delta, then as done
+      event_.open(done ? "response.function_call_arguments.done" : "response.function_call_arguments.delta");
+      out_ += done ? "\"arguments\":" : "\"delta\":";
+      put_string(out_, c_.reply.tool_calls[i].arguments);
+      out_ += ',';
+      put_item_id(out_, "fc_", c_, call);
+      put_output_index(out_, index);
+      event_.end();
+    }
+    item_done(index, "fc_", call);
+  }
+  void finish() {
+    event_.open(incomplete(c_) ? "response.incomplete" : "response.completed");
+    out_ += "\"response\":";
+    put_response(out_, c_, model_, true, logprobs_);
+    event_.end();
+  }
+
+ private:
+  // An item's added or done event (`kind`: "rs_", "msg_", "fc_").
+  void item_event(const char* type, size_t index, std::string_view kind, bool done, int call) {
+    event_.open(type);
+    out_ += "\"item\":";
+    if (kind == "rs_")
+      put_reasoning_item(out_, c_, done);
+    else if (kind == "msg_")
+      put_message_item(out_, c_, done, logprobs_);
+    else
+      put_call_item(out_, c_, static_cast<size_t>(call), done);
+    out_ += ',';
+    put_output_index(out_, index);
+    event_.end();
+  }
+  // {"content_index":0,"item_id":MSG,<middle>"output_index":0,["part":PART,]"sequence_number":N,
+  // <after_number>"type":TYPE}: the keys of a content event, sorted (the part: empty when added, whole done).
+  void part_event(const char* type, size_t index, std::string_view middle, bool whole_part,
+                  std::string_view after_number) {
+    event_.open(type);
+    out_ += "\"content_index\":0,";
+    put_item_id(out_, "msg_", c_);
+    out_ += middle;
+    put_output_index(out_, index);
+    if (std::string_view(type) != "response.output_text.done") {
+      out_ += ",\"part\":";
+      put_text_part(out_, whole_part ? std::string_view(c_.reply.content) : std::string_view(),
+                    whole_part ? logprobs_ : nullptr);
+    }
+    event_.end(after_number);
+  }
+  // The events' "logprobs" member: the whole answer's tokens (one delta holds all its text), without bytes
+  // as the events' Logprob has none; [] when not asked.
+  std::string logprobs_member() const {
+    std::string member = "\"logprobs\":";
+    if (logprobs_)
+      put_token_logprobs(member, *logprobs_, false);
+    else
+      member += "[]";
+    member += ',';
+    return member;
+  }
+
+  std::string& out_;
+  const Completion& c_;
+  const std::string& model_;
+  const TokenLogprobs* logprobs_;
+  EventWriter event_;
+};
+}  // namespace
+
+void response_delta(std::string& out, const Completion& header, const std::string& model, StreamShown& shown,
+                    std::string_view reasoning, std::string_view content) {
+  // `header` carries the reasoning shown so far (live_answer.h): whole once the content shows, for the
+  // reasoning item's done events.
+  ResponseEvents events(out, header, model, nullptr, static_cast<int64_t>(shown.events));
+  if (!shown.opened) events.start();
+  if (!reasoning.empty()) {
+    if (shown.reasoning == 0) events.item_added(0, "rs_");
+    events.reasoning_delta(0, reasoning);
+  }
+  if (!content.empty()) {
+    const bool thinking = shown.reasoning > 0 || !reasoning.empty();
+    const size_t index = thinking ? 1 : 0;
+    if (shown.content == 0) {
+      if (thinking) {  // the reasoning is whole once the content shows: its item ends
+        events.reasoning_done(0);
+        events.item_done(0, "rs_");
+      }
+      events.item_added(index, "msg_");
+      events.part_added(index);
+    }
+    events.text_delta(index, content);
+  }
+  shown.events = static_cast<uint64_t>(events.sequence());
+}
+
+std::string response_sse(const Completion& c, const std::string& model, const TokenLogprobs* logprobs,
+                         const StreamShown& shown) {
   // Room for the whole stream up front: growing it would ask malloc for another large block (and each such
   // request consolidates the small blocks freed since).
   size_t room =
@@ -464,119 +631,33 @@ std::string response_sse(const Completion& c, const std::string& model, const To
     room += 512 + 4 * call.arguments.size() + 3 * call.name.size() + 3 * call.id.size() + 4 * c.id.size();
   std::string out;
   out.reserve(room);
-  EventWriter event(out);
-  for (const char* type : {"response.created", "response.in_progress"}) {
-    event.open(type);
-    out += "\"response\":";
-    put_response(out, c, model, false, nullptr);
-    event.end();
-  }
+  // What went out while the answer was sampled (`shown`) is not sent again; the numbering goes on.
+  ResponseEvents events(out, c, model, logprobs, static_cast<int64_t>(shown.events));
+  if (!shown.opened) events.start();
   size_t index = 0;
-  // An item's added and done events around its content's (`item` writes it, done or not).
-  const auto item = [&](const auto& write, const auto& content) {
-    event.open("response.output_item.added");
-    out += "\"item\":";
-    write(false);
-    out += ',';
-    put_output_index(out, index);
-    event.end();
-    content();
-    event.open("response.output_item.done");
-    out += "\"item\":";
-    write(true);
-    out += ',';
-    put_output_index(out, index);
-    event.end();
-    ++index;
-  };
   if (!c.reply.reasoning.empty()) {
-    std::string reasoning_member = "\"text\":";  // (sorts after sequence_number)
-    put_string(reasoning_member, c.reply.reasoning);
-    reasoning_member += ',';
-    item([&](bool done) { put_reasoning_item(out, c, done); },
-         [&] {
-           for (const bool done : {false, true}) {  // the whole text as one delta, then as done
-             event.open(done ? "response.reasoning_text.done" : "response.reasoning_text.delta");
-             out += "\"content_index\":0,";
-             if (!done) {
-               out += "\"delta\":";
-               put_string(out, c.reply.reasoning);
-               out += ',';
-             }
-             put_item_id(out, "rs_", c);
-             put_output_index(out, index);
-             event.end(done ? reasoning_member : std::string_view());
-           }
-         });
+    if (shown.content == 0) {  // (else its item ended when the text began)
+      if (shown.reasoning == 0) events.item_added(index, "rs_");
+      if (const std::string_view rest = rest_of(c.reply.reasoning, shown.reasoning); !rest.empty())
+        events.reasoning_delta(index, rest);
+      events.reasoning_done(index);
+      events.item_done(index, "rs_");
+    }
+    ++index;
   }
   if (has_text_part(c)) {
-    // {"content_index":0,"item_id":MSG,<middle>"output_index":0,<after the index>"sequence_number":N,
-    // <after the number>"type":TYPE}: the keys of a content event, sorted.
-    const auto part_event = [&](const char* type, std::string_view middle, const auto& after_index,
-                                std::string_view after_number) {
-      event.open(type);
-      out += "\"content_index\":0,";
-      put_item_id(out, "msg_", c);
-      out += middle;
-      put_output_index(out, index);
-      after_index();
-      event.end(after_number);
-    };
-    const auto part = [&](std::string_view text, const TokenLogprobs* part_logprobs) {
-      return [&out, text, part_logprobs] {
-        out += ",\"part\":";
-        put_text_part(out, text, part_logprobs);
-      };
-    };
-    std::string text_member = "\"text\":";
-    put_string(text_member, c.reply.content);
-    text_member += ',';
-    // The events' "logprobs" member: the whole answer's tokens (one delta holds all its text), without
-    // bytes as the events' Logprob has none; [] when not asked.
-    std::string logprobs_member = "\"logprobs\":";
-    if (logprobs)
-      put_token_logprobs(logprobs_member, *logprobs, false);
-    else
-      logprobs_member += "[]";
-    logprobs_member += ',';
-    item([&](bool done) { put_message_item(out, c, done, logprobs); },
-         [&] {
-           part_event("response.content_part.added", "", part("", nullptr), "");
-           if (!c.reply.content.empty()) {
-             event.open("response.output_text.delta");
-             out += "\"content_index\":0,\"delta\":";
-             put_string(out, c.reply.content);
-             out += ',';
-             put_item_id(out, "msg_", c);
-             out += logprobs_member;
-             put_output_index(out, index);
-             event.end();
-           }
-           part_event(
-               "response.output_text.done", logprobs_member, [] {}, text_member);
-           part_event("response.content_part.done", "", part(c.reply.content, logprobs), "");
-         });
+    if (shown.content == 0) {
+      events.item_added(index, "msg_");
+      events.part_added(index);
+    }
+    if (const std::string_view rest = rest_of(c.reply.content, shown.content); !rest.empty())
+      events.text_delta(index, rest);
+    events.text_done(index);
+    events.item_done(index, "msg_");
+    ++index;
   }
-  for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) {
-    const int call = static_cast<int>(i);
-    item([&](bool done) { put_call_item(out, c, i, done); },
-         [&] {
-           for (const bool done : {false, true}) {  // the whole arguments as one delta, then as done
-             event.open(done ? "response.function_call_arguments.done"
-                             : "response.function_call_arguments.delta");
-             out += done ? "\"arguments\":" : "\"delta\":";
-             put_string(out, c.reply.tool_calls[i].arguments);
-             out += ',';
-             put_item_id(out, "fc_", c, call);
-             put_output_index(out, index);
-             event.end();
-           }
-         });
-  }
-  event.open(incomplete(c) ? "response.incomplete" : "response.completed");
-  out += "\"response\":";
-  put_response(out, c, model, true, logprobs);
-  event.end();
+  for (size_t i = 0; i < c.reply.tool_calls.size(); ++i) events.call(index++, i);
+  events.finish();
   return out;
 }
 

@@ -59,7 +59,15 @@ std::string response_json(const Completion& completion, const std::string& model
                           const TokenLogprobs* logprobs = nullptr);
 // The answer's id, "resp_" and the completion id's suffix (what previous_response_id names).
 std::string response_id(const Completion& completion);
+// `shown`: what already went out while the answer was sampled (stream_shown.h); the events are then the
+// rest, numbered on from there.
 std::string response_sse(const Completion& completion, const std::string& model,
-                         const TokenLogprobs* logprobs = nullptr);
+                         const TokenLogprobs* logprobs = nullptr, const StreamShown& shown = {});
+// The events a stream sends while its answer is sampled (live_answer.h), appended to `out`: response.created
+// and .in_progress first, the reasoning item's added event and reasoning_text deltas, then (the reasoning
+// item done) the message item's added and content_part.added events and output_text deltas. `header` gives
+// the ids and the reasoning shown so far; `shown.events` numbers the events.
+void response_delta(std::string& out, const Completion& header, const std::string& model, StreamShown& shown,
+                    std::string_view reasoning, std::string_view content);
 
 }  // namespace crl::server::gateway

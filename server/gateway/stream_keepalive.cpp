@@ -45,6 +45,19 @@ void StreamKeepalive::beat() {
   if (!write_(kComment)) client_gone_ = true;
 }
 
+void StreamKeepalive::send(std::string_view events) {
+  if (!can_send()) return;
+  if (period_ > std::chrono::steady_clock::duration::zero())
+    next_beat_ = std::chrono::steady_clock::now() + period_;
+  if (client_gone_) return;
+  if (!begun_) {
+    write_ = (*begin_)(kSseContentType);
+    begun_ = true;
+    if (metrics_ != nullptr) metrics_->streams_sent_live->add();
+  }
+  if (!write_(events)) client_gone_ = true;
+}
+
 HttpAnswer StreamKeepalive::error_event(const GatewayError& error) const {
   if (metrics_ != nullptr) metrics_->stream_failures_after_head->add();
   std::string body;

@@ -60,6 +60,12 @@ class StreamKeepalive final : public Heartbeat {
   // client that went away stops the comments; the call goes on and is recorded.
   void beat() override;
   bool begun() const { return begun_; }
+  // Whether the call can send its events before its handler returns (live_answer.h): a transport that can
+  // begin, and a streamed call (want()).
+  bool can_send() const { return begin_ != nullptr && *begin_ && wanted_; }
+  // Sends events now (can_send() must hold): the head first when the stream has not begun. The next beat is
+  // a period after them. A client that went away gets nothing more; the call goes on and is recorded.
+  void send(std::string_view events);
   // A failure once the stream has begun: the API's error event as the rest of the body. (A success needs
   // nothing: its events are the rest of the body as they are.)
   HttpAnswer error_event(const GatewayError& error) const;

@@ -365,7 +365,7 @@ struct Upstream::StreamRead {
       }
       if (answer.answer().ids.size() > passed) {
         passed = answer.answer().ids.size();
-        sink->sampled(answer.answer().ids);
+        sink->sampled(answer.answer());
       }
     }
     return failure.empty();

@@ -20,7 +20,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -42,8 +41,9 @@ class StreamKeepalive;
 class SampledTokens {
  public:
   virtual ~SampledTokens() = default;
-  // Every id sampled so far, as the upstream sent them; called again each time more arrive.
-  virtual void sampled(std::span<const TokenId> ids) = 0;
+  // The answer so far (its ids as the upstream sent them, and the counts its last event gave: cached_tokens,
+  // prompt_tokens); called again each time more ids arrive.
+  virtual void sampled(const llm::GenerateResult& so_far) = 0;
 };
 
 struct UpstreamOptions {

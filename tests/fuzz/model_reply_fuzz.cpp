@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "server/gateway/anthropic_codec.h"
+#include "server/gateway/live_reply.h"
 #include "server/gateway/openai_answer.h"
 #include "server/gateway/openai_codec.h"
 #include "server/gateway/responses_codec.h"
@@ -126,7 +127,9 @@ void openai_next(const json& calls, json& messages) {
     messages.push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "ok"}});
 }
 
-void check_chat(const Completion& completion, uint64_t key) {
+void check_chat_stream(const std::string& stream, uint64_t key);
+
+void check_chat(const Completion& completion, uint64_t key, const std::vector<std::string>& streams) {
   const auto decode = [](const std::string& body) { return parse_chat_request(body); };
   const std::string whole = chat_completion_json(completion, "m");
   const json message = parse_answer(whole, "chat")["choices"][0]["message"];
@@ -134,11 +137,16 @@ void check_chat(const Completion& completion, uint64_t key) {
   openai_next(message.value("tool_calls", json::array()), messages);
   expect_recognised({{"model", "m"}, {"messages", messages}}, decode, key, key, "a chat answer's copy");
 
-  // The message a stream accumulates to.
+  // The message a stream accumulates to (sent whole, and sent as it was sampled).
+  for (const std::string& stream : streams) check_chat_stream(stream, key);
+}
+
+void check_chat_stream(const std::string& stream, uint64_t key) {
+  const auto decode = [](const std::string& body) { return parse_chat_request(body); };
   std::string content;
   bool has_content = false;
   json calls = json::array();
-  for (const Event& event : events_of(chat_completion_sse(completion, "m", true), "chat")) {
+  for (const Event& event : events_of(stream, "chat")) {
     if (!event.data.contains("choices") || event.data["choices"].empty()) continue;
     const json& delta = event.data["choices"][0]["delta"];
     if (delta.contains("content") && delta["content"].is_string()) {
@@ -164,7 +172,7 @@ void check_chat(const Completion& completion, uint64_t key) {
   }
   json streamed = {{"role", "assistant"}, {"content", has_content ? json(content) : json(nullptr)}};
   if (!calls.empty()) streamed["tool_calls"] = calls;
-  messages = json::array({{{"role", "user"}, {"content", "go"}}, streamed});
+  json messages = json::array({{{"role", "user"}, {"content", "go"}}, streamed});
   openai_next(calls, messages);
   expect_recognised({{"model", "m"}, {"messages", messages}}, decode, key, key, "a chat stream's copy");
 }
@@ -184,43 +192,51 @@ json anthropic_body(const json& blocks) {
                                     {{"role", "user"}, {"content", results}}})}};
 }
 
-void check_anthropic(const Completion& completion, uint64_t key, uint64_t anthropic_key) {
+void check_anthropic(const Completion& completion, uint64_t key, uint64_t anthropic_key,
+                     const std::vector<std::string>& streams) {
   const auto decode = [](const std::string& body) { return parse_messages_request(body, false); };
   const json answer = parse_answer(anthropic_message_json(completion, "m"), "anthropic");
   expect_recognised(anthropic_body(answer["content"]), decode, key, anthropic_key,
                     "an Anthropic answer's copy");
 
-  json blocks = json::array();
-  std::string input;  // the open tool_use block's input_json_delta parts
-  for (const Event& event : events_of(anthropic_message_sse(completion, "m"), "anthropic")) {
-    const json& data = event.data;
-    if (event.name != data.value("type", "")) fail("an Anthropic event's name is not its type", data.dump());
-    if (event.name == "content_block_start") {
-      blocks.push_back(data["content_block"]);
-      input.clear();
-    } else if (event.name == "content_block_delta") {
-      if (blocks.empty()) fail("a delta before any block", data.dump());
-      json& block = blocks.back();
-      const json& delta = data["delta"];
-      const std::string type = delta["type"];
-      if (type == "text_delta") {
-        block["text"] = block["text"].get<std::string>() + delta["text"].get<std::string>();
-      } else if (type == "thinking_delta") {
-        block["thinking"] = block["thinking"].get<std::string>() + delta["thinking"].get<std::string>();
-      } else if (type == "signature_delta") {
-        block["signature"] = delta["signature"];
-      } else if (type == "input_json_delta") {
-        input += delta["partial_json"].get<std::string>();
-      } else {
-        fail("an unknown Anthropic delta", data.dump());
-      }
-    } else if (event.name == "content_block_stop") {
-      if (!blocks.empty() && blocks.back()["type"] == "tool_use") {
-        blocks.back()["input"] = input.empty() ? json::object() : parse_answer(input, "anthropic tool input");
+  for (const std::string& stream : streams) {
+    json blocks = json::array();
+    std::string input;  // the open tool_use block's input_json_delta parts
+    for (const Event& event : events_of(stream, "anthropic")) {
+      const json& data = event.data;
+      if (event.name != data.value("type", ""))
+        fail("an Anthropic event's name is not its type", data.dump());
+      if (data.contains("index") &&
+          data["index"].get<size_t>() != blocks.size() - (event.name == "content_block_start" ? 0 : 1))
+        fail("an Anthropic event's index is not its block's", stream);
+      if (event.name == "content_block_start") {
+        blocks.push_back(data["content_block"]);
+        input.clear();
+      } else if (event.name == "content_block_delta") {
+        if (blocks.empty()) fail("a delta before any block", data.dump());
+        json& block = blocks.back();
+        const json& delta = data["delta"];
+        const std::string type = delta["type"];
+        if (type == "text_delta") {
+          block["text"] = block["text"].get<std::string>() + delta["text"].get<std::string>();
+        } else if (type == "thinking_delta") {
+          block["thinking"] = block["thinking"].get<std::string>() + delta["thinking"].get<std::string>();
+        } else if (type == "signature_delta") {
+          block["signature"] = delta["signature"];
+        } else if (type == "input_json_delta") {
+          input += delta["partial_json"].get<std::string>();
+        } else {
+          fail("an unknown Anthropic delta", data.dump());
+        }
+      } else if (event.name == "content_block_stop") {
+        if (!blocks.empty() && blocks.back()["type"] == "tool_use") {
+          blocks.back()["input"] =
+              input.empty() ? json::object() : parse_answer(input, "anthropic tool input");
+        }
       }
     }
+    expect_recognised(anthropic_body(blocks), decode, key, anthropic_key, "an Anthropic stream's copy");
   }
-  expect_recognised(anthropic_body(blocks), decode, key, anthropic_key, "an Anthropic stream's copy");
 }
 
 // What a Responses harness sends: the output items back in its input, then a function_call_output per call,
@@ -255,7 +271,8 @@ struct SampledTokens {
   TokenLogprobs shown;
 };
 
-void check_responses(const Completion& completion, uint64_t key, std::string_view sampled) {
+void check_responses(const Completion& completion, uint64_t key, std::string_view sampled,
+                     const std::vector<std::string>& live_streams) {
   const auto decode = [](const std::string& body) { return parse_responses_request(body); };
   // With the sampled tokens' log-probs on the output_text part (include: message.output_text.logprobs): the
   // harness's copy carries them back, and is still the session's answer.
@@ -263,16 +280,54 @@ void check_responses(const Completion& completion, uint64_t key, std::string_vie
   const json answer = parse_answer(response_json(completion, "m", &tokens.shown), "responses");
   expect_recognised(responses_body(answer["output"]), decode, key, key, "a Responses answer's copy");
 
-  json items = json::array(), completed;
-  for (const Event& event : events_of(response_sse(completion, "m", &tokens.shown), "responses")) {
-    if (event.name != event.data.value("type", ""))
-      fail("a Responses event's name is not its type", event.data.dump());
-    if (event.name == "response.output_item.done") items.push_back(event.data["item"]);
-    if (event.name == "response.completed" || event.name == "response.incomplete")
-      completed = event.data["response"]["output"];
+  // (A stream sent as it was sampled carries no log-probs: a call that asks for them is sent whole.)
+  std::vector<std::string> streams = live_streams;
+  streams.push_back(response_sse(completion, "m", &tokens.shown));
+  for (const std::string& stream : streams) {
+    json items = json::array(), completed;
+    int64_t sequence = 0;
+    for (const Event& event : events_of(stream, "responses")) {
+      if (event.name != event.data.value("type", ""))
+        fail("a Responses event's name is not its type", event.data.dump());
+      if (event.data["sequence_number"] != sequence++)
+        fail("a Responses event's sequence_number is not the next", stream);
+      if (event.name == "response.output_item.done") items.push_back(event.data["item"]);
+      if (event.name == "response.completed" || event.name == "response.incomplete")
+        completed = event.data["response"]["output"];
+    }
+    if (items != completed) fail("the streamed items are not the completed response's output", items.dump());
+    expect_recognised(responses_body(items), decode, key, key, "a Responses stream's copy");
   }
-  if (items != completed) fail("the streamed items are not the completed response's output", items.dump());
-  expect_recognised(responses_body(items), decode, key, key, "a Responses stream's copy");
+}
+
+// A stream sent as the answer was sampled (server/gateway/live_answer.h): the raw sampled text read by
+// LiveReply in pieces of one to three bytes, each piece's shown text sent by `delta`, then the rest by
+// `rest`, as the gateway sends them. The shown text must be a prefix of the whole reply's.
+template <class Delta, class Rest>
+std::string live_stream(const Completion& completion, std::string_view sampled, const LiveRules& rules,
+                        const Delta& delta, const Rest& rest) {
+  LiveReply reply(rules);
+  Completion header;
+  header.id = completion.id;
+  header.created = completion.created;
+  StreamShown shown;
+  std::string out;
+  for (size_t at = 0, n = 0; at < sampled.size(); at += n) {
+    n = std::min<size_t>(1 + static_cast<unsigned char>(sampled[at]) % 3, sampled.size() - at);
+    std::string reasoning, content;
+    reply.add(sampled.substr(at, n), reasoning, content);
+    if (reasoning.empty() && content.empty()) continue;
+    header.reply.reasoning = reply.reasoning();
+    header.reply.content = reply.content();
+    delta(out, header, shown, reasoning, content);
+    shown.opened = true;
+    shown.reasoning += reasoning.size();
+    shown.content += content.size();
+  }
+  if (!completion.reply.reasoning.starts_with(reply.reasoning()) ||
+      !completion.reply.content.starts_with(reply.content()))
+    fail("the text shown as it was sampled is not a prefix of the reply", std::string(sampled));
+  return out + rest(shown);
 }
 
 }  // namespace
@@ -306,9 +361,29 @@ int fuzz_model_reply(const uint8_t* data, size_t size) {
   const uint64_t key = reply_key(completion.reply);
   const uint64_t anthropic_key =
       completion.reply.tool_calls.empty() ? key : anthropic_reply_key(completion.reply);
-  check_chat(completion, key);
-  check_anthropic(completion, key, anthropic_key);
-  check_responses(completion, key, std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));
+  const std::string_view sampled(reinterpret_cast<const char*>(data + 1), size - 1);
+  LiveRules rules;
+  rules.tool_format = format;
+  rules.reasoning = reasoning;
+  rules.choice = choice;
+  const std::string live_chat = live_stream(
+      completion, sampled, rules,
+      [](std::string& out, const Completion& header, StreamShown& shown, std::string_view r,
+         std::string_view c) { chat_completion_delta(out, header, "m", true, !shown.opened, r, c); },
+      [&](const StreamShown& shown) { return chat_completion_sse(completion, "m", true, {}, shown); });
+  const std::string live_anthropic = live_stream(
+      completion, sampled, rules,
+      [](std::string& out, const Completion& header, StreamShown& shown, std::string_view r,
+         std::string_view c) { anthropic_message_delta(out, header, "m", shown, r, c); },
+      [&](const StreamShown& shown) { return anthropic_message_sse(completion, "m", shown); });
+  const std::string live_responses = live_stream(
+      completion, sampled, rules,
+      [](std::string& out, const Completion& header, StreamShown& shown, std::string_view r,
+         std::string_view c) { response_delta(out, header, "m", shown, r, c); },
+      [&](const StreamShown& shown) { return response_sse(completion, "m", nullptr, shown); });
+  check_chat(completion, key, {chat_completion_sse(completion, "m", true), live_chat});
+  check_anthropic(completion, key, anthropic_key, {anthropic_message_sse(completion, "m"), live_anthropic});
+  check_responses(completion, key, sampled, {live_responses});
   return 0;
 }
 

@@ -136,12 +136,15 @@ inline std::string harness_script(std::string_view prompt, uint64_t) {
 }
 
 struct Bench {
+  // `upstream_options` adjusts the stand-in's options (its streams: ScriptedLlmOptions).
   explicit Bench(llm::ApiKind api = llm::ApiKind::kSglang, crl::testing::FaultOptions faults = {},
                  GatewayOptions gateway_options = {}, HttpOptions http = {}, ServiceOptions service = {},
-                 ServerMetrics* metrics = nullptr) {
+                 ServerMetrics* metrics = nullptr,
+                 const std::function<void(crl::testing::ScriptedLlmOptions&)>& upstream_options = {}) {
     crl::testing::ScriptedLlmOptions llm_options;
     llm_options.script = harness_script;
     llm_options.faults = faults;
+    if (upstream_options) upstream_options(llm_options);
     upstream = std::make_unique<crl::testing::ScriptedLlmServer>(llm_options);
     gateway_options.upstream.api = api;
     gateway_options.upstream.base_url = upstream->url();
@@ -156,6 +159,50 @@ struct Bench {
   std::unique_ptr<Gateway> gateway;
   std::unique_ptr<server::testing::TestServer> server;
 };
+
+// An OpenAI stream (chat or plain completions) joined as a client joins it: the texts of its deltas in
+// order, its tool calls, its finish reason, and where the first reasoning and content chunks were.
+struct JoinedStream {
+  std::string content, reasoning, finish;
+  json tool_calls = json::array();
+  size_t chunks = 0;  // chunks with a choice
+  size_t first_reasoning = SIZE_MAX, first_content = SIZE_MAX;
+  size_t content_chunks = 0;
+  bool usage = false, done = false;
+};
+inline JoinedStream join_openai_stream(const std::string& body) {
+  JoinedStream out;
+  for (size_t at = body.find("data: "); at != std::string::npos; at = body.find("data: ", at + 1)) {
+    const std::string payload = body.substr(at + 6, body.find("\n\n", at) - at - 6);
+    if (payload == "[DONE]") {
+      out.done = true;
+      break;
+    }
+    const json chunk = json::parse(payload);
+    if (chunk["choices"].empty()) {
+      out.usage = chunk.contains("usage") && chunk["usage"].is_object();
+      continue;
+    }
+    const json& choice = chunk["choices"][0];
+    const json delta = choice.contains("delta") ? choice["delta"] : json::object();
+    const auto text = [&](const json& value, std::string& into, size_t& first) {
+      if (!value.is_string() || value.get<std::string>().empty()) return false;
+      into += value.get<std::string>();
+      first = std::min(first, out.chunks);
+      return true;
+    };
+    if (delta.contains("reasoning_content"))
+      text(delta["reasoning_content"], out.reasoning, out.first_reasoning);
+    if (delta.contains("content") && text(delta["content"], out.content, out.first_content))
+      ++out.content_chunks;
+    if (choice.contains("text") && text(choice["text"], out.content, out.first_content)) ++out.content_chunks;
+    if (delta.contains("tool_calls"))
+      for (const json& call : delta["tool_calls"]) out.tool_calls.push_back(call);
+    if (!choice["finish_reason"].is_null()) out.finish = choice["finish_reason"];
+    ++out.chunks;
+  }
+  return out;
+}
 
 // Whether a chat completion answered exactly one call of `name` with `arguments` (as JSON).
 inline ::testing::AssertionResult answered_one_call(const json& answer, const std::string& name,

@@ -92,11 +92,11 @@ TEST(GatewayReasoning, ThinkingIsReasoningContentAndACallInItIsNoCall) {
   json body = {{"model", "m"}, {"messages", h.messages}, {"tools", shell_tool()}, {"stream", true}};
   const auto streamed = h.post(body);
   ASSERT_EQ(streamed.status, 200) << streamed.body;
-  const size_t reasoning = streamed.body.find("\"delta\":{\"reasoning_content\":\"Maybe <tool_call>");
-  const size_t content = streamed.body.find("\"delta\":{\"content\":\"ack after thinking\"}");
-  EXPECT_NE(reasoning, std::string::npos) << streamed.body;
-  EXPECT_NE(content, std::string::npos) << streamed.body;
-  EXPECT_LT(reasoning, content);
+  const JoinedStream joined = join_openai_stream(streamed.body);
+  EXPECT_TRUE(joined.reasoning.starts_with("Maybe <tool_call>")) << streamed.body;
+  EXPECT_EQ(joined.content, "ack after thinking") << streamed.body;
+  EXPECT_LT(joined.first_reasoning, joined.first_content);
+  EXPECT_TRUE(joined.tool_calls.empty()) << "a call written while thinking is no call";
   ASSERT_EQ(h.reward(1).status, 200);
   const auto calls = bench.upstream->calls();
   EXPECT_EQ(check_exact(h.export_json(), calls), calls.size());

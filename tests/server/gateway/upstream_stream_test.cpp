@@ -20,7 +20,8 @@ struct Seen final : SampledTokens {
   std::vector<size_t> counts;
   std::vector<TokenId> last;
   std::chrono::steady_clock::time_point first{};
-  void sampled(std::span<const TokenId> ids) override {
+  void sampled(const llm::GenerateResult& so_far) override {
+    const std::vector<TokenId>& ids = so_far.ids;
     if (counts.empty()) first = std::chrono::steady_clock::now();
     EXPECT_TRUE(counts.empty() || ids.size() > counts.back()) << "each call brings new ids";
     EXPECT_TRUE(std::equal(last.begin(), last.end(), ids.begin())) << "the ids so far only grow";
