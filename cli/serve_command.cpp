@@ -102,6 +102,7 @@ int serve_command(const std::vector<std::string>& args) {
   gw.budget = Budget{32768, 8192, 2, 4096, 4096, 8};
   std::string llm_url, llm_api = "sglang";
   double wait_for_llm = 0;
+  std::string stream_upstream = "on";
   options.add_options()(
       "llm", po::value(&llm_url),
       "http://HOST:PORT of an LLM server: turns on the compaction gateway for agent harnesses "
@@ -120,6 +121,10 @@ int serve_command(const std::vector<std::string>& args) {
       "retry's backoff, or its session's call in flight) sends its head and a comment line (': keep-alive') "
       "every period until its events, so that harnesses' read and idle timeouts do not cut long samples; "
       "an upstream failure after that is the API's error event instead of a 5xx; 0: off; at most 86400")(
+      "stream-upstream", po::value(&stream_upstream)->default_value(stream_upstream),
+      "on: a streamed gateway call (stream: true) streams its SGLang upstream call too and sends the answer "
+      "as it is sampled (what is certain of it at once, the rest at its end) | off: the answer is sent "
+      "whole once the upstream answered (--api openai always is)")(
       "tool-call-parser", po::value(&gw.tool_call_parser)->default_value(gw.tool_call_parser),
       "how the model writes tool calls, read back into the harness's tool_calls (vLLM's and SGLang's "
       "names): auto (as the chat template writes a call) | hermes (Qwen2.5/Qwen3, the built-in chatml) | "
@@ -163,6 +168,9 @@ int serve_command(const std::vector<std::string>& args) {
   if (!(service.idle_timeout_s > 0)) throw Error("option --idle-timeout", "", "value must be > 0");
   if (!(gw.stream_keepalive_s >= 0 && gw.stream_keepalive_s <= 86400))
     throw Error("option --stream-keepalive", "", "value must be between 0 and 86400 seconds");
+  if (stream_upstream != "on" && stream_upstream != "off")
+    throw Error("option --stream-upstream", "", "value " + quote(stream_upstream) + " is not one of on, off");
+  gw.stream_upstream = stream_upstream == "on";
   gw.idle_timeout_s = service.idle_timeout_s;  // gateway sessions are reaped like episodes
   if (!(http.request_timeout_s > 0)) throw Error("option --request-timeout", "", "value must be > 0");
   if (max_body < 1024) throw Error("option --max-body-bytes", "", "value must be >= 1024");

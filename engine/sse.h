@@ -1,10 +1,9 @@
 #pragma once
 // Server-sent events (the WHATWG EventSource format) for streaming answers: the gateway's and `crl lm
 // serve`'s (policies/lm/serve.h). `crl lm serve` sends each sampling round's events as they are sampled
-// (a chunked body, server/router.h HttpAnswer::stream). The gateway has the whole answer before it writes
-// (its upstream call is token-in, token-out and not streamed), so its stream is one body of events with
-// Content-Type text/event-stream; an SSE reader cannot tell the difference, and nothing is half-sent when a
-// call fails (that is an ordinary error answer).
+// (a chunked body, server/router.h HttpAnswer::stream). The gateway sends what is certain of an answer as
+// its SGLang upstream streams it, and the rest once it is whole (server/gateway/live_answer.h); reading an
+// upstream's events is engine/sse_reader.h.
 #include <string>
 #include <string_view>
 

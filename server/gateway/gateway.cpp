@@ -415,7 +415,9 @@ void keep_alive_if_streamed(const HttpCall& call, CallRequest& request) {
 }  // namespace
 
 void Gateway::live_if_streamed(const HttpCall& call, CallRequest& request, LiveAnswer* live) const {
-  if (live == nullptr || !request.stream || call.keepalive == nullptr || !call.keepalive->can_send()) return;
+  if (live == nullptr || !request.stream || !options_.stream_upstream || call.keepalive == nullptr ||
+      !call.keepalive->can_send())
+    return;
   if (request.logprobs.on || request.return_token_ids || request.turn.top_logprobs > 0) return;
   if (shared_.upstream->options().api != llm::ApiKind::kSglang) return;  // (asked for the whole answer)
   request.turn.live = live;

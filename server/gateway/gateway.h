@@ -66,6 +66,9 @@ struct GatewayOptions {
   // A streamed call that has waited this long for the upstream begins its answer and sends a comment line
   // every period until the events (stream_keepalive.h; crl serve: --stream-keepalive); <= 0: never.
   double stream_keepalive_s = 15.0;
+  // A streamed call's upstream call is streamed too (SGLang) and its answer sent as it is sampled
+  // (live_answer.h; crl serve: --stream-upstream on|off); false: sent whole once the upstream answered.
+  bool stream_upstream = true;
 };
 
 class Gateway {

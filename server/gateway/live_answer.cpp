@@ -25,8 +25,9 @@ void LiveAnswer::sampled(const llm::GenerateResult& so_far) {
   reply_->add(bytes, reasoning, content);
   if (reasoning.empty() && content.empty()) return;
   header_.cached_tokens = so_far.cached_tokens;
-  header_.reply.reasoning = reply_->reasoning();  // (what was shown, this delta included: whole once the
-  header_.reply.content = reply_->content();      // content shows)
+  // The reasoning is whole once the content shows: a writer that closes the reasoning's part then (the
+  // Responses reasoning item's done events) finds it here.
+  if (shown_.content == 0 && !content.empty()) header_.reply.reasoning = reply_->reasoning();
   std::string out;
   const bool reasoning_shown = events_(out, header_, shown_, reasoning, content);
   shown_.opened = true;

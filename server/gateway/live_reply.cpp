@@ -95,10 +95,16 @@ void LiveReply::show_content(std::string_view body, std::string& out) {
         }
         const std::string_view marker =
             rules_.tool_format == ToolCallFormat::kDeepSeekV3 ? kDeepSeekCalls : kToolCall;
-        const size_t at = body.find(marker);
-        shown = at == std::string_view::npos
-                    ? body.substr(0, body.size() - tail_beginning(body, marker, false))
-                    : body.substr(0, at);
+        // (The content's start no longer moves once it is not blank: marker_from_ stays valid.)
+        const size_t at = body.find(marker, marker_from_);
+        if (at == std::string_view::npos) {
+          const size_t partial = tail_beginning(body, marker, false);
+          marker_from_ = body.size() - partial;
+          shown = body.substr(0, body.size() - partial);
+        } else {
+          marker_from_ = at;
+          shown = body.substr(0, at);
+        }
         break;
       }
       case ToolCallFormat::kHarmony:
@@ -138,8 +144,9 @@ void LiveReply::add(std::string_view bytes, std::string& reasoning, std::string&
     }
   }
   if (phase_ == Phase::kReasoning || phase_ == Phase::kUnopened) {
-    const size_t close = text.find(kThinkClose);
+    const size_t close = text.find(kThinkClose, close_from_);
     if (close == std::string_view::npos) {
+      close_from_ = text.size() - std::min(text.size(), kThinkClose.size() - 1);
       if (phase_ == Phase::kUnopened) return;
       std::string_view inside = trim_front(trim_front(text).substr(kThinkOpen.size()));
       inside.remove_suffix(tail_beginning(inside, kThinkClose, false));

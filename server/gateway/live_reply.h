@@ -67,7 +67,10 @@ class LiveReply {
   std::string pending_;  // bytes of a character not yet whole
   std::string text_;     // the answer so far, valid UTF-8
   Phase phase_ = Phase::kStart;
-  size_t content_at_ = 0;         // where the content starts in text_ (kContent)
+  size_t content_at_ = 0;  // where the content starts in text_ (kContent)
+  // Where the next search for "</think>" (in the settled text, which only grows) and for a tool call's marker
+  // (in the content) starts: each event's text is searched once, not the whole answer again.
+  size_t close_from_ = 0, marker_from_ = 0;
   bool content_trimmed_ = false;  // the reply's content loses blanks at its start (after "</think>")
   std::string shown_reasoning_, shown_content_;
 };

@@ -323,9 +323,9 @@ std::vector<HostAddress> Upstream::resolve(Lane& lane, Clock::time_point deadlin
 }
 
 // A streamed answer read as its body arrives: its events (engine/sse_reader.h) read into the answer so far
-// (policies/llm/streamed_answer.h), whose new ids go to the call's SampledTokens at once. Only an answer that
-// is a 200 event stream is read so; any other (an error status, a server that answered whole) is read whole
-// as before.
+// (policies/llm/streamed_answer.h), whose new ids go to the call's SampledTokens at once (once per read).
+// Only an answer that is a 200 event stream is read so; any other (an error status, a server that answered
+// whole) is read whole as before.
 struct Upstream::StreamRead {
   StreamRead(SampledTokens* sink, size_t max_event_bytes, int vocab_size, int top_logprobs,
              llm::SentPrompt sent)
@@ -363,10 +363,11 @@ struct Upstream::StreamRead {
         failure = done ? "an event came after [DONE]" : answer.error();
         break;
       }
-      if (answer.answer().ids.size() > passed) {
-        passed = answer.answer().ids.size();
-        sink->sampled(answer.answer());
-      }
+    }
+    // Once per read, not per event: events that came together (a server ahead of the gateway) go on as one.
+    if (failure.empty() && answer.answer().ids.size() > passed) {
+      passed = answer.answer().ids.size();
+      sink->sampled(answer.answer());
     }
     return failure.empty();
   }

@@ -144,6 +144,9 @@ TEST(Cli, BadInputGetsOneLineErrors) {
       {{"serve", "--host", "not-an-address", "--stream-keepalive", "1e20"},
        1,
        "option --stream-keepalive: value must be between 0 and 86400 seconds"},
+      {{"serve", "--host", "not-an-address", "--stream-upstream", "yes"},
+       1,
+       "option --stream-upstream: value \"yes\" is not one of on, off"},
       {{"tokenize"}, 2, "give TEXT"},  // (it printed an empty encoding)
       // A `crl lm train` model is not a run's checkpoint (it failed on a tabular-vs-lm mismatch).
       {{"eval", "--checkpoint",

@@ -472,6 +472,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
         if (sticky == "stream_cut") answer.cut_after = (output.size() + 1) / 2;
       } else {
         answer.body = sglang_answer(0, output.size(), true);
+        answer.delay_s += options.stream_event_delay_s * static_cast<double>(output.size());
       }
     } else {
       json tokens = json::array(), top = json::array(), offsets = json::array();

@@ -66,7 +66,8 @@ struct ScriptedLlmOptions {
   // An SGLang request with "stream": true is answered as SGLang streams: text/event-stream, an event per
   // token ("data: {...}\n\n"), then "data: [DONE]". By default each event is the answer so far (SGLang's
   // default); `incremental_stream`: only the new token (its --incremental-streaming-output). The events go
-  // out this far apart (a test sees the first before the last is sampled).
+  // out this far apart (a test sees the first before the last is sampled), and an answer asked whole waits
+  // as long as its stream would take (its tokens' sampling time) on top of faults.delay_s.
   bool incremental_stream = false;
   double stream_event_delay_s = 0;
 };

@@ -95,7 +95,9 @@ TEST(GatewayLiveStreams, AnthropicAndResponsesStreamsSendTheirTextAsItIsSampled)
     for (size_t at = whole.body.find("data: "); at != std::string::npos;
          at = whole.body.find("data: ", at + 1)) {
       const json event = json::parse(whole.body.substr(at + 6, whole.body.find("\n\n", at) - at - 6));
-      if (event.contains("sequence_number")) EXPECT_EQ(event["sequence_number"], sequence++) << path;
+      if (event.contains("sequence_number")) {
+        EXPECT_EQ(event["sequence_number"], sequence++) << path;
+      }
       if (event["type"] == "content_block_delta" && event["delta"]["type"] == "text_delta") {
         EXPECT_EQ(event["index"], 0);
         joined += event["delta"]["text"].get<std::string>();
@@ -105,6 +107,19 @@ TEST(GatewayLiveStreams, AnthropicAndResponsesStreamsSendTheirTextAsItIsSampled)
     EXPECT_EQ(joined, text) << path;
     EXPECT_GT(count(whole.body, delta), 3u) << path;
   }
+}
+
+// --stream-upstream off: a streamed call is sent whole once the upstream answered, as before.
+TEST(GatewayLiveStreams, OffSendsTheAnswerWhole) {
+  GatewayOptions options;
+  options.stream_upstream = false;
+  Bench bench(llm::ApiKind::kSglang, {}, options, HttpOptions{}, ServiceOptions{}, nullptr, slow_stream);
+  const Observed seen = post_raw(bench.port(), "/v1/sessions/off/v1/chat/completions",
+                                 chat(first_messages("o1"), true), 0.2, 20);
+  EXPECT_EQ(seen.early, "") << "nothing before the answer is whole";
+  const JoinedStream joined = join_openai_stream(parse(seen.whole).body);
+  EXPECT_EQ(joined.content, "ack o1 0");
+  EXPECT_EQ(joined.content_chunks, 1u);
 }
 
 // SGLang's two kinds of stream (the answer so far in each event, or only its new tokens) give the same

@@ -83,10 +83,9 @@ TEST(UpstreamStream, BothKindsOfSglangStreamGiveTheWholeAnswerTokenByToken) {
     }
     EXPECT_EQ(streamed.answer.finish_reason, whole.answer.finish_reason);
     EXPECT_EQ(streamed.answer.cached_tokens, whole.answer.cached_tokens);
-    // One event per token: 12 bytes and <|im_end|>.
-    std::vector<size_t> expected(13);
-    for (size_t i = 0; i < expected.size(); ++i) expected[i] = i + 1;
-    EXPECT_EQ(seen.counts, expected) << "incremental " << incremental;
+    // One event per token (12 bytes and <|im_end|>); events read together go on together.
+    ASSERT_FALSE(seen.counts.empty());
+    EXPECT_EQ(seen.counts.back(), 13u) << "incremental " << incremental;
     EXPECT_EQ(stand_in.connections(), 1u) << "the connection is kept after a stream";
   }
 }
@@ -105,6 +104,7 @@ TEST(UpstreamStream, TheFirstIdsArriveBeforeTheAnswerEnds) {
   ASSERT_TRUE(result.ok) << result.error;
   // (Compared with the call's own length, not a fixed time: the first id came with the first event.)
   EXPECT_LT(seen.first - start, (end - start) / 2);
+  EXPECT_GT(seen.counts.size(), 6u) << "events 20 ms apart go on one by one";
 }
 
 TEST(UpstreamStream, ACutStreamOrAnErrorEventFailsTheCallWithoutARetry) {
@@ -143,7 +143,8 @@ TEST(UpstreamStream, FailuresBeforeAnyIdAreRetriedAsBefore) {
   const UpstreamResult result = call.run(upstream, &seen);
   ASSERT_TRUE(result.ok) << result.error;
   EXPECT_EQ(stand_in.attempts(), 3u);
-  EXPECT_EQ(seen.counts.size(), 13u);
+  ASSERT_FALSE(seen.counts.empty());
+  EXPECT_EQ(seen.counts.back(), 13u);
 }
 
 TEST(UpstreamStream, AnUpstreamThatAnswersWholeIsReadWhole) {
