@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/first_byte_client.h"
 #include "bench/gateway_bench_support.h"
 #include "engine/heap.h"
 #include "server/gateway/gateway.h"
@@ -38,7 +39,6 @@ namespace crl {
 namespace {
 
 using gateway_bench::json;
-using Clock = std::chrono::steady_clock;
 
 struct StreamStack {
   StreamStack(const std::string& answer, double event_delay_s, bool incremental) {
@@ -85,8 +85,6 @@ void BM_GatewayStreamFirstByte(benchmark::State& state) {
   const std::string end = stream ? "\r\n0\r\n\r\n" : "}}";
   server::testing::HttpClient trainer(s.serve->port());  // ends each session (not timed)
   std::vector<double> first, total;
-  std::string received;
-  char chunk[16384];
   for (auto _ : state) {
     // A fresh session per call: every call is a session's first (no retry, no history to match).
     const std::string body =
@@ -97,32 +95,13 @@ void BM_GatewayStreamFirstByte(benchmark::State& state) {
         "/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         "Content-Length: " +
         std::to_string(body.size()) + "\r\n\r\n" + body;
-    received.clear();
-    const Clock::time_point start = Clock::now();
-    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
-      state.SkipWithError("send failed");
+    const bench::TimedExchange exchange = bench::timed_exchange(fd, request, end);
+    if (!exchange.ok || exchange.received.find("HTTP/1.1 200") != 0) {
+      state.SkipWithError((exchange.error + exchange.received.substr(0, 300)).c_str());
       break;
     }
-    bool got_first = false;
-    while (received.size() < end.size() ||
-           received.compare(received.size() - end.size(), end.size(), end) != 0) {
-      const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
-      if (n <= 0) {
-        state.SkipWithError("the gateway closed the connection");
-        break;
-      }
-      received.append(chunk, static_cast<size_t>(n));
-      const size_t head_end = received.find("\r\n\r\n");
-      if (!got_first && head_end != std::string::npos && received.size() > head_end + 4) {
-        got_first = true;
-        first.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-      }
-    }
-    total.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-    if (received.find("HTTP/1.1 200") != 0) {
-      state.SkipWithError(("the call failed: " + received.substr(0, 300)).c_str());
-      break;
-    }
+    first.push_back(exchange.first_byte_us);
+    total.push_back(exchange.total_us);
     state.PauseTiming();
     trainer.call("DELETE", "/v1/sessions/" + id, "");
     state.ResumeTiming();

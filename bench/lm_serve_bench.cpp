@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/first_byte_client.h"
 #include "cli/lm_command.h"
 #include "engine/tokenizer.h"
 #include "policies/lm/serve.h"
@@ -30,8 +31,6 @@
 
 namespace crl {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct ServedModel {
   ServedModel()
@@ -90,31 +89,14 @@ void BM_LmServeFirstByte(benchmark::State& state) {
   // non-streamed body ends with its closing brace, which the server writes last).
   const std::string end = stream ? "\r\n0\r\n\r\n" : "}}";
   std::vector<double> first, total;
-  std::string received;
-  char chunk[16384];
   for (auto _ : state) {
-    received.clear();
-    const Clock::time_point start = Clock::now();
-    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
-      state.SkipWithError("send failed");
+    const bench::TimedExchange exchange = bench::timed_exchange(fd, request, end);
+    if (!exchange.ok) {
+      state.SkipWithError(exchange.error.c_str());
       break;
     }
-    bool got_first = false;
-    while (received.size() < end.size() ||
-           received.compare(received.size() - end.size(), end.size(), end) != 0) {
-      const ssize_t n = ::recv(fd, chunk, sizeof(chunk), 0);
-      if (n <= 0) {
-        state.SkipWithError("the server closed the connection");
-        break;
-      }
-      received.append(chunk, static_cast<size_t>(n));
-      if (!got_first && received.find("\r\n\r\n") != std::string::npos &&
-          received.size() > received.find("\r\n\r\n") + 4) {
-        got_first = true;
-        first.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-      }
-    }
-    total.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    first.push_back(exchange.first_byte_us);
+    total.push_back(exchange.total_us);
   }
   ::close(fd);
   state.counters["first_byte_us"] = median(first);

@@ -423,15 +423,24 @@ void put_block_stop(std::string& out, size_t index) {
   close_block_event(out, index, "content_block_stop");
 }
 
+// A text delta: {"<key>":TEXT,"type":"<key>_delta"} (key: thinking | text).
+void put_text_delta(std::string& out, size_t index, std::string_view key, std::string_view text) {
+  put_block_delta(out, index, [&] {
+    out += '"';
+    out += key;
+    out += "\":";
+    put_string(out, text);
+    out += ",\"type\":\"";
+    out += key;
+    out += "_delta\"";
+  });
+}
+
 void put_thinking_start(std::string& out, size_t index) {
   put_block_start(out, index, [&] { out += "\"signature\":\"\",\"thinking\":\"\",\"type\":\"thinking\""; });
 }
 void put_thinking_delta(std::string& out, size_t index, std::string_view text) {
-  put_block_delta(out, index, [&] {
-    out += "\"thinking\":";
-    put_string(out, text);
-    out += ",\"type\":\"thinking_delta\"";
-  });
+  put_text_delta(out, index, "thinking", text);
 }
 // A thinking block's end: its (empty: the gateway cannot sign) signature, then its stop.
 void put_thinking_stop(std::string& out, size_t index) {
@@ -442,11 +451,7 @@ void put_text_start(std::string& out, size_t index) {
   put_block_start(out, index, [&] { out += "\"text\":\"\",\"type\":\"text\""; });
 }
 void put_text_delta(std::string& out, size_t index, std::string_view text) {
-  put_block_delta(out, index, [&] {
-    out += "\"text\":";
-    put_string(out, text);
-    out += ",\"type\":\"text_delta\"";
-  });
+  put_text_delta(out, index, "text", text);
 }
 }  // namespace
 

@@ -485,13 +485,7 @@ class ResponseEvents {
   }
 
   void reasoning_delta(size_t index, std::string_view text) {
-    event_.open("response.reasoning_text.delta");
-    out_ += "\"content_index\":0,\"delta\":";
-    put_string(out_, text);
-    out_ += ',';
-    put_item_id(out_, "rs_", c_);
-    put_output_index(out_, index);
-    event_.end();
+    delta_event("response.reasoning_text.delta", "rs_", index, text, "");
   }
   void reasoning_done(size_t index) {
     std::string reasoning_member = "\"text\":";  // (sorts after sequence_number)
@@ -506,14 +500,7 @@ class ResponseEvents {
 
   void part_added(size_t index) { part_event("response.content_part.added", index, "", false, ""); }
   void text_delta(size_t index, std::string_view text) {
-    event_.open("response.output_text.delta");
-    out_ += "\"content_index\":0,\"delta\":";
-    put_string(out_, text);
-    out_ += ',';
-    put_item_id(out_, "msg_", c_);
-    out_ += logprobs_member();
-    put_output_index(out_, index);
-    event_.end();
+    delta_event("response.output_text.delta", "msg_", index, text, logprobs_member());
   }
   void text_done(size_t index) {
     std::string text_member = "\"text\":";
@@ -545,6 +532,18 @@ class ResponseEvents {
   }
 
  private:
+  // {"content_index":0,"delta":TEXT,"item_id":ID,<middle>"output_index":N,...}: a text's delta event.
+  void delta_event(const char* type, std::string_view item, size_t index, std::string_view text,
+                   std::string_view middle) {
+    event_.open(type);
+    out_ += "\"content_index\":0,\"delta\":";
+    put_string(out_, text);
+    out_ += ',';
+    put_item_id(out_, item, c_);
+    out_ += middle;
+    put_output_index(out_, index);
+    event_.end();
+  }
   // An item's added or done event (`kind`: "rs_", "msg_", "fc_").
   void item_event(const char* type, size_t index, std::string_view kind, bool done, int call) {
     event_.open(type);

@@ -36,26 +36,24 @@ std::chrono::steady_clock::time_point StreamKeepalive::due() const {
 void StreamKeepalive::beat() {
   if (!active()) return;
   next_beat_ = std::chrono::steady_clock::now() + period_;
+  write(kComment, metrics_ != nullptr ? metrics_->stream_keepalives : nullptr);
+}
+
+void StreamKeepalive::write(std::string_view piece, Counter* begins) {
   if (client_gone_) return;
   if (!begun_) {
     write_ = (*begin_)(kSseContentType);
     begun_ = true;
-    if (metrics_ != nullptr) metrics_->stream_keepalives->add();
+    if (begins != nullptr) begins->add();
   }
-  if (!write_(kComment)) client_gone_ = true;
+  if (!write_(piece)) client_gone_ = true;
 }
 
 void StreamKeepalive::send(std::string_view events) {
   if (!can_send()) return;
   if (period_ > std::chrono::steady_clock::duration::zero())
     next_beat_ = std::chrono::steady_clock::now() + period_;
-  if (client_gone_) return;
-  if (!begun_) {
-    write_ = (*begin_)(kSseContentType);
-    begun_ = true;
-    if (metrics_ != nullptr) metrics_->streams_sent_live->add();
-  }
-  if (!write_(events)) client_gone_ = true;
+  write(events, metrics_ != nullptr ? metrics_->streams_sent_live : nullptr);
 }
 
 HttpAnswer StreamKeepalive::error_event(const GatewayError& error) const {

@@ -71,6 +71,10 @@ class StreamKeepalive final : public Heartbeat {
   HttpAnswer error_event(const GatewayError& error) const;
 
  private:
+  // Writes a piece of the body, the head first when the stream has not begun (`begins`, if not null, counts
+  // the streams begun so); nothing once the client went away.
+  void write(std::string_view piece, Counter* begins);
+
   const AnswerStarter* begin_;
   Api api_;
   ServerMetrics* metrics_;

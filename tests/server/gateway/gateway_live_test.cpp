@@ -185,7 +185,10 @@ TEST(GatewayLiveStreams, AFailureMidAnswerEndsWithTheErrorEvent) {
     crl::testing::FaultOptions faults;
     faults.sticky_every = 1;
     faults.sticky_fault = fault;
-    Bench bench(llm::ApiKind::kSglang, faults);
+    // (Events 40 ms apart: the first words go out before the failure is read. Read together, the call
+    // fails as a whole answer that failed does: a 502, nothing sent before it.)
+    Bench bench(llm::ApiKind::kSglang, faults, GatewayOptions{}, HttpOptions{}, ServiceOptions{}, nullptr,
+                slow_stream);
     Harness h(bench.port(), "failing");
     const auto reply = h.post(chat(h.messages, true));
     EXPECT_EQ(reply.status, 200) << fault;
