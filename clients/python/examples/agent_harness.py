@@ -57,6 +57,41 @@ def post_json(url, body, timeout=120.0):
         raise GatewayError(url, e.code, e.read().decode(errors="replace")) from None
 
 
+def post_stream(url, body, timeout=120.0):
+    """POST a streamed chat call and join its server-sent events as the OpenAI SDK does: the deltas' content
+    (and reasoning_content) in order, tool calls by index with their arguments joined."""
+    request = urllib.request.Request(url, data=json.dumps(dict(body, stream=True)).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    message = {"role": "assistant", "content": None}
+    calls = []
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            for raw in response:
+                line = raw.decode().rstrip("\r\n")
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:  # a failure after the stream began
+                    raise GatewayError(url, 200, json.dumps(chunk))
+                for choice in chunk.get("choices", []):
+                    delta = choice.get("delta", {})
+                    for key in ("content", "reasoning_content"):
+                        if delta.get(key):
+                            message[key] = (message.get(key) or "") + delta[key]
+                    for call in delta.get("tool_calls", []):
+                        while len(calls) <= call["index"]:
+                            calls.append({"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                        joined = calls[call["index"]]
+                        joined["id"] = call.get("id") or joined["id"]
+                        for key in ("name", "arguments"):
+                            joined["function"][key] += call.get("function", {}).get(key) or ""
+    except urllib.error.HTTPError as e:
+        raise GatewayError(url, e.code, e.read().decode(errors="replace")) from None
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
 class GatewayError(RuntimeError):
     def __init__(self, url, status, body):
         super().__init__(f"POST {url}: {status} {body}")
@@ -93,6 +128,8 @@ def command_of(arguments):
 class ChatConversation:
     """An OpenAI chat completions loop: the whole message list every call (base_url = {server}/v1/sessions/{id}/v1)."""
 
+    stream = False  # ask for `stream: true` and join the chunks (StreamedChatConversation)
+
     def __init__(self, base_url, model, max_tokens, template_kwargs=None):
         self.base_url, self.model, self.max_tokens = base_url.rstrip("/"), model, max_tokens
         self.template_kwargs = template_kwargs
@@ -106,7 +143,10 @@ class ChatConversation:
         body = {"model": self.model, "messages": self.messages, "tools": TOOLS, "max_tokens": self.max_tokens}
         if self.template_kwargs:  # vLLM's extra field, sent every call as harnesses do (Qwen3: enable_thinking)
             body["chat_template_kwargs"] = self.template_kwargs
-        reply = post_json(self.base_url + "/chat/completions", body)["choices"][0]["message"]
+        if self.stream:
+            reply = post_stream(self.base_url + "/chat/completions", body)
+        else:
+            reply = post_json(self.base_url + "/chat/completions", body)["choices"][0]["message"]
         self.messages.append(reply)  # the harness's copy of the answer, as every agent keeps it
         calls = reply.get("tool_calls") or []
         if calls:
@@ -181,8 +221,15 @@ class ChainedResponsesConversation(ResponsesConversation):
         self.sent = len(self.items) + len(response["output"])
 
 
-CONVERSATIONS = {"chat": ChatConversation, "responses": ResponsesConversation,
-                 "responses-chained": ChainedResponsesConversation}
+class StreamedChatConversation(ChatConversation):
+    """The same loop with `stream: true`, each answer joined from its chunks (with an SGLang upstream the
+    gateway sends them as the model samples)."""
+
+    stream = True
+
+
+CONVERSATIONS = {"chat": ChatConversation, "chat-stream": StreamedChatConversation,
+                 "responses": ResponsesConversation, "responses-chained": ChainedResponsesConversation}
 
 
 def run_episode(args, session, index):
@@ -242,15 +289,17 @@ def main(argv=None):
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--model", default="policy")
     parser.add_argument("--api", choices=sorted(CONVERSATIONS), default="chat",
-                        help="chat: /v1/chat/completions; responses: the Responses API's /v1/responses; "
-                             "responses-chained: the same with previous_response_id")
+                        help="chat: /v1/chat/completions; chat-stream: the same streamed (stream: true); "
+                             "responses: the Responses API's /v1/responses; responses-chained: the same with "
+                             "previous_response_id")
     parser.add_argument("--chat-template-kwargs", type=json.loads, default=None,
                         help="JSON object sent as chat_template_kwargs on every chat call, e.g. "
                              "'{\"enable_thinking\": false}' for Qwen3 without thinking (--api chat only)")
     parser.add_argument("--prefix", default="harness", help="session ids are PREFIX-N")
     parser.add_argument("--out", default="", help="directory for the exports (PREFIX-N.json)")
     args = parser.parse_args(argv)
-    if args.chat_template_kwargs is not None and (args.api != "chat" or not isinstance(args.chat_template_kwargs, dict)):
+    if args.chat_template_kwargs is not None and (not args.api.startswith("chat") or
+                                                  not isinstance(args.chat_template_kwargs, dict)):
         parser.error("--chat-template-kwargs takes a JSON object, with --api chat")
     session = crl_client.Session(args.server)
     if args.out:

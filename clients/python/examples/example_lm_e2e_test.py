@@ -2,7 +2,7 @@
 """The README's "against crl's own small LM server" commands, end to end (ctest gateway_example_lm): a
 tokenizer trained on the synthetic suite, an untrained `crl lm init` checkpoint whose context holds the
 gateway's --capacity, `crl lm serve`, `crl serve --llm` in front of it, and agent_harness.py for one episode over
-each API (chat completions, and the Responses API).
+each API (chat completions, whole and streamed, and the Responses API).
 
 What it guards that the scripted-LLM test cannot: a real model's answers. An untrained model samples stray
 bytes (ill-formed UTF-8) and long commands; the harness must finish, and its copies of the answers (repaired
@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CRL_BIN = os.environ.get("CRL_BIN", "build/crl")
@@ -73,8 +74,15 @@ def main():
                                       cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             processes.append(server)
             address = first_line(server, "crl serve")
-            for api in ("chat", "responses", "responses-chained"):
+            # (chat-stream: the gateway streams its calls to crl lm serve, SGLang's default stream of answers so
+            # far, and sends the answers as they are sampled: the joined copies must still be its own.)
+            for api in ("chat", "chat-stream", "responses", "responses-chained"):
                 check_episode(address, api, work)
+            with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+                metrics = response.read().decode()
+            live = [line for line in metrics.splitlines() if line.startswith("crl_gateway_streams_live_total ")]
+            assert live and float(live[0].split()[1]) > 0, "no streamed call was sent as it was sampled: " + str(live)
+            print("ok: " + live[0])
         finally:
             for proc in reversed(processes):
                 if proc.poll() is None:
