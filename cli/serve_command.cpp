@@ -122,9 +122,9 @@ int serve_command(const std::vector<std::string>& args) {
       "every period until its events, so that harnesses' read and idle timeouts do not cut long samples; "
       "an upstream failure after that is the API's error event instead of a 5xx; 0: off; at most 86400")(
       "stream-upstream", po::value(&stream_upstream)->default_value(stream_upstream),
-      "on: a streamed gateway call (stream: true) streams its SGLang upstream call too and sends the answer "
-      "as it is sampled (what is certain of it at once, the rest at its end) | off: the answer is sent "
-      "whole once the upstream answered (--api openai always is)")(
+      "on: a streamed gateway call (stream: true) streams its upstream call too and sends the answer as it "
+      "is sampled (what is certain of it at once, the rest at its end) | off: the answer is sent whole once "
+      "the upstream answered")(
       "tool-call-parser", po::value(&gw.tool_call_parser)->default_value(gw.tool_call_parser),
       "how the model writes tool calls, read back into the harness's tool_calls (vLLM's and SGLang's "
       "names): auto (as the chat template writes a call) | hermes (Qwen2.5/Qwen3, the built-in chatml) | "

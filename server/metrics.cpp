@@ -156,9 +156,8 @@ ServerMetrics::ServerMetrics() {
   stream_failures_after_head = &r.counter(
       "crl_gateway_stream_failures_after_head_total",
       "Streamed gateway calls that failed after their head went out (the API's error event, status 200).");
-  streams_sent_live =
-      &r.counter("crl_gateway_streams_live_total",
-                 "Streamed gateway calls whose answer went out as the upstream sampled it (SGLang streams).");
+  streams_sent_live = &r.counter("crl_gateway_streams_live_total",
+                                 "Streamed gateway calls whose answer went out as the upstream sampled it.");
   llm_call_seconds = &r.histogram("crl_llm_call_duration_seconds",
                                   "Latency of one LLM request, retries included.", latency_buckets());
   snapshot_writes = &r.counter("crl_snapshot_writes_total", "Session snapshots written (--snapshot-dir).");

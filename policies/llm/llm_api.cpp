@@ -369,18 +369,43 @@ std::string check_prompt_echo(JsonView echoed, const JsonNumberRows& rows, const
   return "";
 }
 
+// The usage of an OpenAI answer (or of a stream's last chunk), when it has one.
+void read_openai_usage(JsonView body, GenerateResult& out) {
+  if (const JsonView usage = body.find("usage"); usage.exists()) {
+    out.prompt_tokens = read_count(usage, "prompt_tokens");
+    out.completion_tokens = read_count(usage, "completion_tokens");
+    out.cached_tokens = read_count(usage.find("prompt_tokens_details"), "cached_tokens");
+  }
+}
+
 GenerateResult parse_openai(JsonView body, std::span<const JsonNumberRows> rows, int vocab_size,
-                            int top_logprobs, const PromptView* sent) {
+                            int top_logprobs, const PromptView* sent, bool partial) {
   GenerateResult out;
   if (!body.is_object()) return fail("the answer is not a JSON object");
   const JsonView choices = body.find("choices");
+  if (partial && choices.is_array() && choices.size() == 0) {  // a stream's usage chunk (include_usage)
+    read_openai_usage(body, out);
+    out.ok = true;
+    return out;
+  }
   if (!choices.is_array() || choices.size() == 0) return fail("choices is missing");
   const JsonView choice = *choices.begin();
   if (!choice.is_object()) return fail("choices[0] is not an object");
   const JsonView finish = choice.find("finish_reason");
-  if (!finish.is_string()) return fail("choices[0].finish_reason is missing");
-  out.finish_reason = finish.string();
+  if (partial && finish.is_null()) {
+    // (a streamed chunk before the last: no finish reason yet)
+  } else if (!finish.is_string()) {
+    return fail("choices[0].finish_reason is missing");
+  } else {
+    out.finish_reason = finish.string();
+  }
   TokenList ids(choice.find("token_ids"), rows[kIds]);
+  // (A streamed chunk without tokens, the last one after a stop string, may carry no log-probs.)
+  if (partial && ids.is_array() && ids.size() == 0 && !choice.find("logprobs").is_object()) {
+    read_openai_usage(body, out);
+    out.ok = true;
+    return out;
+  }
   if (!ids.is_array())
     return fail("choices[0].token_ids is missing (the server must support return_token_ids)");
   TokenList values(choice.find("logprobs").find("token_logprobs"), rows[kTokenLogprobs]);
@@ -406,11 +431,7 @@ GenerateResult parse_openai(JsonView body, std::span<const JsonNumberRows> rows,
   if (top_logprobs > 0 &&
       !read_openai_top(choice.find("logprobs").find("top_logprobs"), out.ids.size(), top_logprobs, out, why))
     return fail(why);
-  if (const JsonView usage = body.find("usage"); usage.exists()) {
-    out.prompt_tokens = read_count(usage, "prompt_tokens");
-    out.completion_tokens = read_count(usage, "completion_tokens");
-    out.cached_tokens = read_count(usage.find("prompt_tokens_details"), "cached_tokens");
-  }
+  read_openai_usage(body, out);
   out.ok = true;
   return out;
 }
@@ -493,6 +514,7 @@ void write_tail(ApiKind kind, const GenerateCall& call, const SamplingParams& sa
     out += sampling.json_schema;  // JSON text already (checked where it was read)
     out += "}}";
   }
+  if (call.stream) out += ",\"stream\":true,\"stream_options\":{\"include_usage\":true}";
   out += ",\"skip_special_tokens\":false,\"include_stop_str_in_output\":true,\"user\":";
   append_identifier(out, call.rid);
   out += '}';
@@ -570,7 +592,7 @@ GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_siz
   const JsonView root = parsed->root();
   GenerateResult out = kind == ApiKind::kSglang
                            ? parse_sglang(root, rows, vocab_size, top_logprobs, partial)
-                           : parse_openai(root, rows, vocab_size, top_logprobs, sent.ids);
+                           : parse_openai(root, rows, vocab_size, top_logprobs, sent.ids, partial);
   if (out.ok && out.finish_reason != "stop" && out.finish_reason != "length" &&
       out.finish_reason != "abort" && !(partial && out.finish_reason.empty())) {
     return fail("finish reason " + quote(text_prefix(out.finish_reason)) +

@@ -60,7 +60,9 @@ struct GenerateCall {
   // When not empty: the JSON text of the prompt's id list ("[1,2,3]"), written instead of encoding `prompt`
   // again (the gateway keeps it per session and appends only the new ids: server/gateway/prompt_ids_text.h).
   std::string_view prompt_ids_json = {};
-  // SGLang only: ask for the answer as a stream of events ("stream": true; streamed_answer.h reads it).
+  // Ask for the answer as a stream of events (streamed_answer.h reads it): SGLang's "stream": true; the
+  // OpenAI API's "stream": true with stream_options.include_usage (the usage chunk names the prompt's
+  // length).
   bool stream = false;
 };
 
@@ -113,8 +115,10 @@ struct SentPrompt {
   // 8k tokens) instead of reading every id.
   std::string_view ids_json;
 };
-// `partial`: the body is one event of an SGLang stream (streamed_answer.h), whose finish_reason is null
-// (finish_reason "") until its last.
+// `partial`: the body is one event of a stream (streamed_answer.h), whose finish_reason is null
+// (finish_reason
+// "") until its last; an OpenAI stream's usage chunk (no choices) and a chunk without tokens or log-probs
+// are read too.
 GenerateResult parse_response(ApiKind kind, std::string_view body, int vocab_size, int top_logprobs = 0,
                               SentPrompt sent = {}, bool partial = false);
 // The per-token lists parse_response reads as rows of numbers (engine/json_view.h, JsonNumberRows), in the

@@ -33,8 +33,16 @@ bool StreamedAnswer::refuse(std::string why) {
 
 bool StreamedAnswer::add(std::string_view data) {
   if (!error_.empty()) return false;
+  GenerateResult event = parse_response(kind_, data, vocab_size_, top_logprobs_, sent_, true);
+  if (kind_ == ApiKind::kOpenAi && event.ok && event.ids.empty() && event.finish_reason.empty()) {
+    // (the usage chunk, after the last: its counts; or a chunk with nothing new)
+    if (event.prompt_tokens > 0) answer_.prompt_tokens = event.prompt_tokens;
+    if (event.completion_tokens > 0) answer_.completion_tokens = event.completion_tokens;
+    if (event.cached_tokens > 0) answer_.cached_tokens = event.cached_tokens;
+    ++events_;
+    return true;
+  }
   if (finished()) return refuse("an event came after the one that finished the answer");
-  GenerateResult event = parse_response(ApiKind::kSglang, data, vocab_size_, top_logprobs_, sent_, true);
   if (!event.ok) {
     if (const auto message = error_message(data))
       return refuse("the stream ended with an error: " + *message);
@@ -43,8 +51,8 @@ bool StreamedAnswer::add(std::string_view data) {
   ++events_;
   const size_t have = answer_.ids.size(), sent = event.ids.size();
   const auto total = static_cast<size_t>(std::max<int64_t>(0, event.completion_tokens));
-  size_t from = 0;  // the first id of the event that is new
-  if (sent == 0) {
+  size_t from = 0;                               // the first id of the event that is new
+  if (sent == 0 || kind_ == ApiKind::kOpenAi) {  // (OpenAI chunks hold the new tokens only)
     from = 0;
   } else if (sent == total && sent >= have) {
     if (!std::equal(answer_.ids.begin(), answer_.ids.end(), event.ids.begin()))
@@ -63,10 +71,12 @@ bool StreamedAnswer::add(std::string_view data) {
     answer_.top.insert(answer_.top.end(), std::make_move_iterator(event.top.begin() + from),
                        std::make_move_iterator(event.top.end()));
   answer_.finish_reason = std::move(event.finish_reason);
-  answer_.prompt_tokens = event.prompt_tokens;
-  answer_.completion_tokens = event.completion_tokens;
-  answer_.cached_tokens = event.cached_tokens;
-  answer_.weight_version = std::move(event.weight_version);
+  if (kind_ == ApiKind::kSglang) {  // (each SGLang event counts everything so far)
+    answer_.prompt_tokens = event.prompt_tokens;
+    answer_.completion_tokens = event.completion_tokens;
+    answer_.cached_tokens = event.cached_tokens;
+    answer_.weight_version = std::move(event.weight_version);
+  }
   answer_.ok = finished();
   return true;
 }

@@ -419,7 +419,6 @@ void Gateway::live_if_streamed(const HttpCall& call, CallRequest& request, LiveA
       !call.keepalive->can_send())
     return;
   if (request.logprobs.on || request.return_token_ids || request.turn.top_logprobs > 0) return;
-  if (shared_.upstream->options().api != llm::ApiKind::kSglang) return;  // (asked for the whole answer)
   request.turn.live = live;
 }
 

@@ -115,7 +115,7 @@ class Gateway {
   using KeptDecoder = CallRequest (*)(std::string_view body, KeptRequest& kept);
   Completion kept_call(const HttpCall& call, const std::string& id, KeptDecoder decode, CallRequest& request,
                        bool responses_api = false, LiveAnswer* live = nullptr);
-  // A streamed call's answer goes out as the upstream samples it when the upstream streams (SGLang), the
+  // A streamed call's answer goes out as the upstream samples it when --stream-upstream is on, the
   // transport can send before the handler returns, and the call asks for nothing the answer's first chunk
   // must carry (log-probs, token ids).
   void live_if_streamed(const HttpCall& call, CallRequest& request, LiveAnswer* live) const;

@@ -1,8 +1,8 @@
 #pragma once
 // A streamed call's answer sent to the harness as the upstream samples it.
 //
-// When a harness asks for a stream and the upstream streams (SGLang's /generate with "stream": true,
-// upstream.h UpstreamCall::sampled), each batch of ids the upstream sends is decoded here and read by
+// When a harness asks for a stream, the upstream call streams too (upstream.h UpstreamCall::sampled: SGLang's
+// events or the OpenAI API's chunks), and each batch of ids the upstream sends is decoded here and read by
 // LiveReply (live_reply.h), and what it shows goes out at once as the API's events (the head first, through
 // the call's StreamKeepalive, which then also ends a stream that fails with the API's error event). When the
 // answer is whole, the call's stream writer sends the rest (openai_answer.h StreamShown): the texts' rest,

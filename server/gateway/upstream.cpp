@@ -327,19 +327,20 @@ std::vector<HostAddress> Upstream::resolve(Lane& lane, Clock::time_point deadlin
 // Only an answer that is a 200 event stream is read so; any other (an error status, a server that answered
 // whole) is read whole as before.
 struct Upstream::StreamRead {
-  StreamRead(SampledTokens* sink, size_t max_event_bytes, int vocab_size, int top_logprobs,
+  StreamRead(llm::ApiKind kind, SampledTokens* sink, size_t max_event_bytes, int vocab_size, int top_logprobs,
              llm::SentPrompt sent)
-      : sink(sink),
+      : kind(kind),
+        sink(sink),
         max_event_bytes(max_event_bytes),
         vocab_size(vocab_size),
         top_logprobs(top_logprobs),
         sent(sent),
         events(max_event_bytes),
-        answer(vocab_size, top_logprobs, sent) {}
+        answer(kind, vocab_size, top_logprobs, sent) {}
   // Another attempt: nothing read yet (never once ids went to the sink).
   void restart() {
     events = SseReader(max_event_bytes);
-    answer = llm::StreamedAnswer(vocab_size, top_logprobs, sent);
+    answer = llm::StreamedAnswer(kind, vocab_size, top_logprobs, sent);
     decided = active = done = false;
     failure.clear();
   }
@@ -372,6 +373,7 @@ struct Upstream::StreamRead {
     return failure.empty();
   }
 
+  llm::ApiKind kind;
   SampledTokens* sink;
   size_t max_event_bytes;
   int vocab_size, top_logprobs;
@@ -645,7 +647,7 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   generate.max_new_tokens = call.max_new_tokens;
   generate.sampling_seed = call.sampling_seed;
   generate.rid = call.rid;
-  const bool streamed = call.sampled != nullptr && options_.api == llm::ApiKind::kSglang;
+  const bool streamed = call.sampled != nullptr;
   generate.stream = streamed;
   // The body in pieces: the session's cached id text (call.prompt_ids_json, ~40 KB at 8k tokens) is sent
   // from where it is, never copied into a body string (one gather write with the head).
@@ -674,8 +676,8 @@ UpstreamResult Upstream::generate(const UpstreamCall& call) {
   head += "\r\n\r\n";
   std::optional<StreamRead> stream;
   if (streamed)
-    stream.emplace(call.sampled, http_.max_response_bytes, options_.vocab_size, call.sampling.top_logprobs,
-                   llm::SentPrompt{call.prompt, call.prompt_ids_json});
+    stream.emplace(options_.api, call.sampled, http_.max_response_bytes, options_.vocab_size,
+                   call.sampling.top_logprobs, llm::SentPrompt{call.prompt, call.prompt_ids_json});
   std::unique_ptr<Lane> lane = acquire();
   const llm::HttpResponse response =
       exchange(*lane, head, parts, call.keepalive, stream ? &*stream : nullptr);

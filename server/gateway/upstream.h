@@ -68,9 +68,9 @@ struct UpstreamCall {
   // While the call waits (connect, send, backoff, the answer), beat() whenever keepalive->due() (a streamed
   // call: stream_keepalive.h; a host name's lookup does not beat); null or inactive: none.
   StreamKeepalive* keepalive = nullptr;
-  // Not null: the answer is asked for as a stream (SGLang's "stream": true; streamed_answer.h) and its ids
-  // go here as they arrive. Once some have gone, a failure is final: no retry samples the answer again.
-  // (An OpenAI-API upstream is asked for the whole answer: nothing goes here.)
+  // Not null: the answer is asked for as a stream ("stream": true; policies/llm/streamed_answer.h reads
+  // SGLang's events and the OpenAI API's chunks) and its ids go here as they arrive. Once some have gone, a
+  // failure is final: no retry samples the answer again.
   SampledTokens* sampled = nullptr;
 };
 

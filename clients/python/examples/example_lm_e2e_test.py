@@ -2,7 +2,8 @@
 """The README's "against crl's own small LM server" commands, end to end (ctest gateway_example_lm): a
 tokenizer trained on the synthetic suite, an untrained `crl lm init` checkpoint whose context holds the
 gateway's --capacity, `crl lm serve`, `crl serve --llm` in front of it, and agent_harness.py for one episode over
-each API (chat completions, whole and streamed, and the Responses API).
+each API (chat completions, whole and streamed, and the Responses API); then the streamed loop again through a
+gateway that speaks the OpenAI API to `crl lm serve` (--api openai).
 
 What it guards that the scripted-LLM test cannot: a real model's answers. An untrained model samples stray
 bytes (ill-formed UTF-8) and long commands; the harness must finish, and its copies of the answers (repaired
@@ -54,6 +55,15 @@ def check_episode(address, api, work):
     print(f"ok ({api}): {len(segments)} segment(s), no history edits")
 
 
+def expect_live_streams(address):
+    """The gateway at `address` sent streamed calls as they were sampled (its /metrics counter)."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+        metrics = response.read().decode()
+    live = [line for line in metrics.splitlines() if line.startswith("crl_gateway_streams_live_total ")]
+    assert live and float(live[0].split()[1]) > 0, "no streamed call was sent as it was sampled: " + str(live)
+    print("ok: " + live[0])
+
+
 def main():
     crl = os.path.abspath(CRL_BIN)
     processes = []
@@ -78,11 +88,16 @@ def main():
             # far, and sends the answers as they are sampled: the joined copies must still be its own.)
             for api in ("chat", "chat-stream", "responses", "responses-chained"):
                 check_episode(address, api, work)
-            with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
-                metrics = response.read().decode()
-            live = [line for line in metrics.splitlines() if line.startswith("crl_gateway_streams_live_total ")]
-            assert live and float(live[0].split()[1]) > 0, "no streamed call was sent as it was sampled: " + str(live)
-            print("ok: " + live[0])
+            expect_live_streams(address)
+            # The same streamed loop through the OpenAI API (crl lm serve's /v1/completions chunks, as vLLM's).
+            server = subprocess.Popen([crl, "serve", "--port", "0", "--llm", f"http://{lm_address}", "--api",
+                                       "openai", "--tokenizer", "tok/tokenizer.json", "--capacity", "4096",
+                                       "--reserve", "1024", "--summary-cap", "256", "--per-turn-cap", "64"],
+                                      cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            processes.append(server)
+            openai_address = first_line(server, "crl serve")
+            check_episode(openai_address, "chat-stream", work)
+            expect_live_streams(openai_address)
         finally:
             for proc in reversed(processes):
                 if proc.poll() is None:

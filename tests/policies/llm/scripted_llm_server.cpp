@@ -488,10 +488,69 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
         offsets.push_back(offset);
         offset += piece.size();
       }
+      using ordered = nlohmann::ordered_json;
+      if (request.value("stream", false)) {
+        // vLLM's stream: a chunk per token (its text, log-prob entry and id; the prompt's ids on the first,
+        // with return_token_ids), finish_reason null until the last; with stream_options.include_usage a
+        // chunk without choices gives the usage; then [DONE].
+        answer.streamed = true;
+        const std::string model = request.value("model", std::string("scripted"));
+        const auto chunk = [&](ordered choices, const json& usage) {
+          return "data: " +
+                 ordered{{"id", "cmpl-" + std::to_string(id)},
+                         {"object", "text_completion"},
+                         {"created", 0},
+                         {"model", model},
+                         {"choices", std::move(choices)},
+                         {"usage", usage}}
+                     .dump(-1, ' ', false, json::error_handler_t::replace) +
+                 "\n\n";
+        };
+        for (size_t i = 0; i < output.size(); ++i) {
+          if (sticky == "stream_error" && i == (output.size() + 1) / 2) {
+            answer.events.push_back(
+                R"(data: {"error": {"object": "error", "message": "the engine failed on purpose", )"
+                R"("type": "InternalServerError", "code": 500}})"
+                "\n\n");
+            break;
+          }
+          const bool last = i + 1 == output.size();
+          ordered choice = {{"index", 0},
+                            {"text", tokens[i]},
+                            {"logprobs",
+                             {{"text_offset", {offsets[i]}},
+                              {"token_logprobs", {call.logprobs[i]}},
+                              {"tokens", {tokens[i]}},
+                              {"top_logprobs", {top[i]}}}},
+                            {"finish_reason", last ? json(finish) : json(nullptr)},
+                            {"stop_reason", json(nullptr)},
+                            {"token_ids", {output[i]}}};
+          if (i == 0) {
+            json ran_ids = json::array();
+            for (auto at = call.prompt.end() - static_cast<std::ptrdiff_t>(ran); at != call.prompt.end();
+                 ++at)
+              ran_ids.push_back(*at);
+            choice["prompt_token_ids"] = ran_ids;
+          }
+          answer.events.push_back(chunk(ordered::array({choice}), nullptr));
+        }
+        const json stream_options = request.value("stream_options", json::object());
+        if (stream_options.is_object() && stream_options.value("include_usage", false))
+          answer.events.push_back(chunk(ordered::array(), {{"prompt_tokens", ran},
+                                                           {"total_tokens", ran + output.size()},
+                                                           {"completion_tokens", output.size()},
+                                                           {"prompt_tokens_details", nullptr}}));
+        answer.events.push_back("data: [DONE]\n\n");
+        if (sticky == "stream_cut") answer.cut_after = (output.size() + 1) / 2;
+        if (options.log_calls) {
+          std::lock_guard lock(mutex);
+          log.push_back(std::move(call));
+        }
+        return answer;
+      }
       // vLLM's fields in its order (protocol.py's CompletionResponseChoice and CompletionResponse);
       // return_token_ids answers the prompt's ids too (vLLM 0.10.2 on), the prompt it ran: with the
       // "truncate" fault, without its first id (as truncate_prompt_tokens cuts a prompt from the left).
-      using ordered = nlohmann::ordered_json;
       ordered choice = {
           {"index", 0},
           {"text", out_text},
@@ -535,6 +594,7 @@ struct ScriptedLlmServer::Impl : std::enable_shared_from_this<Impl> {
       }
       ids += ']';
       answer.body.replace(at, mark.size(), ids);
+      answer.delay_s += options.stream_event_delay_s * static_cast<double>(output.size());
     }
     if (options.log_calls) {
       std::lock_guard lock(mutex);

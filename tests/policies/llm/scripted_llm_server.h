@@ -63,8 +63,9 @@ struct ScriptedLlmOptions {
   // Replaces the scripted model (the gateway's tests script their own harness): the answer text for the
   // decoded prompt; <|im_end|> is appended and the answer cut at max_new_tokens as for the scripted model.
   std::function<std::string(std::string_view prompt_text, uint64_t seed)> script;
-  // An SGLang request with "stream": true is answered as SGLang streams: text/event-stream, an event per
-  // token ("data: {...}\n\n"), then "data: [DONE]". By default each event is the answer so far (SGLang's
+  // A request with "stream": true is answered as the server streams: text/event-stream, an event per token
+  // ("data: {...}\n\n"), then "data: [DONE]" (the OpenAI API: vLLM's chunks, a usage chunk first when
+  // stream_options.include_usage). SGLang's /generate: by default each event is the answer so far (its
   // default); `incremental_stream`: only the new token (its --incremental-streaming-output). The events go
   // out this far apart (a test sees the first before the last is sampled), and an answer asked whole waits
   // as long as its stream would take (its tokens' sampling time) on top of faults.delay_s.

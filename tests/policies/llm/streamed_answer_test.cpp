@@ -45,7 +45,7 @@ void expect_whole(const StreamedAnswer& answer) {
 }
 
 TEST(StreamedAnswer, ReadsSglangsDefaultStreamOfAnswersSoFar) {
-  StreamedAnswer answer(100, 0, {});
+  StreamedAnswer answer(ApiKind::kSglang, 100, 0, {});
   for (size_t n = 1; n <= kIds.size(); ++n) {
     ASSERT_TRUE(answer.add(event(kIds, 0, n, n == kIds.size()))) << answer.error();
     EXPECT_EQ(answer.answer().ids.size(), n);
@@ -55,7 +55,7 @@ TEST(StreamedAnswer, ReadsSglangsDefaultStreamOfAnswersSoFar) {
 }
 
 TEST(StreamedAnswer, ReadsTheIncrementalStream) {
-  StreamedAnswer answer(100, 0, {});
+  StreamedAnswer answer(ApiKind::kSglang, 100, 0, {});
   // (several tokens in one event too, as a speculative decoder or stream_interval > 1 sends them)
   ASSERT_TRUE(answer.add(event(kIds, 0, 1, false))) << answer.error();
   ASSERT_TRUE(answer.add(event(kIds, 1, 3, false))) << answer.error();
@@ -65,7 +65,7 @@ TEST(StreamedAnswer, ReadsTheIncrementalStream) {
 
 TEST(StreamedAnswer, RefusesEventsThatContradictTheStream) {
   {
-    StreamedAnswer answer(100, 0, {});
+    StreamedAnswer answer(ApiKind::kSglang, 100, 0, {});
     ASSERT_TRUE(answer.add(event(kIds, 0, 2, false)));
     std::vector<int> other = kIds;
     other[0] = 99;
@@ -73,7 +73,7 @@ TEST(StreamedAnswer, RefusesEventsThatContradictTheStream) {
     EXPECT_NE(answer.error().find("other ids"), std::string::npos) << answer.error();
   }
   {
-    StreamedAnswer answer(100, 0, {});
+    StreamedAnswer answer(ApiKind::kSglang, 100, 0, {});
     ASSERT_TRUE(answer.add(event(kIds, 0, 2, false)));
     // two ids after two, where the event says five were sampled: neither the answer so far nor the ids
     // that follow it (a lost event)
@@ -81,7 +81,7 @@ TEST(StreamedAnswer, RefusesEventsThatContradictTheStream) {
     EXPECT_NE(answer.error().find("were read before"), std::string::npos) << answer.error();
   }
   {
-    StreamedAnswer answer(100, 0, {});
+    StreamedAnswer answer(ApiKind::kSglang, 100, 0, {});
     ASSERT_TRUE(answer.add(event(kIds, 0, 5, true)));
     EXPECT_FALSE(answer.add(event(kIds, 0, 5, true)));
     EXPECT_NE(answer.error().find("after the one that finished"), std::string::npos) << answer.error();
@@ -89,23 +89,23 @@ TEST(StreamedAnswer, RefusesEventsThatContradictTheStream) {
 }
 
 TEST(StreamedAnswer, ChecksEachEventAsAWholeAnswerIsChecked) {
-  StreamedAnswer out_of_vocabulary(12, 0, {});
+  StreamedAnswer out_of_vocabulary(ApiKind::kSglang, 12, 0, {});
   EXPECT_FALSE(out_of_vocabulary.add(event(kIds, 0, 3, false)));
   EXPECT_NE(out_of_vocabulary.error().find("vocabulary"), std::string::npos) << out_of_vocabulary.error();
-  StreamedAnswer not_json(100, 0, {});
+  StreamedAnswer not_json(ApiKind::kSglang, 100, 0, {});
   EXPECT_FALSE(not_json.add("{\"output_ids\": [1,"));
   EXPECT_FALSE(not_json.answer().ok);
   // A prompt the server cut: each event names its length.
   const std::vector<TokenId> prompt = {1, 2, 3, 4};
   TokenArena arena;
   const PromptView view(&arena, {arena.append(prompt, Provenance::kPrompt)});
-  StreamedAnswer cut(100, 0, SentPrompt{&view, {}});
+  StreamedAnswer cut(ApiKind::kSglang, 100, 0, SentPrompt{&view, {}});
   EXPECT_FALSE(cut.add(event(kIds, 0, 1, false, 3)));
   EXPECT_NE(cut.error().find("prompt_tokens"), std::string::npos) << cut.error();
 }
 
 TEST(StreamedAnswer, AnErrorEventFailsTheAnswerWithItsMessage) {
-  StreamedAnswer answer(100, 0, {});
+  StreamedAnswer answer(ApiKind::kSglang, 100, 0, {});
   ASSERT_TRUE(answer.add(event(kIds, 0, 2, false)));
   EXPECT_FALSE(answer.add(R"({"error": {"message": "CUDA out of memory"}})"));
   EXPECT_NE(answer.error().find("CUDA out of memory"), std::string::npos) << answer.error();

@@ -122,12 +122,14 @@ TEST(GatewayLiveStreams, OffSendsTheAnswerWhole) {
   EXPECT_EQ(joined.content_chunks, 1u);
 }
 
-// SGLang's two kinds of stream (the answer so far in each event, or only its new tokens) give the same
-// stream to the harness and the same recorded ids as a call answered whole.
+// SGLang's two kinds of stream (the answer so far in each event, or only its new tokens) and the OpenAI
+// API's give the same stream to the harness and the same recorded ids as a call answered whole.
 TEST(GatewayLiveStreams, BothKindsOfUpstreamStreamRecordWhatAWholeAnswerRecords) {
   std::vector<json> exports;
-  for (const int kind : {0, 1, 2}) {  // not streamed; SGLang's default stream; its incremental stream
-    Bench bench(llm::ApiKind::kSglang, {}, GatewayOptions{}, HttpOptions{}, ServiceOptions{}, nullptr,
+  // Not streamed; SGLang's default stream; its incremental stream; the OpenAI API's stream (vLLM's chunks).
+  for (const int kind : {0, 1, 2, 3}) {
+    Bench bench(kind == 3 ? llm::ApiKind::kOpenAi : llm::ApiKind::kSglang, {}, GatewayOptions{},
+                HttpOptions{}, ServiceOptions{}, nullptr,
                 [&](crl::testing::ScriptedLlmOptions& llm) { llm.incremental_stream = kind == 2; });
     Harness h(bench.port(), "kinds");
     for (int turn = 0; turn < 3; ++turn) {
@@ -146,6 +148,16 @@ TEST(GatewayLiveStreams, BothKindsOfUpstreamStreamRecordWhatAWholeAnswerRecords)
   ASSERT_FALSE(exports[0].is_null());
   EXPECT_EQ(exports[1]["segments"], exports[0]["segments"]);
   EXPECT_EQ(exports[2]["segments"], exports[0]["segments"]);
+  // (The stand-in reports a prefix cache hit through SGLang's meta_info only: the OpenAI API's usage has no
+  // cached_tokens there.)
+  json openai = exports[3]["segments"], sglang = exports[0]["segments"];
+  for (json* segments : {&openai, &sglang}) {
+    for (json& segment : *segments) {
+      segment["metadata"].erase("upstream_cached_tokens");
+      segment["metadata"].erase("upstream_cached_tokens_total");
+    }
+  }
+  EXPECT_EQ(openai, sglang);
 }
 
 // A tool call: the content before it streams, the call comes whole at the end (finish tool_calls), and the

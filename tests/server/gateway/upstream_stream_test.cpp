@@ -113,6 +113,7 @@ TEST(UpstreamStream, ACutStreamOrAnErrorEventFailsTheCallWithoutARetry) {
     llm.script = twelve;
     llm.faults.sticky_every = 1;
     llm.faults.sticky_fault = fault;
+    llm.stream_event_delay_s = 0.01;  // (the first ids go on before the failure is read)
     crl::testing::ScriptedLlmServer stand_in(llm);
     Upstream upstream(options_for(stand_in));
     Seen seen;
@@ -147,21 +148,68 @@ TEST(UpstreamStream, FailuresBeforeAnyIdAreRetriedAsBefore) {
   EXPECT_EQ(seen.counts.back(), 13u);
 }
 
-TEST(UpstreamStream, AnUpstreamThatAnswersWholeIsReadWhole) {
-  // The OpenAI API is asked for the whole answer (UpstreamCall::sampled is SGLang's only): no id goes on
-  // early, and the answer is as asked.
+// The OpenAI API's stream (vLLM's chunks): the same answer as asked whole, token by token; a cut stream or
+// vLLM's error event fails it without a retry.
+TEST(UpstreamStream, TheOpenAiApisStreamGivesTheWholeAnswerTokenByToken) {
   crl::testing::ScriptedLlmOptions llm;
   llm.script = twelve;
   crl::testing::ScriptedLlmServer stand_in(llm);
   UpstreamOptions options = options_for(stand_in);
   options.api = llm::ApiKind::kOpenAi;
   Upstream upstream(options);
+  StreamCall whole_call, streamed_call;
+  const UpstreamResult whole = whole_call.run(upstream, nullptr, 7, 2);
   Seen seen;
-  StreamCall call;
-  const UpstreamResult result = call.run(upstream, &seen);
-  ASSERT_TRUE(result.ok) << result.error;
-  EXPECT_EQ(result.answer.ids.size(), 13u);
-  EXPECT_TRUE(seen.counts.empty());
+  const UpstreamResult streamed = streamed_call.run(upstream, &seen, 7, 2);
+  ASSERT_TRUE(whole.ok) << whole.error;
+  ASSERT_TRUE(streamed.ok) << streamed.error;
+  EXPECT_EQ(streamed.answer.ids, whole.answer.ids);
+  EXPECT_EQ(streamed.answer.logprobs, whole.answer.logprobs);
+  ASSERT_EQ(streamed.answer.top.size(), whole.answer.top.size());
+  EXPECT_EQ(streamed.answer.finish_reason, whole.answer.finish_reason);
+  EXPECT_EQ(streamed.answer.prompt_tokens, 2) << "the usage chunk's count";
+  ASSERT_FALSE(seen.counts.empty());
+  EXPECT_EQ(seen.counts.back(), 13u);
+  for (const std::string fault : {"stream_cut", "stream_error"}) {
+    crl::testing::ScriptedLlmOptions failing = llm;
+    failing.faults.sticky_every = 1;
+    failing.faults.sticky_fault = fault;
+    failing.stream_event_delay_s = 0.01;  // (the first ids go on before the failure is read)
+    crl::testing::ScriptedLlmServer bad(failing);
+    UpstreamOptions bad_options = options_for(bad);
+    bad_options.api = llm::ApiKind::kOpenAi;
+    Upstream bad_upstream(bad_options);
+    Seen partial;
+    StreamCall call;
+    const UpstreamResult result = call.run(bad_upstream, &partial);
+    EXPECT_FALSE(result.ok) << fault;
+    EXPECT_FALSE(partial.counts.empty()) << fault;
+    EXPECT_EQ(bad.attempts(), 1u) << fault;
+    if (fault == "stream_error") {
+      EXPECT_NE(result.error.find("failed on purpose"), std::string::npos) << result.error;
+    }
+  }
+}
+
+// A prompt the server cut shows in the stream too: its first chunk's prompt_token_ids, or its usage chunk.
+TEST(UpstreamStream, AStreamThatRanAnotherPromptFailsTheCall) {
+  for (const llm::ApiKind api : {llm::ApiKind::kSglang, llm::ApiKind::kOpenAi}) {
+    crl::testing::ScriptedLlmOptions llm;
+    llm.script = twelve;
+    llm.faults.sticky_every = 1;
+    llm.faults.sticky_fault = "truncate";
+    crl::testing::ScriptedLlmServer stand_in(llm);
+    UpstreamOptions options = options_for(stand_in);
+    options.api = api;
+    Upstream upstream(options);
+    Seen seen;
+    StreamCall call;
+    const UpstreamResult result = call.run(upstream, &seen);
+    EXPECT_FALSE(result.ok);
+    EXPECT_EQ(result.code, "upstream_malformed");
+    EXPECT_NE(result.error.find("did not run the prompt it was sent"), std::string::npos) << result.error;
+    EXPECT_TRUE(seen.counts.empty()) << "nothing of an answer to another prompt goes on";
+  }
 }
 
 }  // namespace
