@@ -9,19 +9,67 @@
 // (compared as bytes where the answer writes it back the same way) or without (read id by id) reads alike;
 // and the rows and the arrays checked but not read (answer_unread_arrays) change nothing but where the
 // values are kept (tests/fuzz/number_rows_check.h: the same acceptance, errors and values as a plain read of
-// the same text), the prompt's text expected or not.
+// the same text), the prompt's text expected or not. Bit 4: the body is also read as a streamed answer
+// (engine/sse_reader.h into policies/llm/streamed_answer.h), whole and in small pieces: the same outcome,
+// and an accepted stream holds one log-prob per id, each in the vocabulary.
 //
 // Built by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined; tests/fuzz/CMakeLists.txt) with
 // CRL_LIBFUZZER defined; the LLM policy tests compile the same function without it and replay the seed
 // corpus (tests/fuzz/corpus/upstream_answer).
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "engine/sse_reader.h"
 #include "policies/llm/llm_api.h"
+#include "policies/llm/streamed_answer.h"
 #include "tests/fuzz/number_rows_check.h"
 
 namespace crl::llm {
+
+namespace {
+// The body read as a streamed answer (its server-sent events into a StreamedAnswer), whole and in pieces of
+// 1-7 bytes: the same outcome either way; an answer read to its end holds one log-prob per id, each in the
+// vocabulary.
+GenerateResult read_stream(ApiKind kind, std::string_view body, int vocab, int top, SentPrompt sent,
+                           bool pieces, std::string& error) {
+  SseReader reader(1 << 20);
+  StreamedAnswer answer(kind, vocab, top, sent);
+  SseEvent event;
+  for (size_t at = 0, n = 0; at < body.size(); at += n) {
+    n = pieces ? std::min<size_t>(1 + static_cast<unsigned char>(body[at]) % 7, body.size() - at)
+               : body.size();
+    if (!reader.feed(body.substr(at, n))) {
+      error = reader.error();
+      return answer.take();
+    }
+    while (reader.next(event)) {
+      if (event.data == "[DONE]") continue;
+      if (!answer.add(event.data)) {
+        error = answer.error();
+        return answer.take();
+      }
+    }
+  }
+  if (!answer.finished()) error = "unfinished";
+  return answer.take();
+}
+
+void check_stream(ApiKind kind, std::string_view body, int vocab, int top, SentPrompt sent) {
+  std::string whole_error, pieces_error;
+  const GenerateResult whole = read_stream(kind, body, vocab, top, sent, false, whole_error);
+  const GenerateResult pieces = read_stream(kind, body, vocab, top, sent, true, pieces_error);
+  if (whole_error != pieces_error || whole.ids != pieces.ids || whole.logprobs != pieces.logprobs ||
+      whole.finish_reason != pieces.finish_reason)
+    std::abort();
+  if (whole_error.empty()) {
+    if (whole.ids.size() != whole.logprobs.size()) std::abort();
+    for (const TokenId id : whole.ids)
+      if (id < 0 || (vocab > 0 && id >= vocab)) std::abort();
+  }
+}
+}  // namespace
 
 int fuzz_upstream_answer(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
@@ -58,6 +106,7 @@ int fuzz_upstream_answer(const uint8_t* data, size_t size) {
   if (!testing::read_with_and_without_rows(body, rows, kMaxJsonDepth, answer_unread_arrays(kind, top))
            .difference.empty())
     std::abort();
+  if (data[0] & 16) check_stream(kind, body, vocab, top, sent);
   return 0;
 }
 
