@@ -55,6 +55,16 @@ def check_episode(address, api, work):
     print(f"ok ({api}): {len(segments)} segment(s), no history edits")
 
 
+def start_gateway(crl, lm_address, api, work, processes):
+    """`crl serve --llm` in front of crl lm serve, speaking `api` to it; its address."""
+    server = subprocess.Popen([crl, "serve", "--port", "0", "--llm", f"http://{lm_address}", "--api", api,
+                               "--tokenizer", "tok/tokenizer.json", "--capacity", "4096", "--reserve", "1024",
+                               "--summary-cap", "256", "--per-turn-cap", "64"],
+                              cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    processes.append(server)
+    return first_line(server, "crl serve")
+
+
 def expect_live_streams(address):
     """The gateway at `address` sent streamed calls as they were sampled (its /metrics counter)."""
     with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
@@ -78,24 +88,14 @@ def main():
                                   text=True)
             processes.append(lm)
             lm_address = first_line(lm, "crl lm serve").split()[0]
-            server = subprocess.Popen([crl, "serve", "--port", "0", "--llm", f"http://{lm_address}", "--api",
-                                       "sglang", "--tokenizer", "tok/tokenizer.json", "--capacity", "4096",
-                                       "--reserve", "1024", "--summary-cap", "256", "--per-turn-cap", "64"],
-                                      cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            processes.append(server)
-            address = first_line(server, "crl serve")
+            address = start_gateway(crl, lm_address, "sglang", work, processes)
             # (chat-stream: the gateway streams its calls to crl lm serve, SGLang's default stream of answers so
             # far, and sends the answers as they are sampled: the joined copies must still be its own.)
             for api in ("chat", "chat-stream", "responses", "responses-chained"):
                 check_episode(address, api, work)
             expect_live_streams(address)
             # The same streamed loop through the OpenAI API (crl lm serve's /v1/completions chunks, as vLLM's).
-            server = subprocess.Popen([crl, "serve", "--port", "0", "--llm", f"http://{lm_address}", "--api",
-                                       "openai", "--tokenizer", "tok/tokenizer.json", "--capacity", "4096",
-                                       "--reserve", "1024", "--summary-cap", "256", "--per-turn-cap", "64"],
-                                      cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            processes.append(server)
-            openai_address = first_line(server, "crl serve")
+            openai_address = start_gateway(crl, lm_address, "openai", work, processes)
             check_episode(openai_address, "chat-stream", work)
             expect_live_streams(openai_address)
         finally:
