@@ -87,6 +87,7 @@ struct UpstreamResult {
 class Upstream {
  public:
   enum class Wait { kReady, kTimeout, kCancelled };  // how a wait on a lane's socket ended
+  using Clock = std::chrono::steady_clock;
   // Throws crl::Error for a malformed base URL.
   explicit Upstream(UpstreamOptions options);
   ~Upstream();

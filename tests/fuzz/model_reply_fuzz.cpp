@@ -257,8 +257,8 @@ json responses_body(const json& items) {
 
 // `sampled` (the raw text, before its UTF-8 repair) as the tokens an answer's log-probs show: pieces of one
 // to three bytes (so parts of characters and invalid bytes too), each with one alternative.
-struct SampledTokens {
-  explicit SampledTokens(std::string_view sampled) {
+struct SampledPieces {
+  explicit SampledPieces(std::string_view sampled) {
     for (size_t at = 0, n = 0; at < sampled.size(); at += n) {
       n = std::min<size_t>(1 + static_cast<unsigned char>(sampled[at]) % 3, sampled.size() - at);
       shown.tokens.emplace_back(sampled.substr(at, n));
@@ -276,7 +276,7 @@ void check_responses(const Completion& completion, uint64_t key, std::string_vie
   const auto decode = [](const std::string& body) { return parse_responses_request(body); };
   // With the sampled tokens' log-probs on the output_text part (include: message.output_text.logprobs): the
   // harness's copy carries them back, and is still the session's answer.
-  const SampledTokens tokens(sampled);
+  const SampledPieces tokens(sampled);
   const json answer = parse_answer(response_json(completion, "m", &tokens.shown), "responses");
   expect_recognised(responses_body(answer["output"]), decode, key, key, "a Responses answer's copy");
 

@@ -46,7 +46,7 @@ TEST(GatewayKeepalive, ALongSampleSendsTheHeadAndCommentsBeforeTheEvents) {
   EXPECT_EQ(answer.content_type, "text/event-stream");
   EXPECT_GE(count(answer.body, ": keep-alive\n\n"), 5u) << answer.body;
   EXPECT_EQ(answer.body.find("data:"), answer.body.rfind(": keep-alive\n\n") + 14) << "comments then events";
-  EXPECT_EQ(streamed_content(answer.body), "ack k1 0");
+  EXPECT_EQ(join_openai_stream(answer.body).content, "ack k1 0");
   EXPECT_TRUE(answer.body.ends_with("data: [DONE]\n\n")) << answer.body;
   // The same call's retry (the same messages) is the stored answer, sent at once: no comments.
   Harness again(bench.port(), "ka", "k1");
@@ -54,7 +54,7 @@ TEST(GatewayKeepalive, ALongSampleSendsTheHeadAndCommentsBeforeTheEvents) {
   const server::testing::Reply retry = again.post(chat_body("k1", true));
   EXPECT_EQ(retry.status, 200);
   EXPECT_EQ(retry.body.find(": keep-alive"), std::string::npos);
-  EXPECT_EQ(streamed_content(retry.body), "ack k1 0");
+  EXPECT_EQ(join_openai_stream(retry.body).content, "ack k1 0");
   again.reward(1.0);
   EXPECT_EQ(again.export_json()["segments"].size(), 1u);
   // A kept-alive stream leaves its connection usable: a client's next call on it is answered.
@@ -63,10 +63,10 @@ TEST(GatewayKeepalive, ALongSampleSendsTheHeadAndCommentsBeforeTheEvents) {
   EXPECT_EQ(streamed.status, 200);
   EXPECT_TRUE(streamed.keep_alive);
   EXPECT_NE(streamed.body.find(": keep-alive\n\n"), std::string::npos) << streamed.body;
-  EXPECT_EQ(streamed_content(streamed.body), "ack k2 0");
+  EXPECT_EQ(join_openai_stream(streamed.body).content, "ack k2 0");
   const server::testing::Reply next = reused.post(chat_body("k2", true));
   EXPECT_EQ(next.status, 200);
-  EXPECT_EQ(streamed_content(next.body), "ack k2 0");
+  EXPECT_EQ(join_openai_stream(next.body).content, "ack k2 0");
   // Two calls began early (the retries were answered at once), none failed.
   const std::string exposition = metrics.render();
   EXPECT_NE(exposition.find("crl_gateway_stream_keepalives_total 2\n"), std::string::npos) << exposition;
@@ -87,7 +87,7 @@ TEST(GatewayKeepalive, AnHttp10ClientGetsTheWholeBodyAtItsEnd) {
   const Parsed answer = parse(seen.whole);
   EXPECT_EQ(answer.status, 200);
   EXPECT_NE(answer.body.find(": keep-alive\n\n"), std::string::npos) << answer.body;
-  EXPECT_EQ(streamed_content(answer.body), "ack h 0");
+  EXPECT_EQ(join_openai_stream(answer.body).content, "ack h 0");
 }
 
 // A harness that closes its connection while the comments come loses nothing: the call goes on, its answer
@@ -122,7 +122,7 @@ TEST(GatewayKeepalive, BeatsThatMeetTheAnswersBytesLoseNone) {
                                          chat_body(marker, true), 0, 20)
                                     .whole);
     ASSERT_EQ(answer.status, 200) << c;
-    EXPECT_EQ(streamed_content(answer.body), "ack " + marker + " 0") << c << ": " << answer.body;
+    EXPECT_EQ(join_openai_stream(answer.body).content, "ack " + marker + " 0") << c << ": " << answer.body;
   }
   EXPECT_EQ(bench.upstream->calls().size(), static_cast<size_t>(kCalls));
 }
@@ -138,7 +138,7 @@ TEST(GatewayKeepalive, QuickAndUnstreamedCallsAreSentAsBefore) {
         post_raw(bench.port(), "/v1/sessions/q/v1/chat/completions", chat_body("q1", true), 0, 20).whole);
     EXPECT_EQ(quick.status, 200);
     EXPECT_TRUE(quick.body.starts_with("data: {")) << quick.body;
-    EXPECT_EQ(streamed_content(quick.body), "ack q1 0");
+    EXPECT_EQ(join_openai_stream(quick.body).content, "ack q1 0");
   }
   Bench bench(llm::ApiKind::kSglang, faults, keepalive_every(0.05));
   const Parsed unstreamed = parse(
@@ -247,7 +247,7 @@ TEST(GatewayKeepalive, AStreamedRetryWaitingForItsSessionIsKeptAlive) {
   EXPECT_NE(retry.early.find(": keep-alive\n\n"), std::string::npos) << retry.early;
   const Parsed answer = parse(retry.whole);
   EXPECT_EQ(answer.status, 200);
-  EXPECT_EQ(streamed_content(answer.body), "ack r1 0");
+  EXPECT_EQ(join_openai_stream(answer.body).content, "ack r1 0");
   const Parsed first_answer = parse(first.whole);
   EXPECT_EQ(first_answer.status, 200);
   EXPECT_EQ(first_answer.content_type, "application/json");
@@ -271,7 +271,7 @@ TEST(GatewayKeepalive, ARetrysBackoffIsKeptAlive) {
   const Parsed answer = parse(seen.whole);
   EXPECT_EQ(answer.status, 200);
   EXPECT_GE(count(answer.body, ": keep-alive\n\n"), 10u) << answer.body;
-  EXPECT_EQ(streamed_content(answer.body), "ack bo 0");
+  EXPECT_EQ(join_openai_stream(answer.body).content, "ack bo 0");
 }
 
 // The error shape follows the route, not any path part: a session named "messages" or "responses" still

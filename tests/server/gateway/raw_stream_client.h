@@ -101,16 +101,4 @@ inline size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-// The text of a chat stream's content deltas, in order (comment lines skipped, as SSE readers do).
-inline std::string streamed_content(const std::string& body) {
-  std::string content;
-  for (size_t at = body.find("data: {"); at != std::string::npos; at = body.find("data: {", at + 1)) {
-    const json chunk = json::parse(body.substr(at + 6, body.find("\n\n", at) - at - 6));
-    const json& delta = chunk["choices"][0]["delta"];
-    if (delta.contains("content") && delta["content"].is_string())
-      content += delta["content"].get<std::string>();
-  }
-  return content;
-}
-
 }  // namespace crl::server::gateway::testing
